@@ -1,0 +1,133 @@
+//! Answering one turn's tool calls (SPEC §5 step 6): every call gets exactly
+//! one tool result, in call order. Calls are first judged in order — invalid,
+//! cut off, repeated — and the ones worth running then run concurrently.
+//!
+//! The repeat guard: the same call (name + identical arguments) asked for a
+//! third or fourth time is answered without running; the fifth stops the
+//! task as `loop_detected`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::chat::ToolCall;
+use crate::records::ToolLine;
+use crate::tools::text::{chars, cut};
+use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
+
+/// The call count at which a repeated call is answered without running.
+pub const REPEAT_REFUSE_AT: u32 = 3;
+/// The call count at which a repeated call stops the task.
+pub const REPEAT_STOP_AT: u32 = 5;
+
+/// Counts identical calls across a task.
+#[derive(Debug, Default)]
+pub struct Repeats {
+    seen: HashMap<String, (u32, String)>,
+}
+
+impl Repeats {
+    /// Counts one more ask for this call; returns the count and the first call's id.
+    fn bump(&mut self, call: &ToolCall) -> (u32, String) {
+        let args = serde_json::from_str::<Value>(&call.function.arguments)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|_| call.function.arguments.trim().to_string());
+        let entry = self.seen.entry(format!("{}\u{0}{args}", call.function.name)).or_insert((0, call.id.clone()));
+        entry.0 += 1;
+        entry.clone()
+    }
+}
+
+/// One answered call: the text for the model and the record line.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub call_id: String,
+    pub text: String,
+    pub line: ToolLine,
+}
+
+/// The turn's calls were answered, or a call repeated too often.
+#[derive(Debug)]
+pub enum TurnResult {
+    Answered(Vec<Answer>),
+    LoopDetected { answered: Vec<Answer>, call: String },
+}
+
+enum Plan {
+    Refuse(String),
+    Run(tools::Call),
+}
+
+pub struct Turn<'a> {
+    pub number: u32,
+    pub calls: &'a [ToolCall],
+    /// The reply hit `max_tokens`: its last call may be cut off.
+    pub cut_off: bool,
+    pub recovered: bool,
+}
+
+pub async fn answer_calls(turn: Turn<'_>, allowed: &[ToolName], toolbox: &Toolbox, ctx: &CallContext, repeats: &mut Repeats) -> TurnResult {
+    let mut plans = Vec::with_capacity(turn.calls.len());
+    for (i, call) in turn.calls.iter().enumerate() {
+        let (count, first_id) = repeats.bump(call);
+        if count >= REPEAT_STOP_AT {
+            let answered = Vec::new();
+            return TurnResult::LoopDetected { answered, call: tools::describe_call(&call.function.name, &call.function.arguments) };
+        }
+        let plan = if turn.cut_off && i + 1 == turn.calls.len() {
+            Plan::Refuse(format!(
+                "This call was cut off by the output token limit before its arguments were complete, so it was not run. \
+                 Call {} again with shorter arguments.",
+                call.function.name
+            ))
+        } else if count >= REPEAT_REFUSE_AT {
+            Plan::Refuse(format!(
+                "You already made this exact call {} times (first as call {first_id}); its result is in that earlier tool message. \
+                 It was not run again. Use that result, try something different, or give your final answer.",
+                count - 1
+            ))
+        } else {
+            match tools::validate(&call.function.name, &call.function.arguments, allowed) {
+                Ok(c) => Plan::Run(c),
+                Err(message) => Plan::Refuse(message),
+            }
+        };
+        plans.push((call, plan, count));
+    }
+
+    let runs = plans.iter().map(|(_, plan, _)| async move {
+        let started = Instant::now();
+        let output = match plan {
+            Plan::Run(c) => toolbox.run(c, ctx).await,
+            Plan::Refuse(message) => ToolOutput::error(message.clone()),
+        };
+        (output, u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
+    });
+    let outputs = futures::future::join_all(runs).await;
+
+    let answers = plans
+        .into_iter()
+        .zip(outputs)
+        .map(|((call, plan, count), (output, duration_ms))| {
+            let text = cut(&output.text, ctx.max_chars);
+            let line = ToolLine {
+                turn: turn.number,
+                call_id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+                result: text.clone(),
+                is_error: output.is_error,
+                duration_ms,
+                original_chars: chars(&output.text),
+                returned_chars: chars(&text),
+                executed: matches!(plan, Plan::Run(_)),
+                recovered: turn.recovered,
+                repeat: count,
+                detail: output.detail,
+            };
+            Answer { call_id: call.id.clone(), text, line }
+        })
+        .collect();
+    TurnResult::Answered(answers)
+}

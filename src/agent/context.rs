@@ -1,0 +1,181 @@
+//! The conversation and its token budget (SPEC §5 "Context").
+//!
+//! The prompt size is estimated from the server's own count when there is
+//! one — `usage.prompt_tokens` of the previous request plus that reply's
+//! completion — and a conservative character estimate for what was added
+//! since. When a request would not fit `context_tokens − max_tokens`, the
+//! bodies of the oldest tool results are replaced by a placeholder saying
+//! what was removed and how to get it back.
+
+use crate::chat::{Message, Role};
+use crate::tools::text::chars;
+
+/// Tokens per message for role markers and template overhead.
+const MESSAGE_OVERHEAD: u64 = 8;
+
+/// A deliberately pessimistic estimate: about 3 characters a token (English
+/// prose runs nearer 4; JSON and code nearer 3).
+pub fn estimate_tokens(text: &str) -> u64 {
+    (chars(text) as u64).div_ceil(3)
+}
+
+fn message_tokens(m: &Message) -> u64 {
+    let calls: u64 = m.tool_calls.iter().map(|c| estimate_tokens(&c.function.name) + estimate_tokens(&c.function.arguments) + 6).sum();
+    MESSAGE_OVERHEAD + estimate_tokens(&m.content) + m.reasoning_content.as_deref().map_or(0, estimate_tokens) + calls
+}
+
+/// What a tool message answered, for its placeholder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOrigin {
+    pub call_id: String,
+    pub call: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    messages: Vec<Message>,
+    /// For each message: where a tool result came from, and whether it was elided.
+    origins: Vec<Option<(ToolOrigin, bool)>>,
+    /// Tokens of the tool definitions sent with every request.
+    tools_tokens: u64,
+    /// The server's count for `messages[..n]`, when known.
+    anchor: Option<(usize, u64)>,
+    /// Multiplies estimates after the server said our estimate was low.
+    correction: f64,
+}
+
+impl Conversation {
+    pub fn new(system: &str, user: &str, tools_json: &str) -> Self {
+        Conversation {
+            messages: vec![Message::system(system), Message::user(user)],
+            origins: vec![None, None],
+            tools_tokens: estimate_tokens(tools_json),
+            anchor: None,
+            correction: 1.0,
+        }
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn push(&mut self, m: Message) {
+        self.messages.push(m);
+        self.origins.push(None);
+    }
+
+    pub fn push_tool(&mut self, m: Message, origin: ToolOrigin) {
+        self.messages.push(m);
+        self.origins.push(Some((origin, false)));
+    }
+
+    /// Records the server's prompt count for the request just answered
+    /// (which held every message so far) and the reply's length.
+    pub fn anchor(&mut self, prompt_tokens: u64, completion_tokens: u64) {
+        if prompt_tokens > 0 {
+            self.anchor = Some((self.messages.len(), prompt_tokens + completion_tokens));
+        }
+    }
+
+    /// The estimated prompt size of the next request.
+    pub fn estimate(&self) -> u64 {
+        let raw = match self.anchor {
+            Some((n, tokens)) if n <= self.messages.len() => tokens + self.messages[n..].iter().map(message_tokens).sum::<u64>(),
+            _ => self.tools_tokens + self.messages.iter().map(message_tokens).sum::<u64>(),
+        };
+        (raw as f64 * self.correction).ceil() as u64
+    }
+
+    /// After the server reported `actual` tokens for a prompt we estimated
+    /// lower, scales every later estimate up to match (with a margin).
+    pub fn calibrate(&mut self, actual: u64) {
+        let estimated = self.estimate().max(1);
+        if actual > estimated {
+            self.correction *= actual as f64 / estimated as f64 * 1.05;
+        }
+    }
+
+    /// Elides the oldest tool results until the estimate fits `budget`.
+    /// Returns the call ids elided, or `Err` with them when even eliding
+    /// every tool result does not make it fit.
+    pub fn fit(&mut self, budget: u64) -> Result<Vec<String>, Vec<String>> {
+        let mut elided = Vec::new();
+        while self.estimate() > budget {
+            let Some(i) = self.origins.iter().position(|o| matches!(o, Some((_, false)))) else {
+                return Err(elided);
+            };
+            let Some((origin, done)) = self.origins[i].as_mut() else { break };
+            *done = true;
+            let old = std::mem::take(&mut self.messages[i].content);
+            let placeholder = format!(
+                "[Removed to fit the context window: the result of {} ({} characters). Call the tool again if you still need it.]",
+                origin.call,
+                chars(&old)
+            );
+            let saved = estimate_tokens(&old).saturating_sub(estimate_tokens(&placeholder));
+            self.messages[i].content = placeholder;
+            if let Some((n, tokens)) = &mut self.anchor
+                && i < *n
+            {
+                *tokens = tokens.saturating_sub(saved);
+            }
+            elided.push(origin.call_id.clone());
+        }
+        Ok(elided)
+    }
+
+    /// Whether the last message is a tool result (never end on an assistant tool-call turn).
+    pub fn ends_with_tool_result(&self) -> bool {
+        self.messages.last().is_some_and(|m| m.role == Role::Tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool_result(conv: &mut Conversation, id: &str, len: usize) {
+        conv.push_tool(Message::tool(id, "x".repeat(len)), ToolOrigin { call_id: id.into(), call: format!("noteworx_read_note {{\"slug\":\"{id}\"}}") });
+    }
+
+    #[test]
+    fn oldest_tool_results_are_elided_first_until_it_fits() {
+        let mut c = Conversation::new("sys", "task", "");
+        for id in ["a", "b", "c"] {
+            tool_result(&mut c, id, 3000);
+        }
+        assert!(c.estimate() > 2000);
+        let elided = c.fit(1500).unwrap();
+        assert_eq!(elided, ["a", "b"]);
+        assert!(c.estimate() <= 1500);
+        assert!(c.messages()[2].content.starts_with("[Removed to fit the context window: the result of noteworx_read_note {\"slug\":\"a\"} (3000 characters)."));
+        assert_eq!(c.messages()[4].content.len(), 3000);
+    }
+
+    #[test]
+    fn it_fails_when_nothing_is_left_to_elide() {
+        let mut c = Conversation::new("sys", &"y".repeat(9000), "");
+        tool_result(&mut c, "a", 300);
+        assert_eq!(c.fit(1000), Err(vec!["a".to_string()]));
+    }
+
+    #[test]
+    fn the_servers_count_anchors_the_estimate_and_elision_lowers_it() {
+        let mut c = Conversation::new("sys", "task", "");
+        tool_result(&mut c, "a", 3000);
+        c.anchor(1500, 20);
+        assert_eq!(c.estimate(), 1520);
+        c.push(Message::user("more"));
+        assert_eq!(c.estimate(), 1520 + 8 + 2);
+        c.fit(600).unwrap();
+        assert!(c.estimate() < 600, "{}", c.estimate());
+    }
+
+    #[test]
+    fn calibration_scales_later_estimates_up() {
+        let mut c = Conversation::new("sys", &"z".repeat(3000), "");
+        let before = c.estimate();
+        c.calibrate(before * 2);
+        assert!(c.estimate() >= before * 2, "{} < {}", c.estimate(), before * 2);
+    }
+}

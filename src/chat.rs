@@ -1,0 +1,259 @@
+//! The OpenAI chat-completions wire format, typed: the messages we send, the
+//! response we read, and [`build_request`], the one place a request body is
+//! assembled (both endpoint kinds send the same body; RunPod only wraps it).
+//!
+//! Request hygiene for llama-server lives in these types: absent fields are
+//! omitted rather than sent as `null` (a `null` `reasoning_content` or
+//! `tool_call_id` is a server error), and replayed `arguments` are always
+//! valid JSON strings.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::config::ModelConfig;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One message of the conversation as sent to the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    /// Always present (llama-server wants `content` on every non-assistant
+    /// message, and `""` is accepted on assistant tool-call turns).
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    pub fn system(text: impl Into<String>) -> Self {
+        Message { role: Role::System, content: text.into(), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None }
+    }
+    pub fn user(text: impl Into<String>) -> Self {
+        Message { role: Role::User, ..Message::system(text) }
+    }
+    pub fn tool(call_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Message { role: Role::Tool, tool_call_id: Some(call_id.into()), ..Message::system(text) }
+    }
+}
+
+/// A tool call as replayed in an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// A JSON object as a string. Servers may send an object; it is
+    /// normalised to its string form on the way in.
+    #[serde(deserialize_with = "arguments_as_string")]
+    pub arguments: String,
+}
+
+fn arguments_as_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => s,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+/// The parts of a chat-completions response the loop uses.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ChatResponse {
+    #[serde(default)]
+    pub choices: Vec<Choice>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Choice {
+    #[serde(default)]
+    pub message: ResponseMessage,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ResponseMessage {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    /// `total_tokens` when the server gives it, else the sum of the parts.
+    pub fn total(&self) -> u64 {
+        self.total_tokens.max(self.prompt_tokens + self.completion_tokens)
+    }
+}
+
+/// Sampling and template settings of one task: `[model]` with the task's
+/// frontmatter overrides applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+    pub max_tokens: u32,
+    pub chat_template_kwargs: Map<String, Value>,
+    pub extra: Map<String, Value>,
+    /// Sent as `"model"` when set.
+    pub model: Option<String>,
+}
+
+impl Sampling {
+    pub fn from_config(model: &ModelConfig, model_name: Option<String>) -> Self {
+        Sampling {
+            temperature: model.temperature,
+            top_p: model.top_p,
+            top_k: model.top_k,
+            max_tokens: model.max_tokens,
+            chat_template_kwargs: model.chat_template_kwargs.clone(),
+            extra: model.extra.clone(),
+            model: model_name,
+        }
+    }
+
+    pub fn thinking_enabled(&self) -> bool {
+        self.chat_template_kwargs.get("enable_thinking").and_then(Value::as_bool).unwrap_or(true)
+    }
+}
+
+/// Per-request adjustments the loop makes on a retry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tweaks {
+    /// Replaces `seed` (after a server error on the model's output).
+    pub seed: Option<u64>,
+    /// Turns thinking off (after thinking used up `max_tokens`).
+    pub thinking_off: bool,
+}
+
+/// Builds the request body: `[model.extra]` first, then the fields the
+/// harness owns, so `extra` can add to a request but never replace its
+/// messages, tools or sampling keys.
+pub fn build_request(messages: &[Message], tools: &[Value], sampling: &Sampling, tweaks: Tweaks) -> Value {
+    let mut body = sampling.extra.clone();
+    if let Some(model) = &sampling.model {
+        body.insert("model".into(), Value::from(model.as_str()));
+    }
+    body.insert("messages".into(), serde_json::to_value(messages).unwrap_or(Value::Null));
+    if !tools.is_empty() {
+        body.insert("tools".into(), Value::Array(tools.to_vec()));
+    }
+    if let Some(t) = sampling.temperature {
+        body.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(p) = sampling.top_p {
+        body.insert("top_p".into(), Value::from(p));
+    }
+    if let Some(k) = sampling.top_k {
+        body.insert("top_k".into(), Value::from(k));
+    }
+    body.insert("max_tokens".into(), Value::from(sampling.max_tokens));
+    let mut kwargs = sampling.chat_template_kwargs.clone();
+    if tweaks.thinking_off {
+        kwargs.insert("enable_thinking".into(), Value::Bool(false));
+    }
+    if !kwargs.is_empty() {
+        body.insert("chat_template_kwargs".into(), Value::Object(kwargs));
+    }
+    if let Some(seed) = tweaks.seed {
+        body.insert("seed".into(), Value::from(seed));
+    }
+    body.insert("stream".into(), Value::Bool(false));
+    Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sampling() -> Sampling {
+        Sampling {
+            temperature: Some(1.0),
+            top_p: Some(0.95),
+            top_k: Some(64),
+            max_tokens: 512,
+            chat_template_kwargs: json!({"enable_thinking": true}).as_object().cloned().unwrap(),
+            extra: json!({"min_p": 0.05, "seed": 7}).as_object().cloned().unwrap(),
+            model: None,
+        }
+    }
+
+    #[test]
+    fn absent_fields_are_omitted_not_null() {
+        let v = serde_json::to_value(Message { role: Role::Assistant, content: String::new(), ..Message::user("") }).unwrap();
+        assert_eq!(v, json!({"role": "assistant", "content": ""}));
+        let v = serde_json::to_value(Message::tool("c1", "ok")).unwrap();
+        assert_eq!(v, json!({"role": "tool", "content": "ok", "tool_call_id": "c1"}));
+    }
+
+    #[test]
+    fn the_request_carries_sampling_kwargs_and_extra() {
+        let body = build_request(&[Message::user("hi")], &[json!({"type": "function"})], &sampling(), Tweaks::default());
+        assert_eq!(
+            body,
+            json!({
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function"}],
+                "temperature": 1.0, "top_p": 0.95, "top_k": 64, "max_tokens": 512,
+                "chat_template_kwargs": {"enable_thinking": true},
+                "min_p": 0.05, "seed": 7, "stream": false
+            })
+        );
+    }
+
+    #[test]
+    fn tweaks_change_the_seed_and_turn_thinking_off() {
+        let body = build_request(&[], &[], &sampling(), Tweaks { seed: Some(99), thinking_off: true });
+        assert_eq!(body["seed"], json!(99));
+        assert_eq!(body["chat_template_kwargs"]["enable_thinking"], json!(false));
+        assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn object_arguments_are_read_as_a_json_string() {
+        let r: ChatResponse = serde_json::from_value(json!({
+            "choices": [{"message": {"content": "", "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "x", "arguments": {"k": 1}}}
+            ]}, "finish_reason": "tool_calls"}]
+        }))
+        .unwrap();
+        let calls = r.choices[0].message.tool_calls.as_ref().unwrap();
+        assert_eq!(calls[0].function.arguments, r#"{"k":1}"#);
+    }
+}

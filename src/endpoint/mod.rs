@@ -1,0 +1,490 @@
+//! The chat client (SPEC §6). One client, two kinds: `openai` posts the
+//! request to `{base_url}/chat/completions`; `runpod` wraps the same body in
+//! `{"input": …}`, posts it to `/runsync` and follows the job (see
+//! [`runpod`]). Request building is not here: the body arrives built.
+//!
+//! Retries live here too, because what is retryable is a property of the
+//! wire: connection failures, timeouts, 408, 429, 500, 502, 503, 504 and
+//! failed RunPod jobs are retried with exponential backoff and jitter,
+//! honouring `Retry-After`, inside the task's deadline; a retry after a
+//! server error sends a new `seed` (llama-server's 500 on output that did
+//! not parse as a tool call is the model's fault, so the same request would
+//! likely fail the same way). Every attempt is reported to the caller as it
+//! ends, so the records show it even if the run is killed later.
+
+pub mod runpod;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::Clock;
+use crate::chat::ChatResponse;
+use crate::config::{EndpointConfig, EndpointKind};
+
+/// How a call retries. The defaults are the product's; tests shrink them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// The first backoff; each retry doubles it.
+    pub base: Duration,
+    /// No single wait is longer (unless the server's `Retry-After` says so).
+    pub cap: Duration,
+    /// Retries after the first attempt of one call.
+    pub max_retries: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(30), max_retries: 5 }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `n` (1-based): exponential with jitter in
+    /// [50 %, 100 %], raised to the server's `Retry-After` when it asks for more.
+    pub fn delay(&self, n: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+        let exp = self.base.saturating_mul(1u32 << (n.saturating_sub(1)).min(16)).min(self.cap);
+        let jittered = exp.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
+        retry_after.map_or(jittered, |ra| ra.max(jittered))
+    }
+}
+
+/// RunPod job facts of one attempt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobInfo {
+    pub job_id: Option<String>,
+    pub status: Option<String>,
+    #[serde(rename = "delayTime")]
+    pub delay_time: Option<u64>,
+    #[serde(rename = "executionTime")]
+    pub execution_time: Option<u64>,
+    /// Status polls made after `/runsync` returned a pending job.
+    pub polls: u32,
+}
+
+/// One HTTP attempt, as written to `conversation.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub latency_ms: u64,
+    /// The body sent (for RunPod, the `{"input": …}` envelope).
+    pub request: Value,
+    pub http_status: Option<u16>,
+    /// The raw response body: JSON when it parsed, else a string.
+    pub response: Option<Value>,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runpod: Option<JobInfo>,
+}
+
+/// A successful call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub response: ChatResponse,
+    pub job: Option<JobInfo>,
+}
+
+/// Why a call failed for good.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The task's wall clock ran out while a call was in flight or a job pending.
+    #[error("the task's wall clock ran out during a model call")]
+    WallClock,
+    /// The endpoint stayed unavailable through the retries (or the next retry
+    /// would start after the deadline). Retryable in a later run.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The endpoint rejected the request itself (a 4xx other than 408 and 429). Final.
+    #[error("the endpoint rejected the request (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// llama-server's `exceed_context_size_error`.
+    #[error("the prompt ({n_prompt:?} tokens) exceeds the server's context ({n_ctx:?} tokens)")]
+    ContextExceeded { n_prompt: Option<u64>, n_ctx: Option<u64> },
+    /// The run is shutting down.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// What went wrong in one attempt, and so whether to retry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AttemptError {
+    /// No HTTP answer (refused, DNS, reset, timeout).
+    Transport(String),
+    /// An HTTP error status.
+    Status { status: u16, message: String, retry_after: Option<Duration>, context: Option<(Option<u64>, Option<u64>)> },
+    /// A RunPod job that ended FAILED (retried like a 500).
+    JobFailed(String),
+    /// A RunPod job CANCELLED or TIMED_OUT (not retried in the task; retryable).
+    JobEnded(String),
+    /// A 2xx whose body is not a chat response.
+    BadBody(String),
+    WallClock,
+    Interrupted,
+}
+
+enum Next {
+    Retry { new_seed: bool, retry_after: Option<Duration> },
+    Fail(CallError),
+}
+
+impl AttemptError {
+    fn next(self) -> Next {
+        match self {
+            AttemptError::Transport(_) | AttemptError::BadBody(_) => Next::Retry { new_seed: false, retry_after: None },
+            AttemptError::Status { context: Some((n_prompt, n_ctx)), .. } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
+            AttemptError::Status { status, retry_after, message, .. } => match status {
+                408 | 429 | 502 | 503 | 504 => Next::Retry { new_seed: false, retry_after },
+                500 => Next::Retry { new_seed: true, retry_after },
+                s if (400..500).contains(&s) => Next::Fail(CallError::Rejected { status: s, message }),
+                _ => Next::Retry { new_seed: false, retry_after },
+            },
+            AttemptError::JobFailed(_) => Next::Retry { new_seed: true, retry_after: None },
+            AttemptError::JobEnded(m) => Next::Fail(CallError::Unavailable(m)),
+            AttemptError::WallClock => Next::Fail(CallError::WallClock),
+            AttemptError::Interrupted => Next::Fail(CallError::Interrupted),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            AttemptError::Transport(m) | AttemptError::JobFailed(m) | AttemptError::JobEnded(m) | AttemptError::BadBody(m) => m.clone(),
+            AttemptError::Status { status, message, .. } => format!("HTTP {status}: {message}"),
+            AttemptError::WallClock => "the task's wall clock ran out".into(),
+            AttemptError::Interrupted => "interrupted".into(),
+        }
+    }
+}
+
+/// The raw outcome of one attempt before it is judged.
+pub(crate) struct RawAttempt {
+    pub request: Value,
+    pub http_status: Option<u16>,
+    pub response: Option<Value>,
+    pub job: Option<JobInfo>,
+    pub result: Result<ChatResponse, AttemptError>,
+}
+
+/// The chat client. Built once per run and shared by every task.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    http: reqwest::Client,
+    cfg: EndpointConfig,
+    retry: RetryPolicy,
+}
+
+impl Endpoint {
+    pub fn new(cfg: &EndpointConfig) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(cfg.request_timeout_secs))
+            .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
+            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Endpoint { http, cfg: cfg.clone(), retry: RetryPolicy::default() })
+    }
+
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn kind(&self) -> EndpointKind {
+        self.cfg.kind
+    }
+
+    /// Sends one chat request, retrying what is retryable until `deadline`.
+    /// `on_attempt` sees every attempt as it ends.
+    pub async fn chat(
+        &self,
+        body: &Value,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        clock: &Clock,
+        on_attempt: &mut (dyn FnMut(&Attempt) + Send),
+    ) -> Result<Completion, CallError> {
+        let mut body = body.clone();
+        let mut retries = 0;
+        loop {
+            let started_at = clock();
+            let t0 = Instant::now();
+            let raw = self.attempt(&body, deadline, cancel).await;
+            let record = Attempt {
+                attempt: retries + 1,
+                started_at,
+                finished_at: clock(),
+                latency_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                request: raw.request,
+                http_status: raw.http_status,
+                response: raw.response,
+                error: raw.result.as_ref().err().map(AttemptError::describe),
+                runpod: raw.job.clone(),
+            };
+            on_attempt(&record);
+            let error = match raw.result {
+                Ok(response) => return Ok(Completion { response, job: raw.job }),
+                Err(e) => e,
+            };
+            let why = error.describe();
+            let (new_seed, retry_after) = match error.next() {
+                Next::Fail(e) => return Err(e),
+                Next::Retry { new_seed, retry_after } => (new_seed, retry_after),
+            };
+            retries += 1;
+            if retries > self.retry.max_retries {
+                return Err(CallError::Unavailable(format!("the endpoint failed {retries} times; last: {why}")));
+            }
+            let wait = self.retry.delay(retries, retry_after, fastrand::f64());
+            if Instant::now() + wait >= deadline {
+                return Err(CallError::Unavailable(format!(
+                    "the endpoint failed ({why}) and the next retry would start after the task's wall clock runs out"
+                )));
+            }
+            tracing::warn!(attempt = retries, wait_ms = wait.as_millis() as u64, error = %why, "model call failed; retrying");
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(CallError::Interrupted),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if new_seed && let Value::Object(map) = &mut body {
+                map.insert("seed".into(), Value::from(fastrand::u32(..)));
+            }
+        }
+    }
+
+    async fn attempt(&self, body: &Value, deadline: Instant, cancel: &CancellationToken) -> RawAttempt {
+        match self.cfg.kind {
+            EndpointKind::Openai => {
+                let url = format!("{}/chat/completions", self.cfg.base_url);
+                let (status, response, result) = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
+                    _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
+                    answer = self.post_json(&url, body) => answer,
+                };
+                RawAttempt { request: body.clone(), http_status: status, response, job: None, result: result.and_then(|v| parse_chat(&v)) }
+            }
+            // RunPod watches the deadline and the cancel token itself: a
+            // pending job must be cancelled on the server before giving up.
+            EndpointKind::Runpod => runpod::attempt(self, body, deadline, cancel).await,
+        }
+    }
+
+    /// POSTs JSON and classifies the answer: `Ok` carries a 2xx JSON body.
+    pub(crate) async fn post_json(&self, url: &str, body: &Value) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
+        self.send_json(reqwest::Method::POST, url, Some(body)).await
+    }
+
+    pub(crate) async fn send_json(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        body: Option<&Value>,
+    ) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
+        let mut req = self.http.request(method, url);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        if let Some(key) = &self.cfg.api_key {
+            req = req.bearer_auth(key.expose());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return (None, None, Err(AttemptError::Transport(describe_transport(&e, url)))),
+        };
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = match resp.text().await {
+            Ok(t) => t,
+            Err(e) => return (Some(status.as_u16()), None, Err(AttemptError::Transport(describe_transport(&e, url)))),
+        };
+        let parsed: Option<Value> = serde_json::from_str(&text).ok();
+        let raw = Some(parsed.clone().unwrap_or_else(|| Value::String(crate::tools::text::clip(&text, 4000))));
+        if status.is_success() {
+            return match parsed {
+                Some(v) => (Some(status.as_u16()), raw, Ok(v)),
+                None => (Some(status.as_u16()), raw, Err(AttemptError::BadBody(format!("HTTP {status} with a body that is not JSON")))),
+            };
+        }
+        let err = ServerError::read(parsed.as_ref(), &text, status);
+        let context = (err.kind.as_deref() == Some("exceed_context_size_error")).then_some((err.n_prompt_tokens, err.n_ctx));
+        (Some(status.as_u16()), raw, Err(AttemptError::Status { status: status.as_u16(), message: err.message, retry_after, context }))
+    }
+
+    /// Checks that the endpoint answers HTTP at all (any status counts).
+    /// Sends no credentials. `Err` says what failed, for the operator.
+    pub async fn ping(&self) -> Result<u16, String> {
+        let url = match self.cfg.kind {
+            EndpointKind::Openai => format!("{}/models", self.cfg.base_url),
+            EndpointKind::Runpod => format!("{}/health", self.cfg.base_url),
+        };
+        match self.http.get(&url).timeout(Duration::from_secs(10)).send().await {
+            Ok(r) => Ok(r.status().as_u16()),
+            Err(e) => Err(describe_transport(&e, &url)),
+        }
+    }
+
+    /// The server's context window from llama-server's `/props`
+    /// (`default_generation_settings.n_ctx`), when it can be asked.
+    pub async fn discover_context(&self) -> Option<u32> {
+        if self.cfg.kind != EndpointKind::Openai {
+            return None;
+        }
+        let root = self.cfg.base_url.strip_suffix("/v1").unwrap_or(&self.cfg.base_url);
+        #[derive(Deserialize)]
+        struct Props {
+            default_generation_settings: Settings,
+        }
+        #[derive(Deserialize)]
+        struct Settings {
+            n_ctx: u32,
+        }
+        let resp = self.http.get(format!("{root}/props")).timeout(Duration::from_secs(10)).send().await.ok()?;
+        let props: Props = resp.error_for_status().ok()?.json().await.ok()?;
+        Some(props.default_generation_settings.n_ctx).filter(|n| *n > 0)
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        &self.cfg.base_url
+    }
+
+    pub(crate) fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.cfg.poll_interval_ms)
+    }
+}
+
+/// Reads a chat response; a body without choices is not one.
+pub(crate) fn parse_chat(v: &Value) -> Result<ChatResponse, AttemptError> {
+    let r: ChatResponse =
+        serde_json::from_value(v.clone()).map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
+    if r.choices.is_empty() {
+        return Err(AttemptError::BadBody("the reply has no choices".into()));
+    }
+    Ok(r)
+}
+
+/// llama-server's (and OpenAI's) error body: `{"error": {"message", "type", …}}`.
+#[derive(Debug, Default)]
+struct ServerError {
+    message: String,
+    kind: Option<String>,
+    n_prompt_tokens: Option<u64>,
+    n_ctx: Option<u64>,
+}
+
+impl ServerError {
+    fn read(parsed: Option<&Value>, text: &str, status: StatusCode) -> Self {
+        #[derive(Deserialize)]
+        struct Envelope {
+            error: Inner,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Inner {
+            Detail {
+                #[serde(default)]
+                message: String,
+                #[serde(default, rename = "type")]
+                kind: Option<String>,
+                #[serde(default)]
+                n_prompt_tokens: Option<u64>,
+                #[serde(default)]
+                n_ctx: Option<u64>,
+            },
+            Text(String),
+        }
+        match parsed.cloned().map(serde_json::from_value::<Envelope>) {
+            Some(Ok(Envelope { error: Inner::Detail { message, kind, n_prompt_tokens, n_ctx } })) => {
+                ServerError { message: crate::tools::text::clip(&message, 500), kind, n_prompt_tokens, n_ctx }
+            }
+            Some(Ok(Envelope { error: Inner::Text(message) })) => ServerError { message: crate::tools::text::clip(&message, 500), ..Default::default() },
+            _ => ServerError {
+                message: if text.trim().is_empty() {
+                    status.canonical_reason().unwrap_or("error").to_string()
+                } else {
+                    crate::tools::text::clip(text.trim(), 300)
+                },
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// A transport failure in words an operator can act on: the host and port,
+/// and for a refused connection, whether the server is running.
+pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
+    let target = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+        .unwrap_or_else(|| "the endpoint".into());
+    if e.is_timeout() {
+        format!("{target} did not answer in time (timeout)")
+    } else if e.is_connect() {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+        let mut detail = String::new();
+        while let Some(s) = source {
+            detail = s.to_string();
+            source = s.source();
+        }
+        let refused = detail.to_ascii_lowercase().contains("refused");
+        if refused {
+            format!("cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?")
+        } else {
+            format!("cannot connect to {target} ({detail})")
+        }
+    } else {
+        format!("the connection to {target} failed ({})", if e.is_body() || e.is_decode() { "dropped mid-answer" } else { "request error" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_caps_and_honours_retry_after() {
+        let p = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(30), max_retries: 5 };
+        assert_eq!(p.delay(1, None, 1.0), Duration::from_secs(1));
+        assert_eq!(p.delay(3, None, 1.0), Duration::from_secs(4));
+        assert_eq!(p.delay(3, None, 0.0), Duration::from_secs(2));
+        assert_eq!(p.delay(10, None, 1.0), Duration::from_secs(30));
+        assert_eq!(p.delay(1, Some(Duration::from_secs(7)), 1.0), Duration::from_secs(7));
+        assert_eq!(p.delay(4, Some(Duration::from_secs(1)), 1.0), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn statuses_are_classified_without_reading_messages() {
+        let status = |s: u16| AttemptError::Status { status: s, message: "x".into(), retry_after: None, context: None };
+        for s in [408, 429, 502, 503, 504] {
+            assert!(matches!(status(s).next(), Next::Retry { new_seed: false, .. }), "{s}");
+        }
+        assert!(matches!(status(500).next(), Next::Retry { new_seed: true, .. }));
+        for s in [400, 401, 403, 404, 422] {
+            assert!(matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })), "{s}");
+        }
+        let ctx = AttemptError::Status { status: 400, message: "x".into(), retry_after: None, context: Some((Some(3253), Some(2048))) };
+        assert!(matches!(ctx.next(), Next::Fail(CallError::ContextExceeded { n_prompt: Some(3253), n_ctx: Some(2048) })));
+        assert!(matches!(AttemptError::JobEnded("c".into()).next(), Next::Fail(CallError::Unavailable(_))));
+        assert!(matches!(AttemptError::JobFailed("f".into()).next(), Next::Retry { new_seed: true, .. }));
+    }
+
+    #[test]
+    fn llama_server_error_bodies_are_read() {
+        let fixture: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/llama-server/context_exceeded.json")).unwrap();
+        let e = ServerError::read(Some(&fixture["response"]), "", StatusCode::BAD_REQUEST);
+        assert_eq!(e.kind.as_deref(), Some("exceed_context_size_error"));
+        assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(3253), Some(2048)));
+        let e = ServerError::read(None, "<html>bad gateway</html>", StatusCode::BAD_GATEWAY);
+        assert_eq!(e.message, "<html>bad gateway</html>");
+    }
+}

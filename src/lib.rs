@@ -1,0 +1,274 @@
+//! agent-harness: a one-shot batch runner for unattended LLM agent tasks.
+//!
+//! # Layout
+//!
+//! A task travels through the modules in this order:
+//!
+//! - [`cli`]: the command line (clap structs only).
+//! - [`config`]: the TOML file → one resolved [`config::Config`]; secrets read once.
+//! - [`lock`]: the single-instance lock held for a whole run.
+//! - [`inbox`]: listing, parsing (`+++` frontmatter + body), moving task
+//!   files, and attempt counts of retryable tasks.
+//! - [`run`]: drains the inbox — per task: records, loop, summary, move.
+//! - [`agent`]: the bounded tool-calling loop and its context budget.
+//! - [`chat`]: the typed chat-completions wire format and request building.
+//! - [`reply`]: reading a reply — thinking, text-form tool calls, cut-offs.
+//! - [`endpoint`]: the chat client (`openai` and `runpod` kinds) with retries.
+//! - [`tools`]: the seven tools — schemas, validation, dispatch — with
+//!   [`tools::noteworx`] and [`tools::webfetch`] bodies; [`noteworx`] is its HTTP client.
+//! - [`records`]: `conversation.jsonl`, `tools.jsonl`, `run.log`, `summary.json`.
+//! - [`smoke`]: `test-runpod`.
+//!
+//! `main.rs` only parses, sets up tracing and calls [`main`].
+
+pub mod agent;
+pub mod chat;
+pub mod cli;
+pub mod config;
+pub mod endpoint;
+pub mod inbox;
+pub mod lock;
+pub mod noteworx;
+pub mod records;
+pub mod reply;
+pub mod run;
+pub mod smoke;
+pub mod tools;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command};
+use crate::config::{Config, ConfigError};
+use crate::endpoint::Endpoint;
+use crate::records::read_summaries;
+use crate::run::{RunOptions, RunOutcome, UsageError};
+use crate::tools::Toolbox;
+
+/// The source of "now" for records and signatures; tests pass a fixed one.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(Utc::now)
+}
+
+/// What every task of a run shares: the clients, the clock, the stop signal.
+pub struct Harness {
+    pub endpoint: Endpoint,
+    pub toolbox: Toolbox,
+    pub clock: Clock,
+    /// Cancelled on SIGINT / SIGTERM: no new work starts, running calls stop.
+    pub cancel: CancellationToken,
+}
+
+impl Harness {
+    pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<Harness> {
+        let noteworx = match &cfg.noteworx {
+            Some(n) => Some(tools::noteworx::Noteworx {
+                client: noteworx::NoteworxClient::new(n)?,
+                agent_name: n.agent_name.clone(),
+                token_env: n.token_env.clone(),
+            }),
+            None => None,
+        };
+        let webfetch = cfg.webfetch.clone().map(|config| tools::webfetch::Webfetch { config });
+        Ok(Harness { endpoint: Endpoint::new(&cfg.endpoint)?, toolbox: Toolbox { webfetch, noteworx }, clock, cancel })
+    }
+}
+
+/// Exit codes (SPEC §2).
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const TEMPFAIL: u8 = 75;
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn main(cli: Cli) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agent-harness: cannot start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    runtime.block_on(dispatch(cli, &env))
+}
+
+async fn dispatch(cli: Cli, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> u8 {
+    let cfg = match Config::load(&cli.config, env) {
+        Ok(c) => c,
+        Err(e) if matches!(cli.command, Command::Runs { .. }) && !cli.config.exists() => {
+            // `runs` only needs the logs folder; without a config it reads ./logs.
+            tracing::debug!(error = %e, "no config; reading ./logs");
+            return runs_command(Path::new("logs"), &cli.command);
+        }
+        Err(e) => return config_error(&e),
+    };
+    match &cli.command {
+        Command::Run { concurrency, dry_run } => {
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: concurrency.map(usize::from).unwrap_or(cfg.limits.concurrency),
+                only: None,
+            };
+            run_command(&cfg, opts).await
+        }
+        Command::RunTask { name, dry_run } => {
+            run_command(&cfg, RunOptions { dry_run: *dry_run, concurrency: 1, only: Some(name.clone()) }).await
+        }
+        Command::Check => check_command(&cfg),
+        Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
+            Ok(ep) => smoke::test_endpoint(&cfg, &ep, &mut std::io::stdout()).await,
+            Err(e) => {
+                eprintln!("agent-harness: {e:#}");
+                exit::FAILED
+            }
+        },
+    }
+}
+
+fn config_error(e: &ConfigError) -> u8 {
+    eprintln!("agent-harness: configuration error: {e}");
+    exit::USAGE
+}
+
+async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
+    let cancel = CancellationToken::new();
+    let harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("agent-harness: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    tokio::spawn(watch_signals(cancel));
+    match run::run(cfg, &harness, &opts).await {
+        Ok(outcome) => {
+            match &outcome {
+                RunOutcome::Locked => eprintln!(
+                    "agent-harness: another run holds the lock {}; nothing to do",
+                    lock::RunLock::path(&cfg.paths.state_dir()).display()
+                ),
+                RunOutcome::Unreachable(why) => {
+                    eprintln!("agent-harness: the endpoint is unreachable, no task was touched: {why}")
+                }
+                RunOutcome::Finished(_) => {}
+            }
+            outcome.exit_code()
+        }
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            eprintln!("agent-harness: {e:#}");
+            exit::USAGE
+        }
+        Err(e) => {
+            eprintln!("agent-harness: {e:#}");
+            exit::FAILED
+        }
+    }
+}
+
+/// First SIGINT / SIGTERM: stop starting work and cancel what runs. Second: leave now.
+async fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::warn!("signal received: finishing records and leaving running tasks in the inbox");
+    cancel.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    eprintln!("agent-harness: second signal, exiting at once");
+    std::process::exit(i32::from(exit::TEMPFAIL));
+}
+
+fn check_command(cfg: &Config) -> u8 {
+    let offered = Toolbox::offered_by(cfg);
+    match run::check_inbox(cfg, &offered) {
+        Ok((count, problems)) => {
+            for p in &problems {
+                println!("{p}");
+            }
+            println!(
+                "{}: config ok; {count} task file(s), {} with problems",
+                cfg.path.display(),
+                problems.len()
+            );
+            if problems.is_empty() { exit::OK } else { exit::FAILED }
+        }
+        Err(e) => {
+            eprintln!("agent-harness: {e:#}");
+            exit::FAILED
+        }
+    }
+}
+
+fn runs_command(logs: &Path, command: &Command) -> u8 {
+    let Command::Runs { task, limit, json } = command else { return exit::USAGE };
+    let mut summaries = read_summaries(logs);
+    if let Some(t) = task {
+        summaries.retain(|s| &s.task == t);
+    }
+    summaries.truncate(*limit);
+    let mut out = std::io::stdout().lock();
+    let written = if *json {
+        serde_json::to_string_pretty(&summaries).map_err(std::io::Error::other).and_then(|s| writeln!(out, "{s}"))
+    } else {
+        write!(out, "{}", runs_table(&summaries))
+    };
+    match written {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => {
+            eprintln!("agent-harness: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+/// The `runs` table: task, run id, status, stop reason, turns, tokens, wall time.
+pub fn runs_table(summaries: &[records::Summary]) -> String {
+    let header = ["TASK", "RUN ID", "STATUS", "STOP REASON", "TURNS", "TOKENS", "WALL"];
+    let rows: Vec<[String; 7]> = summaries
+        .iter()
+        .map(|s| {
+            let status = serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            [
+                s.task.clone(),
+                s.run_id.clone(),
+                if s.dry_run { format!("{status} (dry)") } else { status },
+                s.stop_reason.as_str().to_string(),
+                s.turns.to_string(),
+                s.total_tokens.to_string(),
+                format!("{:.1}s", s.wall_ms as f64 / 1000.0),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for r in &rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    if rows.is_empty() {
+        out.push_str("(no runs recorded)\n");
+    }
+    out
+}

@@ -1,0 +1,266 @@
+//! Run records (SPEC §8): `logs/<task>/<run_id>/` with `conversation.jsonl`
+//! (every request attempt, raw), `tools.jsonl` (every tool call), `run.log`
+//! (a human-readable trace, thinking included) and `summary.json`.
+//!
+//! Each line is written with one `write` call as it happens, so a killed run
+//! still leaves whole, parseable lines. Every line passes through the
+//! redactor first: no secret value reaches a record, whatever produced it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Secret;
+use crate::endpoint::Attempt;
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+/// Why a task stopped (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    FinalAnswer,
+    MaxTurns,
+    MaxWallSecs,
+    MaxTotalTokens,
+    LoopDetected,
+    ContextExhausted,
+    EndpointError,
+    InvalidTask,
+    EmptyResponse,
+    Interrupted,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::FinalAnswer => "final_answer",
+            StopReason::MaxTurns => "max_turns",
+            StopReason::MaxWallSecs => "max_wall_secs",
+            StopReason::MaxTotalTokens => "max_total_tokens",
+            StopReason::LoopDetected => "loop_detected",
+            StopReason::ContextExhausted => "context_exhausted",
+            StopReason::EndpointError => "endpoint_error",
+            StopReason::InvalidTask => "invalid_task",
+            StopReason::EmptyResponse => "empty_response",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub task: String,
+    pub run_id: String,
+    pub status: Status,
+    pub stop_reason: StopReason,
+    pub retryable: bool,
+    pub attempt: u32,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub tool_errors: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub runpod_exec_ms: Option<u64>,
+    pub runpod_delay_ms: Option<u64>,
+    pub wall_ms: u64,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub final_answer: Option<String>,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What the context manager did before a request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextNote {
+    /// Estimated prompt tokens of the request as sent.
+    pub estimated_prompt_tokens: u64,
+    /// `context_tokens − max_tokens`, when the context is managed.
+    pub budget: Option<u64>,
+    /// Tool results whose bodies were replaced by a placeholder before this request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elided_call_ids: Vec<String>,
+}
+
+/// One line of `conversation.jsonl`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationLine<'a> {
+    pub turn: u32,
+    #[serde(flatten)]
+    pub attempt: &'a Attempt,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<&'a ContextNote>,
+}
+
+/// One line of `tools.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolLine {
+    pub turn: u32,
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    pub result: String,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub original_chars: usize,
+    pub returned_chars: usize,
+    /// False when the call was answered without running the tool (invalid,
+    /// repeated, cut off, dry-run writes are still "executed" as intents).
+    pub executed: bool,
+    /// The call was written as text and recovered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
+    /// How many times this exact call (name + arguments) has been asked for in the task.
+    pub repeat: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+}
+
+/// The open record files of one task run.
+#[derive(Debug)]
+pub struct RunRecord {
+    pub dir: PathBuf,
+    pub run_id: String,
+    conversation: File,
+    tools: File,
+    log: File,
+    secrets: Vec<Secret>,
+}
+
+/// The run id for a start time: `YYYYMMDDTHHMMSSZ`.
+pub fn run_id_for(started: DateTime<Utc>) -> String {
+    started.format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+impl RunRecord {
+    /// Creates `logs/<task>/<run_id>/`; a clash gets `-2`, `-3`, ….
+    pub fn create(logs: &Path, task: &str, started: DateTime<Utc>, secrets: Vec<Secret>) -> anyhow::Result<RunRecord> {
+        let task_dir = logs.join(task);
+        std::fs::create_dir_all(&task_dir).with_context(|| format!("creating the log folder {}", task_dir.display()))?;
+        let base = run_id_for(started);
+        let mut n = 1;
+        let (dir, run_id) = loop {
+            let run_id = if n == 1 { base.clone() } else { format!("{base}-{n}") };
+            let dir = task_dir.join(&run_id);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break (dir, run_id),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
+                Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+            }
+        };
+        let open = |name: &str| {
+            OpenOptions::new().create(true).append(true).open(dir.join(name)).with_context(|| format!("creating {}/{name}", dir.display()))
+        };
+        Ok(RunRecord { conversation: open("conversation.jsonl")?, tools: open("tools.jsonl")?, log: open("run.log")?, dir, run_id, secrets })
+    }
+
+    pub fn conversation(&mut self, line: &ConversationLine<'_>) {
+        let text = json_line(line);
+        write_line(&mut self.conversation, &text, &self.secrets, "conversation.jsonl");
+    }
+
+    pub fn tool(&mut self, line: &ToolLine) {
+        let text = json_line(line);
+        write_line(&mut self.tools, &text, &self.secrets, "tools.jsonl");
+    }
+
+    /// Appends a timestamped entry to `run.log`; continuation lines are indented.
+    pub fn log(&mut self, at: DateTime<Utc>, text: &str) {
+        let stamp = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+        let body = text.trim_end().replace('\n', "\n    ");
+        write_line(&mut self.log, &format!("{stamp} {body}"), &self.secrets, "run.log");
+    }
+
+    /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
+    pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
+        let text = redact(&serde_json::to_string_pretty(summary)?, &self.secrets);
+        let tmp = self.dir.join("summary.json.tmp");
+        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, self.dir.join("summary.json")).with_context(|| format!("writing {}/summary.json", self.dir.display()))
+    }
+}
+
+fn json_line<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
+}
+
+fn write_line(file: &mut File, text: &str, secrets: &[Secret], name: &str) {
+    let mut line = redact(text, secrets);
+    line.push('\n');
+    if let Err(e) = file.write_all(line.as_bytes()) {
+        tracing::error!(file = name, error = %e, "cannot write a run record line");
+    }
+}
+
+/// Replaces every secret value with `***`.
+pub fn redact(text: &str, secrets: &[Secret]) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if s.expose().len() >= 4 && out.contains(s.expose()) {
+            out = out.replace(s.expose(), "***");
+        }
+    }
+    out
+}
+
+/// Reads every `summary.json` under `logs/*/*/`, skipping unreadable ones.
+pub fn read_summaries(logs: &Path) -> Vec<Summary> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(logs) else { return out };
+    for task in tasks.flatten() {
+        let Ok(runs) = std::fs::read_dir(task.path()) else { continue };
+        for run in runs.flatten() {
+            let path = run.path().join("summary.json");
+            match std::fs::read_to_string(&path).map(|t| serde_json::from_str::<Summary>(&t)) {
+                Ok(Ok(s)) => out.push(s),
+                Ok(Err(e)) => tracing::warn!(path = %path.display(), error = %e, "skipping an unreadable summary"),
+                Err(_) => {}
+            }
+        }
+    }
+    out.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.run_id.cmp(&a.run_id)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn run_ids_are_utc_start_times_and_clashes_get_a_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+        let a = RunRecord::create(dir.path(), "scan", t, vec![]).unwrap();
+        let b = RunRecord::create(dir.path(), "scan", t, vec![]).unwrap();
+        assert_eq!(a.run_id, "20260409T061500Z");
+        assert_eq!(b.run_id, "20260409T061500Z-2");
+        assert!(dir.path().join("scan/20260409T061500Z-2/tools.jsonl").exists());
+    }
+
+    #[test]
+    fn secrets_never_reach_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+        let mut r = RunRecord::create(dir.path(), "t", t, vec![Secret::new("nwx_topsecret")]).unwrap();
+        r.log(t, "token is nwx_topsecret\nsecond line");
+        let text = std::fs::read_to_string(r.dir.join("run.log")).unwrap();
+        assert_eq!(text, "2026-04-09T06:15:00Z token is ***\n    second line\n");
+    }
+}

@@ -1,0 +1,386 @@
+//! Reading a model reply (SPEC §5): separating the thinking from the answer,
+//! recovering tool calls the model wrote as text instead of `tool_calls`,
+//! and noticing output that was cut off. Pure functions over strings.
+//!
+//! Thinking comes in two shapes: `reasoning_content` (llama-server's
+//! reasoning extraction) and inline blocks in `content` — Gemma 4's
+//! `<|channel>thought … <channel|>` and the common `<think> … </think>`.
+//! Text-form calls come as Gemma 4's `<|tool_call>call:NAME{k:v}<tool_call|>`
+//! or as `<tool_call>{"name":…,"arguments":…}</tool_call>`.
+
+use serde_json::{Map, Number, Value};
+
+use crate::chat::{FunctionCall, ResponseMessage, ToolCall};
+
+/// A model reply, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The answer text: thinking and text-form tool calls removed, trimmed.
+    pub content: String,
+    /// All thinking found (for the logs only), joined.
+    pub thinking: Option<String>,
+    /// Tool calls, from `tool_calls` or recovered from the text.
+    pub calls: Vec<ToolCall>,
+    /// The calls were written as text and recovered.
+    pub recovered: bool,
+    /// `finish_reason == "length"`: the output was cut off at `max_tokens`.
+    pub cut_off: bool,
+}
+
+/// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`.
+pub fn read_reply(msg: &ResponseMessage, finish_reason: Option<&str>, id_prefix: &str) -> Reply {
+    let raw = msg.content.as_deref().unwrap_or("");
+    let (without_thinking, mut thoughts) = strip_thinking(raw);
+    if let Some(r) = msg.reasoning_content.as_deref().filter(|r| !r.trim().is_empty()) {
+        thoughts.insert(0, r.trim().to_string());
+    }
+    let mut calls = msg.tool_calls.clone().unwrap_or_default();
+    let mut recovered = false;
+    let (content, found) = recover_text_calls(&without_thinking);
+    if calls.is_empty() && !found.is_empty() {
+        recovered = true;
+        calls = found
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, args))| ToolCall {
+                id: format!("{id_prefix}-{}", i + 1),
+                kind: "function".into(),
+                function: FunctionCall { name, arguments: args.to_string() },
+            })
+            .collect();
+    }
+    for call in &mut calls {
+        if call.kind.is_empty() {
+            call.kind = "function".into();
+        }
+    }
+    let content = if recovered { content } else { without_thinking };
+    Reply {
+        content: content.trim().to_string(),
+        thinking: (!thoughts.is_empty()).then(|| thoughts.join("\n\n")),
+        calls,
+        recovered,
+        cut_off: finish_reason == Some("length"),
+    }
+}
+
+/// Pairs of (open, close) markers of inline thinking.
+const THINK_MARKERS: &[(&str, &str)] = &[("<|channel>", "<channel|>"), ("<think>", "</think>")];
+
+/// Removes inline thinking blocks; returns the rest and the thoughts.
+/// An unclosed block runs to the end of the text (thinking cut off by the
+/// token limit); a closing marker with no opening ends thinking that the
+/// template opened in the prompt, so everything before it is thought.
+pub fn strip_thinking(text: &str) -> (String, Vec<String>) {
+    let mut rest = text.to_string();
+    let mut thoughts = Vec::new();
+    for (open, close) in THINK_MARKERS {
+        // A close marker before any open marker: the block began in the prompt.
+        if let Some(c) = rest.find(close)
+            && rest.find(open).is_none_or(|o| o > c)
+        {
+            thoughts.push(clean_thought(&rest[..c], open));
+            rest = rest[c + close.len()..].to_string();
+        }
+        while let Some(o) = rest.find(open) {
+            let after = o + open.len();
+            match rest[after..].find(close) {
+                Some(c) => {
+                    thoughts.push(clean_thought(&rest[after..after + c], open));
+                    rest = format!("{}{}", &rest[..o], &rest[after + c + close.len()..]);
+                }
+                None => {
+                    thoughts.push(clean_thought(&rest[after..], open));
+                    rest.truncate(o);
+                }
+            }
+        }
+    }
+    thoughts.retain(|t| !t.is_empty());
+    (rest, thoughts)
+}
+
+fn clean_thought(t: &str, open: &str) -> String {
+    let t = t.trim();
+    // Gemma 4 names its channel: `<|channel>thought\n…`.
+    let t = if open == "<|channel>" { t.strip_prefix("thought").unwrap_or(t) } else { t };
+    t.trim().to_string()
+}
+
+/// Finds tool calls written as text. Returns the text with them removed and
+/// the `(name, arguments)` pairs in order. Calls that cannot be parsed are
+/// left in the text.
+pub fn recover_text_calls(text: &str) -> (String, Vec<(String, Value)>) {
+    let mut calls = Vec::new();
+    let mut rest = String::with_capacity(text.len());
+    let mut cursor = 0;
+    while let Some((start, end, call)) = next_text_call(text, cursor) {
+        rest.push_str(&text[cursor..start]);
+        calls.push(call);
+        cursor = end;
+    }
+    rest.push_str(&text[cursor..]);
+    (rest, calls)
+}
+
+/// The next parseable call at or after `from`: (start, end, call).
+fn next_text_call(text: &str, from: usize) -> Option<(usize, usize, (String, Value))> {
+    let mut search = from;
+    loop {
+        let gemma = text[search..].find("<|tool_call>").map(|i| (search + i, true));
+        let json = text[search..].find("<tool_call>").map(|i| (search + i, false));
+        let (start, is_gemma) = match (gemma, json) {
+            (Some(g), Some(j)) => if g.0 < j.0 { g } else { j },
+            (Some(g), None) => g,
+            (None, Some(j)) => j,
+            (None, None) => return None,
+        };
+        let parsed = if is_gemma { parse_gemma_call(text, start) } else { parse_json_call(text, start) };
+        match parsed {
+            Some((end, call)) => return Some((start, end, call)),
+            None => search = start + 1,
+        }
+    }
+}
+
+/// `<|tool_call>call:NAME{…}<tool_call|>`; the closing tag may be missing at the end of the text.
+fn parse_gemma_call(text: &str, start: usize) -> Option<(usize, (String, Value))> {
+    let mut p = GemmaParser { s: text, i: start + "<|tool_call>".len() };
+    p.skip_ws();
+    p.eat("call:")?;
+    let name_len = p.rest().find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))?;
+    let name = p.rest()[..name_len].to_string();
+    if name.is_empty() {
+        return None;
+    }
+    p.i += name_len;
+    p.skip_ws();
+    let args = p.object()?;
+    p.skip_ws();
+    if p.eat("<tool_call|>").is_none() && !p.rest().trim().is_empty() && !p.rest().trim_start().starts_with("<|tool_call>") {
+        return None;
+    }
+    Some((p.i, (name, args)))
+}
+
+/// `<tool_call>{"name": …, "arguments": …}</tool_call>`.
+fn parse_json_call(text: &str, start: usize) -> Option<(usize, (String, Value))> {
+    let body_start = start + "<tool_call>".len();
+    let close = text[body_start..].find("</tool_call>")?;
+    let v: Value = serde_json::from_str(text[body_start..body_start + close].trim()).ok()?;
+    let name = v.get("name")?.as_str()?.to_string();
+    let args = match v.get("arguments").or_else(|| v.get("parameters")) {
+        Some(Value::String(s)) => serde_json::from_str(s).ok()?,
+        Some(obj @ Value::Object(_)) => obj.clone(),
+        None => Value::Object(Map::new()),
+        Some(_) => return None,
+    };
+    Some((body_start + close + "</tool_call>".len(), (name, args)))
+}
+
+/// Gemma 4's argument syntax: `{key:value,…}` with bare keys, strings
+/// between `<|"|>` quotes, and bare numbers, booleans, null, arrays and objects.
+struct GemmaParser<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+const QUOTE: &str = "<|\"|>";
+
+impl GemmaParser<'_> {
+    fn rest(&self) -> &str {
+        &self.s[self.i..]
+    }
+    fn skip_ws(&mut self) {
+        let trimmed = self.rest().trim_start();
+        self.i = self.s.len() - trimmed.len();
+    }
+    fn eat(&mut self, token: &str) -> Option<()> {
+        self.rest().starts_with(token).then(|| self.i += token.len())
+    }
+    fn object(&mut self) -> Option<Value> {
+        self.eat("{")?;
+        let mut map = Map::new();
+        loop {
+            self.skip_ws();
+            if self.eat("}").is_some() {
+                return Some(Value::Object(map));
+            }
+            let key = if self.rest().starts_with(QUOTE) {
+                self.quoted()?
+            } else if self.rest().starts_with('"') {
+                self.json_string()?
+            } else {
+                let len = self.rest().find(|c: char| c == ':' || c == '}' || c == ',')?;
+                let k = self.rest()[..len].trim().to_string();
+                self.i += len;
+                k
+            };
+            self.skip_ws();
+            self.eat(":")?;
+            self.skip_ws();
+            let value = self.value()?;
+            map.insert(key, value);
+            self.skip_ws();
+            if self.eat(",").is_none() && !self.rest().starts_with('}') {
+                return None;
+            }
+        }
+    }
+    fn array(&mut self) -> Option<Value> {
+        self.eat("[")?;
+        let mut items = Vec::new();
+        loop {
+            self.skip_ws();
+            if self.eat("]").is_some() {
+                return Some(Value::Array(items));
+            }
+            items.push(self.value()?);
+            self.skip_ws();
+            if self.eat(",").is_none() && !self.rest().starts_with(']') {
+                return None;
+            }
+        }
+    }
+    fn quoted(&mut self) -> Option<String> {
+        self.eat(QUOTE)?;
+        let end = self.rest().find(QUOTE)?;
+        let s = self.rest()[..end].to_string();
+        self.i += end + QUOTE.len();
+        Some(s)
+    }
+    fn json_string(&mut self) -> Option<String> {
+        let mut de = serde_json::Deserializer::from_str(self.rest()).into_iter::<String>();
+        let s = de.next()?.ok()?;
+        self.i += de.byte_offset();
+        Some(s)
+    }
+    fn value(&mut self) -> Option<Value> {
+        let s = self.s;
+        let r = &s[self.i..];
+        if r.starts_with(QUOTE) {
+            return self.quoted().map(Value::String);
+        }
+        if r.starts_with('"') {
+            return self.json_string().map(Value::String);
+        }
+        if r.starts_with('{') {
+            return self.object();
+        }
+        if r.starts_with('[') {
+            return self.array();
+        }
+        // A bare scalar runs to the next separator.
+        let len = r.find([',', '}', ']']).unwrap_or(r.len());
+        let word = r[..len].trim();
+        if word.is_empty() || word.contains('<') {
+            return None;
+        }
+        self.i += len;
+        Some(match word {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            "null" => Value::Null,
+            _ => word
+                .parse::<i64>()
+                .map(Value::from)
+                .ok()
+                .or_else(|| word.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number))
+                .unwrap_or_else(|| Value::String(word.to_string())),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn msg(content: &str) -> ResponseMessage {
+        ResponseMessage { content: Some(content.into()), reasoning_content: None, tool_calls: None }
+    }
+
+    #[test]
+    fn gemma_thought_blocks_are_removed_and_kept_as_thinking() {
+        let (rest, thoughts) = strip_thinking("<|channel>thought\nI'm\nthinking<channel|>Hello there");
+        assert_eq!(rest, "Hello there");
+        assert_eq!(thoughts, ["I'm\nthinking"]);
+    }
+
+    #[test]
+    fn think_tags_unclosed_blocks_and_orphan_closers_are_handled() {
+        assert_eq!(strip_thinking("a<think>x</think>b<think>y</think>c").0, "abc");
+        let (rest, t) = strip_thinking("Answer.<think>cut off mid-thou");
+        assert_eq!((rest.as_str(), t), ("Answer.", vec!["cut off mid-thou".to_string()]));
+        let (rest, t) = strip_thinking("prefilled thought</think>Final");
+        assert_eq!((rest.as_str(), t), ("Final", vec!["prefilled thought".to_string()]));
+        assert_eq!(strip_thinking("no thinking here").0, "no thinking here");
+        assert_eq!(strip_thinking("<|channel>thought\n<channel|>ok").1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn reasoning_content_goes_to_thinking_not_content() {
+        let m = ResponseMessage { content: Some("Done.".into()), reasoning_content: Some("plan".into()), tool_calls: None };
+        let r = read_reply(&m, Some("stop"), "t1");
+        assert_eq!(r.content, "Done.");
+        assert_eq!(r.thinking.as_deref(), Some("plan"));
+        assert!(!r.cut_off);
+    }
+
+    #[test]
+    fn a_gemma_text_call_with_every_value_type_is_recovered() {
+        let text = "Let me look.<|tool_call>call:noteworx_search_notes{query:<|\"|>eval, methods: {x}<|\"|>,limit:3,\
+                    ratio:0.5,exact:true,none:null,tags:[<|\"|>a<|\"|>,2],filter:{space:<|\"|>work<|\"|>,n:{deep:false}}}<tool_call|>";
+        let r = read_reply(&msg(text), Some("stop"), "turn2");
+        assert!(r.recovered);
+        assert_eq!(r.content, "Let me look.");
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].id, "turn2-1");
+        assert_eq!(r.calls[0].function.name, "noteworx_search_notes");
+        let args: Value = serde_json::from_str(&r.calls[0].function.arguments).unwrap();
+        assert_eq!(
+            args,
+            json!({"query": "eval, methods: {x}", "limit": 3, "ratio": 0.5, "exact": true, "none": null,
+                   "tags": ["a", 2], "filter": {"space": "work", "n": {"deep": false}}})
+        );
+    }
+
+    #[test]
+    fn parallel_gemma_calls_and_json_tagged_calls_are_recovered_in_order() {
+        let text = "<|tool_call>call:a{x:1}<tool_call|><|tool_call>call:b{}<tool_call|>\
+                    <tool_call>{\"name\": \"c\", \"arguments\": {\"y\": \"z\"}}</tool_call>\
+                    <tool_call>{\"name\": \"d\", \"arguments\": \"{\\\"k\\\": 2}\"}</tool_call>";
+        let (rest, calls) = recover_text_calls(text);
+        assert_eq!(rest, "");
+        let names: Vec<_> = calls.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        assert_eq!(calls[2].1, json!({"y": "z"}));
+        assert_eq!(calls[3].1, json!({"k": 2}));
+    }
+
+    #[test]
+    fn unparseable_text_calls_stay_in_the_text() {
+        let text = "see <|tool_call>call:broken{x:<|\"|>never closed";
+        let (rest, calls) = recover_text_calls(text);
+        assert!(calls.is_empty());
+        assert_eq!(rest, text);
+    }
+
+    #[test]
+    fn real_tool_calls_win_over_text_and_length_marks_cut_off() {
+        let m = ResponseMessage {
+            content: Some("".into()),
+            reasoning_content: None,
+            tool_calls: Some(vec![ToolCall {
+                id: "x".into(),
+                kind: String::new(),
+                function: FunctionCall { name: "n".into(), arguments: "{\"a\":".into() },
+            }]),
+        };
+        let r = read_reply(&m, Some("length"), "t");
+        assert!(r.cut_off);
+        assert!(!r.recovered);
+        assert_eq!(r.calls[0].id, "x");
+        assert_eq!(r.calls[0].kind, "function");
+    }
+}

@@ -1,0 +1,408 @@
+//! The six noteworx tools: turning client calls into compact text a small
+//! model reads well, and wrapping suggestions in the signature frontmatter.
+//!
+//! Listings never carry note `content` (the text of many notes is what
+//! overflows an 8K context); reads page with `offset`; errors tell the model
+//! what to do next. Creating an attachment is idempotent across retried runs:
+//! an attachment with the same note, filename and body is not made twice.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::json;
+
+use super::text::page;
+use super::{Call, CallContext, ToolOutput};
+use crate::noteworx::{Attachment, NewAttachment, Note, NoteworxClient, NoteworxError};
+
+/// Suggestion bodies larger than this are refused.
+pub const MAX_ATTACHMENT_BYTES: usize = 256 * 1024;
+
+/// The noteworx tools with their client and settings.
+#[derive(Debug, Clone)]
+pub struct Noteworx {
+    pub client: NoteworxClient,
+    pub agent_name: String,
+    /// The variable holding the token, named when the token is refused.
+    pub token_env: String,
+}
+
+/// The facts stamped into a suggestion's frontmatter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signature<'a> {
+    pub agent_name: &'a str,
+    pub task: &'a str,
+    pub run_id: &'a str,
+    pub created_at: DateTime<Utc>,
+    pub parent_note: &'a str,
+}
+
+impl Noteworx {
+    pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
+        let result = match call {
+            Call::ListNotes { space, tag, limit } => {
+                self.client.list_notes(space.as_deref(), tag.as_deref(), Some(limit.unwrap_or(20))).await.map(|n| list_notes_text(&n))
+            }
+            Call::SearchNotes { query, mode, limit } => self
+                .client
+                .search_notes(query, mode.as_deref().unwrap_or("fulltext"), Some(limit.unwrap_or(10)))
+                .await
+                .map(|n| list_notes_text(&n)),
+            Call::ReadNote { slug, offset } => self.client.read_note(slug).await.map(|n| read_note_text(&n, slug, *offset, ctx.max_chars)),
+            Call::ListAttachments { slug } => self.client.list_attachments(slug).await.map(|a| list_attachments_text(slug, &a)),
+            Call::ReadAttachment { slug, attachment_id, offset } => {
+                return match self.client.read_attachment(slug, attachment_id).await {
+                    Ok(a) => read_attachment_text(&a, slug, attachment_id, *offset, ctx.max_chars),
+                    Err(e) => self.explain(e, slug, Some(attachment_id)),
+                };
+            }
+            Call::CreateAttachment { slug, filename, content } => return self.create(slug, filename, content, ctx).await,
+            Call::Webfetch { .. } => return ToolOutput::error("internal: webfetch routed to noteworx"),
+        };
+        match result {
+            Ok(text) => ToolOutput::ok(text),
+            Err(e) => {
+                let slug = match call {
+                    Call::ReadNote { slug, .. } | Call::ListAttachments { slug } => Some(slug.as_str()),
+                    _ => None,
+                };
+                self.explain(e, slug.unwrap_or(""), None)
+            }
+        }
+    }
+
+    async fn create(&self, slug: &str, filename: &str, content: &str, ctx: &CallContext) -> ToolOutput {
+        let body = strip_frontmatter(content);
+        if body.trim().is_empty() {
+            return ToolOutput::error("The attachment content is empty. Write the suggestion text in `content`.");
+        }
+        if body.len() > MAX_ATTACHMENT_BYTES {
+            return ToolOutput::error(format!(
+                "The attachment content is {} bytes; the limit is {MAX_ATTACHMENT_BYTES} (256 KiB). Write a shorter suggestion.",
+                body.len()
+            ));
+        }
+        let filename = sanitize_filename(filename);
+        let signed = sign(
+            body,
+            &Signature { agent_name: &self.agent_name, task: &ctx.task, run_id: &ctx.run_id, created_at: ctx.now, parent_note: slug },
+        );
+        let request = json!({
+            "method": "POST",
+            "path": format!("/api/notes/{slug}/attachments"),
+            "body": {"filename": filename, "content_type": "text/markdown", "content": signed},
+        });
+        if ctx.dry_run {
+            return ToolOutput::ok(format!(
+                "Dry run: the attachment {filename} on note {slug} was NOT created (nothing was written). Treat it as done and continue."
+            ))
+            .with_detail(json!({"dry_run": true, "intent": request}));
+        }
+        match self.find_duplicate(slug, &filename, body).await {
+            Ok(Some(existing)) => {
+                return ToolOutput::ok(format!(
+                    "Attachment {filename} with this text already exists on note {slug} (id {}); it was not created again.",
+                    existing.id
+                ))
+                .with_detail(json!({"duplicate_of": existing.id}));
+            }
+            Ok(None) => {}
+            Err(e) => return self.explain(e, slug, None),
+        }
+        let new = NewAttachment { filename: &filename, content_type: "text/markdown", content: &signed };
+        match self.client.create_attachment(slug, &new).await {
+            Ok(a) => ToolOutput::ok(format!("Created attachment {} (id {}) on note {slug}.", or_dash(&a.filename), or_dash(&a.id))),
+            Err(e) => self.explain(e, slug, None),
+        }
+    }
+
+    /// An attachment this harness already made on `slug` with the same filename and body.
+    async fn find_duplicate(&self, slug: &str, filename: &str, body: &str) -> Result<Option<Attachment>, NoteworxError> {
+        for a in self.client.list_attachments(slug).await? {
+            if a.filename != filename {
+                continue;
+            }
+            let full = self.client.read_attachment(slug, &a.id).await?;
+            if full.content.as_deref().map(strip_frontmatter).is_some_and(|existing| existing.trim() == body.trim()) {
+                return Ok(Some(a));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Turns a client error into a result that gives the model a next step.
+    fn explain(&self, e: NoteworxError, slug: &str, attachment: Option<&str>) -> ToolOutput {
+        let text = match &e {
+            NoteworxError::Status { status: 404, .. } => match attachment {
+                Some(id) => format!("No attachment with id {id:?} on note {slug:?}. List the note's attachments to get a valid id."),
+                None if !slug.is_empty() => {
+                    format!("No note with slug {slug:?}. Search or list notes first and use a slug from the results.")
+                }
+                None => "noteworx found nothing at that address (404).".to_string(),
+            },
+            NoteworxError::Status { status: s @ (401 | 403), .. } => format!(
+                "noteworx refused the token ({s}); the operator must check {}. Do not call noteworx tools again; finish without them.",
+                self.token_env
+            ),
+            NoteworxError::Status { status: 422, message } => format!("noteworx rejected the request (422): {message}. Fix the arguments."),
+            NoteworxError::Status { status, message } if *status >= 500 => {
+                format!("noteworx is unavailable (HTTP {status}: {message}). Try later or answer without it.")
+            }
+            NoteworxError::Status { status, message } => format!("noteworx refused the request ({status}): {message}."),
+            NoteworxError::Unreachable(why) => format!("noteworx is unavailable ({why}). Try later or answer without it."),
+            NoteworxError::BadResponse(why) => format!("noteworx sent an unreadable answer ({why})."),
+        };
+        ToolOutput::error(text)
+    }
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
+}
+
+/// One line per note: slug, title, tags, space, updated date (and score).
+pub fn list_notes_text(notes: &[Note]) -> String {
+    if notes.is_empty() {
+        return "No notes found.".into();
+    }
+    let mut out = format!("{} note{}:\n", notes.len(), if notes.len() == 1 { "" } else { "s" });
+    for n in notes {
+        out.push_str(&format!("- {} | {}", or_dash(&n.slug), or_dash(&n.title)));
+        if !n.tags.is_empty() {
+            out.push_str(&format!(" | tags: {}", n.tags.join(", ")));
+        }
+        if !n.space.is_empty() {
+            out.push_str(&format!(" | space: {}", n.space));
+        }
+        if !n.updated_at.is_empty() {
+            out.push_str(&format!(" | updated: {}", n.updated_at));
+        }
+        if let Some(s) = n.score {
+            out.push_str(&format!(" | score: {}", (s * 1000.0).round() / 1000.0));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn read_note_text(n: &Note, slug: &str, offset: usize, max_chars: usize) -> String {
+    let mut header = format!("Note {} | {}", if n.slug.is_empty() { slug } else { &n.slug }, or_dash(&n.title));
+    if !n.tags.is_empty() {
+        header.push_str(&format!(" | tags: {}", n.tags.join(", ")));
+    }
+    header.push_str("\n\n");
+    let content = n.content.as_deref().unwrap_or("");
+    if content.is_empty() {
+        return format!("{header}(this note has no text)");
+    }
+    page(&header, content, offset, max_chars)
+}
+
+fn list_attachments_text(slug: &str, attachments: &[Attachment]) -> String {
+    if attachments.is_empty() {
+        return format!("Note {slug} has no attachments.");
+    }
+    let mut out = format!("Note {slug} has {} attachment(s):\n", attachments.len());
+    for a in attachments {
+        out.push_str(&format!("- id {} | {} | {}", or_dash(&a.id), or_dash(&a.filename), or_dash(&a.content_type)));
+        if let Some(size) = a.size {
+            out.push_str(&format!(" | {size} bytes"));
+        }
+        if !a.created_at.is_empty() {
+            out.push_str(&format!(" | {}", a.created_at));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn read_attachment_text(a: &Attachment, slug: &str, id: &str, offset: usize, max_chars: usize) -> ToolOutput {
+    let textual = a.content_type.is_empty()
+        || a.content_type.starts_with("text/")
+        || a.content_type.contains("json")
+        || a.content_type.contains("markdown");
+    match a.content.as_deref() {
+        Some(content) if textual => {
+            let header = format!("Attachment {id} | {} | note {slug}\n\n", or_dash(&a.filename));
+            ToolOutput::ok(page(&header, content, offset, max_chars))
+        }
+        _ => ToolOutput::error(format!(
+            "Attachment {id} on note {slug} is {}, not text; it cannot be read.",
+            if a.content_type.is_empty() { "not text" } else { &a.content_type }
+        )),
+    }
+}
+
+/// Wraps a suggestion body in the signature frontmatter (SPEC §7).
+pub fn sign(body: &str, sig: &Signature<'_>) -> String {
+    let fields = [
+        ("agent", "noteworx-agent-harness".to_string()),
+        ("agent_name", sig.agent_name.to_string()),
+        ("agent_version", env!("CARGO_PKG_VERSION").to_string()),
+        ("agent_task", sig.task.to_string()),
+        ("agent_run_id", sig.run_id.to_string()),
+        ("agent_created_at", sig.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        ("parent_note", sig.parent_note.to_string()),
+    ];
+    let mut out = String::from("---\n");
+    for (key, value) in fields {
+        out.push_str(&format!("{key}: {}\n", yaml_scalar(&value)));
+    }
+    out.push_str("---\n");
+    out.push_str(body.trim_start_matches(['\n', '\r']));
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// A YAML scalar for `s`: plain when that reads back as the same string,
+/// double-quoted (with escapes) otherwise.
+pub fn yaml_scalar(s: &str) -> String {
+    const RESERVED: &[&str] = &["true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"];
+    let plain_ok = !s.is_empty()
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/' | '+'))
+        && !s.ends_with(':')
+        && !RESERVED.contains(&s.to_ascii_lowercase().as_str())
+        && s.parse::<f64>().is_err()
+        && !(s.starts_with("0x") || s.starts_with("0o") || s.chars().all(|c| c.is_ascii_digit() || c == '_' || c == ':'));
+    if plain_ok {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{85}' || c == '\u{2028}' || c == '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Removes frontmatter the model wrote itself (`---` YAML or `+++` TOML at the top).
+pub fn strip_frontmatter(content: &str) -> &str {
+    let trimmed = content.trim_start_matches(['\n', '\r', ' ', '\u{feff}']);
+    for fence in ["---", "+++"] {
+        let Some(first) = trimmed.split_inclusive('\n').next() else { continue };
+        if first.trim_end() != fence {
+            continue;
+        }
+        let mut offset = first.len();
+        for line in trimmed[first.len()..].split_inclusive('\n') {
+            offset += line.len();
+            let l = line.trim_end();
+            if l == fence || (fence == "---" && l == "...") {
+                return &trimmed[offset..];
+            }
+        }
+    }
+    content
+}
+
+/// A safe attachment file name: no path separators or control characters,
+/// no leading dot, `.md` added when there is no extension.
+pub fn sanitize_filename(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| if c == '/' || c == '\\' || c.is_control() || c == ':' { '-' } else { c })
+        .collect::<String>()
+        .trim()
+        .trim_start_matches(['.', '-', ' '])
+        .to_string();
+    if s.chars().count() > 100 {
+        s = s.chars().take(100).collect();
+    }
+    if s.is_empty() {
+        s = "suggestion".into();
+    }
+    let has_extension = s.rfind('.').is_some_and(|i| i > 0 && i + 1 < s.len());
+    if !has_extension {
+        s = s.trim_end_matches('.').to_string();
+        s.push_str(".md");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn sig<'a>(task: &'a str, slug: &'a str) -> Signature<'a> {
+        Signature {
+            agent_name: "default-agent",
+            task,
+            run_id: "20260409T061500Z",
+            created_at: Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 14).unwrap(),
+            parent_note: slug,
+        }
+    }
+
+    #[test]
+    fn the_signature_matches_the_spec_byte_for_byte() {
+        assert_eq!(
+            sign("Body text\n", &sig("weekly-research-scan", "some-note-slug")),
+            "---\nagent: noteworx-agent-harness\nagent_name: default-agent\nagent_version: 0.1.0\n\
+             agent_task: weekly-research-scan\nagent_run_id: 20260409T061500Z\n\
+             agent_created_at: 2026-04-09T06:15:14Z\nparent_note: some-note-slug\n---\nBody text\n"
+        );
+    }
+
+    #[test]
+    fn hostile_names_are_quoted_into_valid_yaml() {
+        let out = sign("x", &sig("a: b\n---\nagent: evil", "#slug \"q\" \\"));
+        assert!(out.contains("agent_task: \"a: b\\n---\\nagent: evil\"\n"), "{out}");
+        assert!(out.contains("parent_note: \"#slug \\\"q\\\" \\\\\"\n"), "{out}");
+        assert_eq!(out.matches("\n---\n").count(), 1, "only the closing fence: {out}");
+        for s in ["true", "No", "123", "1.5", "null", "-x", "", "12:30", "0x1f", "ok:"] {
+            assert!(yaml_scalar(s).starts_with('"'), "{s:?} left plain");
+        }
+        for s in ["default-agent", "0.1.0", "20260409T061500Z", "2026-04-09T06:15:14Z", "a_b"] {
+            assert_eq!(yaml_scalar(s), s);
+        }
+    }
+
+    #[test]
+    fn model_written_frontmatter_is_removed() {
+        assert_eq!(strip_frontmatter("---\nagent: me\ntitle: x\n---\n# Body\n"), "# Body\n");
+        assert_eq!(strip_frontmatter("\n+++\na = 1\n+++\nBody"), "Body");
+        assert_eq!(strip_frontmatter("# No frontmatter\n---\n"), "# No frontmatter\n---\n");
+        assert_eq!(strip_frontmatter("---\nnever closed\n"), "---\nnever closed\n");
+    }
+
+    #[test]
+    fn filenames_are_made_safe() {
+        assert_eq!(sanitize_filename("summary"), "summary.md");
+        assert_eq!(sanitize_filename("../../etc/passwd"), "etc-passwd.md");
+        assert_eq!(sanitize_filename(".hidden.txt"), "hidden.txt");
+        assert_eq!(sanitize_filename("notes.csv"), "notes.csv");
+        assert_eq!(sanitize_filename("a\\b\nc.md"), "a-b-c.md");
+        assert_eq!(sanitize_filename("..."), "suggestion.md");
+        assert_eq!(sanitize_filename("trailing."), "trailing.md");
+        assert!(!sanitize_filename("x/y/z").contains('/'));
+    }
+
+    #[test]
+    fn listings_are_one_line_per_note_without_content() {
+        let notes = vec![Note {
+            slug: "eval".into(),
+            title: "Evaluation".into(),
+            tags: vec!["research".into(), "ml".into()],
+            space: "work".into(),
+            updated_at: "2026-01-02".into(),
+            content: Some("SECRET BODY".into()),
+            score: Some(0.87654),
+        }];
+        let text = list_notes_text(&notes);
+        assert_eq!(text, "1 note:\n- eval | Evaluation | tags: research, ml | space: work | updated: 2026-01-02 | score: 0.877\n");
+        assert_eq!(list_notes_text(&[]), "No notes found.");
+    }
+}

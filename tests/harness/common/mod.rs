@@ -1,0 +1,265 @@
+//! Test fixtures: a scripted OpenAI-compatible endpoint, a stateful fake
+//! noteworx implementing the SPEC API, a fake RunPod, and a throwaway
+//! project folder with config, inbox and the helpers to read its records.
+#![allow(dead_code)]
+
+pub mod fake_noteworx;
+pub mod fake_runpod;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_harness::config::Config;
+use agent_harness::endpoint::{Endpoint, RetryPolicy};
+use agent_harness::records::{Summary, ToolLine};
+use agent_harness::run::{RunOptions, RunOutcome};
+use agent_harness::{Clock, Harness};
+use chrono::{TimeZone, Utc};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The fixed "now" of every test run: run ids are `20260409T061500Z`.
+pub fn fixed_clock() -> Clock {
+    Arc::new(|| Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).single().unwrap_or_default())
+}
+
+pub const RUN_ID: &str = "20260409T061500Z";
+
+/// A chat reply with tool calls: `(id, name, arguments)`.
+pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"type": "function", "id": id, "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "", "tool_calls": calls}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        "model": "fake-gemma"
+    })
+}
+
+/// A chat reply with a final answer.
+pub fn final_answer(text: &str) -> Value {
+    json!({
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 150, "completion_tokens": 10, "total_tokens": 160},
+        "model": "fake-gemma"
+    })
+}
+
+/// A reply with the given message and finish reason.
+pub fn reply(message: Value, finish_reason: &str) -> Value {
+    json!({
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    })
+}
+
+/// Answers a fixed script of responses in order; after the script, repeats the last.
+pub struct Script {
+    replies: Mutex<VecDeque<ResponseTemplate>>,
+    last: Mutex<Option<ResponseTemplate>>,
+}
+
+impl Script {
+    pub fn new(replies: Vec<ResponseTemplate>) -> Self {
+        Script { replies: Mutex::new(replies.into()), last: Mutex::new(None) }
+    }
+}
+
+impl Respond for Script {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let next = self.replies.lock().unwrap().pop_front();
+        match next {
+            Some(r) => {
+                *self.last.lock().unwrap() = Some(r.clone());
+                r
+            }
+            None => self.last.lock().unwrap().clone().unwrap_or_else(|| ResponseTemplate::new(500)),
+        }
+    }
+}
+
+pub fn ok(body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+/// An OpenAI-compatible server answering `POST /v1/chat/completions` from a script.
+pub struct FakeLlm {
+    pub server: MockServer,
+}
+
+impl FakeLlm {
+    pub async fn start(script: Vec<ResponseTemplate>) -> FakeLlm {
+        let server = MockServer::start().await;
+        Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(Script::new(script)).mount(&server).await;
+        FakeLlm { server }
+    }
+
+    /// Every scripted reply is a 200 with this JSON body.
+    pub async fn replies(bodies: Vec<Value>) -> FakeLlm {
+        Self::start(bodies.into_iter().map(ok).collect()).await
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    /// The bodies of the chat requests received, in order.
+    pub async fn requests(&self) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.url.path().ends_with("/chat/completions"))
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
+    }
+}
+
+/// A throwaway project: `agent.toml`, `tasks/inbox`, `logs`.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tasks/inbox")).unwrap();
+        Project { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn task(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.root().join("tasks/inbox").join(format!("{name}.md"));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Writes `agent.toml` for an `openai` endpoint at `base_url` plus `extra` TOML.
+    pub fn write_config(&self, base_url: &str, extra: &str) -> PathBuf {
+        let text = format!("[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{base_url}\"\n{extra}\n");
+        let p = self.root().join("agent.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn config(&self, base_url: &str, extra: &str) -> Config {
+        let p = self.write_config(base_url, extra);
+        Config::load(&p, &test_env).unwrap()
+    }
+
+    pub fn inbox(&self) -> Vec<String> {
+        names(&self.root().join("tasks/inbox"))
+    }
+    pub fn done(&self) -> Vec<String> {
+        names(&self.root().join("tasks/done"))
+    }
+    pub fn failed(&self) -> Vec<String> {
+        names(&self.root().join("tasks/failed"))
+    }
+
+    pub fn run_dir(&self, task: &str) -> PathBuf {
+        self.root().join("logs").join(task).join(RUN_ID)
+    }
+
+    pub fn summary(&self, task: &str) -> Summary {
+        self.summary_in(&self.run_dir(task))
+    }
+
+    pub fn summary_in(&self, dir: &Path) -> Summary {
+        let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    pub fn tool_lines(&self, task: &str) -> Vec<ToolLine> {
+        jsonl(&self.run_dir(task).join("tools.jsonl")).into_iter().map(|v| serde_json::from_value(v).unwrap()).collect()
+    }
+
+    pub fn conversation(&self, task: &str) -> Vec<Value> {
+        jsonl(&self.run_dir(task).join("conversation.jsonl"))
+    }
+
+    pub fn run_log(&self, task: &str) -> String {
+        std::fs::read_to_string(self.run_dir(task).join("run.log")).unwrap()
+    }
+
+    /// Every record file of every run, concatenated (for secret checks).
+    pub fn all_records(&self) -> String {
+        let mut out = String::new();
+        let mut stack = vec![self.root().join("logs")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The environment tests pretend to have: secrets for both services.
+pub fn test_env(key: &str) -> Option<String> {
+    match key {
+        "NOTEWORX_TOKEN" => Some(fake_noteworx::TOKEN.to_string()),
+        "RUNPOD_API_KEY" => Some(fake_runpod::KEY.to_string()),
+        _ => None,
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line in {}: {e}: {l}", path.display())))
+        .collect()
+}
+
+/// Fast retries for tests: the logic is the product's, the waits are short.
+pub fn fast_retries() -> RetryPolicy {
+    RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(50), max_retries: 3 }
+}
+
+pub fn harness(cfg: &Config) -> Harness {
+    let mut h = Harness::new(cfg, fixed_clock(), CancellationToken::new()).unwrap();
+    h.endpoint = Endpoint::new(&cfg.endpoint).unwrap().with_retry_policy(fast_retries());
+    h
+}
+
+/// Runs the whole inbox with a fixed clock and fast retries.
+pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
+    let h = harness(cfg);
+    agent_harness::run::run(cfg, &h, &opts).await.unwrap()
+}
+
+pub async fn run_all(cfg: &Config) -> RunOutcome {
+    run(cfg, RunOptions { concurrency: 1, ..RunOptions::default() }).await
+}
+
+/// The messages of a recorded request body.
+pub fn messages(body: &Value) -> &Vec<Value> {
+    body["messages"].as_array().unwrap()
+}

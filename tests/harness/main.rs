@@ -1,0 +1,12 @@
+//! Integration tests: whole tasks against in-process fake servers, driving
+//! the same library code the binary runs, plus a few binary-level tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod agent_loop;
+mod cli;
+mod inbox_runs;
+mod noteworx_tools;
+mod runpod;
+mod small_models;
