@@ -38,13 +38,26 @@ pub struct Message {
 
 impl Message {
     pub fn system(text: impl Into<String>) -> Self {
-        Message { role: Role::System, content: text.into(), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None }
+        Message {
+            role: Role::System,
+            content: text.into(),
+            reasoning_content: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
     }
     pub fn user(text: impl Into<String>) -> Self {
-        Message { role: Role::User, ..Message::system(text) }
+        Message {
+            role: Role::User,
+            ..Message::system(text)
+        }
     }
     pub fn tool(call_id: impl Into<String>, text: impl Into<String>) -> Self {
-        Message { role: Role::Tool, tool_call_id: Some(call_id.into()), ..Message::system(text) }
+        Message {
+            role: Role::Tool,
+            tool_call_id: Some(call_id.into()),
+            ..Message::system(text)
+        }
     }
 }
 
@@ -116,7 +129,8 @@ pub struct Usage {
 impl Usage {
     /// `total_tokens` when the server gives it, else the sum of the parts.
     pub fn total(&self) -> u64 {
-        self.total_tokens.max(self.prompt_tokens + self.completion_tokens)
+        self.total_tokens
+            .max(self.prompt_tokens + self.completion_tokens)
     }
 }
 
@@ -148,7 +162,10 @@ impl Sampling {
     }
 
     pub fn thinking_enabled(&self) -> bool {
-        self.chat_template_kwargs.get("enable_thinking").and_then(Value::as_bool).unwrap_or(true)
+        self.chat_template_kwargs
+            .get("enable_thinking")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
     }
 }
 
@@ -164,12 +181,20 @@ pub struct Tweaks {
 /// Builds the request body: `[model.extra]` first, then the fields the
 /// harness owns, so `extra` can add to a request but never replace its
 /// messages, tools or sampling keys.
-pub fn build_request(messages: &[Message], tools: &[Value], sampling: &Sampling, tweaks: Tweaks) -> Value {
+pub fn build_request(
+    messages: &[Message],
+    tools: &[Value],
+    sampling: &Sampling,
+    tweaks: Tweaks,
+) -> Value {
     let mut body = sampling.extra.clone();
     if let Some(model) = &sampling.model {
         body.insert("model".into(), Value::from(model.as_str()));
     }
-    body.insert("messages".into(), serde_json::to_value(messages).unwrap_or(Value::Null));
+    body.insert(
+        "messages".into(),
+        serde_json::to_value(messages).unwrap_or(Value::Null),
+    );
     if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools.to_vec()));
     }
@@ -208,23 +233,42 @@ mod tests {
             top_p: Some(0.95),
             top_k: Some(64),
             max_tokens: 512,
-            chat_template_kwargs: json!({"enable_thinking": true}).as_object().cloned().unwrap(),
-            extra: json!({"min_p": 0.05, "seed": 7}).as_object().cloned().unwrap(),
+            chat_template_kwargs: json!({"enable_thinking": true})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            extra: json!({"min_p": 0.05, "seed": 7})
+                .as_object()
+                .cloned()
+                .unwrap(),
             model: None,
         }
     }
 
     #[test]
     fn absent_fields_are_omitted_not_null() {
-        let v = serde_json::to_value(Message { role: Role::Assistant, content: String::new(), ..Message::user("") }).unwrap();
+        let v = serde_json::to_value(Message {
+            role: Role::Assistant,
+            content: String::new(),
+            ..Message::user("")
+        })
+        .unwrap();
         assert_eq!(v, json!({"role": "assistant", "content": ""}));
         let v = serde_json::to_value(Message::tool("c1", "ok")).unwrap();
-        assert_eq!(v, json!({"role": "tool", "content": "ok", "tool_call_id": "c1"}));
+        assert_eq!(
+            v,
+            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
+        );
     }
 
     #[test]
     fn the_request_carries_sampling_kwargs_and_extra() {
-        let body = build_request(&[Message::user("hi")], &[json!({"type": "function"})], &sampling(), Tweaks::default());
+        let body = build_request(
+            &[Message::user("hi")],
+            &[json!({"type": "function"})],
+            &sampling(),
+            Tweaks::default(),
+        );
         assert_eq!(
             body,
             json!({
@@ -239,9 +283,20 @@ mod tests {
 
     #[test]
     fn tweaks_change_the_seed_and_turn_thinking_off() {
-        let body = build_request(&[], &[], &sampling(), Tweaks { seed: Some(99), thinking_off: true });
+        let body = build_request(
+            &[],
+            &[],
+            &sampling(),
+            Tweaks {
+                seed: Some(99),
+                thinking_off: true,
+            },
+        );
         assert_eq!(body["seed"], json!(99));
-        assert_eq!(body["chat_template_kwargs"]["enable_thinking"], json!(false));
+        assert_eq!(
+            body["chat_template_kwargs"]["enable_thinking"],
+            json!(false)
+        );
         assert!(body.get("tools").is_none());
     }
 

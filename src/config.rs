@@ -26,7 +26,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     fn new(path: &Path, message: impl Into<String>) -> Self {
-        ConfigError { path: path.display().to_string(), message: message.into() }
+        ConfigError {
+            path: path.display().to_string(),
+            message: message.into(),
+        }
     }
 }
 
@@ -340,7 +343,10 @@ pub struct Paths {
 impl Paths {
     /// The folder holding the inbox: the lock and the attempt-count state live here.
     pub fn state_dir(&self) -> PathBuf {
-        self.inbox.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+        self.inbox
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
     }
 }
 
@@ -381,7 +387,10 @@ impl Config {
     /// Reads and resolves the config file. `env` looks up environment variables.
     pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::new(path, format!("cannot read the config file: {e} (set --config or AGENT_HARNESS_CONFIG)"))
+            ConfigError::new(
+                path,
+                format!("cannot read the config file: {e} (set --config or AGENT_HARNESS_CONFIG)"),
+            )
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::parse(&text, path, &base, env)
@@ -394,7 +403,8 @@ impl Config {
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::new(path, describe_toml_error(&e, text)))?;
+        let raw: RawConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::new(path, describe_toml_error(&e, text)))?;
         resolve(raw, path, base, env)
     }
 }
@@ -409,10 +419,19 @@ pub fn describe_toml_error(err: &toml::de::Error, text: &str) -> String {
 
 /// 1-based line number of a byte offset.
 pub fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
-fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+fn resolve(
+    raw: RawConfig,
+    path: &Path,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
     let err = |m: String| ConfigError::new(path, m);
     let secret = |section: &str, key: &str, var: &str| -> Result<Option<Secret>, ConfigError> {
         if var.is_empty() {
@@ -451,7 +470,9 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
                 check_http_url(&r.base_url, "[runpod] base_url").map_err(err)?;
                 let id = r.endpoint_id.trim();
                 if id.contains('/') {
-                    return Err(err(format!("[runpod] endpoint_id {id:?} must be a bare id, not a URL (use endpoint_url for a full URL)")));
+                    return Err(err(format!(
+                        "[runpod] endpoint_id {id:?} must be a bare id, not a URL (use endpoint_url for a full URL)"
+                    )));
                 }
                 format!("{}/{}", r.base_url.trim().trim_end_matches('/'), id)
             } else {
@@ -468,7 +489,13 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
         }
     };
 
-    let resolve_path = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+    let resolve_path = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
     let paths = Paths {
         inbox: resolve_path(&raw.paths.inbox),
         done: resolve_path(&raw.paths.done),
@@ -486,11 +513,17 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
         ("max_attempts", limits.max_attempts == 0),
     ] {
         if zero {
-            let min = if key == "max_tool_result_chars" { "200" } else { "1" };
+            let min = if key == "max_tool_result_chars" {
+                "200"
+            } else {
+                "1"
+            };
             return Err(err(format!("[limits] {key} must be at least {min}")));
         }
     }
-    if limits.context_tokens != 0 && u64::from(limits.context_tokens) <= u64::from(raw.model.max_tokens) + 256 {
+    if limits.context_tokens != 0
+        && u64::from(limits.context_tokens) <= u64::from(raw.model.max_tokens) + 256
+    {
         return Err(err(format!(
             "[limits] context_tokens ({}) must leave room for the prompt after [model] max_tokens ({}); raise context_tokens or lower max_tokens",
             limits.context_tokens, raw.model.max_tokens
@@ -502,14 +535,22 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
         return Err(err("[model] max_tokens must be at least 1".into()));
     }
     let extra = to_json_map(m.extra);
-    if let Some(key) = extra.keys().find(|k| RESERVED_EXTRA_KEYS.contains(&k.as_str())) {
+    if let Some(key) = extra
+        .keys()
+        .find(|k| RESERVED_EXTRA_KEYS.contains(&k.as_str()))
+    {
         return Err(err(format!(
             "[model.extra] may not set {key:?}: the harness builds it (use [model.chat_template_kwargs] for template options)"
         )));
     }
     let chat_template_kwargs = to_json_map(m.chat_template_kwargs);
-    if let Some(v) = chat_template_kwargs.get("enable_thinking").filter(|v| !v.is_boolean()) {
-        return Err(err(format!("[model.chat_template_kwargs] enable_thinking must be true or false, not {v}")));
+    if let Some(v) = chat_template_kwargs
+        .get("enable_thinking")
+        .filter(|v| !v.is_boolean())
+    {
+        return Err(err(format!(
+            "[model.chat_template_kwargs] enable_thinking must be true or false, not {v}"
+        )));
     }
     let model = ModelConfig {
         temperature: m.temperature,
@@ -534,9 +575,13 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
     let noteworx = if n.enabled && !n.base_url.trim().is_empty() {
         check_http_url(&n.base_url, "[tools.noteworx] base_url").map_err(err)?;
         if n.token_env.is_empty() {
-            return Err(err("[tools.noteworx] token_env must name the variable holding the noteworx token".into()));
+            return Err(err(
+                "[tools.noteworx] token_env must name the variable holding the noteworx token"
+                    .into(),
+            ));
         }
-        let token = secret("tools.noteworx", "token_env", &n.token_env)?.ok_or_else(|| err("noteworx token missing".into()))?;
+        let token = secret("tools.noteworx", "token_env", &n.token_env)?
+            .ok_or_else(|| err("noteworx token missing".into()))?;
         Some(NoteworxConfig {
             base_url: n.base_url.trim().trim_end_matches('/').to_string(),
             token,
@@ -563,33 +608,50 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path, env: &dyn Fn(&str) -> Optio
 impl Config {
     /// Every secret value the records must never contain.
     pub fn secrets(&self) -> Vec<Secret> {
-        self.endpoint.api_key.iter().chain(self.noteworx.as_ref().map(|n| &n.token)).cloned().collect()
+        self.endpoint
+            .api_key
+            .iter()
+            .chain(self.noteworx.as_ref().map(|n| &n.token))
+            .cloned()
+            .collect()
     }
 }
 
 fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     match reqwest::Url::parse(url.trim()) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
-        Ok(u) => Err(format!("{what} must be an http(s) URL, not {:?} (scheme {})", url, u.scheme())),
+        Ok(u) => Err(format!(
+            "{what} must be an http(s) URL, not {:?} (scheme {})",
+            url,
+            u.scheme()
+        )),
         Err(e) => Err(format!("{what} {url:?} is not a valid URL: {e}")),
     }
 }
 
 fn normalise_hosts(hosts: Vec<String>) -> Vec<String> {
-    let set: BTreeSet<String> =
-        hosts.into_iter().map(|h| h.trim().trim_start_matches('.').to_ascii_lowercase()).filter(|h| !h.is_empty()).collect();
+    let set: BTreeSet<String> = hosts
+        .into_iter()
+        .map(|h| h.trim().trim_start_matches('.').to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
     set.into_iter().collect()
 }
 
 fn to_json_map(table: toml::Table) -> Map<String, Value> {
-    table.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect()
+    table
+        .into_iter()
+        .map(|(k, v)| (k, toml_to_json(v)))
+        .collect()
 }
 
 fn toml_to_json(v: toml::Value) -> Value {
     match v {
         toml::Value::String(s) => Value::String(s),
         toml::Value::Integer(i) => Value::from(i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
         toml::Value::Boolean(b) => Value::Bool(b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
         toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
@@ -607,7 +669,12 @@ mod tests {
             "NOTEWORX_TOKEN" => Some("nwx_secret".to_string()),
             _ => None,
         };
-        Config::parse(text, Path::new("/etc/ah/agent.toml"), Path::new("/etc/ah"), &env)
+        Config::parse(
+            text,
+            Path::new("/etc/ah/agent.toml"),
+            Path::new("/etc/ah"),
+            &env,
+        )
     }
 
     #[test]
@@ -620,7 +687,10 @@ mod tests {
         assert_eq!(c.paths.inbox, PathBuf::from("/etc/ah/tasks/inbox"));
         assert_eq!(c.paths.state_dir(), PathBuf::from("/etc/ah/tasks"));
         assert_eq!(c.model.max_tokens, 2048);
-        assert_eq!(c.model.chat_template_kwargs.get("enable_thinking"), Some(&Value::Bool(true)));
+        assert_eq!(
+            c.model.chat_template_kwargs.get("enable_thinking"),
+            Some(&Value::Bool(true))
+        );
         assert!(c.webfetch.is_some());
         assert!(c.noteworx.is_none(), "noteworx needs a base_url");
     }
@@ -635,7 +705,8 @@ mod tests {
 
     #[test]
     fn wrong_type_is_an_error_naming_the_line() {
-        let e = parse("[runpod]\nendpoint_id = \"abc\"\n[limits]\nmax_turns = \"five\"\n").unwrap_err();
+        let e =
+            parse("[runpod]\nendpoint_id = \"abc\"\n[limits]\nmax_turns = \"five\"\n").unwrap_err();
         assert!(e.message.contains("line 4"), "{e}");
         assert!(e.message.contains("invalid type"), "{e}");
     }
@@ -652,7 +723,8 @@ mod tests {
 
     #[test]
     fn runpod_endpoint_url_replaces_base_and_id() {
-        let c = parse("[runpod]\nendpoint_url = \"http://127.0.0.1:8000/\"\napi_key_env = \"\"\n").unwrap();
+        let c = parse("[runpod]\nendpoint_url = \"http://127.0.0.1:8000/\"\napi_key_env = \"\"\n")
+            .unwrap();
         assert_eq!(c.endpoint.base_url, "http://127.0.0.1:8000");
         assert_eq!(c.endpoint.api_key, None);
         let e = parse("[endpoint]\nkind = \"runpod\"\n").unwrap_err();
@@ -682,7 +754,8 @@ mod tests {
     fn extra_may_not_override_what_the_harness_builds() {
         let e = parse("[runpod]\nendpoint_id = \"a\"\n[model.extra]\nstream = true\n").unwrap_err();
         assert!(e.message.contains("stream"), "{e}");
-        let c = parse("[runpod]\nendpoint_id = \"a\"\n[model.extra]\nseed = 42\nmin_p = 0.05\n").unwrap();
+        let c = parse("[runpod]\nendpoint_id = \"a\"\n[model.extra]\nseed = 42\nmin_p = 0.05\n")
+            .unwrap();
         assert_eq!(c.model.extra.get("seed"), Some(&Value::from(42)));
     }
 
@@ -690,8 +763,32 @@ mod tests {
     fn limits_that_cannot_work_are_refused() {
         let e = parse("[runpod]\nendpoint_id = \"a\"\n[limits]\nmax_turns = 0\n").unwrap_err();
         assert!(e.message.contains("max_turns"), "{e}");
-        let e = parse("[runpod]\nendpoint_id = \"a\"\n[limits]\ncontext_tokens = 2048\n").unwrap_err();
+        let e =
+            parse("[runpod]\nendpoint_id = \"a\"\n[limits]\ncontext_tokens = 2048\n").unwrap_err();
         assert!(e.message.contains("context_tokens"), "{e}");
+    }
+
+    #[test]
+    fn the_shipped_example_config_is_valid_and_documents_every_section() {
+        let text = include_str!("../config/agent.toml.example");
+        let c = parse(text).unwrap();
+        assert_eq!(c.endpoint.base_url, "https://api.runpod.ai/v2/abc123xyz");
+        assert_eq!(c.limits, Limits::default());
+        for section in [
+            "[endpoint]",
+            "[runpod]",
+            "[openai]",
+            "[paths]",
+            "[limits]",
+            "[model]",
+            "[model.chat_template_kwargs]",
+            "[model.extra]",
+            "[tools.webfetch]",
+            "[tools.noteworx]",
+            "[prompt]",
+        ] {
+            assert!(text.contains(section), "{section} missing from the example");
+        }
     }
 
     #[test]

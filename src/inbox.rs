@@ -53,7 +53,10 @@ pub struct TaskProblem {
 
 impl TaskProblem {
     pub fn new(line: Option<usize>, message: impl Into<String>) -> Self {
-        TaskProblem { line, message: message.into() }
+        TaskProblem {
+            line,
+            message: message.into(),
+        }
     }
 }
 
@@ -76,7 +79,10 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
                 offset += line.len();
             }
             let Some((fm_end, body_start)) = close else {
-                return Err(TaskProblem::new(Some(1), "frontmatter opened with `+++` is never closed by a second `+++` line"));
+                return Err(TaskProblem::new(
+                    Some(1),
+                    "frontmatter opened with `+++` is never closed by a second `+++` line",
+                ));
             };
             let fm_text = &text[fm_start..fm_end];
             let fm: Frontmatter = toml::from_str(fm_text).map_err(|e| {
@@ -88,21 +94,34 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
         _ => (Frontmatter::default(), text),
     };
     if body.trim().is_empty() {
-        return Err(TaskProblem::new(None, "the task body is empty: write the instructions for the model below the frontmatter"));
+        return Err(TaskProblem::new(
+            None,
+            "the task body is empty: write the instructions for the model below the frontmatter",
+        ));
     }
-    Ok(TaskFile { frontmatter, body: body.to_string() })
+    Ok(TaskFile {
+        frontmatter,
+        body: body.to_string(),
+    })
 }
 
 /// Reads and parses a task file, adding the file-level checks.
 pub fn read_task(path: &Path) -> Result<TaskFile, TaskProblem> {
-    let io_problem = |e: io::Error| TaskProblem::new(None, format!("cannot read the task file: {e}"));
+    let io_problem =
+        |e: io::Error| TaskProblem::new(None, format!("cannot read the task file: {e}"));
     let len = std::fs::metadata(path).map_err(io_problem)?.len();
     if len > MAX_TASK_BYTES {
-        return Err(TaskProblem::new(None, format!("the task file is {len} bytes; the limit is {MAX_TASK_BYTES} (1 MiB)")));
+        return Err(TaskProblem::new(
+            None,
+            format!("the task file is {len} bytes; the limit is {MAX_TASK_BYTES} (1 MiB)"),
+        ));
     }
     let bytes = std::fs::read(path).map_err(io_problem)?;
     let text = String::from_utf8(bytes).map_err(|e| {
-        let line = line_of(&String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]), usize::MAX);
+        let line = line_of(
+            &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
+            usize::MAX,
+        );
         TaskProblem::new(Some(line), "the task file is not valid UTF-8")
     })?;
     parse_task(&text)
@@ -110,8 +129,14 @@ pub fn read_task(path: &Path) -> Result<TaskFile, TaskProblem> {
 
 /// A task name must be a plain file stem: no separators, no `..`.
 pub fn check_task_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.contains(['/', '\\', '\0']) || name.contains("..") || name.starts_with('.') {
-        return Err(format!("task name {name:?} is refused: give the inbox file name without `.md`, with no path separators or `..`"));
+    if name.is_empty()
+        || name.contains(['/', '\\', '\0'])
+        || name.contains("..")
+        || name.starts_with('.')
+    {
+        return Err(format!(
+            "task name {name:?} is refused: give the inbox file name without `.md`, with no path separators or `..`"
+        ));
     }
     Ok(())
 }
@@ -136,12 +161,22 @@ pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
     for item in dir {
         let item = item.with_context(|| format!("reading the inbox {}", inbox.display()))?;
         let path = item.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-        let Some(stem) = name.strip_suffix(".md") else { continue };
-        if stem.is_empty() || stem.starts_with('.') || !item.file_type().map(|t| t.is_file()).unwrap_or(false) {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(".md") else {
+            continue;
+        };
+        if stem.is_empty()
+            || stem.starts_with('.')
+            || !item.file_type().map(|t| t.is_file()).unwrap_or(false)
+        {
             continue;
         }
-        entries.push(InboxEntry { name: stem.to_string(), path });
+        entries.push(InboxEntry {
+            name: stem.to_string(),
+            path,
+        });
     }
     entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(entries)
@@ -153,7 +188,13 @@ pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
 pub fn move_task(from: &Path, dir: &Path, run_id: &str, name: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let target = (1..)
-        .map(|n| if n == 1 { dir.join(format!("{run_id}-{name}.md")) } else { dir.join(format!("{run_id}-{name}-{n}.md")) })
+        .map(|n| {
+            if n == 1 {
+                dir.join(format!("{run_id}-{name}.md"))
+            } else {
+                dir.join(format!("{run_id}-{name}-{n}.md"))
+            }
+        })
         .find(|p| !p.exists())
         .context("no free file name")?;
     match std::fs::rename(from, &target) {
@@ -162,12 +203,16 @@ pub fn move_task(from: &Path, dir: &Path, run_id: &str, name: &str) -> anyhow::R
         // place, then remove the original, so the target never appears half-written.
         Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
             let tmp = dir.join(format!(".{run_id}-{name}.md.tmp"));
-            std::fs::copy(from, &tmp).with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
-            std::fs::rename(&tmp, &target).with_context(|| format!("renaming into {}", target.display()))?;
+            std::fs::copy(from, &tmp)
+                .with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
+            std::fs::rename(&tmp, &target)
+                .with_context(|| format!("renaming into {}", target.display()))?;
             std::fs::remove_file(from).with_context(|| format!("removing {}", from.display()))?;
             Ok(target)
         }
-        Err(e) => Err(e).with_context(|| format!("moving {} to {}", from.display(), target.display())),
+        Err(e) => {
+            Err(e).with_context(|| format!("moving {} to {}", from.display(), target.display()))
+        }
     }
 }
 
@@ -213,13 +258,17 @@ impl Attempts {
         let path = Self::path(state_dir);
         if self.counts.is_empty() {
             return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e).with_context(|| format!("removing {}", path.display())),
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("removing {}", path.display()))
+                }
                 _ => Ok(()),
             };
         }
-        std::fs::create_dir_all(state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
         let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
@@ -278,8 +327,18 @@ mod tests {
 
     #[test]
     fn an_empty_body_is_invalid() {
-        assert!(parse_task("  \n\t\n").unwrap_err().message.contains("empty"));
-        assert!(parse_task("+++\nmax_turns = 1\n+++\n   \n").unwrap_err().message.contains("empty"));
+        assert!(
+            parse_task("  \n\t\n")
+                .unwrap_err()
+                .message
+                .contains("empty")
+        );
+        assert!(
+            parse_task("+++\nmax_turns = 1\n+++\n   \n")
+                .unwrap_err()
+                .message
+                .contains("empty")
+        );
     }
 
     #[test]
@@ -317,7 +376,11 @@ mod tests {
             std::fs::write(dir.path().join(n), "x").unwrap();
         }
         std::fs::create_dir(dir.path().join("d.md")).unwrap();
-        let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|e| e.name).collect();
+        let names: Vec<_> = list(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
         assert_eq!(names, ["10", "a", "b"]);
         assert!(list(&dir.path().join("missing")).unwrap().is_empty());
     }
@@ -332,8 +395,14 @@ mod tests {
             move_task(&src, &done, "20260101T000000Z", "t").unwrap();
             assert!(!src.exists());
         }
-        assert_eq!(std::fs::read_to_string(done.join("20260101T000000Z-t.md")).unwrap(), "first");
-        assert_eq!(std::fs::read_to_string(done.join("20260101T000000Z-t-2.md")).unwrap(), "second");
+        assert_eq!(
+            std::fs::read_to_string(done.join("20260101T000000Z-t.md")).unwrap(),
+            "first"
+        );
+        assert_eq!(
+            std::fs::read_to_string(done.join("20260101T000000Z-t-2.md")).unwrap(),
+            "second"
+        );
     }
 
     #[test]

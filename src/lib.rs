@@ -4,20 +4,20 @@
 //!
 //! A task travels through the modules in this order:
 //!
-//! - [`cli`]: the command line (clap structs only).
-//! - [`config`]: the TOML file → one resolved [`config::Config`]; secrets read once.
-//! - [`lock`]: the single-instance lock held for a whole run.
-//! - [`inbox`]: listing, parsing (`+++` frontmatter + body), moving task
+//! - [`cli`] — the command line (clap structs only).
+//! - [`config`] — the TOML file → one resolved [`config::Config`]; secrets read once.
+//! - [`lock`] — the single-instance lock held for a whole run.
+//! - [`inbox`] — listing, parsing (`+++` frontmatter + body), moving task
 //!   files, and attempt counts of retryable tasks.
-//! - [`run`]: drains the inbox — per task: records, loop, summary, move.
-//! - [`agent`]: the bounded tool-calling loop and its context budget.
-//! - [`chat`]: the typed chat-completions wire format and request building.
-//! - [`reply`]: reading a reply — thinking, text-form tool calls, cut-offs.
-//! - [`endpoint`]: the chat client (`openai` and `runpod` kinds) with retries.
-//! - [`tools`]: the seven tools — schemas, validation, dispatch — with
+//! - [`run`] — drains the inbox — per task: records, loop, summary, move.
+//! - [`agent`] — the bounded tool-calling loop and its context budget.
+//! - [`chat`] — the typed chat-completions wire format and request building.
+//! - [`reply`] — reading a reply — thinking, text-form tool calls, cut-offs.
+//! - [`endpoint`] — the chat client (`openai` and `runpod` kinds) with retries.
+//! - [`tools`] — the seven tools — schemas, validation, dispatch — with
 //!   [`tools::noteworx`] and [`tools::webfetch`] bodies; [`noteworx`] is its HTTP client.
-//! - [`records`]: `conversation.jsonl`, `tools.jsonl`, `run.log`, `summary.json`.
-//! - [`smoke`]: `test-runpod`.
+//! - [`records`] — `conversation.jsonl`, `tools.jsonl`, `run.log`, `summary.json`.
+//! - [`smoke`] — `test-runpod`.
 //!
 //! `main.rs` only parses, sets up tracing and calls [`main`].
 
@@ -75,8 +75,16 @@ impl Harness {
             }),
             None => None,
         };
-        let webfetch = cfg.webfetch.clone().map(|config| tools::webfetch::Webfetch { config });
-        Ok(Harness { endpoint: Endpoint::new(&cfg.endpoint)?, toolbox: Toolbox { webfetch, noteworx }, clock, cancel })
+        let webfetch = cfg
+            .webfetch
+            .clone()
+            .map(|config| tools::webfetch::Webfetch { config });
+        Ok(Harness {
+            endpoint: Endpoint::new(&cfg.endpoint)?,
+            toolbox: Toolbox { webfetch, noteworx },
+            clock,
+            cancel,
+        })
     }
 }
 
@@ -90,7 +98,10 @@ pub mod exit {
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn main(cli: Cli) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("agent-harness: cannot start the async runtime: {e}");
@@ -112,16 +123,29 @@ async fn dispatch(cli: Cli, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> u8
         Err(e) => return config_error(&e),
     };
     match &cli.command {
-        Command::Run { concurrency, dry_run } => {
+        Command::Run {
+            concurrency,
+            dry_run,
+        } => {
             let opts = RunOptions {
                 dry_run: *dry_run,
-                concurrency: concurrency.map(usize::from).unwrap_or(cfg.limits.concurrency),
+                concurrency: concurrency
+                    .map(usize::from)
+                    .unwrap_or(cfg.limits.concurrency),
                 only: None,
             };
             run_command(&cfg, opts).await
         }
         Command::RunTask { name, dry_run } => {
-            run_command(&cfg, RunOptions { dry_run: *dry_run, concurrency: 1, only: Some(name.clone()) }).await
+            run_command(
+                &cfg,
+                RunOptions {
+                    dry_run: *dry_run,
+                    concurrency: 1,
+                    only: Some(name.clone()),
+                },
+            )
+            .await
         }
         Command::Check => check_command(&cfg),
         Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
@@ -158,7 +182,9 @@ async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
                     lock::RunLock::path(&cfg.paths.state_dir()).display()
                 ),
                 RunOutcome::Unreachable(why) => {
-                    eprintln!("agent-harness: the endpoint is unreachable, no task was touched: {why}")
+                    eprintln!(
+                        "agent-harness: the endpoint is unreachable, no task was touched: {why}"
+                    )
                 }
                 RunOutcome::Finished(_) => {}
             }
@@ -178,7 +204,10 @@ async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
 /// First SIGINT / SIGTERM: stop starting work and cancel what runs. Second: leave now.
 async fn watch_signals(cancel: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::warn!("cannot install signal handlers");
         return;
     };
@@ -202,7 +231,11 @@ fn check_command(cfg: &Config) -> u8 {
                 cfg.path.display(),
                 problems.len()
             );
-            if problems.is_empty() { exit::OK } else { exit::FAILED }
+            if problems.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            }
         }
         Err(e) => {
             eprintln!("agent-harness: {e:#}");
@@ -212,7 +245,9 @@ fn check_command(cfg: &Config) -> u8 {
 }
 
 fn runs_command(logs: &Path, command: &Command) -> u8 {
-    let Command::Runs { task, limit, json } = command else { return exit::USAGE };
+    let Command::Runs { task, limit, json } = command else {
+        return exit::USAGE;
+    };
     let mut summaries = read_summaries(logs);
     if let Some(t) = task {
         summaries.retain(|s| &s.task == t);
@@ -220,7 +255,9 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
     summaries.truncate(*limit);
     let mut out = std::io::stdout().lock();
     let written = if *json {
-        serde_json::to_string_pretty(&summaries).map_err(std::io::Error::other).and_then(|s| writeln!(out, "{s}"))
+        serde_json::to_string_pretty(&summaries)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(out, "{s}"))
     } else {
         write!(out, "{}", runs_table(&summaries))
     };
@@ -236,15 +273,30 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
 
 /// The `runs` table: task, run id, status, stop reason, turns, tokens, wall time.
 pub fn runs_table(summaries: &[records::Summary]) -> String {
-    let header = ["TASK", "RUN ID", "STATUS", "STOP REASON", "TURNS", "TOKENS", "WALL"];
+    let header = [
+        "TASK",
+        "RUN ID",
+        "STATUS",
+        "STOP REASON",
+        "TURNS",
+        "TOKENS",
+        "WALL",
+    ];
     let rows: Vec<[String; 7]> = summaries
         .iter()
         .map(|s| {
-            let status = serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            let status = serde_json::to_value(s.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
             [
                 s.task.clone(),
                 s.run_id.clone(),
-                if s.dry_run { format!("{status} (dry)") } else { status },
+                if s.dry_run {
+                    format!("{status} (dry)")
+                } else {
+                    status
+                },
                 s.stop_reason.as_str().to_string(),
                 s.turns.to_string(),
                 s.total_tokens.to_string(),
@@ -259,7 +311,12 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
         }
     }
     let line = |cells: Vec<&str>| {
-        let mut s = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
+        let mut s = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
         s.truncate(s.trim_end().len());
         s + "\n"
     };

@@ -22,7 +22,8 @@ impl RunLock {
 
     /// Takes the lock, or returns `None` when another process holds it.
     pub fn try_acquire(state_dir: &Path) -> anyhow::Result<Option<RunLock>> {
-        std::fs::create_dir_all(state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("creating {}", state_dir.display()))?;
         let path = Self::path(state_dir);
         let file = OpenOptions::new()
             .create(true)
@@ -33,7 +34,9 @@ impl RunLock {
         match file.try_lock() {
             Ok(()) => Ok(Some(RunLock { _file: file, path })),
             Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
+            Err(TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("locking {}", path.display()))
+            }
         }
     }
 }

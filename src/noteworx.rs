@@ -121,11 +121,20 @@ impl NoteworxClient {
             .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let base = Url::parse(&format!("{}/", cfg.base_url))?;
-        Ok(NoteworxClient { http, base, token: cfg.token.clone() })
+        Ok(NoteworxClient {
+            http,
+            base,
+            token: cfg.token.clone(),
+        })
     }
 
     /// `GET /api/notes?space=S&tag=T&limit=N`
-    pub async fn list_notes(&self, space: Option<&str>, tag: Option<&str>, limit: Option<u64>) -> Result<Vec<Note>, NoteworxError> {
+    pub async fn list_notes(
+        &self,
+        space: Option<&str>,
+        tag: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<Vec<Note>, NoteworxError> {
         let mut url = self.url(&["api", "notes"]);
         {
             let mut q = url.query_pairs_mut();
@@ -139,11 +148,19 @@ impl NoteworxClient {
                 q.append_pair("limit", &l.to_string());
             }
         }
-        Ok(self.send::<NotesEnvelope>(Method::GET, url, None).await?.notes)
+        Ok(self
+            .send::<NotesEnvelope>(Method::GET, url, None)
+            .await?
+            .notes)
     }
 
     /// `GET /api/notes/search?q=Q&mode=M&limit=N`
-    pub async fn search_notes(&self, query: &str, mode: &str, limit: Option<u64>) -> Result<Vec<Note>, NoteworxError> {
+    pub async fn search_notes(
+        &self,
+        query: &str,
+        mode: &str,
+        limit: Option<u64>,
+    ) -> Result<Vec<Note>, NoteworxError> {
         let mut url = self.url(&["api", "notes", "search"]);
         {
             let mut q = url.query_pairs_mut();
@@ -152,28 +169,54 @@ impl NoteworxClient {
                 q.append_pair("limit", &l.to_string());
             }
         }
-        Ok(self.send::<NotesEnvelope>(Method::GET, url, None).await?.notes)
+        Ok(self
+            .send::<NotesEnvelope>(Method::GET, url, None)
+            .await?
+            .notes)
     }
 
     /// `GET /api/notes/{slug}`
     pub async fn read_note(&self, slug: &str) -> Result<Note, NoteworxError> {
-        self.send(Method::GET, self.url(&["api", "notes", slug]), None).await
+        self.send(Method::GET, self.url(&["api", "notes", slug]), None)
+            .await
     }
 
     /// `GET /api/notes/{slug}/attachments`
     pub async fn list_attachments(&self, slug: &str) -> Result<Vec<Attachment>, NoteworxError> {
-        Ok(self.send::<AttachmentsEnvelope>(Method::GET, self.url(&["api", "notes", slug, "attachments"]), None).await?.attachments)
+        Ok(self
+            .send::<AttachmentsEnvelope>(
+                Method::GET,
+                self.url(&["api", "notes", slug, "attachments"]),
+                None,
+            )
+            .await?
+            .attachments)
     }
 
     /// `GET /api/notes/{slug}/attachments/{id}`
     pub async fn read_attachment(&self, slug: &str, id: &str) -> Result<Attachment, NoteworxError> {
-        self.send(Method::GET, self.url(&["api", "notes", slug, "attachments", id]), None).await
+        self.send(
+            Method::GET,
+            self.url(&["api", "notes", slug, "attachments", id]),
+            None,
+        )
+        .await
     }
 
     /// `POST /api/notes/{slug}/attachments`
-    pub async fn create_attachment(&self, slug: &str, new: &NewAttachment<'_>) -> Result<Attachment, NoteworxError> {
-        let body = serde_json::to_value(new).map_err(|e| NoteworxError::BadResponse(e.to_string()))?;
-        self.send(Method::POST, self.url(&["api", "notes", slug, "attachments"]), Some(body)).await
+    pub async fn create_attachment(
+        &self,
+        slug: &str,
+        new: &NewAttachment<'_>,
+    ) -> Result<Attachment, NoteworxError> {
+        let body =
+            serde_json::to_value(new).map_err(|e| NoteworxError::BadResponse(e.to_string()))?;
+        self.send(
+            Method::POST,
+            self.url(&["api", "notes", slug, "attachments"]),
+            Some(body),
+        )
+        .await
     }
 
     /// The URL of an API path; each segment is percent-encoded, so a slug can
@@ -186,13 +229,21 @@ impl NoteworxClient {
         url
     }
 
-    async fn send<T: DeserializeOwned>(&self, method: Method, url: Url, body: Option<Value>) -> Result<T, NoteworxError> {
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+    ) -> Result<T, NoteworxError> {
         let mut last = NoteworxError::Unreachable("no attempt made".into());
         for attempt in 0..2 {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
-            let mut req = self.http.request(method.clone(), url.clone()).bearer_auth(self.token.expose());
+            let mut req = self
+                .http
+                .request(method.clone(), url.clone())
+                .bearer_auth(self.token.expose());
             if let Some(b) = &body {
                 req = req.json(b);
             }
@@ -209,11 +260,18 @@ impl NoteworxClient {
                 }
             };
             let status = resp.status();
-            let text = resp.text().await.map_err(|e| NoteworxError::Unreachable(describe_transport(&e)))?;
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| NoteworxError::Unreachable(describe_transport(&e)))?;
             if status.is_success() {
-                return serde_json::from_str(&text).map_err(|e| NoteworxError::BadResponse(e.to_string()));
+                return serde_json::from_str(&text)
+                    .map_err(|e| NoteworxError::BadResponse(e.to_string()));
             }
-            last = NoteworxError::Status { status: status.as_u16(), message: error_message(&text, status) };
+            last = NoteworxError::Status {
+                status: status.as_u16(),
+                message: error_message(&text, status),
+            };
             if !status.is_server_error() {
                 return Err(last);
             }
@@ -228,7 +286,9 @@ fn error_message(body: &str, status: StatusCode) -> String {
         error: Value,
     }
     match serde_json::from_str::<ErrorBody>(body) {
-        Ok(ErrorBody { error: Value::String(s) }) => crate::tools::text::clip(&s, 300),
+        Ok(ErrorBody {
+            error: Value::String(s),
+        }) => crate::tools::text::clip(&s, 300),
         Ok(ErrorBody { error }) => crate::tools::text::clip(&error.to_string(), 300),
         Err(_) => status.canonical_reason().unwrap_or("error").to_string(),
     }

@@ -150,13 +150,23 @@ pub fn run_id_for(started: DateTime<Utc>) -> String {
 
 impl RunRecord {
     /// Creates `logs/<task>/<run_id>/`; a clash gets `-2`, `-3`, ….
-    pub fn create(logs: &Path, task: &str, started: DateTime<Utc>, secrets: Vec<Secret>) -> anyhow::Result<RunRecord> {
+    pub fn create(
+        logs: &Path,
+        task: &str,
+        started: DateTime<Utc>,
+        secrets: Vec<Secret>,
+    ) -> anyhow::Result<RunRecord> {
         let task_dir = logs.join(task);
-        std::fs::create_dir_all(&task_dir).with_context(|| format!("creating the log folder {}", task_dir.display()))?;
+        std::fs::create_dir_all(&task_dir)
+            .with_context(|| format!("creating the log folder {}", task_dir.display()))?;
         let base = run_id_for(started);
         let mut n = 1;
         let (dir, run_id) = loop {
-            let run_id = if n == 1 { base.clone() } else { format!("{base}-{n}") };
+            let run_id = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
             let dir = task_dir.join(&run_id);
             match std::fs::create_dir(&dir) {
                 Ok(()) => break (dir, run_id),
@@ -165,14 +175,30 @@ impl RunRecord {
             }
         };
         let open = |name: &str| {
-            OpenOptions::new().create(true).append(true).open(dir.join(name)).with_context(|| format!("creating {}/{name}", dir.display()))
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(name))
+                .with_context(|| format!("creating {}/{name}", dir.display()))
         };
-        Ok(RunRecord { conversation: open("conversation.jsonl")?, tools: open("tools.jsonl")?, log: open("run.log")?, dir, run_id, secrets })
+        Ok(RunRecord {
+            conversation: open("conversation.jsonl")?,
+            tools: open("tools.jsonl")?,
+            log: open("run.log")?,
+            dir,
+            run_id,
+            secrets,
+        })
     }
 
     pub fn conversation(&mut self, line: &ConversationLine<'_>) {
         let text = json_line(line);
-        write_line(&mut self.conversation, &text, &self.secrets, "conversation.jsonl");
+        write_line(
+            &mut self.conversation,
+            &text,
+            &self.secrets,
+            "conversation.jsonl",
+        );
     }
 
     pub fn tool(&mut self, line: &ToolLine) {
@@ -184,7 +210,12 @@ impl RunRecord {
     pub fn log(&mut self, at: DateTime<Utc>, text: &str) {
         let stamp = at.to_rfc3339_opts(SecondsFormat::Secs, true);
         let body = text.trim_end().replace('\n', "\n    ");
-        write_line(&mut self.log, &format!("{stamp} {body}"), &self.secrets, "run.log");
+        write_line(
+            &mut self.log,
+            &format!("{stamp} {body}"),
+            &self.secrets,
+            "run.log",
+        );
     }
 
     /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
@@ -192,12 +223,14 @@ impl RunRecord {
         let text = redact(&serde_json::to_string_pretty(summary)?, &self.secrets);
         let tmp = self.dir.join("summary.json.tmp");
         std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, self.dir.join("summary.json")).with_context(|| format!("writing {}/summary.json", self.dir.display()))
+        std::fs::rename(&tmp, self.dir.join("summary.json"))
+            .with_context(|| format!("writing {}/summary.json", self.dir.display()))
     }
 }
 
 fn json_line<T: Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
+    serde_json::to_string(value)
+        .unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
 }
 
 fn write_line(file: &mut File, text: &str, secrets: &[Secret], name: &str) {
@@ -222,19 +255,29 @@ pub fn redact(text: &str, secrets: &[Secret]) -> String {
 /// Reads every `summary.json` under `logs/*/*/`, skipping unreadable ones.
 pub fn read_summaries(logs: &Path) -> Vec<Summary> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(logs) else { return out };
+    let Ok(tasks) = std::fs::read_dir(logs) else {
+        return out;
+    };
     for task in tasks.flatten() {
-        let Ok(runs) = std::fs::read_dir(task.path()) else { continue };
+        let Ok(runs) = std::fs::read_dir(task.path()) else {
+            continue;
+        };
         for run in runs.flatten() {
             let path = run.path().join("summary.json");
             match std::fs::read_to_string(&path).map(|t| serde_json::from_str::<Summary>(&t)) {
                 Ok(Ok(s)) => out.push(s),
-                Ok(Err(e)) => tracing::warn!(path = %path.display(), error = %e, "skipping an unreadable summary"),
+                Ok(Err(e)) => {
+                    tracing::warn!(path = %path.display(), error = %e, "skipping an unreadable summary")
+                }
                 Err(_) => {}
             }
         }
     }
-    out.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.run_id.cmp(&a.run_id)));
+    out.sort_by(|a, b| {
+        b.started_at
+            .cmp(&a.started_at)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
     out
 }
 
@@ -251,14 +294,19 @@ mod tests {
         let b = RunRecord::create(dir.path(), "scan", t, vec![]).unwrap();
         assert_eq!(a.run_id, "20260409T061500Z");
         assert_eq!(b.run_id, "20260409T061500Z-2");
-        assert!(dir.path().join("scan/20260409T061500Z-2/tools.jsonl").exists());
+        assert!(
+            dir.path()
+                .join("scan/20260409T061500Z-2/tools.jsonl")
+                .exists()
+        );
     }
 
     #[test]
     fn secrets_never_reach_a_line() {
         let dir = tempfile::tempdir().unwrap();
         let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
-        let mut r = RunRecord::create(dir.path(), "t", t, vec![Secret::new("nwx_topsecret")]).unwrap();
+        let mut r =
+            RunRecord::create(dir.path(), "t", t, vec![Secret::new("nwx_topsecret")]).unwrap();
         r.log(t, "token is nwx_topsecret\nsecond line");
         let text = std::fs::read_to_string(r.dir.join("run.log")).unwrap();
         assert_eq!(text, "2026-04-09T06:15:00Z token is ***\n    second line\n");

@@ -31,7 +31,11 @@ pub struct Reply {
 pub fn read_reply(msg: &ResponseMessage, finish_reason: Option<&str>, id_prefix: &str) -> Reply {
     let raw = msg.content.as_deref().unwrap_or("");
     let (without_thinking, mut thoughts) = strip_thinking(raw);
-    if let Some(r) = msg.reasoning_content.as_deref().filter(|r| !r.trim().is_empty()) {
+    if let Some(r) = msg
+        .reasoning_content
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
         thoughts.insert(0, r.trim().to_string());
     }
     let mut calls = msg.tool_calls.clone().unwrap_or_default();
@@ -45,7 +49,10 @@ pub fn read_reply(msg: &ResponseMessage, finish_reason: Option<&str>, id_prefix:
             .map(|(i, (name, args))| ToolCall {
                 id: format!("{id_prefix}-{}", i + 1),
                 kind: "function".into(),
-                function: FunctionCall { name, arguments: args.to_string() },
+                function: FunctionCall {
+                    name,
+                    arguments: args.to_string(),
+                },
             })
             .collect();
     }
@@ -103,7 +110,11 @@ pub fn strip_thinking(text: &str) -> (String, Vec<String>) {
 fn clean_thought(t: &str, open: &str) -> String {
     let t = t.trim();
     // Gemma 4 names its channel: `<|channel>thought\n…`.
-    let t = if open == "<|channel>" { t.strip_prefix("thought").unwrap_or(t) } else { t };
+    let t = if open == "<|channel>" {
+        t.strip_prefix("thought").unwrap_or(t)
+    } else {
+        t
+    };
     t.trim().to_string()
 }
 
@@ -127,15 +138,29 @@ pub fn recover_text_calls(text: &str) -> (String, Vec<(String, Value)>) {
 fn next_text_call(text: &str, from: usize) -> Option<(usize, usize, (String, Value))> {
     let mut search = from;
     loop {
-        let gemma = text[search..].find("<|tool_call>").map(|i| (search + i, true));
-        let json = text[search..].find("<tool_call>").map(|i| (search + i, false));
+        let gemma = text[search..]
+            .find("<|tool_call>")
+            .map(|i| (search + i, true));
+        let json = text[search..]
+            .find("<tool_call>")
+            .map(|i| (search + i, false));
         let (start, is_gemma) = match (gemma, json) {
-            (Some(g), Some(j)) => if g.0 < j.0 { g } else { j },
+            (Some(g), Some(j)) => {
+                if g.0 < j.0 {
+                    g
+                } else {
+                    j
+                }
+            }
             (Some(g), None) => g,
             (None, Some(j)) => j,
             (None, None) => return None,
         };
-        let parsed = if is_gemma { parse_gemma_call(text, start) } else { parse_json_call(text, start) };
+        let parsed = if is_gemma {
+            parse_gemma_call(text, start)
+        } else {
+            parse_json_call(text, start)
+        };
         match parsed {
             Some((end, call)) => return Some((start, end, call)),
             None => search = start + 1,
@@ -145,10 +170,15 @@ fn next_text_call(text: &str, from: usize) -> Option<(usize, usize, (String, Val
 
 /// `<|tool_call>call:NAME{…}<tool_call|>`; the closing tag may be missing at the end of the text.
 fn parse_gemma_call(text: &str, start: usize) -> Option<(usize, (String, Value))> {
-    let mut p = GemmaParser { s: text, i: start + "<|tool_call>".len() };
+    let mut p = GemmaParser {
+        s: text,
+        i: start + "<|tool_call>".len(),
+    };
     p.skip_ws();
     p.eat("call:")?;
-    let name_len = p.rest().find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))?;
+    let name_len = p
+        .rest()
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == '.'))?;
     let name = p.rest()[..name_len].to_string();
     if name.is_empty() {
         return None;
@@ -157,7 +187,10 @@ fn parse_gemma_call(text: &str, start: usize) -> Option<(usize, (String, Value))
     p.skip_ws();
     let args = p.object()?;
     p.skip_ws();
-    if p.eat("<tool_call|>").is_none() && !p.rest().trim().is_empty() && !p.rest().trim_start().starts_with("<|tool_call>") {
+    if p.eat("<tool_call|>").is_none()
+        && !p.rest().trim().is_empty()
+        && !p.rest().trim_start().starts_with("<|tool_call>")
+    {
         return None;
     }
     Some((p.i, (name, args)))
@@ -196,7 +229,9 @@ impl GemmaParser<'_> {
         self.i = self.s.len() - trimmed.len();
     }
     fn eat(&mut self, token: &str) -> Option<()> {
-        self.rest().starts_with(token).then(|| self.i += token.len())
+        self.rest()
+            .starts_with(token)
+            .then(|| self.i += token.len())
     }
     fn object(&mut self) -> Option<Value> {
         self.eat("{")?;
@@ -211,7 +246,7 @@ impl GemmaParser<'_> {
             } else if self.rest().starts_with('"') {
                 self.json_string()?
             } else {
-                let len = self.rest().find(|c: char| c == ':' || c == '}' || c == ',')?;
+                let len = self.rest().find([':', '}', ','])?;
                 let k = self.rest()[..len].trim().to_string();
                 self.i += len;
                 k
@@ -285,7 +320,12 @@ impl GemmaParser<'_> {
                 .parse::<i64>()
                 .map(Value::from)
                 .ok()
-                .or_else(|| word.parse::<f64>().ok().and_then(Number::from_f64).map(Value::Number))
+                .or_else(|| {
+                    word.parse::<f64>()
+                        .ok()
+                        .and_then(Number::from_f64)
+                        .map(Value::Number)
+                })
                 .unwrap_or_else(|| Value::String(word.to_string())),
         })
     }
@@ -297,30 +337,51 @@ mod tests {
     use serde_json::json;
 
     fn msg(content: &str) -> ResponseMessage {
-        ResponseMessage { content: Some(content.into()), reasoning_content: None, tool_calls: None }
+        ResponseMessage {
+            content: Some(content.into()),
+            reasoning_content: None,
+            tool_calls: None,
+        }
     }
 
     #[test]
     fn gemma_thought_blocks_are_removed_and_kept_as_thinking() {
-        let (rest, thoughts) = strip_thinking("<|channel>thought\nI'm\nthinking<channel|>Hello there");
+        let (rest, thoughts) =
+            strip_thinking("<|channel>thought\nI'm\nthinking<channel|>Hello there");
         assert_eq!(rest, "Hello there");
         assert_eq!(thoughts, ["I'm\nthinking"]);
     }
 
     #[test]
     fn think_tags_unclosed_blocks_and_orphan_closers_are_handled() {
-        assert_eq!(strip_thinking("a<think>x</think>b<think>y</think>c").0, "abc");
+        assert_eq!(
+            strip_thinking("a<think>x</think>b<think>y</think>c").0,
+            "abc"
+        );
         let (rest, t) = strip_thinking("Answer.<think>cut off mid-thou");
-        assert_eq!((rest.as_str(), t), ("Answer.", vec!["cut off mid-thou".to_string()]));
+        assert_eq!(
+            (rest.as_str(), t),
+            ("Answer.", vec!["cut off mid-thou".to_string()])
+        );
         let (rest, t) = strip_thinking("prefilled thought</think>Final");
-        assert_eq!((rest.as_str(), t), ("Final", vec!["prefilled thought".to_string()]));
+        assert_eq!(
+            (rest.as_str(), t),
+            ("Final", vec!["prefilled thought".to_string()])
+        );
         assert_eq!(strip_thinking("no thinking here").0, "no thinking here");
-        assert_eq!(strip_thinking("<|channel>thought\n<channel|>ok").1, Vec::<String>::new());
+        assert_eq!(
+            strip_thinking("<|channel>thought\n<channel|>ok").1,
+            Vec::<String>::new()
+        );
     }
 
     #[test]
     fn reasoning_content_goes_to_thinking_not_content() {
-        let m = ResponseMessage { content: Some("Done.".into()), reasoning_content: Some("plan".into()), tool_calls: None };
+        let m = ResponseMessage {
+            content: Some("Done.".into()),
+            reasoning_content: Some("plan".into()),
+            tool_calls: None,
+        };
         let r = read_reply(&m, Some("stop"), "t1");
         assert_eq!(r.content, "Done.");
         assert_eq!(r.thinking.as_deref(), Some("plan"));
@@ -374,7 +435,10 @@ mod tests {
             tool_calls: Some(vec![ToolCall {
                 id: "x".into(),
                 kind: String::new(),
-                function: FunctionCall { name: "n".into(), arguments: "{\"a\":".into() },
+                function: FunctionCall {
+                    name: "n".into(),
+                    arguments: "{\"a\":".into(),
+                },
             }]),
         };
         let r = read_reply(&m, Some("length"), "t");

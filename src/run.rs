@@ -90,7 +90,11 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         inbox::check_task_name(name).map_err(UsageError)?;
         entries.retain(|e| &e.name == name);
         if entries.is_empty() {
-            return Err(UsageError(format!("no task {name:?} in the inbox {}", cfg.paths.inbox.display())).into());
+            return Err(UsageError(format!(
+                "no task {name:?} in the inbox {}",
+                cfg.paths.inbox.display()
+            ))
+            .into());
         }
     }
     if entries.is_empty() {
@@ -104,8 +108,12 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         0 if cfg.endpoint.kind == EndpointKind::Openai => {
             let n = h.endpoint.discover_context().await;
             match n {
-                Some(n) => tracing::info!(n_ctx = n, "context window read from the server's /props"),
-                None => tracing::warn!("context_tokens = 0 and the server's /props gave no n_ctx: the context is not managed"),
+                Some(n) => {
+                    tracing::info!(n_ctx = n, "context window read from the server's /props")
+                }
+                None => tracing::warn!(
+                    "context_tokens = 0 and the server's /props gave no n_ctx: the context is not managed"
+                ),
             }
             n
         }
@@ -115,7 +123,12 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
 
     let attempts = Mutex::new(Attempts::load(&state_dir));
     let concurrency = opts.concurrency.max(1);
-    tracing::info!(tasks = entries.len(), concurrency, dry_run = opts.dry_run, "run started");
+    tracing::info!(
+        tasks = entries.len(),
+        concurrency,
+        dry_run = opts.dry_run,
+        "run started"
+    );
     let ends: Vec<anyhow::Result<Option<Summary>>> = futures::stream::iter(entries)
         .map(|entry| {
             let attempts = &attempts;
@@ -123,7 +136,9 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
                 if h.cancel.is_cancelled() {
                     return Ok(None);
                 }
-                process_task(cfg, h, &entry, context_tokens, attempts, opts.dry_run).await.map(Some)
+                process_task(cfg, h, &entry, context_tokens, attempts, opts.dry_run)
+                    .await
+                    .map(Some)
             }
         })
         .buffer_unordered(concurrency)
@@ -169,7 +184,15 @@ async fn process_task(
     let _enter = span.enter();
 
     let prepared = inbox::read_task(&entry.path).and_then(|file| {
-        TaskSpec::resolve(cfg, &entry.name, &file.frontmatter, &file.body, &h.toolbox.offered(), context_tokens, dry_run)
+        TaskSpec::resolve(
+            cfg,
+            &entry.name,
+            &file.frontmatter,
+            &file.body,
+            &h.toolbox.offered(),
+            context_tokens,
+            dry_run,
+        )
     });
     let outcome = match prepared {
         Ok(spec) => run_task(h, &spec, &mut rec).await,
@@ -184,7 +207,9 @@ async fn process_task(
         match outcome.stop {
             StopReason::FinalAnswer => (Disposition::Done, false),
             StopReason::Interrupted => (Disposition::Keep, true),
-            _ if outcome.retryable && attempt < cfg.limits.max_attempts => (Disposition::Keep, true),
+            _ if outcome.retryable && attempt < cfg.limits.max_attempts => {
+                (Disposition::Keep, true)
+            }
             _ => (Disposition::Failed, false),
         }
     };
@@ -194,12 +219,22 @@ async fn process_task(
         _ => Status::Failed,
     };
     let finished_at = (h.clock)();
-    let Stats { turns, tool_calls, tool_errors, usage, runpod_exec_ms, runpod_delay_ms } = outcome.stats;
+    let Stats {
+        turns,
+        tool_calls,
+        tool_errors,
+        usage,
+        runpod_exec_ms,
+        runpod_delay_ms,
+    } = outcome.stats;
     let kept_error = match (disposition, outcome.retryable, dry_run) {
-        (Disposition::Keep, true, false) if status == Status::Failed => {
-            Some(format!("left in the inbox to be tried again (attempt {attempt} of {})", cfg.limits.max_attempts))
+        (Disposition::Keep, true, false) if status == Status::Failed => Some(format!(
+            "left in the inbox to be tried again (attempt {attempt} of {})",
+            cfg.limits.max_attempts
+        )),
+        (Disposition::Failed, true, _) => {
+            Some(format!("gave up after {attempt} attempts (max_attempts)"))
         }
-        (Disposition::Failed, true, _) => Some(format!("gave up after {attempt} attempts (max_attempts)")),
         _ => None,
     };
     let error = match (outcome.error, kept_error) {
@@ -220,7 +255,8 @@ async fn process_task(
         completion_tokens: usage.completion_tokens,
         total_tokens: usage.total_tokens,
         runpod_exec_ms: runpod_exec_ms.or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
-        runpod_delay_ms: runpod_delay_ms.or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
+        runpod_delay_ms: runpod_delay_ms
+            .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
         wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
         started_at,
         finished_at,
@@ -231,21 +267,43 @@ async fn process_task(
     rec.summary(&summary)?;
 
     let moved = match disposition {
-        Disposition::Done => Some(inbox::move_task(&entry.path, &cfg.paths.done, &rec.run_id, &entry.name)?),
-        Disposition::Failed => Some(inbox::move_task(&entry.path, &cfg.paths.failed, &rec.run_id, &entry.name)?),
+        Disposition::Done => Some(inbox::move_task(
+            &entry.path,
+            &cfg.paths.done,
+            &rec.run_id,
+            &entry.name,
+        )?),
+        Disposition::Failed => Some(inbox::move_task(
+            &entry.path,
+            &cfg.paths.failed,
+            &rec.run_id,
+            &entry.name,
+        )?),
         Disposition::Keep => None,
     };
     if !dry_run {
         let mut counts = lock_attempts(attempts);
         match disposition {
-            Disposition::Keep if summary.status == Status::Failed => counts.set(&entry.name, attempt),
+            Disposition::Keep if summary.status == Status::Failed => {
+                counts.set(&entry.name, attempt)
+            }
             Disposition::Keep => {}
             Disposition::Done | Disposition::Failed => counts.clear(&entry.name),
         }
         counts.save(&cfg.paths.state_dir())?;
     }
-    let place = moved.as_deref().map(|p: &Path| p.display().to_string()).unwrap_or_else(|| "left in the inbox".into());
-    rec.log(finished_at, &format!("{}: {} → {place}", status_word(summary.status), summary.stop_reason.as_str()));
+    let place = moved
+        .as_deref()
+        .map(|p: &Path| p.display().to_string())
+        .unwrap_or_else(|| "left in the inbox".into());
+    rec.log(
+        finished_at,
+        &format!(
+            "{}: {} → {place}",
+            status_word(summary.status),
+            summary.stop_reason.as_str()
+        ),
+    );
     tracing::info!(
         status = status_word(summary.status),
         stop_reason = summary.stop_reason.as_str(),
@@ -274,20 +332,43 @@ fn invalid(rec: &mut RunRecord, h: &Harness, path: &Path, problem: &TaskProblem)
     let error = format!("invalid task {}: {problem}", path.display());
     rec.log((h.clock)(), &error);
     tracing::warn!(error = %error, "invalid task");
-    Outcome { stop: StopReason::InvalidTask, final_answer: None, error: Some(error), retryable: false, stats: Stats::default() }
+    Outcome {
+        stop: StopReason::InvalidTask,
+        final_answer: None,
+        error: Some(error),
+        retryable: false,
+        stats: Stats::default(),
+    }
 }
 
 /// `check`: validates every inbox task against the config without calling
 /// anything. Returns one line per problem, `file:line: message`.
-pub fn check_inbox(cfg: &Config, offered: &[crate::tools::ToolName]) -> anyhow::Result<(usize, Vec<String>)> {
-    let entries = inbox::list(&cfg.paths.inbox).with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
+pub fn check_inbox(
+    cfg: &Config,
+    offered: &[crate::tools::ToolName],
+) -> anyhow::Result<(usize, Vec<String>)> {
+    let entries = inbox::list(&cfg.paths.inbox)
+        .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
     let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
     let mut problems = Vec::new();
     for e in &entries {
-        let result = inbox::read_task(&e.path)
-            .and_then(|f| TaskSpec::resolve(cfg, &e.name, &f.frontmatter, &f.body, offered, context_tokens, false).map(|_| ()));
+        let result = inbox::read_task(&e.path).and_then(|f| {
+            TaskSpec::resolve(
+                cfg,
+                &e.name,
+                &f.frontmatter,
+                &f.body,
+                offered,
+                context_tokens,
+                false,
+            )
+            .map(|_| ())
+        });
         if let Err(p) = result {
-            let at = p.line.map(|l| format!("{}:{l}", e.path.display())).unwrap_or_else(|| e.path.display().to_string());
+            let at = p
+                .line
+                .map(|l| format!("{}:{l}", e.path.display()))
+                .unwrap_or_else(|| e.path.display().to_string());
             problems.push(format!("{at}: {}", p.message));
         }
     }

@@ -29,7 +29,11 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     let t0 = Instant::now();
     match ep.ping().await {
         Ok(status) => {
-            let _ = writeln!(out, "ok   reachable: HTTP {status} in {} ms", t0.elapsed().as_millis());
+            let _ = writeln!(
+                out,
+                "ok   reachable: HTTP {status} in {} ms",
+                t0.elapsed().as_millis()
+            );
         }
         Err(why) => {
             let _ = writeln!(out, "FAIL reachable: {why}");
@@ -39,8 +43,14 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
 
     let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
     sampling.max_tokens = sampling.max_tokens.min(256);
-    let tweaks = Tweaks { seed: None, thinking_off: true };
-    let messages = [Message::system("Reply with one short sentence."), Message::user("Say hello.")];
+    let tweaks = Tweaks {
+        seed: None,
+        thinking_off: true,
+    };
+    let messages = [
+        Message::system("Reply with one short sentence."),
+        Message::user("Say hello."),
+    ];
     let body = chat::build_request(&messages, &[], &sampling, tweaks);
     match timed_call(cfg, ep, &body).await {
         Ok((c, ms)) => {
@@ -58,8 +68,14 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     }});
     let mut forced = sampling.clone();
-    forced.extra.entry("tool_choice").or_insert(Value::from("required"));
-    let mut messages = vec![Message::system("Use the tool to answer."), Message::user("What time is it in Paris?")];
+    forced
+        .extra
+        .entry("tool_choice")
+        .or_insert(Value::from("required"));
+    let mut messages = vec![
+        Message::system("Use the tool to answer."),
+        Message::user("What time is it in Paris?"),
+    ];
     let body = chat::build_request(&messages, std::slice::from_ref(&tool), &forced, tweaks);
     let (first, ms) = match timed_call(cfg, ep, &body).await {
         Ok(r) => r,
@@ -71,10 +87,19 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     let choice = first.response.choices.first().cloned().unwrap_or_default();
     let reply = read_reply(&choice.message, choice.finish_reason.as_deref(), "smoke");
     if reply.calls.is_empty() {
-        let _ = writeln!(out, "FAIL tool call: the model answered without calling the tool (is llama-server started with --jinja?)");
+        let _ = writeln!(
+            out,
+            "FAIL tool call: the model answered without calling the tool (is llama-server started with --jinja?)"
+        );
         return exit::FAILED;
     }
-    let _ = writeln!(out, "ok   tool call: {} call(s) to {}; {}", reply.calls.len(), reply.calls[0].function.name, describe(&first, ms));
+    let _ = writeln!(
+        out,
+        "ok   tool call: {} call(s) to {}; {}",
+        reply.calls.len(),
+        reply.calls[0].function.name,
+        describe(&first, ms)
+    );
     let mut assistant = Message::user(reply.content.clone());
     assistant.role = chat::Role::Assistant;
     assistant.tool_calls = reply
@@ -82,7 +107,10 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         .iter()
         .map(|c| {
             let mut c = c.clone();
-            if !matches!(serde_json::from_str::<Value>(&c.function.arguments), Ok(Value::Object(_))) {
+            if !matches!(
+                serde_json::from_str::<Value>(&c.function.arguments),
+                Ok(Value::Object(_))
+            ) {
                 c.function.arguments = "{}".into();
             }
             c
@@ -106,11 +134,23 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     }
 }
 
-async fn timed_call(cfg: &Config, ep: &Endpoint, body: &Value) -> Result<(Completion, u128), CallError> {
+async fn timed_call(
+    cfg: &Config,
+    ep: &Endpoint,
+    body: &Value,
+) -> Result<(Completion, u128), CallError> {
     let t0 = Instant::now();
     let deadline = t0 + STEP_TIMEOUT.max(Duration::from_secs(cfg.endpoint.request_timeout_secs));
     let clock = crate::system_clock();
-    let c = ep.chat(body, deadline, &CancellationToken::new(), &clock, &mut |_| {}).await?;
+    let c = ep
+        .chat(
+            body,
+            deadline,
+            &CancellationToken::new(),
+            &clock,
+            &mut |_| {},
+        )
+        .await?;
     Ok((c, t0.elapsed().as_millis()))
 }
 
@@ -124,7 +164,11 @@ fn describe(c: &Completion, ms: u128) -> String {
     );
     if let Some(job) = &c.job {
         let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
-        s.push_str(&format!(", runpod delay {} execution {}", ms(job.delay_time), ms(job.execution_time)));
+        s.push_str(&format!(
+            ", runpod delay {} execution {}",
+            ms(job.delay_time),
+            ms(job.execution_time)
+        ));
     }
     s
 }
@@ -136,10 +180,16 @@ pub fn diagnose(cfg: &Config, e: &CallError) -> String {
         EndpointKind::Openai => "the variable named by [openai] api_key_env",
     };
     match e {
-        CallError::Rejected { status: 401 | 403, .. } => format!("the endpoint refused the API key ({e}); check {key_var}"),
+        CallError::Rejected {
+            status: 401 | 403, ..
+        } => format!("the endpoint refused the API key ({e}); check {key_var}"),
         CallError::Rejected { status: 404, .. } => match cfg.endpoint.kind {
-            EndpointKind::Runpod => format!("no such endpoint ({e}); check [runpod] endpoint_id or endpoint_url"),
-            EndpointKind::Openai => format!("no chat route there ({e}); check [openai] base_url (llama-server: http://HOST:PORT/v1)"),
+            EndpointKind::Runpod => {
+                format!("no such endpoint ({e}); check [runpod] endpoint_id or endpoint_url")
+            }
+            EndpointKind::Openai => format!(
+                "no chat route there ({e}); check [openai] base_url (llama-server: http://HOST:PORT/v1)"
+            ),
         },
         _ => e.to_string(),
     }

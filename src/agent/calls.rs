@@ -33,7 +33,10 @@ impl Repeats {
         let args = serde_json::from_str::<Value>(&call.function.arguments)
             .map(|v| v.to_string())
             .unwrap_or_else(|_| call.function.arguments.trim().to_string());
-        let entry = self.seen.entry(format!("{}\u{0}{args}", call.function.name)).or_insert((0, call.id.clone()));
+        let entry = self
+            .seen
+            .entry(format!("{}\u{0}{args}", call.function.name))
+            .or_insert((0, call.id.clone()));
         entry.0 += 1;
         entry.clone()
     }
@@ -67,13 +70,22 @@ pub struct Turn<'a> {
     pub recovered: bool,
 }
 
-pub async fn answer_calls(turn: Turn<'_>, allowed: &[ToolName], toolbox: &Toolbox, ctx: &CallContext, repeats: &mut Repeats) -> TurnResult {
+pub async fn answer_calls(
+    turn: Turn<'_>,
+    allowed: &[ToolName],
+    toolbox: &Toolbox,
+    ctx: &CallContext,
+    repeats: &mut Repeats,
+) -> TurnResult {
     let mut plans = Vec::with_capacity(turn.calls.len());
     for (i, call) in turn.calls.iter().enumerate() {
         let (count, first_id) = repeats.bump(call);
         if count >= REPEAT_STOP_AT {
             let answered = Vec::new();
-            return TurnResult::LoopDetected { answered, call: tools::describe_call(&call.function.name, &call.function.arguments) };
+            return TurnResult::LoopDetected {
+                answered,
+                call: tools::describe_call(&call.function.name, &call.function.arguments),
+            };
         }
         let plan = if turn.cut_off && i + 1 == turn.calls.len() {
             Plan::Refuse(format!(
@@ -102,7 +114,10 @@ pub async fn answer_calls(turn: Turn<'_>, allowed: &[ToolName], toolbox: &Toolbo
             Plan::Run(c) => toolbox.run(c, ctx).await,
             Plan::Refuse(message) => ToolOutput::error(message.clone()),
         };
-        (output, u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX))
+        (
+            output,
+            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        )
     });
     let outputs = futures::future::join_all(runs).await;
 
@@ -126,7 +141,11 @@ pub async fn answer_calls(turn: Turn<'_>, allowed: &[ToolName], toolbox: &Toolbo
                 repeat: count,
                 detail: output.detail,
             };
-            Answer { call_id: call.id.clone(), text, line }
+            Answer {
+                call_id: call.id.clone(),
+                text,
+                line,
+            }
         })
         .collect();
     TurnResult::Answered(answers)

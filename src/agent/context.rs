@@ -20,8 +20,15 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 fn message_tokens(m: &Message) -> u64 {
-    let calls: u64 = m.tool_calls.iter().map(|c| estimate_tokens(&c.function.name) + estimate_tokens(&c.function.arguments) + 6).sum();
-    MESSAGE_OVERHEAD + estimate_tokens(&m.content) + m.reasoning_content.as_deref().map_or(0, estimate_tokens) + calls
+    let calls: u64 = m
+        .tool_calls
+        .iter()
+        .map(|c| estimate_tokens(&c.function.name) + estimate_tokens(&c.function.arguments) + 6)
+        .sum();
+    MESSAGE_OVERHEAD
+        + estimate_tokens(&m.content)
+        + m.reasoning_content.as_deref().map_or(0, estimate_tokens)
+        + calls
 }
 
 /// What a tool message answered, for its placeholder.
@@ -80,7 +87,9 @@ impl Conversation {
     /// The estimated prompt size of the next request.
     pub fn estimate(&self) -> u64 {
         let raw = match self.anchor {
-            Some((n, tokens)) if n <= self.messages.len() => tokens + self.messages[n..].iter().map(message_tokens).sum::<u64>(),
+            Some((n, tokens)) if n <= self.messages.len() => {
+                tokens + self.messages[n..].iter().map(message_tokens).sum::<u64>()
+            }
             _ => self.tools_tokens + self.messages.iter().map(message_tokens).sum::<u64>(),
         };
         (raw as f64 * self.correction).ceil() as u64
@@ -101,10 +110,16 @@ impl Conversation {
     pub fn fit(&mut self, budget: u64) -> Result<Vec<String>, Vec<String>> {
         let mut elided = Vec::new();
         while self.estimate() > budget {
-            let Some(i) = self.origins.iter().position(|o| matches!(o, Some((_, false)))) else {
+            let Some(i) = self
+                .origins
+                .iter()
+                .position(|o| matches!(o, Some((_, false))))
+            else {
                 return Err(elided);
             };
-            let Some((origin, done)) = self.origins[i].as_mut() else { break };
+            let Some((origin, done)) = self.origins[i].as_mut() else {
+                break;
+            };
             *done = true;
             let old = std::mem::take(&mut self.messages[i].content);
             let placeholder = format!(
@@ -135,7 +150,13 @@ mod tests {
     use super::*;
 
     fn tool_result(conv: &mut Conversation, id: &str, len: usize) {
-        conv.push_tool(Message::tool(id, "x".repeat(len)), ToolOrigin { call_id: id.into(), call: format!("noteworx_read_note {{\"slug\":\"{id}\"}}") });
+        conv.push_tool(
+            Message::tool(id, "x".repeat(len)),
+            ToolOrigin {
+                call_id: id.into(),
+                call: format!("noteworx_read_note {{\"slug\":\"{id}\"}}"),
+            },
+        );
     }
 
     #[test]
@@ -176,6 +197,11 @@ mod tests {
         let mut c = Conversation::new("sys", &"z".repeat(3000), "");
         let before = c.estimate();
         c.calibrate(before * 2);
-        assert!(c.estimate() >= before * 2, "{} < {}", c.estimate(), before * 2);
+        assert!(
+            c.estimate() >= before * 2,
+            "{} < {}",
+            c.estimate(),
+            before * 2
+        );
     }
 }

@@ -79,10 +79,16 @@ impl TaskSpec {
                         Some(t) if !tools.contains(&t) => tools.push(t),
                         Some(_) => {}
                         None => {
-                            let list = offered.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
+                            let list = offered
+                                .iter()
+                                .map(|t| t.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ");
                             return Err(TaskProblem::new(
                                 None,
-                                format!("frontmatter: tool {n:?} is not offered by this configuration (offered: {list})"),
+                                format!(
+                                    "frontmatter: tool {n:?} is not offered by this configuration (offered: {list})"
+                                ),
                             ));
                         }
                     }
@@ -91,7 +97,10 @@ impl TaskSpec {
             }
         };
         let positive = |v: Option<u64>, key: &str| match v {
-            Some(0) => Err(TaskProblem::new(None, format!("frontmatter: {key} must be at least 1"))),
+            Some(0) => Err(TaskProblem::new(
+                None,
+                format!("frontmatter: {key} must be at least 1"),
+            )),
             _ => Ok(()),
         };
         positive(fm.max_turns.map(u64::from), "max_turns")?;
@@ -105,17 +114,29 @@ impl TaskSpec {
         sampling.top_k = fm.top_k.or(sampling.top_k);
         sampling.max_tokens = fm.max_tokens.unwrap_or(sampling.max_tokens);
         if let Some(on) = fm.enable_thinking {
-            sampling.chat_template_kwargs.insert("enable_thinking".into(), Value::Bool(on));
+            sampling
+                .chat_template_kwargs
+                .insert("enable_thinking".into(), Value::Bool(on));
         }
         if let Some(ctx) = context_tokens
             && u64::from(ctx) <= u64::from(sampling.max_tokens) + 256
         {
-            return Err(TaskProblem::new(None, format!("frontmatter: max_tokens {} leaves no room for the prompt in a {ctx}-token context", sampling.max_tokens)));
+            return Err(TaskProblem::new(
+                None,
+                format!(
+                    "frontmatter: max_tokens {} leaves no room for the prompt in a {ctx}-token context",
+                    sampling.max_tokens
+                ),
+            ));
         }
         Ok(TaskSpec {
             name: name.to_string(),
             body: body.to_string(),
-            system_prompt: fm.system_prompt.clone().or_else(|| cfg.system_prompt.clone()).unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string()),
+            system_prompt: fm
+                .system_prompt
+                .clone()
+                .or_else(|| cfg.system_prompt.clone())
+                .unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string()),
             tools,
             sampling,
             max_turns: fm.max_turns.unwrap_or(cfg.limits.max_turns),
@@ -130,7 +151,8 @@ impl TaskSpec {
 
     /// The most prompt tokens a request may carry.
     fn prompt_budget(&self) -> Option<u64> {
-        self.context_tokens.map(|c| u64::from(c).saturating_sub(u64::from(self.sampling.max_tokens)))
+        self.context_tokens
+            .map(|c| u64::from(c).saturating_sub(u64::from(self.sampling.max_tokens)))
     }
 }
 
@@ -161,10 +183,34 @@ pub struct Outcome {
 pub async fn run_task(h: &Harness, spec: &TaskSpec, rec: &mut RunRecord) -> Outcome {
     let deadline = Instant::now() + spec.max_wall;
     let tool_defs: Vec<Value> = spec.tools.iter().map(|t| t.definition()).collect();
-    let mut conv = Conversation::new(&spec.system_prompt, &spec.body, &Value::Array(tool_defs.clone()).to_string());
-    let mut run = TaskRun { h, spec, rec, stats: Stats::default(), repeats: Repeats::default(), deadline };
-    let tools_list = spec.tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
-    run.log(&format!("task {} started; tools: {}", spec.name, if tools_list.is_empty() { "none" } else { &tools_list }));
+    let mut conv = Conversation::new(
+        &spec.system_prompt,
+        &spec.body,
+        &Value::Array(tool_defs.clone()).to_string(),
+    );
+    let mut run = TaskRun {
+        h,
+        spec,
+        rec,
+        stats: Stats::default(),
+        repeats: Repeats::default(),
+        deadline,
+    };
+    let tools_list = spec
+        .tools
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    run.log(&format!(
+        "task {} started; tools: {}",
+        spec.name,
+        if tools_list.is_empty() {
+            "none"
+        } else {
+            &tools_list
+        }
+    ));
     let mut tweaks = Tweaks::default();
     let mut asked_again = false;
     loop {
@@ -173,11 +219,11 @@ pub async fn run_task(h: &Harness, spec: &TaskSpec, rec: &mut RunRecord) -> Outc
         }
         let note = match run.fit_context(&mut conv) {
             Ok(note) => note,
-            Err(stop) => return stop,
+            Err(stop) => return *stop,
         };
         let completion = match run.call_model(&mut conv, &tool_defs, tweaks, note).await {
             Ok(c) => c,
-            Err(stop) => return stop,
+            Err(stop) => return *stop,
         };
         let reply = run.take_reply(&mut conv, &completion);
 
@@ -187,28 +233,45 @@ pub async fn run_task(h: &Harness, spec: &TaskSpec, rec: &mut RunRecord) -> Outc
                 return run.finish(StopReason::FinalAnswer, Some(reply.content), None);
             }
             if asked_again {
-                return run.finish(StopReason::EmptyResponse, None, Some("the model gave no answer and no tool call, twice".into()));
+                return run.finish(
+                    StopReason::EmptyResponse,
+                    None,
+                    Some("the model gave no answer and no tool call, twice".into()),
+                );
             }
             // Ask once more; if thinking used up max_tokens, without thinking.
             asked_again = true;
             let thinking_ran_out = reply.cut_off && reply.thinking.is_some();
-            tweaks = Tweaks { seed: Some(u64::from(fastrand::u32(..))), thinking_off: thinking_ran_out };
-            run.log(if thinking_ran_out { "empty reply: thinking used up max_tokens; asking again with thinking off" } else { "empty reply; asking again" });
+            tweaks = Tweaks {
+                seed: Some(u64::from(fastrand::u32(..))),
+                thinking_off: thinking_ran_out,
+            };
+            run.log(if thinking_ran_out {
+                "empty reply: thinking used up max_tokens; asking again with thinking off"
+            } else {
+                "empty reply; asking again"
+            });
             continue;
         }
         tweaks = Tweaks::default();
         conv.push(replayed_assistant(&reply, spec.replay_thinking));
         if let Some(stop) = run.budget_spent() {
-            return stop.with_note(format!("the last reply's {} tool call(s) were not executed", reply.calls.len()));
+            return stop.with_note(format!(
+                "the last reply's {} tool call(s) were not executed",
+                reply.calls.len()
+            ));
         }
         match run.answer_calls(&reply).await {
             Ok(answers) => {
                 for a in answers {
-                    let origin = ToolOrigin { call_id: a.call_id.clone(), call: crate::tools::describe_call(&a.line.name, &a.line.arguments) };
+                    let origin = ToolOrigin {
+                        call_id: a.call_id.clone(),
+                        call: crate::tools::describe_call(&a.line.name, &a.line.arguments),
+                    };
                     conv.push_tool(Message::tool(a.call_id, a.text), origin);
                 }
             }
-            Err(stop) => return stop,
+            Err(stop) => return *stop,
         }
     }
 }
@@ -228,12 +291,23 @@ impl TaskRun<'_> {
         self.rec.log((self.h.clock)(), text);
     }
 
-    fn finish(&mut self, stop: StopReason, final_answer: Option<String>, error: Option<String>) -> Outcome {
+    fn finish(
+        &mut self,
+        stop: StopReason,
+        final_answer: Option<String>,
+        error: Option<String>,
+    ) -> Outcome {
         if let Some(e) = &error {
             self.log(&format!("stopped: {}: {e}", stop.as_str()));
         }
         let retryable = matches!(stop, StopReason::Interrupted);
-        Outcome { stop, final_answer, error, retryable, stats: self.stats.clone() }
+        Outcome {
+            stop,
+            final_answer,
+            error,
+            retryable,
+            stats: self.stats.clone(),
+        }
     }
 
     /// `max_turns` or `max_total_tokens` reached.
@@ -244,14 +318,18 @@ impl TaskRun<'_> {
             return Some(self.finish(StopReason::MaxTurns, None, Some(e)));
         }
         if self.stats.usage.total() >= spec.max_total_tokens {
-            let e = format!("{} tokens used, max_total_tokens = {}", self.stats.usage.total(), spec.max_total_tokens);
+            let e = format!(
+                "{} tokens used, max_total_tokens = {}",
+                self.stats.usage.total(),
+                spec.max_total_tokens
+            );
             return Some(self.finish(StopReason::MaxTotalTokens, None, Some(e)));
         }
         None
     }
 
     /// Elides old tool results until the next request fits the window.
-    fn fit_context(&mut self, conv: &mut Conversation) -> Result<ContextNote, Outcome> {
+    fn fit_context(&mut self, conv: &mut Conversation) -> Result<ContextNote, Box<Outcome>> {
         let budget = self.spec.prompt_budget();
         let elided = match budget.map(|b| conv.fit(b)) {
             None => Vec::new(),
@@ -263,23 +341,49 @@ impl TaskRun<'_> {
                     budget.unwrap_or(0),
                     elided.len()
                 );
-                return Err(self.finish(StopReason::ContextExhausted, None, Some(e)));
+                return Err(Box::new(self.finish(
+                    StopReason::ContextExhausted,
+                    None,
+                    Some(e),
+                )));
             }
         };
         if !elided.is_empty() {
-            self.log(&format!("context: removed the bodies of {} old tool result(s) to fit: {}", elided.len(), elided.join(", ")));
+            self.log(&format!(
+                "context: removed the bodies of {} old tool result(s) to fit: {}",
+                elided.len(),
+                elided.join(", ")
+            ));
         }
-        Ok(ContextNote { estimated_prompt_tokens: conv.estimate(), budget, elided_call_ids: elided })
+        Ok(ContextNote {
+            estimated_prompt_tokens: conv.estimate(),
+            budget,
+            elided_call_ids: elided,
+        })
     }
 
     /// Sends the conversation; on the server's context error, shrinks once and resends.
-    async fn call_model(&mut self, conv: &mut Conversation, tool_defs: &[Value], tweaks: Tweaks, mut note: ContextNote) -> Result<Completion, Outcome> {
+    async fn call_model(
+        &mut self,
+        conv: &mut Conversation,
+        tool_defs: &[Value],
+        tweaks: Tweaks,
+        mut note: ContextNote,
+    ) -> Result<Completion, Box<Outcome>> {
         let turn = self.stats.turns + 1;
         let mut shrunk = false;
         loop {
-            debug_assert!(conv.messages().last().is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty()));
+            debug_assert!(
+                conv.messages()
+                    .last()
+                    .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
+            );
             let body = chat::build_request(conv.messages(), tool_defs, &self.spec.sampling, tweaks);
-            self.log(&format!("turn {turn}: request with {} messages, ~{} prompt tokens", conv.messages().len(), note.estimated_prompt_tokens));
+            self.log(&format!(
+                "turn {turn}: request with {} messages, ~{} prompt tokens",
+                conv.messages().len(),
+                note.estimated_prompt_tokens
+            ));
             let (rec, stats, h) = (&mut *self.rec, &mut self.stats, self.h);
             let mut first = Some(note.clone());
             let mut on_attempt = |a: &crate::endpoint::Attempt| {
@@ -292,9 +396,16 @@ impl TaskRun<'_> {
                     }
                 }
                 let context = first.take();
-                rec.conversation(&ConversationLine { turn, attempt: a, context: context.as_ref() });
+                rec.conversation(&ConversationLine {
+                    turn,
+                    attempt: a,
+                    context: context.as_ref(),
+                });
             };
-            let result = h.endpoint.chat(&body, self.deadline, &h.cancel, &h.clock, &mut on_attempt).await;
+            let result = h
+                .endpoint
+                .chat(&body, self.deadline, &h.cancel, &h.clock, &mut on_attempt)
+                .await;
             match result {
                 Ok(c) => return Ok(c),
                 Err(CallError::ContextExceeded { n_prompt, n_ctx }) if !shrunk => {
@@ -308,14 +419,26 @@ impl TaskRun<'_> {
                         .unwrap_or(conv.estimate() / 2);
                     self.log(&format!("the server said the prompt ({n_prompt:?} tokens) exceeds its context ({n_ctx:?}); shrinking and retrying once"));
                     match conv.fit(budget) {
-                        Ok(elided) => note = ContextNote { estimated_prompt_tokens: conv.estimate(), budget: Some(budget), elided_call_ids: elided },
+                        Ok(elided) => {
+                            note = ContextNote {
+                                estimated_prompt_tokens: conv.estimate(),
+                                budget: Some(budget),
+                                elided_call_ids: elided,
+                            }
+                        }
                         Err(_) => {
-                            let e = format!("the prompt does not fit the server's context ({n_ctx:?} tokens) even after removing old tool results");
-                            return Err(self.finish(StopReason::ContextExhausted, None, Some(e)));
+                            let e = format!(
+                                "the prompt does not fit the server's context ({n_ctx:?} tokens) even after removing old tool results"
+                            );
+                            return Err(Box::new(self.finish(
+                                StopReason::ContextExhausted,
+                                None,
+                                Some(e),
+                            )));
                         }
                     }
                 }
-                Err(e) => return Err(self.call_failed(e)),
+                Err(e) => return Err(Box::new(self.call_failed(e))),
             }
         }
     }
@@ -329,10 +452,16 @@ impl TaskRun<'_> {
             CallError::Interrupted => (StopReason::Interrupted, true),
         };
         let error = match stop {
-            StopReason::MaxWallSecs => format!("the task's wall clock (max_wall_secs = {}) ran out during a model call", self.spec.max_wall.as_secs()),
+            StopReason::MaxWallSecs => format!(
+                "the task's wall clock (max_wall_secs = {}) ran out during a model call",
+                self.spec.max_wall.as_secs()
+            ),
             _ => e.to_string(),
         };
-        Outcome { retryable, ..self.finish(stop, None, Some(error)) }
+        Outcome {
+            retryable,
+            ..self.finish(stop, None, Some(error))
+        }
     }
 
     /// Counts the reply's tokens and reads it; the thinking goes to `run.log`.
@@ -340,10 +469,24 @@ impl TaskRun<'_> {
         self.stats.turns += 1;
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
-        let reply = read_reply(&choice.message, choice.finish_reason.as_deref(), &format!("recovered-{turn}"));
+        let reply = read_reply(
+            &choice.message,
+            choice.finish_reason.as_deref(),
+            &format!("recovered-{turn}"),
+        );
         let usage = c.response.usage.unwrap_or_else(|| {
-            let out = reply.content.len() + reply.thinking.as_ref().map_or(0, String::len) + reply.calls.iter().map(|c| c.function.arguments.len()).sum::<usize>();
-            Usage { prompt_tokens: conv.estimate(), completion_tokens: (out as u64).div_ceil(3), total_tokens: 0 }
+            let out = reply.content.len()
+                + reply.thinking.as_ref().map_or(0, String::len)
+                + reply
+                    .calls
+                    .iter()
+                    .map(|c| c.function.arguments.len())
+                    .sum::<usize>();
+            Usage {
+                prompt_tokens: conv.estimate(),
+                completion_tokens: (out as u64).div_ceil(3),
+                total_tokens: 0,
+            }
         });
         self.stats.usage.prompt_tokens += usage.prompt_tokens;
         self.stats.usage.completion_tokens += usage.completion_tokens;
@@ -353,19 +496,36 @@ impl TaskRun<'_> {
             self.log(&format!("turn {turn}: thinking:\n{t}"));
         }
         let finish = choice.finish_reason.as_deref().unwrap_or("-");
-        let calls: Vec<String> = reply.calls.iter().map(|c| crate::tools::describe_call(&c.function.name, &c.function.arguments)).collect();
+        let calls: Vec<String> = reply
+            .calls
+            .iter()
+            .map(|c| crate::tools::describe_call(&c.function.name, &c.function.arguments))
+            .collect();
         self.log(&format!(
             "turn {turn}: reply ({} prompt + {} completion tokens, finish {finish}){}{}",
             usage.prompt_tokens,
             usage.completion_tokens,
-            if reply.recovered { "; tool calls recovered from text" } else { "" },
-            if calls.is_empty() { String::new() } else { format!("; calls:\n{}", calls.join("\n")) }
+            if reply.recovered {
+                "; tool calls recovered from text"
+            } else {
+                ""
+            },
+            if calls.is_empty() {
+                String::new()
+            } else {
+                format!("; calls:\n{}", calls.join("\n"))
+            }
         ));
         reply
     }
 
-    async fn answer_calls(&mut self, reply: &Reply) -> Result<Vec<calls::Answer>, Outcome> {
-        let turn = Turn { number: self.stats.turns, calls: &reply.calls, cut_off: reply.cut_off, recovered: reply.recovered };
+    async fn answer_calls(&mut self, reply: &Reply) -> Result<Vec<calls::Answer>, Box<Outcome>> {
+        let turn = Turn {
+            number: self.stats.turns,
+            calls: &reply.calls,
+            cut_off: reply.cut_off,
+            recovered: reply.recovered,
+        };
         let ctx = CallContext {
             task: self.spec.name.clone(),
             run_id: self.rec.run_id.clone(),
@@ -373,13 +533,19 @@ impl TaskRun<'_> {
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,
         };
-        let work = answer_calls(turn, &self.spec.tools, &self.h.toolbox, &ctx, &mut self.repeats);
+        let work = answer_calls(
+            turn,
+            &self.spec.tools,
+            &self.h.toolbox,
+            &ctx,
+            &mut self.repeats,
+        );
         let result = tokio::select! {
             biased;
-            _ = self.h.cancel.cancelled() => return Err(self.call_failed(CallError::Interrupted)),
+            _ = self.h.cancel.cancelled() => return Err(Box::new(self.call_failed(CallError::Interrupted))),
             _ = tokio::time::sleep_until(self.deadline) => {
                 let e = format!("the task's wall clock (max_wall_secs = {}) ran out during tool calls", self.spec.max_wall.as_secs());
-                return Err(self.finish(StopReason::MaxWallSecs, None, Some(e)));
+                return Err(Box::new(self.finish(StopReason::MaxWallSecs, None, Some(e))));
             }
             r = work => r,
         };
@@ -388,7 +554,11 @@ impl TaskRun<'_> {
             TurnResult::LoopDetected { answered, call } => {
                 self.record_answers(&answered);
                 let e = format!("the model kept repeating the same call: {call}");
-                return Err(self.finish(StopReason::LoopDetected, None, Some(e)));
+                return Err(Box::new(self.finish(
+                    StopReason::LoopDetected,
+                    None,
+                    Some(e),
+                )));
             }
         };
         self.record_answers(&answers);
@@ -402,7 +572,10 @@ impl TaskRun<'_> {
             self.rec.tool(&a.line);
             let mark = if a.line.is_error { "error" } else { "ok" };
             let short = crate::tools::text::clip(&a.text, 200);
-            self.log(&format!("tool {} [{}] {mark}: {short}", a.line.name, a.call_id));
+            self.log(&format!(
+                "tool {} [{}] {mark}: {short}",
+                a.line.name, a.call_id
+            ));
         }
     }
 }
@@ -426,11 +599,21 @@ fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
         .calls
         .iter()
         .map(|c| {
-            let valid = matches!(serde_json::from_str::<Value>(&c.function.arguments), Ok(Value::Object(_)));
+            let valid = matches!(
+                serde_json::from_str::<Value>(&c.function.arguments),
+                Ok(Value::Object(_))
+            );
             ToolCall {
                 id: c.id.clone(),
                 kind: "function".into(),
-                function: FunctionCall { name: c.function.name.clone(), arguments: if valid { c.function.arguments.clone() } else { "{}".into() } },
+                function: FunctionCall {
+                    name: c.function.name.clone(),
+                    arguments: if valid {
+                        c.function.arguments.clone()
+                    } else {
+                        "{}".into()
+                    },
+                },
             }
         })
         .collect();
@@ -438,5 +621,11 @@ fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
         ReplayThinking::Keep => reply.thinking.clone(),
         ReplayThinking::Strip => None,
     };
-    Message { role: Role::Assistant, content: reply.content.clone(), reasoning_content, tool_calls, tool_call_id: None }
+    Message {
+        role: Role::Assistant,
+        content: reply.content.clone(),
+        reasoning_content,
+        tool_calls,
+        tool_call_id: None,
+    }
 }

@@ -40,7 +40,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(30), max_retries: 5 }
+        RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(30),
+            max_retries: 5,
+        }
     }
 }
 
@@ -48,7 +52,10 @@ impl RetryPolicy {
     /// The wait before retry number `n` (1-based): exponential with jitter in
     /// [50 %, 100 %], raised to the server's `Retry-After` when it asks for more.
     pub fn delay(&self, n: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << (n.saturating_sub(1)).min(16)).min(self.cap);
+        let exp = self
+            .base
+            .saturating_mul(1u32 << (n.saturating_sub(1)).min(16))
+            .min(self.cap);
         let jittered = exp.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
         retry_after.map_or(jittered, |ra| ra.max(jittered))
     }
@@ -106,7 +113,10 @@ pub enum CallError {
     Rejected { status: u16, message: String },
     /// llama-server's `exceed_context_size_error`.
     #[error("the prompt ({n_prompt:?} tokens) exceeds the server's context ({n_ctx:?} tokens)")]
-    ContextExceeded { n_prompt: Option<u64>, n_ctx: Option<u64> },
+    ContextExceeded {
+        n_prompt: Option<u64>,
+        n_ctx: Option<u64>,
+    },
     /// The run is shutting down.
     #[error("interrupted")]
     Interrupted,
@@ -118,7 +128,12 @@ pub(crate) enum AttemptError {
     /// No HTTP answer (refused, DNS, reset, timeout).
     Transport(String),
     /// An HTTP error status.
-    Status { status: u16, message: String, retry_after: Option<Duration>, context: Option<(Option<u64>, Option<u64>)> },
+    Status {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+        context: Option<(Option<u64>, Option<u64>)>,
+    },
     /// A RunPod job that ended FAILED (retried like a 500).
     JobFailed(String),
     /// A RunPod job CANCELLED or TIMED_OUT (not retried in the task; retryable).
@@ -130,22 +145,50 @@ pub(crate) enum AttemptError {
 }
 
 enum Next {
-    Retry { new_seed: bool, retry_after: Option<Duration> },
+    Retry {
+        new_seed: bool,
+        retry_after: Option<Duration>,
+    },
     Fail(CallError),
 }
 
 impl AttemptError {
     fn next(self) -> Next {
         match self {
-            AttemptError::Transport(_) | AttemptError::BadBody(_) => Next::Retry { new_seed: false, retry_after: None },
-            AttemptError::Status { context: Some((n_prompt, n_ctx)), .. } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
-            AttemptError::Status { status, retry_after, message, .. } => match status {
-                408 | 429 | 502 | 503 | 504 => Next::Retry { new_seed: false, retry_after },
-                500 => Next::Retry { new_seed: true, retry_after },
-                s if (400..500).contains(&s) => Next::Fail(CallError::Rejected { status: s, message }),
-                _ => Next::Retry { new_seed: false, retry_after },
+            AttemptError::Transport(_) | AttemptError::BadBody(_) => Next::Retry {
+                new_seed: false,
+                retry_after: None,
             },
-            AttemptError::JobFailed(_) => Next::Retry { new_seed: true, retry_after: None },
+            AttemptError::Status {
+                context: Some((n_prompt, n_ctx)),
+                ..
+            } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
+            AttemptError::Status {
+                status,
+                retry_after,
+                message,
+                ..
+            } => match status {
+                408 | 429 | 502 | 503 | 504 => Next::Retry {
+                    new_seed: false,
+                    retry_after,
+                },
+                500 => Next::Retry {
+                    new_seed: true,
+                    retry_after,
+                },
+                s if (400..500).contains(&s) => {
+                    Next::Fail(CallError::Rejected { status: s, message })
+                }
+                _ => Next::Retry {
+                    new_seed: false,
+                    retry_after,
+                },
+            },
+            AttemptError::JobFailed(_) => Next::Retry {
+                new_seed: true,
+                retry_after: None,
+            },
             AttemptError::JobEnded(m) => Next::Fail(CallError::Unavailable(m)),
             AttemptError::WallClock => Next::Fail(CallError::WallClock),
             AttemptError::Interrupted => Next::Fail(CallError::Interrupted),
@@ -154,8 +197,13 @@ impl AttemptError {
 
     fn describe(&self) -> String {
         match self {
-            AttemptError::Transport(m) | AttemptError::JobFailed(m) | AttemptError::JobEnded(m) | AttemptError::BadBody(m) => m.clone(),
-            AttemptError::Status { status, message, .. } => format!("HTTP {status}: {message}"),
+            AttemptError::Transport(m)
+            | AttemptError::JobFailed(m)
+            | AttemptError::JobEnded(m)
+            | AttemptError::BadBody(m) => m.clone(),
+            AttemptError::Status {
+                status, message, ..
+            } => format!("HTTP {status}: {message}"),
             AttemptError::WallClock => "the task's wall clock ran out".into(),
             AttemptError::Interrupted => "interrupted".into(),
         }
@@ -186,7 +234,11 @@ impl Endpoint {
             .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
             .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Endpoint { http, cfg: cfg.clone(), retry: RetryPolicy::default() })
+        Ok(Endpoint {
+            http,
+            cfg: cfg.clone(),
+            retry: RetryPolicy::default(),
+        })
     }
 
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
@@ -227,17 +279,27 @@ impl Endpoint {
             };
             on_attempt(&record);
             let error = match raw.result {
-                Ok(response) => return Ok(Completion { response, job: raw.job }),
+                Ok(response) => {
+                    return Ok(Completion {
+                        response,
+                        job: raw.job,
+                    });
+                }
                 Err(e) => e,
             };
             let why = error.describe();
             let (new_seed, retry_after) = match error.next() {
                 Next::Fail(e) => return Err(e),
-                Next::Retry { new_seed, retry_after } => (new_seed, retry_after),
+                Next::Retry {
+                    new_seed,
+                    retry_after,
+                } => (new_seed, retry_after),
             };
             retries += 1;
             if retries > self.retry.max_retries {
-                return Err(CallError::Unavailable(format!("the endpoint failed {retries} times; last: {why}")));
+                return Err(CallError::Unavailable(format!(
+                    "the endpoint failed {retries} times; last: {why}"
+                )));
             }
             let wait = self.retry.delay(retries, retry_after, fastrand::f64());
             if Instant::now() + wait >= deadline {
@@ -256,7 +318,12 @@ impl Endpoint {
         }
     }
 
-    async fn attempt(&self, body: &Value, deadline: Instant, cancel: &CancellationToken) -> RawAttempt {
+    async fn attempt(
+        &self,
+        body: &Value,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> RawAttempt {
         match self.cfg.kind {
             EndpointKind::Openai => {
                 let url = format!("{}/chat/completions", self.cfg.base_url);
@@ -266,7 +333,13 @@ impl Endpoint {
                     _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
                     answer = self.post_json(&url, body) => answer,
                 };
-                RawAttempt { request: body.clone(), http_status: status, response, job: None, result: result.and_then(|v| parse_chat(&v)) }
+                RawAttempt {
+                    request: body.clone(),
+                    http_status: status,
+                    response,
+                    job: None,
+                    result: result.and_then(|v| parse_chat(&v)),
+                }
             }
             // RunPod watches the deadline and the cancel token itself: a
             // pending job must be cancelled on the server before giving up.
@@ -275,7 +348,11 @@ impl Endpoint {
     }
 
     /// POSTs JSON and classifies the answer: `Ok` carries a 2xx JSON body.
-    pub(crate) async fn post_json(&self, url: &str, body: &Value) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        body: &Value,
+    ) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
         self.send_json(reqwest::Method::POST, url, Some(body)).await
     }
 
@@ -294,7 +371,13 @@ impl Endpoint {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return (None, None, Err(AttemptError::Transport(describe_transport(&e, url)))),
+            Err(e) => {
+                return (
+                    None,
+                    None,
+                    Err(AttemptError::Transport(describe_transport(&e, url))),
+                );
+            }
         };
         let status = resp.status();
         let retry_after = resp
@@ -305,19 +388,45 @@ impl Endpoint {
             .map(Duration::from_secs);
         let text = match resp.text().await {
             Ok(t) => t,
-            Err(e) => return (Some(status.as_u16()), None, Err(AttemptError::Transport(describe_transport(&e, url)))),
+            Err(e) => {
+                return (
+                    Some(status.as_u16()),
+                    None,
+                    Err(AttemptError::Transport(describe_transport(&e, url))),
+                );
+            }
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
-        let raw = Some(parsed.clone().unwrap_or_else(|| Value::String(crate::tools::text::clip(&text, 4000))));
+        let raw = Some(
+            parsed
+                .clone()
+                .unwrap_or_else(|| Value::String(crate::tools::text::clip(&text, 4000))),
+        );
         if status.is_success() {
             return match parsed {
                 Some(v) => (Some(status.as_u16()), raw, Ok(v)),
-                None => (Some(status.as_u16()), raw, Err(AttemptError::BadBody(format!("HTTP {status} with a body that is not JSON")))),
+                None => (
+                    Some(status.as_u16()),
+                    raw,
+                    Err(AttemptError::BadBody(format!(
+                        "HTTP {status} with a body that is not JSON"
+                    ))),
+                ),
             };
         }
         let err = ServerError::read(parsed.as_ref(), &text, status);
-        let context = (err.kind.as_deref() == Some("exceed_context_size_error")).then_some((err.n_prompt_tokens, err.n_ctx));
-        (Some(status.as_u16()), raw, Err(AttemptError::Status { status: status.as_u16(), message: err.message, retry_after, context }))
+        let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
+            .then_some((err.n_prompt_tokens, err.n_ctx));
+        (
+            Some(status.as_u16()),
+            raw,
+            Err(AttemptError::Status {
+                status: status.as_u16(),
+                message: err.message,
+                retry_after,
+                context,
+            }),
+        )
     }
 
     /// Checks that the endpoint answers HTTP at all (any status counts).
@@ -327,7 +436,13 @@ impl Endpoint {
             EndpointKind::Openai => format!("{}/models", self.cfg.base_url),
             EndpointKind::Runpod => format!("{}/health", self.cfg.base_url),
         };
-        match self.http.get(&url).timeout(Duration::from_secs(10)).send().await {
+        match self
+            .http
+            .get(&url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
             Ok(r) => Ok(r.status().as_u16()),
             Err(e) => Err(describe_transport(&e, &url)),
         }
@@ -339,7 +454,11 @@ impl Endpoint {
         if self.cfg.kind != EndpointKind::Openai {
             return None;
         }
-        let root = self.cfg.base_url.strip_suffix("/v1").unwrap_or(&self.cfg.base_url);
+        let root = self
+            .cfg
+            .base_url
+            .strip_suffix("/v1")
+            .unwrap_or(&self.cfg.base_url);
         #[derive(Deserialize)]
         struct Props {
             default_generation_settings: Settings,
@@ -348,7 +467,13 @@ impl Endpoint {
         struct Settings {
             n_ctx: u32,
         }
-        let resp = self.http.get(format!("{root}/props")).timeout(Duration::from_secs(10)).send().await.ok()?;
+        let resp = self
+            .http
+            .get(format!("{root}/props"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()?;
         let props: Props = resp.error_for_status().ok()?.json().await.ok()?;
         Some(props.default_generation_settings.n_ctx).filter(|n| *n > 0)
     }
@@ -364,8 +489,8 @@ impl Endpoint {
 
 /// Reads a chat response; a body without choices is not one.
 pub(crate) fn parse_chat(v: &Value) -> Result<ChatResponse, AttemptError> {
-    let r: ChatResponse =
-        serde_json::from_value(v.clone()).map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
+    let r: ChatResponse = serde_json::from_value(v.clone())
+        .map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
     if r.choices.is_empty() {
         return Err(AttemptError::BadBody("the reply has no choices".into()));
     }
@@ -403,10 +528,26 @@ impl ServerError {
             Text(String),
         }
         match parsed.cloned().map(serde_json::from_value::<Envelope>) {
-            Some(Ok(Envelope { error: Inner::Detail { message, kind, n_prompt_tokens, n_ctx } })) => {
-                ServerError { message: crate::tools::text::clip(&message, 500), kind, n_prompt_tokens, n_ctx }
-            }
-            Some(Ok(Envelope { error: Inner::Text(message) })) => ServerError { message: crate::tools::text::clip(&message, 500), ..Default::default() },
+            Some(Ok(Envelope {
+                error:
+                    Inner::Detail {
+                        message,
+                        kind,
+                        n_prompt_tokens,
+                        n_ctx,
+                    },
+            })) => ServerError {
+                message: crate::tools::text::clip(&message, 500),
+                kind,
+                n_prompt_tokens,
+                n_ctx,
+            },
+            Some(Ok(Envelope {
+                error: Inner::Text(message),
+            })) => ServerError {
+                message: crate::tools::text::clip(&message, 500),
+                ..Default::default()
+            },
             _ => ServerError {
                 message: if text.trim().is_empty() {
                     status.canonical_reason().unwrap_or("error").to_string()
@@ -437,12 +578,21 @@ pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
         }
         let refused = detail.to_ascii_lowercase().contains("refused");
         if refused {
-            format!("cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?")
+            format!(
+                "cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?"
+            )
         } else {
             format!("cannot connect to {target} ({detail})")
         }
     } else {
-        format!("the connection to {target} failed ({})", if e.is_body() || e.is_decode() { "dropped mid-answer" } else { "request error" })
+        format!(
+            "the connection to {target} failed ({})",
+            if e.is_body() || e.is_decode() {
+                "dropped mid-answer"
+            } else {
+                "request error"
+            }
+        )
     }
 }
 
@@ -452,35 +602,84 @@ mod tests {
 
     #[test]
     fn backoff_doubles_with_jitter_caps_and_honours_retry_after() {
-        let p = RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(30), max_retries: 5 };
+        let p = RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(30),
+            max_retries: 5,
+        };
         assert_eq!(p.delay(1, None, 1.0), Duration::from_secs(1));
         assert_eq!(p.delay(3, None, 1.0), Duration::from_secs(4));
         assert_eq!(p.delay(3, None, 0.0), Duration::from_secs(2));
         assert_eq!(p.delay(10, None, 1.0), Duration::from_secs(30));
-        assert_eq!(p.delay(1, Some(Duration::from_secs(7)), 1.0), Duration::from_secs(7));
-        assert_eq!(p.delay(4, Some(Duration::from_secs(1)), 1.0), Duration::from_secs(8));
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(7)), 1.0),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            p.delay(4, Some(Duration::from_secs(1)), 1.0),
+            Duration::from_secs(8)
+        );
     }
 
     #[test]
     fn statuses_are_classified_without_reading_messages() {
-        let status = |s: u16| AttemptError::Status { status: s, message: "x".into(), retry_after: None, context: None };
+        let status = |s: u16| AttemptError::Status {
+            status: s,
+            message: "x".into(),
+            retry_after: None,
+            context: None,
+        };
         for s in [408, 429, 502, 503, 504] {
-            assert!(matches!(status(s).next(), Next::Retry { new_seed: false, .. }), "{s}");
+            assert!(
+                matches!(
+                    status(s).next(),
+                    Next::Retry {
+                        new_seed: false,
+                        ..
+                    }
+                ),
+                "{s}"
+            );
         }
-        assert!(matches!(status(500).next(), Next::Retry { new_seed: true, .. }));
+        assert!(matches!(
+            status(500).next(),
+            Next::Retry { new_seed: true, .. }
+        ));
         for s in [400, 401, 403, 404, 422] {
-            assert!(matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })), "{s}");
+            assert!(
+                matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })),
+                "{s}"
+            );
         }
-        let ctx = AttemptError::Status { status: 400, message: "x".into(), retry_after: None, context: Some((Some(3253), Some(2048))) };
-        assert!(matches!(ctx.next(), Next::Fail(CallError::ContextExceeded { n_prompt: Some(3253), n_ctx: Some(2048) })));
-        assert!(matches!(AttemptError::JobEnded("c".into()).next(), Next::Fail(CallError::Unavailable(_))));
-        assert!(matches!(AttemptError::JobFailed("f".into()).next(), Next::Retry { new_seed: true, .. }));
+        let ctx = AttemptError::Status {
+            status: 400,
+            message: "x".into(),
+            retry_after: None,
+            context: Some((Some(3253), Some(2048))),
+        };
+        assert!(matches!(
+            ctx.next(),
+            Next::Fail(CallError::ContextExceeded {
+                n_prompt: Some(3253),
+                n_ctx: Some(2048)
+            })
+        ));
+        assert!(matches!(
+            AttemptError::JobEnded("c".into()).next(),
+            Next::Fail(CallError::Unavailable(_))
+        ));
+        assert!(matches!(
+            AttemptError::JobFailed("f".into()).next(),
+            Next::Retry { new_seed: true, .. }
+        ));
     }
 
     #[test]
     fn llama_server_error_bodies_are_read() {
-        let fixture: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/llama-server/context_exceeded.json")).unwrap();
+        let fixture: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/llama-server/context_exceeded.json"
+        ))
+        .unwrap();
         let e = ServerError::read(Some(&fixture["response"]), "", StatusCode::BAD_REQUEST);
         assert_eq!(e.kind.as_deref(), Some("exceed_context_size_error"));
         assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(3253), Some(2048)));

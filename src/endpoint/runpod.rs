@@ -35,7 +35,12 @@ struct Job {
     execution_time: Option<u64>,
 }
 
-pub(crate) async fn attempt(ep: &Endpoint, body: &Value, deadline: Instant, cancel: &CancellationToken) -> RawAttempt {
+pub(crate) async fn attempt(
+    ep: &Endpoint,
+    body: &Value,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> RawAttempt {
     let request = json!({ "input": body });
     let url = format!("{}/runsync", ep.base_url());
     let (mut http_status, mut raw, result) = tokio::select! {
@@ -44,7 +49,13 @@ pub(crate) async fn attempt(ep: &Endpoint, body: &Value, deadline: Instant, canc
         _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
         answer = ep.post_json(&url, &request) => answer,
     };
-    let done = |http_status, raw, job, result| RawAttempt { request: request.clone(), http_status, response: raw, job, result };
+    let done = |http_status, raw, job, result| RawAttempt {
+        request: request.clone(),
+        http_status,
+        response: raw,
+        job,
+        result,
+    };
     let mut value = match result {
         Ok(v) => v,
         Err(e) => return done(http_status, raw, None, Err(e)),
@@ -61,16 +72,30 @@ pub(crate) async fn attempt(ep: &Endpoint, body: &Value, deadline: Instant, canc
         let status = job.status.as_deref().unwrap_or("");
         let result = match status {
             "COMPLETED" => Some(read_output(job.output)),
-            "FAILED" => Some(Err(AttemptError::JobFailed(format!("the RunPod job failed: {}", job_error(job.error.as_ref()))))),
-            "CANCELLED" | "TIMED_OUT" => Some(Err(AttemptError::JobEnded(format!("the RunPod job ended {status}")))),
+            "FAILED" => Some(Err(AttemptError::JobFailed(format!(
+                "the RunPod job failed: {}",
+                job_error(job.error.as_ref())
+            )))),
+            "CANCELLED" | "TIMED_OUT" => Some(Err(AttemptError::JobEnded(format!(
+                "the RunPod job ended {status}"
+            )))),
             "IN_QUEUE" | "IN_PROGRESS" | "RUNNING" => None,
-            other => Some(Err(AttemptError::BadBody(format!("RunPod answered with an unknown job status {other:?}")))),
+            other => Some(Err(AttemptError::BadBody(format!(
+                "RunPod answered with an unknown job status {other:?}"
+            )))),
         };
         if let Some(result) = result {
             return done(http_status, raw, Some(info), result);
         }
         let Some(id) = info.job_id.clone() else {
-            return done(http_status, raw, Some(info), Err(AttemptError::BadBody("RunPod returned a pending job without an id".into())));
+            return done(
+                http_status,
+                raw,
+                Some(info),
+                Err(AttemptError::BadBody(
+                    "RunPod returned a pending job without an id".into(),
+                )),
+            );
         };
 
         // Pending: wait one poll interval, then ask for the job's status.
@@ -97,13 +122,22 @@ pub(crate) async fn attempt(ep: &Endpoint, body: &Value, deadline: Instant, canc
                 poll_errors = 0;
                 (http_status, raw, value) = (s, r, v);
             }
-            Err(AttemptError::Status { status: 405, .. }) if poll_method == Method::GET => poll_method = Method::POST,
+            Err(AttemptError::Status { status: 405, .. }) if poll_method == Method::GET => {
+                poll_method = Method::POST
+            }
             Err(e @ (AttemptError::Interrupted | AttemptError::WallClock)) => {
                 cancel_job(ep, &id).await;
                 return done(s, r, Some(info), Err(e));
             }
             Err(AttemptError::Status { status: 404, .. }) => {
-                return done(s, r, Some(info), Err(AttemptError::JobFailed(format!("RunPod no longer knows job {id} (results expire soon after completion)"))));
+                return done(
+                    s,
+                    r,
+                    Some(info),
+                    Err(AttemptError::JobFailed(format!(
+                        "RunPod no longer knows job {id} (results expire soon after completion)"
+                    ))),
+                );
             }
             Err(e) => {
                 poll_errors += 1;
@@ -119,13 +153,19 @@ pub(crate) async fn attempt(ep: &Endpoint, body: &Value, deadline: Instant, canc
 /// one-element list (some workers wrap it), or a JSON string.
 fn read_output(output: Option<Value>) -> Result<crate::chat::ChatResponse, AttemptError> {
     match output {
-        Some(Value::Array(mut items)) if !items.is_empty() => read_output(Some(items.swap_remove(0))),
+        Some(Value::Array(mut items)) if !items.is_empty() => {
+            read_output(Some(items.swap_remove(0)))
+        }
         Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
             Ok(v) => parse_chat(&v),
-            Err(_) => Err(AttemptError::BadBody("the RunPod job's output is text, not a chat completion".into())),
+            Err(_) => Err(AttemptError::BadBody(
+                "the RunPod job's output is text, not a chat completion".into(),
+            )),
         },
         Some(v) => parse_chat(&v),
-        None => Err(AttemptError::BadBody("the RunPod job completed without output".into())),
+        None => Err(AttemptError::BadBody(
+            "the RunPod job completed without output".into(),
+        )),
     }
 }
 
@@ -149,7 +189,11 @@ fn job_error(error: Option<&Value>) -> String {
     };
     let text = match error {
         None | Some(Value::Null) => "no error given".to_string(),
-        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok().as_ref().and_then(detail).unwrap_or_else(|| s.clone()),
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s)
+            .ok()
+            .as_ref()
+            .and_then(detail)
+            .unwrap_or_else(|| s.clone()),
         Some(v) => detail(v).unwrap_or_else(|| v.to_string()),
     };
     clip(&text, 500)
@@ -158,9 +202,15 @@ fn job_error(error: Option<&Value>) -> String {
 /// Asks RunPod to cancel a pending job. Best effort: the outcome is logged.
 async fn cancel_job(ep: &Endpoint, id: &str) {
     let url = format!("{}/cancel/{id}", ep.base_url());
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), ep.post_json(&url, &json!({}))).await;
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        ep.post_json(&url, &json!({})),
+    )
+    .await;
     match answer {
-        Ok((Some(s), _, _)) => tracing::info!(job = id, status = s, "cancelled the pending RunPod job"),
+        Ok((Some(s), _, _)) => {
+            tracing::info!(job = id, status = s, "cancelled the pending RunPod job")
+        }
         _ => tracing::warn!(job = id, "could not cancel the pending RunPod job"),
     }
 }
@@ -171,24 +221,43 @@ mod tests {
 
     #[test]
     fn a_failed_jobs_json_string_error_is_decoded_without_the_traceback() {
-        let fixture: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/llama-server/runpod_local_failed_job.json")).unwrap();
+        let fixture: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/llama-server/runpod_local_failed_job.json"
+        ))
+        .unwrap();
         let msg = job_error(fixture["response"].get("error"));
-        assert!(msg.starts_with("500 Server Error: Internal Server Error for url"), "{msg}");
-        assert!(msg.ends_with("(<class 'requests.exceptions.HTTPError'>)"), "{msg}");
+        assert!(
+            msg.starts_with("500 Server Error: Internal Server Error for url"),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("(<class 'requests.exceptions.HTTPError'>)"),
+            "{msg}"
+        );
         assert!(!msg.contains("Traceback"));
-        assert_eq!(job_error(Some(&Value::from("Job ID not found"))), "Job ID not found");
+        assert_eq!(
+            job_error(Some(&Value::from("Job ID not found"))),
+            "Job ID not found"
+        );
     }
 
     #[test]
     fn completed_output_may_be_wrapped() {
-        let fixture: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/llama-server/runpod_local_completed_job.json")).unwrap();
+        let fixture: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/llama-server/runpod_local_completed_job.json"
+        ))
+        .unwrap();
         let output = fixture["response"]["output"].clone();
         let direct = read_output(Some(output.clone())).unwrap();
         assert_eq!(direct.choices[0].finish_reason.as_deref(), Some("length"));
-        assert_eq!(read_output(Some(Value::Array(vec![output.clone()]))).unwrap(), direct);
-        assert_eq!(read_output(Some(Value::String(output.to_string()))).unwrap(), direct);
+        assert_eq!(
+            read_output(Some(Value::Array(vec![output.clone()]))).unwrap(),
+            direct
+        );
+        assert_eq!(
+            read_output(Some(Value::String(output.to_string()))).unwrap(),
+            direct
+        );
         assert!(read_output(None).is_err());
     }
 }

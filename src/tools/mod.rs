@@ -48,30 +48,65 @@ pub struct Param {
 }
 
 const fn p(name: &'static str, kind: Kind, required: bool, doc: &'static str) -> Param {
-    Param { name, kind, required, doc }
+    Param {
+        name,
+        kind,
+        required,
+        doc,
+    }
 }
 
-const OFFSET_DOC: &str = "Character offset to start reading from (default 0). Use the offset a cut result gives you.";
+const OFFSET_DOC: &str =
+    "Character offset to start reading from (default 0). Use the offset a cut result gives you.";
 const SLUG: Param = p("slug", Kind::Str, true, "The note's slug.");
 const OFFSET: Param = p("offset", Kind::Int, false, OFFSET_DOC);
 const WEBFETCH_PARAMS: &[Param] = &[p("url", Kind::Str, true, "Full http(s) URL."), OFFSET];
 const LIST_NOTES_PARAMS: &[Param] = &[
     p("space", Kind::Str, false, "Only notes in this space."),
     p("tag", Kind::Str, false, "Only notes with this tag."),
-    p("limit", Kind::Int, false, "Most notes to return (default 20)."),
+    p(
+        "limit",
+        Kind::Int,
+        false,
+        "Most notes to return (default 20).",
+    ),
 ];
 const SEARCH_NOTES_PARAMS: &[Param] = &[
     p("query", Kind::Str, true, "What to search for."),
-    p("mode", Kind::Enum(&["fulltext", "title", "semantic"]), false, "fulltext (default), title or semantic."),
-    p("limit", Kind::Int, false, "Most notes to return (default 10)."),
+    p(
+        "mode",
+        Kind::Enum(&["fulltext", "title", "semantic"]),
+        false,
+        "fulltext (default), title or semantic.",
+    ),
+    p(
+        "limit",
+        Kind::Int,
+        false,
+        "Most notes to return (default 10).",
+    ),
 ];
 const READ_NOTE_PARAMS: &[Param] = &[SLUG, OFFSET];
 const LIST_ATTACHMENTS_PARAMS: &[Param] = &[SLUG];
-const READ_ATTACHMENT_PARAMS: &[Param] = &[SLUG, p("attachment_id", Kind::Str, true, "The attachment id, as a string."), OFFSET];
+const READ_ATTACHMENT_PARAMS: &[Param] = &[
+    SLUG,
+    p(
+        "attachment_id",
+        Kind::Str,
+        true,
+        "The attachment id, as a string.",
+    ),
+    OFFSET,
+];
 const CREATE_ATTACHMENT_PARAMS: &[Param] = &[
     p("slug", Kind::Str, true, "The note to attach to."),
     p("filename", Kind::Str, true, "File name, e.g. summary.md."),
-    p("content", Kind::Str, true, "Markdown body only, no frontmatter."),
+    p(
+        "content",
+        Kind::Str,
+        true,
+        "Markdown body only, no frontmatter.",
+    ),
 ];
 
 impl ToolName {
@@ -113,12 +148,24 @@ impl ToolName {
     /// Written for a small model: what it does, what comes back, one rule.
     pub fn description(self) -> &'static str {
         match self {
-            ToolName::Webfetch => "Fetch a web page (http/https) and return its readable text. Long pages are cut; use offset to read on.",
-            ToolName::NoteworxListNotes => "List notes: one line each with slug, title, tags, space, updated date. No note text; read a note by its slug.",
-            ToolName::NoteworxSearchNotes => "Search notes. Returns one line per match with slug, title, tags and score. No note text; read a note by its slug.",
-            ToolName::NoteworxReadNote => "Read one note's text by slug. Long notes are cut; use offset to read on.",
-            ToolName::NoteworxListAttachments => "List the attachments of a note: id, filename, type, size.",
-            ToolName::NoteworxReadAttachment => "Read one text attachment of a note. Long text is cut; use offset to read on.",
+            ToolName::Webfetch => {
+                "Fetch a web page (http/https) and return its readable text. Long pages are cut; use offset to read on."
+            }
+            ToolName::NoteworxListNotes => {
+                "List notes: one line each with slug, title, tags, space, updated date. No note text; read a note by its slug."
+            }
+            ToolName::NoteworxSearchNotes => {
+                "Search notes. Returns one line per match with slug, title, tags and score. No note text; read a note by its slug."
+            }
+            ToolName::NoteworxReadNote => {
+                "Read one note's text by slug. Long notes are cut; use offset to read on."
+            }
+            ToolName::NoteworxListAttachments => {
+                "List the attachments of a note: id, filename, type, size."
+            }
+            ToolName::NoteworxReadAttachment => {
+                "Read one text attachment of a note. Long text is cut; use offset to read on."
+            }
             ToolName::NoteworxCreateAttachment => {
                 "Attach a markdown suggestion to a note. Write only the body: do NOT add frontmatter (--- lines); it is added for you."
             }
@@ -149,7 +196,12 @@ impl ToolName {
             schema["description"] = Value::from(param.doc);
             properties.insert(param.name.into(), schema);
         }
-        let required: Vec<&str> = self.params().iter().filter(|p| p.required).map(|p| p.name).collect();
+        let required: Vec<&str> = self
+            .params()
+            .iter()
+            .filter(|p| p.required)
+            .map(|p| p.name)
+            .collect();
         json!({
             "type": "function",
             "function": {
@@ -171,7 +223,12 @@ impl ToolName {
                     Kind::Int => "integer".to_string(),
                     Kind::Enum(v) => v.join("|"),
                 };
-                format!("{}: {}{}", p.name, kind, if p.required { " (required)" } else { "" })
+                format!(
+                    "{}: {}{}",
+                    p.name,
+                    kind,
+                    if p.required { " (required)" } else { "" }
+                )
             })
             .collect();
         format!("{}{{{}}}", self.as_str(), parts.join(", "))
@@ -181,13 +238,37 @@ impl ToolName {
 /// A validated tool call with typed arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
-    Webfetch { url: String, offset: usize },
-    ListNotes { space: Option<String>, tag: Option<String>, limit: Option<u64> },
-    SearchNotes { query: String, mode: Option<String>, limit: Option<u64> },
-    ReadNote { slug: String, offset: usize },
-    ListAttachments { slug: String },
-    ReadAttachment { slug: String, attachment_id: String, offset: usize },
-    CreateAttachment { slug: String, filename: String, content: String },
+    Webfetch {
+        url: String,
+        offset: usize,
+    },
+    ListNotes {
+        space: Option<String>,
+        tag: Option<String>,
+        limit: Option<u64>,
+    },
+    SearchNotes {
+        query: String,
+        mode: Option<String>,
+        limit: Option<u64>,
+    },
+    ReadNote {
+        slug: String,
+        offset: usize,
+    },
+    ListAttachments {
+        slug: String,
+    },
+    ReadAttachment {
+        slug: String,
+        attachment_id: String,
+        offset: usize,
+    },
+    CreateAttachment {
+        slug: String,
+        filename: String,
+        content: String,
+    },
 }
 
 impl Call {
@@ -207,19 +288,42 @@ impl Call {
 /// Checks a call the model made against the task's allowed tools and the
 /// tool's parameters. `Err` is the message to answer the model with.
 pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Call, String> {
-    let allowed_list = || allowed.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ");
+    let allowed_list = || {
+        allowed
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let Some(tool) = ToolName::parse(name) else {
-        return Err(format!("Unknown tool {name:?}. The tools you can call are: {}.", allowed_list()));
+        return Err(format!(
+            "Unknown tool {name:?}. The tools you can call are: {}.",
+            allowed_list()
+        ));
     };
     if !allowed.contains(&tool) {
-        return Err(format!("Tool {name} is not available in this task. The tools you can call are: {}.", allowed_list()));
+        return Err(format!(
+            "Tool {name} is not available in this task. The tools you can call are: {}.",
+            allowed_list()
+        ));
     }
     let args: Map<String, Value> = match arguments.trim() {
         "" => Map::new(),
         text => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(m)) => m,
-            Ok(other) => return Err(format!("Arguments must be a JSON object, not {}. Expected {}.", kind_of(&other), tool.signature())),
-            Err(e) => return Err(format!("Arguments are not valid JSON ({e}). Expected {}.", tool.signature())),
+            Ok(other) => {
+                return Err(format!(
+                    "Arguments must be a JSON object, not {}. Expected {}.",
+                    kind_of(&other),
+                    tool.signature()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "Arguments are not valid JSON ({e}). Expected {}.",
+                    tool.signature()
+                ));
+            }
         },
     };
     let mut problems = Vec::new();
@@ -234,35 +338,69 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
                 values.insert(key.clone(), v);
             }
             None if value.is_null() && !param.required => {}
-            None => problems.push(format!("`{key}` must be {}, not {}", expected(param.kind), kind_of(value))),
+            None => problems.push(format!(
+                "`{key}` must be {}, not {}",
+                expected(param.kind),
+                kind_of(value)
+            )),
         }
     }
     for param in tool.params().iter().filter(|p| p.required) {
         if !args.contains_key(param.name) || args[param.name].is_null() {
             problems.push(format!("missing required `{}`", param.name));
-        } else if param.kind == Kind::Str && values.get(param.name).and_then(Value::as_str).is_some_and(|s| s.trim().is_empty()) {
+        } else if param.kind == Kind::Str
+            && values
+                .get(param.name)
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.trim().is_empty())
+        {
             problems.push(format!("`{}` must not be empty", param.name));
         }
     }
     if !problems.is_empty() {
-        return Err(format!("Invalid arguments for {}: {}. Expected {}.", tool.as_str(), problems.join("; "), tool.signature()));
+        return Err(format!(
+            "Invalid arguments for {}: {}. Expected {}.",
+            tool.as_str(),
+            problems.join("; "),
+            tool.signature()
+        ));
     }
     let s = |k: &str| values.get(k).and_then(Value::as_str).map(str::to_string);
     let n = |k: &str| values.get(k).and_then(Value::as_u64);
     let req = |k: &str| s(k).unwrap_or_default();
-    let offset = n("offset").map(|o| usize::try_from(o).unwrap_or(usize::MAX)).unwrap_or(0);
+    let offset = n("offset")
+        .map(|o| usize::try_from(o).unwrap_or(usize::MAX))
+        .unwrap_or(0);
     Ok(match tool {
-        ToolName::Webfetch => Call::Webfetch { url: req("url").trim().to_string(), offset },
-        ToolName::NoteworxListNotes => Call::ListNotes { space: s("space"), tag: s("tag"), limit: n("limit") },
-        ToolName::NoteworxSearchNotes => Call::SearchNotes { query: req("query"), mode: s("mode"), limit: n("limit") },
-        ToolName::NoteworxReadNote => Call::ReadNote { slug: req("slug"), offset },
+        ToolName::Webfetch => Call::Webfetch {
+            url: req("url").trim().to_string(),
+            offset,
+        },
+        ToolName::NoteworxListNotes => Call::ListNotes {
+            space: s("space"),
+            tag: s("tag"),
+            limit: n("limit"),
+        },
+        ToolName::NoteworxSearchNotes => Call::SearchNotes {
+            query: req("query"),
+            mode: s("mode"),
+            limit: n("limit"),
+        },
+        ToolName::NoteworxReadNote => Call::ReadNote {
+            slug: req("slug"),
+            offset,
+        },
         ToolName::NoteworxListAttachments => Call::ListAttachments { slug: req("slug") },
-        ToolName::NoteworxReadAttachment => {
-            Call::ReadAttachment { slug: req("slug"), attachment_id: req("attachment_id"), offset }
-        }
-        ToolName::NoteworxCreateAttachment => {
-            Call::CreateAttachment { slug: req("slug"), filename: req("filename"), content: req("content") }
-        }
+        ToolName::NoteworxReadAttachment => Call::ReadAttachment {
+            slug: req("slug"),
+            attachment_id: req("attachment_id"),
+            offset,
+        },
+        ToolName::NoteworxCreateAttachment => Call::CreateAttachment {
+            slug: req("slug"),
+            filename: req("filename"),
+            content: req("content"),
+        },
     })
 }
 
@@ -272,7 +410,14 @@ fn coerce(kind: Kind, v: &Value) -> Option<Value> {
     match (kind, v) {
         (Kind::Str, Value::String(_)) => Some(v.clone()),
         (Kind::Str, Value::Number(n)) => Some(Value::String(n.to_string())),
-        (Kind::Int, Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64)).map(Value::from),
+        (Kind::Int, Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .map(Value::from),
         (Kind::Int, Value::String(s)) => s.trim().parse::<u64>().ok().map(Value::from),
         (Kind::Enum(allowed), Value::String(s)) => allowed.contains(&s.as_str()).then(|| v.clone()),
         _ => None,
@@ -310,10 +455,18 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: false, detail: None }
+        ToolOutput {
+            text: text.into(),
+            is_error: false,
+            detail: None,
+        }
     }
     pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: true, detail: None }
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            detail: None,
+        }
     }
     pub fn with_detail(mut self, detail: Value) -> Self {
         self.detail = Some(detail);
@@ -353,7 +506,12 @@ impl Toolbox {
     /// Runs a validated call. Never panics and never returns a Rust error:
     /// every failure is an error result for the model.
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
-        let not_configured = |what: &str| ToolOutput::error(format!("{} is not configured in this harness; do not call it again.", what));
+        let not_configured = |what: &str| {
+            ToolOutput::error(format!(
+                "{} is not configured in this harness; do not call it again.",
+                what
+            ))
+        };
         match call {
             Call::Webfetch { url, offset } => match &self.webfetch {
                 Some(w) => w.fetch(url, *offset, ctx.max_chars).await,
@@ -368,7 +526,10 @@ impl Toolbox {
 }
 
 fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {
-    ToolName::ALL.into_iter().filter(|t| if t.is_noteworx() { noteworx } else { webfetch }).collect()
+    ToolName::ALL
+        .into_iter()
+        .filter(|t| if t.is_noteworx() { noteworx } else { webfetch })
+        .collect()
 }
 
 /// Describes a call compactly for logs and placeholders: `name {"k":"v"}`.
@@ -388,30 +549,65 @@ mod tests {
     fn every_tool_has_a_schema_with_its_required_keys() {
         let d = ToolName::NoteworxReadAttachment.definition();
         assert_eq!(d["function"]["name"], "noteworx_read_attachment");
-        assert_eq!(d["function"]["parameters"]["required"], json!(["slug", "attachment_id"]));
-        assert_eq!(d["function"]["parameters"]["properties"]["attachment_id"]["type"], "string");
+        assert_eq!(
+            d["function"]["parameters"]["required"],
+            json!(["slug", "attachment_id"])
+        );
+        assert_eq!(
+            d["function"]["parameters"]["properties"]["attachment_id"]["type"],
+            "string"
+        );
         for t in ToolName::ALL {
             assert_eq!(ToolName::parse(t.as_str()), Some(t));
-            assert!(t.description().len() < 160, "{} description too long for a small model", t.as_str());
+            assert!(
+                t.description().len() < 160,
+                "{} description too long for a small model",
+                t.as_str()
+            );
         }
-        assert!(ToolName::NoteworxCreateAttachment.description().contains("frontmatter"));
+        assert!(
+            ToolName::NoteworxCreateAttachment
+                .description()
+                .contains("frontmatter")
+        );
     }
 
     #[test]
     fn an_unknown_tool_lists_the_allowed_ones() {
-        let e = validate("read_file", "{}", &[ToolName::Webfetch, ToolName::NoteworxReadNote]).unwrap_err();
-        assert_eq!(e, "Unknown tool \"read_file\". The tools you can call are: webfetch, noteworx_read_note.");
+        let e = validate(
+            "read_file",
+            "{}",
+            &[ToolName::Webfetch, ToolName::NoteworxReadNote],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "Unknown tool \"read_file\". The tools you can call are: webfetch, noteworx_read_note."
+        );
     }
 
     #[test]
     fn a_tool_the_task_does_not_allow_is_refused() {
-        let e = validate("webfetch", r#"{"url":"http://x"}"#, &[ToolName::NoteworxReadNote]).unwrap_err();
-        assert!(e.starts_with("Tool webfetch is not available in this task"), "{e}");
+        let e = validate(
+            "webfetch",
+            r#"{"url":"http://x"}"#,
+            &[ToolName::NoteworxReadNote],
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("Tool webfetch is not available in this task"),
+            "{e}"
+        );
     }
 
     #[test]
     fn every_argument_problem_is_named_with_the_expected_schema() {
-        let e = validate("noteworx_read_attachment", r#"{"slgu":"a","offset":"x","attachment_id":true}"#, ALL).unwrap_err();
+        let e = validate(
+            "noteworx_read_attachment",
+            r#"{"slgu":"a","offset":"x","attachment_id":true}"#,
+            ALL,
+        )
+        .unwrap_err();
         assert_eq!(
             e,
             "Invalid arguments for noteworx_read_attachment: `attachment_id` must be a string, not a boolean; \
@@ -426,26 +622,57 @@ mod tests {
         assert!(e.starts_with("Arguments are not valid JSON"), "{e}");
         assert!(e.contains("slug: string (required)"), "{e}");
         let e = validate("noteworx_read_note", "[1]", ALL).unwrap_err();
-        assert!(e.starts_with("Arguments must be a JSON object, not an array"), "{e}");
+        assert!(
+            e.starts_with("Arguments must be a JSON object, not an array"),
+            "{e}"
+        );
     }
 
     #[test]
     fn enums_and_empty_required_strings_are_checked() {
-        let e = validate("noteworx_search_notes", r#"{"query":" ","mode":"fuzzy"}"#, ALL).unwrap_err();
-        assert!(e.contains("`mode` must be one of fulltext, title, semantic"), "{e}");
+        let e = validate(
+            "noteworx_search_notes",
+            r#"{"query":" ","mode":"fuzzy"}"#,
+            ALL,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("`mode` must be one of fulltext, title, semantic"),
+            "{e}"
+        );
         assert!(e.contains("`query` must not be empty"), "{e}");
     }
 
     #[test]
     fn small_model_spellings_of_numbers_and_ids_are_accepted() {
         assert_eq!(
-            validate("noteworx_read_attachment", r#"{"slug":"n","attachment_id":42,"offset":"100"}"#, ALL).unwrap(),
-            Call::ReadAttachment { slug: "n".into(), attachment_id: "42".into(), offset: 100 }
+            validate(
+                "noteworx_read_attachment",
+                r#"{"slug":"n","attachment_id":42,"offset":"100"}"#,
+                ALL
+            )
+            .unwrap(),
+            Call::ReadAttachment {
+                slug: "n".into(),
+                attachment_id: "42".into(),
+                offset: 100
+            }
         );
         assert_eq!(
             validate("noteworx_list_notes", r#"{"limit":5.0,"tag":null}"#, ALL).unwrap(),
-            Call::ListNotes { space: None, tag: None, limit: Some(5) }
+            Call::ListNotes {
+                space: None,
+                tag: None,
+                limit: Some(5)
+            }
         );
-        assert_eq!(validate("noteworx_list_notes", "", ALL).unwrap(), Call::ListNotes { space: None, tag: None, limit: None });
+        assert_eq!(
+            validate("noteworx_list_notes", "", ALL).unwrap(),
+            Call::ListNotes {
+                space: None,
+                tag: None,
+                limit: None
+            }
+        );
     }
 }

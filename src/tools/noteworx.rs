@@ -38,30 +38,56 @@ pub struct Signature<'a> {
 impl Noteworx {
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
         let result = match call {
-            Call::ListNotes { space, tag, limit } => {
-                self.client.list_notes(space.as_deref(), tag.as_deref(), Some(limit.unwrap_or(20))).await.map(|n| list_notes_text(&n))
-            }
-            Call::SearchNotes { query, mode, limit } => self
+            Call::ListNotes { space, tag, limit } => self
                 .client
-                .search_notes(query, mode.as_deref().unwrap_or("fulltext"), Some(limit.unwrap_or(10)))
+                .list_notes(space.as_deref(), tag.as_deref(), Some(limit.unwrap_or(20)))
                 .await
                 .map(|n| list_notes_text(&n)),
-            Call::ReadNote { slug, offset } => self.client.read_note(slug).await.map(|n| read_note_text(&n, slug, *offset, ctx.max_chars)),
-            Call::ListAttachments { slug } => self.client.list_attachments(slug).await.map(|a| list_attachments_text(slug, &a)),
-            Call::ReadAttachment { slug, attachment_id, offset } => {
+            Call::SearchNotes { query, mode, limit } => self
+                .client
+                .search_notes(
+                    query,
+                    mode.as_deref().unwrap_or("fulltext"),
+                    Some(limit.unwrap_or(10)),
+                )
+                .await
+                .map(|n| list_notes_text(&n)),
+            Call::ReadNote { slug, offset } => self
+                .client
+                .read_note(slug)
+                .await
+                .map(|n| read_note_text(&n, slug, *offset, ctx.max_chars)),
+            Call::ListAttachments { slug } => self
+                .client
+                .list_attachments(slug)
+                .await
+                .map(|a| list_attachments_text(slug, &a)),
+            Call::ReadAttachment {
+                slug,
+                attachment_id,
+                offset,
+            } => {
                 return match self.client.read_attachment(slug, attachment_id).await {
                     Ok(a) => read_attachment_text(&a, slug, attachment_id, *offset, ctx.max_chars),
                     Err(e) => self.explain(e, slug, Some(attachment_id)),
                 };
             }
-            Call::CreateAttachment { slug, filename, content } => return self.create(slug, filename, content, ctx).await,
-            Call::Webfetch { .. } => return ToolOutput::error("internal: webfetch routed to noteworx"),
+            Call::CreateAttachment {
+                slug,
+                filename,
+                content,
+            } => return self.create(slug, filename, content, ctx).await,
+            Call::Webfetch { .. } => {
+                return ToolOutput::error("internal: webfetch routed to noteworx");
+            }
         };
         match result {
             Ok(text) => ToolOutput::ok(text),
             Err(e) => {
                 let slug = match call {
-                    Call::ReadNote { slug, .. } | Call::ListAttachments { slug } => Some(slug.as_str()),
+                    Call::ReadNote { slug, .. } | Call::ListAttachments { slug } => {
+                        Some(slug.as_str())
+                    }
                     _ => None,
                 };
                 self.explain(e, slug.unwrap_or(""), None)
@@ -69,10 +95,18 @@ impl Noteworx {
         }
     }
 
-    async fn create(&self, slug: &str, filename: &str, content: &str, ctx: &CallContext) -> ToolOutput {
+    async fn create(
+        &self,
+        slug: &str,
+        filename: &str,
+        content: &str,
+        ctx: &CallContext,
+    ) -> ToolOutput {
         let body = strip_frontmatter(content);
         if body.trim().is_empty() {
-            return ToolOutput::error("The attachment content is empty. Write the suggestion text in `content`.");
+            return ToolOutput::error(
+                "The attachment content is empty. Write the suggestion text in `content`.",
+            );
         }
         if body.len() > MAX_ATTACHMENT_BYTES {
             return ToolOutput::error(format!(
@@ -83,7 +117,13 @@ impl Noteworx {
         let filename = sanitize_filename(filename);
         let signed = sign(
             body,
-            &Signature { agent_name: &self.agent_name, task: &ctx.task, run_id: &ctx.run_id, created_at: ctx.now, parent_note: slug },
+            &Signature {
+                agent_name: &self.agent_name,
+                task: &ctx.task,
+                run_id: &ctx.run_id,
+                created_at: ctx.now,
+                parent_note: slug,
+            },
         );
         let request = json!({
             "method": "POST",
@@ -107,21 +147,39 @@ impl Noteworx {
             Ok(None) => {}
             Err(e) => return self.explain(e, slug, None),
         }
-        let new = NewAttachment { filename: &filename, content_type: "text/markdown", content: &signed };
+        let new = NewAttachment {
+            filename: &filename,
+            content_type: "text/markdown",
+            content: &signed,
+        };
         match self.client.create_attachment(slug, &new).await {
-            Ok(a) => ToolOutput::ok(format!("Created attachment {} (id {}) on note {slug}.", or_dash(&a.filename), or_dash(&a.id))),
+            Ok(a) => ToolOutput::ok(format!(
+                "Created attachment {} (id {}) on note {slug}.",
+                or_dash(&a.filename),
+                or_dash(&a.id)
+            )),
             Err(e) => self.explain(e, slug, None),
         }
     }
 
     /// An attachment this harness already made on `slug` with the same filename and body.
-    async fn find_duplicate(&self, slug: &str, filename: &str, body: &str) -> Result<Option<Attachment>, NoteworxError> {
+    async fn find_duplicate(
+        &self,
+        slug: &str,
+        filename: &str,
+        body: &str,
+    ) -> Result<Option<Attachment>, NoteworxError> {
         for a in self.client.list_attachments(slug).await? {
             if a.filename != filename {
                 continue;
             }
             let full = self.client.read_attachment(slug, &a.id).await?;
-            if full.content.as_deref().map(strip_frontmatter).is_some_and(|existing| existing.trim() == body.trim()) {
+            if full
+                .content
+                .as_deref()
+                .map(strip_frontmatter)
+                .is_some_and(|existing| existing.trim() == body.trim())
+            {
                 return Ok(Some(a));
             }
         }
@@ -132,23 +190,41 @@ impl Noteworx {
     fn explain(&self, e: NoteworxError, slug: &str, attachment: Option<&str>) -> ToolOutput {
         let text = match &e {
             NoteworxError::Status { status: 404, .. } => match attachment {
-                Some(id) => format!("No attachment with id {id:?} on note {slug:?}. List the note's attachments to get a valid id."),
+                Some(id) => format!(
+                    "No attachment with id {id:?} on note {slug:?}. List the note's attachments to get a valid id."
+                ),
                 None if !slug.is_empty() => {
-                    format!("No note with slug {slug:?}. Search or list notes first and use a slug from the results.")
+                    format!(
+                        "No note with slug {slug:?}. Search or list notes first and use a slug from the results."
+                    )
                 }
                 None => "noteworx found nothing at that address (404).".to_string(),
             },
-            NoteworxError::Status { status: s @ (401 | 403), .. } => format!(
+            NoteworxError::Status {
+                status: s @ (401 | 403),
+                ..
+            } => format!(
                 "noteworx refused the token ({s}); the operator must check {}. Do not call noteworx tools again; finish without them.",
                 self.token_env
             ),
-            NoteworxError::Status { status: 422, message } => format!("noteworx rejected the request (422): {message}. Fix the arguments."),
+            NoteworxError::Status {
+                status: 422,
+                message,
+            } => format!("noteworx rejected the request (422): {message}. Fix the arguments."),
             NoteworxError::Status { status, message } if *status >= 500 => {
-                format!("noteworx is unavailable (HTTP {status}: {message}). Try later or answer without it.")
+                format!(
+                    "noteworx is unavailable (HTTP {status}: {message}). Try later or answer without it."
+                )
             }
-            NoteworxError::Status { status, message } => format!("noteworx refused the request ({status}): {message}."),
-            NoteworxError::Unreachable(why) => format!("noteworx is unavailable ({why}). Try later or answer without it."),
-            NoteworxError::BadResponse(why) => format!("noteworx sent an unreadable answer ({why})."),
+            NoteworxError::Status { status, message } => {
+                format!("noteworx refused the request ({status}): {message}.")
+            }
+            NoteworxError::Unreachable(why) => {
+                format!("noteworx is unavailable ({why}). Try later or answer without it.")
+            }
+            NoteworxError::BadResponse(why) => {
+                format!("noteworx sent an unreadable answer ({why}).")
+            }
         };
         ToolOutput::error(text)
     }
@@ -163,7 +239,11 @@ pub fn list_notes_text(notes: &[Note]) -> String {
     if notes.is_empty() {
         return "No notes found.".into();
     }
-    let mut out = format!("{} note{}:\n", notes.len(), if notes.len() == 1 { "" } else { "s" });
+    let mut out = format!(
+        "{} note{}:\n",
+        notes.len(),
+        if notes.len() == 1 { "" } else { "s" }
+    );
     for n in notes {
         out.push_str(&format!("- {} | {}", or_dash(&n.slug), or_dash(&n.title)));
         if !n.tags.is_empty() {
@@ -184,7 +264,11 @@ pub fn list_notes_text(notes: &[Note]) -> String {
 }
 
 fn read_note_text(n: &Note, slug: &str, offset: usize, max_chars: usize) -> String {
-    let mut header = format!("Note {} | {}", if n.slug.is_empty() { slug } else { &n.slug }, or_dash(&n.title));
+    let mut header = format!(
+        "Note {} | {}",
+        if n.slug.is_empty() { slug } else { &n.slug },
+        or_dash(&n.title)
+    );
     if !n.tags.is_empty() {
         header.push_str(&format!(" | tags: {}", n.tags.join(", ")));
     }
@@ -202,7 +286,12 @@ fn list_attachments_text(slug: &str, attachments: &[Attachment]) -> String {
     }
     let mut out = format!("Note {slug} has {} attachment(s):\n", attachments.len());
     for a in attachments {
-        out.push_str(&format!("- id {} | {} | {}", or_dash(&a.id), or_dash(&a.filename), or_dash(&a.content_type)));
+        out.push_str(&format!(
+            "- id {} | {} | {}",
+            or_dash(&a.id),
+            or_dash(&a.filename),
+            or_dash(&a.content_type)
+        ));
         if let Some(size) = a.size {
             out.push_str(&format!(" | {size} bytes"));
         }
@@ -214,19 +303,32 @@ fn list_attachments_text(slug: &str, attachments: &[Attachment]) -> String {
     out
 }
 
-fn read_attachment_text(a: &Attachment, slug: &str, id: &str, offset: usize, max_chars: usize) -> ToolOutput {
+fn read_attachment_text(
+    a: &Attachment,
+    slug: &str,
+    id: &str,
+    offset: usize,
+    max_chars: usize,
+) -> ToolOutput {
     let textual = a.content_type.is_empty()
         || a.content_type.starts_with("text/")
         || a.content_type.contains("json")
         || a.content_type.contains("markdown");
     match a.content.as_deref() {
         Some(content) if textual => {
-            let header = format!("Attachment {id} | {} | note {slug}\n\n", or_dash(&a.filename));
+            let header = format!(
+                "Attachment {id} | {} | note {slug}\n\n",
+                or_dash(&a.filename)
+            );
             ToolOutput::ok(page(&header, content, offset, max_chars))
         }
         _ => ToolOutput::error(format!(
             "Attachment {id} on note {slug} is {}, not text; it cannot be read.",
-            if a.content_type.is_empty() { "not text" } else { &a.content_type }
+            if a.content_type.is_empty() {
+                "not text"
+            } else {
+                &a.content_type
+            }
         )),
     }
 }
@@ -239,7 +341,10 @@ pub fn sign(body: &str, sig: &Signature<'_>) -> String {
         ("agent_version", env!("CARGO_PKG_VERSION").to_string()),
         ("agent_task", sig.task.to_string()),
         ("agent_run_id", sig.run_id.to_string()),
-        ("agent_created_at", sig.created_at.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        (
+            "agent_created_at",
+            sig.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        ),
         ("parent_note", sig.parent_note.to_string()),
     ];
     let mut out = String::from("---\n");
@@ -257,14 +362,22 @@ pub fn sign(body: &str, sig: &Signature<'_>) -> String {
 /// A YAML scalar for `s`: plain when that reads back as the same string,
 /// double-quoted (with escapes) otherwise.
 pub fn yaml_scalar(s: &str) -> String {
-    const RESERVED: &[&str] = &["true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"];
+    const RESERVED: &[&str] = &[
+        "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~",
+    ];
     let plain_ok = !s.is_empty()
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/' | '+'))
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/' | '+'))
         && !s.ends_with(':')
         && !RESERVED.contains(&s.to_ascii_lowercase().as_str())
         && s.parse::<f64>().is_err()
-        && !(s.starts_with("0x") || s.starts_with("0o") || s.chars().all(|c| c.is_ascii_digit() || c == '_' || c == ':'));
+        && !(s.starts_with("0x")
+            || s.starts_with("0o")
+            || s.chars()
+                .all(|c| c.is_ascii_digit() || c == '_' || c == ':'));
     if plain_ok {
         return s.to_string();
     }
@@ -277,7 +390,12 @@ pub fn yaml_scalar(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{85}' || c == '\u{2028}' || c == '\u{2029}' => {
+            c if (c as u32) < 0x20
+                || c == '\u{7f}'
+                || c == '\u{85}'
+                || c == '\u{2028}'
+                || c == '\u{2029}' =>
+            {
                 out.push_str(&format!("\\u{:04x}", c as u32))
             }
             c => out.push(c),
@@ -291,7 +409,9 @@ pub fn yaml_scalar(s: &str) -> String {
 pub fn strip_frontmatter(content: &str) -> &str {
     let trimmed = content.trim_start_matches(['\n', '\r', ' ', '\u{feff}']);
     for fence in ["---", "+++"] {
-        let Some(first) = trimmed.split_inclusive('\n').next() else { continue };
+        let Some(first) = trimmed.split_inclusive('\n').next() else {
+            continue;
+        };
         if first.trim_end() != fence {
             continue;
         }
@@ -312,7 +432,13 @@ pub fn strip_frontmatter(content: &str) -> &str {
 pub fn sanitize_filename(name: &str) -> String {
     let mut s: String = name
         .chars()
-        .map(|c| if c == '/' || c == '\\' || c.is_control() || c == ':' { '-' } else { c })
+        .map(|c| {
+            if c == '/' || c == '\\' || c.is_control() || c == ':' {
+                '-'
+            } else {
+                c
+            }
+        })
         .collect::<String>()
         .trim()
         .trim_start_matches(['.', '-', ' '])
@@ -349,7 +475,10 @@ mod tests {
     #[test]
     fn the_signature_matches_the_spec_byte_for_byte() {
         assert_eq!(
-            sign("Body text\n", &sig("weekly-research-scan", "some-note-slug")),
+            sign(
+                "Body text\n",
+                &sig("weekly-research-scan", "some-note-slug")
+            ),
             "---\nagent: noteworx-agent-harness\nagent_name: default-agent\nagent_version: 0.1.0\n\
              agent_task: weekly-research-scan\nagent_run_id: 20260409T061500Z\n\
              agent_created_at: 2026-04-09T06:15:14Z\nparent_note: some-note-slug\n---\nBody text\n"
@@ -359,23 +488,50 @@ mod tests {
     #[test]
     fn hostile_names_are_quoted_into_valid_yaml() {
         let out = sign("x", &sig("a: b\n---\nagent: evil", "#slug \"q\" \\"));
-        assert!(out.contains("agent_task: \"a: b\\n---\\nagent: evil\"\n"), "{out}");
-        assert!(out.contains("parent_note: \"#slug \\\"q\\\" \\\\\"\n"), "{out}");
-        assert_eq!(out.matches("\n---\n").count(), 1, "only the closing fence: {out}");
-        for s in ["true", "No", "123", "1.5", "null", "-x", "", "12:30", "0x1f", "ok:"] {
+        assert!(
+            out.contains("agent_task: \"a: b\\n---\\nagent: evil\"\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("parent_note: \"#slug \\\"q\\\" \\\\\"\n"),
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("\n---\n").count(),
+            1,
+            "only the closing fence: {out}"
+        );
+        for s in [
+            "true", "No", "123", "1.5", "null", "-x", "", "12:30", "0x1f", "ok:",
+        ] {
             assert!(yaml_scalar(s).starts_with('"'), "{s:?} left plain");
         }
-        for s in ["default-agent", "0.1.0", "20260409T061500Z", "2026-04-09T06:15:14Z", "a_b"] {
+        for s in [
+            "default-agent",
+            "0.1.0",
+            "20260409T061500Z",
+            "2026-04-09T06:15:14Z",
+            "a_b",
+        ] {
             assert_eq!(yaml_scalar(s), s);
         }
     }
 
     #[test]
     fn model_written_frontmatter_is_removed() {
-        assert_eq!(strip_frontmatter("---\nagent: me\ntitle: x\n---\n# Body\n"), "# Body\n");
+        assert_eq!(
+            strip_frontmatter("---\nagent: me\ntitle: x\n---\n# Body\n"),
+            "# Body\n"
+        );
         assert_eq!(strip_frontmatter("\n+++\na = 1\n+++\nBody"), "Body");
-        assert_eq!(strip_frontmatter("# No frontmatter\n---\n"), "# No frontmatter\n---\n");
-        assert_eq!(strip_frontmatter("---\nnever closed\n"), "---\nnever closed\n");
+        assert_eq!(
+            strip_frontmatter("# No frontmatter\n---\n"),
+            "# No frontmatter\n---\n"
+        );
+        assert_eq!(
+            strip_frontmatter("---\nnever closed\n"),
+            "---\nnever closed\n"
+        );
     }
 
     #[test]
@@ -402,7 +558,10 @@ mod tests {
             score: Some(0.87654),
         }];
         let text = list_notes_text(&notes);
-        assert_eq!(text, "1 note:\n- eval | Evaluation | tags: research, ml | space: work | updated: 2026-01-02 | score: 0.877\n");
+        assert_eq!(
+            text,
+            "1 note:\n- eval | Evaluation | tags: research, ml | space: work | updated: 2026-01-02 | score: 0.877\n"
+        );
         assert_eq!(list_notes_text(&[]), "No notes found.");
     }
 }

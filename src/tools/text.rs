@@ -36,7 +36,10 @@ pub fn cut(text: &str, max: usize) -> String {
     }
     let keep = max.saturating_sub(NOTE_ROOM);
     let removed = total - keep;
-    format!("{}\n[cut: {removed} of {total} characters removed to fit the tool result limit]", &text[..byte_at(text, keep)])
+    format!(
+        "{}\n[cut: {removed} of {total} characters removed to fit the tool result limit]",
+        &text[..byte_at(text, keep)]
+    )
 }
 
 /// One page of `body` starting at character `offset`, after `header`, fitting
@@ -45,14 +48,20 @@ pub fn cut(text: &str, max: usize) -> String {
 pub fn page(header: &str, body: &str, offset: usize, max: usize) -> String {
     let total = chars(body);
     if offset > 0 && offset >= total {
-        return format!("{header}[offset {offset} is past the end: the text has {total} characters]");
+        return format!(
+            "{header}[offset {offset} is past the end: the text has {total} characters]"
+        );
     }
     let room = max.saturating_sub(chars(header) + NOTE_ROOM).max(1);
     let start = byte_at(body, offset);
     let rest = &body[start..];
     let rest_chars = total - offset;
     if rest_chars <= max.saturating_sub(chars(header)) {
-        let shown = if offset > 0 { format!("[characters {offset}..{total} of {total}]\n") } else { String::new() };
+        let shown = if offset > 0 {
+            format!("[characters {offset}..{total} of {total}]\n")
+        } else {
+            String::new()
+        };
         return format!("{header}{shown}{rest}");
     }
     let end = offset + room;
@@ -78,12 +87,17 @@ mod tests {
         let text = "é".repeat(1000);
         let out = cut(&text, 300);
         assert!(chars(&out) <= 300, "{} chars", chars(&out));
-        assert!(out.ends_with("[cut: 860 of 1000 characters removed to fit the tool result limit]"), "{out}");
+        assert!(
+            out.ends_with("[cut: 860 of 1000 characters removed to fit the tool result limit]"),
+            "{out}"
+        );
     }
 
     #[test]
     fn pages_chain_by_offset_over_the_whole_text() {
-        let body: String = (0..2000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let body: String = (0..2000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let mut offset = 0;
         let mut read = String::new();
         for _ in 0..20 {
@@ -108,6 +122,9 @@ mod tests {
 
     #[test]
     fn an_offset_past_the_end_is_explained() {
-        assert_eq!(page("", "abc", 10, 300), "[offset 10 is past the end: the text has 3 characters]");
+        assert_eq!(
+            page("", "abc", 10, 300),
+            "[offset 10 is past the end: the text has 3 characters]"
+        );
     }
 }

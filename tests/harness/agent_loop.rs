@@ -15,28 +15,55 @@ const SAMPLING: &str = "[model]\ntemperature = 0.7\ntop_p = 0.9\ntop_k = 40\nmax
 #[tokio::test]
 async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     let notes = FakeNoteworx::start(vec![
-        note("eval-methods", "Evaluation methods", &["research"], "Use held-out sets."),
+        note(
+            "eval-methods",
+            "Evaluation methods",
+            &["research"],
+            "Use held-out sets.",
+        ),
         note("other", "Other", &["misc"], "Nothing here."),
     ])
     .await;
     let llm = FakeLlm::replies(vec![
         tool_calls(&[("call_1", "noteworx_list_notes", json!({"tag": "research"}))]),
-        tool_calls(&[("call_2", "noteworx_read_note", json!({"slug": "eval-methods"}))]),
+        tool_calls(&[(
+            "call_2",
+            "noteworx_read_note",
+            json!({"slug": "eval-methods"}),
+        )]),
         final_answer("Evaluation uses held-out sets."),
     ])
     .await;
     let project = Project::new();
     project.task("weekly-scan", "# Scan\nSummarise my research notes.\n");
-    let cfg = project.config(&llm.base_url(), &format!("{SAMPLING}[tools.webfetch]\nenabled = false\n{}", notes.config_section()));
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!(
+            "{SAMPLING}[tools.webfetch]\nenabled = false\n{}",
+            notes.config_section()
+        ),
+    );
 
     let outcome = run_all(&cfg).await;
 
-    assert_eq!(outcome, RunOutcome::Finished(agent_harness::run::Tally { succeeded: 1, ..Default::default() }));
+    assert_eq!(
+        outcome,
+        RunOutcome::Finished(agent_harness::run::Tally {
+            succeeded: 1,
+            ..Default::default()
+        })
+    );
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), Vec::<String>::new());
     assert_eq!(project.done(), [format!("{RUN_ID}-weekly-scan.md")]);
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/done").join(format!("{RUN_ID}-weekly-scan.md"))).unwrap(),
+        std::fs::read_to_string(
+            project
+                .root()
+                .join("tasks/done")
+                .join(format!("{RUN_ID}-weekly-scan.md"))
+        )
+        .unwrap(),
         "# Scan\nSummarise my research notes.\n"
     );
 
@@ -50,8 +77,16 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     assert_eq!(first["max_tokens"], json!(512));
     assert_eq!(first["min_p"], json!(0.05));
     assert_eq!(first["seed"], json!(42));
-    assert_eq!(first["chat_template_kwargs"], json!({"enable_thinking": true}));
-    let tool_names: Vec<&str> = first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        first["chat_template_kwargs"],
+        json!({"enable_thinking": true})
+    );
+    let tool_names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         tool_names,
         [
@@ -64,7 +99,10 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         ]
     );
     assert_eq!(messages(first)[0]["role"], "system");
-    assert_eq!(messages(first)[1], json!({"role": "user", "content": "# Scan\nSummarise my research notes.\n"}));
+    assert_eq!(
+        messages(first)[1],
+        json!({"role": "user", "content": "# Scan\nSummarise my research notes.\n"})
+    );
     let third = messages(&requests[2]);
     assert_eq!(third.len(), 6);
     assert_eq!(third[2]["tool_calls"][0]["id"], "call_1");
@@ -75,24 +113,45 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         "1 note:\n- eval-methods | Evaluation methods | tags: research | space: work | updated: 2026-04-01T10:00:00Z\n"
     );
     assert_eq!(third[5]["tool_call_id"], "call_2");
-    assert_eq!(third[5]["content"], "Note eval-methods | Evaluation methods | tags: research\n\nUse held-out sets.");
-    assert!(!third[3]["content"].as_str().unwrap().contains("held-out"), "listings never carry note content");
+    assert_eq!(
+        third[5]["content"],
+        "Note eval-methods | Evaluation methods | tags: research\n\nUse held-out sets."
+    );
+    assert!(
+        !third[3]["content"].as_str().unwrap().contains("held-out"),
+        "listings never carry note content"
+    );
 
     // The fake noteworx got exactly these calls.
     assert_eq!(
         notes.calls().await,
-        [("GET".to_string(), "/api/notes?tag=research&limit=20".to_string()), ("GET".into(), "/api/notes/eval-methods".into())]
+        [
+            (
+                "GET".to_string(),
+                "/api/notes?tag=research&limit=20".to_string()
+            ),
+            ("GET".into(), "/api/notes/eval-methods".into())
+        ]
     );
 
     // The records.
     let s = project.summary("weekly-scan");
     assert_eq!(s.task, "weekly-scan");
     assert_eq!(s.run_id, RUN_ID);
-    assert_eq!((s.status, s.stop_reason, s.retryable, s.attempt), (Status::Succeeded, StopReason::FinalAnswer, false, 1));
+    assert_eq!(
+        (s.status, s.stop_reason, s.retryable, s.attempt),
+        (Status::Succeeded, StopReason::FinalAnswer, false, 1)
+    );
     assert_eq!((s.turns, s.tool_calls, s.tool_errors), (3, 2, 0));
-    assert_eq!((s.prompt_tokens, s.completion_tokens, s.total_tokens), (350, 50, 400));
+    assert_eq!(
+        (s.prompt_tokens, s.completion_tokens, s.total_tokens),
+        (350, 50, 400)
+    );
     assert_eq!((s.runpod_exec_ms, s.runpod_delay_ms), (None, None));
-    assert_eq!(s.final_answer.as_deref(), Some("Evaluation uses held-out sets."));
+    assert_eq!(
+        s.final_answer.as_deref(),
+        Some("Evaluation uses held-out sets.")
+    );
     assert_eq!(s.error, None);
     assert!(!s.dry_run);
 
@@ -103,26 +162,55 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         assert_eq!(line["attempt"], json!(1));
         assert_eq!(line["http_status"], json!(200));
         assert_eq!(line["request"], requests[i]);
-        assert!(line["started_at"].is_string() && line["finished_at"].is_string() && line["latency_ms"].is_u64());
+        assert!(
+            line["started_at"].is_string()
+                && line["finished_at"].is_string()
+                && line["latency_ms"].is_u64()
+        );
     }
-    assert_eq!(conversation[2]["response"]["choices"][0]["message"]["content"], "Evaluation uses held-out sets.");
+    assert_eq!(
+        conversation[2]["response"]["choices"][0]["message"]["content"],
+        "Evaluation uses held-out sets."
+    );
 
     let tools = project.tool_lines("weekly-scan");
     assert_eq!(tools.len(), 2);
-    assert_eq!((tools[0].turn, tools[0].call_id.as_str(), tools[0].name.as_str()), (1, "call_1", "noteworx_list_notes"));
+    assert_eq!(
+        (
+            tools[0].turn,
+            tools[0].call_id.as_str(),
+            tools[0].name.as_str()
+        ),
+        (1, "call_1", "noteworx_list_notes")
+    );
     assert_eq!(tools[0].arguments, r#"{"tag":"research"}"#);
     assert_eq!(tools[1].result, third[5]["content"].as_str().unwrap());
-    assert!(tools.iter().all(|t| !t.is_error && t.executed && t.repeat == 1 && t.original_chars == t.returned_chars));
+    assert!(tools.iter().all(|t| !t.is_error
+        && t.executed
+        && t.repeat == 1
+        && t.original_chars == t.returned_chars));
 
     let log = project.run_log("weekly-scan");
     assert!(log.contains("turn 1: request"), "{log}");
-    assert!(log.contains("noteworx_read_note {\"slug\":\"eval-methods\"}"), "{log}");
-    assert!(log.contains("final answer:\n    Evaluation uses held-out sets."), "{log}");
+    assert!(
+        log.contains("noteworx_read_note {\"slug\":\"eval-methods\"}"),
+        "{log}"
+    );
+    assert!(
+        log.contains("final answer:\n    Evaluation uses held-out sets."),
+        "{log}"
+    );
     assert!(log.contains("succeeded: final_answer"), "{log}");
 
     // The token never reaches a record, and every noteworx call carried it.
     assert!(!project.all_records().contains(fake_noteworx::TOKEN));
-    assert!(notes.authorization_headers().await.iter().all(|h| h == &format!("Bearer {}", fake_noteworx::TOKEN)));
+    assert!(
+        notes
+            .authorization_headers()
+            .await
+            .iter()
+            .all(|h| h == &format!("Bearer {}", fake_noteworx::TOKEN))
+    );
 }
 
 use crate::common::fake_noteworx;
@@ -132,7 +220,8 @@ async fn thinking_is_logged_but_never_replayed() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let mut first = tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]);
     first["choices"][0]["message"]["reasoning_content"] = json!("I should read note a.");
-    first["choices"][0]["message"]["content"] = json!("<|channel>thought\ninline plan<channel|>Reading it.");
+    first["choices"][0]["message"]["content"] =
+        json!("<|channel>thought\ninline plan<channel|>Reading it.");
     let llm = FakeLlm::replies(vec![first, final_answer("<think>hidden</think>All done.")]).await;
     let project = Project::new();
     project.task("t", "Read note a.");
@@ -154,7 +243,10 @@ async fn thinking_is_logged_but_never_replayed() {
     assert!(log.contains("I should read note a."), "{log}");
     assert!(log.contains("inline plan"), "{log}");
     let raw = &project.conversation("t")[0]["response"]["choices"][0]["message"];
-    assert_eq!(raw["reasoning_content"], "I should read note a.", "raw responses keep the thinking");
+    assert_eq!(
+        raw["reasoning_content"], "I should read note a.",
+        "raw responses keep the thinking"
+    );
 }
 
 #[tokio::test]
@@ -165,16 +257,29 @@ async fn replay_thinking_keep_sends_reasoning_back_on_tool_call_turns() {
     let llm = FakeLlm::replies(vec![first, final_answer("ok")]).await;
     let project = Project::new();
     project.task("t", "Read note a.");
-    let cfg = project.config(&llm.base_url(), &format!("[model]\nreplay_thinking = \"keep\"\n{}", notes.config_section()));
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!(
+            "[model]\nreplay_thinking = \"keep\"\n{}",
+            notes.config_section()
+        ),
+    );
 
     run_all(&cfg).await;
 
-    assert_eq!(messages(&llm.requests().await[1])[2]["reasoning_content"], "plan");
+    assert_eq!(
+        messages(&llm.requests().await[1])[2]["reasoning_content"],
+        "plan"
+    );
 }
 
 #[tokio::test]
 async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
-    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "alpha"), note("b", "B", &[], "beta")]).await;
+    let notes = FakeNoteworx::start(vec![
+        note("a", "A", &[], "alpha"),
+        note("b", "B", &[], "beta"),
+    ])
+    .await;
     let llm = FakeLlm::replies(vec![
         tool_calls(&[
             ("id_b", "noteworx_read_note", json!({"slug": "b"})),
@@ -191,39 +296,70 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
     run_all(&cfg).await;
 
     let msgs = messages(&llm.requests().await[1]).clone();
-    let tool_msgs: Vec<(&str, &str)> =
-        msgs.iter().filter(|m| m["role"] == "tool").map(|m| (m["tool_call_id"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
+    let tool_msgs: Vec<(&str, &str)> = msgs
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(tool_msgs.len(), 3);
     assert_eq!(tool_msgs[0], ("id_b", "Note b | B\n\nbeta"));
     assert_eq!(tool_msgs[1], ("id_a", "Note a | A\n\nalpha"));
     assert_eq!(tool_msgs[2].0, "id_x");
-    assert!(tool_msgs[2].1.starts_with("No note with slug \"missing\""), "{}", tool_msgs[2].1);
+    assert!(
+        tool_msgs[2].1.starts_with("No note with slug \"missing\""),
+        "{}",
+        tool_msgs[2].1
+    );
     let s = project.summary("t");
     assert_eq!((s.tool_calls, s.tool_errors), (3, 1));
 }
 
 #[tokio::test]
 async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
-    let long: String = (0..5000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let long: String = (0..5000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let notes = FakeNoteworx::start(vec![note("long", "Long", &[], &long)]).await;
     let llm = FakeLlm::replies(vec![
         tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "long"}))]),
-        tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "long", "offset": 1822}))]),
+        tool_calls(&[(
+            "c2",
+            "noteworx_read_note",
+            json!({"slug": "long", "offset": 1822}),
+        )]),
         final_answer("read"),
     ])
     .await;
     let project = Project::new();
     project.task("t", "Read it.");
-    let cfg = project.config(&llm.base_url(), &format!("[limits]\nmax_tool_result_chars = 2000\n{}", notes.config_section()));
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!(
+            "[limits]\nmax_tool_result_chars = 2000\n{}",
+            notes.config_section()
+        ),
+    );
 
     run_all(&cfg).await;
 
     let msgs = messages(&llm.requests().await[2]).clone();
     let first = msgs[3]["content"].as_str().unwrap();
-    assert!(first.chars().count() <= 2000, "{} chars", first.chars().count());
+    assert!(
+        first.chars().count() <= 2000,
+        "{} chars",
+        first.chars().count()
+    );
     assert!(first.ends_with("[cut: characters 0..1822 of 5000 shown, 3178 more. To read on, call again with offset=1822]"), "{first}");
     let second = msgs[5]["content"].as_str().unwrap();
-    assert!(second.contains(&long[1822..1880]), "the second page starts where the first ended");
+    assert!(
+        second.contains(&long[1822..1880]),
+        "the second page starts where the first ended"
+    );
     assert!(second.contains("offset=3644"), "{second}");
     let lines = project.tool_lines("t");
     assert_eq!(lines[0].returned_chars, first.chars().count());
@@ -239,7 +375,11 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
         tool_calls(&[
             ("u", "read_file", json!({"path": "/etc/passwd"})),
             ("d", "webfetch", json!({"url": "http://example.com"})),
-            ("s", "noteworx_read_note", json!({"slgu": "a", "offset": "x"})),
+            (
+                "s",
+                "noteworx_read_note",
+                json!({"slgu": "a", "offset": "x"}),
+            ),
         ]),
         bad_json,
         final_answer("gave up politely"),
@@ -252,28 +392,56 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
     run_all(&cfg).await;
 
     let s = project.summary("t");
-    assert_eq!((s.status, s.tool_calls, s.tool_errors), (Status::Succeeded, 4, 4));
+    assert_eq!(
+        (s.status, s.tool_calls, s.tool_errors),
+        (Status::Succeeded, 4, 4)
+    );
     let requests = llm.requests().await;
-    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 1, "the task narrowed the tools");
+    assert_eq!(
+        requests[0]["tools"].as_array().unwrap().len(),
+        1,
+        "the task narrowed the tools"
+    );
     let lines = project.tool_lines("t");
-    assert_eq!(lines[0].result, "Unknown tool \"read_file\". The tools you can call are: noteworx_read_note.");
-    assert!(lines[1].result.starts_with("Tool webfetch is not available in this task"), "{}", lines[1].result);
+    assert_eq!(
+        lines[0].result,
+        "Unknown tool \"read_file\". The tools you can call are: noteworx_read_note."
+    );
+    assert!(
+        lines[1]
+            .result
+            .starts_with("Tool webfetch is not available in this task"),
+        "{}",
+        lines[1].result
+    );
     assert_eq!(
         lines[2].result,
         "Invalid arguments for noteworx_read_note: `offset` must be a non-negative integer, not \"x\"; unknown argument `slgu`; \
          missing required `slug`. Expected noteworx_read_note{slug: string (required), offset: integer}."
     );
-    assert!(lines[3].result.starts_with("Arguments are not valid JSON"), "{}", lines[3].result);
+    assert!(
+        lines[3].result.starts_with("Arguments are not valid JSON"),
+        "{}",
+        lines[3].result
+    );
     assert!(lines.iter().all(|l| l.is_error && !l.executed));
-    assert!(notes.calls().await.is_empty(), "nothing invalid reached noteworx");
+    assert!(
+        notes.calls().await.is_empty(),
+        "nothing invalid reached noteworx"
+    );
     // The invalid arguments were replayed as `{}` so llama-server accepts the history.
-    assert_eq!(messages(&requests[2])[6]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert_eq!(
+        messages(&requests[2])[6]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
 }
 
 #[tokio::test]
 async fn max_turns_stops_a_model_that_never_answers() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let replies = (0..10).map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i})) ])).collect();
+    let replies = (0..10)
+        .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
+        .collect();
     let llm = FakeLlm::replies(replies).await;
     let project = Project::new();
     project.task("t", "+++\nmax_turns = 3\n+++\nLoop forever.");
@@ -283,17 +451,29 @@ async fn max_turns_stops_a_model_that_never_answers() {
 
     assert_eq!(outcome.exit_code(), 1);
     let s = project.summary("t");
-    assert_eq!((s.status, s.stop_reason, s.turns), (Status::Failed, StopReason::MaxTurns, 3));
+    assert_eq!(
+        (s.status, s.stop_reason, s.turns),
+        (Status::Failed, StopReason::MaxTurns, 3)
+    );
     assert_eq!(llm.requests().await.len(), 3);
-    assert_eq!(s.tool_calls, 2, "the calls of the reply that reached max_turns are not executed");
-    assert!(s.error.as_deref().unwrap().contains("not executed"), "{:?}", s.error);
+    assert_eq!(
+        s.tool_calls, 2,
+        "the calls of the reply that reached max_turns are not executed"
+    );
+    assert!(
+        s.error.as_deref().unwrap().contains("not executed"),
+        "{:?}",
+        s.error
+    );
     assert_eq!(project.failed(), [format!("{RUN_ID}-t.md")]);
 }
 
 #[tokio::test]
 async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let replies = (0..10).map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i})) ])).collect();
+    let replies = (0..10)
+        .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
+        .collect();
     let llm = FakeLlm::replies(replies).await;
     let project = Project::new();
     project.task("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.");
@@ -302,14 +482,24 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
     run_all(&cfg).await;
 
     let s = project.summary("t");
-    assert_eq!((s.stop_reason, s.total_tokens), (StopReason::MaxTotalTokens, 360));
-    assert_eq!(llm.requests().await.len(), 3, "120 + 120 < 250, the third reply reaches it, no fourth request");
+    assert_eq!(
+        (s.stop_reason, s.total_tokens),
+        (StopReason::MaxTotalTokens, 360)
+    );
+    assert_eq!(
+        llm.requests().await.len(),
+        3,
+        "120 + 120 < 250, the third reply reaches it, no fourth request"
+    );
     assert_eq!(s.tool_calls, 2);
 }
 
 #[tokio::test]
 async fn max_wall_secs_cuts_a_call_in_flight() {
-    let llm = FakeLlm::start(vec![ok(final_answer("late")).set_delay(std::time::Duration::from_secs(10))]).await;
+    let llm = FakeLlm::start(vec![
+        ok(final_answer("late")).set_delay(std::time::Duration::from_secs(10)),
+    ])
+    .await;
     let project = Project::new();
     project.task("t", "+++\nmax_wall_secs = 1\n+++\nBe slow.");
     let cfg = project.config(&llm.base_url(), "");
@@ -319,7 +509,10 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
 
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     let s = project.summary("t");
-    assert_eq!((s.status, s.stop_reason, s.retryable), (Status::Failed, StopReason::MaxWallSecs, false));
+    assert_eq!(
+        (s.status, s.stop_reason, s.retryable),
+        (Status::Failed, StopReason::MaxWallSecs, false)
+    );
     assert_eq!(outcome.exit_code(), 1);
     let line = &project.conversation("t")[0];
     assert_eq!(line["error"], "the task's wall clock ran out");
@@ -328,7 +521,11 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
 #[tokio::test]
 async fn a_request_never_sends_null_fields_or_ends_on_an_assistant_tool_call() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let llm = FakeLlm::replies(vec![tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]), final_answer("ok")]).await;
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]),
+        final_answer("ok"),
+    ])
+    .await;
     let project = Project::new();
     project.task("t", "Read a.");
     let cfg = project.config(&llm.base_url(), &notes.config_section());
@@ -368,7 +565,10 @@ async fn a_server_error_is_retried_with_a_new_seed() {
     assert_eq!(requests[0]["seed"], json!(7));
     assert_ne!(requests[1]["seed"], json!(7), "the retry changes the seed");
     let lines = project.conversation("t");
-    assert_eq!((lines[0]["attempt"].as_u64(), lines[1]["attempt"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (lines[0]["attempt"].as_u64(), lines[1]["attempt"].as_u64()),
+        (Some(1), Some(2))
+    );
     assert_eq!(lines[0]["http_status"], 500);
     assert_eq!(project.summary("t").status, Status::Succeeded);
 }

@@ -14,37 +14,85 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
     let llm = FakeLlm::replies(vec![final_answer("fine")]).await;
     let project = Project::new();
     let cases: &[(&str, &[u8], &str)] = &[
-        ("a-unknown-key", b"+++\nmax_turnz = 3\n+++\nbody", "line 2: frontmatter: unknown field `max_turnz`"),
-        ("b-wrong-type", b"+++\nmax_turns = \"many\"\n+++\nbody", "line 2: frontmatter: invalid type: string \"many\""),
-        ("c-unknown-tool", b"+++\ntools = [\"shell\"]\n+++\nbody", "tool \"shell\" is not offered by this configuration"),
+        (
+            "a-unknown-key",
+            b"+++\nmax_turnz = 3\n+++\nbody",
+            "line 2: frontmatter: unknown field `max_turnz`",
+        ),
+        (
+            "b-wrong-type",
+            b"+++\nmax_turns = \"many\"\n+++\nbody",
+            "line 2: frontmatter: invalid type: string \"many\"",
+        ),
+        (
+            "c-unknown-tool",
+            b"+++\ntools = [\"shell\"]\n+++\nbody",
+            "tool \"shell\" is not offered by this configuration",
+        ),
         ("d-unclosed", b"+++\nmax_turns = 3\nbody", "never closed"),
-        ("e-empty", b"+++\nmax_turns = 3\n+++\n \n\t\n", "the task body is empty"),
+        (
+            "e-empty",
+            b"+++\nmax_turns = 3\n+++\n \n\t\n",
+            "the task body is empty",
+        ),
         ("f-not-utf8", b"caf\xe9\n", "not valid UTF-8"),
-        ("g-zero-turns", b"+++\nmax_turns = 0\n+++\nbody", "max_turns must be at least 1"),
+        (
+            "g-zero-turns",
+            b"+++\nmax_turns = 0\n+++\nbody",
+            "max_turns must be at least 1",
+        ),
     ];
     for (name, text, _) in cases {
         std::fs::write(project.root().join(format!("tasks/inbox/{name}.md")), text).unwrap();
     }
-    std::fs::write(project.root().join("tasks/inbox/h-too-big.md"), vec![b'x'; 1024 * 1024 + 1]).unwrap();
+    std::fs::write(
+        project.root().join("tasks/inbox/h-too-big.md"),
+        vec![b'x'; 1024 * 1024 + 1],
+    )
+    .unwrap();
     project.task("z-good", "A valid task.");
     let cfg = project.config(&llm.base_url(), "[tools.webfetch]\nenabled = true\n");
 
     let outcome = run_all(&cfg).await;
 
-    assert_eq!(outcome, RunOutcome::Finished(Tally { succeeded: 1, failed: 8, ..Tally::default() }));
+    assert_eq!(
+        outcome,
+        RunOutcome::Finished(Tally {
+            succeeded: 1,
+            failed: 8,
+            ..Tally::default()
+        })
+    );
     assert_eq!(outcome.exit_code(), 1);
     assert_eq!(project.done(), [format!("{RUN_ID}-z-good.md")]);
     assert_eq!(project.failed().len(), 8);
     assert!(project.inbox().is_empty());
     for (name, _, reason) in cases {
         let s = project.summary(name);
-        assert_eq!((s.status, s.stop_reason, s.retryable, s.turns), (Status::Failed, StopReason::InvalidTask, false, 0), "{name}");
+        assert_eq!(
+            (s.status, s.stop_reason, s.retryable, s.turns),
+            (Status::Failed, StopReason::InvalidTask, false, 0),
+            "{name}"
+        );
         let error = s.error.unwrap();
         assert!(error.contains(reason), "{name}: {error}");
-        assert!(error.contains(&format!("{name}.md")), "the reason names the file: {error}");
+        assert!(
+            error.contains(&format!("{name}.md")),
+            "the reason names the file: {error}"
+        );
     }
-    assert!(project.summary("h-too-big").error.unwrap().contains("1 MiB"));
-    assert_eq!(llm.requests().await.len(), 1, "only the valid task called the model");
+    assert!(
+        project
+            .summary("h-too-big")
+            .error
+            .unwrap()
+            .contains("1 MiB")
+    );
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "only the valid task called the model"
+    );
 }
 
 #[tokio::test]
@@ -58,8 +106,12 @@ async fn tasks_run_oldest_file_name_first() {
 
     run_all(&cfg).await;
 
-    let order: Vec<String> =
-        llm.requests().await.iter().map(|r| messages(r)[1]["content"].as_str().unwrap().to_string()).collect();
+    let order: Vec<String> = llm
+        .requests()
+        .await
+        .iter()
+        .map(|r| messages(r)[1]["content"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(order, ["task a", "task b", "task c"]);
 }
 
@@ -69,7 +121,9 @@ async fn a_second_run_while_the_lock_is_held_does_nothing() {
     let project = Project::new();
     project.task("t", "hi");
     let cfg = project.config(&llm.base_url(), "");
-    let _held = agent_harness::lock::RunLock::try_acquire(&cfg.paths.state_dir()).unwrap().unwrap();
+    let _held = agent_harness::lock::RunLock::try_acquire(&cfg.paths.state_dir())
+        .unwrap()
+        .unwrap();
 
     let outcome = run_all(&cfg).await;
 
@@ -84,57 +138,140 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
     let project = Project::new();
     project.task("a", "one");
     project.task("b", "two");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
-    let before: Vec<_> = ["a", "b"].iter().map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap()).collect();
+    let before: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
+        .collect();
 
     let outcome = run_all(&cfg).await;
 
-    let RunOutcome::Unreachable(why) = &outcome else { panic!("{outcome:?}") };
-    assert!(why.contains(&format!("127.0.0.1:{port}")) && why.contains("is llama-server"), "{why}");
+    let RunOutcome::Unreachable(why) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        why.contains(&format!("127.0.0.1:{port}")) && why.contains("is llama-server"),
+        "{why}"
+    );
     assert_eq!(outcome.exit_code(), 75);
     assert_eq!(project.inbox(), ["a.md", "b.md"]);
-    let after: Vec<_> = ["a", "b"].iter().map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap()).collect();
+    let after: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
+        .collect();
     assert_eq!(before, after);
-    assert!(!project.root().join("logs").exists(), "no records for tasks never started");
-    assert!(!project.root().join("tasks/.agent-harness-attempts.json").exists());
+    assert!(
+        !project.root().join("logs").exists(),
+        "no records for tasks never started"
+    );
+    assert!(
+        !project
+            .root()
+            .join("tasks/.agent-harness-attempts.json")
+            .exists()
+    );
 }
 
 #[tokio::test]
 async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts() {
-    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"code": 503, "message": "Loading model"}}));
+    let down = || {
+        ResponseTemplate::new(503)
+            .set_body_json(json!({"error": {"code": 503, "message": "Loading model"}}))
+    };
     let llm = FakeLlm::start(vec![down()]).await;
     let project = Project::new();
     project.task("t", "hi");
     let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
 
     let first = run_all(&cfg).await;
-    assert_eq!(first, RunOutcome::Finished(Tally { retry_later: 1, ..Tally::default() }));
+    assert_eq!(
+        first,
+        RunOutcome::Finished(Tally {
+            retry_later: 1,
+            ..Tally::default()
+        })
+    );
     assert_eq!(first.exit_code(), 75);
     assert_eq!(project.inbox(), ["t.md"]);
     let s = project.summary("t");
-    assert_eq!((s.status, s.stop_reason, s.retryable, s.attempt), (Status::Failed, StopReason::EndpointError, true, 1));
-    assert!(s.error.as_deref().unwrap().contains("tried again (attempt 1 of 2)"), "{:?}", s.error);
-    assert_eq!(project.conversation("t").len(), 4, "one line per attempt: the first and three retries");
-    let state = std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json")).unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&state).unwrap(), json!({"t": 1}));
-    assert_eq!(std::fs::read_to_string(project.root().join("tasks/inbox/t.md")).unwrap(), "hi", "the task file is never written to");
+    assert_eq!(
+        (s.status, s.stop_reason, s.retryable, s.attempt),
+        (Status::Failed, StopReason::EndpointError, true, 1)
+    );
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap()
+            .contains("tried again (attempt 1 of 2)"),
+        "{:?}",
+        s.error
+    );
+    assert_eq!(
+        project.conversation("t").len(),
+        4,
+        "one line per attempt: the first and three retries"
+    );
+    let state =
+        std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&state).unwrap(),
+        json!({"t": 1})
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/t.md")).unwrap(),
+        "hi",
+        "the task file is never written to"
+    );
 
     let second = run_all(&cfg).await;
-    assert_eq!(second, RunOutcome::Finished(Tally { failed: 1, ..Tally::default() }));
+    assert_eq!(
+        second,
+        RunOutcome::Finished(Tally {
+            failed: 1,
+            ..Tally::default()
+        })
+    );
     assert_eq!(second.exit_code(), 1);
-    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs/t")).unwrap().flatten().map(|e| e.path()).collect();
-    let latest = runs.iter().find(|p| p.ends_with(format!("{RUN_ID}-2"))).unwrap();
+    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs/t"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let latest = runs
+        .iter()
+        .find(|p| p.ends_with(format!("{RUN_ID}-2")))
+        .unwrap();
     let s = project.summary_in(latest);
     assert_eq!((s.retryable, s.attempt), (false, 2));
-    assert!(s.error.as_deref().unwrap().contains("gave up after 2 attempts"), "{:?}", s.error);
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap()
+            .contains("gave up after 2 attempts"),
+        "{:?}",
+        s.error
+    );
     assert_eq!(project.failed(), [format!("{RUN_ID}-2-t.md")]);
-    assert!(!project.root().join("tasks/.agent-harness-attempts.json").exists(), "the count goes with the task");
+    assert!(
+        !project
+            .root()
+            .join("tasks/.agent-harness-attempts.json")
+            .exists(),
+        "the count goes with the task"
+    );
 }
 
 #[tokio::test]
 async fn a_rejected_request_is_final_at_once() {
-    let llm = FakeLlm::start(vec![ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))]).await;
+    let llm = FakeLlm::start(vec![
+        ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}})),
+    ])
+    .await;
     let project = Project::new();
     project.task("t", "hi");
     let cfg = project.config(&llm.base_url(), "");
@@ -142,8 +279,14 @@ async fn a_rejected_request_is_final_at_once() {
     run_all(&cfg).await;
 
     let s = project.summary("t");
-    assert_eq!((s.stop_reason, s.retryable), (StopReason::EndpointError, false));
-    assert_eq!(s.error.as_deref(), Some("the endpoint rejected the request (HTTP 401): Invalid API Key"));
+    assert_eq!(
+        (s.stop_reason, s.retryable),
+        (StopReason::EndpointError, false)
+    );
+    assert_eq!(
+        s.error.as_deref(),
+        Some("the endpoint rejected the request (HTTP 401): Invalid API Key")
+    );
     assert_eq!(llm.requests().await.len(), 1, "a 401 is not retried");
     assert_eq!(project.failed().len(), 1);
 }
@@ -152,7 +295,11 @@ async fn a_rejected_request_is_final_at_once() {
 async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_create_attachment", json!({"slug": "a", "filename": "s.md", "content": "Idea"}))]),
+        tool_calls(&[(
+            "c1",
+            "noteworx_create_attachment",
+            json!({"slug": "a", "filename": "s.md", "content": "Idea"}),
+        )]),
         final_answer("attached"),
     ])
     .await;
@@ -160,23 +307,49 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     project.task("t", "Attach an idea to a.");
     let cfg = project.config(&llm.base_url(), &notes.config_section());
 
-    let outcome = run(&cfg, RunOptions { dry_run: true, concurrency: 1, only: None }).await;
+    let outcome = run(
+        &cfg,
+        RunOptions {
+            dry_run: true,
+            concurrency: 1,
+            only: None,
+        },
+    )
+    .await;
 
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), ["t.md"]);
     assert!(project.done().is_empty());
     assert!(notes.attachments("a").is_empty());
-    assert!(notes.calls().await.iter().all(|(m, _)| m == "GET"), "no write reached noteworx");
+    assert!(
+        notes.calls().await.iter().all(|(m, _)| m == "GET"),
+        "no write reached noteworx"
+    );
     let s = project.summary("t");
     assert!(s.dry_run);
     assert_eq!(s.status, Status::Succeeded);
     let line = &project.tool_lines("t")[0];
-    assert!(line.result.starts_with("Dry run: the attachment s.md on note a was NOT created"), "{}", line.result);
+    assert!(
+        line.result
+            .starts_with("Dry run: the attachment s.md on note a was NOT created"),
+        "{}",
+        line.result
+    );
     let intent = &line.detail.as_ref().unwrap()["intent"];
     assert_eq!(intent["method"], "POST");
     assert_eq!(intent["path"], "/api/notes/a/attachments");
-    assert!(intent["body"]["content"].as_str().unwrap().starts_with("---\nagent: noteworx-agent-harness\n"));
-    assert!(!project.root().join("tasks/.agent-harness-attempts.json").exists());
+    assert!(
+        intent["body"]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("---\nagent: noteworx-agent-harness\n")
+    );
+    assert!(
+        !project
+            .root()
+            .join("tasks/.agent-harness-attempts.json")
+            .exists()
+    );
 }
 
 #[tokio::test]
@@ -188,14 +361,25 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
     let cfg = project.config(&llm.base_url(), "");
     let h = harness(&cfg);
 
-    let opts = |n: &str| RunOptions { only: Some(n.into()), concurrency: 1, dry_run: false };
-    let outcome = agent_harness::run::run(&cfg, &h, &opts("two")).await.unwrap();
+    let opts = |n: &str| RunOptions {
+        only: Some(n.into()),
+        concurrency: 1,
+        dry_run: false,
+    };
+    let outcome = agent_harness::run::run(&cfg, &h, &opts("two"))
+        .await
+        .unwrap();
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), ["one.md"]);
 
     for bad in ["../one", "a/b", "missing"] {
-        let e = agent_harness::run::run(&cfg, &h, &opts(bad)).await.unwrap_err();
-        assert!(e.downcast_ref::<agent_harness::run::UsageError>().is_some(), "{bad}: {e}");
+        let e = agent_harness::run::run(&cfg, &h, &opts(bad))
+            .await
+            .unwrap_err();
+        assert!(
+            e.downcast_ref::<agent_harness::run::UsageError>().is_some(),
+            "{bad}: {e}"
+        );
     }
     assert_eq!(project.inbox(), ["one.md"]);
 }

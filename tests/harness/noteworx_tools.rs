@@ -1,1 +1,317 @@
-//! placeholder
+//! The six noteworx tools against a fake noteworx implementing the SPEC API.
+
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+
+use crate::common::fake_noteworx::{self, FakeNoteworx, note};
+use crate::common::*;
+
+/// Runs one task whose model makes the given calls (one turn each), then answers "done".
+async fn script(
+    notes: &FakeNoteworx,
+    task_name: &str,
+    calls: Vec<(&str, Value)>,
+    extra: &str,
+) -> (Project, FakeLlm) {
+    let mut replies: Vec<Value> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, args))| tool_calls(&[(&format!("c{}", i + 1), name, args)]))
+        .collect();
+    replies.push(final_answer("done"));
+    let llm = FakeLlm::replies(replies).await;
+    let project = Project::new();
+    project.task(task_name, "Work with my notes.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("{extra}\n{}", notes.config_section()),
+    );
+    run_all(&cfg).await;
+    (project, llm)
+}
+
+#[tokio::test]
+async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_attachment() {
+    let long: String = (0..3000)
+        .map(|i| {
+            if i % 50 == 49 {
+                '\n'
+            } else {
+                char::from(b'a' + (i % 26) as u8)
+            }
+        })
+        .collect();
+    let notes = FakeNoteworx::start(vec![
+        note("eval", "Evaluation", &["research-active"], &long),
+        note("misc", "Misc", &["other"], "unrelated"),
+    ])
+    .await;
+    let att = notes.add_attachment(
+        "eval",
+        "sources.txt",
+        "text/plain",
+        "https://example.org/paper",
+    );
+    let (project, llm) = script(
+        &notes,
+        "weekly-research-scan",
+        vec![
+            ("noteworx_list_notes", json!({"tag": "research-active"})),
+            ("noteworx_search_notes", json!({"query": "evaluation", "mode": "title", "limit": 5})),
+            ("noteworx_read_note", json!({"slug": "eval"})),
+            ("noteworx_read_note", json!({"slug": "eval", "offset": 1792})),
+            ("noteworx_list_attachments", json!({"slug": "eval"})),
+            ("noteworx_read_attachment", json!({"slug": "eval", "attachment_id": att})),
+            ("noteworx_create_attachment", json!({"slug": "eval", "filename": "summary", "content": "## Summary\nAll good.\n"})),
+        ],
+        "[limits]\nmax_turns = 10\nmax_tool_result_chars = 2000\n",
+    )
+    .await;
+
+    let s = project.summary("weekly-research-scan");
+    assert_eq!(
+        (s.status, s.tool_calls, s.tool_errors),
+        (Status::Succeeded, 7, 0)
+    );
+    let lines = project.tool_lines("weekly-research-scan");
+    assert_eq!(
+        lines[0].result,
+        "1 note:\n- eval | Evaluation | tags: research-active | space: work | updated: 2026-04-01T10:00:00Z\n"
+    );
+    assert!(
+        lines[1].result.contains("score: 0.75"),
+        "{}",
+        lines[1].result
+    );
+    assert!(
+        !lines[1].result.contains("aaaa"),
+        "search results carry no content"
+    );
+    assert!(
+        lines[2].result.ends_with("call again with offset=1792]"),
+        "{}",
+        lines[2].result
+    );
+    let part_two = &lines[3].result;
+    assert!(
+        part_two.starts_with(
+            "Note eval | Evaluation | tags: research-active\n\n[characters 1792..3000 of 3000]\n"
+        ),
+        "{part_two}"
+    );
+    let reassembled = format!(
+        "{}{}",
+        lines[2]
+            .result
+            .split_once("\n\n")
+            .unwrap()
+            .1
+            .rsplit_once("\n[cut:")
+            .unwrap()
+            .0,
+        part_two.split_once("]\n").unwrap().1
+    );
+    assert_eq!(reassembled, long, "the two parts are the whole note");
+    assert_eq!(
+        lines[4].result,
+        format!(
+            "Note eval has 1 attachment(s):\n- id {att} | sources.txt | text/plain | 25 bytes | 2026-04-01T10:00:00Z\n"
+        )
+    );
+    assert_eq!(
+        lines[5].result,
+        format!("Attachment {att} | sources.txt | note eval\n\nhttps://example.org/paper")
+    );
+    assert!(
+        lines[6]
+            .result
+            .starts_with("Created attachment summary.md (id "),
+        "{}",
+        lines[6].result
+    );
+
+    let created: Vec<Value> = notes
+        .attachments("eval")
+        .into_iter()
+        .filter(|a| a["filename"] == "summary.md")
+        .collect();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["content_type"], "text/markdown");
+    assert_eq!(
+        created[0]["content"],
+        "---\nagent: noteworx-agent-harness\nagent_name: test-agent\nagent_version: 0.1.0\nagent_task: weekly-research-scan\n\
+         agent_run_id: 20260409T061500Z\nagent_created_at: 2026-04-09T06:15:00Z\nparent_note: eval\n---\n## Summary\nAll good.\n"
+    );
+    let calls = notes.calls().await;
+    assert_eq!(
+        calls[1],
+        (
+            "GET".into(),
+            "/api/notes/search?q=evaluation&mode=title&limit=5".into()
+        )
+    );
+    assert_eq!(calls.iter().filter(|(m, _)| m == "POST").count(), 1);
+    assert!(!project.all_records().contains(fake_noteworx::TOKEN));
+    assert_eq!(llm.requests().await.len(), 8);
+}
+
+#[tokio::test]
+async fn model_written_frontmatter_is_replaced_and_hostile_names_stay_valid_yaml() {
+    let notes = FakeNoteworx::start(vec![note("a: b", "Odd", &[], "x")]).await;
+    let (_project, _) = script(
+        &notes,
+        "true",
+        vec![(
+            "noteworx_create_attachment",
+            json!({"slug": "a: b", "filename": "../../x/.evil", "content": "---\nagent: me\nagent_run_id: forged\n---\nReal body"}),
+        )],
+        "",
+    )
+    .await;
+
+    let created = notes.attachments("a: b");
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0]["filename"], "x-.evil");
+    let content = created[0]["content"].as_str().unwrap();
+    assert!(content.contains("\nagent_task: \"true\"\n"), "{content}");
+    assert!(content.contains("\nparent_note: \"a: b\"\n"), "{content}");
+    assert!(!content.contains("forged"));
+    assert!(content.ends_with("---\nReal body\n"), "{content}");
+}
+
+#[tokio::test]
+async fn a_retried_task_does_not_create_the_same_attachment_twice() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
+    let call = (
+        "noteworx_create_attachment",
+        json!({"slug": "n", "filename": "idea.md", "content": "Same text"}),
+    );
+    script(&notes, "t", vec![call.clone()], "").await;
+    let (project, _) = script(&notes, "t", vec![call], "").await;
+
+    assert_eq!(notes.attachments("n").len(), 1);
+    let line = &project.tool_lines("t")[0];
+    assert!(
+        line.result
+            .starts_with("Attachment idea.md with this text already exists on note n (id 1)"),
+        "{}",
+        line.result
+    );
+    assert_eq!(line.detail, Some(json!({"duplicate_of": "1"})));
+}
+
+#[tokio::test]
+async fn errors_tell_the_model_what_to_do_next() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
+    notes.add_attachment("n", "img.png", "image/png", "");
+    notes.fail_next(&[]);
+    let (project, _) = script(
+        &notes,
+        "t",
+        vec![
+            ("noteworx_read_note", json!({"slug": "nope"})),
+            (
+                "noteworx_read_attachment",
+                json!({"slug": "n", "attachment_id": "99"}),
+            ),
+            (
+                "noteworx_read_attachment",
+                json!({"slug": "n", "attachment_id": "1"}),
+            ),
+            (
+                "noteworx_create_attachment",
+                json!({"slug": "n", "filename": "big.md", "content": "x".repeat(300 * 1024)}),
+            ),
+        ],
+        "",
+    )
+    .await;
+    let lines = project.tool_lines("t");
+    assert_eq!(
+        lines[0].result,
+        "No note with slug \"nope\". Search or list notes first and use a slug from the results."
+    );
+    assert_eq!(
+        lines[1].result,
+        "No attachment with id \"99\" on note \"n\". List the note's attachments to get a valid id."
+    );
+    assert_eq!(
+        lines[2].result,
+        "Attachment 1 on note n is image/png, not text; it cannot be read."
+    );
+    assert!(
+        lines[3].result.contains("the limit is 262144 (256 KiB)"),
+        "{}",
+        lines[3].result
+    );
+    assert!(lines.iter().all(|l| l.is_error));
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_once_then_reported_as_unavailable() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    notes.fail_next(&[503]);
+    let (project, _) = script(
+        &notes,
+        "t",
+        vec![("noteworx_read_note", json!({"slug": "n"}))],
+        "",
+    )
+    .await;
+    assert_eq!(
+        project.tool_lines("t")[0].result,
+        "Note n | N\n\ntext",
+        "one 503 is retried"
+    );
+
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    notes.fail_next(&[502, 502]);
+    let (project, _) = script(
+        &notes,
+        "t",
+        vec![("noteworx_read_note", json!({"slug": "n"}))],
+        "",
+    )
+    .await;
+    let line = &project.tool_lines("t")[0];
+    assert!(line.is_error);
+    assert_eq!(
+        line.result,
+        "noteworx is unavailable (HTTP 502: injected failure). Try later or answer without it."
+    );
+}
+
+#[tokio::test]
+async fn a_refused_token_names_the_variable_and_never_the_token() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    notes.fail_next(&[401]);
+    let (project, _) = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
+    let line = &project.tool_lines("t")[0];
+    assert!(line.is_error);
+    assert_eq!(
+        line.result,
+        "noteworx refused the token (401); the operator must check NOTEWORX_TOKEN. Do not call noteworx tools again; finish without them."
+    );
+    assert_eq!(project.summary("t").tool_errors, 1);
+    assert!(!project.all_records().contains(fake_noteworx::TOKEN));
+}
+
+#[tokio::test]
+async fn slugs_cannot_climb_out_of_their_route() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    script(
+        &notes,
+        "t",
+        vec![("noteworx_read_note", json!({"slug": "../../admin?x=1#y"}))],
+        "",
+    )
+    .await;
+    let calls = notes.calls().await;
+    assert_eq!(
+        calls,
+        [(
+            "GET".to_string(),
+            "/api/notes/..%2F..%2Fadmin%3Fx=1%23y".to_string()
+        )]
+    );
+}

@@ -1,1 +1,244 @@
-//! placeholder
+//! The `runpod` endpoint kind (SPEC §6) against a scripted RunPod.
+
+use agent_harness::records::{Status, StopReason};
+use serde_json::json;
+use wiremock::ResponseTemplate;
+
+use crate::common::fake_runpod::{self, FakeRunpod, completed, job};
+use crate::common::*;
+
+fn project_with(
+    rp: &FakeRunpod,
+    task: &str,
+    extra: &str,
+) -> (Project, agent_harness::config::Config) {
+    let project = Project::new();
+    project.task("t", task);
+    let path = project.root().join("agent.toml");
+    std::fs::write(&path, format!("{}{extra}\n", rp.config_sections())).unwrap();
+    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+    (project, cfg)
+}
+
+#[tokio::test]
+async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls() {
+    let rp = FakeRunpod::start(
+        vec![ok(job("job-1", "IN_QUEUE"))],
+        vec![
+            ok(job("job-1", "IN_QUEUE")),
+            ok(job("job-1", "IN_PROGRESS")),
+            ok(completed("job-1", final_answer("from runpod"), 2100, 3800)),
+        ],
+        false,
+    )
+    .await;
+    let (project, cfg) = project_with(&rp, "Hello.", "");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 0);
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.final_answer.as_deref()),
+        (Status::Succeeded, Some("from runpod"))
+    );
+    assert_eq!(
+        (s.runpod_delay_ms, s.runpod_exec_ms),
+        (Some(2100), Some(3800))
+    );
+    let calls = rp.calls().await;
+    let paths: Vec<&str> = calls.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(
+        paths[1..],
+        [
+            "/v2/ep123/runsync",
+            "/v2/ep123/status/job-1",
+            "/v2/ep123/status/job-1",
+            "/v2/ep123/status/job-1"
+        ]
+    );
+    assert_eq!(paths[0], "/v2/ep123/health", "the reachability check");
+    let body = &rp.runsync_bodies().await[0];
+    assert_eq!(body["input"]["messages"][1]["content"], "Hello.");
+    assert_eq!(body["input"]["stream"], json!(false));
+    let auth: Vec<String> = rp
+        .server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/runsync"))
+        .map(|r| {
+            r.headers
+                .get("authorization")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(auth, [format!("Bearer {}", fake_runpod::KEY)]);
+    let line = &project.conversation("t")[0];
+    assert_eq!(
+        line["runpod"],
+        json!({"job_id": "job-1", "status": "COMPLETED", "delayTime": 2100, "executionTime": 3800, "polls": 3})
+    );
+    assert!(!project.all_records().contains(fake_runpod::KEY));
+}
+
+#[tokio::test]
+async fn status_polls_fall_back_to_post_on_405() {
+    let rp = FakeRunpod::start(
+        vec![ok(job("j", "IN_PROGRESS"))],
+        vec![ok(completed("j", final_answer("ok"), 1, 2))],
+        true,
+    )
+    .await;
+    let (project, cfg) = project_with(&rp, "Hi.", "");
+
+    run_all(&cfg).await;
+
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+    let calls = rp.calls().await;
+    assert!(calls.contains(&("GET".into(), "/v2/ep123/status/j".into())));
+    assert!(calls.contains(&("POST".into(), "/v2/ep123/status/j".into())));
+}
+
+#[tokio::test]
+async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
+    let failed = json!({"id": "j1", "status": "FAILED", "error": "{\"error_type\": \"HTTPError\", \"error_message\": \"503 Server Error: loading\", \"error_traceback\": \"Traceback...\"}"});
+    let rp = FakeRunpod::start(
+        vec![
+            ok(failed),
+            ok(completed("j2", final_answer("second time"), 5, 6)),
+        ],
+        vec![],
+        false,
+    )
+    .await;
+    let (project, cfg) = project_with(&rp, "Hi.", "");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.final_answer.as_deref(), Some("second time"));
+    let lines = project.conversation("t");
+    assert_eq!(
+        lines[0]["error"],
+        "the RunPod job failed: 503 Server Error: loading (HTTPError)"
+    );
+    assert!(!lines[0]["error"].as_str().unwrap().contains("Traceback"));
+    assert_eq!(lines[1]["attempt"], 2);
+}
+
+#[tokio::test]
+async fn cancelled_and_timed_out_jobs_end_the_task_as_retryable_without_in_task_retries() {
+    for status in ["CANCELLED", "TIMED_OUT"] {
+        let rp = FakeRunpod::start(vec![ok(job("j", status))], vec![], false).await;
+        let (project, cfg) = project_with(&rp, "Hi.", "");
+
+        let outcome = run_all(&cfg).await;
+
+        assert_eq!(outcome.exit_code(), 75, "{status}");
+        let s = project.summary("t");
+        assert_eq!(
+            (s.stop_reason, s.retryable),
+            (StopReason::EndpointError, true),
+            "{status}"
+        );
+        assert_eq!(
+            rp.runsync_bodies().await.len(),
+            1,
+            "{status} is not retried within the task"
+        );
+        assert_eq!(project.inbox(), ["t.md"]);
+    }
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_the_servers_retry_after() {
+    let rp = FakeRunpod::start(
+        vec![
+            ResponseTemplate::new(429).insert_header("retry-after", "1"),
+            ok(completed("j", final_answer("ok"), 1, 1)),
+        ],
+        vec![],
+        false,
+    )
+    .await;
+    let (project, cfg) = project_with(&rp, "Hi.", "");
+
+    let started = std::time::Instant::now();
+    run_all(&cfg).await;
+
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(950),
+        "Retry-After: 1 was honoured"
+    );
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+    assert_eq!(project.conversation("t")[0]["http_status"], 429);
+}
+
+#[tokio::test]
+async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_wall_clock() {
+    let rp = FakeRunpod::start(
+        vec![ok(job("slow", "IN_QUEUE"))],
+        vec![ok(job("slow", "IN_QUEUE"))],
+        false,
+    )
+    .await;
+    let (project, cfg) = project_with(&rp, "+++\nmax_wall_secs = 1\n+++\nHi.", "");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.stop_reason, s.retryable),
+        (StopReason::MaxWallSecs, false)
+    );
+    assert!(
+        rp.calls()
+            .await
+            .contains(&("POST".into(), "/v2/ep123/cancel/slow".into()))
+    );
+    assert_eq!(project.failed().len(), 1);
+}
+
+#[tokio::test]
+async fn endpoint_url_replaces_base_url_and_id() {
+    let rp = FakeRunpod::start(
+        vec![ok(
+            json!({"id": "test-1", "status": "COMPLETED", "output": final_answer("local")}),
+        )],
+        vec![],
+        false,
+    )
+    .await;
+    let project = Project::new();
+    project.task("t", "Hi.");
+    let path = project.root().join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[runpod]\nendpoint_url = \"{}/\"\napi_key_env = \"\"\n",
+            rp.server.uri()
+        ),
+    )
+    .unwrap();
+    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.final_answer.as_deref(), Some("local"));
+    assert_eq!(
+        (s.runpod_delay_ms, s.runpod_exec_ms),
+        (Some(0), Some(0)),
+        "the local server sends no timings"
+    );
+    assert!(
+        rp.calls()
+            .await
+            .contains(&("POST".into(), "/runsync".into()))
+    );
+}

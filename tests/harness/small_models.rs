@@ -1,1 +1,404 @@
-//! placeholder
+//! Surviving small models and small contexts (SPEC §5, §6): repeated calls,
+//! text-form calls, cut-off output, thinking that eats `max_tokens`, and a
+//! context window that cannot hold every tool result.
+
+use std::sync::Mutex;
+
+use agent_harness::records::{Status, StopReason};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, Request, Respond, ResponseTemplate};
+
+use crate::common::fake_noteworx::{FakeNoteworx, note};
+use crate::common::*;
+
+fn fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/llama-server/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn a_repeated_call_is_refused_on_the_third_ask_and_stops_the_task_by_the_fifth() {
+    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
+    let same =
+        |i: usize| tool_calls(&[(&format!("c{i}"), "noteworx_read_note", json!({"slug": "a"}))]);
+    let llm = FakeLlm::replies((1..=8).map(same).collect()).await;
+    let project = Project::new();
+    project.task("t", "+++\nmax_turns = 8\n+++\nRead a.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason),
+        (Status::Failed, StopReason::LoopDetected)
+    );
+    assert_eq!(s.turns, 5);
+    let lines = project.tool_lines("t");
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| (l.repeat, l.executed))
+            .collect::<Vec<_>>(),
+        [(1, true), (2, true), (3, false), (4, false)]
+    );
+    assert!(
+        lines[2]
+            .result
+            .starts_with("You already made this exact call 2 times (first as call c1)"),
+        "{}",
+        lines[2].result
+    );
+    assert_eq!(
+        notes.calls().await.len(),
+        2,
+        "only the first two reached noteworx"
+    );
+    assert!(
+        s.error
+            .unwrap()
+            .contains("noteworx_read_note {\"slug\":\"a\"}")
+    );
+}
+
+#[tokio::test]
+async fn a_gemma_text_form_call_is_recovered_executed_and_replayed_as_a_real_call() {
+    let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "held-out sets")]).await;
+    let text_call = reply(
+        json!({"role": "assistant", "content": "I'll read it.<|tool_call>call:noteworx_read_note{slug:<|\"|>eval<|\"|>,offset:0}<tool_call|>"}),
+        "stop",
+    );
+    let llm = FakeLlm::replies(vec![text_call, final_answer("It says held-out sets.")]).await;
+    let project = Project::new();
+    project.task("t", "Read eval.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!((s.status, s.tool_calls), (Status::Succeeded, 1));
+    let line = &project.tool_lines("t")[0];
+    assert!(line.recovered && line.executed);
+    assert_eq!(
+        (line.call_id.as_str(), line.result.as_str()),
+        ("recovered-1-1", "Note eval | Eval\n\nheld-out sets")
+    );
+    let requests = llm.requests().await;
+    let replayed = &messages(&requests[1])[2];
+    assert_eq!(replayed["content"], "I'll read it.");
+    assert_eq!(
+        replayed["tool_calls"],
+        json!([{"id": "recovered-1-1", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"offset\":0,\"slug\":\"eval\"}"}}])
+    );
+    assert_eq!(
+        messages(&llm.requests().await[1])[3]["tool_call_id"],
+        "recovered-1-1"
+    );
+    assert!(
+        project
+            .run_log("t")
+            .contains("tool calls recovered from text")
+    );
+}
+
+#[tokio::test]
+async fn a_call_cut_off_at_max_tokens_is_answered_as_an_error_and_never_run() {
+    // Real llama-server output: two parallel calls, the second cut off mid-string.
+    let mut cut = fixture("tool_calls_required_long.json")["response"].clone();
+    cut["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] =
+        json!("{\"query\": \"evaluation\"}");
+    let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "x")]).await;
+    let llm = FakeLlm::replies(vec![cut.clone(), final_answer("ok")]).await;
+    let project = Project::new();
+    project.task("t", "Find evaluation notes.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let lines = project.tool_lines("t");
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines[0].executed && !lines[0].is_error,
+        "the complete first call runs"
+    );
+    assert!(!lines[1].executed && lines[1].is_error);
+    assert!(
+        lines[1]
+            .result
+            .starts_with("This call was cut off by the output token limit"),
+        "{}",
+        lines[1].result
+    );
+    assert_eq!(notes.calls().await.len(), 1);
+    let requests = llm.requests().await;
+    let replayed = &messages(&requests[1])[2]["tool_calls"];
+    assert_eq!(
+        replayed[1]["function"]["arguments"], "{}",
+        "cut-off arguments are never replayed"
+    );
+}
+
+#[tokio::test]
+async fn the_real_truncated_reply_fixture_is_survived() {
+    let truncated = fixture("tool_calls_required.json")["response"].clone();
+    let llm = FakeLlm::replies(vec![truncated, final_answer("done")]).await;
+    let notes = FakeNoteworx::start(vec![]).await;
+    let project = Project::new();
+    project.task("t", "Find my notes about evaluation methods.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+    let line = &project.tool_lines("t")[0];
+    assert!(!line.executed && line.result.contains("cut off"));
+    let second = &llm.requests().await[1];
+    assert_eq!(
+        messages(second)[2]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
+    assert_eq!(
+        messages(second)[3]["tool_call_id"],
+        "INjB0MGwr2O4HFPrtxI3vGXBEDddI1JT"
+    );
+}
+
+#[tokio::test]
+async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
+    let thinking_only = reply(
+        json!({"role": "assistant", "content": "", "reasoning_content": "Let me think about this at great length..."}),
+        "length",
+    );
+    let llm = FakeLlm::replies(vec![thinking_only, final_answer("Short answer.")]).await;
+    let project = Project::new();
+    project.task("t", "Answer briefly.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.turns, s.final_answer.as_deref()),
+        (Status::Succeeded, 2, Some("Short answer."))
+    );
+    let requests = llm.requests().await;
+    assert_eq!(
+        requests[0]["chat_template_kwargs"]["enable_thinking"],
+        json!(true)
+    );
+    assert_eq!(
+        requests[1]["chat_template_kwargs"]["enable_thinking"],
+        json!(false)
+    );
+    assert_eq!(
+        messages(&requests[1]).len(),
+        2,
+        "the empty reply is not replayed"
+    );
+}
+
+#[tokio::test]
+async fn two_empty_replies_stop_the_task_as_empty_response() {
+    let empty = reply(json!({"role": "assistant", "content": "  "}), "stop");
+    let llm = FakeLlm::replies(vec![empty.clone(), empty]).await;
+    let project = Project::new();
+    project.task("t", "Say something.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!((s.stop_reason, s.turns), (StopReason::EmptyResponse, 2));
+    assert_eq!(llm.requests().await.len(), 2);
+}
+
+/// A model for the context tests: it reads every note in turn, then answers,
+/// and reports `usage.prompt_tokens` from the real request size (4 chars a token).
+struct Researcher {
+    turn: Mutex<usize>,
+    notes: usize,
+    budget: u64,
+    over_budget: Mutex<Vec<u64>>,
+}
+
+fn prompt_tokens(body: &Value) -> u64 {
+    let text: usize = messages(body)
+        .iter()
+        .map(|m| {
+            m["content"].as_str().unwrap_or("").len()
+                + m.get("tool_calls").map_or(0, |c| c.to_string().len())
+                + 16
+        })
+        .sum::<usize>()
+        + body["tools"].to_string().len();
+    (text as u64).div_ceil(4)
+}
+
+impl Respond for Researcher {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let prompt = prompt_tokens(&body);
+        if prompt > self.budget {
+            self.over_budget.lock().unwrap().push(prompt);
+        }
+        let mut turn = self.turn.lock().unwrap();
+        *turn += 1;
+        let mut r = if *turn <= self.notes {
+            tool_calls(&[(
+                &format!("c{turn}"),
+                "noteworx_read_note",
+                json!({"slug": format!("note-{turn}")}),
+            )])
+        } else {
+            final_answer("Read them all.")
+        };
+        r["usage"] =
+            json!({"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20});
+        ResponseTemplate::new(200).set_body_json(r)
+    }
+}
+
+#[tokio::test]
+async fn a_ten_note_research_task_fits_a_2048_token_window() {
+    let body = |i: usize| {
+        format!("Note {i}. ") + &"Findings on evaluation methods and benchmarks. ".repeat(60)
+    };
+    let notes = FakeNoteworx::start(
+        (1..=10)
+            .map(|i| note(&format!("note-{i}"), &format!("Note {i}"), &["r"], &body(i)))
+            .collect(),
+    )
+    .await;
+    let llm = FakeLlm::start(vec![]).await;
+    let researcher = Researcher {
+        turn: Mutex::new(0),
+        notes: 10,
+        budget: 2048 - 256,
+        over_budget: Mutex::new(vec![]),
+    };
+    llm.server.reset().await;
+    let shared = std::sync::Arc::new(researcher);
+    struct Shared(std::sync::Arc<Researcher>);
+    impl Respond for Shared {
+        fn respond(&self, r: &Request) -> ResponseTemplate {
+            self.0.respond(r)
+        }
+    }
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Shared(shared.clone()))
+        .mount(&llm.server)
+        .await;
+    let project = Project::new();
+    project.task("scan", "Read notes note-1 to note-10 and summarise them.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("[limits]\ncontext_tokens = 2048\nmax_turns = 12\nmax_tool_result_chars = 3000\n[model]\nmax_tokens = 256\n{}", notes.config_section()),
+    );
+
+    run_all(&cfg).await;
+
+    let s = project.summary("scan");
+    assert_eq!(
+        (s.status, s.turns, s.tool_calls),
+        (Status::Succeeded, 11, 10),
+        "{:?}",
+        s.error
+    );
+    assert_eq!(
+        *shared.over_budget.lock().unwrap(),
+        Vec::<u64>::new(),
+        "no request over context_tokens − max_tokens"
+    );
+    let conversation = project.conversation("scan");
+    let elided: usize = conversation
+        .iter()
+        .map(|l| {
+            l["context"]["elided_call_ids"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    assert!(elided >= 5, "old results were elided ({elided})");
+    for line in &conversation {
+        assert!(line["context"]["estimated_prompt_tokens"].as_u64().unwrap() <= 2048 - 256);
+        assert_eq!(line["context"]["budget"], 2048 - 256);
+    }
+    let last = llm.requests().await.pop().unwrap();
+    let placeholder = messages(&last)[3]["content"].as_str().unwrap();
+    assert!(placeholder.starts_with("[Removed to fit the context window: the result of noteworx_read_note {\"slug\":\"note-1\"}"), "{placeholder}");
+    assert!(
+        project
+            .run_log("scan")
+            .contains("context: removed the bodies of")
+    );
+}
+
+#[tokio::test]
+async fn a_context_that_cannot_fit_stops_as_context_exhausted_before_sending() {
+    let llm = FakeLlm::replies(vec![final_answer("never")]).await;
+    let project = Project::new();
+    project.task("t", &"word ".repeat(3000));
+    let cfg = project.config(
+        &llm.base_url(),
+        "[limits]\ncontext_tokens = 2048\n[model]\nmax_tokens = 256\n",
+    );
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::ContextExhausted);
+    assert!(llm.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_servers_context_error_shrinks_and_retries_once() {
+    let notes = FakeNoteworx::start(vec![note("big", "Big", &[], &"long text ".repeat(500))]).await;
+    let exceeded = ResponseTemplate::new(400)
+        .set_body_json(fixture("context_exceeded.json")["response"].clone());
+    let llm = FakeLlm::start(vec![
+        ok(tool_calls(&[(
+            "c1",
+            "noteworx_read_note",
+            json!({"slug": "big"}),
+        )])),
+        exceeded,
+        ok(final_answer("fits now")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "Read big.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!(
+            "[limits]\ncontext_tokens = 8192\n[model]\nmax_tokens = 256\n{}",
+            notes.config_section()
+        ),
+    );
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.final_answer.as_deref()),
+        (Status::Succeeded, Some("fits now")),
+        "{:?}",
+        s.error
+    );
+    let requests = llm.requests().await;
+    assert_eq!(requests.len(), 3);
+    assert!(
+        messages(&requests[2])[3]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[Removed to fit the context window")
+    );
+    let lines = project.conversation("t");
+    assert_eq!(lines[1]["http_status"], 400);
+    assert_eq!(lines[2]["context"]["elided_call_ids"], json!(["c1"]));
+}

@@ -33,8 +33,14 @@ pub fn note(slug: &str, title: &str, tags: &[&str], content: &str) -> Value {
 impl FakeNoteworx {
     pub async fn start(notes: Vec<Value>) -> FakeNoteworx {
         let server = MockServer::start().await;
-        let state = Arc::new(Mutex::new(State { notes, ..State::default() }));
-        Mock::given(wiremock::matchers::any()).respond_with(Handler(state.clone())).mount(&server).await;
+        let state = Arc::new(Mutex::new(State {
+            notes,
+            ..State::default()
+        }));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(Handler(state.clone()))
+            .mount(&server)
+            .await;
         FakeNoteworx { server, state }
     }
 
@@ -44,14 +50,29 @@ impl FakeNoteworx {
 
     /// The `[tools.noteworx]` section pointing here.
     pub fn config_section(&self) -> String {
-        format!("[tools.noteworx]\nbase_url = \"{}\"\nagent_name = \"test-agent\"\ntimeout_secs = 5\n", self.uri())
+        format!(
+            "[tools.noteworx]\nbase_url = \"{}\"\nagent_name = \"test-agent\"\ntimeout_secs = 5\n",
+            self.uri()
+        )
     }
 
     pub fn attachments(&self, slug: &str) -> Vec<Value> {
-        self.state.lock().unwrap().attachments.get(slug).cloned().unwrap_or_default()
+        self.state
+            .lock()
+            .unwrap()
+            .attachments
+            .get(slug)
+            .cloned()
+            .unwrap_or_default()
     }
 
-    pub fn add_attachment(&self, slug: &str, filename: &str, content_type: &str, content: &str) -> String {
+    pub fn add_attachment(
+        &self,
+        slug: &str,
+        filename: &str,
+        content_type: &str,
+        content: &str,
+    ) -> String {
         let mut s = self.state.lock().unwrap();
         s.next_id += 1;
         let id = s.next_id.to_string();
@@ -72,7 +93,16 @@ impl FakeNoteworx {
             .await
             .unwrap_or_default()
             .iter()
-            .map(|r| (r.method.to_string(), format!("{}{}", r.url.path(), r.url.query().map(|q| format!("?{q}")).unwrap_or_default())))
+            .map(|r| {
+                (
+                    r.method.to_string(),
+                    format!(
+                        "{}{}",
+                        r.url.path(),
+                        r.url.query().map(|q| format!("?{q}")).unwrap_or_default()
+                    ),
+                )
+            })
             .collect()
     }
 
@@ -82,7 +112,13 @@ impl FakeNoteworx {
             .await
             .unwrap_or_default()
             .iter()
-            .map(|r| r.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string())
+            .map(|r| {
+                r.headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string()
+            })
             .collect()
     }
 }
@@ -113,24 +149,51 @@ fn error(status: u16, message: &str) -> ResponseTemplate {
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let mut s = self.0.lock().unwrap();
-        let auth = req.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         if auth != format!("Bearer {TOKEN}") {
             return error(401, "invalid token");
         }
         if let Some(status) = s.fail_next.pop_front() {
             return error(status, "injected failure");
         }
-        let segments: Vec<String> = req.url.path_segments().map(|p| p.map(decode).collect()).unwrap_or_default();
-        let query: BTreeMap<String, String> = req.url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).unwrap_or(100);
+        let segments: Vec<String> = req
+            .url
+            .path_segments()
+            .map(|p| p.map(decode).collect())
+            .unwrap_or_default();
+        let query: BTreeMap<String, String> = req
+            .url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let limit = query
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .unwrap_or(100);
         let seg: Vec<&str> = segments.iter().map(String::as_str).collect();
         match (req.method.as_str(), seg.as_slice()) {
             ("GET", ["api", "notes"]) => {
                 let notes: Vec<Value> = s
                     .notes
                     .iter()
-                    .filter(|n| query.get("space").is_none_or(|sp| n["space"] == sp.as_str()))
-                    .filter(|n| query.get("tag").is_none_or(|t| n["tags"].as_array().unwrap().iter().any(|x| x == t.as_str())))
+                    .filter(|n| {
+                        query
+                            .get("space")
+                            .is_none_or(|sp| n["space"] == sp.as_str())
+                    })
+                    .filter(|n| {
+                        query.get("tag").is_none_or(|t| {
+                            n["tags"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|x| x == t.as_str())
+                        })
+                    })
                     .take(limit)
                     .cloned()
                     .collect();
@@ -142,7 +205,16 @@ impl Respond for Handler {
                     .notes
                     .iter()
                     .filter(|n| {
-                        n["title"].as_str().unwrap_or("").to_lowercase().contains(&q) || n["content"].as_str().unwrap_or("").to_lowercase().contains(&q)
+                        n["title"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_lowercase()
+                            .contains(&q)
+                            || n["content"]
+                                .as_str()
+                                .unwrap_or("")
+                                .to_lowercase()
+                                .contains(&q)
                     })
                     .take(limit)
                     .map(|n| {
@@ -172,7 +244,13 @@ impl Respond for Handler {
                 ResponseTemplate::new(200).set_body_json(json!({"attachments": list}))
             }
             ("GET", ["api", "notes", slug, "attachments", id]) => {
-                match s.attachments.get(*slug).into_iter().flatten().find(|a| a["id"] == *id) {
+                match s
+                    .attachments
+                    .get(*slug)
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["id"] == *id)
+                {
                     Some(a) => ResponseTemplate::new(200).set_body_json(a.clone()),
                     None => error(404, "attachment not found"),
                 }
@@ -185,14 +263,19 @@ impl Respond for Handler {
                     Ok(v) => v,
                     Err(_) => return error(422, "body is not JSON"),
                 };
-                let (Some(filename), Some(content)) = (body["filename"].as_str(), body["content"].as_str()) else {
+                let (Some(filename), Some(content)) =
+                    (body["filename"].as_str(), body["content"].as_str())
+                else {
                     return error(422, "filename and content are required");
                 };
                 s.next_id += 1;
                 let id = s.next_id.to_string();
                 let a = json!({"id": id, "filename": filename, "content_type": body["content_type"], "size": content.len(),
                                "created_at": "2026-04-09T06:15:14Z", "content": content});
-                s.attachments.entry(slug.to_string()).or_default().push(a.clone());
+                s.attachments
+                    .entry(slug.to_string())
+                    .or_default()
+                    .push(a.clone());
                 let mut shown = a;
                 shown.as_object_mut().unwrap().remove("content");
                 ResponseTemplate::new(201).set_body_json(shown)

@@ -25,14 +25,34 @@ pub fn completed(id: &str, output: Value, delay_ms: u64, exec_ms: u64) -> Value 
 }
 
 impl FakeRunpod {
-    pub async fn start(runsync: Vec<ResponseTemplate>, status: Vec<ResponseTemplate>, refuse_get_status: bool) -> FakeRunpod {
+    pub async fn start(
+        runsync: Vec<ResponseTemplate>,
+        status: Vec<ResponseTemplate>,
+        refuse_get_status: bool,
+    ) -> FakeRunpod {
         let server = MockServer::start().await;
-        Mock::given(method("POST")).and(path_regex(r"/runsync$")).respond_with(Script::new(runsync)).mount(&server).await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"/runsync$"))
+            .respond_with(Script::new(runsync))
+            .mount(&server)
+            .await;
         if refuse_get_status {
-            Mock::given(method("GET")).and(path_regex(r"/status/[^/]+$")).respond_with(ResponseTemplate::new(405)).mount(&server).await;
-            Mock::given(method("POST")).and(path_regex(r"/status/[^/]+$")).respond_with(Script::new(status)).mount(&server).await;
+            Mock::given(method("GET"))
+                .and(path_regex(r"/status/[^/]+$"))
+                .respond_with(ResponseTemplate::new(405))
+                .mount(&server)
+                .await;
+            Mock::given(method("POST"))
+                .and(path_regex(r"/status/[^/]+$"))
+                .respond_with(Script::new(status))
+                .mount(&server)
+                .await;
         } else {
-            Mock::given(method("GET")).and(path_regex(r"/status/[^/]+$")).respond_with(Script::new(status)).mount(&server).await;
+            Mock::given(method("GET"))
+                .and(path_regex(r"/status/[^/]+$"))
+                .respond_with(Script::new(status))
+                .mount(&server)
+                .await;
         }
         Mock::given(method("POST"))
             .and(path_regex(r"/cancel/[^/]+$"))
@@ -44,12 +64,21 @@ impl FakeRunpod {
 
     /// `[endpoint]` + `[runpod]` sections using `base_url` + `endpoint_id` (the hosted layout).
     pub fn config_sections(&self) -> String {
-        format!("[endpoint]\nkind = \"runpod\"\n[runpod]\nbase_url = \"{}/v2\"\nendpoint_id = \"ep123\"\npoll_interval_ms = 50\n", self.server.uri())
+        format!(
+            "[endpoint]\nkind = \"runpod\"\n[runpod]\nbase_url = \"{}/v2\"\nendpoint_id = \"ep123\"\npoll_interval_ms = 50\n",
+            self.server.uri()
+        )
     }
 
     /// `(method, path)` of every request, in order.
     pub async fn calls(&self) -> Vec<(String, String)> {
-        self.server.received_requests().await.unwrap_or_default().iter().map(|r| (r.method.to_string(), r.url.path().to_string())).collect()
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(|r| (r.method.to_string(), r.url.path().to_string()))
+            .collect()
     }
 
     pub async fn runsync_bodies(&self) -> Vec<Value> {

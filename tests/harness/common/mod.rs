@@ -24,7 +24,11 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The fixed "now" of every test run: run ids are `20260409T061500Z`.
 pub fn fixed_clock() -> Clock {
-    Arc::new(|| Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).single().unwrap_or_default())
+    Arc::new(|| {
+        Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0)
+            .single()
+            .unwrap_or_default()
+    })
 }
 
 pub const RUN_ID: &str = "20260409T061500Z";
@@ -67,7 +71,10 @@ pub struct Script {
 
 impl Script {
     pub fn new(replies: Vec<ResponseTemplate>) -> Self {
-        Script { replies: Mutex::new(replies.into()), last: Mutex::new(None) }
+        Script {
+            replies: Mutex::new(replies.into()),
+            last: Mutex::new(None),
+        }
     }
 }
 
@@ -79,7 +86,12 @@ impl Respond for Script {
                 *self.last.lock().unwrap() = Some(r.clone());
                 r
             }
-            None => self.last.lock().unwrap().clone().unwrap_or_else(|| ResponseTemplate::new(500)),
+            None => self
+                .last
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or_else(|| ResponseTemplate::new(500)),
         }
     }
 }
@@ -96,7 +108,11 @@ pub struct FakeLlm {
 impl FakeLlm {
     pub async fn start(script: Vec<ResponseTemplate>) -> FakeLlm {
         let server = MockServer::start().await;
-        Mock::given(method("POST")).and(path("/v1/chat/completions")).respond_with(Script::new(script)).mount(&server).await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Script::new(script))
+            .mount(&server)
+            .await;
         FakeLlm { server }
     }
 
@@ -146,7 +162,9 @@ impl Project {
 
     /// Writes `agent.toml` for an `openai` endpoint at `base_url` plus `extra` TOML.
     pub fn write_config(&self, base_url: &str, extra: &str) -> PathBuf {
-        let text = format!("[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{base_url}\"\n{extra}\n");
+        let text = format!(
+            "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{base_url}\"\n{extra}\n"
+        );
         let p = self.root().join("agent.toml");
         std::fs::write(&p, text).unwrap();
         p
@@ -181,7 +199,10 @@ impl Project {
     }
 
     pub fn tool_lines(&self, task: &str) -> Vec<ToolLine> {
-        jsonl(&self.run_dir(task).join("tools.jsonl")).into_iter().map(|v| serde_json::from_value(v).unwrap()).collect()
+        jsonl(&self.run_dir(task).join("tools.jsonl"))
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect()
     }
 
     pub fn conversation(&self, task: &str) -> Vec<Value> {
@@ -234,18 +255,27 @@ pub fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line in {}: {e}: {l}", path.display())))
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("bad JSONL line in {}: {e}: {l}", path.display()))
+        })
         .collect()
 }
 
 /// Fast retries for tests: the logic is the product's, the waits are short.
 pub fn fast_retries() -> RetryPolicy {
-    RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(50), max_retries: 3 }
+    RetryPolicy {
+        base: Duration::from_millis(10),
+        cap: Duration::from_millis(50),
+        max_retries: 3,
+    }
 }
 
 pub fn harness(cfg: &Config) -> Harness {
     let mut h = Harness::new(cfg, fixed_clock(), CancellationToken::new()).unwrap();
-    h.endpoint = Endpoint::new(&cfg.endpoint).unwrap().with_retry_policy(fast_retries());
+    h.endpoint = Endpoint::new(&cfg.endpoint)
+        .unwrap()
+        .with_retry_policy(fast_retries());
     h
 }
 
@@ -256,7 +286,14 @@ pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
 }
 
 pub async fn run_all(cfg: &Config) -> RunOutcome {
-    run(cfg, RunOptions { concurrency: 1, ..RunOptions::default() }).await
+    run(
+        cfg,
+        RunOptions {
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await
 }
 
 /// The messages of a recorded request body.
