@@ -77,8 +77,9 @@ impl Harness {
         };
         let webfetch = cfg
             .webfetch
-            .clone()
-            .map(|config| tools::webfetch::Webfetch { config });
+            .as_ref()
+            .map(tools::webfetch::Webfetch::new)
+            .transpose()?;
         Ok(Harness {
             endpoint: Endpoint::new(&cfg.endpoint)?,
             toolbox: Toolbox { webfetch, noteworx },

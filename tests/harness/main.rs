@@ -10,3 +10,4 @@ mod inbox_runs;
 mod noteworx_tools;
 mod runpod;
 mod small_models;
+mod webfetch;
