@@ -402,3 +402,32 @@ async fn the_servers_context_error_shrinks_and_retries_once() {
     assert_eq!(lines[1]["http_status"], 400);
     assert_eq!(lines[2]["context"]["elided_call_ids"], json!(["c1"]));
 }
+
+#[tokio::test]
+async fn context_tokens_zero_asks_llama_servers_props_for_the_window() {
+    let llm = FakeLlm::replies(vec![final_answer("never")]).await;
+    Mock::given(method("GET"))
+        .and(path("/props"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"default_generation_settings": {"n_ctx": 1024}, "total_slots": 1}),
+        ))
+        .mount(&llm.server)
+        .await;
+    let project = Project::new();
+    project.task("t", &"word ".repeat(1500));
+    let cfg = project.config(
+        &llm.base_url(),
+        "[limits]\ncontext_tokens = 0\n[model]\nmax_tokens = 256\n",
+    );
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        s.stop_reason,
+        StopReason::ContextExhausted,
+        "a 1024-token window from /props cannot hold the task"
+    );
+    assert!(s.error.unwrap().contains("only 768 fit"));
+    assert!(llm.requests().await.is_empty());
+}
