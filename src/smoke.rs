@@ -100,22 +100,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         reply.calls[0].function.name,
         describe(&first, ms)
     );
-    let mut assistant = Message::user(reply.content.clone());
-    assistant.role = chat::Role::Assistant;
-    assistant.tool_calls = reply
-        .calls
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            if !matches!(
-                serde_json::from_str::<Value>(&c.function.arguments),
-                Ok(Value::Object(_))
-            ) {
-                c.function.arguments = "{}".into();
-            }
-            c
-        })
-        .collect();
+    let assistant = crate::agent::replayed_assistant(&reply, crate::config::ReplayThinking::Strip);
     let ids: Vec<String> = assistant.tool_calls.iter().map(|c| c.id.clone()).collect();
     messages.push(assistant);
     for id in ids {

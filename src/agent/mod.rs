@@ -594,7 +594,7 @@ impl Outcome {
 /// turns with `replay_thinking = "keep"`), text-form calls turned into real
 /// `tool_calls`, and arguments that are not a JSON object replaced by `{}`
 /// (llama-server answers 500 to a replayed call whose arguments do not parse).
-fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
+pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
     let tool_calls = reply
         .calls
         .iter()
