@@ -160,13 +160,6 @@ impl Sampling {
             model: model_name,
         }
     }
-
-    pub fn thinking_enabled(&self) -> bool {
-        self.chat_template_kwargs
-            .get("enable_thinking")
-            .and_then(Value::as_bool)
-            .unwrap_or(true)
-    }
 }
 
 /// Per-request adjustments the loop makes on a retry.

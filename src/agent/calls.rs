@@ -54,7 +54,10 @@ pub struct Answer {
 #[derive(Debug)]
 pub enum TurnResult {
     Answered(Vec<Answer>),
-    LoopDetected { answered: Vec<Answer>, call: String },
+    /// The named call reached `REPEAT_STOP_AT`; no call of the turn was run.
+    LoopDetected {
+        call: String,
+    },
 }
 
 enum Plan {
@@ -81,9 +84,7 @@ pub async fn answer_calls(
     for (i, call) in turn.calls.iter().enumerate() {
         let (count, first_id) = repeats.bump(call);
         if count >= REPEAT_STOP_AT {
-            let answered = Vec::new();
             return TurnResult::LoopDetected {
-                answered,
                 call: tools::describe_call(&call.function.name, &call.function.arguments),
             };
         }

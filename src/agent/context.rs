@@ -7,7 +7,7 @@
 //! bodies of the oldest tool results are replaced by a placeholder saying
 //! what was removed and how to get it back.
 
-use crate::chat::{Message, Role};
+use crate::chat::Message;
 use crate::tools::text::chars;
 
 /// Tokens per message for role markers and template overhead.
@@ -137,11 +137,6 @@ impl Conversation {
             elided.push(origin.call_id.clone());
         }
         Ok(elided)
-    }
-
-    /// Whether the last message is a tool result (never end on an assistant tool-call turn).
-    pub fn ends_with_tool_result(&self) -> bool {
-        self.messages.last().is_some_and(|m| m.role == Role::Tool)
     }
 }
 

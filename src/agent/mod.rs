@@ -551,8 +551,7 @@ impl TaskRun<'_> {
         };
         let answers = match result {
             TurnResult::Answered(a) => a,
-            TurnResult::LoopDetected { answered, call } => {
-                self.record_answers(&answered);
+            TurnResult::LoopDetected { call } => {
                 let e = format!("the model kept repeating the same call: {call}");
                 return Err(Box::new(self.finish(
                     StopReason::LoopDetected,

@@ -246,10 +246,6 @@ impl Endpoint {
         self
     }
 
-    pub fn kind(&self) -> EndpointKind {
-        self.cfg.kind
-    }
-
     /// Sends one chat request, retrying what is retryable until `deadline`.
     /// `on_attempt` sees every attempt as it ends.
     pub async fn chat(

@@ -11,8 +11,6 @@ pub mod noteworx;
 pub mod text;
 pub mod webfetch;
 
-use std::fmt::Write as _;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -534,9 +532,7 @@ fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {
 
 /// Describes a call compactly for logs and placeholders: `name {"k":"v"}`.
 pub fn describe_call(name: &str, arguments: &str) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{name} {}", text::clip(arguments, 160));
-    s
+    format!("{name} {}", text::clip(arguments, 160))
 }
 
 #[cfg(test)]
