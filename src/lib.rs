@@ -29,6 +29,7 @@ pub mod endpoint;
 pub mod inbox;
 pub mod lock;
 pub mod noteworx;
+pub mod progress;
 pub mod records;
 pub mod reply;
 pub mod run;
@@ -45,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{Cli, Command};
 use crate::config::{Config, ConfigError};
 use crate::endpoint::Endpoint;
+use crate::progress::Progress;
 use crate::records::read_summaries;
 use crate::run::{RunOptions, RunOutcome, UsageError};
 use crate::tools::Toolbox;
@@ -63,6 +65,8 @@ pub struct Harness {
     pub clock: Clock,
     /// Cancelled on SIGINT / SIGTERM: no new work starts, running calls stop.
     pub cancel: CancellationToken,
+    /// Live lines on a terminal; hidden unless the binary sets it.
+    pub progress: Progress,
 }
 
 impl Harness {
@@ -83,6 +87,7 @@ impl Harness {
         Ok(Harness {
             endpoint: Endpoint::new(&cfg.endpoint)?,
             toolbox: Toolbox { webfetch, noteworx },
+            progress: Progress::hidden(),
             clock,
             cancel,
         })
@@ -98,7 +103,8 @@ pub mod exit {
 }
 
 /// Runs a parsed command line and returns the process exit code.
-pub fn main(cli: Cli) -> u8 {
+/// Runs a parsed command line; `progress` is the live display (and the log writer).
+pub fn main(cli: Cli, progress: Progress) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -110,10 +116,20 @@ pub fn main(cli: Cli) -> u8 {
         }
     };
     let env = |k: &str| std::env::var(k).ok();
-    runtime.block_on(dispatch(cli, &env))
+    runtime.block_on(dispatch(cli, &env, progress))
 }
 
-async fn dispatch(cli: Cli, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> u8 {
+async fn dispatch(
+    cli: Cli,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    progress: Progress,
+) -> u8 {
+    // `runs` reads only the logs folder: it never needs the secrets.
+    let no_secrets = |k: &str| env(k).or_else(|| Some("unused".into()));
+    let env: &dyn Fn(&str) -> Option<String> = match cli.command {
+        Command::Runs { .. } => &no_secrets,
+        _ => env,
+    };
     let cfg = match Config::load(&cli.config, env) {
         Ok(c) => c,
         Err(e) if matches!(cli.command, Command::Runs { .. }) && !cli.config.exists() => {
@@ -135,7 +151,7 @@ async fn dispatch(cli: Cli, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> u8
                     .unwrap_or(cfg.limits.concurrency),
                 only: None,
             };
-            run_command(&cfg, opts).await
+            run_command(&cfg, opts, progress).await
         }
         Command::RunTask { name, dry_run } => {
             run_command(
@@ -145,6 +161,7 @@ async fn dispatch(cli: Cli, env: &(dyn Fn(&str) -> Option<String> + Sync)) -> u8
                     concurrency: 1,
                     only: Some(name.clone()),
                 },
+                progress,
             )
             .await
         }
@@ -165,9 +182,9 @@ fn config_error(e: &ConfigError) -> u8 {
     exit::USAGE
 }
 
-async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
+async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
-    let harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+    let mut harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("agent-harness: {e:#}");
@@ -175,6 +192,8 @@ async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
         }
     };
     tokio::spawn(watch_signals(cancel));
+    harness.progress = progress.clone();
+    let started = std::time::Instant::now();
     match run::run(cfg, &harness, &opts).await {
         Ok(outcome) => {
             match &outcome {
@@ -187,7 +206,7 @@ async fn run_command(cfg: &Config, opts: RunOptions) -> u8 {
                         "agent-harness: the endpoint is unreachable, no task was touched: {why}"
                     )
                 }
-                RunOutcome::Finished(_) => {}
+                RunOutcome::Finished(tally) => progress.finish(&tally.describe(started.elapsed())),
             }
             outcome.exit_code()
         }
@@ -249,9 +268,21 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
     let Command::Runs { task, limit, json } = command else {
         return exit::USAGE;
     };
-    let mut summaries = read_summaries(logs);
+    let records::Listing {
+        mut summaries,
+        mut incomplete,
+    } = read_summaries(logs);
     if let Some(t) = task {
         summaries.retain(|s| &s.task == t);
+        incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
+    }
+    if !incomplete.is_empty() {
+        let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
+        eprintln!(
+            "agent-harness: {} run folder(s) without a readable summary.json (still running, or killed mid-run): {}",
+            dirs.len(),
+            dirs.join(", ")
+        );
     }
     summaries.truncate(*limit);
     let mut out = std::io::stdout().lock();

@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use agent_harness::progress::Progress;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -11,13 +12,19 @@ fn main() -> ExitCode {
     let cli = agent_harness::cli::Cli::parse();
     let filter = EnvFilter::try_from_env("AGENT_HARNESS_LOG")
         .unwrap_or_else(|_| EnvFilter::new("agent_harness=info,warn"));
-    let ansi = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let terminal =
+        std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let progress = if terminal {
+        Progress::live()
+    } else {
+        Progress::hidden()
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(progress.clone())
         .with_ansi(ansi)
         .with_target(false)
         .init();
-    ExitCode::from(agent_harness::main(cli))
+    ExitCode::from(agent_harness::main(cli, progress))
 }

@@ -252,9 +252,18 @@ pub fn redact(text: &str, secrets: &[Secret]) -> String {
     out
 }
 
-/// Reads every `summary.json` under `logs/*/*/`, skipping unreadable ones.
-pub fn read_summaries(logs: &Path) -> Vec<Summary> {
-    let mut out = Vec::new();
+/// What `logs/` holds: the readable summaries, newest first, and the run
+/// folders without one (a run still going, or one killed before it ended).
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub summaries: Vec<Summary>,
+    pub incomplete: Vec<PathBuf>,
+}
+
+/// Reads every `logs/<task>/<run_id>/summary.json`. A missing, half-written
+/// or foreign file never stops the listing: its folder is reported instead.
+pub fn read_summaries(logs: &Path) -> Listing {
+    let mut out = Listing::default();
     let Ok(tasks) = std::fs::read_dir(logs) else {
         return out;
     };
@@ -262,22 +271,24 @@ pub fn read_summaries(logs: &Path) -> Vec<Summary> {
         let Ok(runs) = std::fs::read_dir(task.path()) else {
             continue;
         };
-        for run in runs.flatten() {
+        for run in runs.flatten().filter(|r| r.path().is_dir()) {
             let path = run.path().join("summary.json");
             match std::fs::read_to_string(&path).map(|t| serde_json::from_str::<Summary>(&t)) {
-                Ok(Ok(s)) => out.push(s),
+                Ok(Ok(s)) => out.summaries.push(s),
                 Ok(Err(e)) => {
-                    tracing::warn!(path = %path.display(), error = %e, "skipping an unreadable summary")
+                    tracing::debug!(path = %path.display(), error = %e, "unreadable summary");
+                    out.incomplete.push(run.path());
                 }
-                Err(_) => {}
+                Err(_) => out.incomplete.push(run.path()),
             }
         }
     }
-    out.sort_by(|a, b| {
+    out.summaries.sort_by(|a, b| {
         b.started_at
             .cmp(&a.started_at)
             .then_with(|| b.run_id.cmp(&a.run_id))
     });
+    out.incomplete.sort();
     out
 }
 

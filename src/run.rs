@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use anyhow::Context;
 use futures::StreamExt;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::Harness;
 use crate::agent::{Outcome, Stats, TaskSpec, run_task};
@@ -41,6 +42,21 @@ pub struct Tally {
     pub interrupted: usize,
     /// Not started because the run was stopping.
     pub not_started: usize,
+}
+
+impl Tally {
+    /// `3 succeeded, 1 failed, 2 left in the inbox for a later run in 41.2s`.
+    pub fn describe(&self, elapsed: std::time::Duration) -> String {
+        let mut parts = vec![format!("{} succeeded", self.succeeded)];
+        if self.failed > 0 {
+            parts.push(format!("{} failed", self.failed));
+        }
+        let later = self.retry_later + self.interrupted + self.not_started;
+        if later > 0 {
+            parts.push(format!("{later} left in the inbox for a later run"));
+        }
+        format!("{} in {:.1}s", parts.join(", "), elapsed.as_secs_f64())
+    }
 }
 
 /// How a run ended.
@@ -121,7 +137,13 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         n => Some(n),
     };
 
-    let attempts = Mutex::new(Attempts::load(&state_dir));
+    let drain = Drain {
+        cfg,
+        h,
+        context_tokens,
+        attempts: Mutex::new(Attempts::load(&state_dir)),
+        dry_run: opts.dry_run,
+    };
     let concurrency = opts.concurrency.max(1);
     tracing::info!(
         tasks = entries.len(),
@@ -131,14 +153,12 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
     );
     let ends: Vec<anyhow::Result<Option<Summary>>> = futures::stream::iter(entries)
         .map(|entry| {
-            let attempts = &attempts;
+            let drain = &drain;
             async move {
                 if h.cancel.is_cancelled() {
                     return Ok(None);
                 }
-                process_task(cfg, h, &entry, context_tokens, attempts, opts.dry_run)
-                    .await
-                    .map(Some)
+                drain.process_task(&entry).await.map(Some)
             }
         })
         .buffer_unordered(concurrency)
@@ -168,152 +188,169 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
     Ok(RunOutcome::Finished(tally))
 }
 
-/// One task from file to records, and the file to where it belongs.
-async fn process_task(
-    cfg: &Config,
-    h: &Harness,
-    entry: &InboxEntry,
+/// What every task of one run shares.
+struct Drain<'a> {
+    cfg: &'a Config,
+    h: &'a Harness,
     context_tokens: Option<u32>,
-    attempts: &Mutex<Attempts>,
+    attempts: Mutex<Attempts>,
     dry_run: bool,
-) -> anyhow::Result<Summary> {
-    let started_at = (h.clock)();
-    let t0 = Instant::now();
-    let mut rec = RunRecord::create(&cfg.paths.logs, &entry.name, started_at, cfg.secrets())?;
-    let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
-    let _enter = span.enter();
+}
 
-    let prepared = inbox::read_task(&entry.path).and_then(|file| {
-        TaskSpec::resolve(
-            cfg,
-            &entry.name,
-            &file.frontmatter,
-            &file.body,
-            &h.toolbox.offered(),
-            context_tokens,
-            dry_run,
-        )
-    });
-    let outcome = match prepared {
-        Ok(spec) => run_task(h, &spec, &mut rec).await,
-        Err(problem) => invalid(&mut rec, h, &entry.path, &problem),
-    };
-
-    let previous = lock_attempts(attempts).get(&entry.name);
-    let attempt = previous + 1;
-    let (disposition, retryable) = if dry_run {
-        (Disposition::Keep, outcome.retryable)
-    } else {
-        match outcome.stop {
-            StopReason::FinalAnswer => (Disposition::Done, false),
-            StopReason::Interrupted => (Disposition::Keep, true),
-            _ if outcome.retryable && attempt < cfg.limits.max_attempts => {
-                (Disposition::Keep, true)
-            }
-            _ => (Disposition::Failed, false),
-        }
-    };
-    let status = match outcome.stop {
-        StopReason::FinalAnswer => Status::Succeeded,
-        StopReason::Interrupted => Status::Interrupted,
-        _ => Status::Failed,
-    };
-    let finished_at = (h.clock)();
-    let Stats {
-        turns,
-        tool_calls,
-        tool_errors,
-        usage,
-        runpod_exec_ms,
-        runpod_delay_ms,
-    } = outcome.stats;
-    let kept_error = match (disposition, outcome.retryable, dry_run) {
-        (Disposition::Keep, true, false) if status == Status::Failed => Some(format!(
-            "left in the inbox to be tried again (attempt {attempt} of {})",
-            cfg.limits.max_attempts
-        )),
-        (Disposition::Failed, true, _) => {
-            Some(format!("gave up after {attempt} attempts (max_attempts)"))
-        }
-        _ => None,
-    };
-    let error = match (outcome.error, kept_error) {
-        (Some(e), Some(k)) => Some(format!("{e}; {k}")),
-        (e, k) => e.or(k),
-    };
-    let summary = Summary {
-        task: entry.name.clone(),
-        run_id: rec.run_id.clone(),
-        status,
-        stop_reason: outcome.stop,
-        retryable,
-        attempt,
-        turns,
-        tool_calls,
-        tool_errors,
-        prompt_tokens: usage.prompt_tokens,
-        completion_tokens: usage.completion_tokens,
-        total_tokens: usage.total_tokens,
-        runpod_exec_ms: runpod_exec_ms.or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
-        runpod_delay_ms: runpod_delay_ms
-            .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
-        wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
-        started_at,
-        finished_at,
-        final_answer: outcome.final_answer,
-        error,
-        dry_run,
-    };
-    rec.summary(&summary)?;
-
-    let moved = match disposition {
-        Disposition::Done => Some(inbox::move_task(
-            &entry.path,
-            &cfg.paths.done,
-            &rec.run_id,
-            &entry.name,
-        )?),
-        Disposition::Failed => Some(inbox::move_task(
-            &entry.path,
-            &cfg.paths.failed,
-            &rec.run_id,
-            &entry.name,
-        )?),
-        Disposition::Keep => None,
-    };
-    if !dry_run {
-        let mut counts = lock_attempts(attempts);
-        match disposition {
-            Disposition::Keep if summary.status == Status::Failed => {
-                counts.set(&entry.name, attempt)
-            }
-            Disposition::Keep => {}
-            Disposition::Done | Disposition::Failed => counts.clear(&entry.name),
-        }
-        counts.save(&cfg.paths.state_dir())?;
+impl Drain<'_> {
+    /// One task from file to records, and the file to where it belongs.
+    async fn process_task(&self, entry: &InboxEntry) -> anyhow::Result<Summary> {
+        let (cfg, h) = (self.cfg, self.h);
+        let started_at = (h.clock)();
+        let t0 = Instant::now();
+        let mut rec = RunRecord::create(&cfg.paths.logs, &entry.name, started_at, cfg.secrets())?;
+        let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
+        self.run_and_file(entry, &mut rec, (started_at, t0))
+            .instrument(span)
+            .await
     }
-    let place = moved
-        .as_deref()
-        .map(|p: &Path| p.display().to_string())
-        .unwrap_or_else(|| "left in the inbox".into());
-    rec.log(
-        finished_at,
-        &format!(
-            "{}: {} → {place}",
-            status_word(summary.status),
-            summary.stop_reason.as_str()
-        ),
-    );
-    tracing::info!(
-        status = status_word(summary.status),
-        stop_reason = summary.stop_reason.as_str(),
-        turns,
-        tokens = summary.total_tokens,
-        wall_ms = summary.wall_ms,
-        file = %place,
-        "task finished"
-    );
-    Ok(summary)
+
+    /// Runs a task whose record exists, writes its summary and files the task.
+    async fn run_and_file(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+        (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
+    ) -> anyhow::Result<Summary> {
+        let (cfg, h, dry_run, attempts) = (self.cfg, self.h, self.dry_run, &self.attempts);
+        let prepared = inbox::read_task(&entry.path).and_then(|file| {
+            TaskSpec::resolve(
+                cfg,
+                &entry.name,
+                &file.frontmatter,
+                &file.body,
+                &h.toolbox.offered(),
+                self.context_tokens,
+                dry_run,
+            )
+        });
+        let outcome = match prepared {
+            Ok(spec) => run_task(h, &spec, rec, &h.progress.task(&entry.name)).await,
+            Err(problem) => invalid(rec, h, &entry.path, &problem),
+        };
+
+        let previous = lock_attempts(attempts).get(&entry.name);
+        let attempt = previous + 1;
+        let (disposition, retryable) = if dry_run {
+            (Disposition::Keep, outcome.retryable)
+        } else {
+            match outcome.stop {
+                StopReason::FinalAnswer => (Disposition::Done, false),
+                StopReason::Interrupted => (Disposition::Keep, true),
+                _ if outcome.retryable && attempt < cfg.limits.max_attempts => {
+                    (Disposition::Keep, true)
+                }
+                _ => (Disposition::Failed, false),
+            }
+        };
+        let status = match outcome.stop {
+            StopReason::FinalAnswer => Status::Succeeded,
+            StopReason::Interrupted => Status::Interrupted,
+            _ => Status::Failed,
+        };
+        let finished_at = (h.clock)();
+        let Stats {
+            turns,
+            tool_calls,
+            tool_errors,
+            usage,
+            runpod_exec_ms,
+            runpod_delay_ms,
+        } = outcome.stats;
+        let kept_error = match (disposition, outcome.retryable, dry_run) {
+            (Disposition::Keep, true, false) if status == Status::Failed => Some(format!(
+                "left in the inbox to be tried again (attempt {attempt} of {})",
+                cfg.limits.max_attempts
+            )),
+            (Disposition::Failed, true, _) => {
+                Some(format!("gave up after {attempt} attempts (max_attempts)"))
+            }
+            _ => None,
+        };
+        let error = match (outcome.error, kept_error) {
+            (Some(e), Some(k)) => Some(format!("{e}; {k}")),
+            (e, k) => e.or(k),
+        };
+        let summary = Summary {
+            task: entry.name.clone(),
+            run_id: rec.run_id.clone(),
+            status,
+            stop_reason: outcome.stop,
+            retryable,
+            attempt,
+            turns,
+            tool_calls,
+            tool_errors,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            runpod_exec_ms: runpod_exec_ms
+                .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
+            runpod_delay_ms: runpod_delay_ms
+                .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
+            wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+            started_at,
+            finished_at,
+            final_answer: outcome.final_answer,
+            error,
+            dry_run,
+        };
+        rec.summary(&summary)?;
+
+        let moved = match disposition {
+            Disposition::Done => Some(inbox::move_task(
+                &entry.path,
+                &cfg.paths.done,
+                &rec.run_id,
+                &entry.name,
+            )?),
+            Disposition::Failed => Some(inbox::move_task(
+                &entry.path,
+                &cfg.paths.failed,
+                &rec.run_id,
+                &entry.name,
+            )?),
+            Disposition::Keep => None,
+        };
+        if !dry_run {
+            let mut counts = lock_attempts(attempts);
+            match disposition {
+                Disposition::Keep if summary.status == Status::Failed => {
+                    counts.set(&entry.name, attempt)
+                }
+                Disposition::Keep => {}
+                Disposition::Done | Disposition::Failed => counts.clear(&entry.name),
+            }
+            counts.save(&cfg.paths.state_dir())?;
+        }
+        let place = moved
+            .as_deref()
+            .map(|p: &Path| p.display().to_string())
+            .unwrap_or_else(|| "left in the inbox".into());
+        rec.log(
+            finished_at,
+            &format!(
+                "{}: {} → {place}",
+                status_word(summary.status),
+                summary.stop_reason.as_str()
+            ),
+        );
+        tracing::info!(
+            status = status_word(summary.status),
+            stop_reason = summary.stop_reason.as_str(),
+            turns,
+            tokens = summary.total_tokens,
+            wall_ms = summary.wall_ms,
+            file = %place,
+            "task finished"
+        );
+        Ok(summary)
+    }
 }
 
 fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, Attempts> {
@@ -373,4 +410,33 @@ pub fn check_inbox(
         }
     }
     Ok((entries.len(), problems))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_tally_names_only_what_happened() {
+        let t = Tally {
+            succeeded: 3,
+            ..Tally::default()
+        };
+        assert_eq!(
+            t.describe(Duration::from_millis(41_230)),
+            "3 succeeded in 41.2s"
+        );
+        let t = Tally {
+            succeeded: 1,
+            failed: 2,
+            retry_later: 1,
+            interrupted: 1,
+            not_started: 1,
+        };
+        assert_eq!(
+            t.describe(Duration::from_secs(2)),
+            "1 succeeded, 2 failed, 3 left in the inbox for a later run in 2.0s"
+        );
+    }
 }

@@ -20,6 +20,7 @@ use crate::chat::{self, FunctionCall, Message, Role, Sampling, ToolCall, Tweaks,
 use crate::config::{Config, ReplayThinking};
 use crate::endpoint::{CallError, Completion};
 use crate::inbox::{Frontmatter, TaskProblem};
+use crate::progress::TaskProgress;
 use crate::records::{ContextNote, ConversationLine, RunRecord, StopReason};
 use crate::reply::{Reply, read_reply};
 use crate::tools::{CallContext, ToolName};
@@ -180,7 +181,12 @@ pub struct Outcome {
 
 /// Runs one task to its end. Never panics, never returns early without an
 /// outcome; every request and tool call is recorded as it happens.
-pub async fn run_task(h: &Harness, spec: &TaskSpec, rec: &mut RunRecord) -> Outcome {
+pub async fn run_task(
+    h: &Harness,
+    spec: &TaskSpec,
+    rec: &mut RunRecord,
+    live: &TaskProgress,
+) -> Outcome {
     let deadline = Instant::now() + spec.max_wall;
     let tool_defs: Vec<Value> = spec.tools.iter().map(|t| t.definition()).collect();
     let mut conv = Conversation::new(
@@ -192,6 +198,7 @@ pub async fn run_task(h: &Harness, spec: &TaskSpec, rec: &mut RunRecord) -> Outc
         h,
         spec,
         rec,
+        live,
         stats: Stats::default(),
         repeats: Repeats::default(),
         deadline,
@@ -281,6 +288,7 @@ struct TaskRun<'a> {
     h: &'a Harness,
     spec: &'a TaskSpec,
     rec: &'a mut RunRecord,
+    live: &'a TaskProgress,
     stats: Stats,
     repeats: Repeats,
     deadline: Instant,
@@ -491,6 +499,7 @@ impl TaskRun<'_> {
         self.stats.usage.prompt_tokens += usage.prompt_tokens;
         self.stats.usage.completion_tokens += usage.completion_tokens;
         self.stats.usage.total_tokens += usage.total();
+        self.live.turn(turn, self.stats.usage.total_tokens);
         conv.anchor(usage.prompt_tokens, usage.completion_tokens);
         if let Some(t) = &reply.thinking {
             self.log(&format!("turn {turn}: thinking:\n{t}"));

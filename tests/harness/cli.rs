@@ -176,3 +176,236 @@ async fn a_failed_task_exits_1_and_runs_lists_it() {
         "{table}"
     );
 }
+
+#[test]
+fn test_runpod_exits_1_with_one_line_when_the_endpoint_is_down() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let project = Project::new();
+    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+    let out = bin(&project).arg("test-runpod").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(fails.len(), 1, "{text}");
+    assert!(fails[0].contains(&format!("127.0.0.1:{port}")), "{text}");
+}
+
+/// Writes `logs/<task>/<run_id>/summary.json` from a real summary, renamed.
+fn plant_run(project: &Project, template: &Value, task: &str, run_id: &str, started: &str) {
+    let dir = project.root().join("logs").join(task).join(run_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = template.clone();
+    s["task"] = task.into();
+    s["run_id"] = run_id.into();
+    s["started_at"] = started.into();
+    std::fs::write(dir.join("summary.json"), s.to_string()).unwrap();
+}
+
+#[tokio::test]
+async fn runs_lists_newest_first_and_survives_broken_run_folders() {
+    let llm = FakeLlm::replies(vec![final_answer("ok")]).await;
+    let project = Project::new();
+    let cfg = project.config(&llm.base_url(), "");
+    project.task("seed", "x");
+    run_all(&cfg).await;
+    let template: Value = serde_json::from_slice(
+        &std::fs::read(project.run_dir("seed").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(project.root().join("logs/seed")).unwrap();
+
+    plant_run(
+        &project,
+        &template,
+        "alpha",
+        "20260401T080000Z",
+        "2026-04-01T08:00:00Z",
+    );
+    plant_run(
+        &project,
+        &template,
+        "beta",
+        "20260403T080000Z",
+        "2026-04-03T08:00:00Z",
+    );
+    plant_run(
+        &project,
+        &template,
+        "alpha",
+        "20260402T080000Z",
+        "2026-04-02T08:00:00Z",
+    );
+    // Killed before its summary was written: records only, the last line cut.
+    let killed = project.root().join("logs/alpha/20260404T080000Z");
+    std::fs::create_dir_all(&killed).unwrap();
+    std::fs::write(killed.join("conversation.jsonl"), "{\"turn\":1}\n{\"tur").unwrap();
+    // A summary cut off half way.
+    let torn = project.root().join("logs/beta/20260405T080000Z");
+    std::fs::create_dir_all(&torn).unwrap();
+    std::fs::write(torn.join("summary.json"), &template.to_string()[..40]).unwrap();
+    // Stray files where folders are expected.
+    std::fs::write(project.root().join("logs/NOTES.txt"), "mine").unwrap();
+    std::fs::write(project.root().join("logs/beta/stray.json"), "{}").unwrap();
+
+    let out = bin(&project).args(["runs", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["20260403T080000Z", "20260402T080000Z", "20260401T080000Z"],
+        "newest first"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("2 run folder(s) without a readable summary.json"),
+        "{err}"
+    );
+    assert!(
+        err.contains("20260404T080000Z") && err.contains("20260405T080000Z"),
+        "{err}"
+    );
+
+    let out = bin(&project)
+        .args(["runs", "--task", "alpha", "--limit", "1"])
+        .output()
+        .unwrap();
+    let table = stdout(&out);
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{table}");
+    assert!(
+        rows[0].starts_with("alpha") && rows[0].contains("20260402T080000Z"),
+        "{table}"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("1 run folder(s)") && !err.contains("20260405T080000Z"),
+        "the note follows --task: {err}"
+    );
+}
+
+#[tokio::test]
+async fn on_a_terminal_each_running_task_has_a_live_line_and_the_run_ends_with_a_tally() {
+    let slow = |body| ok(body).set_delay(std::time::Duration::from_millis(700));
+    let llm = FakeLlm::start(vec![
+        slow(tool_calls(&[(
+            "c1",
+            "noteworx_list_notes",
+            serde_json::json!({}),
+        )])),
+        slow(final_answer("done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    project.task("watched", "Hello.");
+    let bin = assert_cmd::cargo::cargo_bin("agent-harness");
+    // `script` gives the binary a terminal and records what it drew.
+    let out = {
+        let root = project.root().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("script")
+                .args(["-qec", &format!("{} run", bin.display()), "/dev/null"])
+                .current_dir(root)
+                .env("TERM", "xterm")
+                .env("NO_COLOR", "1")
+                .env_remove("AGENT_HARNESS_CONFIG")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    let screen = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(screen.contains("watched"), "{screen}");
+    assert!(
+        screen.contains("turn 1, 120 tokens"),
+        "the live line: {screen}"
+    );
+    assert!(screen.contains("1 succeeded in "), "the tally: {screen}");
+    assert!(screen.contains('\u{1b}'), "drawn in place: {screen:?}");
+}
+
+#[tokio::test]
+async fn off_a_terminal_the_log_is_plain_lines() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    project.task("logged", "Hello.");
+    let out = {
+        let mut cmd = bin(&project);
+        cmd.env_remove("NO_COLOR");
+        tokio::task::spawn_blocking(move || cmd.arg("run").output().unwrap())
+            .await
+            .unwrap()
+    };
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("task finished") && err.contains("run finished"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{1b}'), "no escape codes: {err:?}");
+    assert!(!err.contains("succeeded in "), "no live tally: {err}");
+}
+
+#[test]
+fn runs_needs_no_secrets() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
+    );
+    let out = bin(&project)
+        .env_remove("NOTEWORX_TOKEN")
+        .args(["runs", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[]");
+    let out = bin(&project)
+        .env_remove("NOTEWORX_TOKEN")
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "check still wants the token");
+    assert!(stderr(&out).contains("NOTEWORX_TOKEN"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_shipped_example_inbox_passes_check() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
+    );
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox");
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(shipped).unwrap() {
+        let e = e.unwrap();
+        if e.path().extension().is_some_and(|x| x == "md") {
+            std::fs::copy(
+                e.path(),
+                project.root().join("tasks/inbox").join(e.file_name()),
+            )
+            .unwrap();
+            names.push(e.file_name());
+        }
+    }
+    assert!(names.len() >= 3, "{names:?}");
+    let out = bin(&project)
+        .env("NOTEWORX_TOKEN", "nwx_x")
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("{} task file(s), 0 with problems", names.len())),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -248,3 +248,41 @@ async fn a_server_that_never_answers_times_out() {
     );
     assert!(started.elapsed() < Duration::from_secs(4));
 }
+
+#[tokio::test]
+async fn the_shipped_example_page_comes_back_as_clean_compact_text() {
+    let page = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pages/llama-server.html"),
+    )
+    .unwrap();
+    let server = serve(
+        "/llama-server.html",
+        ResponseTemplate::new(200).set_body_raw(page.clone(), "text/html; charset=utf-8"),
+    )
+    .await;
+    let out = fetcher(true, 2_000_000, 5)
+        .fetch(&format!("{}/llama-server.html", server.uri()), 0, 6000)
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    let text = out.text.split_once("\n\n").unwrap().1;
+    // Script, style, header, navigation and footer gone; headings, the list
+    // and the link target kept, compactly.
+    assert_eq!(
+        text,
+        "# Running llama-server for batch jobs\n\n\
+         llama.cpp's `llama-server` speaks the OpenAI chat API, so a batch harness can drive it with plain HTTP requests.\n\n\
+         ## Flags that matter\n\
+         * `--jinja` with `--chat-template-file` turns on tool calls.\n\
+         * `-c 8192` sets the context window; read it back from `/props`.\n\
+         * `-np 1` gives the whole context to one slot.\n\n\
+         ## Health\n\n\
+         Wait for `GET /health` to answer 200 before sending work. The [server README][1] lists every route.\n\n\
+         [1]: https://github.com/ggml-org/llama.cpp/tree/master/tools/server"
+    );
+    assert!(
+        out.text
+            .contains(&format!("Length: {} characters", text.chars().count())),
+        "{}",
+        out.text
+    );
+}

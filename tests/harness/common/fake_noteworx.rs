@@ -32,7 +32,19 @@ pub fn note(slug: &str, title: &str, tags: &[&str], content: &str) -> Value {
 
 impl FakeNoteworx {
     pub async fn start(notes: Vec<Value>) -> FakeNoteworx {
-        let server = MockServer::start().await;
+        Self::serve(MockServer::start().await, notes).await
+    }
+
+    /// The same on a listener of the caller's (a fixed port, for the quickstart).
+    pub async fn start_on(listener: std::net::TcpListener, notes: Vec<Value>) -> FakeNoteworx {
+        Self::serve(
+            MockServer::builder().listener(listener).start().await,
+            notes,
+        )
+        .await
+    }
+
+    async fn serve(server: MockServer, notes: Vec<Value>) -> FakeNoteworx {
         let state = Arc::new(Mutex::new(State {
             notes,
             ..State::default()

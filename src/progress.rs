@@ -1,0 +1,142 @@
+//! Live progress for a person watching a terminal: one line per running
+//! task (name, turn, tokens, elapsed), redrawn in place, and a final tally.
+//!
+//! When stderr is not a terminal (journald, a pipe, a file) nothing is drawn
+//! and no escape code is written: the plain log lines say the same things.
+//! The lines carry no colour, so `NO_COLOR` holds here as in the log.
+//! Log lines written while the live lines are up go through [`Progress`] as
+//! a tracing writer, which lifts the live lines, prints, and redraws them.
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tracing_subscriber::fmt::MakeWriter;
+
+/// A handle on the live display; clones share it. Hidden unless stderr is a terminal.
+#[derive(Clone, Default)]
+pub struct Progress {
+    live: Option<MultiProgress>,
+}
+
+impl Progress {
+    /// Nothing is ever drawn (tests, and stderr that is not a terminal).
+    pub fn hidden() -> Progress {
+        Progress::default()
+    }
+
+    /// Live lines on stderr; the caller has checked that it is a terminal.
+    pub fn live() -> Progress {
+        Progress {
+            live: Some(MultiProgress::with_draw_target(
+                ProgressDrawTarget::stderr_with_hz(4),
+            )),
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// A live line for a task that has started; it disappears when dropped.
+    pub fn task(&self, name: &str) -> TaskProgress {
+        let bar = self.live.as_ref().map(|mp| {
+            let bar = mp.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix:28!} {msg:32} {elapsed:>4}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                    .tick_chars("|/-\\ "),
+            );
+            bar.set_prefix(name.to_string());
+            bar.set_message(turn_text(0, 0));
+            bar.enable_steady_tick(Duration::from_millis(250));
+            bar
+        });
+        TaskProgress { bar }
+    }
+
+    /// The run's last line (its tally), printed when the display is live.
+    pub fn finish(&self, last_line: &str) {
+        if let Some(mp) = &self.live {
+            let _ = mp.clear();
+            eprintln!("{last_line}");
+        }
+    }
+}
+
+/// The live line of one running task.
+pub struct TaskProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl TaskProgress {
+    /// A reply has arrived: `turn` turns so far, `tokens` spent in all.
+    pub fn turn(&self, turn: u32, tokens: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(turn_text(turn, tokens));
+        }
+    }
+}
+
+impl Drop for TaskProgress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn turn_text(turn: u32, tokens: u64) -> String {
+    if turn == 0 {
+        "waiting for the first reply".into()
+    } else {
+        format!("turn {turn}, {tokens} tokens")
+    }
+}
+
+/// Log lines lift the live lines out of the way, so the two never interleave.
+pub struct LogWriter {
+    live: Option<MultiProgress>,
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &self.live {
+            Some(mp) => mp
+                .suspend(|| io::stderr().write_all(buf))
+                .map(|()| buf.len()),
+            None => io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+impl<'a> MakeWriter<'a> for Progress {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> LogWriter {
+        LogWriter {
+            live: self.live.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hidden_display_draws_nothing_and_logs_pass_straight_through() {
+        let p = Progress::hidden();
+        assert!(!p.is_live());
+        let task = p.task("scan");
+        task.turn(2, 300);
+        assert!(task.bar.is_none());
+        assert_eq!(turn_text(2, 300), "turn 2, 300 tokens");
+        let mut w = p.make_writer();
+        assert_eq!(w.write(b"").unwrap(), 0);
+    }
+}

@@ -1,0 +1,145 @@
+//! SIGTERM / SIGINT against the real binary (SPEC §6): a `systemctl stop`
+//! in the middle of a slow model call loses nothing.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_harness::records::{Status, StopReason, Summary};
+use wiremock::ResponseTemplate;
+
+use crate::common::*;
+
+/// Starts `agent-harness run` on a project whose endpoint takes a minute to
+/// answer, and returns once the model call is in flight.
+async fn run_until_the_call_is_in_flight(project: &Project, llm: &FakeLlm) -> Child {
+    project.write_config(&llm.base_url(), "");
+    let child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while llm.requests().await.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no model call arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child
+}
+
+fn signal(child: &Child, name: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{name} failed");
+}
+
+/// Waits for the child to exit; returns its code and how long that took.
+fn wait(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            panic!("agent-harness still running {limit:?} after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn only_run_dir(project: &Project, task: &str) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(project.root().join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs.into_iter().next().unwrap()
+}
+
+fn slow_endpoint() -> Vec<ResponseTemplate> {
+    vec![ok(final_answer("too late")).set_delay(Duration::from_secs(60))]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
+    let llm = FakeLlm::start(slow_endpoint()).await;
+    let project = Project::new();
+    project.task("a-slow-one", "Summarise the week.");
+    project.task("b-not-started", "Another task.");
+    let mut child = run_until_the_call_is_in_flight(&project, &llm).await;
+
+    signal(&child, "TERM");
+    let (code, took) = wait(&mut child, Duration::from_secs(5));
+
+    assert_eq!(code, Some(75), "exit 75: work is left in the inbox");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(project.inbox(), ["a-slow-one.md", "b-not-started.md"]);
+    assert!(project.done().is_empty() && project.failed().is_empty());
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "no new task or call after the signal"
+    );
+
+    let dir = only_run_dir(&project, "a-slow-one");
+    let s: Summary = project.summary_in(&dir);
+    assert_eq!(
+        (s.status, s.stop_reason),
+        (Status::Interrupted, StopReason::Interrupted)
+    );
+    assert!(s.retryable, "an interrupted task is run again next time");
+    let conversation = jsonl(&dir.join("conversation.jsonl"));
+    assert!(!conversation.is_empty(), "the records parse line by line");
+    assert!(
+        !project.root().join("logs/b-not-started").exists(),
+        "the task that had not started has no run"
+    );
+
+    // The lock was released: the next run takes the tasks again.
+    let llm2 = FakeLlm::replies(vec![final_answer("done")]).await;
+    project.write_config(&llm2.base_url(), "");
+    let second = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let done = project.done();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done[0].ends_with("-a-slow-one.md") && done[1].ends_with("-b-not-started.md"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_exits_at_once() {
+    // A call that ignores cancellation cannot exist in the harness, so the
+    // second signal is sent straight after the first: the process must be
+    // gone quickly whichever of the two paths wins.
+    let llm = FakeLlm::start(slow_endpoint()).await;
+    let project = Project::new();
+    project.task("t", "Hello.");
+    let mut child = run_until_the_call_is_in_flight(&project, &llm).await;
+
+    signal(&child, "INT");
+    signal(&child, "INT");
+    let (code, _) = wait(&mut child, Duration::from_secs(5));
+
+    assert_eq!(code, Some(75));
+    assert_eq!(project.inbox(), ["t.md"], "the task is never lost");
+}

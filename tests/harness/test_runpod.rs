@@ -1,0 +1,213 @@
+//! `test-runpod` (SPEC §2): the three steps, their exit code, and a one-line
+//! diagnosis for each misconfiguration, for both endpoint kinds.
+
+use agent_harness::config::Config;
+use agent_harness::endpoint::Endpoint;
+use agent_harness::smoke;
+use serde_json::json;
+use wiremock::ResponseTemplate;
+
+use crate::common::fake_runpod::{FakeRunpod, completed};
+use crate::common::*;
+
+async fn smoke_test(cfg: &Config) -> (u8, String) {
+    let ep = Endpoint::new(&cfg.endpoint)
+        .unwrap()
+        .with_retry_policy(fast_retries());
+    let mut out = Vec::new();
+    let code = smoke::test_endpoint(cfg, &ep, &mut out).await;
+    (code, String::from_utf8(out).unwrap())
+}
+
+fn runpod_config(rp: &FakeRunpod) -> (Project, Config) {
+    let project = Project::new();
+    let path = project.root().join("agent.toml");
+    std::fs::write(&path, rp.config_sections()).unwrap();
+    let cfg = Config::load(&path, &test_env).unwrap();
+    (project, cfg)
+}
+
+fn failures(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.starts_with("FAIL")).collect()
+}
+
+fn the_tool_call() -> serde_json::Value {
+    // What llama-server returns for a Gemma 4 tool call, thinking included.
+    let mut r = tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]);
+    r["choices"][0]["message"]["reasoning_content"] = json!("The user wants the time.");
+    r
+}
+
+#[tokio::test]
+async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinking() {
+    let llm = FakeLlm::replies(vec![
+        final_answer("Hello."),
+        the_tool_call(),
+        final_answer("It is noon in Paris."),
+    ])
+    .await;
+    let project = Project::new();
+    let cfg = project.config(&llm.base_url(), "");
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 0, "{out}");
+    for step in [
+        "ok   reachable: HTTP",
+        "ok   completion:",
+        "ok   tool call: 1 call(s) to get_current_time",
+        "ok   tool result accepted:",
+    ] {
+        assert!(out.contains(step), "missing {step:?} in:\n{out}");
+    }
+    assert!(
+        out.contains("model fake-gemma, 150 prompt + 10 completion tokens"),
+        "{out}"
+    );
+
+    let requests = llm.requests().await;
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        requests[1]["tool_choice"], "required",
+        "the tool call is forced"
+    );
+    let round_trip = messages(&requests[2]);
+    let assistant = &round_trip[2];
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
+    assert!(assistant.get("reasoning_content").is_none(), "{assistant}");
+    assert_eq!(round_trip[3]["role"], "tool");
+    assert_eq!(round_trip[3]["tool_call_id"], "call_1");
+}
+
+#[tokio::test]
+async fn runpod_kind_reports_queue_and_execution_times() {
+    let rp = FakeRunpod::start(
+        vec![
+            ok(completed("j1", final_answer("Hello."), 1200, 340)),
+            ok(completed("j2", the_tool_call(), 5, 410)),
+            ok(completed("j3", final_answer("Noon."), 7, 220)),
+        ],
+        vec![],
+        false,
+    )
+    .await;
+    let (_project, cfg) = runpod_config(&rp);
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("runpod delay 1200 ms execution 340 ms"),
+        "{out}"
+    );
+    assert!(out.contains("runpod delay 7 ms execution 220 ms"), "{out}");
+    let bodies = rp.runsync_bodies().await;
+    assert_eq!(bodies.len(), 3);
+    assert!(bodies.iter().all(|b| b["input"]["messages"].is_array()));
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_diagnosed_in_one_line() {
+    let rp = FakeRunpod::start(vec![ResponseTemplate::new(401)], vec![], false).await;
+    let (_project, cfg) = runpod_config(&rp);
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 1, "{out}");
+    let fails = failures(&out);
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(
+        fails[0].starts_with("FAIL completion: the endpoint refused the API key"),
+        "{out}"
+    );
+    assert!(fails[0].contains("[runpod] api_key_env"), "{out}");
+    assert!(
+        !out.contains(crate::common::fake_runpod::KEY),
+        "the key is never printed"
+    );
+    let runsyncs = rp.runsync_bodies().await.len();
+    assert_eq!(runsyncs, 1, "a 401 is not retried");
+}
+
+#[tokio::test]
+async fn a_wrong_endpoint_id_is_diagnosed_in_one_line() {
+    let rp = FakeRunpod::start(
+        vec![ResponseTemplate::new(404).set_body_string("Not Found")],
+        vec![],
+        false,
+    )
+    .await;
+    let (_project, cfg) = runpod_config(&rp);
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 1, "{out}");
+    let fails = failures(&out);
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(
+        fails[0].starts_with("FAIL completion: no such endpoint"),
+        "{out}"
+    );
+    assert!(
+        fails[0].contains("[runpod] endpoint_id or endpoint_url"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn an_openai_base_url_without_the_chat_route_is_diagnosed() {
+    let llm = FakeLlm::replies(vec![final_answer("unused")]).await;
+    let project = Project::new();
+    // The common mistake: the server root instead of `.../v1`.
+    let cfg = project.config(&llm.server.uri(), "");
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 1, "{out}");
+    let fails = failures(&out);
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(fails[0].contains("check [openai] base_url"), "{out}");
+}
+
+#[tokio::test]
+async fn an_unreachable_host_fails_the_first_step_and_names_host_and_port() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let project = Project::new();
+    let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 1, "{out}");
+    let fails = failures(&out);
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(
+        fails[0].starts_with(&format!(
+            "FAIL reachable: cannot connect to 127.0.0.1:{port} (connection refused)"
+        )),
+        "{out}"
+    );
+    assert!(
+        !out.contains("completion"),
+        "nothing after the failed step: {out}"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
+    let llm = FakeLlm::replies(vec![final_answer("Hello."), final_answer("It is noon.")]).await;
+    let project = Project::new();
+    let cfg = project.config(&llm.base_url(), "");
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 1, "{out}");
+    let fails = failures(&out);
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(
+        fails[0].starts_with("FAIL tool call: the model answered without calling the tool"),
+        "{out}"
+    );
+}
