@@ -103,7 +103,7 @@ pub struct ContextNote {
 pub struct ConversationLine<'a> {
     pub turn: u32,
     #[serde(flatten)]
-    pub attempt: &'a Attempt,
+    pub attempt: &'a Attempt<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<&'a ContextNote>,
 }

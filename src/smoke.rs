@@ -52,7 +52,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         Message::user("Say hello."),
     ];
     let body = chat::build_request(&messages, &[], &sampling, tweaks);
-    match timed_call(cfg, ep, &body).await {
+    match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => {
             let _ = writeln!(out, "ok   completion: {}", describe(&c, ms));
         }
@@ -77,7 +77,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         Message::user("What time is it in Paris?"),
     ];
     let body = chat::build_request(&messages, std::slice::from_ref(&tool), &forced, tweaks);
-    let (first, ms) = match timed_call(cfg, ep, &body).await {
+    let (first, ms) = match timed_call(cfg, ep, body).await {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(out, "FAIL tool call: {}", diagnose(cfg, &e));
@@ -107,7 +107,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         messages.push(Message::tool(id, "12:00"));
     }
     let body = chat::build_request(&messages, &[tool], &sampling, tweaks);
-    match timed_call(cfg, ep, &body).await {
+    match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => {
             let _ = writeln!(out, "ok   tool result accepted: {}", describe(&c, ms));
             exit::OK
@@ -122,7 +122,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
 async fn timed_call(
     cfg: &Config,
     ep: &Endpoint,
-    body: &Value,
+    body: Value,
 ) -> Result<(Completion, u128), CallError> {
     let t0 = Instant::now();
     let deadline = t0 + STEP_TIMEOUT.max(Duration::from_secs(cfg.endpoint.request_timeout_secs));

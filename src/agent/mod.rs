@@ -394,7 +394,7 @@ impl TaskRun<'_> {
             ));
             let (rec, stats, h) = (&mut *self.rec, &mut self.stats, self.h);
             let mut first = Some(note.clone());
-            let mut on_attempt = |a: &crate::endpoint::Attempt| {
+            let mut on_attempt = |a: &crate::endpoint::Attempt<'_>| {
                 if let Some(job) = &a.runpod {
                     if let Some(ms) = job.execution_time {
                         *stats.runpod_exec_ms.get_or_insert(0) += ms;
@@ -412,7 +412,7 @@ impl TaskRun<'_> {
             };
             let result = h
                 .endpoint
-                .chat(&body, self.deadline, &h.cancel, &h.clock, &mut on_attempt)
+                .chat(body, self.deadline, &h.cancel, &h.clock, &mut on_attempt)
                 .await;
             match result {
                 Ok(c) => return Ok(c),

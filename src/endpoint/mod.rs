@@ -19,7 +19,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -76,13 +76,13 @@ pub struct JobInfo {
 
 /// One HTTP attempt, as written to `conversation.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Attempt {
+pub struct Attempt<'a> {
     pub attempt: u32,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
     pub latency_ms: u64,
     /// The body sent (for RunPod, the `{"input": …}` envelope).
-    pub request: Value,
+    pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else a string.
     pub response: Option<Value>,
@@ -212,7 +212,6 @@ impl AttemptError {
 
 /// The raw outcome of one attempt before it is judged.
 pub(crate) struct RawAttempt {
-    pub request: Value,
     pub http_status: Option<u16>,
     pub response: Option<Value>,
     pub job: Option<JobInfo>,
@@ -250,24 +249,28 @@ impl Endpoint {
     /// `on_attempt` sees every attempt as it ends.
     pub async fn chat(
         &self,
-        body: &Value,
+        body: Value,
         deadline: Instant,
         cancel: &CancellationToken,
         clock: &Clock,
-        on_attempt: &mut (dyn FnMut(&Attempt) + Send),
+        on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
     ) -> Result<Completion, CallError> {
-        let mut body = body.clone();
+        // What goes on the wire, built once: every attempt sends and records it.
+        let mut sent = match self.cfg.kind {
+            EndpointKind::Openai => body,
+            EndpointKind::Runpod => json!({ "input": body }),
+        };
         let mut retries = 0;
         loop {
             let started_at = clock();
             let t0 = Instant::now();
-            let raw = self.attempt(&body, deadline, cancel).await;
+            let raw = self.attempt(&sent, deadline, cancel).await;
             let record = Attempt {
                 attempt: retries + 1,
                 started_at,
                 finished_at: clock(),
                 latency_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
-                request: raw.request,
+                request: &sent,
                 http_status: raw.http_status,
                 response: raw.response,
                 error: raw.result.as_ref().err().map(AttemptError::describe),
@@ -308,7 +311,11 @@ impl Endpoint {
                 _ = cancel.cancelled() => return Err(CallError::Interrupted),
                 _ = tokio::time::sleep(wait) => {}
             }
-            if new_seed && let Value::Object(map) = &mut body {
+            let chat_body = match self.cfg.kind {
+                EndpointKind::Openai => &mut sent,
+                EndpointKind::Runpod => &mut sent["input"],
+            };
+            if new_seed && let Value::Object(map) = chat_body {
                 map.insert("seed".into(), Value::from(fastrand::u32(..)));
             }
         }
@@ -316,7 +323,7 @@ impl Endpoint {
 
     async fn attempt(
         &self,
-        body: &Value,
+        sent: &Value,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> RawAttempt {
@@ -327,10 +334,9 @@ impl Endpoint {
                     biased;
                     _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
                     _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
-                    answer = self.post_json(&url, body) => answer,
+                    answer = self.post_json(&url, sent) => answer,
                 };
                 RawAttempt {
-                    request: body.clone(),
                     http_status: status,
                     response,
                     job: None,
@@ -339,7 +345,7 @@ impl Endpoint {
             }
             // RunPod watches the deadline and the cancel token itself: a
             // pending job must be cancelled on the server before giving up.
-            EndpointKind::Runpod => runpod::attempt(self, body, deadline, cancel).await,
+            EndpointKind::Runpod => runpod::attempt(self, sent, deadline, cancel).await,
         }
     }
 
@@ -485,7 +491,7 @@ impl Endpoint {
 
 /// Reads a chat response; a body without choices is not one.
 pub(crate) fn parse_chat(v: &Value) -> Result<ChatResponse, AttemptError> {
-    let r: ChatResponse = serde_json::from_value(v.clone())
+    let r = ChatResponse::deserialize(v)
         .map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
     if r.choices.is_empty() {
         return Err(AttemptError::BadBody("the reply has no choices".into()));

@@ -35,22 +35,21 @@ struct Job {
     execution_time: Option<u64>,
 }
 
+/// One `/runsync` call with its polling; `request` is the `{"input": …}` envelope.
 pub(crate) async fn attempt(
     ep: &Endpoint,
-    body: &Value,
+    request: &Value,
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> RawAttempt {
-    let request = json!({ "input": body });
     let url = format!("{}/runsync", ep.base_url());
     let (mut http_status, mut raw, result) = tokio::select! {
         biased;
         _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
         _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
-        answer = ep.post_json(&url, &request) => answer,
+        answer = ep.post_json(&url, request) => answer,
     };
     let done = |http_status, raw, job, result| RawAttempt {
-        request: request.clone(),
         http_status,
         response: raw,
         job,
@@ -64,7 +63,7 @@ pub(crate) async fn attempt(
     let mut poll_method = Method::GET;
     let mut poll_errors = 0;
     loop {
-        let job: Job = serde_json::from_value(value.clone()).unwrap_or_default();
+        let job = Job::deserialize(&value).unwrap_or_default();
         info.job_id = job.id.clone().or(info.job_id.take());
         info.status = job.status.clone();
         info.delay_time = job.delay_time.or(info.delay_time);

@@ -383,3 +383,82 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
     }
     assert_eq!(project.inbox(), ["one.md"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neighbour() {
+    let slow = |body| ok(body).set_delay(std::time::Duration::from_millis(300));
+    let llm = FakeLlm::by_progress(vec![
+        slow(tool_calls(&[(
+            "c1",
+            "noteworx_read_note",
+            json!({"slug": "n1"}),
+        )])),
+        slow(final_answer("read it")),
+    ])
+    .await;
+    let notes = FakeNoteworx::start(vec![note("n1", "One", &[], "first note")]).await;
+    let project = Project::new();
+    for i in 0..6 {
+        project.task(&format!("t{i}"), &format!("Task number {i}."));
+    }
+    project.task("t9-broken", "+++\nmax_turns = 0\n+++\nNever runs.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    let outcome = run(
+        &cfg,
+        RunOptions {
+            concurrency: 4,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+
+    assert_eq!(
+        outcome,
+        RunOutcome::Finished(Tally {
+            succeeded: 6,
+            failed: 1,
+            ..Tally::default()
+        })
+    );
+    // Four tasks were in flight at once: the first four requests are four
+    // different tasks' first turns, before any second turn.
+    let requests = llm.requests().await;
+    let first_four: Vec<&str> = requests[..4]
+        .iter()
+        .map(|r| messages(r)[1]["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        requests[..4].iter().all(|r| messages(r).len() == 2),
+        "{first_four:?}"
+    );
+    let mut distinct = first_four.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{first_four:?}");
+
+    for i in 0..6 {
+        let task = format!("t{i}");
+        let lines = project.conversation(&task);
+        assert_eq!(lines.len(), 2, "{task}");
+        for line in &lines {
+            assert_eq!(
+                messages(&line["request"])[1]["content"],
+                format!("Task number {i}."),
+                "{task}: only its own requests"
+            );
+        }
+        assert_eq!(project.tool_lines(&task).len(), 1, "{task}");
+        let log = project.run_log(&task);
+        assert!(log.contains(&format!("task {task} started")), "{log}");
+        assert!(!log.contains("t9-broken"), "{log}");
+        assert_eq!(
+            project.summary(&task).final_answer.as_deref(),
+            Some("read it")
+        );
+    }
+    assert_eq!(
+        project.summary("t9-broken").stop_reason,
+        StopReason::InvalidTask
+    );
+}

@@ -100,6 +100,27 @@ pub fn ok(body: Value) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(body)
 }
 
+/// Answers by how far the conversation has got: a request carrying `k`
+/// tool results gets reply `k`. Stateless, so any number of tasks can share
+/// it at once, each following the same script.
+pub struct ByProgress {
+    pub replies: Vec<ResponseTemplate>,
+}
+
+impl Respond for ByProgress {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let done = body["messages"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+        self.replies
+            .get(done)
+            .or(self.replies.last())
+            .cloned()
+            .unwrap_or_else(|| ResponseTemplate::new(500))
+    }
+}
+
 /// An OpenAI-compatible server answering `POST /v1/chat/completions` from a script.
 pub struct FakeLlm {
     pub server: MockServer,
@@ -111,6 +132,17 @@ impl FakeLlm {
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
             .respond_with(Script::new(script))
+            .mount(&server)
+            .await;
+        FakeLlm { server }
+    }
+
+    /// Answers every task from the same script ([`ByProgress`]).
+    pub async fn by_progress(replies: Vec<ResponseTemplate>) -> FakeLlm {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ByProgress { replies })
             .mount(&server)
             .await;
         FakeLlm { server }

@@ -1,0 +1,410 @@
+//! What the harness adds to a run, measured against the test fakes:
+//!
+//! 1. overhead — a 4-turn tool task (list → read → create attachment →
+//!    final answer) through the release binary against a zero-latency
+//!    endpoint: wall time, CPU time and peak memory of the whole process;
+//! 2. drain — 200 tasks × 3 turns against an endpoint that answers each call
+//!    after 100 ms, at concurrency 1, 4 and 16, against the ideal
+//!    calls × latency ÷ concurrency;
+//! 3. context economy — a research scan (30 notes of ~3 KB: list, 5 reads,
+//!    1 attachment) in an 8192-token window: the largest request and the
+//!    total prompt, next to the same conversation with the note text left in
+//!    the listing and nothing cut or elided.
+//!
+//! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`
+//! or `-- context` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! each agent-harness process under a profiler). Under `cargo test` the same
+//! code runs once at a small size, checking that every scenario still does
+//! what it measures.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/harness/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_harness::config::Config;
+use serde_json::{Value, json};
+
+use common::fake_noteworx::{FakeNoteworx, note};
+use common::{FakeLlm, Project, final_answer, ok, tool_calls};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agent-harness");
+
+/// Sizes: the real benchmark, or a quick pass under `cargo test`.
+struct Sizes {
+    overhead_runs: usize,
+    drain_tasks: usize,
+    drain_latency: Duration,
+    drain_concurrency: &'static [usize],
+}
+
+const FULL: Sizes = Sizes {
+    overhead_runs: 30,
+    drain_tasks: 200,
+    drain_latency: Duration::from_millis(100),
+    drain_concurrency: &[1, 4, 16],
+};
+
+const QUICK: Sizes = Sizes {
+    overhead_runs: 2,
+    drain_tasks: 8,
+    drain_latency: Duration::from_millis(10),
+    drain_concurrency: &[1, 4],
+};
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes = if full { FULL } else { QUICK };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "agent-harness {} — {} core(s), {}",
+        env!("CARGO_PKG_VERSION"),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        if full {
+            "full run"
+        } else {
+            "quick check (cargo test)"
+        }
+    );
+    // `cargo bench --bench harness -- drain` runs only the scenarios named.
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| named.is_empty() || named.iter().any(|n| n == name);
+    if wanted("overhead") {
+        rt.block_on(overhead(&sizes));
+    }
+    if wanted("drain") {
+        rt.block_on(drain(&sizes));
+    }
+    if wanted("context") {
+        rt.block_on(context_economy());
+    }
+}
+
+/// Wall time, CPU time (user + system) and peak resident memory of one
+/// `agent-harness` process, read from the kernel when it is reaped.
+struct ProcessCost {
+    code: i32,
+    wall: Duration,
+    cpu: Duration,
+    peak_rss_kib: u64,
+}
+
+fn run_binary(dir: &Path, args: &[&str]) -> ProcessCost {
+    // BENCH_WRAP="valgrind --tool=callgrind" profiles each process.
+    let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+    let mut words = wrap
+        .split_whitespace()
+        .chain([BIN])
+        .chain(args.iter().copied());
+    let start = Instant::now();
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also reads its usage
+    let child = Command::new(words.next().unwrap_or(BIN))
+        .args(words)
+        .current_dir(dir)
+        .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
+        .env("AGENT_HARNESS_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own un-reaped child; both pointers are to live locals.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    assert_eq!(reaped, pid, "wait4 failed");
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    ProcessCost {
+        code: if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        },
+        wall,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        peak_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+async fn overhead(sizes: &Sizes) {
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[(
+            "c1",
+            "noteworx_list_notes",
+            json!({"tag": "research-active"}),
+        )])),
+        ok(tool_calls(&[(
+            "c2",
+            "noteworx_read_note",
+            json!({"slug": "n1"}),
+        )])),
+        ok(tool_calls(&[(
+            "c3",
+            "noteworx_create_attachment",
+            json!({"slug": "n1", "filename": "next.md", "content": "Read the second paper."}),
+        )])),
+        ok(final_answer("Added next.md to n1.")),
+    ])
+    .await;
+    let mut costs = Vec::new();
+    // Folders stay until the end: deleting thousands of files between runs
+    // makes the file system slower at creating the next ones, and that is
+    // the benchmark's doing, not the harness's.
+    let mut keep = Vec::new();
+    for _ in 0..sizes.overhead_runs {
+        // A fresh notes service and project per run: the same work each time.
+        let notes = FakeNoteworx::start(vec![note(
+            "n1",
+            "Serving small models",
+            &["research-active"],
+            &"Notes on llama-server. ".repeat(40),
+        )])
+        .await;
+        let project = Project::new();
+        project.task("scan", "List, read, attach, answer.");
+        project.write_config(&llm.base_url(), &notes.config_section());
+        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        assert_eq!(cost.code, 0, "the 4-turn task succeeds");
+        let summary = project.summary_in(&single_run(project.root(), "scan"));
+        assert_eq!(summary.turns, 4);
+        assert_eq!(notes.attachments("n1").len(), 1);
+        costs.push(cost);
+        keep.push(project);
+    }
+    let wall = median(costs.iter().map(|c| c.wall).collect());
+    let cpu = median(costs.iter().map(|c| c.cpu).collect());
+    let peak = costs.iter().map(|c| c.peak_rss_kib).max().unwrap_or(0);
+    println!("\n1. overhead: one 4-turn tool task, whole process, zero-latency endpoint");
+    println!("   runs {}", costs.len());
+    println!("   wall      {:7.1} ms median   (target < 30 ms)", ms(wall));
+    println!("   cpu       {:7.1} ms median", ms(cpu));
+    println!("   per turn  {:7.1} ms wall", ms(wall) / 4.0);
+    println!(
+        "   peak RSS  {:7.1} MiB max     (target < 20 MiB)",
+        peak as f64 / 1024.0
+    );
+}
+
+/// The one run folder of a task run with the real clock.
+fn single_run(root: &Path, task: &str) -> std::path::PathBuf {
+    let mut runs: Vec<_> = std::fs::read_dir(root.join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    runs.pop().unwrap()
+}
+
+async fn drain(sizes: &Sizes) {
+    let delayed = |body| ok(body).set_delay(sizes.drain_latency);
+    let llm = FakeLlm::by_progress(vec![
+        delayed(tool_calls(&[("c1", "noteworx_list_notes", json!({}))])),
+        delayed(tool_calls(&[(
+            "c2",
+            "noteworx_read_note",
+            json!({"slug": "n1"}),
+        )])),
+        delayed(final_answer("done")),
+    ])
+    .await;
+    let notes = FakeNoteworx::start(vec![note("n1", "One", &[], "A short note.")]).await;
+    println!(
+        "\n2. drain: {} tasks x 3 turns, {} ms per model call",
+        sizes.drain_tasks,
+        sizes.drain_latency.as_millis()
+    );
+    println!("   concurrency      wall     ideal   wall/ideal   harness cpu   peak RSS");
+    let mut keep = Vec::new();
+    for &n in sizes.drain_concurrency {
+        let project = Project::new();
+        for i in 0..sizes.drain_tasks {
+            project.task(&format!("task-{i:03}"), "List, read, answer.");
+        }
+        project.write_config(&llm.base_url(), &notes.config_section());
+        let concurrency = n.to_string();
+        let cost = tokio::task::block_in_place(|| {
+            run_binary(project.root(), &["run", "--concurrency", &concurrency])
+        });
+        assert_eq!(cost.code, 0, "every task succeeds");
+        assert_eq!(project.done().len(), sizes.drain_tasks);
+        let calls = (sizes.drain_tasks * 3) as u32;
+        let ideal = sizes.drain_latency * calls / n as u32;
+        println!(
+            "   {n:>11}  {:7.2} s  {:6.2} s   {:9.3}   {:9.2} s   {:5.1} MiB",
+            cost.wall.as_secs_f64(),
+            ideal.as_secs_f64(),
+            cost.wall.as_secs_f64() / ideal.as_secs_f64(),
+            cost.cpu.as_secs_f64(),
+            cost.peak_rss_kib as f64 / 1024.0
+        );
+        keep.push(project);
+    }
+}
+
+/// Characters of what a request puts in the prompt: its messages and tools.
+fn prompt_chars(body: &Value) -> usize {
+    body["messages"].to_string().len() + body["tools"].to_string().len()
+}
+
+async fn context_economy() {
+    let paragraph = "The harness keeps prompts small: listings carry no note text, \
+                     results are cut, and old results are elided when the window fills. ";
+    let notes: Vec<Value> = (0..30)
+        .map(|i| {
+            note(
+                &format!("paper-{i:02}"),
+                &format!("Paper {i}: small models and tools"),
+                &["research-active"],
+                &format!("# Paper {i}\n\n{}", paragraph.repeat(23)),
+            )
+        })
+        .collect();
+    let note_chars = notes[0]["content"].as_str().unwrap().len();
+    let nwx = FakeNoteworx::start(notes).await;
+    let mut script_bodies = vec![tool_calls(&[(
+        "list",
+        "noteworx_list_notes",
+        json!({"tag": "research-active", "limit": 30}),
+    )])];
+    for i in 0..5 {
+        script_bodies.push(tool_calls(&[(
+            &format!("read-{i}"),
+            "noteworx_read_note",
+            json!({"slug": format!("paper-{i:02}")}),
+        )]));
+    }
+    script_bodies.push(tool_calls(&[(
+        "attach",
+        "noteworx_create_attachment",
+        json!({"slug": "paper-00", "filename": "scan.md", "content": "Five papers read; see each."}),
+    )]));
+    script_bodies.push(final_answer("Scanned five papers and attached a summary."));
+    // No `usage` in the replies: the harness then counts the prompt itself,
+    // as it must when a server does not say (a fake's numbers would mislead it).
+    let script = script_bodies
+        .into_iter()
+        .map(|mut body: Value| {
+            body.as_object_mut().unwrap().remove("usage");
+            ok(body)
+        })
+        .collect();
+    let llm = FakeLlm::by_progress(script).await;
+    let project = Project::new();
+    project.task("research-scan", "Scan the research-active notes.");
+    let cfg: Config = project.config(
+        &llm.base_url(),
+        &format!(
+            "[limits]\ncontext_tokens = 8192\nmax_turns = 10\n[model]\nmax_tokens = 1024\n{}",
+            nwx.config_section()
+        ),
+    );
+    let outcome = common::run_all(&cfg).await;
+    assert_eq!(outcome.exit_code(), 0, "the scan succeeds");
+
+    // The same conversation, naively: every tool message carries the raw
+    // noteworx answer (listing with note text), uncut, nothing elided.
+    let http = reqwest::Client::new();
+    let raw = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(url)
+                .bearer_auth(common::fake_noteworx::TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let mut naive_result = std::collections::HashMap::new();
+    naive_result.insert(
+        "list".to_string(),
+        raw(format!(
+            "{}/api/notes?tag=research-active&limit=30",
+            nwx.uri()
+        ))
+        .await,
+    );
+    for i in 0..5 {
+        naive_result.insert(
+            format!("read-{i}"),
+            raw(format!("{}/api/notes/paper-{i:02}", nwx.uri())).await,
+        );
+    }
+    naive_result.insert(
+        "attach".to_string(),
+        json!({"id": "1", "filename": "scan.md", "content_type": "text/markdown", "size": 27})
+            .to_string(),
+    );
+    let requests = llm.requests().await;
+    let (mut harness_total, mut naive_total, mut harness_max, mut naive_max) = (0, 0, 0, 0);
+    for body in &requests {
+        let mut naive = body.clone();
+        for m in naive["messages"].as_array_mut().unwrap() {
+            if m["role"] == "tool" {
+                let id = m["tool_call_id"].as_str().unwrap().to_string();
+                m["content"] = Value::from(naive_result[&id].clone());
+            }
+        }
+        let (h, n) = (prompt_chars(body), prompt_chars(&naive));
+        harness_total += h;
+        naive_total += n;
+        harness_max = harness_max.max(h);
+        naive_max = naive_max.max(n);
+    }
+    // The harness's own conservative rule: about 3 characters a token.
+    let tokens = |chars: usize| chars.div_ceil(3);
+    let window = 8192;
+    let room = window - 1024;
+    println!(
+        "\n3. context economy: research scan, 30 notes of {:.1} KB, {} requests, window {window} tokens (max_tokens 1024)",
+        note_chars as f64 / 1000.0,
+        requests.len()
+    );
+    println!("                      largest request   total prompt   (tokens at ~3 chars each)");
+    println!(
+        "   harness           {:>10}      {:>10}",
+        tokens(harness_max),
+        tokens(harness_total)
+    );
+    println!(
+        "   naive             {:>10}      {:>10}",
+        tokens(naive_max),
+        tokens(naive_total)
+    );
+    println!(
+        "   harness / naive   {:>9.0}%      {:>9.0}%   (target: total <= 35%, largest <= {room})",
+        100.0 * harness_max as f64 / naive_max as f64,
+        100.0 * harness_total as f64 / naive_total as f64
+    );
+    assert_eq!(requests.len(), 8);
+    assert!(
+        tokens(harness_max) <= room,
+        "a request went over the window: {} tokens",
+        tokens(harness_max)
+    );
+}
