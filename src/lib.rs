@@ -102,8 +102,8 @@ pub mod exit {
     pub const TEMPFAIL: u8 = 75;
 }
 
-/// Runs a parsed command line and returns the process exit code.
-/// Runs a parsed command line; `progress` is the live display (and the log writer).
+/// Runs a parsed command line and returns the process exit code;
+/// `progress` is the live display the binary set up (also its log writer).
 pub fn main(cli: Cli, progress: Progress) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

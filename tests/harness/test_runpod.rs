@@ -27,8 +27,12 @@ fn runpod_config(rp: &FakeRunpod) -> (Project, Config) {
     (project, cfg)
 }
 
-fn failures(out: &str) -> Vec<&str> {
-    out.lines().filter(|l| l.starts_with("FAIL")).collect()
+/// Asserts the smoke test failed with exactly one `FAIL` line, and returns it.
+fn the_one_failure(code: u8, out: &str) -> &str {
+    assert_eq!(code, 1, "{out}");
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(fails.len(), 1, "{out}");
+    fails[0]
 }
 
 fn the_tool_call() -> serde_json::Value {
@@ -113,14 +117,12 @@ async fn a_wrong_key_is_diagnosed_in_one_line() {
 
     let (code, out) = smoke_test(&cfg).await;
 
-    assert_eq!(code, 1, "{out}");
-    let fails = failures(&out);
-    assert_eq!(fails.len(), 1, "{out}");
+    let fail = the_one_failure(code, &out);
     assert!(
-        fails[0].starts_with("FAIL completion: the endpoint refused the API key"),
+        fail.starts_with("FAIL completion: the endpoint refused the API key"),
         "{out}"
     );
-    assert!(fails[0].contains("[runpod] api_key_env"), "{out}");
+    assert!(fail.contains("[runpod] api_key_env"), "{out}");
     assert!(
         !out.contains(crate::common::fake_runpod::KEY),
         "the key is never printed"
@@ -141,15 +143,13 @@ async fn a_wrong_endpoint_id_is_diagnosed_in_one_line() {
 
     let (code, out) = smoke_test(&cfg).await;
 
-    assert_eq!(code, 1, "{out}");
-    let fails = failures(&out);
-    assert_eq!(fails.len(), 1, "{out}");
+    let fail = the_one_failure(code, &out);
     assert!(
-        fails[0].starts_with("FAIL completion: no such endpoint"),
+        fail.starts_with("FAIL completion: no such endpoint"),
         "{out}"
     );
     assert!(
-        fails[0].contains("[runpod] endpoint_id or endpoint_url"),
+        fail.contains("[runpod] endpoint_id or endpoint_url"),
         "{out}"
     );
 }
@@ -163,10 +163,8 @@ async fn an_openai_base_url_without_the_chat_route_is_diagnosed() {
 
     let (code, out) = smoke_test(&cfg).await;
 
-    assert_eq!(code, 1, "{out}");
-    let fails = failures(&out);
-    assert_eq!(fails.len(), 1, "{out}");
-    assert!(fails[0].contains("check [openai] base_url"), "{out}");
+    let fail = the_one_failure(code, &out);
+    assert!(fail.contains("check [openai] base_url"), "{out}");
 }
 
 #[tokio::test]
@@ -180,11 +178,9 @@ async fn an_unreachable_host_fails_the_first_step_and_names_host_and_port() {
 
     let (code, out) = smoke_test(&cfg).await;
 
-    assert_eq!(code, 1, "{out}");
-    let fails = failures(&out);
-    assert_eq!(fails.len(), 1, "{out}");
+    let fail = the_one_failure(code, &out);
     assert!(
-        fails[0].starts_with(&format!(
+        fail.starts_with(&format!(
             "FAIL reachable: cannot connect to 127.0.0.1:{port} (connection refused)"
         )),
         "{out}"
@@ -203,11 +199,9 @@ async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
 
     let (code, out) = smoke_test(&cfg).await;
 
-    assert_eq!(code, 1, "{out}");
-    let fails = failures(&out);
-    assert_eq!(fails.len(), 1, "{out}");
+    let fail = the_one_failure(code, &out);
     assert!(
-        fails[0].starts_with("FAIL tool call: the model answered without calling the tool"),
+        fail.starts_with("FAIL tool call: the model answered without calling the tool"),
         "{out}"
     );
 }
