@@ -4,7 +4,7 @@
 //!
 //! The repeat guard: the same call (name + identical arguments) asked for a
 //! third or fourth time is answered without running; the fifth stops the
-//! task as `loop_detected`.
+//! task as `loop_detected`, and every call of that turn is recorded as not run.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -55,8 +55,10 @@ pub struct Answer {
 pub enum TurnResult {
     Answered(Vec<Answer>),
     /// The named call reached `REPEAT_STOP_AT`; no call of the turn was run.
+    /// `answers` records each of them as not run (the model never sees them).
     LoopDetected {
         call: String,
+        answers: Vec<Answer>,
     },
 }
 
@@ -84,9 +86,7 @@ pub async fn answer_calls(
     for (i, call) in turn.calls.iter().enumerate() {
         let (count, first_id) = repeats.bump(call);
         if count >= REPEAT_STOP_AT {
-            return TurnResult::LoopDetected {
-                call: tools::describe_call(&call.function.name, &call.function.arguments),
-            };
+            return loop_detected(&turn, i, count, plans, repeats, ctx.max_chars);
         }
         let plan = if turn.cut_off && i + 1 == turn.calls.len() {
             Plan::Refuse(format!(
@@ -126,28 +126,84 @@ pub async fn answer_calls(
         .into_iter()
         .zip(outputs)
         .map(|((call, plan, count), (output, duration_ms))| {
-            let text = cut(&output.text, ctx.max_chars);
-            let line = ToolLine {
-                turn: turn.number,
-                call_id: call.id.clone(),
-                name: call.function.name.clone(),
-                arguments: call.function.arguments.clone(),
-                result: text.clone(),
-                is_error: output.is_error,
+            let executed = matches!(plan, Plan::Run(_));
+            answer(
+                &turn,
+                call,
+                count,
+                executed,
+                output,
                 duration_ms,
-                original_chars: chars(&output.text),
-                returned_chars: chars(&text),
-                executed: matches!(plan, Plan::Run(_)),
-                recovered: turn.recovered,
-                repeat: count,
-                detail: output.detail,
-            };
-            Answer {
-                call_id: call.id.clone(),
-                text,
-                line,
-            }
+                ctx.max_chars,
+            )
         })
         .collect();
     TurnResult::Answered(answers)
+}
+
+/// Call `at` of the turn was asked for the `REPEAT_STOP_AT`-th time: the task
+/// stops, and every call of the turn is recorded as not run.
+fn loop_detected(
+    turn: &Turn<'_>,
+    at: usize,
+    count: u32,
+    judged: Vec<(&ToolCall, Plan, u32)>,
+    repeats: &mut Repeats,
+    max_chars: usize,
+) -> TurnResult {
+    let looping = &turn.calls[at];
+    let mut counts: Vec<u32> = judged.into_iter().map(|(_, _, n)| n).collect();
+    counts.push(count);
+    counts.extend(turn.calls[at + 1..].iter().map(|c| repeats.bump(c).0));
+    let answers = turn
+        .calls
+        .iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(i, (call, n))| {
+            let why = if i == at {
+                format!("Not run: this exact call was asked for the {n}th time; the task stops as loop_detected.")
+            } else {
+                "Not run: the task stopped as loop_detected on another call of this turn.".to_string()
+            };
+            answer(turn, call, n, false, ToolOutput::error(why), 0, max_chars)
+        })
+        .collect();
+    TurnResult::LoopDetected {
+        call: tools::describe_call(&looping.function.name, &looping.function.arguments),
+        answers,
+    }
+}
+
+/// The result text for the model and the `tools.jsonl` line of one call.
+fn answer(
+    turn: &Turn<'_>,
+    call: &ToolCall,
+    repeat: u32,
+    executed: bool,
+    output: ToolOutput,
+    duration_ms: u64,
+    max_chars: usize,
+) -> Answer {
+    let text = cut(&output.text, max_chars);
+    let line = ToolLine {
+        turn: turn.number,
+        call_id: call.id.clone(),
+        name: call.function.name.clone(),
+        arguments: call.function.arguments.clone(),
+        result: text.clone(),
+        is_error: output.is_error,
+        duration_ms,
+        original_chars: chars(&output.text),
+        returned_chars: chars(&text),
+        executed,
+        recovered: turn.recovered,
+        repeat,
+        detail: output.detail,
+    };
+    Answer {
+        call_id: call.id.clone(),
+        text,
+        line,
+    }
 }

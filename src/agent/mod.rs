@@ -560,7 +560,8 @@ impl TaskRun<'_> {
         };
         let answers = match result {
             TurnResult::Answered(a) => a,
-            TurnResult::LoopDetected { call } => {
+            TurnResult::LoopDetected { call, answers } => {
+                self.record_answers(&answers);
                 let e = format!("the model kept repeating the same call: {call}");
                 return Err(Box::new(self.finish(
                     StopReason::LoopDetected,

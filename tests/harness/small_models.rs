@@ -45,8 +45,16 @@ async fn a_repeated_call_is_refused_on_the_third_ask_and_stops_the_task_by_the_f
             .iter()
             .map(|l| (l.repeat, l.executed))
             .collect::<Vec<_>>(),
-        [(1, true), (2, true), (3, false), (4, false)]
+        [(1, true), (2, true), (3, false), (4, false), (5, false)]
     );
+    assert!(
+        lines[4]
+            .result
+            .starts_with("Not run: this exact call was asked for the 5th time"),
+        "the stopping call is recorded too: {}",
+        lines[4].result
+    );
+    assert_eq!(s.tool_calls, 5);
     assert!(
         lines[2]
             .result
@@ -430,4 +438,44 @@ async fn context_tokens_zero_asks_llama_servers_props_for_the_window() {
     );
     assert!(s.error.unwrap().contains("only 768 fit"));
     assert!(llm.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn when_a_loop_stops_the_task_every_call_of_that_turn_is_recorded_as_not_run() {
+    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
+    let read_a = |id: &str| (id.to_string(), "noteworx_read_note", json!({"slug": "a"}));
+    let mut script: Vec<Value> = (1..=4)
+        .map(|i| {
+            let (id, name, args) = read_a(&format!("c{i}"));
+            tool_calls(&[(&id, name, args)])
+        })
+        .collect();
+    script.push(tool_calls(&[
+        ("x1", "noteworx_list_notes", json!({})),
+        ("x2", "noteworx_read_note", json!({"slug": "a"})),
+        ("x3", "noteworx_search_notes", json!({"query": "a"})),
+    ]));
+    let llm = FakeLlm::replies(script).await;
+    let project = Project::new();
+    project.task("t", "+++\nmax_turns = 8\n+++\nRead a.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::LoopDetected);
+    let lines = project.tool_lines("t");
+    let last: Vec<(&str, bool, u32)> = lines[4..]
+        .iter()
+        .map(|l| (l.call_id.as_str(), l.executed, l.turn))
+        .collect();
+    assert_eq!(last, [("x1", false, 5), ("x2", false, 5), ("x3", false, 5)]);
+    assert!(
+        lines[4].result.contains("another call of this turn"),
+        "{}",
+        lines[4].result
+    );
+    assert!(lines[5].result.contains("5th time"), "{}", lines[5].result);
+    assert_eq!(s.tool_calls, 7);
+    assert_eq!(notes.calls().await.len(), 2, "nothing of the last turn ran");
 }
