@@ -21,7 +21,7 @@ pub struct Cli {
 pub enum Command {
     /// Drain the inbox: every *.md in it, oldest file name first.
     Run {
-        /// Run up to N tasks at once (default: [limits] concurrency).
+        /// Run up to N tasks at once (default: `[limits] concurrency`).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         concurrency: Option<u16>,
         /// Run the loop but turn every write tool into a logged intent; move no files, count no attempts.

@@ -18,8 +18,10 @@
 //!   [`tools::noteworx`] and [`tools::webfetch`] bodies; [`noteworx`] is its HTTP client.
 //! - [`records`] — `conversation.jsonl`, `tools.jsonl`, `run.log`, `summary.json`.
 //! - [`smoke`] — `test-runpod`.
+//! - [`progress`] — the live lines on a terminal, and the log writer beside them.
 //!
-//! `main.rs` only parses, sets up tracing and calls [`main`].
+//! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
+//! lines) and calls [`main`].
 
 pub mod agent;
 pub mod chat;

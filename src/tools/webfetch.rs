@@ -2,7 +2,7 @@
 //! is untrusted.
 //!
 //! The network guard decides on the address actually connected to: host
-//! names go through [`GuardedResolver`], which drops private and reserved
+//! names go through `GuardedResolver`, which drops private and reserved
 //! addresses from what DNS returns (no gap between check and connect, so DNS
 //! rebinding cannot slip through), and IP-literal hosts are checked before
 //! any connection (the URL parser has already turned `2130706433`, `0x7f.1`
