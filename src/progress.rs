@@ -16,7 +16,7 @@ use tracing_subscriber::fmt::MakeWriter;
 /// A handle on the live display; clones share it. Hidden unless stderr is a terminal.
 #[derive(Clone, Default)]
 pub struct Progress {
-    live: Option<MultiProgress>,
+    live: Option<(MultiProgress, ProgressStyle)>,
 }
 
 impl Progress {
@@ -27,26 +27,20 @@ impl Progress {
 
     /// Live lines on stderr; the caller has checked that it is a terminal.
     pub fn live() -> Progress {
+        let style = ProgressStyle::with_template("{spinner} {prefix:28!} {msg:32} {elapsed:>4}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .tick_chars("|/-\\ ");
+        let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
         Progress {
-            live: Some(MultiProgress::with_draw_target(
-                ProgressDrawTarget::stderr_with_hz(4),
-            )),
+            live: Some((bars, style)),
         }
-    }
-
-    pub fn is_live(&self) -> bool {
-        self.live.is_some()
     }
 
     /// A live line for a task that has started; it disappears when dropped.
     pub fn task(&self, name: &str) -> TaskProgress {
-        let bar = self.live.as_ref().map(|mp| {
-            let bar = mp.add(ProgressBar::new_spinner());
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {prefix:28!} {msg:32} {elapsed:>4}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner())
-                    .tick_chars("|/-\\ "),
-            );
+        let bar = self.live.as_ref().map(|(bars, style)| {
+            let bar = bars.add(ProgressBar::new_spinner());
+            bar.set_style(style.clone());
             bar.set_prefix(name.to_string());
             bar.set_message(turn_text(0, 0));
             bar.enable_steady_tick(Duration::from_millis(250));
@@ -57,8 +51,8 @@ impl Progress {
 
     /// The run's last line (its tally), printed when the display is live.
     pub fn finish(&self, last_line: &str) {
-        if let Some(mp) = &self.live {
-            let _ = mp.clear();
+        if let Some((bars, _)) = &self.live {
+            let _ = bars.clear();
             eprintln!("{last_line}");
         }
     }
@@ -119,7 +113,7 @@ impl<'a> MakeWriter<'a> for Progress {
 
     fn make_writer(&'a self) -> LogWriter {
         LogWriter {
-            live: self.live.clone(),
+            live: self.live.as_ref().map(|(bars, _)| bars.clone()),
         }
     }
 }
@@ -131,7 +125,7 @@ mod tests {
     #[test]
     fn a_hidden_display_draws_nothing_and_logs_pass_straight_through() {
         let p = Progress::hidden();
-        assert!(!p.is_live());
+        assert!(p.live.is_none());
         let task = p.task("scan");
         task.turn(2, 300);
         assert!(task.bar.is_none());

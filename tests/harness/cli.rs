@@ -102,11 +102,7 @@ fn run_task_refuses_paths_and_unknown_names_with_exit_2() {
 #[test]
 fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
     let project = Project::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
     let out = bin(&project).arg("run").output().unwrap();
     assert_eq!(
@@ -179,10 +175,7 @@ async fn a_failed_task_exits_1_and_runs_lists_it() {
 
 #[test]
 fn test_runpod_exits_1_with_one_line_when_the_endpoint_is_down() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = closed_port();
     let project = Project::new();
     project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
     let out = bin(&project).arg("test-runpod").output().unwrap();

@@ -138,11 +138,7 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
     let project = Project::new();
     project.task("a", "one");
     project.task("b", "two");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
     let before: Vec<_> = ["a", "b"]
         .iter()

@@ -56,11 +56,6 @@ fn stack_paths() -> HashMap<String, String> {
         .collect()
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 fn spawn(name: &str, cmd: &mut Command, logs: &Path) -> Service {
     let log = logs.join(format!("{name}.log"));
     let file = std::fs::File::create(&log).unwrap();
@@ -96,7 +91,7 @@ async fn wait_healthy(service: &mut Service, url: &str, limit: Duration) {
 
 /// llama-server on a free loopback port; returns it and its `/v1` URL.
 async fn start_llama_server(paths: &HashMap<String, String>, logs: &Path) -> (Service, String) {
-    let port = free_port().to_string();
+    let port = closed_port().to_string();
     let mut service = spawn(
         "llama-server",
         Command::new(&paths["LLAMA_SERVER"]).args([
@@ -135,7 +130,7 @@ async fn start_runpod_worker(
     llama_root: &str,
     logs: &Path,
 ) -> (Service, String) {
-    let port = free_port().to_string();
+    let port = closed_port().to_string();
     let mut service = spawn(
         "runpod-worker",
         Command::new(&paths["PYTHON"])
@@ -268,12 +263,7 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         if runpod {
             assert_eq!(line["runpod"]["status"], "COMPLETED", "{task}: {line}");
         }
-        let body = if runpod {
-            &line["request"]["input"]
-        } else {
-            &line["request"]
-        };
-        check_request(task, body);
+        check_request(task, sent_chat(line));
     }
     assert_eq!(
         turns.len() as u32,
@@ -363,14 +353,7 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
     );
     let replayed = jsonl(&project.run_dir("scan").join("conversation.jsonl"))
         .iter()
-        .any(|l| {
-            let body = if runpod {
-                &l["request"]["input"]
-            } else {
-                &l["request"]
-            };
-            messages(body).iter().any(|m| m["role"] == "tool")
-        });
+        .any(|l| messages(sent_chat(l)).iter().any(|m| m["role"] == "tool"));
     assert!(
         replayed || scan.turns == 1,
         "a later turn replays the calls and their results"

@@ -169,10 +169,7 @@ async fn an_openai_base_url_without_the_chat_route_is_diagnosed() {
 
 #[tokio::test]
 async fn an_unreachable_host_fails_the_first_step_and_names_host_and_port() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = closed_port();
     let project = Project::new();
     let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
 

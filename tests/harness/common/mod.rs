@@ -328,6 +328,23 @@ pub async fn run_all(cfg: &Config) -> RunOutcome {
     .await
 }
 
+/// A loopback port nothing listens on (bound, then released).
+pub fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The chat request inside a `conversation.jsonl` line (unwrapped from the
+/// RunPod envelope when there is one).
+pub fn sent_chat(line: &Value) -> &Value {
+    let request = &line["request"];
+    if request.get("input").is_some() {
+        &request["input"]
+    } else {
+        request
+    }
+}
+
 /// The messages of a recorded request body.
 pub fn messages(body: &Value) -> &Vec<Value> {
     body["messages"].as_array().unwrap()
