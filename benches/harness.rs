@@ -9,10 +9,13 @@
 //! 3. context economy — a research scan (30 notes of ~3 KB: list, 5 reads,
 //!    1 attachment) in an 8192-token window: the largest request and the
 //!    total prompt, next to the same conversation with the note text left in
-//!    the listing and nothing cut or elided.
+//!    the listing and nothing cut or elided;
+//! 4. hostile — peak memory of the whole process when the endpoint answers
+//!    200 MB and when a notes listing carries 150 MB of note text, and the
+//!    time to read 4 MB of each reply pattern built to make a parser slow.
 //!
-//! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`
-//! or `-- context` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
+//! `-- context` or `-- hostile` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -40,6 +43,11 @@ struct Sizes {
     drain_tasks: usize,
     drain_latency: Duration,
     drain_concurrency: &'static [usize],
+    /// MiB of the flooding reply and of the flooded listing's note text.
+    flood_reply_mib: usize,
+    flood_listing_mib: usize,
+    /// Bytes of each adversarial reply pattern.
+    pattern_bytes: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -47,6 +55,9 @@ const FULL: Sizes = Sizes {
     drain_tasks: 200,
     drain_latency: Duration::from_millis(100),
     drain_concurrency: &[1, 4, 16],
+    flood_reply_mib: 200,
+    flood_listing_mib: 150,
+    pattern_bytes: 4 * 1024 * 1024,
 };
 
 const QUICK: Sizes = Sizes {
@@ -54,6 +65,9 @@ const QUICK: Sizes = Sizes {
     drain_tasks: 8,
     drain_latency: Duration::from_millis(10),
     drain_concurrency: &[1, 4],
+    flood_reply_mib: 40,
+    flood_listing_mib: 20,
+    pattern_bytes: 256 * 1024,
 };
 
 fn main() {
@@ -87,6 +101,9 @@ fn main() {
     }
     if wanted("context") {
         rt.block_on(context_economy());
+    }
+    if wanted("hostile") {
+        rt.block_on(hostile(&sizes));
     }
 }
 
@@ -407,4 +424,152 @@ async fn context_economy() {
         "a request went over the window: {} tokens",
         tokens(harness_max)
     );
+}
+
+/// A server answering every request with `head`, `unit` × `count`, `tail`
+/// as one 200 JSON body, generated as it is sent: the benchmark process
+/// never holds the body, so it cannot inflate the measured peak (a child
+/// started with vfork inherits its parent's high-water mark).
+async fn streaming_server(head: String, unit: Vec<u8>, count: usize, tail: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let unit: std::sync::Arc<[u8]> = unit.into();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let (head, unit, tail) = (head.clone(), unit.clone(), tail.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let len = head.len() + unit.len() * count + tail.len();
+                let start = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{head}"
+                );
+                if sock.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                for _ in 0..count {
+                    if sock.write_all(&unit).await.is_err() {
+                        return; // the harness stopped reading: as it should
+                    }
+                }
+                let _ = sock.write_all(tail.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+async fn hostile(sizes: &Sizes) {
+    println!("\n4. hostile input");
+    // A reply of flood_reply_mib MiB: refused at 32 MiB, the record keeps 64 KiB.
+    let llm = streaming_server(
+        "{\"choices\":[{\"message\":{\"content\":\"".into(),
+        vec![b'a'; 1024 * 1024],
+        sizes.flood_reply_mib,
+        "\"}}]}".into(),
+    )
+    .await;
+    let project = Project::new();
+    project.task("flood", "Answer.");
+    project.write_config(&format!("{llm}/v1"), "");
+    let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+    assert_eq!(cost.code, 1, "the task fails for good as endpoint_error");
+    let s = project.summary_in(&single_run(project.root(), "flood"));
+    assert_eq!(s.stop_reason.as_str(), "endpoint_error");
+    println!(
+        "   {:>4} MiB reply            peak RSS {:6.1} MiB   (target < 200 MiB)",
+        sizes.flood_reply_mib,
+        cost.peak_rss_kib as f64 / 1024.0
+    );
+
+    // Listings carrying note text: one under the 32 MiB cap (read, its text
+    // skipped while parsing) and one far over it (a tool error at 32 MiB).
+    for mib in [30, sizes.flood_listing_mib] {
+        let note_text = "n".repeat(1024 * 1024 - 100);
+        let unit = format!(
+            "{{\"slug\":\"n\",\"title\":\"Note\",\"tags\":[\"big\"],\"content\":\"{note_text}\"}},"
+        );
+        let notes = streaming_server(
+            "{\"notes\":[".into(),
+            unit.into_bytes(),
+            mib,
+            "{\"slug\":\"last\",\"title\":\"Last\"}]}".into(),
+        )
+        .await;
+        let llm = FakeLlm::by_progress(vec![
+            ok(tool_calls(&[(
+                "c1",
+                "noteworx_list_notes",
+                json!({"limit": 100}),
+            )])),
+            ok(final_answer("listed")),
+        ])
+        .await;
+        let project = Project::new();
+        project.task("listing", "List my notes.");
+        project.write_config(
+            &llm.base_url(),
+            &format!("[tools.noteworx]\nbase_url = \"{notes}\"\n"),
+        );
+        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        assert_eq!(cost.code, 0, "the task goes on after the listing");
+        let tools = common::jsonl(&single_run(project.root(), "listing").join("tools.jsonl"));
+        let answered = if tools[0]["is_error"] == true {
+            "a tool error"
+        } else {
+            "read"
+        };
+        assert_eq!(answered == "read", mib <= 30, "{}", tools[0]["result"]);
+        println!(
+            "   {mib:>4} MiB notes listing    peak RSS {:6.1} MiB   (target < 250 MiB; {answered})",
+            cost.peak_rss_kib as f64 / 1024.0
+        );
+    }
+
+    // Reading replies built to make the parsers slow.
+    let n = sizes.pattern_bytes;
+    let fill = |unit: &str| unit.repeat(n / unit.len());
+    let patterns: Vec<(&str, String)> = vec![
+        (
+            "nested [ after a call",
+            format!("<|tool_call>call:webfetch{{url:{}", fill("[")),
+        ),
+        ("<|tool_call> openers", fill("<|tool_call>")),
+        ("<tool_call> openers", fill("<tool_call>")),
+        (
+            "unclosed <|\"|> strings",
+            fill("<|tool_call>call:a{b:<|\"|>x"),
+        ),
+        ("bare values without end", fill("<|tool_call>call:a{b:c")),
+        ("<think> openers", fill("<think>a")),
+        ("</think> closers", fill("</think>a")),
+        ("<|channel> openers", fill("<|channel>thought")),
+        (
+            "JSON calls never closed",
+            fill("<tool_call>{\"name\":\"a\",\"arguments\":{"),
+        ),
+    ];
+    println!(
+        "   reading {:.1} MB replies (target < 1 s each):",
+        n as f64 / 1e6
+    );
+    for (name, content) in patterns {
+        let msg = agent_harness::chat::ResponseMessage {
+            content: Some(content),
+            reasoning_content: None,
+            tool_calls: None,
+        };
+        let t = Instant::now();
+        let reply = agent_harness::reply::read_reply(&msg, Some("stop"), "b");
+        let took = t.elapsed();
+        assert!(reply.calls.is_empty(), "{name}: nothing in it is a call");
+        println!("     {name:<28} {:8.1} ms", ms(took));
+    }
 }

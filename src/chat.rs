@@ -118,20 +118,54 @@ pub struct ResponseMessage {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Usage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub prompt_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub completion_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_u64")]
     pub total_tokens: u64,
 }
 
 impl Usage {
-    /// `total_tokens` when the server gives it, else the sum of the parts.
+    /// `total_tokens` when the server gives it, else the sum of the parts
+    /// (saturating: a server may report any number).
     pub fn total(&self) -> u64 {
         self.total_tokens
-            .max(self.prompt_tokens + self.completion_tokens)
+            .max(self.prompt_tokens.saturating_add(self.completion_tokens))
     }
+
+    /// Adds another reply's usage, saturating.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total());
+    }
+}
+
+/// A count a server sent: a non-negative integer, or a non-negative number
+/// saturated into one; anything else (negative, text, null) is absent.
+pub fn lenient_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        _ => None,
+    })
+}
+
+fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(lenient_count(d)?.unwrap_or(0))
+}
+
+/// Text a server sent: a string, or a number written as one; anything else is absent.
+pub fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
 }
 
 /// Sampling and template settings of one task: `[model]` with the task's
@@ -291,6 +325,25 @@ mod tests {
             json!(false)
         );
         assert!(body.get("tools").is_none());
+    }
+
+    #[test]
+    fn absurd_usage_counts_saturate_instead_of_wrapping_or_failing() {
+        let r: ChatResponse = serde_json::from_value(json!({
+            "choices": [],
+            "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 1e300, "total_tokens": -3}
+        }))
+        .unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (u64::MAX, u64::MAX, 0)
+        );
+        assert_eq!(u.total(), u64::MAX);
+        let mut sum = Usage::default();
+        sum.add(&u);
+        sum.add(&u);
+        assert_eq!(sum.total(), u64::MAX);
     }
 
     #[test]

@@ -165,7 +165,8 @@ impl Default for RawPaths {
     }
 }
 
-/// `[limits]`: the bounds every task runs within.
+/// `[limits]`: the bounds every task runs within. Each has a floor and a
+/// ceiling ([`bounds`]); a value outside them is a configuration error.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -183,6 +184,10 @@ pub struct Limits {
     pub concurrency: usize,
     /// Runs a retryable task gets before it moves to `failed/`.
     pub max_attempts: u32,
+    /// Tool calls run from one reply; the rest are answered "not run".
+    pub max_calls_per_turn: u32,
+    /// Write-tool calls run per task; the rest are answered "not run".
+    pub max_writes: u32,
 }
 
 impl Default for Limits {
@@ -195,7 +200,89 @@ impl Default for Limits {
             context_tokens: 8192,
             concurrency: 1,
             max_attempts: 3,
+            max_calls_per_turn: 8,
+            max_writes: 5,
         }
+    }
+}
+
+/// Floors and ceilings of every number a person sets (SPEC §12.2), as
+/// inclusive `(min, max)` pairs. The config refuses a value outside them
+/// (exit 2); a task file doing so is an invalid task.
+pub mod bounds {
+    pub const MAX_TURNS: (u64, u64) = (1, 1000);
+    pub const MAX_WALL_SECS: (u64, u64) = (1, 86_400);
+    pub const MAX_TOTAL_TOKENS: (u64, u64) = (1, 1_000_000_000);
+    pub const MAX_TOKENS: (u64, u64) = (1, 1_000_000);
+    pub const MAX_TOOL_RESULT_CHARS: (u64, u64) = (200, 1_000_000);
+    pub const CONTEXT_TOKENS: (u64, u64) = (0, 10_000_000);
+    pub const CONCURRENCY: (u64, u64) = (1, 256);
+    pub const MAX_ATTEMPTS: (u64, u64) = (1, 100);
+    pub const MAX_CALLS_PER_TURN: (u64, u64) = (1, 64);
+    pub const MAX_WRITES: (u64, u64) = (0, 1000);
+    pub const TIMEOUT_SECS: (u64, u64) = (1, 3600);
+    pub const POLL_INTERVAL_MS: (u64, u64) = (50, 60_000);
+    /// `[tools.webfetch] max_bytes`: no page is read past what an endpoint body may hold.
+    pub const WEBFETCH_MAX_BYTES: (u64, u64) = (1024, 32 * 1024 * 1024);
+}
+
+/// `Err` names `key` when `value` is outside `(min, max)`.
+pub fn check_range(key: &str, value: u64, (min, max): (u64, u64)) -> Result<(), String> {
+    if value < min {
+        Err(format!("{key} = {value} is below its minimum, {min}"))
+    } else if value > max {
+        Err(format!("{key} = {value} is above its ceiling, {max}"))
+    } else {
+        Ok(())
+    }
+}
+
+/// `Err` names `key` when `value` is `nan` or infinite.
+pub fn check_finite(key: &str, value: Option<f64>) -> Result<(), String> {
+    match value {
+        Some(v) if !v.is_finite() => Err(format!("{key} = {v} is not a finite number")),
+        _ => Ok(()),
+    }
+}
+
+impl Limits {
+    /// Every limit within its bounds; `Err` names the first that is not.
+    fn check(&self) -> Result<(), String> {
+        let u = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        for (key, value, range) in [
+            ("max_turns", u64::from(self.max_turns), bounds::MAX_TURNS),
+            ("max_wall_secs", self.max_wall_secs, bounds::MAX_WALL_SECS),
+            (
+                "max_total_tokens",
+                self.max_total_tokens,
+                bounds::MAX_TOTAL_TOKENS,
+            ),
+            (
+                "max_tool_result_chars",
+                u(self.max_tool_result_chars),
+                bounds::MAX_TOOL_RESULT_CHARS,
+            ),
+            (
+                "context_tokens",
+                u64::from(self.context_tokens),
+                bounds::CONTEXT_TOKENS,
+            ),
+            ("concurrency", u(self.concurrency), bounds::CONCURRENCY),
+            (
+                "max_attempts",
+                u64::from(self.max_attempts),
+                bounds::MAX_ATTEMPTS,
+            ),
+            (
+                "max_calls_per_turn",
+                u64::from(self.max_calls_per_turn),
+                bounds::MAX_CALLS_PER_TURN,
+            ),
+            ("max_writes", u64::from(self.max_writes), bounds::MAX_WRITES),
+        ] {
+            check_range(&format!("[limits] {key}"), value, range)?;
+        }
+        Ok(())
     }
 }
 
@@ -403,209 +490,33 @@ impl Config {
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::new(path, describe_toml_error(&e, text)))?;
-        resolve(raw, path, base, env)
-    }
-}
-
-/// Formats a TOML error as `line N: message`, which names the key involved.
-pub fn describe_toml_error(err: &toml::de::Error, text: &str) -> String {
-    match err.span() {
-        Some(span) => format!("line {}: {}", line_of(text, span.start), err.message()),
-        None => err.message().to_string(),
-    }
-}
-
-/// 1-based line number of a byte offset.
-pub fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
-fn resolve(
-    raw: RawConfig,
-    path: &Path,
-    base: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Config, ConfigError> {
-    let err = |m: String| ConfigError::new(path, m);
-    let secret = |section: &str, key: &str, var: &str| -> Result<Option<Secret>, ConfigError> {
-        if var.is_empty() {
-            return Ok(None);
-        }
-        match env(var) {
-            Some(v) if !v.trim().is_empty() => Ok(Some(Secret::new(v.trim()))),
-            _ => Err(err(format!(
-                "environment variable {var} (named by [{section}] {key}) is not set; export it, or set {key} = \"\" if the endpoint needs no key"
-            ))),
-        }
-    };
-
-    let endpoint = match raw.endpoint.kind {
-        EndpointKind::Openai => {
-            let o = &raw.openai;
-            if o.base_url.trim().is_empty() {
-                return Err(err("[openai] base_url is required when [endpoint] kind = \"openai\" (for llama-server: \"http://127.0.0.1:8080/v1\")".into()));
-            }
-            check_http_url(&o.base_url, "[openai] base_url").map_err(err)?;
-            EndpointConfig {
-                kind: EndpointKind::Openai,
-                base_url: o.base_url.trim().trim_end_matches('/').to_string(),
-                api_key: secret("openai", "api_key_env", &o.api_key_env)?,
-                model: Some(o.model.clone()).filter(|m| !m.is_empty()),
-                request_timeout_secs: o.request_timeout_secs.max(1),
-                poll_interval_ms: 0,
-            }
-        }
-        EndpointKind::Runpod => {
-            let r = &raw.runpod;
-            let base_url = if !r.endpoint_url.trim().is_empty() {
-                check_http_url(&r.endpoint_url, "[runpod] endpoint_url").map_err(err)?;
-                r.endpoint_url.trim().trim_end_matches('/').to_string()
-            } else if !r.endpoint_id.trim().is_empty() {
-                check_http_url(&r.base_url, "[runpod] base_url").map_err(err)?;
-                let id = r.endpoint_id.trim();
-                if id.contains('/') {
-                    return Err(err(format!(
-                        "[runpod] endpoint_id {id:?} must be a bare id, not a URL (use endpoint_url for a full URL)"
-                    )));
-                }
-                format!("{}/{}", r.base_url.trim().trim_end_matches('/'), id)
-            } else {
-                return Err(err("[runpod] endpoint_id (or endpoint_url) is required when [endpoint] kind = \"runpod\"; for a llama-server reached directly set [endpoint] kind = \"openai\"".into()));
-            };
-            EndpointConfig {
-                kind: EndpointKind::Runpod,
-                base_url,
-                api_key: secret("runpod", "api_key_env", &r.api_key_env)?,
-                model: None,
-                request_timeout_secs: r.request_timeout_secs.max(1),
-                poll_interval_ms: r.poll_interval_ms.clamp(50, 60_000),
-            }
-        }
-    };
-
-    let resolve_path = |p: &Path| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base.join(p)
-        }
-    };
-    let paths = Paths {
-        inbox: resolve_path(&raw.paths.inbox),
-        done: resolve_path(&raw.paths.done),
-        failed: resolve_path(&raw.paths.failed),
-        logs: resolve_path(&raw.paths.logs),
-    };
-
-    let limits = raw.limits;
-    for (key, zero) in [
-        ("max_turns", limits.max_turns == 0),
-        ("max_wall_secs", limits.max_wall_secs == 0),
-        ("max_total_tokens", limits.max_total_tokens == 0),
-        ("max_tool_result_chars", limits.max_tool_result_chars < 200),
-        ("concurrency", limits.concurrency == 0),
-        ("max_attempts", limits.max_attempts == 0),
-    ] {
-        if zero {
-            let min = if key == "max_tool_result_chars" {
-                "200"
-            } else {
-                "1"
-            };
-            return Err(err(format!("[limits] {key} must be at least {min}")));
-        }
-    }
-    if limits.context_tokens != 0
-        && u64::from(limits.context_tokens) <= u64::from(raw.model.max_tokens) + 256
-    {
-        return Err(err(format!(
-            "[limits] context_tokens ({}) must leave room for the prompt after [model] max_tokens ({}); raise context_tokens or lower max_tokens",
-            limits.context_tokens, raw.model.max_tokens
-        )));
-    }
-
-    let m = raw.model;
-    if m.max_tokens == 0 {
-        return Err(err("[model] max_tokens must be at least 1".into()));
-    }
-    let extra = to_json_map(m.extra);
-    if let Some(key) = extra
-        .keys()
-        .find(|k| RESERVED_EXTRA_KEYS.contains(&k.as_str()))
-    {
-        return Err(err(format!(
-            "[model.extra] may not set {key:?}: the harness builds it (use [model.chat_template_kwargs] for template options)"
-        )));
-    }
-    let chat_template_kwargs = to_json_map(m.chat_template_kwargs);
-    if let Some(v) = chat_template_kwargs
-        .get("enable_thinking")
-        .filter(|v| !v.is_boolean())
-    {
-        return Err(err(format!(
-            "[model.chat_template_kwargs] enable_thinking must be true or false, not {v}"
-        )));
-    }
-    let model = ModelConfig {
-        temperature: m.temperature,
-        top_p: m.top_p,
-        top_k: m.top_k,
-        max_tokens: m.max_tokens,
-        replay_thinking: m.replay_thinking,
-        chat_template_kwargs,
-        extra,
-    };
-
-    let w = raw.tools.webfetch;
-    let webfetch = w.enabled.then(|| WebfetchConfig {
-        timeout_secs: w.timeout_secs.max(1),
-        max_bytes: w.max_bytes.max(1024),
-        allow_private: w.allow_private,
-        allow_hosts: normalise_hosts(w.allow_hosts),
-        deny_hosts: normalise_hosts(w.deny_hosts),
-    });
-
-    let n = raw.tools.noteworx;
-    let noteworx = if n.enabled && !n.base_url.trim().is_empty() {
-        check_http_url(&n.base_url, "[tools.noteworx] base_url").map_err(err)?;
-        if n.token_env.is_empty() {
-            return Err(err(
-                "[tools.noteworx] token_env must name the variable holding the noteworx token"
-                    .into(),
-            ));
-        }
-        let token = secret("tools.noteworx", "token_env", &n.token_env)?
-            .ok_or_else(|| err("noteworx token missing".into()))?;
-        Some(NoteworxConfig {
-            base_url: n.base_url.trim().trim_end_matches('/').to_string(),
-            token,
-            token_env: n.token_env,
-            agent_name: n.agent_name,
-            timeout_secs: n.timeout_secs.max(1),
+        let raw: RawConfig = deserialize_toml(text).map_err(|(line, m)| {
+            ConfigError::new(
+                path,
+                match line {
+                    Some(l) => format!("line {l}: {m}"),
+                    None => m,
+                },
+            )
+        })?;
+        let err = |m: String| ConfigError::new(path, m);
+        let secrets = Secrets { env };
+        let limits = raw.limits;
+        limits.check().map_err(err)?;
+        let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
+        Ok(Config {
+            path: path.to_path_buf(),
+            endpoint: resolve_endpoint(&raw.endpoint, &raw.runpod, &raw.openai, &secrets)
+                .map_err(err)?,
+            paths: resolve_paths(&raw.paths, base),
+            limits,
+            model,
+            webfetch: resolve_webfetch(raw.tools.webfetch).map_err(err)?,
+            noteworx: resolve_noteworx(raw.tools.noteworx, &secrets).map_err(err)?,
+            system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
         })
-    } else {
-        None
-    };
+    }
 
-    Ok(Config {
-        path: path.to_path_buf(),
-        endpoint,
-        paths,
-        limits,
-        model,
-        webfetch,
-        noteworx,
-        system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
-    })
-}
-
-impl Config {
     /// Every secret value the records must never contain.
     pub fn secrets(&self) -> Vec<Secret> {
         self.endpoint
@@ -615,6 +526,240 @@ impl Config {
             .cloned()
             .collect()
     }
+}
+
+/// Deserializes TOML text; `Err` is `(line, message naming the key)`.
+pub fn deserialize_toml<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, (Option<usize>, String)> {
+    let de = toml::Deserializer::parse(text).map_err(|e| {
+        let line = e.span().map(|s| crate::text::line_of(text, s.start));
+        (line, e.message().trim().to_string())
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| crate::text::toml_problem(&e, text))
+}
+
+/// Reads the secret named by a `*_env` setting: the environment variable,
+/// or else `$CREDENTIALS_DIRECTORY/<VARIABLE>` (systemd `LoadCredential=`).
+struct Secrets<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Secrets<'_> {
+    /// `Ok(None)` when `var` is empty (no secret wanted). Never echoes a
+    /// value that does not look like a variable name: it may be the secret.
+    fn read(&self, section: &str, key: &str, var: &str) -> Result<Option<Secret>, String> {
+        if var.is_empty() {
+            return Ok(None);
+        }
+        if !is_variable_name(var) {
+            return Err(format!(
+                "[{section}] {key} must name an environment variable (A-Z, 0-9 and _, not starting with a digit); \
+                 this value does not look like one, so it is not shown. Did you paste the secret itself? \
+                 Put the secret in a variable and write its name here."
+            ));
+        }
+        let from_env = (self.env)(var).filter(|v| !v.trim().is_empty());
+        let from_credentials = || {
+            let dir = (self.env)("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty())?;
+            let text = std::fs::read_to_string(Path::new(&dir).join(var)).ok()?;
+            Some(text).filter(|t| !t.trim().is_empty())
+        };
+        match from_env.or_else(from_credentials) {
+            Some(v) => Ok(Some(Secret::new(v.trim()))),
+            None => Err(format!(
+                "environment variable {var} (named by [{section}] {key}) is not set and no systemd credential {var} was loaded; \
+                 export it, or set {key} = \"\" if the service needs no secret"
+            )),
+        }
+    }
+}
+
+/// `[A-Z_][A-Z0-9_]*`: what a `*_env` setting must hold.
+pub fn is_variable_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn resolve_endpoint(
+    endpoint: &RawEndpoint,
+    runpod: &RawRunpod,
+    openai: &RawOpenai,
+    secrets: &Secrets<'_>,
+) -> Result<EndpointConfig, String> {
+    match endpoint.kind {
+        EndpointKind::Openai => {
+            let o = openai;
+            if o.base_url.trim().is_empty() {
+                return Err("[openai] base_url is required when [endpoint] kind = \"openai\" (for llama-server: \"http://127.0.0.1:8080/v1\")".into());
+            }
+            check_http_url(&o.base_url, "[openai] base_url")?;
+            check_range(
+                "[openai] request_timeout_secs",
+                o.request_timeout_secs,
+                bounds::TIMEOUT_SECS,
+            )?;
+            Ok(EndpointConfig {
+                kind: EndpointKind::Openai,
+                base_url: o.base_url.trim().trim_end_matches('/').to_string(),
+                api_key: secrets.read("openai", "api_key_env", &o.api_key_env)?,
+                model: Some(o.model.clone()).filter(|m| !m.is_empty()),
+                request_timeout_secs: o.request_timeout_secs,
+                poll_interval_ms: 0,
+            })
+        }
+        EndpointKind::Runpod => {
+            let r = runpod;
+            let base_url = if !r.endpoint_url.trim().is_empty() {
+                check_http_url(&r.endpoint_url, "[runpod] endpoint_url")?;
+                r.endpoint_url.trim().trim_end_matches('/').to_string()
+            } else if !r.endpoint_id.trim().is_empty() {
+                check_http_url(&r.base_url, "[runpod] base_url")?;
+                let id = r.endpoint_id.trim();
+                if id.contains(['/', '?', '#']) || id == "." || id == ".." {
+                    return Err(format!(
+                        "[runpod] endpoint_id {id:?} must be a bare id, not a URL or path (use endpoint_url for a full URL)"
+                    ));
+                }
+                format!("{}/{}", r.base_url.trim().trim_end_matches('/'), id)
+            } else {
+                return Err("[runpod] endpoint_id (or endpoint_url) is required when [endpoint] kind = \"runpod\"; for a llama-server reached directly set [endpoint] kind = \"openai\"".into());
+            };
+            check_range(
+                "[runpod] request_timeout_secs",
+                r.request_timeout_secs,
+                bounds::TIMEOUT_SECS,
+            )?;
+            check_range(
+                "[runpod] poll_interval_ms",
+                r.poll_interval_ms,
+                bounds::POLL_INTERVAL_MS,
+            )?;
+            Ok(EndpointConfig {
+                kind: EndpointKind::Runpod,
+                base_url,
+                api_key: secrets.read("runpod", "api_key_env", &r.api_key_env)?,
+                model: None,
+                request_timeout_secs: r.request_timeout_secs,
+                poll_interval_ms: r.poll_interval_ms,
+            })
+        }
+    }
+}
+
+fn resolve_paths(raw: &RawPaths, base: &Path) -> Paths {
+    let resolve = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+    Paths {
+        inbox: resolve(&raw.inbox),
+        done: resolve(&raw.done),
+        failed: resolve(&raw.failed),
+        logs: resolve(&raw.logs),
+    }
+}
+
+fn resolve_model(m: RawModel, context_tokens: u32) -> Result<ModelConfig, String> {
+    check_range(
+        "[model] max_tokens",
+        u64::from(m.max_tokens),
+        bounds::MAX_TOKENS,
+    )?;
+    check_finite("[model] temperature", m.temperature)?;
+    check_finite("[model] top_p", m.top_p)?;
+    if context_tokens != 0 && u64::from(context_tokens) <= u64::from(m.max_tokens) + 256 {
+        return Err(format!(
+            "[limits] context_tokens ({context_tokens}) must leave room for the prompt after [model] max_tokens ({}); raise context_tokens or lower max_tokens",
+            m.max_tokens
+        ));
+    }
+    let extra = to_json_map(m.extra, "[model.extra]")?;
+    if let Some(key) = extra
+        .keys()
+        .find(|k| RESERVED_EXTRA_KEYS.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "[model.extra] may not set {key:?}: the harness builds it (use [model.chat_template_kwargs] for template options)"
+        ));
+    }
+    let chat_template_kwargs = to_json_map(m.chat_template_kwargs, "[model.chat_template_kwargs]")?;
+    if let Some(v) = chat_template_kwargs
+        .get("enable_thinking")
+        .filter(|v| !v.is_boolean())
+    {
+        return Err(format!(
+            "[model.chat_template_kwargs] enable_thinking must be true or false, not {v}"
+        ));
+    }
+    Ok(ModelConfig {
+        temperature: m.temperature,
+        top_p: m.top_p,
+        top_k: m.top_k,
+        max_tokens: m.max_tokens,
+        replay_thinking: m.replay_thinking,
+        chat_template_kwargs,
+        extra,
+    })
+}
+
+fn resolve_webfetch(w: RawWebfetch) -> Result<Option<WebfetchConfig>, String> {
+    if !w.enabled {
+        return Ok(None);
+    }
+    check_range(
+        "[tools.webfetch] timeout_secs",
+        w.timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    check_range(
+        "[tools.webfetch] max_bytes",
+        w.max_bytes,
+        bounds::WEBFETCH_MAX_BYTES,
+    )?;
+    Ok(Some(WebfetchConfig {
+        timeout_secs: w.timeout_secs,
+        max_bytes: w.max_bytes,
+        allow_private: w.allow_private,
+        allow_hosts: normalise_hosts(w.allow_hosts),
+        deny_hosts: normalise_hosts(w.deny_hosts),
+    }))
+}
+
+fn resolve_noteworx(
+    n: RawNoteworx,
+    secrets: &Secrets<'_>,
+) -> Result<Option<NoteworxConfig>, String> {
+    if !n.enabled || n.base_url.trim().is_empty() {
+        return Ok(None);
+    }
+    check_http_url(&n.base_url, "[tools.noteworx] base_url")?;
+    check_range(
+        "[tools.noteworx] timeout_secs",
+        n.timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    if n.token_env.is_empty() {
+        return Err(
+            "[tools.noteworx] token_env must name the variable holding the noteworx token".into(),
+        );
+    }
+    let token = secrets
+        .read("tools.noteworx", "token_env", &n.token_env)?
+        .ok_or("noteworx token missing")?;
+    Ok(Some(NoteworxConfig {
+        base_url: n.base_url.trim().trim_end_matches('/').to_string(),
+        token,
+        token_env: n.token_env,
+        agent_name: n.agent_name,
+        timeout_secs: n.timeout_secs,
+    }))
 }
 
 fn check_http_url(url: &str, what: &str) -> Result<(), String> {
@@ -638,25 +783,35 @@ fn normalise_hosts(hosts: Vec<String>) -> Vec<String> {
     set.into_iter().collect()
 }
 
-fn to_json_map(table: toml::Table) -> Map<String, Value> {
+/// A TOML table as JSON; `nan` and `inf` are refused, naming the key.
+fn to_json_map(table: toml::Table, section: &str) -> Result<Map<String, Value>, String> {
     table
         .into_iter()
-        .map(|(k, v)| (k, toml_to_json(v)))
+        .map(|(k, v)| {
+            let value = toml_to_json(v).map_err(|()| {
+                format!("{section} {k} holds nan or inf, which cannot be sent as JSON")
+            })?;
+            Ok((k, value))
+        })
         .collect()
 }
 
-fn toml_to_json(v: toml::Value) -> Value {
-    match v {
+fn toml_to_json(v: toml::Value) -> Result<Value, ()> {
+    Ok(match v {
         toml::Value::String(s) => Value::String(s),
         toml::Value::Integer(i) => Value::from(i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(f)
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
+        toml::Value::Float(f) => Value::Number(serde_json::Number::from_f64(f).ok_or(())?),
         toml::Value::Boolean(b) => Value::Bool(b),
         toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => Value::Object(to_json_map(t)),
-    }
+        toml::Value::Array(a) => {
+            Value::Array(a.into_iter().map(toml_to_json).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(t) => Value::Object(
+            t.into_iter()
+                .map(|(k, v)| Ok((k, toml_to_json(v)?)))
+                .collect::<Result<_, ()>>()?,
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -704,11 +859,116 @@ mod tests {
     }
 
     #[test]
-    fn wrong_type_is_an_error_naming_the_line() {
+    fn wrong_type_is_an_error_naming_the_section_the_key_and_the_line() {
         let e =
             parse("[runpod]\nendpoint_id = \"abc\"\n[limits]\nmax_turns = \"five\"\n").unwrap_err();
-        assert!(e.message.contains("line 4"), "{e}");
-        assert!(e.message.contains("invalid type"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "/etc/ah/agent.toml: line 4: [limits] max_turns: expected an integer, found the string \"five\""
+        );
+        let e = parse("[runpod]\nendpoint_id = \"abc\"\n[tools.webfetch]\nenabled = \"yes\"\n")
+            .unwrap_err();
+        assert_eq!(
+            e.message,
+            "line 4: [tools.webfetch] enabled: expected a boolean, found the string \"yes\""
+        );
+    }
+
+    #[test]
+    fn every_limit_outside_its_ceiling_is_refused_by_name() {
+        for (section, key, value) in [
+            ("limits", "max_turns", "1001"),
+            ("limits", "max_wall_secs", "9223372036854775807"),
+            ("limits", "max_total_tokens", "1000000001"),
+            ("limits", "max_tool_result_chars", "1000001"),
+            ("limits", "context_tokens", "10000001"),
+            ("limits", "concurrency", "257"),
+            ("limits", "max_attempts", "101"),
+            ("limits", "max_calls_per_turn", "65"),
+            ("limits", "max_writes", "1001"),
+            ("model", "max_tokens", "1000001"),
+            ("runpod", "request_timeout_secs", "3601"),
+            ("runpod", "poll_interval_ms", "60001"),
+            ("runpod", "poll_interval_ms", "49"),
+            ("tools.webfetch", "timeout_secs", "0"),
+            ("tools.noteworx", "timeout_secs", "86400"),
+        ] {
+            let head = "[runpod]\nendpoint_id = \"abc\"\n";
+            let nwx = "[tools.noteworx]\nbase_url = \"https://n\"\n";
+            let text = match section {
+                "runpod" => format!("{head}{key} = {value}\n{nwx}"),
+                "tools.noteworx" => format!("{head}{nwx}{key} = {value}\n"),
+                _ => format!("{head}{nwx}[{section}]\n{key} = {value}\n"),
+            };
+            let e = parse(&text).unwrap_err();
+            assert!(
+                e.message
+                    .starts_with(&format!("[{section}] {key} = {value} is ")),
+                "{section}.{key}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn nan_and_inf_are_refused_wherever_a_number_goes() {
+        for (text, key) in [
+            ("[model]\ntemperature = nan\n", "[model] temperature"),
+            ("[model]\ntop_p = inf\n", "[model] top_p"),
+            ("[model.extra]\nmin_p = -inf\n", "[model.extra] min_p"),
+            (
+                "[model.chat_template_kwargs]\nx = [1.0, nan]\n",
+                "[model.chat_template_kwargs] x",
+            ),
+        ] {
+            let e = parse(&format!("[runpod]\nendpoint_id = \"a\"\n{text}")).unwrap_err();
+            assert!(e.message.starts_with(key), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_secret_pasted_where_a_variable_name_belongs_is_refused_unseen() {
+        for value in ["rp_live_AbC123secret", "my key", "1ABC", "lower_case"] {
+            let e = parse(&format!(
+                "[runpod]\nendpoint_id = \"a\"\napi_key_env = \"{value}\"\n"
+            ))
+            .unwrap_err();
+            assert!(e.message.contains("[runpod] api_key_env must name"), "{e}");
+            assert!(!e.to_string().contains(value), "the value is echoed: {e}");
+        }
+        for ok in ["RUNPOD_API_KEY", "_X", "K2"] {
+            assert!(is_variable_name(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn a_secret_may_come_from_the_systemd_credentials_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("NWX_CRED"), "nwx_from_credential\n").unwrap();
+        let creds = dir.path().to_string_lossy().into_owned();
+        let env = |k: &str| match k {
+            "CREDENTIALS_DIRECTORY" => Some(creds.clone()),
+            _ => None,
+        };
+        let c = Config::parse(
+            "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://h/v1\"\n[tools.noteworx]\nbase_url = \"https://n\"\ntoken_env = \"NWX_CRED\"\n",
+            Path::new("a.toml"),
+            Path::new("."),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            c.noteworx.unwrap().token.expose(),
+            "nwx_from_credential",
+            "trailing newline trimmed"
+        );
+        let e = Config::parse(
+            "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://h/v1\"\napi_key_env = \"MISSING\"\n",
+            Path::new("a.toml"),
+            Path::new("."),
+            &env,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("MISSING"), "{e}");
     }
 
     #[test]

@@ -8,13 +8,15 @@
 //! wrappers add the file-level checks (size, UTF-8).
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::config::line_of;
+use crate::config::{bounds, check_finite, check_range, deserialize_toml};
+use crate::text::{line_of, prefix_bytes, short_hash};
 
 /// Task files larger than this are invalid.
 pub const MAX_TASK_BYTES: u64 = 1024 * 1024;
@@ -34,6 +36,50 @@ pub struct Frontmatter {
     pub top_k: Option<u32>,
     pub max_tokens: Option<u32>,
     pub enable_thinking: Option<bool>,
+    pub max_calls_per_turn: Option<u32>,
+    pub max_writes: Option<u32>,
+}
+
+impl Frontmatter {
+    /// Every number within the config's bounds (SPEC §12.2); `Err` is
+    /// `(key, message)`.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let ranges = [
+            (
+                "max_turns",
+                self.max_turns.map(u64::from),
+                bounds::MAX_TURNS,
+            ),
+            ("max_wall_secs", self.max_wall_secs, bounds::MAX_WALL_SECS),
+            (
+                "max_total_tokens",
+                self.max_total_tokens,
+                bounds::MAX_TOTAL_TOKENS,
+            ),
+            (
+                "max_tokens",
+                self.max_tokens.map(u64::from),
+                bounds::MAX_TOKENS,
+            ),
+            (
+                "max_calls_per_turn",
+                self.max_calls_per_turn.map(u64::from),
+                bounds::MAX_CALLS_PER_TURN,
+            ),
+            (
+                "max_writes",
+                self.max_writes.map(u64::from),
+                bounds::MAX_WRITES,
+            ),
+        ];
+        for (key, value, range) in ranges {
+            if let Some(v) = value {
+                check_range(key, v, range).map_err(|m| (key, m))?;
+            }
+        }
+        check_finite("temperature", self.temperature).map_err(|m| ("temperature", m))?;
+        check_finite("top_p", self.top_p).map_err(|m| ("top_p", m))
+    }
 }
 
 /// A parsed task file: frontmatter plus body.
@@ -85,9 +131,15 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
                 ));
             };
             let fm_text = &text[fm_start..fm_end];
-            let fm: Frontmatter = toml::from_str(fm_text).map_err(|e| {
-                let line = e.span().map(|s| line_of(fm_text, s.start) + 1);
-                TaskProblem::new(line, format!("frontmatter: {}", e.message().trim()))
+            // Lines of the file: the frontmatter starts on line 2.
+            let fm: Frontmatter = deserialize_toml(fm_text).map_err(|(line, message)| {
+                TaskProblem::new(line.map(|l| l + 1), format!("frontmatter: {message}"))
+            })?;
+            fm.check().map_err(|(key, message)| {
+                TaskProblem::new(
+                    key_line(fm_text, key).map(|l| l + 1),
+                    format!("frontmatter: {message}"),
+                )
             })?;
             (fm, &text[body_start..])
         }
@@ -105,18 +157,66 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     })
 }
 
-/// Reads and parses a task file, adding the file-level checks.
+/// The 1-based line of `key = …` in TOML text, when it is on a line of its own.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+/// Reads and parses a task file, adding the file-level checks. The file is
+/// opened without following a symbolic link and must be a regular file: a
+/// link's target, a FIFO or a device is never read.
 pub fn read_task(path: &Path) -> Result<TaskFile, TaskProblem> {
     let io_problem =
         |e: io::Error| TaskProblem::new(None, format!("cannot read the task file: {e}"));
-    let len = std::fs::metadata(path).map_err(io_problem)?.len();
+    let not_regular = |what: &str| {
+        TaskProblem::new(
+            None,
+            format!("not a regular file ({what}); it was not read"),
+        )
+    };
+    let kind = std::fs::symlink_metadata(path)
+        .map_err(io_problem)?
+        .file_type();
+    if !kind.is_file() {
+        return Err(not_regular(file_kind(kind)));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => not_regular("a symbolic link"),
+            _ => io_problem(e),
+        })?;
+    let meta = file.metadata().map_err(io_problem)?;
+    if !meta.is_file() {
+        return Err(not_regular(file_kind(meta.file_type())));
+    }
+    let len = meta.len();
     if len > MAX_TASK_BYTES {
         return Err(TaskProblem::new(
             None,
             format!("the task file is {len} bytes; the limit is {MAX_TASK_BYTES} (1 MiB)"),
         ));
     }
-    let bytes = std::fs::read(path).map_err(io_problem)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TASK_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_problem)?;
+    if bytes.len() as u64 > MAX_TASK_BYTES {
+        return Err(TaskProblem::new(
+            None,
+            format!(
+                "the task file grew past the limit of {MAX_TASK_BYTES} bytes (1 MiB) while it was read"
+            ),
+        ));
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = line_of(
             &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
@@ -141,6 +241,23 @@ pub fn check_task_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What a non-regular inbox entry is, in words.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_dir() {
+        "a folder"
+    } else {
+        "not a plain file"
+    }
+}
+
 /// One `*.md` entry of the inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxEntry {
@@ -149,7 +266,9 @@ pub struct InboxEntry {
     pub path: PathBuf,
 }
 
-/// Lists the inbox: every `*.md` file, oldest file name first (byte order).
+/// Lists the inbox: every `*.md` entry but folders, oldest file name first
+/// (byte order). Symbolic links, FIFOs and other non-regular entries are
+/// listed too, so that they are filed as invalid instead of lingering.
 /// A missing inbox folder is an empty inbox.
 pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
     let dir = match std::fs::read_dir(inbox) {
@@ -160,60 +279,90 @@ pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
     let mut entries = Vec::new();
     for item in dir {
         let item = item.with_context(|| format!("reading the inbox {}", inbox.display()))?;
-        let path = item.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
+        let file_name = item.file_name();
+        let name = file_name.to_string_lossy();
         let Some(stem) = name.strip_suffix(".md") else {
             continue;
         };
-        if stem.is_empty()
-            || stem.starts_with('.')
-            || !item.file_type().map(|t| t.is_file()).unwrap_or(false)
-        {
+        if stem.is_empty() || stem.starts_with('.') || item.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         entries.push(InboxEntry {
             name: stem.to_string(),
-            path,
+            path: item.path(),
         });
     }
     entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(entries)
 }
 
+/// The longest file name most file systems take.
+pub const MAX_FILE_NAME: usize = 255;
+
+/// `prefix + name + suffix`, with `name` shortened when the whole would pass
+/// 255 bytes: cut at a character boundary, then `~` and 8 hex digits of a
+/// hash of the full name, so two long names stay apart (SPEC §12.5).
+pub fn fit_file_name(prefix: &str, name: &str, suffix: &str) -> String {
+    if prefix.len() + name.len() + suffix.len() <= MAX_FILE_NAME {
+        return format!("{prefix}{name}{suffix}");
+    }
+    let tag = format!("~{:08x}", short_hash(name));
+    let room = MAX_FILE_NAME.saturating_sub(prefix.len() + tag.len() + suffix.len());
+    format!("{prefix}{}{tag}{suffix}", prefix_bytes(name, room))
+}
+
 /// Moves a finished task file to `dir/<run_id>-<name>.md` by atomic rename,
 /// creating `dir` when missing. A clash never overwrites: `-2`, `-3`, … are
-/// added. Callers hold the run lock, so nobody else writes to `dir`.
+/// added. Callers hold the run lock, so nobody else writes to `dir`. A
+/// symbolic link moves as the link; its target is never touched.
 pub fn move_task(from: &Path, dir: &Path, run_id: &str, name: &str) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let target = (1..)
+    let prefix = format!("{run_id}-");
+    let target = (1..10_000)
         .map(|n| {
-            if n == 1 {
-                dir.join(format!("{run_id}-{name}.md"))
+            let suffix = if n == 1 {
+                ".md".to_string()
             } else {
-                dir.join(format!("{run_id}-{name}-{n}.md"))
-            }
+                format!("-{n}.md")
+            };
+            dir.join(fit_file_name(&prefix, name, &suffix))
         })
-        .find(|p| !p.exists())
+        .find(|p| std::fs::symlink_metadata(p).is_err())
         .context("no free file name")?;
     match std::fs::rename(from, &target) {
         Ok(()) => Ok(target),
-        // Different filesystems: copy under a temporary name, rename that into
-        // place, then remove the original, so the target never appears half-written.
         Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
-            let tmp = dir.join(format!(".{run_id}-{name}.md.tmp"));
-            std::fs::copy(from, &tmp)
-                .with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
-            std::fs::rename(&tmp, &target)
-                .with_context(|| format!("renaming into {}", target.display()))?;
-            std::fs::remove_file(from).with_context(|| format!("removing {}", from.display()))?;
+            move_across_devices(from, &target, run_id)?;
             Ok(target)
         }
         Err(e) => {
             Err(e).with_context(|| format!("moving {} to {}", from.display(), target.display()))
         }
     }
+}
+
+/// A move between file systems: a copy under a temporary name, renamed into
+/// place, then the original removed, so the target never appears half-written.
+/// A link is made anew pointing where it pointed; a FIFO or device becomes an
+/// empty file (its contents are never read).
+fn move_across_devices(from: &Path, target: &Path, run_id: &str) -> anyhow::Result<()> {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".agent-harness-move-{run_id}.tmp"));
+    let kind = std::fs::symlink_metadata(from)
+        .with_context(|| format!("reading {}", from.display()))?
+        .file_type();
+    if kind.is_symlink() {
+        let points_to = std::fs::read_link(from)?;
+        std::os::unix::fs::symlink(&points_to, &tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+    } else if kind.is_file() {
+        std::fs::copy(from, &tmp)
+            .with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
+    } else {
+        std::fs::write(&tmp, "").with_context(|| format!("creating {}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))?;
+    std::fs::remove_file(from).with_context(|| format!("removing {}", from.display()))
 }
 
 /// Attempt counts of retryable tasks, by task name: `<state_dir>/.agent-harness-attempts.json`.
@@ -267,7 +416,7 @@ impl Attempts {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;
         let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+        crate::records::write_private(&tmp, &serde_json::to_vec_pretty(self)?)
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
@@ -313,10 +462,119 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_type_names_its_line() {
+    fn a_wrong_type_names_its_key_and_line() {
         let e = parse_task("+++\nmax_turns = \"five\"\n+++\nbody\n").unwrap_err();
         assert_eq!(e.line, Some(2));
-        assert!(e.message.contains("invalid type"), "{e}");
+        assert_eq!(
+            e.message,
+            "frontmatter: max_turns: expected an integer, found the string \"five\""
+        );
+    }
+
+    #[test]
+    fn numbers_past_their_ceilings_name_key_and_line() {
+        for (fm, line, start) in [
+            (
+                "max_wall_secs = 9223372036854775807",
+                2,
+                "max_wall_secs = 9223372036854775807 is above its ceiling, 86400",
+            ),
+            (
+                "tools = []\nmax_turns = 0",
+                3,
+                "max_turns = 0 is below its minimum, 1",
+            ),
+            ("max_tokens = 1000001", 2, "max_tokens = 1000001 is above"),
+            (
+                "max_total_tokens = 1000000001",
+                2,
+                "max_total_tokens = 1000000001 is above",
+            ),
+            (
+                "max_calls_per_turn = 65",
+                2,
+                "max_calls_per_turn = 65 is above",
+            ),
+            ("max_writes = 1001", 2, "max_writes = 1001 is above"),
+            (
+                "temperature = nan",
+                2,
+                "temperature = NaN is not a finite number",
+            ),
+            ("top_p = -inf", 2, "top_p = -inf is not a finite number"),
+        ] {
+            let e = parse_task(&format!("+++\n{fm}\n+++\nbody\n")).unwrap_err();
+            assert_eq!(e.line, Some(line), "{fm}");
+            assert!(
+                e.message.starts_with(&format!("frontmatter: {start}")),
+                "{fm}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn links_fifos_and_sockets_are_invalid_and_their_targets_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret.txt");
+        std::fs::write(&secret, "private").unwrap();
+        let link = dir.path().join("link.md");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let fifo = dir.path().join("fifo.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_task(&link).unwrap_err();
+        assert_eq!(
+            e.message,
+            "not a regular file (a symbolic link); it was not read"
+        );
+        // A FIFO would block a plain open() until a writer came.
+        let e = read_task(&fifo).unwrap_err();
+        assert_eq!(e.message, "not a regular file (a FIFO); it was not read");
+        let names: Vec<_> = list(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["fifo", "link"]);
+        let moved = move_task(&link, &dir.path().join("failed"), "R", "link").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&moved)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "private");
+    }
+
+    #[test]
+    fn long_names_are_shortened_with_a_hash_only_past_255_bytes() {
+        let run_id = "20260409T061500Z";
+        let fits = "n".repeat(255 - run_id.len() - 4);
+        assert_eq!(
+            fit_file_name(&format!("{run_id}-"), &fits, ".md"),
+            format!("{run_id}-{fits}.md")
+        );
+        let long = "é".repeat(120); // 240 bytes
+        let a = fit_file_name(&format!("{run_id}-"), &long, ".md");
+        let b = fit_file_name(&format!("{run_id}-"), &format!("{long}x"), ".md");
+        assert!(a.len() <= 255 && b.len() <= 255, "{} {}", a.len(), b.len());
+        assert_ne!(a, b, "two long names stay apart");
+        assert!(
+            a.ends_with(&format!("~{:08x}.md", short_hash(&long))),
+            "{a}"
+        );
+        assert!(std::str::from_utf8(a.as_bytes()).is_ok());
+
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        for _ in 0..2 {
+            let src = dir.path().join("t.md");
+            std::fs::write(&src, "x").unwrap();
+            let to = move_task(&src, &done, run_id, &long).unwrap();
+            assert!(to.file_name().unwrap().len() <= 255);
+        }
+        assert_eq!(std::fs::read_dir(&done).unwrap().count(), 2);
     }
 
     #[test]
@@ -416,5 +674,75 @@ mod tests {
         a.clear("x");
         a.save(dir.path()).unwrap();
         assert!(!Attempts::path(dir.path()).exists());
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn frontmatter_line() -> impl Strategy<Value = String> {
+            let key = prop_oneof![
+                Just("max_turns"),
+                Just("max_wall_secs"),
+                Just("max_total_tokens"),
+                Just("max_tokens"),
+                Just("temperature"),
+                Just("top_p"),
+                Just("tools"),
+                Just("system_prompt"),
+                Just("max_writes"),
+                Just("max_calls_per_turn"),
+                Just("enable_thinking"),
+                Just("bogus"),
+            ];
+            let value = prop_oneof![
+                any::<i64>().prop_map(|v| v.to_string()),
+                any::<u64>().prop_map(|v| v.to_string()),
+                Just("nan".to_string()),
+                Just("-inf".to_string()),
+                any::<f64>().prop_map(|v| format!("{v:?}")),
+                Just("\"text\"".to_string()),
+                Just("[\"webfetch\"]".to_string()),
+                Just("true".to_string()),
+                Just("{".to_string()),
+                "\\PC{0,12}",
+            ];
+            (key, value).prop_map(|(k, v)| format!("{k} = {v}"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn any_frontmatter_parses_or_names_a_line_inside_it(
+                lines in proptest::collection::vec(frontmatter_line(), 0..6),
+                body in "\\PC{0,40}",
+            ) {
+                let text = format!("+++\n{}\n+++\n{body}", lines.join("\n"));
+                match parse_task(&text) {
+                    Ok(t) => {
+                        prop_assert_eq!(t.body, body);
+                        let fm = t.frontmatter;
+                        prop_assert!(fm.max_turns.is_none_or(|v| (1..=1000).contains(&v)));
+                        prop_assert!(fm.max_wall_secs.is_none_or(|v| (1..=86_400).contains(&v)));
+                        prop_assert!(fm.temperature.is_none_or(f64::is_finite));
+                        prop_assert!(fm.top_p.is_none_or(f64::is_finite));
+                    }
+                    Err(e) => {
+                        let lines_in_file = text.lines().count().max(1);
+                        prop_assert!(e.line.is_none_or(|l| l >= 1 && l <= lines_in_file), "{e:?}");
+                        prop_assert!(!e.message.is_empty());
+                    }
+                }
+            }
+
+            #[test]
+            fn any_text_at_all_is_a_task_or_a_reason(text in "\\PC{0,300}") {
+                match parse_task(&text) {
+                    Ok(t) => prop_assert!(!t.body.trim().is_empty()),
+                    Err(e) => prop_assert!(!e.message.is_empty()),
+                }
+            }
+        }
     }
 }

@@ -28,6 +28,7 @@ pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod endpoint;
+pub mod http;
 pub mod inbox;
 pub mod lock;
 pub mod noteworx;
@@ -36,6 +37,7 @@ pub mod records;
 pub mod reply;
 pub mod run;
 pub mod smoke;
+pub mod text;
 pub mod tools;
 
 use std::io::Write;
@@ -109,6 +111,9 @@ pub mod exit {
 pub fn main(cli: Cli, progress: Progress) -> u8 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Blocking threads parse noteworx answers as they stream; the
+        // systemd unit's TasksMax= leaves room for this many.
+        .max_blocking_threads(64)
         .build()
     {
         Ok(r) => r,
@@ -118,7 +123,11 @@ pub fn main(cli: Cli, progress: Progress) -> u8 {
         }
     };
     let env = |k: &str| std::env::var(k).ok();
-    runtime.block_on(dispatch(cli, &env, progress))
+    let code = runtime.block_on(dispatch(cli, &env, progress));
+    // Work a server could still be holding up (a body streaming to a
+    // parser) never delays the exit: the records are written by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
 }
 
 async fn dispatch(

@@ -26,5 +26,10 @@ fn main() -> ExitCode {
         .with_ansi(ansi)
         .with_target(false)
         .init();
+    // A panic is a bug: one line through the log (and its redaction), and
+    // the task it happened in ends as `internal_error` while the run goes on.
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!("internal error (a bug; please report it): {info}");
+    }));
     ExitCode::from(agent_harness::main(cli, progress))
 }

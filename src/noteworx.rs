@@ -12,9 +12,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::chat::{lenient_count, lenient_text};
 use crate::config::{NoteworxConfig, Secret};
+use crate::http::{Body, MAX_BODY_BYTES, read_capped};
 
-/// A note as the API returns it. Every field may be missing.
+/// A note as the API returns it. Every field may be missing, and a field
+/// of the wrong kind is read as absent rather than failing the whole answer.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Note {
     #[serde(default, deserialize_with = "lenient_string")]
@@ -27,9 +30,27 @@ pub struct Note {
     pub space: String,
     #[serde(default, deserialize_with = "lenient_string")]
     pub updated_at: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_text")]
     pub content: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_number")]
+    pub score: Option<f64>,
+}
+
+/// A note in a listing: like [`Note`] without `content`, which the parser
+/// skips as it streams past, so a listing's note text is never held.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ListedNote {
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub slug: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub title: String,
+    #[serde(default, deserialize_with = "lenient_strings")]
+    pub tags: Vec<String>,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub space: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub updated_at: String,
+    #[serde(default, deserialize_with = "lenient_number")]
     pub score: Option<f64>,
 }
 
@@ -42,24 +63,69 @@ pub struct Attachment {
     pub filename: String,
     #[serde(default, deserialize_with = "lenient_string")]
     pub content_type: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_count")]
     pub size: Option<u64>,
     #[serde(default, deserialize_with = "lenient_string")]
     pub created_at: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_text")]
     pub content: Option<String>,
 }
 
+/// The most entries a listing keeps; the rest are skipped while parsing.
+pub const MAX_LISTED: usize = 100;
+
 #[derive(Deserialize)]
 struct NotesEnvelope {
-    #[serde(default)]
-    notes: Vec<Note>,
+    #[serde(default, deserialize_with = "first_hundred")]
+    notes: Vec<ListedNote>,
 }
 
 #[derive(Deserialize)]
 struct AttachmentsEnvelope {
-    #[serde(default)]
-    attachments: Vec<Attachment>,
+    #[serde(default, deserialize_with = "first_hundred")]
+    attachments: Vec<ListedAttachment>,
+}
+
+/// An attachment in a listing: its `content`, if a server sends one, is skipped.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ListedAttachment {
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub id: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub filename: String,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub content_type: String,
+    #[serde(default, deserialize_with = "lenient_count")]
+    pub size: Option<u64>,
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub created_at: String,
+}
+
+/// The first [`MAX_LISTED`] items of a list; the rest are parsed past, not kept.
+fn first_hundred<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Visit<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while out.len() < MAX_LISTED {
+                match seq.next_element()? {
+                    Some(item) => out.push(item),
+                    None => return Ok(out),
+                }
+            }
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Visit(std::marker::PhantomData))
 }
 
 #[derive(Debug, Serialize)]
@@ -75,6 +141,10 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+fn lenient_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(Value::deserialize(d)?.as_f64())
 }
 
 fn lenient_strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -103,6 +173,12 @@ pub enum NoteworxError {
     /// A 2xx answer that is not the JSON the API promises.
     #[error("noteworx sent an unreadable answer: {0}")]
     BadResponse(String),
+    /// An answer over [`MAX_BODY_BYTES`]: not read further.
+    #[error("noteworx sent an answer over 32 MiB")]
+    TooLarge,
+    /// An argument that cannot be sent (a slug such as `..`): no request was made.
+    #[error("{0}")]
+    BadArgument(String),
 }
 
 /// One client per run, shared by every task.
@@ -134,8 +210,8 @@ impl NoteworxClient {
         space: Option<&str>,
         tag: Option<&str>,
         limit: Option<u64>,
-    ) -> Result<Vec<Note>, NoteworxError> {
-        let mut url = self.url(&["api", "notes"]);
+    ) -> Result<Vec<ListedNote>, NoteworxError> {
+        let mut url = self.url(&["api", "notes"])?;
         {
             let mut q = url.query_pairs_mut();
             if let Some(s) = space {
@@ -160,8 +236,8 @@ impl NoteworxClient {
         query: &str,
         mode: &str,
         limit: Option<u64>,
-    ) -> Result<Vec<Note>, NoteworxError> {
-        let mut url = self.url(&["api", "notes", "search"]);
+    ) -> Result<Vec<ListedNote>, NoteworxError> {
+        let mut url = self.url(&["api", "notes", "search"])?;
         {
             let mut q = url.query_pairs_mut();
             q.append_pair("q", query).append_pair("mode", mode);
@@ -177,16 +253,19 @@ impl NoteworxClient {
 
     /// `GET /api/notes/{slug}`
     pub async fn read_note(&self, slug: &str) -> Result<Note, NoteworxError> {
-        self.send(Method::GET, self.url(&["api", "notes", slug]), None)
+        self.send(Method::GET, self.url(&["api", "notes", slug])?, None)
             .await
     }
 
     /// `GET /api/notes/{slug}/attachments`
-    pub async fn list_attachments(&self, slug: &str) -> Result<Vec<Attachment>, NoteworxError> {
+    pub async fn list_attachments(
+        &self,
+        slug: &str,
+    ) -> Result<Vec<ListedAttachment>, NoteworxError> {
         Ok(self
             .send::<AttachmentsEnvelope>(
                 Method::GET,
-                self.url(&["api", "notes", slug, "attachments"]),
+                self.url(&["api", "notes", slug, "attachments"])?,
                 None,
             )
             .await?
@@ -197,7 +276,7 @@ impl NoteworxClient {
     pub async fn read_attachment(&self, slug: &str, id: &str) -> Result<Attachment, NoteworxError> {
         self.send(
             Method::GET,
-            self.url(&["api", "notes", slug, "attachments", id]),
+            self.url(&["api", "notes", slug, "attachments", id])?,
             None,
         )
         .await
@@ -213,23 +292,31 @@ impl NoteworxClient {
             serde_json::to_value(new).map_err(|e| NoteworxError::BadResponse(e.to_string()))?;
         self.send(
             Method::POST,
-            self.url(&["api", "notes", slug, "attachments"]),
+            self.url(&["api", "notes", slug, "attachments"])?,
             Some(body),
         )
         .await
     }
 
     /// The URL of an API path; each segment is percent-encoded, so a slug can
-    /// never climb out of its route.
-    fn url(&self, segments: &[&str]) -> Url {
+    /// never climb out of its route — and a segment that the URL rules would
+    /// still resolve (`.`, `..`) or that is empty or holds a control
+    /// character is refused before any request (SPEC §12.5).
+    fn url(&self, segments: &[&str]) -> Result<Url, NoteworxError> {
+        if let Some(bad) = segments.iter().find(|s| !is_path_segment(s)) {
+            return Err(NoteworxError::BadArgument(format!(
+                "{:?} cannot be part of a noteworx address",
+                crate::text::clip(bad, 80)
+            )));
+        }
         let mut url = self.base.clone();
         if let Ok(mut path) = url.path_segments_mut() {
             path.pop_if_empty().extend(segments);
         }
-        url
+        Ok(url)
     }
 
-    async fn send<T: DeserializeOwned>(
+    async fn send<T: DeserializeOwned + Send + 'static>(
         &self,
         method: Method,
         url: Url,
@@ -260,14 +347,13 @@ impl NoteworxClient {
                 }
             };
             let status = resp.status();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| NoteworxError::Unreachable(describe_transport(&e)))?;
             if status.is_success() {
-                return serde_json::from_str(&text)
-                    .map_err(|e| NoteworxError::BadResponse(e.to_string()));
+                return parse_streaming(resp).await;
             }
+            let text = match read_capped(resp, 64 * 1024).await {
+                Ok(Body::Whole(b) | Body::TooLarge(b)) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => return Err(NoteworxError::Unreachable(describe_transport(&e))),
+            };
             last = NoteworxError::Status {
                 status: status.as_u16(),
                 message: error_message(&text, status),
@@ -280,6 +366,66 @@ impl NoteworxClient {
     }
 }
 
+/// A path segment noteworx may be asked for: not empty, not `.` or `..`, no
+/// control characters.
+pub fn is_path_segment(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.chars().any(char::is_control)
+}
+
+/// Parses a 2xx body as it streams in, on a blocking thread, never reading
+/// more than [`MAX_BODY_BYTES`]; fields a type leaves out (a listing's note
+/// text) are skipped by the parser, not held.
+async fn parse_streaming<T: DeserializeOwned + Send + 'static>(
+    resp: reqwest::Response,
+) -> Result<T, NoteworxError> {
+    use futures::TryStreamExt;
+    let stream = resp.bytes_stream().map_err(std::io::Error::other);
+    let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+    let parse = tokio::task::spawn_blocking(move || {
+        let capped = std::io::BufReader::new(Capped {
+            inner: reader,
+            left: MAX_BODY_BYTES,
+        });
+        serde_json::from_reader::<_, T>(capped)
+    });
+    match parse.await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) if e.io_error_kind() == Some(std::io::ErrorKind::FileTooLarge) => {
+            Err(NoteworxError::TooLarge)
+        }
+        Ok(Err(e)) if e.is_io() => Err(NoteworxError::Unreachable("connection dropped".into())),
+        Ok(Err(e)) => Err(NoteworxError::BadResponse(crate::text::clip(
+            &e.to_string(),
+            200,
+        ))),
+        Err(_) => Err(NoteworxError::BadResponse(
+            "the answer could not be read".into(),
+        )),
+    }
+}
+
+/// A reader that fails with `FileTooLarge` past `left` bytes.
+struct Capped<R> {
+    inner: R,
+    left: usize,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::ErrorKind::FileTooLarge.into()),
+            };
+        }
+        let n = buf.len().min(self.left);
+        let got = self.inner.read(&mut buf[..n])?;
+        self.left -= got;
+        Ok(got)
+    }
+}
+
 fn error_message(body: &str, status: StatusCode) -> String {
     #[derive(Deserialize)]
     struct ErrorBody {
@@ -288,8 +434,8 @@ fn error_message(body: &str, status: StatusCode) -> String {
     match serde_json::from_str::<ErrorBody>(body) {
         Ok(ErrorBody {
             error: Value::String(s),
-        }) => crate::tools::text::clip(&s, 300),
-        Ok(ErrorBody { error }) => crate::tools::text::clip(&error.to_string(), 300),
+        }) => crate::text::clip(&s, 300),
+        Ok(ErrorBody { error }) => crate::text::clip(&error.to_string(), 300),
         Err(_) => status.canonical_reason().unwrap_or("error").to_string(),
     }
 }

@@ -8,6 +8,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -41,6 +42,9 @@ pub enum StopReason {
     InvalidTask,
     EmptyResponse,
     Interrupted,
+    /// The harness itself failed inside the task (a panic), or the process
+    /// died on this task in every allowed attempt.
+    InternalError,
 }
 
 impl StopReason {
@@ -56,6 +60,7 @@ impl StopReason {
             StopReason::InvalidTask => "invalid_task",
             StopReason::EmptyResponse => "empty_response",
             StopReason::Interrupted => "interrupted",
+            StopReason::InternalError => "internal_error",
         }
     }
 }
@@ -148,16 +153,38 @@ pub fn run_id_for(started: DateTime<Utc>) -> String {
     started.format("%Y%m%dT%H%M%SZ").to_string()
 }
 
+/// Creates a folder only its owner can enter (0700, whatever the umask);
+/// an existing one is left as it is.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Writes a file only its owner can read (0600, whatever the umask).
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)
+}
+
 impl RunRecord {
-    /// Creates `logs/<task>/<run_id>/`; a clash gets `-2`, `-3`, ….
+    /// Creates `logs/<task>/<run_id>/` (0700; its files 0600, whatever the
+    /// umask: they hold private notes); a clash gets `-2`, `-3`, ….
     pub fn create(
         logs: &Path,
         task: &str,
         started: DateTime<Utc>,
         secrets: Vec<Secret>,
     ) -> anyhow::Result<RunRecord> {
-        let task_dir = logs.join(task);
-        std::fs::create_dir_all(&task_dir)
+        let task_dir = logs.join(crate::inbox::fit_file_name("", task, ""));
+        create_private_dir(&task_dir)
             .with_context(|| format!("creating the log folder {}", task_dir.display()))?;
         let base = run_id_for(started);
         let mut n = 1;
@@ -168,18 +195,23 @@ impl RunRecord {
                 format!("{base}-{n}")
             };
             let dir = task_dir.join(&run_id);
-            match std::fs::create_dir(&dir) {
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => break (dir, run_id),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
                 Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
             }
         };
-        let open = |name: &str| {
-            OpenOptions::new()
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", dir.display()))?;
+        let open = |name: &str| -> anyhow::Result<File> {
+            let f = OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(dir.join(name))
-                .with_context(|| format!("creating {}/{name}", dir.display()))
+                .with_context(|| format!("creating {}/{name}", dir.display()))?;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            Ok(f)
         };
         Ok(RunRecord {
             conversation: open("conversation.jsonl")?,
@@ -195,7 +227,7 @@ impl RunRecord {
         let text = json_line(line);
         write_line(
             &mut self.conversation,
-            &text,
+            text,
             &self.secrets,
             "conversation.jsonl",
         );
@@ -203,7 +235,7 @@ impl RunRecord {
 
     pub fn tool(&mut self, line: &ToolLine) {
         let text = json_line(line);
-        write_line(&mut self.tools, &text, &self.secrets, "tools.jsonl");
+        write_line(&mut self.tools, text, &self.secrets, "tools.jsonl");
     }
 
     /// Appends a timestamped entry to `run.log`; continuation lines are indented.
@@ -212,7 +244,7 @@ impl RunRecord {
         let body = text.trim_end().replace('\n', "\n    ");
         write_line(
             &mut self.log,
-            &format!("{stamp} {body}"),
+            format!("{stamp} {body}"),
             &self.secrets,
             "run.log",
         );
@@ -220,9 +252,10 @@ impl RunRecord {
 
     /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
     pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
-        let text = redact(&serde_json::to_string_pretty(summary)?, &self.secrets);
+        let text = redact(serde_json::to_string_pretty(summary)?, &self.secrets);
         let tmp = self.dir.join("summary.json.tmp");
-        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+        write_private(&tmp, (text + "\n").as_bytes())
+            .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, self.dir.join("summary.json"))
             .with_context(|| format!("writing {}/summary.json", self.dir.display()))
     }
@@ -233,7 +266,7 @@ fn json_line<T: Serialize>(value: &T) -> String {
         .unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
 }
 
-fn write_line(file: &mut File, text: &str, secrets: &[Secret], name: &str) {
+fn write_line(file: &mut File, text: String, secrets: &[Secret], name: &str) {
     let mut line = redact(text, secrets);
     line.push('\n');
     if let Err(e) = file.write_all(line.as_bytes()) {
@@ -241,9 +274,10 @@ fn write_line(file: &mut File, text: &str, secrets: &[Secret], name: &str) {
     }
 }
 
-/// Replaces every secret value with `***`.
-pub fn redact(text: &str, secrets: &[Secret]) -> String {
-    let mut out = text.to_string();
+/// Replaces every secret value with `***`. Text without a secret is
+/// returned as it came, without a copy (records can be large).
+pub fn redact(text: String, secrets: &[Secret]) -> String {
+    let mut out = text;
     for s in secrets {
         if s.expose().len() >= 4 && out.contains(s.expose()) {
             out = out.replace(s.expose(), "***");
@@ -321,5 +355,51 @@ mod tests {
         r.log(t, "token is nwx_topsecret\nsecond line");
         let text = std::fs::read_to_string(r.dir.join("run.log")).unwrap();
         assert_eq!(text, "2026-04-09T06:15:00Z token is ***\n    second line\n");
+    }
+
+    #[test]
+    fn records_are_private_whatever_the_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+        // SAFETY: umask only changes this process's file-creation mask.
+        let old = unsafe { libc::umask(0o000) };
+        let r = RunRecord::create(dir.path(), "t", t, vec![]);
+        // SAFETY: as above, restoring the previous mask.
+        unsafe { libc::umask(old) };
+        let r = r.unwrap();
+        r.summary(&Summary {
+            task: "t".into(),
+            run_id: r.run_id.clone(),
+            status: Status::Succeeded,
+            stop_reason: StopReason::FinalAnswer,
+            retryable: false,
+            attempt: 1,
+            turns: 0,
+            tool_calls: 0,
+            tool_errors: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            total_tokens: 0,
+            runpod_exec_ms: None,
+            runpod_delay_ms: None,
+            wall_ms: 0,
+            started_at: t,
+            finished_at: t,
+            final_answer: None,
+            error: None,
+            dry_run: false,
+        })
+        .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&r.dir), 0o700);
+        assert_eq!(mode(&dir.path().join("t")), 0o700);
+        for f in [
+            "conversation.jsonl",
+            "tools.jsonl",
+            "run.log",
+            "summary.json",
+        ] {
+            assert_eq!(mode(&r.dir.join(f)), 0o600, "{f}");
+        }
     }
 }

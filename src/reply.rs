@@ -78,33 +78,45 @@ const THINK_MARKERS: &[(&str, &str)] = &[("<|channel>", "<channel|>"), ("<think>
 /// An unclosed block runs to the end of the text (thinking cut off by the
 /// token limit); a closing marker with no opening ends thinking that the
 /// template opened in the prompt, so everything before it is thought.
+/// One forward pass per marker pair: linear in the text's length.
 pub fn strip_thinking(text: &str) -> (String, Vec<String>) {
     let mut rest = text.to_string();
     let mut thoughts = Vec::new();
     for (open, close) in THINK_MARKERS {
-        // A close marker before any open marker: the block began in the prompt.
-        if let Some(c) = rest.find(close)
-            && rest.find(open).is_none_or(|o| o > c)
-        {
-            thoughts.push(clean_thought(&rest[..c], open));
-            rest = rest[c + close.len()..].to_string();
-        }
-        while let Some(o) = rest.find(open) {
-            let after = o + open.len();
-            match rest[after..].find(close) {
-                Some(c) => {
-                    thoughts.push(clean_thought(&rest[after..after + c], open));
-                    rest = format!("{}{}", &rest[..o], &rest[after + c + close.len()..]);
-                }
-                None => {
-                    thoughts.push(clean_thought(&rest[after..], open));
-                    rest.truncate(o);
-                }
-            }
+        if rest.contains(open) || rest.contains(close) {
+            rest = strip_pair(&rest, open, close, &mut thoughts);
         }
     }
     thoughts.retain(|t| !t.is_empty());
     (rest, thoughts)
+}
+
+fn strip_pair(text: &str, open: &str, close: &str, thoughts: &mut Vec<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    // A close marker before any open marker: the block began in the prompt.
+    if let Some(c) = text.find(close)
+        && text.find(open).is_none_or(|o| o > c)
+    {
+        thoughts.push(clean_thought(&text[..c], open));
+        pos = c + close.len();
+    }
+    while let Some(o) = text[pos..].find(open).map(|o| pos + o) {
+        out.push_str(&text[pos..o]);
+        let after = o + open.len();
+        match text[after..].find(close) {
+            Some(c) => {
+                thoughts.push(clean_thought(&text[after..after + c], open));
+                pos = after + c + close.len();
+            }
+            None => {
+                thoughts.push(clean_thought(&text[after..], open));
+                pos = text.len();
+            }
+        }
+    }
+    out.push_str(&text[pos..]);
+    out
 }
 
 fn clean_thought(t: &str, open: &str) -> String {
@@ -118,61 +130,57 @@ fn clean_thought(t: &str, open: &str) -> String {
     t.trim().to_string()
 }
 
+/// Text-form call arguments nest at most this deep; deeper is not a call.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+const GEMMA_OPEN: &str = "<|tool_call>";
+const JSON_OPEN: &str = "<tool_call>";
+
 /// Finds tool calls written as text. Returns the text with them removed and
 /// the `(name, arguments)` pairs in order. Calls that cannot be parsed are
 /// left in the text.
+///
+/// Each opener is parsed only up to the next opener (a call never contains
+/// another), so the work is linear in the text however many openers it
+/// holds and however they fail.
 pub fn recover_text_calls(text: &str) -> (String, Vec<(String, Value)>) {
+    let mut openers: Vec<(usize, bool)> = text
+        .match_indices(GEMMA_OPEN)
+        .map(|(i, _)| (i, true))
+        .chain(text.match_indices(JSON_OPEN).map(|(i, _)| (i, false)))
+        .collect();
+    openers.sort_unstable();
     let mut calls = Vec::new();
     let mut rest = String::with_capacity(text.len());
     let mut cursor = 0;
-    while let Some((start, end, call)) = next_text_call(text, cursor) {
-        rest.push_str(&text[cursor..start]);
-        calls.push(call);
-        cursor = end;
+    for (k, &(start, is_gemma)) in openers.iter().enumerate() {
+        if start < cursor {
+            continue;
+        }
+        let end = openers.get(k + 1).map_or(text.len(), |&(next, _)| next);
+        let segment = &text[start..end];
+        let parsed = if is_gemma {
+            parse_gemma_call(segment)
+        } else {
+            parse_json_call(segment)
+        };
+        if let Some((len, call)) = parsed {
+            rest.push_str(&text[cursor..start]);
+            calls.push(call);
+            cursor = start + len;
+        }
     }
     rest.push_str(&text[cursor..]);
     (rest, calls)
 }
 
-/// The next parseable call at or after `from`: (start, end, call).
-fn next_text_call(text: &str, from: usize) -> Option<(usize, usize, (String, Value))> {
-    let mut search = from;
-    loop {
-        let gemma = text[search..]
-            .find("<|tool_call>")
-            .map(|i| (search + i, true));
-        let json = text[search..]
-            .find("<tool_call>")
-            .map(|i| (search + i, false));
-        let (start, is_gemma) = match (gemma, json) {
-            (Some(g), Some(j)) => {
-                if g.0 < j.0 {
-                    g
-                } else {
-                    j
-                }
-            }
-            (Some(g), None) => g,
-            (None, Some(j)) => j,
-            (None, None) => return None,
-        };
-        let parsed = if is_gemma {
-            parse_gemma_call(text, start)
-        } else {
-            parse_json_call(text, start)
-        };
-        match parsed {
-            Some((end, call)) => return Some((start, end, call)),
-            None => search = start + 1,
-        }
-    }
-}
-
-/// `<|tool_call>call:NAME{…}<tool_call|>`; the closing tag may be missing at the end of the text.
-fn parse_gemma_call(text: &str, start: usize) -> Option<(usize, (String, Value))> {
+/// `<|tool_call>call:NAME{…}<tool_call|>` at the start of `seg`, which ends
+/// at the next opener; the closing tag may be missing when nothing but
+/// white space follows.
+fn parse_gemma_call(seg: &str) -> Option<(usize, (String, Value))> {
     let mut p = GemmaParser {
-        s: text,
-        i: start + "<|tool_call>".len(),
+        s: seg,
+        i: GEMMA_OPEN.len(),
     };
     p.skip_ws();
     p.eat("call:")?;
@@ -185,22 +193,19 @@ fn parse_gemma_call(text: &str, start: usize) -> Option<(usize, (String, Value))
     }
     p.i += name_len;
     p.skip_ws();
-    let args = p.object()?;
+    let args = p.object(1)?;
     p.skip_ws();
-    if p.eat("<tool_call|>").is_none()
-        && !p.rest().trim().is_empty()
-        && !p.rest().trim_start().starts_with("<|tool_call>")
-    {
+    if p.eat("<tool_call|>").is_none() && !p.rest().trim().is_empty() {
         return None;
     }
     Some((p.i, (name, args)))
 }
 
-/// `<tool_call>{"name": …, "arguments": …}</tool_call>`.
-fn parse_json_call(text: &str, start: usize) -> Option<(usize, (String, Value))> {
-    let body_start = start + "<tool_call>".len();
-    let close = text[body_start..].find("</tool_call>")?;
-    let v: Value = serde_json::from_str(text[body_start..body_start + close].trim()).ok()?;
+/// `<tool_call>{"name": …, "arguments": …}</tool_call>` at the start of `seg`.
+fn parse_json_call(seg: &str) -> Option<(usize, (String, Value))> {
+    let body_start = JSON_OPEN.len();
+    let close = seg[body_start..].find("</tool_call>")?;
+    let v: Value = serde_json::from_str(seg[body_start..body_start + close].trim()).ok()?;
     let name = v.get("name")?.as_str()?.to_string();
     let args = match v.get("arguments").or_else(|| v.get("parameters")) {
         Some(Value::String(s)) => serde_json::from_str(s).ok()?,
@@ -208,7 +213,26 @@ fn parse_json_call(text: &str, start: usize) -> Option<(usize, (String, Value))>
         None => Value::Object(Map::new()),
         Some(_) => return None,
     };
+    if !args.is_object() || depth(&args) > MAX_ARGUMENT_DEPTH {
+        return None;
+    }
     Some((body_start + close + "</tool_call>".len(), (name, args)))
+}
+
+/// How deep a JSON value nests (a scalar is 0, `{}` is 1), without recursion.
+fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(d + 1);
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    deepest
 }
 
 /// Gemma 4's argument syntax: `{key:value,…}` with bare keys, strings
@@ -233,7 +257,10 @@ impl GemmaParser<'_> {
             .starts_with(token)
             .then(|| self.i += token.len())
     }
-    fn object(&mut self) -> Option<Value> {
+    fn object(&mut self, depth: usize) -> Option<Value> {
+        if depth > MAX_ARGUMENT_DEPTH {
+            return None;
+        }
         self.eat("{")?;
         let mut map = Map::new();
         loop {
@@ -254,7 +281,7 @@ impl GemmaParser<'_> {
             self.skip_ws();
             self.eat(":")?;
             self.skip_ws();
-            let value = self.value()?;
+            let value = self.value(depth)?;
             map.insert(key, value);
             self.skip_ws();
             if self.eat(",").is_none() && !self.rest().starts_with('}') {
@@ -262,7 +289,10 @@ impl GemmaParser<'_> {
             }
         }
     }
-    fn array(&mut self) -> Option<Value> {
+    fn array(&mut self, depth: usize) -> Option<Value> {
+        if depth > MAX_ARGUMENT_DEPTH {
+            return None;
+        }
         self.eat("[")?;
         let mut items = Vec::new();
         loop {
@@ -270,7 +300,7 @@ impl GemmaParser<'_> {
             if self.eat("]").is_some() {
                 return Some(Value::Array(items));
             }
-            items.push(self.value()?);
+            items.push(self.value(depth)?);
             self.skip_ws();
             if self.eat(",").is_none() && !self.rest().starts_with(']') {
                 return None;
@@ -290,7 +320,8 @@ impl GemmaParser<'_> {
         self.i += de.byte_offset();
         Some(s)
     }
-    fn value(&mut self) -> Option<Value> {
+    /// A value inside a container at `depth`.
+    fn value(&mut self, depth: usize) -> Option<Value> {
         let s = self.s;
         let r = &s[self.i..];
         if r.starts_with(QUOTE) {
@@ -300,10 +331,10 @@ impl GemmaParser<'_> {
             return self.json_string().map(Value::String);
         }
         if r.starts_with('{') {
-            return self.object();
+            return self.object(depth + 1);
         }
         if r.starts_with('[') {
-            return self.array();
+            return self.array(depth + 1);
         }
         // A bare scalar runs to the next separator.
         let len = r.find([',', '}', ']']).unwrap_or(r.len());
@@ -428,6 +459,56 @@ mod tests {
     }
 
     #[test]
+    fn arguments_nest_at_most_64_deep() {
+        let nested = |n: usize| {
+            format!(
+                "<|tool_call>call:f{{a:{}1{}}}<tool_call|>",
+                "[".repeat(n - 1),
+                "]".repeat(n - 1)
+            )
+        };
+        let (_, calls) = recover_text_calls(&nested(64));
+        assert_eq!(calls.len(), 1, "64 deep is a call");
+        let (rest, calls) = recover_text_calls(&nested(65));
+        assert!(calls.is_empty(), "65 deep is not");
+        assert_eq!(rest, nested(65));
+        let json = |n: usize| {
+            format!(
+                "<tool_call>{{\"name\":\"f\",\"arguments\":{}1{}}}</tool_call>",
+                "{\"a\":".repeat(n),
+                "}".repeat(n)
+            )
+        };
+        assert_eq!(recover_text_calls(&json(64)).1.len(), 1);
+        assert!(recover_text_calls(&json(65)).1.is_empty());
+    }
+
+    #[test]
+    fn hostile_replies_neither_overflow_the_stack_nor_lose_text() {
+        let deep = format!("<|tool_call>call:webfetch{{url:{}", "[".repeat(300_000));
+        let (rest, calls) = recover_text_calls(&deep);
+        assert!(calls.is_empty());
+        assert_eq!(rest, deep);
+        let openers = "<|tool_call>".repeat(200_000);
+        let (rest, calls) = recover_text_calls(&openers);
+        assert!(calls.is_empty());
+        assert_eq!(rest.len(), openers.len());
+        let unclosed = "<|tool_call>call:a{b:<|\"|>x".repeat(50_000);
+        assert!(recover_text_calls(&unclosed).1.is_empty());
+        let thinking = "<think>a".repeat(100_000);
+        let (rest, thoughts) = strip_thinking(&thinking);
+        assert_eq!((rest.as_str(), thoughts.len()), ("", 1));
+        // The first closer ends thinking the prompt opened; the rest is text.
+        let closers = "</think>x".repeat(100_000);
+        let (rest, _) = strip_thinking(&closers);
+        assert!(
+            rest == format!("x{}", "</think>x".repeat(99_999)),
+            "{}",
+            rest.len()
+        );
+    }
+
+    #[test]
     fn real_tool_calls_win_over_text_and_length_marks_cut_off() {
         let m = ResponseMessage {
             content: Some("".into()),
@@ -446,5 +527,82 @@ mod tests {
         assert!(!r.recovered);
         assert_eq!(r.calls[0].id, "x");
         assert_eq!(r.calls[0].kind, "function");
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Text built from the pieces an attacker would combine.
+        fn hostile_text() -> impl Strategy<Value = String> {
+            let piece = prop_oneof![
+                Just("<|tool_call>".to_string()),
+                Just("<tool_call|>".to_string()),
+                Just("<tool_call>".to_string()),
+                Just("</tool_call>".to_string()),
+                Just("call:".to_string()),
+                Just("<|\"|>".to_string()),
+                Just("<|channel>".to_string()),
+                Just("<channel|>".to_string()),
+                Just("<think>".to_string()),
+                Just("</think>".to_string()),
+                Just("{".to_string()),
+                Just("}".to_string()),
+                Just("[".to_string()),
+                Just("]".to_string()),
+                Just(":".to_string()),
+                Just(",".to_string()),
+                Just("\"".to_string()),
+                "[a-z0-9 é]{0,6}",
+            ];
+            proptest::collection::vec(piece, 0..60).prop_map(|v| v.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn reading_any_reply_never_panics_and_keeps_or_parses_every_byte(text in hostile_text()) {
+                let (rest, calls) = recover_text_calls(&text);
+                if calls.is_empty() {
+                    prop_assert_eq!(&rest, &text);
+                } else {
+                    prop_assert!(rest.len() < text.len());
+                }
+                for (name, args) in &calls {
+                    prop_assert!(!name.is_empty());
+                    prop_assert!(args.is_object());
+                    prop_assert!(depth(args) <= MAX_ARGUMENT_DEPTH);
+                }
+                let (stripped, thoughts) = strip_thinking(&text);
+                prop_assert!(stripped.len() <= text.len());
+                prop_assert!(thoughts.iter().all(|t| !t.is_empty()));
+                let m = ResponseMessage { content: Some(text.clone()), reasoning_content: None, tool_calls: None };
+                let r = read_reply(&m, Some("stop"), "p");
+                prop_assert_eq!(r.recovered, !r.calls.is_empty());
+            }
+
+            #[test]
+            fn any_unicode_is_read_without_panic(text in "\\PC{0,200}") {
+                let _ = recover_text_calls(&text);
+                let (stripped, _) = strip_thinking(&text);
+                prop_assert!(stripped.len() <= text.len());
+            }
+
+            #[test]
+            fn a_well_formed_gemma_call_comes_back_with_its_arguments(
+                name in "[a-z_]{1,12}",
+                s in "[a-zA-Z0-9 ,:{}\\[\\]]{0,30}",
+                n in 0u32..100_000,
+                b in any::<bool>(),
+            ) {
+                let text = format!("before<|tool_call>call:{name}{{s:<|\"|>{s}<|\"|>,n:{n},b:{b},l:[1,<|\"|>x<|\"|>]}}<tool_call|>after");
+                let (rest, calls) = recover_text_calls(&text);
+                prop_assert_eq!(rest, "beforeafter");
+                prop_assert_eq!(calls.len(), 1);
+                prop_assert_eq!(&calls[0].0, &name);
+                prop_assert_eq!(&calls[0].1, &json!({"s": s, "n": n, "b": b, "l": [1, "x"]}));
+            }
+        }
     }
 }

@@ -7,11 +7,12 @@
 //! kill at any point leaves the task in the inbox (tried again next run)
 //! and its records readable.
 
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::Context;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -96,6 +97,18 @@ enum Disposition {
     Keep,
 }
 
+/// How a task run ended, for the tally.
+#[derive(Debug)]
+enum TaskEnd {
+    /// The run was stopping before the task began.
+    NotStarted,
+    /// Summary written, file where it belongs.
+    Filed { status: Status, retryable: bool },
+    /// The task's records or its file could not be written or moved; it is
+    /// left where it was and counts as failed in this run.
+    Broken,
+}
+
 pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let state_dir = cfg.paths.state_dir();
     let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
@@ -120,7 +133,49 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
     if let Err(why) = h.endpoint.ping().await {
         return Ok(RunOutcome::Unreachable(why));
     }
-    let context_tokens = match cfg.limits.context_tokens {
+    let drain = Drain {
+        cfg,
+        h,
+        context_tokens: context_window(cfg, h).await,
+        attempts: Mutex::new(Attempts::load(&state_dir)),
+        dry_run: opts.dry_run,
+    };
+    let concurrency = opts.concurrency.max(1);
+    tracing::info!(
+        tasks = entries.len(),
+        concurrency,
+        dry_run = opts.dry_run,
+        "run started"
+    );
+    let ends: Vec<TaskEnd> = futures::stream::iter(entries)
+        .map(|entry| {
+            let drain = &drain;
+            async move {
+                if h.cancel.is_cancelled() {
+                    return TaskEnd::NotStarted;
+                }
+                drain.process_task(&entry).await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+
+    let tally = Tally::of(&ends);
+    tracing::info!(
+        succeeded = tally.succeeded,
+        failed = tally.failed,
+        retry_later = tally.retry_later,
+        interrupted = tally.interrupted,
+        not_started = tally.not_started,
+        "run finished"
+    );
+    Ok(RunOutcome::Finished(tally))
+}
+
+/// The context window every task of the run manages, if any.
+async fn context_window(cfg: &Config, h: &Harness) -> Option<u32> {
+    match cfg.limits.context_tokens {
         0 if cfg.endpoint.kind == EndpointKind::Openai => {
             let n = h.endpoint.discover_context().await;
             match n {
@@ -135,57 +190,26 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         }
         0 => None,
         n => Some(n),
-    };
-
-    let drain = Drain {
-        cfg,
-        h,
-        context_tokens,
-        attempts: Mutex::new(Attempts::load(&state_dir)),
-        dry_run: opts.dry_run,
-    };
-    let concurrency = opts.concurrency.max(1);
-    tracing::info!(
-        tasks = entries.len(),
-        concurrency,
-        dry_run = opts.dry_run,
-        "run started"
-    );
-    let ends: Vec<anyhow::Result<Option<Summary>>> = futures::stream::iter(entries)
-        .map(|entry| {
-            let drain = &drain;
-            async move {
-                if h.cancel.is_cancelled() {
-                    return Ok(None);
-                }
-                drain.process_task(&entry).await.map(Some)
-            }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-
-    let mut tally = Tally::default();
-    for end in ends {
-        match end? {
-            None => tally.not_started += 1,
-            Some(s) => match (s.status, s.retryable) {
-                (Status::Succeeded, _) => tally.succeeded += 1,
-                (Status::Interrupted, _) => tally.interrupted += 1,
-                (Status::Failed, true) => tally.retry_later += 1,
-                (Status::Failed, false) => tally.failed += 1,
-            },
-        }
     }
-    tracing::info!(
-        succeeded = tally.succeeded,
-        failed = tally.failed,
-        retry_later = tally.retry_later,
-        interrupted = tally.interrupted,
-        not_started = tally.not_started,
-        "run finished"
-    );
-    Ok(RunOutcome::Finished(tally))
+}
+
+impl Tally {
+    fn of(ends: &[TaskEnd]) -> Tally {
+        let mut tally = Tally::default();
+        for end in ends {
+            match end {
+                TaskEnd::NotStarted => tally.not_started += 1,
+                TaskEnd::Broken => tally.failed += 1,
+                TaskEnd::Filed { status, retryable } => match (status, retryable) {
+                    (Status::Succeeded, _) => tally.succeeded += 1,
+                    (Status::Interrupted, _) => tally.interrupted += 1,
+                    (Status::Failed, true) => tally.retry_later += 1,
+                    (Status::Failed, false) => tally.failed += 1,
+                },
+            }
+        }
+        tally
+    }
 }
 
 /// What every task of one run shares.
@@ -197,143 +221,152 @@ struct Drain<'a> {
     dry_run: bool,
 }
 
+/// A task's attempt count: counted before it starts (SPEC §12.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AttemptCount {
+    /// Attempts counted in earlier runs.
+    previous: u32,
+    /// The process died on this task in every allowed attempt: not run again.
+    exhausted: bool,
+}
+
+impl AttemptCount {
+    /// This run's attempt number, as the summary says it.
+    fn number(self) -> u32 {
+        if self.exhausted {
+            self.previous
+        } else {
+            self.previous.saturating_add(1)
+        }
+    }
+}
+
+/// Where a finished task goes and what its summary says about it: a pure
+/// decision over the outcome and the attempt count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Filing {
+    disposition: Disposition,
+    status: Status,
+    retryable: bool,
+    /// Added to the summary's error.
+    note: Option<String>,
+}
+
+fn file_outcome(
+    stop: StopReason,
+    retryable: bool,
+    attempt: u32,
+    max_attempts: u32,
+    dry_run: bool,
+) -> Filing {
+    let status = match stop {
+        StopReason::FinalAnswer => Status::Succeeded,
+        StopReason::Interrupted => Status::Interrupted,
+        _ => Status::Failed,
+    };
+    let filing = |disposition, retryable, note| Filing {
+        disposition,
+        status,
+        retryable,
+        note,
+    };
+    match stop {
+        _ if dry_run => filing(Disposition::Keep, retryable, None),
+        StopReason::FinalAnswer => filing(Disposition::Done, false, None),
+        StopReason::Interrupted => filing(Disposition::Keep, true, None),
+        _ if retryable && attempt < max_attempts => filing(
+            Disposition::Keep,
+            true,
+            Some(format!(
+                "left in the inbox to be tried again (attempt {attempt} of {max_attempts})"
+            )),
+        ),
+        _ if retryable => filing(
+            Disposition::Failed,
+            false,
+            Some(format!("gave up after {attempt} attempts (max_attempts)")),
+        ),
+        _ => filing(Disposition::Failed, false, None),
+    }
+}
+
 impl Drain<'_> {
     /// One task from file to records, and the file to where it belongs.
-    async fn process_task(&self, entry: &InboxEntry) -> anyhow::Result<Summary> {
+    /// Never fails the run: a task whose records or file cannot be written
+    /// is logged and counted failed.
+    async fn process_task(&self, entry: &InboxEntry) -> TaskEnd {
         let (cfg, h) = (self.cfg, self.h);
         let started_at = (h.clock)();
         let t0 = Instant::now();
-        let mut rec = RunRecord::create(&cfg.paths.logs, &entry.name, started_at, cfg.secrets())?;
+        let mut rec = match RunRecord::create(
+            &cfg.paths.logs,
+            &entry.name,
+            started_at,
+            cfg.secrets(),
+        ) {
+            Ok(rec) => rec,
+            Err(e) => {
+                tracing::error!(task = %entry.name, error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
+                return TaskEnd::Broken;
+            }
+        };
         let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
-        self.run_and_file(entry, &mut rec, (started_at, t0))
-            .instrument(span)
-            .await
+        let filed = self
+            .run_and_file(entry, &mut rec, (started_at, t0))
+            .instrument(span.clone())
+            .await;
+        match filed {
+            Ok(summary) => TaskEnd::Filed {
+                status: summary.status,
+                retryable: summary.retryable,
+            },
+            Err(e) => {
+                span.in_scope(|| {
+                    tracing::error!(error = %format!("{e:#}"), "the task could not be filed; it stays in the inbox")
+                });
+                TaskEnd::Broken
+            }
+        }
     }
 
-    /// Runs a task whose record exists, writes its summary and files the task.
+    /// Counts the attempt, runs the task (isolated), writes its summary and files it.
     async fn run_and_file(
         &self,
         entry: &InboxEntry,
         rec: &mut RunRecord,
         (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
     ) -> anyhow::Result<Summary> {
-        let (cfg, h, dry_run, attempts) = (self.cfg, self.h, self.dry_run, &self.attempts);
-        let prepared = inbox::read_task(&entry.path).and_then(|file| {
-            TaskSpec::resolve(
-                cfg,
-                &entry.name,
-                &file.frontmatter,
-                &file.body,
-                &h.toolbox.offered(),
-                self.context_tokens,
-                dry_run,
-            )
-        });
-        let outcome = match prepared {
-            Ok(spec) => run_task(h, &spec, rec, &h.progress.task(&entry.name)).await,
-            Err(problem) => invalid(rec, h, &entry.path, &problem),
-        };
-
-        let previous = lock_attempts(attempts).get(&entry.name);
-        let attempt = previous + 1;
-        let (disposition, retryable) = if dry_run {
-            (Disposition::Keep, outcome.retryable)
+        let (cfg, h) = (self.cfg, self.h);
+        let count = self.begin_attempt(&entry.name)?;
+        let outcome = if count.exhausted {
+            killed_too_often(rec, h, count.previous, cfg.limits.max_attempts)
         } else {
-            match outcome.stop {
-                StopReason::FinalAnswer => (Disposition::Done, false),
-                StopReason::Interrupted => (Disposition::Keep, true),
-                _ if outcome.retryable && attempt < cfg.limits.max_attempts => {
-                    (Disposition::Keep, true)
-                }
-                _ => (Disposition::Failed, false),
-            }
+            self.run_isolated(entry, rec).await
         };
-        let status = match outcome.stop {
-            StopReason::FinalAnswer => Status::Succeeded,
-            StopReason::Interrupted => Status::Interrupted,
-            _ => Status::Failed,
-        };
-        let finished_at = (h.clock)();
-        let Stats {
-            turns,
-            tool_calls,
-            tool_errors,
-            usage,
-            runpod_exec_ms,
-            runpod_delay_ms,
-        } = outcome.stats;
-        let kept_error = match (disposition, outcome.retryable, dry_run) {
-            (Disposition::Keep, true, false) if status == Status::Failed => Some(format!(
-                "left in the inbox to be tried again (attempt {attempt} of {})",
-                cfg.limits.max_attempts
-            )),
-            (Disposition::Failed, true, _) => {
-                Some(format!("gave up after {attempt} attempts (max_attempts)"))
-            }
-            _ => None,
-        };
-        let error = match (outcome.error, kept_error) {
-            (Some(e), Some(k)) => Some(format!("{e}; {k}")),
-            (e, k) => e.or(k),
-        };
-        let summary = Summary {
-            task: entry.name.clone(),
-            run_id: rec.run_id.clone(),
-            status,
-            stop_reason: outcome.stop,
-            retryable,
+        let attempt = count.number();
+        let filing = file_outcome(
+            outcome.stop,
+            outcome.retryable,
             attempt,
-            turns,
-            tool_calls,
-            tool_errors,
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-            total_tokens: usage.total_tokens,
-            runpod_exec_ms: runpod_exec_ms
-                .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
-            runpod_delay_ms: runpod_delay_ms
-                .or((cfg.endpoint.kind == EndpointKind::Runpod).then_some(0)),
-            wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
-            started_at,
-            finished_at,
-            final_answer: outcome.final_answer,
-            error,
-            dry_run,
-        };
+            cfg.limits.max_attempts,
+            self.dry_run,
+        );
+        let summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
         rec.summary(&summary)?;
-
-        let moved = match disposition {
-            Disposition::Done => Some(inbox::move_task(
-                &entry.path,
-                &cfg.paths.done,
-                &rec.run_id,
-                &entry.name,
-            )?),
-            Disposition::Failed => Some(inbox::move_task(
-                &entry.path,
-                &cfg.paths.failed,
-                &rec.run_id,
-                &entry.name,
-            )?),
+        let moved = match filing.disposition {
+            Disposition::Done => Some(&cfg.paths.done),
+            Disposition::Failed => Some(&cfg.paths.failed),
             Disposition::Keep => None,
-        };
-        if !dry_run {
-            let mut counts = lock_attempts(attempts);
-            match disposition {
-                Disposition::Keep if summary.status == Status::Failed => {
-                    counts.set(&entry.name, attempt)
-                }
-                Disposition::Keep => {}
-                Disposition::Done | Disposition::Failed => counts.clear(&entry.name),
-            }
-            counts.save(&cfg.paths.state_dir())?;
         }
+        .map(|dir| inbox::move_task(&entry.path, dir, &rec.run_id, &entry.name))
+        .transpose()?;
+        self.settle_attempt(&entry.name, count, &filing)?;
         let place = moved
             .as_deref()
             .map(|p: &Path| p.display().to_string())
             .unwrap_or_else(|| "left in the inbox".into());
         rec.log(
-            finished_at,
+            summary.finished_at,
             &format!(
                 "{}: {} → {place}",
                 status_word(summary.status),
@@ -343,13 +376,169 @@ impl Drain<'_> {
         tracing::info!(
             status = status_word(summary.status),
             stop_reason = summary.stop_reason.as_str(),
-            turns,
+            turns = summary.turns,
             tokens = summary.total_tokens,
             wall_ms = summary.wall_ms,
             file = %place,
             "task finished"
         );
         Ok(summary)
+    }
+
+    /// Reads, resolves and runs the task. A panic anywhere inside ends this
+    /// task as `internal_error`; the run goes on.
+    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord) -> Outcome {
+        let (cfg, h) = (self.cfg, self.h);
+        let work = async {
+            let prepared = inbox::read_task(&entry.path).and_then(|file| {
+                TaskSpec::resolve(
+                    cfg,
+                    &entry.name,
+                    &file.frontmatter,
+                    &file.body,
+                    &h.toolbox.offered(),
+                    self.context_tokens,
+                    self.dry_run,
+                )
+            });
+            match prepared {
+                Ok(spec) => run_task(h, &spec, rec, &h.progress.task(&entry.name)).await,
+                Err(problem) => invalid(rec, h, &entry.path, &problem),
+            }
+        };
+        match AssertUnwindSafe(work).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(panic) => {
+                let error = format!(
+                    "the harness failed inside this task (a bug; please report it): {}",
+                    panic_message(panic.as_ref())
+                );
+                rec.log((h.clock)(), &error);
+                tracing::error!(error = %error, "internal error; the other tasks go on");
+                Outcome {
+                    stop: StopReason::InternalError,
+                    final_answer: None,
+                    error: Some(error),
+                    retryable: false,
+                    stats: Stats::default(),
+                }
+            }
+        }
+    }
+
+    /// Counts an attempt before the task starts and saves it, so a task that
+    /// kills the process still reaches `max_attempts`. A dry run counts nothing.
+    fn begin_attempt(&self, name: &str) -> anyhow::Result<AttemptCount> {
+        let mut counts = lock_attempts(&self.attempts);
+        let previous = counts.get(name);
+        if self.dry_run {
+            return Ok(AttemptCount {
+                previous,
+                exhausted: false,
+            });
+        }
+        let exhausted = previous >= self.cfg.limits.max_attempts;
+        if !exhausted {
+            counts.set(name, previous.saturating_add(1));
+            counts.save(&self.cfg.paths.state_dir())?;
+        }
+        Ok(AttemptCount {
+            previous,
+            exhausted,
+        })
+    }
+
+    /// After the task: a filed task's count goes; an interrupted one gets
+    /// its attempt back; a retryable one keeps it.
+    fn settle_attempt(
+        &self,
+        name: &str,
+        count: AttemptCount,
+        filing: &Filing,
+    ) -> anyhow::Result<()> {
+        if self.dry_run {
+            return Ok(());
+        }
+        let mut counts = lock_attempts(&self.attempts);
+        match (filing.disposition, filing.status) {
+            (Disposition::Keep, Status::Interrupted) if count.previous == 0 => counts.clear(name),
+            (Disposition::Keep, Status::Interrupted) => counts.set(name, count.previous),
+            (Disposition::Keep, _) => {}
+            (Disposition::Done | Disposition::Failed, _) => counts.clear(name),
+        }
+        counts.save(&self.cfg.paths.state_dir())
+    }
+
+    fn summarize(
+        &self,
+        entry: &InboxEntry,
+        rec: &RunRecord,
+        outcome: Outcome,
+        filing: &Filing,
+        attempt: u32,
+        (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
+    ) -> Summary {
+        let runpod = self.cfg.endpoint.kind == EndpointKind::Runpod;
+        let Stats {
+            turns,
+            tool_calls,
+            tool_errors,
+            usage,
+            runpod_exec_ms,
+            runpod_delay_ms,
+        } = outcome.stats;
+        let error = match (outcome.error, filing.note.clone()) {
+            (Some(e), Some(k)) => Some(format!("{e}; {k}")),
+            (e, k) => e.or(k),
+        };
+        Summary {
+            task: entry.name.clone(),
+            run_id: rec.run_id.clone(),
+            status: filing.status,
+            stop_reason: outcome.stop,
+            retryable: filing.retryable,
+            attempt,
+            turns,
+            tool_calls,
+            tool_errors,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            runpod_exec_ms: runpod_exec_ms.or(runpod.then_some(0)),
+            runpod_delay_ms: runpod_delay_ms.or(runpod.then_some(0)),
+            wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+            started_at,
+            finished_at: (self.h.clock)(),
+            final_answer: outcome.final_answer,
+            error,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// The outcome of a task the process died on in every allowed attempt.
+fn killed_too_often(rec: &mut RunRecord, h: &Harness, starts: u32, max_attempts: u32) -> Outcome {
+    let error = format!(
+        "the harness started this task {starts} times and never finished it: the process was killed each time \
+         (out of memory, a crash, or SIGKILL); max_attempts = {max_attempts}, so it was not run again"
+    );
+    rec.log((h.clock)(), &error);
+    tracing::error!(error = %error, "task given up");
+    Outcome {
+        stop: StopReason::InternalError,
+        final_answer: None,
+        error: Some(error),
+        retryable: false,
+        stats: Stats::default(),
     }
 }
 
@@ -416,6 +605,67 @@ pub fn check_inbox(
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn filing_sends_each_outcome_where_it_belongs() {
+        use Disposition::*;
+        let f = |stop, retryable, attempt, dry| {
+            let f = file_outcome(stop, retryable, attempt, 3, dry);
+            (f.disposition, f.status, f.retryable, f.note)
+        };
+        assert_eq!(
+            f(StopReason::FinalAnswer, false, 1, false),
+            (Done, Status::Succeeded, false, None)
+        );
+        assert_eq!(
+            f(StopReason::Interrupted, true, 2, false),
+            (Keep, Status::Interrupted, true, None)
+        );
+        assert_eq!(
+            f(StopReason::EndpointError, true, 2, false),
+            (
+                Keep,
+                Status::Failed,
+                true,
+                Some("left in the inbox to be tried again (attempt 2 of 3)".into())
+            )
+        );
+        assert_eq!(
+            f(StopReason::EndpointError, true, 3, false),
+            (
+                Failed,
+                Status::Failed,
+                false,
+                Some("gave up after 3 attempts (max_attempts)".into())
+            )
+        );
+        for stop in [
+            StopReason::EndpointError,
+            StopReason::MaxTurns,
+            StopReason::InvalidTask,
+            StopReason::InternalError,
+            StopReason::LoopDetected,
+        ] {
+            assert_eq!(
+                f(stop, false, 1, false),
+                (Failed, Status::Failed, false, None),
+                "{stop:?}"
+            );
+        }
+        // A dry run files nothing and says whether a real run would retry.
+        assert_eq!(
+            f(StopReason::FinalAnswer, false, 1, true),
+            (Keep, Status::Succeeded, false, None)
+        );
+        assert_eq!(
+            f(StopReason::EndpointError, true, 9, true),
+            (Keep, Status::Failed, true, None)
+        );
+        assert_eq!(
+            f(StopReason::MaxTurns, false, 1, true),
+            (Keep, Status::Failed, false, None)
+        );
+    }
 
     #[test]
     fn the_tally_names_only_what_happened() {

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use crate::chat::ToolCall;
 use crate::records::ToolLine;
-use crate::tools::text::{chars, cut};
+use crate::text::chars;
+use crate::tools::text::cut;
 use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
 
 /// The call count at which a repeated call is answered without running.

@@ -8,7 +8,7 @@
 //! what was removed and how to get it back.
 
 use crate::chat::Message;
-use crate::tools::text::chars;
+use crate::text::chars;
 
 /// Tokens per message for role markers and template overhead.
 const MESSAGE_OVERHEAD: u64 = 8;
@@ -80,17 +80,25 @@ impl Conversation {
     /// (which held every message so far) and the reply's length.
     pub fn anchor(&mut self, prompt_tokens: u64, completion_tokens: u64) {
         if prompt_tokens > 0 {
-            self.anchor = Some((self.messages.len(), prompt_tokens + completion_tokens));
+            self.anchor = Some((
+                self.messages.len(),
+                prompt_tokens.saturating_add(completion_tokens),
+            ));
         }
     }
 
     /// The estimated prompt size of the next request.
     pub fn estimate(&self) -> u64 {
         let raw = match self.anchor {
-            Some((n, tokens)) if n <= self.messages.len() => {
-                tokens + self.messages[n..].iter().map(message_tokens).sum::<u64>()
-            }
-            _ => self.tools_tokens + self.messages.iter().map(message_tokens).sum::<u64>(),
+            Some((n, tokens)) if n <= self.messages.len() => self.messages[n..]
+                .iter()
+                .map(message_tokens)
+                .fold(tokens, u64::saturating_add),
+            _ => self
+                .messages
+                .iter()
+                .map(message_tokens)
+                .fold(self.tools_tokens, u64::saturating_add),
         };
         (raw as f64 * self.correction).ceil() as u64
     }
@@ -100,7 +108,9 @@ impl Conversation {
     pub fn calibrate(&mut self, actual: u64) {
         let estimated = self.estimate().max(1);
         if actual > estimated {
-            self.correction *= actual as f64 / estimated as f64 * 1.05;
+            // A server may claim any count: the factor stays finite.
+            self.correction =
+                (self.correction * actual as f64 / estimated as f64 * 1.05).min(100.0);
         }
     }
 

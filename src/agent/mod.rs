@@ -53,6 +53,10 @@ pub struct TaskSpec {
     pub max_wall: Duration,
     pub max_total_tokens: u64,
     pub max_tool_result_chars: usize,
+    /// Tool calls run from one reply.
+    pub max_calls_per_turn: u32,
+    /// Write-tool calls run in the whole task.
+    pub max_writes: u32,
     /// The context window; `None` when it is not managed.
     pub context_tokens: Option<u32>,
     pub replay_thinking: ReplayThinking,
@@ -97,18 +101,6 @@ impl TaskSpec {
                 tools
             }
         };
-        let positive = |v: Option<u64>, key: &str| match v {
-            Some(0) => Err(TaskProblem::new(
-                None,
-                format!("frontmatter: {key} must be at least 1"),
-            )),
-            _ => Ok(()),
-        };
-        positive(fm.max_turns.map(u64::from), "max_turns")?;
-        positive(fm.max_wall_secs, "max_wall_secs")?;
-        positive(fm.max_total_tokens, "max_total_tokens")?;
-        positive(fm.max_tokens.map(u64::from), "max_tokens")?;
-
         let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
         sampling.temperature = fm.temperature.or(sampling.temperature);
         sampling.top_p = fm.top_p.or(sampling.top_p);
@@ -144,6 +136,10 @@ impl TaskSpec {
             max_wall: Duration::from_secs(fm.max_wall_secs.unwrap_or(cfg.limits.max_wall_secs)),
             max_total_tokens: fm.max_total_tokens.unwrap_or(cfg.limits.max_total_tokens),
             max_tool_result_chars: cfg.limits.max_tool_result_chars,
+            max_calls_per_turn: fm
+                .max_calls_per_turn
+                .unwrap_or(cfg.limits.max_calls_per_turn),
+            max_writes: fm.max_writes.unwrap_or(cfg.limits.max_writes),
             context_tokens,
             replay_thinking: cfg.model.replay_thinking,
             dry_run,
@@ -187,7 +183,11 @@ pub async fn run_task(
     rec: &mut RunRecord,
     live: &TaskProgress,
 ) -> Outcome {
-    let deadline = Instant::now() + spec.max_wall;
+    let now = Instant::now();
+    // max_wall is bounded by the config, but no number may crash the run.
+    let deadline = now
+        .checked_add(spec.max_wall)
+        .unwrap_or(now + Duration::from_secs(crate::config::bounds::MAX_WALL_SECS.1));
     let tool_defs: Vec<Value> = spec.tools.iter().map(|t| t.definition()).collect();
     let mut conv = Conversation::new(
         &spec.system_prompt,
@@ -396,12 +396,14 @@ impl TaskRun<'_> {
             let mut first = Some(note.clone());
             let mut on_attempt = |a: &crate::endpoint::Attempt<'_>| {
                 if let Some(job) = &a.runpod {
-                    if let Some(ms) = job.execution_time {
-                        *stats.runpod_exec_ms.get_or_insert(0) += ms;
-                    }
-                    if let Some(ms) = job.delay_time {
-                        *stats.runpod_delay_ms.get_or_insert(0) += ms;
-                    }
+                    let add = |sum: &mut Option<u64>, ms: Option<u64>| {
+                        if let Some(ms) = ms {
+                            let s = sum.get_or_insert(0);
+                            *s = s.saturating_add(ms);
+                        }
+                    };
+                    add(&mut stats.runpod_exec_ms, job.execution_time);
+                    add(&mut stats.runpod_delay_ms, job.delay_time);
                 }
                 let context = first.take();
                 rec.conversation(&ConversationLine {
@@ -458,6 +460,7 @@ impl TaskRun<'_> {
             CallError::Rejected { .. } => (StopReason::EndpointError, false),
             CallError::ContextExceeded { .. } => (StopReason::ContextExhausted, false),
             CallError::Interrupted => (StopReason::Interrupted, true),
+            CallError::TooLarge(_) => (StopReason::EndpointError, false),
         };
         let error = match stop {
             StopReason::MaxWallSecs => format!(
@@ -496,9 +499,7 @@ impl TaskRun<'_> {
                 total_tokens: 0,
             }
         });
-        self.stats.usage.prompt_tokens += usage.prompt_tokens;
-        self.stats.usage.completion_tokens += usage.completion_tokens;
-        self.stats.usage.total_tokens += usage.total();
+        self.stats.usage.add(&usage);
         self.live.turn(turn, self.stats.usage.total_tokens);
         conv.anchor(usage.prompt_tokens, usage.completion_tokens);
         if let Some(t) = &reply.thinking {
@@ -580,7 +581,7 @@ impl TaskRun<'_> {
             self.stats.tool_errors += u32::from(a.line.is_error);
             self.rec.tool(&a.line);
             let mark = if a.line.is_error { "error" } else { "ok" };
-            let short = crate::tools::text::clip(&a.text, 200);
+            let short = crate::text::clip(&a.text, 200);
             self.log(&format!(
                 "tool {} [{}] {mark}: {short}",
                 a.line.name, a.call_id

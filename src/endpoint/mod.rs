@@ -26,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::Clock;
 use crate::chat::ChatResponse;
 use crate::config::{EndpointConfig, EndpointKind};
+use crate::http::Body;
+use crate::text::clip;
 
 /// How a call retries. The defaults are the product's; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,6 +122,10 @@ pub enum CallError {
     /// The run is shutting down.
     #[error("interrupted")]
     Interrupted,
+    /// A response body passed [`crate::http::MAX_BODY_BYTES`]: not read
+    /// further, and final (the same server would send it again).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// What went wrong in one attempt, and so whether to retry.
@@ -140,6 +146,8 @@ pub(crate) enum AttemptError {
     JobEnded(String),
     /// A 2xx whose body is not a chat response.
     BadBody(String),
+    /// A body over the size cap.
+    TooLarge(String),
     WallClock,
     Interrupted,
 }
@@ -190,6 +198,7 @@ impl AttemptError {
                 retry_after: None,
             },
             AttemptError::JobEnded(m) => Next::Fail(CallError::Unavailable(m)),
+            AttemptError::TooLarge(m) => Next::Fail(CallError::TooLarge(m)),
             AttemptError::WallClock => Next::Fail(CallError::WallClock),
             AttemptError::Interrupted => Next::Fail(CallError::Interrupted),
         }
@@ -200,7 +209,8 @@ impl AttemptError {
             AttemptError::Transport(m)
             | AttemptError::JobFailed(m)
             | AttemptError::JobEnded(m)
-            | AttemptError::BadBody(m) => m.clone(),
+            | AttemptError::BadBody(m)
+            | AttemptError::TooLarge(m) => m.clone(),
             AttemptError::Status {
                 status, message, ..
             } => format!("HTTP {status}: {message}"),
@@ -216,6 +226,51 @@ pub(crate) struct RawAttempt {
     pub response: Option<Value>,
     pub job: Option<JobInfo>,
     pub result: Result<ChatResponse, AttemptError>,
+}
+
+/// One HTTP exchange: `result` is `Ok` for a 2xx whose `body` is JSON.
+/// The body is kept once, for the record and for reading.
+pub(crate) struct HttpAnswer {
+    pub status: Option<u16>,
+    pub body: Option<Value>,
+    pub result: Result<(), AttemptError>,
+}
+
+impl HttpAnswer {
+    fn failed(e: AttemptError) -> Self {
+        HttpAnswer {
+            status: None,
+            body: None,
+            result: Err(e),
+        }
+    }
+
+    pub(crate) fn into_raw(
+        self,
+        job: Option<JobInfo>,
+        result: Result<ChatResponse, AttemptError>,
+    ) -> RawAttempt {
+        RawAttempt {
+            http_status: self.status,
+            response: self.body,
+            job,
+            result,
+        }
+    }
+}
+
+/// Runs an HTTP exchange unless the run is cancelled or the deadline passes first.
+pub(crate) async fn until(
+    deadline: Instant,
+    cancel: &CancellationToken,
+    exchange: impl std::future::Future<Output = HttpAnswer>,
+) -> HttpAnswer {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => HttpAnswer::failed(AttemptError::Interrupted),
+        _ = tokio::time::sleep_until(deadline) => HttpAnswer::failed(AttemptError::WallClock),
+        answer = exchange => answer,
+    }
 }
 
 /// The chat client. Built once per run and shared by every task.
@@ -301,7 +356,12 @@ impl Endpoint {
                 )));
             }
             let wait = self.retry.delay(retries, retry_after, fastrand::f64());
-            if Instant::now() + wait >= deadline {
+            // A server may ask for any wait: past the deadline (or past what
+            // a clock can hold) the task ends now, retryable in a later run.
+            if Instant::now()
+                .checked_add(wait)
+                .is_none_or(|resume| resume >= deadline)
+            {
                 return Err(CallError::Unavailable(format!(
                     "the endpoint failed ({why}) and the next retry would start after the task's wall clock runs out"
                 )));
@@ -330,18 +390,12 @@ impl Endpoint {
         match self.cfg.kind {
             EndpointKind::Openai => {
                 let url = format!("{}/chat/completions", self.cfg.base_url);
-                let (status, response, result) = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
-                    _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
-                    answer = self.post_json(&url, sent) => answer,
+                let answer = until(deadline, cancel, self.post_json(&url, sent)).await;
+                let result = match &answer.result {
+                    Ok(()) => parse_chat(answer.body.as_ref()),
+                    Err(e) => Err(e.clone()),
                 };
-                RawAttempt {
-                    http_status: status,
-                    response,
-                    job: None,
-                    result: result.and_then(|v| parse_chat(&v)),
-                }
+                answer.into_raw(None, result)
             }
             // RunPod watches the deadline and the cancel token itself: a
             // pending job must be cancelled on the server before giving up.
@@ -349,21 +403,19 @@ impl Endpoint {
         }
     }
 
-    /// POSTs JSON and classifies the answer: `Ok` carries a 2xx JSON body.
-    pub(crate) async fn post_json(
-        &self,
-        url: &str,
-        body: &Value,
-    ) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
+    /// POSTs JSON and classifies the answer.
+    pub(crate) async fn post_json(&self, url: &str, body: &Value) -> HttpAnswer {
         self.send_json(reqwest::Method::POST, url, Some(body)).await
     }
 
+    /// Sends a request and classifies the answer; the body is read up to
+    /// [`crate::http::MAX_BODY_BYTES`].
     pub(crate) async fn send_json(
         &self,
         method: reqwest::Method,
         url: &str,
         body: Option<&Value>,
-    ) -> (Option<u16>, Option<Value>, Result<Value, AttemptError>) {
+    ) -> HttpAnswer {
         let mut req = self.http.request(method, url);
         if let Some(b) = body {
             req = req.json(b);
@@ -374,61 +426,72 @@ impl Endpoint {
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
-                return (
-                    None,
-                    None,
-                    Err(AttemptError::Transport(describe_transport(&e, url))),
-                );
+                return HttpAnswer::failed(AttemptError::Transport(describe_transport(&e, url)));
             }
         };
         let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let text = match resp.text().await {
-            Ok(t) => t,
+        let code = Some(status.as_u16());
+        let retry_after = crate::http::retry_after(resp.headers());
+        let bytes = match crate::http::read_capped(resp, crate::http::MAX_BODY_BYTES).await {
+            Ok(Body::Whole(bytes)) => bytes,
+            Ok(Body::TooLarge(first)) => {
+                return HttpAnswer {
+                    status: code,
+                    body: Some(Value::String(String::from_utf8_lossy(&first).into_owned())),
+                    result: Err(AttemptError::TooLarge(format!(
+                        "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
+                        crate::http::MAX_BODY_BYTES >> 20,
+                        crate::http::KEPT_OF_OVERSIZED >> 10
+                    ))),
+                };
+            }
             Err(e) => {
-                return (
-                    Some(status.as_u16()),
-                    None,
-                    Err(AttemptError::Transport(describe_transport(&e, url))),
-                );
+                return HttpAnswer {
+                    status: code,
+                    body: None,
+                    result: Err(AttemptError::Transport(describe_transport(&e, url))),
+                };
             }
         };
-        let parsed: Option<Value> = serde_json::from_str(&text).ok();
-        let raw = Some(
-            parsed
-                .clone()
-                .unwrap_or_else(|| Value::String(crate::tools::text::clip(&text, 4000))),
-        );
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        // What is not JSON is recorded and quoted only in part.
+        let text = match &parsed {
+            Some(_) => String::new(),
+            None => clip(
+                &String::from_utf8_lossy(crate::text::prefix_bytes_of(&bytes, 16 * 1024)),
+                4000,
+            ),
+        };
+        drop(bytes);
         if status.is_success() {
             return match parsed {
-                Some(v) => (Some(status.as_u16()), raw, Ok(v)),
-                None => (
-                    Some(status.as_u16()),
-                    raw,
-                    Err(AttemptError::BadBody(format!(
+                Some(v) => HttpAnswer {
+                    status: code,
+                    body: Some(v),
+                    result: Ok(()),
+                },
+                None => HttpAnswer {
+                    status: code,
+                    body: Some(Value::String(text)),
+                    result: Err(AttemptError::BadBody(format!(
                         "HTTP {status} with a body that is not JSON"
                     ))),
-                ),
+                },
             };
         }
         let err = ServerError::read(parsed.as_ref(), &text, status);
         let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
             .then_some((err.n_prompt_tokens, err.n_ctx));
-        (
-            Some(status.as_u16()),
-            raw,
-            Err(AttemptError::Status {
+        HttpAnswer {
+            status: code,
+            body: Some(parsed.unwrap_or(Value::String(text))),
+            result: Err(AttemptError::Status {
                 status: status.as_u16(),
                 message: err.message,
                 retry_after,
                 context,
             }),
-        )
+        }
     }
 
     /// Checks that the endpoint answers HTTP at all (any status counts).
@@ -476,8 +539,14 @@ impl Endpoint {
             .send()
             .await
             .ok()?;
-        let props: Props = resp.error_for_status().ok()?.json().await.ok()?;
-        Some(props.default_generation_settings.n_ctx).filter(|n| *n > 0)
+        let resp = resp.error_for_status().ok()?;
+        let Body::Whole(bytes) = crate::http::read_capped(resp, 1024 * 1024).await.ok()? else {
+            return None;
+        };
+        let props: Props = serde_json::from_slice(&bytes).ok()?;
+        let ceiling = crate::config::bounds::CONTEXT_TOKENS.1;
+        let n = u64::from(props.default_generation_settings.n_ctx).min(ceiling);
+        u32::try_from(n).ok().filter(|n| *n > 0)
     }
 
     pub(crate) fn base_url(&self) -> &str {
@@ -490,7 +559,8 @@ impl Endpoint {
 }
 
 /// Reads a chat response; a body without choices is not one.
-pub(crate) fn parse_chat(v: &Value) -> Result<ChatResponse, AttemptError> {
+pub(crate) fn parse_chat(v: Option<&Value>) -> Result<ChatResponse, AttemptError> {
+    let v = v.ok_or_else(|| AttemptError::BadBody("the reply has no body".into()))?;
     let r = ChatResponse::deserialize(v)
         .map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
     if r.choices.is_empty() {
@@ -539,7 +609,7 @@ impl ServerError {
                         n_ctx,
                     },
             })) => ServerError {
-                message: crate::tools::text::clip(&message, 500),
+                message: clip(&message, 500),
                 kind,
                 n_prompt_tokens,
                 n_ctx,
@@ -547,14 +617,14 @@ impl ServerError {
             Some(Ok(Envelope {
                 error: Inner::Text(message),
             })) => ServerError {
-                message: crate::tools::text::clip(&message, 500),
+                message: clip(&message, 500),
                 ..Default::default()
             },
             _ => ServerError {
                 message: if text.trim().is_empty() {
                     status.canonical_reason().unwrap_or("error").to_string()
                 } else {
-                    crate::tools::text::clip(text.trim(), 300)
+                    clip(text.trim(), 300)
                 },
                 ..Default::default()
             },

@@ -12,27 +12,71 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{AttemptError, Endpoint, JobInfo, RawAttempt, parse_chat};
-use crate::tools::text::clip;
+use super::{AttemptError, Endpoint, HttpAnswer, JobInfo, RawAttempt, parse_chat, until};
+use crate::chat::{lenient_count, lenient_text};
+use crate::text::clip;
 
 /// Consecutive failed status polls before the attempt is given up (and retried).
 const MAX_POLL_ERRORS: u32 = 5;
 
-/// A job as `/runsync` and `/status` return it. Fields may be missing.
+/// A job as `/runsync` and `/status` return it. Fields may be missing, and
+/// numbers of the wrong kind are read as absent, not as a broken answer.
 #[derive(Debug, Default, Deserialize)]
 struct Job {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_text")]
     id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_text")]
     status: Option<String>,
     #[serde(default)]
     output: Option<Value>,
     #[serde(default)]
     error: Option<Value>,
-    #[serde(default, rename = "delayTime")]
+    #[serde(default, rename = "delayTime", deserialize_with = "lenient_count")]
     delay_time: Option<u64>,
-    #[serde(default, rename = "executionTime")]
+    #[serde(default, rename = "executionTime", deserialize_with = "lenient_count")]
     execution_time: Option<u64>,
+}
+
+/// RunPod's job states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobStatus {
+    InQueue,
+    InProgress,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl JobStatus {
+    fn parse(s: &str) -> Option<JobStatus> {
+        Some(match s {
+            "IN_QUEUE" => JobStatus::InQueue,
+            // The docs also name `RUNNING`.
+            "IN_PROGRESS" | "RUNNING" => JobStatus::InProgress,
+            "COMPLETED" => JobStatus::Completed,
+            "FAILED" => JobStatus::Failed,
+            "CANCELLED" => JobStatus::Cancelled,
+            "TIMED_OUT" => JobStatus::TimedOut,
+            _ => return None,
+        })
+    }
+}
+
+/// A job id fit for a URL: 1–128 characters of `[A-Za-z0-9_-]` (SPEC §12.5).
+pub fn is_job_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// What one job answer means.
+enum Judged {
+    /// The attempt is over: a chat response or why not.
+    Final(Result<crate::chat::ChatResponse, AttemptError>),
+    /// Still pending; poll this id.
+    Pending(String),
 }
 
 /// One `/runsync` call with its polling; `request` is the `{"input": …}` envelope.
@@ -43,105 +87,143 @@ pub(crate) async fn attempt(
     cancel: &CancellationToken,
 ) -> RawAttempt {
     let url = format!("{}/runsync", ep.base_url());
-    let (mut http_status, mut raw, result) = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
-        _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
-        answer = ep.post_json(&url, request) => answer,
-    };
-    let done = |http_status, raw, job, result| RawAttempt {
-        http_status,
-        response: raw,
-        job,
-        result,
-    };
-    let mut value = match result {
-        Ok(v) => v,
-        Err(e) => return done(http_status, raw, None, Err(e)),
-    };
+    let mut answer = until(deadline, cancel, ep.post_json(&url, request)).await;
+    if let Err(e) = answer.result.clone() {
+        return answer.into_raw(None, Err(e));
+    }
     let mut info = JobInfo::default();
-    let mut poll_method = Method::GET;
-    let mut poll_errors = 0;
+    let mut poller = Poller {
+        method: Method::GET,
+        errors: 0,
+    };
     loop {
-        let job = Job::deserialize(&value).unwrap_or_default();
-        info.job_id = job.id.clone().or(info.job_id.take());
-        info.status = job.status.clone();
-        info.delay_time = job.delay_time.or(info.delay_time);
-        info.execution_time = job.execution_time.or(info.execution_time);
-        let status = job.status.as_deref().unwrap_or("");
-        let result = match status {
-            "COMPLETED" => Some(read_output(job.output)),
-            "FAILED" => Some(Err(AttemptError::JobFailed(format!(
-                "the RunPod job failed: {}",
-                job_error(job.error.as_ref())
-            )))),
-            "CANCELLED" | "TIMED_OUT" => Some(Err(AttemptError::JobEnded(format!(
-                "the RunPod job ended {status}"
-            )))),
-            "IN_QUEUE" | "IN_PROGRESS" | "RUNNING" => None,
-            other => Some(Err(AttemptError::BadBody(format!(
-                "RunPod answered with an unknown job status {other:?}"
-            )))),
+        let id = match judge(answer.body.as_ref(), &mut info) {
+            Judged::Final(result) => return answer.into_raw(Some(info), result),
+            Judged::Pending(id) => id,
         };
-        if let Some(result) = result {
-            return done(http_status, raw, Some(info), result);
+        match poller.poll(ep, &id, deadline, cancel).await {
+            Polled::Answer(a) => {
+                info.polls += 1;
+                answer = a;
+            }
+            Polled::Again => info.polls += 1,
+            Polled::Stop(e) => {
+                if matches!(e, AttemptError::Interrupted | AttemptError::WallClock) {
+                    cancel_job(ep, &id).await;
+                }
+                return answer.into_raw(Some(info), Err(e));
+            }
         }
-        let Some(id) = info.job_id.clone() else {
-            return done(
-                http_status,
-                raw,
-                Some(info),
-                Err(AttemptError::BadBody(
-                    "RunPod returned a pending job without an id".into(),
-                )),
-            );
-        };
+    }
+}
 
-        // Pending: wait one poll interval, then ask for the job's status.
-        let stop = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => Some(AttemptError::Interrupted),
-            _ = tokio::time::sleep_until(deadline) => Some(AttemptError::WallClock),
-            _ = tokio::time::sleep(ep.poll_interval()) => None,
-        };
-        if let Some(e) = stop {
-            cancel_job(ep, &id).await;
-            return done(http_status, raw, Some(info), Err(e));
+/// Reads a job answer into `info` and decides what it means.
+fn judge(body: Option<&Value>, info: &mut JobInfo) -> Judged {
+    let bad = |m: String| Judged::Final(Err(AttemptError::BadBody(m)));
+    let Some(Ok(job)) = body.map(Job::deserialize) else {
+        return bad("RunPod answered with something that is not a job".into());
+    };
+    if let Some(id) = &job.id
+        && !is_job_id(id)
+    {
+        return bad(format!(
+            "RunPod answered with a malformed job id ({} characters, not 1-128 of A-Z a-z 0-9 _ -); it is never put in a URL",
+            id.chars().count()
+        ));
+    }
+    // The first id seen is the job's: a status answer cannot redirect the polls.
+    info.job_id = info.job_id.take().or(job.id);
+    info.status = job.status.as_deref().map(|s| clip(s, 64));
+    info.delay_time = job.delay_time.or(info.delay_time);
+    info.execution_time = job.execution_time.or(info.execution_time);
+    let status = job.status.as_deref().unwrap_or("");
+    match JobStatus::parse(status) {
+        Some(JobStatus::Completed) => Judged::Final(read_output(job.output)),
+        Some(JobStatus::Failed) => Judged::Final(Err(AttemptError::JobFailed(format!(
+            "the RunPod job failed: {}",
+            job_error(job.error.as_ref())
+        )))),
+        Some(s @ (JobStatus::Cancelled | JobStatus::TimedOut)) => {
+            Judged::Final(Err(AttemptError::JobEnded(format!(
+                "the RunPod job ended {}",
+                if s == JobStatus::Cancelled {
+                    "CANCELLED"
+                } else {
+                    "TIMED_OUT"
+                }
+            ))))
         }
-        let status_url = format!("{}/status/{id}", ep.base_url());
-        let (s, r, result) = tokio::select! {
+        Some(JobStatus::InQueue | JobStatus::InProgress) => match info.job_id.clone() {
+            Some(id) => Judged::Pending(id),
+            None => bad("RunPod returned a pending job without an id".into()),
+        },
+        None => bad(format!(
+            "RunPod answered with an unknown job status {:?}",
+            clip(status, 64)
+        )),
+    }
+}
+
+/// The status polls of one pending job.
+struct Poller {
+    method: Method,
+    errors: u32,
+}
+
+enum Polled {
+    /// A job answer to judge.
+    Answer(HttpAnswer),
+    /// Nothing new (the method changed, or a passing error): poll again.
+    Again,
+    /// The attempt ends with this error.
+    Stop(AttemptError),
+}
+
+impl Poller {
+    /// Waits one poll interval, then asks for the job's status.
+    async fn poll(
+        &mut self,
+        ep: &Endpoint,
+        id: &str,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Polled {
+        tokio::select! {
             biased;
-            _ = cancel.cancelled() => (None, None, Err(AttemptError::Interrupted)),
-            _ = tokio::time::sleep_until(deadline) => (None, None, Err(AttemptError::WallClock)),
-            answer = ep.send_json(poll_method.clone(), &status_url, None) => answer,
-        };
-        info.polls += 1;
-        match result {
-            Ok(v) => {
-                poll_errors = 0;
-                (http_status, raw, value) = (s, r, v);
+            _ = cancel.cancelled() => return Polled::Stop(AttemptError::Interrupted),
+            _ = tokio::time::sleep_until(deadline) => return Polled::Stop(AttemptError::WallClock),
+            _ = tokio::time::sleep(ep.poll_interval()) => {}
+        }
+        let url = format!("{}/status/{id}", ep.base_url());
+        let answer = until(
+            deadline,
+            cancel,
+            ep.send_json(self.method.clone(), &url, None),
+        )
+        .await;
+        match answer.result.clone() {
+            Ok(()) => {
+                self.errors = 0;
+                Polled::Answer(answer)
             }
-            Err(AttemptError::Status { status: 405, .. }) if poll_method == Method::GET => {
-                poll_method = Method::POST
+            Err(AttemptError::Status { status: 405, .. }) if self.method == Method::GET => {
+                self.method = Method::POST;
+                Polled::Again
             }
-            Err(e @ (AttemptError::Interrupted | AttemptError::WallClock)) => {
-                cancel_job(ep, &id).await;
-                return done(s, r, Some(info), Err(e));
-            }
-            Err(AttemptError::Status { status: 404, .. }) => {
-                return done(
-                    s,
-                    r,
-                    Some(info),
-                    Err(AttemptError::JobFailed(format!(
-                        "RunPod no longer knows job {id} (results expire soon after completion)"
-                    ))),
-                );
-            }
+            Err(AttemptError::Status { status: 404, .. }) => Polled::Stop(AttemptError::JobFailed(
+                format!("RunPod no longer knows job {id} (results expire soon after completion)"),
+            )),
+            Err(
+                e @ (AttemptError::Interrupted
+                | AttemptError::WallClock
+                | AttemptError::TooLarge(_)),
+            ) => Polled::Stop(e),
             Err(e) => {
-                poll_errors += 1;
-                if poll_errors >= MAX_POLL_ERRORS {
-                    return done(s, r, Some(info), Err(e));
+                self.errors += 1;
+                if self.errors >= MAX_POLL_ERRORS {
+                    Polled::Stop(e)
+                } else {
+                    Polled::Again
                 }
             }
         }
@@ -149,23 +231,31 @@ pub(crate) async fn attempt(
 }
 
 /// The chat response inside a completed job's `output`: an object, a
-/// one-element list (some workers wrap it), or a JSON string.
-fn read_output(output: Option<Value>) -> Result<crate::chat::ChatResponse, AttemptError> {
-    match output {
-        Some(Value::Array(mut items)) if !items.is_empty() => {
-            read_output(Some(items.swap_remove(0)))
-        }
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-            Ok(v) => parse_chat(&v),
-            Err(_) => Err(AttemptError::BadBody(
-                "the RunPod job's output is text, not a chat completion".into(),
-            )),
-        },
-        Some(v) => parse_chat(&v),
-        None => Err(AttemptError::BadBody(
-            "the RunPod job completed without output".into(),
-        )),
+/// one-element list (some workers wrap it), or a JSON string — unwrapped a
+/// few times at most.
+fn read_output(mut output: Option<Value>) -> Result<crate::chat::ChatResponse, AttemptError> {
+    for _ in 0..4 {
+        output = match output {
+            Some(Value::Array(mut items)) if !items.is_empty() => Some(items.swap_remove(0)),
+            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    return Err(AttemptError::BadBody(
+                        "the RunPod job's output is text, not a chat completion".into(),
+                    ));
+                }
+            },
+            Some(v) => return parse_chat(Some(&v)),
+            None => {
+                return Err(AttemptError::BadBody(
+                    "the RunPod job completed without output".into(),
+                ));
+            }
+        };
     }
+    Err(AttemptError::BadBody(
+        "the RunPod job's output is wrapped too many times".into(),
+    ))
 }
 
 /// A failed job's `error`: often a JSON string holding `error_type` and
@@ -207,7 +297,9 @@ async fn cancel_job(ep: &Endpoint, id: &str) {
     )
     .await;
     match answer {
-        Ok((Some(s), _, _)) => {
+        Ok(HttpAnswer {
+            status: Some(s), ..
+        }) => {
             tracing::info!(job = id, status = s, "cancelled the pending RunPod job")
         }
         _ => tracing::warn!(job = id, "could not cancel the pending RunPod job"),
@@ -238,6 +330,43 @@ mod tests {
             job_error(Some(&Value::from("Job ID not found"))),
             "Job ID not found"
         );
+    }
+
+    #[test]
+    fn job_ids_that_could_climb_a_url_are_malformed() {
+        for bad in [
+            "",
+            "../../x/purge-queue",
+            "a/b",
+            "a b",
+            "%2e",
+            &"x".repeat(129),
+            "é",
+        ] {
+            assert!(!is_job_id(bad), "{bad:?}");
+            let mut info = JobInfo::default();
+            let job = json!({"id": bad, "status": "IN_QUEUE"});
+            assert!(
+                matches!(
+                    judge(Some(&job), &mut info),
+                    Judged::Final(Err(AttemptError::BadBody(_)))
+                ),
+                "{bad:?}"
+            );
+            assert_eq!(info.job_id, None, "never kept");
+        }
+        for good in ["sync-4b0c-e1", "test_123", &"x".repeat(128)] {
+            assert!(is_job_id(good), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn absurd_timings_are_read_as_absent_or_saturated() {
+        let mut info = JobInfo::default();
+        let job = json!({"id": "j", "status": "IN_QUEUE", "delayTime": -5, "executionTime": 1e30});
+        assert!(matches!(judge(Some(&job), &mut info), Judged::Pending(_)));
+        assert_eq!(info.delay_time, None);
+        assert_eq!(info.execution_time, Some(u64::MAX));
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub enum ToolName {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Str,
+    /// A string that names one thing in a noteworx address (a slug, an
+    /// attachment id): not empty, not `.` or `..`, no control characters.
+    Id,
     /// A non-negative integer.
     Int,
     Enum(&'static [&'static str]),
@@ -56,7 +59,7 @@ const fn p(name: &'static str, kind: Kind, required: bool, doc: &'static str) ->
 
 const OFFSET_DOC: &str =
     "Character offset to start reading from (default 0). Use the offset a cut result gives you.";
-const SLUG: Param = p("slug", Kind::Str, true, "The note's slug.");
+const SLUG: Param = p("slug", Kind::Id, true, "The note's slug.");
 const OFFSET: Param = p("offset", Kind::Int, false, OFFSET_DOC);
 const WEBFETCH_PARAMS: &[Param] = &[p("url", Kind::Str, true, "Full http(s) URL."), OFFSET];
 const LIST_NOTES_PARAMS: &[Param] = &[
@@ -90,14 +93,14 @@ const READ_ATTACHMENT_PARAMS: &[Param] = &[
     SLUG,
     p(
         "attachment_id",
-        Kind::Str,
+        Kind::Id,
         true,
         "The attachment id, as a string.",
     ),
     OFFSET,
 ];
 const CREATE_ATTACHMENT_PARAMS: &[Param] = &[
-    p("slug", Kind::Str, true, "The note to attach to."),
+    p("slug", Kind::Id, true, "The note to attach to."),
     p("filename", Kind::Str, true, "File name, e.g. summary.md."),
     p(
         "content",
@@ -187,7 +190,7 @@ impl ToolName {
         let mut properties = Map::new();
         for param in self.params() {
             let mut schema = match param.kind {
-                Kind::Str => json!({"type": "string"}),
+                Kind::Str | Kind::Id => json!({"type": "string"}),
                 Kind::Int => json!({"type": "integer", "minimum": 0}),
                 Kind::Enum(values) => json!({"type": "string", "enum": values}),
             };
@@ -217,7 +220,7 @@ impl ToolName {
             .iter()
             .map(|p| {
                 let kind = match p.kind {
-                    Kind::Str => "string".to_string(),
+                    Kind::Str | Kind::Id => "string".to_string(),
                     Kind::Int => "integer".to_string(),
                     Kind::Enum(v) => v.join("|"),
                 };
@@ -338,7 +341,7 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
             None if value.is_null() && !param.required => {}
             None => problems.push(format!(
                 "`{key}` must be {}, not {}",
-                expected(param.kind),
+                expected(param.kind, value),
                 kind_of(value)
             )),
         }
@@ -346,7 +349,7 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
     for param in tool.params().iter().filter(|p| p.required) {
         if !args.contains_key(param.name) || args[param.name].is_null() {
             problems.push(format!("missing required `{}`", param.name));
-        } else if param.kind == Kind::Str
+        } else if matches!(param.kind, Kind::Str | Kind::Id)
             && values
                 .get(param.name)
                 .and_then(Value::as_str)
@@ -407,7 +410,9 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
 fn coerce(kind: Kind, v: &Value) -> Option<Value> {
     match (kind, v) {
         (Kind::Str, Value::String(_)) => Some(v.clone()),
-        (Kind::Str, Value::Number(n)) => Some(Value::String(n.to_string())),
+        (Kind::Id, Value::String(s)) if s.trim().is_empty() => Some(v.clone()),
+        (Kind::Id, Value::String(s)) => crate::noteworx::is_path_segment(s).then(|| v.clone()),
+        (Kind::Str | Kind::Id, Value::Number(n)) => Some(Value::String(n.to_string())),
         (Kind::Int, Value::Number(n)) => n
             .as_u64()
             .or_else(|| {
@@ -422,9 +427,13 @@ fn coerce(kind: Kind, v: &Value) -> Option<Value> {
     }
 }
 
-fn expected(kind: Kind) -> String {
+fn expected(kind: Kind, got: &Value) -> String {
     match kind {
         Kind::Str => "a string".into(),
+        Kind::Id if got.is_string() => {
+            "a slug or id as a listing gave it (not . or .., no control characters)".into()
+        }
+        Kind::Id => "a string".into(),
         Kind::Int => "a non-negative integer".into(),
         Kind::Enum(v) => format!("one of {}", v.join(", ")),
     }
@@ -532,7 +541,7 @@ fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {
 
 /// Describes a call compactly for logs and placeholders: `name {"k":"v"}`.
 pub fn describe_call(name: &str, arguments: &str) -> String {
-    format!("{name} {}", text::clip(arguments, 160))
+    format!("{name} {}", crate::text::clip(arguments, 160))
 }
 
 #[cfg(test)]
@@ -637,6 +646,36 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("`query` must not be empty"), "{e}");
+    }
+
+    #[test]
+    fn slugs_and_ids_that_would_change_the_address_are_refused_before_any_request() {
+        for (name, args) in [
+            ("noteworx_read_note", r#"{"slug":".."}"#),
+            ("noteworx_read_note", r#"{"slug":"."}"#),
+            ("noteworx_list_attachments", r#"{"slug":"a\u0000b"}"#),
+            (
+                "noteworx_create_attachment",
+                r#"{"slug":"..","filename":"x","content":"y"}"#,
+            ),
+            (
+                "noteworx_read_attachment",
+                r#"{"slug":"n","attachment_id":".."}"#,
+            ),
+            (
+                "noteworx_read_attachment",
+                r#"{"slug":"n","attachment_id":"1\n2"}"#,
+            ),
+        ] {
+            let e = validate(name, args, ALL).unwrap_err();
+            assert!(
+                e.contains("must be a slug or id as a listing gave it"),
+                "{args}: {e}"
+            );
+        }
+        // Separators are fine: the client percent-encodes them into one segment.
+        assert!(validate("noteworx_read_note", r#"{"slug":"a/b"}"#, ALL).is_ok());
+        assert!(validate("noteworx_read_note", r#"{"slug":"..x"}"#, ALL).is_ok());
     }
 
     #[test]

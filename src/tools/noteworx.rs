@@ -11,7 +11,10 @@ use serde_json::json;
 
 use super::text::page;
 use super::{Call, CallContext, ToolOutput};
-use crate::noteworx::{Attachment, NewAttachment, Note, NoteworxClient, NoteworxError};
+use crate::noteworx::{
+    Attachment, ListedAttachment, ListedNote, MAX_LISTED, NewAttachment, Note, NoteworxClient,
+    NoteworxError,
+};
 
 /// Suggestion bodies larger than this are refused.
 pub const MAX_ATTACHMENT_BYTES: usize = 256 * 1024;
@@ -40,7 +43,7 @@ impl Noteworx {
         let result = match call {
             Call::ListNotes { space, tag, limit } => self
                 .client
-                .list_notes(space.as_deref(), tag.as_deref(), Some(limit.unwrap_or(20)))
+                .list_notes(space.as_deref(), tag.as_deref(), Some(listed(*limit, 20)))
                 .await
                 .map(|n| list_notes_text(&n)),
             Call::SearchNotes { query, mode, limit } => self
@@ -48,7 +51,7 @@ impl Noteworx {
                 .search_notes(
                     query,
                     mode.as_deref().unwrap_or("fulltext"),
-                    Some(limit.unwrap_or(10)),
+                    Some(listed(*limit, 10)),
                 )
                 .await
                 .map(|n| list_notes_text(&n)),
@@ -168,7 +171,7 @@ impl Noteworx {
         slug: &str,
         filename: &str,
         body: &str,
-    ) -> Result<Option<Attachment>, NoteworxError> {
+    ) -> Result<Option<ListedAttachment>, NoteworxError> {
         for a in self.client.list_attachments(slug).await? {
             if a.filename != filename {
                 continue;
@@ -225,9 +228,18 @@ impl Noteworx {
             NoteworxError::BadResponse(why) => {
                 format!("noteworx sent an unreadable answer ({why}).")
             }
+            NoteworxError::TooLarge => {
+                "noteworx sent an answer over 32 MiB; it was not read. Try a smaller request (a lower limit) or answer without it.".to_string()
+            }
+            NoteworxError::BadArgument(why) => format!("{why}. Use a slug or id exactly as a listing gave it."),
         };
         ToolOutput::error(text)
     }
+}
+
+/// The model's `limit`, or a default, never above [`MAX_LISTED`].
+fn listed(limit: Option<u64>, default: u64) -> u64 {
+    limit.unwrap_or(default).min(MAX_LISTED as u64)
 }
 
 fn or_dash(s: &str) -> &str {
@@ -235,7 +247,7 @@ fn or_dash(s: &str) -> &str {
 }
 
 /// One line per note: slug, title, tags, space, updated date (and score).
-pub fn list_notes_text(notes: &[Note]) -> String {
+pub fn list_notes_text(notes: &[ListedNote]) -> String {
     if notes.is_empty() {
         return "No notes found.".into();
     }
@@ -280,7 +292,7 @@ fn read_note_text(n: &Note, slug: &str, offset: usize, max_chars: usize) -> Stri
     page(&header, content, offset, max_chars)
 }
 
-fn list_attachments_text(slug: &str, attachments: &[Attachment]) -> String {
+fn list_attachments_text(slug: &str, attachments: &[ListedAttachment]) -> String {
     if attachments.is_empty() {
         return format!("Note {slug} has no attachments.");
     }
@@ -548,13 +560,12 @@ mod tests {
 
     #[test]
     fn listings_are_one_line_per_note_without_content() {
-        let notes = vec![Note {
+        let notes = vec![ListedNote {
             slug: "eval".into(),
             title: "Evaluation".into(),
             tags: vec!["research".into(), "ml".into()],
             space: "work".into(),
             updated_at: "2026-01-02".into(),
-            content: Some("SECRET BODY".into()),
             score: Some(0.87654),
         }];
         let text = list_notes_text(&notes);

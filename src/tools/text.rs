@@ -6,26 +6,10 @@
 //! read on from — an offset into the note's, attachment's or page's text,
 //! not into the formatted result.
 
+use crate::text::{byte_at, chars};
+
 /// Characters reserved for the note a cut appends.
 const NOTE_ROOM: usize = 160;
-
-/// Number of characters in `s`.
-pub fn chars(s: &str) -> usize {
-    s.chars().count()
-}
-
-/// The byte index of character `n` (or the end).
-fn byte_at(s: &str, n: usize) -> usize {
-    s.char_indices().nth(n).map(|(i, _)| i).unwrap_or(s.len())
-}
-
-/// Shortens `s` to at most `max` characters with an ellipsis, for logs.
-pub fn clip(s: &str, max: usize) -> String {
-    if chars(s) <= max {
-        return s.to_string();
-    }
-    format!("{}…", &s[..byte_at(s, max.saturating_sub(1))])
-}
 
 /// Cuts `text` to at most `max` characters, ending with a note that says how
 /// many were removed. Text that fits is returned unchanged.

@@ -19,8 +19,9 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect::Policy;
 
 use super::ToolOutput;
-use super::text::{chars, page};
+use super::text::page;
 use crate::config::WebfetchConfig;
+use crate::text::chars;
 
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;
@@ -166,6 +167,7 @@ pub struct Webfetch {
     rules: Arc<Rules>,
     max_bytes: u64,
     timeout: Duration,
+    converters: Arc<tokio::sync::Semaphore>,
 }
 
 impl Webfetch {
@@ -206,6 +208,7 @@ impl Webfetch {
             rules,
             max_bytes: cfg.max_bytes,
             timeout,
+            converters: Arc::new(tokio::sync::Semaphore::new(CONVERTERS)),
         })
     }
 
@@ -223,17 +226,72 @@ impl Webfetch {
                 "Refused to fetch {url}: {refused}. Fetch a public web page instead."
             ));
         }
-        match tokio::time::timeout(self.timeout + Duration::from_secs(1), self.get(parsed)).await {
-            Ok(Ok(page_)) => page_.render(offset, max_chars),
-            Ok(Err(message)) => ToolOutput::error(message),
-            Err(_) => ToolOutput::error(format!(
+        // One clock for the download and the conversion to text.
+        let deadline = tokio::time::Instant::now() + self.timeout + Duration::from_secs(1);
+        let fetched = match tokio::time::timeout_at(deadline, self.get(parsed)).await {
+            Ok(Ok(download)) => self.convert(download, deadline).await,
+            Ok(Err(message)) => Err(message),
+            Err(_) => Err(format!(
                 "Fetching {url} timed out after {} s.",
+                self.timeout.as_secs()
+            )),
+        };
+        match fetched {
+            Ok(page_) => page_.render(offset, max_chars),
+            Err(message) => ToolOutput::error(message),
+        }
+    }
+
+    /// Decodes and converts a download on a thread of its own, never on the
+    /// async workers: a page built to make the conversion slow or panic
+    /// costs that thread, not the run. Past `deadline` the tool answers an
+    /// error; at most [`CONVERTERS`] conversions run at once, so an overrun
+    /// one still going holds back the next instead of piling up.
+    async fn convert(
+        &self,
+        download: Download,
+        deadline: tokio::time::Instant,
+    ) -> Result<Fetched, String> {
+        let slow = || {
+            format!(
+                "Converting {} to text took longer than the {} s fetch timeout; the page was dropped. Try another page.",
+                download.final_url,
+                self.timeout.as_secs()
+            )
+        };
+        let Ok(Ok(permit)) =
+            tokio::time::timeout_at(deadline, self.converters.clone().acquire_owned()).await
+        else {
+            return Err(slow());
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let final_url = download.final_url.clone();
+        let spawned = std::thread::Builder::new()
+            .name("webfetch-convert".into())
+            .stack_size(CONVERTER_STACK)
+            .spawn(move || {
+                let converted =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| download.into_page()));
+                drop(permit);
+                let _ = tx.send(converted);
+            });
+        if spawned.is_err() {
+            return Err("The page could not be converted (no thread was free).".into());
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(page_))) => Ok(page_),
+            Ok(_) => Err(format!(
+                "{final_url} could not be converted to text (the converter failed on it). Try another page."
+            )),
+            Err(_) => Err(format!(
+                "Converting {final_url} to text took longer than the {} s fetch timeout; the page was dropped. Try another page.",
                 self.timeout.as_secs()
             )),
         }
     }
 
-    async fn get(&self, url: Url) -> Result<Fetched, String> {
+    /// Downloads a page: status, type, and at most `max_bytes` of body.
+    async fn get(&self, url: Url) -> Result<Download, String> {
         let shown = url.to_string();
         let mut resp = self
             .http
@@ -290,24 +348,119 @@ impl Webfetch {
             .filter_map(|p| p.trim().strip_prefix("charset="))
             .next()
             .map(|c| c.trim_matches('"').to_string());
-        let encoding = charset
-            .as_deref()
-            .and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()))
-            .unwrap_or(encoding_rs::UTF_8);
-        let (decoded, _, _) = encoding.decode(&body);
-        let text = match kind {
-            Kind::Html => html_to_text(&decoded),
-            Kind::Text => decoded.into_owned(),
-        };
-        Ok(Fetched {
+        Ok(Download {
             final_url,
             status: status.as_u16(),
             mime,
-            bytes: body.len(),
+            kind,
+            charset,
+            body,
             truncated,
-            text,
         })
     }
+}
+
+/// Conversions to text that may run at once (see [`Webfetch::convert`]).
+const CONVERTERS: usize = 2;
+
+/// The converter thread's stack: html2text recurses on some nestings.
+const CONVERTER_STACK: usize = 32 * 1024 * 1024;
+
+/// HTML nested deeper than this is not laid out (html5ever's tree building
+/// is quadratic in the nesting depth); its tags are stripped instead.
+pub const MAX_HTML_DEPTH: usize = 512;
+
+/// A body as downloaded, before it becomes text.
+struct Download {
+    final_url: String,
+    status: u16,
+    mime: String,
+    kind: Kind,
+    charset: Option<String>,
+    body: Vec<u8>,
+    truncated: bool,
+}
+
+impl Download {
+    /// Decodes the body by its charset and turns HTML into readable text.
+    fn into_page(self) -> Fetched {
+        let encoding = self
+            .charset
+            .as_deref()
+            .and_then(|c| encoding_rs::Encoding::for_label(c.as_bytes()))
+            .unwrap_or(encoding_rs::UTF_8);
+        let (decoded, _, _) = encoding.decode(&self.body);
+        let text = match self.kind {
+            Kind::Html if nesting_depth(&decoded) > MAX_HTML_DEPTH => strip_tags(&decoded),
+            Kind::Html => html_to_text(&decoded),
+            Kind::Text => decoded.into_owned(),
+        };
+        Fetched {
+            final_url: self.final_url,
+            status: self.status,
+            mime: self.mime,
+            bytes: self.body.len(),
+            truncated: self.truncated,
+            text,
+        }
+    }
+}
+
+/// An upper estimate of how deep HTML nests: every start tag opens a level
+/// (but void and self-closed ones), every end tag closes one. One pass.
+pub fn nesting_depth(html: &str) -> usize {
+    const VOID: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr", "li", "p", "td", "th", "tr", "option", "dt", "dd",
+    ];
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut rest = html;
+    while let Some(i) = rest.find('<') {
+        rest = &rest[i + 1..];
+        let closing = rest.starts_with('/');
+        let name: String = rest
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .take(16)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if name.is_empty() || VOID.contains(&name.as_str()) {
+            continue;
+        }
+        // The tag runs to its `>`; looking no further than the next `<`
+        // keeps the scan linear on unclosed tags.
+        let self_closed = rest
+            .find(['<', '>'])
+            .is_some_and(|end| rest[end..].starts_with('>') && rest[..end].ends_with('/'));
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else if !self_closed {
+            depth += 1;
+            deepest = deepest.max(depth);
+        }
+    }
+    deepest
+}
+
+/// The text of HTML with every tag removed: the fallback for markup built
+/// to be too deep to lay out.
+fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 2);
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                out.push(' ');
+            }
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words.join(" ")
 }
 
 enum Kind {
@@ -487,6 +640,31 @@ mod tests {
         assert!(check(&r, "https://x.bad.example.com/").is_err());
         assert!(check(&r, "https://notexample.com/").is_err());
         assert!(check(&r, "https://example.com.evil.org/").is_err());
+    }
+
+    #[test]
+    fn markup_too_deep_to_lay_out_is_stripped_to_its_text_in_linear_time() {
+        let deep = format!(
+            "{}deep text{}",
+            "<ul><li>".repeat(200_000),
+            "</li></ul>".repeat(200_000)
+        );
+        assert_eq!(nesting_depth(&deep), 200_000);
+        let page = Download {
+            final_url: "https://x.example/".into(),
+            status: 200,
+            mime: "text/html".into(),
+            kind: Kind::Html,
+            charset: None,
+            body: deep.into_bytes(),
+            truncated: false,
+        }
+        .into_page();
+        assert_eq!(page.text, "deep text");
+        let flat = "<div><p>a<p>b<br><img src=x/><li>c</li></div>".repeat(1000);
+        assert_eq!(nesting_depth(&flat), 1);
+        assert_eq!(nesting_depth("<a><b><c/></b></a>"), 2);
+        assert_eq!(nesting_depth(&"<a".repeat(100_000)), 100_000);
     }
 
     #[test]

@@ -40,7 +40,9 @@ fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(
-        text.contains("tasks/inbox/bad.md:3: frontmatter: unknown field `colour`"),
+        text.contains(
+            "tasks/inbox/bad.md:3: frontmatter: colour: unknown key (expected one of max_turns,"
+        ),
         "{text}"
     );
     assert_eq!(

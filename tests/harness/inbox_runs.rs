@@ -17,12 +17,12 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
         (
             "a-unknown-key",
             b"+++\nmax_turnz = 3\n+++\nbody",
-            "line 2: frontmatter: unknown field `max_turnz`",
+            "line 2: frontmatter: max_turnz: unknown key (expected one of max_turns,",
         ),
         (
             "b-wrong-type",
             b"+++\nmax_turns = \"many\"\n+++\nbody",
-            "line 2: frontmatter: invalid type: string \"many\"",
+            "line 2: frontmatter: max_turns: expected an integer, found the string \"many\"",
         ),
         (
             "c-unknown-tool",
@@ -39,7 +39,7 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
         (
             "g-zero-turns",
             b"+++\nmax_turns = 0\n+++\nbody",
-            "max_turns must be at least 1",
+            "line 2: frontmatter: max_turns = 0 is below its minimum, 1",
         ),
     ];
     for (name, text, _) in cases {

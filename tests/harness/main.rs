@@ -6,6 +6,7 @@ mod common;
 
 mod agent_loop;
 mod cli;
+mod hostile;
 mod inbox_runs;
 mod noteworx_tools;
 mod real_stack;

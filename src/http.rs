@@ -1,0 +1,83 @@
+//! Reading HTTP bodies from servers that may be hostile (SPEC §12.3): never
+//! more than a cap, whatever `Content-Length` says, so no answer sets the
+//! harness's memory.
+
+use std::time::Duration;
+
+/// The most any endpoint or noteworx body may hold.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// How much of a refused, oversized body a record keeps.
+pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
+
+/// A body read up to a cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// The whole body.
+    Whole(Vec<u8>),
+    /// The body went past the cap: its first [`KEPT_OF_OVERSIZED`] bytes.
+    TooLarge(Vec<u8>),
+}
+
+/// Reads `resp`'s body, stopping as soon as it passes `cap` bytes (the rest
+/// is never downloaded).
+pub async fn read_capped(mut resp: reqwest::Response, cap: usize) -> reqwest::Result<Body> {
+    let hint = resp
+        .content_length()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    let mut body = Vec::with_capacity(hint.min(cap).min(1024 * 1024));
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > cap {
+            let room = KEPT_OF_OVERSIZED.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..room.min(chunk.len())]);
+            body.truncate(KEPT_OF_OVERSIZED);
+            return Ok(Body::TooLarge(body));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Body::Whole(body))
+}
+
+/// `Retry-After` as a delay: whole seconds (a number too large for any
+/// clock is `Duration::MAX`, i.e. "longer than you can wait"). An HTTP date
+/// or garbage is no hint at all.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_saturates() {
+        assert_eq!(retry_after(&with("7")), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after(&with("18446744073709551615")),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            retry_after(&with("99999999999999999999999999")),
+            Some(Duration::MAX)
+        );
+        assert_eq!(retry_after(&with("-1")), None);
+        assert_eq!(retry_after(&with("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,205 @@
+//! Small text helpers shared by every module: counting and clipping by
+//! characters (never bytes, so nothing splits a character), line numbers of
+//! byte offsets, and TOML errors in words a person acts on.
+
+/// Number of characters in `s`.
+pub fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The byte index of character `n` (or the end).
+pub fn byte_at(s: &str, n: usize) -> usize {
+    s.char_indices().nth(n).map_or(s.len(), |(i, _)| i)
+}
+
+/// Shortens `s` to at most `max` characters with an ellipsis, for logs.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max || chars(s) <= max {
+        return s.to_string();
+    }
+    format!("{}…", &s[..byte_at(s, max.saturating_sub(1))])
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn prefix_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// A 32-bit FNV-1a hash: stable across builds and platforms, for names
+/// that must stay the same from one run to the next.
+pub fn short_hash(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// At most the first `max` bytes of `b`.
+pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
+    &b[..b.len().min(max)]
+}
+
+/// 1-based line number of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A TOML value that did not fit its Rust type, located: the 1-based line
+/// (when known) and a message naming the key with its section, e.g.
+/// `[limits] max_turns: expected an integer, found the string "eight"`.
+pub fn toml_problem(
+    err: &serde_path_to_error::Error<toml::de::Error>,
+    text: &str,
+) -> (Option<usize>, String) {
+    let line = err.inner().span().map(|s| line_of(text, s.start));
+    let keys: Vec<String> = err
+        .path()
+        .iter()
+        .filter_map(|seg| match seg {
+            serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+            serde_path_to_error::Segment::Seq { index } => Some(format!("[{index}]")),
+            _ => None,
+        })
+        .collect();
+    let message = humanize(err.inner().message().trim());
+    let message = match keys.split_last() {
+        None => message,
+        Some((key, [])) => format!("{key}: {message}"),
+        Some((key, section)) => format!("[{}] {key}: {message}", section.join(".")),
+    };
+    (line, message)
+}
+
+/// serde's "invalid type: string \"x\", expected u32" as "expected an
+/// integer, found the string \"x\""; other messages pass through.
+fn humanize(msg: &str) -> String {
+    let expected_words = |e: &str| -> String {
+        match e.trim() {
+            "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" => {
+                "an integer".into()
+            }
+            "f32" | "f64" => "a number".into(),
+            "a sequence" => "an array".into(),
+            "a map" => "a table".into(),
+            e if e.starts_with("struct ") => "a table".into(),
+            e => e.replace('`', ""),
+        }
+    };
+    let found_words = |f: &str| -> String {
+        let f = f.trim();
+        let value = |prefix: &str| f.strip_prefix(prefix).map(|v| v.trim().replace('`', ""));
+        if let Some(v) = value("string ") {
+            format!("the string {v}")
+        } else if let Some(v) = value("integer ") {
+            format!("the integer {v}")
+        } else if let Some(v) = value("floating point ") {
+            format!("the number {v}")
+        } else if let Some(v) = value("boolean ") {
+            format!("the boolean {v}")
+        } else if f == "sequence" {
+            "an array".into()
+        } else if f == "map" {
+            "a table".into()
+        } else {
+            f.replace('`', "")
+        }
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some((found, expected)) = msg
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split_once(", expected "))
+        {
+            return format!(
+                "expected {}, found {}",
+                expected_words(expected),
+                found_words(found)
+            );
+        }
+    }
+    if let Some(rest) = msg.strip_prefix("unknown field `") {
+        return match rest.split_once(", expected ") {
+            Some((_, expected)) => format!("unknown key (expected {})", expected.replace('`', "")),
+            None => "unknown key".into(),
+        };
+    }
+    msg.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(text: &str) -> (Option<usize>, String) {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Limits {
+            max_turns: Option<u32>,
+            ratio: Option<f64>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Root {
+            limits: Option<Limits>,
+            name: Option<String>,
+        }
+        let de = toml::Deserializer::parse(text).unwrap();
+        let e = serde_path_to_error::deserialize::<_, Root>(de).unwrap_err();
+        toml_problem(&e, text)
+    }
+
+    #[test]
+    fn a_wrong_type_names_section_key_and_line() {
+        assert_eq!(
+            problem("name = \"x\"\n[limits]\nmax_turns = \"eight\"\n"),
+            (
+                Some(3),
+                "[limits] max_turns: expected an integer, found the string \"eight\"".into()
+            )
+        );
+        assert_eq!(
+            problem("name = 5\n"),
+            (
+                Some(1),
+                "name: expected a string, found the integer 5".into()
+            )
+        );
+        assert_eq!(
+            problem("[limits]\nmax_turns = -1\n").1,
+            "[limits] max_turns: expected an integer, found the integer -1"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_the_expected_ones() {
+        let (line, message) = problem("[limits]\n\nmax_turn = 3\n");
+        assert_eq!(line, Some(3));
+        assert_eq!(
+            message,
+            "[limits] max_turn: unknown key (expected max_turns or ratio)"
+        );
+    }
+
+    #[test]
+    fn clipping_and_prefixes_never_split_a_character() {
+        assert_eq!(clip("ééé", 2), "é…");
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(prefix_bytes("aé", 2), "a");
+        assert_eq!(prefix_bytes("aé", 3), "aé");
+        assert_eq!(line_of("a\nb\nc", 4), 3);
+        // FNV-1a reference values.
+        assert_eq!(short_hash(""), 0x811c_9dc5);
+        assert_eq!(short_hash("a"), 0xe40c_292c);
+    }
+}
