@@ -135,6 +135,26 @@ fn run_binary(dir: &Path, args: &[&str]) -> ProcessCost {
         .spawn()
         .unwrap();
     let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // The kernel's own peak (ru_maxrss) starts from the parent's high-water
+    // mark when the child is spawned with vfork, so a benchmark process that
+    // once held a large fake answer would inflate it. The child's VmHWM is
+    // its own: poll it until the child is gone.
+    let polled = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        let status = format!("/proc/{pid}/status");
+        while let Ok(text) = std::fs::read_to_string(&status) {
+            let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            else {
+                break; // a zombie: its memory is gone
+            };
+            peak = peak.max(kib);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        peak
+    });
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -153,7 +173,10 @@ fn run_binary(dir: &Path, args: &[&str]) -> ProcessCost {
         },
         wall,
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
-        peak_rss_kib: usage.ru_maxrss as u64,
+        peak_rss_kib: match polled.join().unwrap_or(0) {
+            0 => usage.ru_maxrss as u64,
+            kib => kib,
+        },
     }
 }
 
@@ -567,7 +590,7 @@ async fn hostile(sizes: &Sizes) {
             tool_calls: None,
         };
         let t = Instant::now();
-        let reply = agent_harness::reply::read_reply(&msg, Some("stop"), "b");
+        let reply = agent_harness::reply::read_reply(&msg, Some("stop"), "b", &|_| false);
         let took = t.elapsed();
         assert!(reply.calls.is_empty(), "{name}: nothing in it is a call");
         println!("     {name:<28} {:8.1} ms", ms(took));

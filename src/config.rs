@@ -58,6 +58,41 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Replaces every secret value with `***`: the one redactor for records,
+/// tool results and diagnostic lines (SPEC §8, §12.8).
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<Secret>,
+}
+
+impl Redactor {
+    pub fn new(secrets: Vec<Secret>) -> Self {
+        // A value this short would make `***` of ordinary text.
+        let secrets = secrets.into_iter().filter(|s| s.0.len() >= 4).collect();
+        Redactor { secrets }
+    }
+
+    /// `text` with every secret replaced; without a copy when it holds none.
+    pub fn redact(&self, text: String) -> String {
+        let mut out = text;
+        for s in &self.secrets {
+            if out.contains(&s.0) {
+                out = out.replace(&s.0, "***");
+            }
+        }
+        out
+    }
+
+    /// As [`Redactor::redact`], borrowing when nothing changes.
+    pub fn redact_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.secrets.iter().any(|s| text.contains(&s.0)) {
+            std::borrow::Cow::Owned(self.redact(text.to_string()))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Raw file sections: exactly the SPEC's keys, nothing else.
 
@@ -515,6 +550,11 @@ impl Config {
             noteworx: resolve_noteworx(raw.tools.noteworx, &secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
         })
+    }
+
+    /// The redactor for every secret of this configuration.
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(self.secrets())
     }
 
     /// Every secret value the records must never contain.

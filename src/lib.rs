@@ -71,6 +71,8 @@ pub struct Harness {
     pub cancel: CancellationToken,
     /// Live lines on a terminal; hidden unless the binary sets it.
     pub progress: Progress,
+    /// Replaces every configured secret in what the model and the logs see.
+    pub redactor: config::Redactor,
 }
 
 impl Harness {
@@ -92,6 +94,7 @@ impl Harness {
             endpoint: Endpoint::new(&cfg.endpoint)?,
             toolbox: Toolbox { webfetch, noteworx },
             progress: Progress::hidden(),
+            redactor: cfg.redactor(),
             clock,
             cancel,
         })
@@ -150,6 +153,7 @@ async fn dispatch(
         }
         Err(e) => return config_error(&e),
     };
+    progress.redact_with(cfg.redactor());
     match &cli.command {
         Command::Run {
             concurrency,
@@ -179,9 +183,15 @@ async fn dispatch(
         Command::Check => check_command(&cfg),
         Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
-            Ok(ep) => smoke::test_endpoint(&cfg, &ep, &mut std::io::stdout()).await,
+            Ok(ep) => {
+                let mut out = Redacting {
+                    inner: std::io::stdout(),
+                    redactor: cfg.redactor(),
+                };
+                smoke::test_endpoint(&cfg, &ep, &mut out).await
+            }
             Err(e) => {
-                eprintln!("agent-harness: {e:#}");
+                progress.eprintln(&format!("agent-harness: {e:#}"));
                 exit::FAILED
             }
         },
@@ -198,7 +208,7 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let mut harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("agent-harness: {e:#}");
+            progress.eprintln(&format!("agent-harness: {e:#}"));
             return exit::USAGE;
         }
     };
@@ -208,25 +218,23 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     match run::run(cfg, &harness, &opts).await {
         Ok(outcome) => {
             match &outcome {
-                RunOutcome::Locked => eprintln!(
+                RunOutcome::Locked => progress.eprintln(&format!(
                     "agent-harness: another run holds the lock {}; nothing to do",
                     lock::RunLock::path(&cfg.paths.state_dir()).display()
-                ),
-                RunOutcome::Unreachable(why) => {
-                    eprintln!(
-                        "agent-harness: the endpoint is unreachable, no task was touched: {why}"
-                    )
-                }
+                )),
+                RunOutcome::Unreachable(why) => progress.eprintln(&format!(
+                    "agent-harness: the endpoint is unreachable, no task was touched: {why}"
+                )),
                 RunOutcome::Finished(tally) => progress.finish(&tally.describe(started.elapsed())),
             }
             outcome.exit_code()
         }
         Err(e) if e.downcast_ref::<UsageError>().is_some() => {
-            eprintln!("agent-harness: {e:#}");
+            progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         }
         Err(e) => {
-            eprintln!("agent-harness: {e:#}");
+            progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::FAILED
         }
     }
@@ -250,19 +258,42 @@ async fn watch_signals(cancel: CancellationToken) {
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 
+/// A writer that redacts every secret from what passes through it.
+struct Redacting<W> {
+    inner: W,
+    redactor: config::Redactor,
+}
+
+impl<W: Write> Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.inner
+            .write_all(self.redactor.redact_str(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn check_command(cfg: &Config) -> u8 {
     let offered = Toolbox::offered_by(cfg);
     match run::check_inbox(cfg, &offered) {
-        Ok((count, problems)) => {
-            for p in &problems {
+        Ok(report) => {
+            for p in &report.problems {
                 println!("{p}");
             }
+            for w in &report.warnings {
+                println!("{w}");
+            }
             println!(
-                "{}: config ok; {count} task file(s), {} with problems",
+                "{}: config ok; {} task file(s), {} with problems, {} with warnings",
                 cfg.path.display(),
-                problems.len()
+                report.tasks,
+                report.problems.len(),
+                report.warnings.len()
             );
-            if problems.is_empty() {
+            if report.problems.is_empty() {
                 exit::OK
             } else {
                 exit::FAILED

@@ -6,17 +6,23 @@
 //! The lines carry no colour, so `NO_COLOR` holds here as in the log.
 //! Log lines written while the live lines are up go through [`Progress`] as
 //! a tracing writer, which lifts the live lines, prints, and redraws them.
+//! Every diagnostic line passes the same redactor as the records (SPEC
+//! §12.8) once the configuration, and so the secrets, are known.
 
 use std::io::{self, Write};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::fmt::MakeWriter;
 
+use crate::config::Redactor;
+
 /// A handle on the live display; clones share it. Hidden unless stderr is a terminal.
 #[derive(Clone, Default)]
 pub struct Progress {
     live: Option<(MultiProgress, ProgressStyle)>,
+    redactor: Arc<OnceLock<Redactor>>,
 }
 
 impl Progress {
@@ -33,7 +39,19 @@ impl Progress {
         let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(4));
         Progress {
             live: Some((bars, style)),
+            redactor: Arc::default(),
         }
+    }
+
+    /// From now on, every line written here has these secrets replaced.
+    pub fn redact_with(&self, redactor: Redactor) {
+        let _ = self.redactor.set(redactor);
+    }
+
+    /// A diagnostic line on stderr, redacted, with the live lines lifted.
+    pub fn eprintln(&self, line: &str) {
+        let mut w = self.make_writer();
+        let _ = w.write_all(format!("{line}\n").as_bytes());
     }
 
     /// A live line for a task that has started; it disappears when dropped.
@@ -88,19 +106,26 @@ fn turn_text(turn: u32, tokens: u64) -> String {
     }
 }
 
-/// Log lines lift the live lines out of the way, so the two never interleave.
+/// Log lines lift the live lines out of the way, so the two never
+/// interleave, and lose every secret on the way out.
 pub struct LogWriter {
     live: Option<MultiProgress>,
+    redactor: Arc<OnceLock<Redactor>>,
 }
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let out = match self.redactor.get() {
+            Some(r) => r.redact_str(&text),
+            None => text,
+        };
+        let write = || io::stderr().write_all(out.as_bytes());
         match &self.live {
-            Some(mp) => mp
-                .suspend(|| io::stderr().write_all(buf))
-                .map(|()| buf.len()),
-            None => io::stderr().write(buf),
+            Some(mp) => mp.suspend(write)?,
+            None => write()?,
         }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -114,6 +139,7 @@ impl<'a> MakeWriter<'a> for Progress {
     fn make_writer(&'a self) -> LogWriter {
         LogWriter {
             live: self.live.as_ref().map(|(bars, _)| bars.clone()),
+            redactor: self.redactor.clone(),
         }
     }
 }
@@ -123,14 +149,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_hidden_display_draws_nothing_and_logs_pass_straight_through() {
+    fn a_hidden_display_draws_no_line() {
         let p = Progress::hidden();
-        assert!(p.live.is_none());
         let task = p.task("scan");
         task.turn(2, 300);
-        assert!(task.bar.is_none());
+        assert!(task.bar.is_none(), "no bar behind a hidden display");
         assert_eq!(turn_text(2, 300), "turn 2, 300 tokens");
-        let mut w = p.make_writer();
-        assert_eq!(w.write(b"").unwrap(), 0);
+        assert_eq!(turn_text(0, 0), "waiting for the first reply");
     }
 }

@@ -16,7 +16,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::Secret;
+use crate::config::{Redactor, Secret};
 use crate::endpoint::Attempt;
 
 /// How a task ended.
@@ -77,6 +77,9 @@ pub struct Summary {
     pub turns: u32,
     pub tool_calls: u32,
     pub tool_errors: u32,
+    /// Calls answered "not run" because `max_calls_per_turn` or `max_writes` was spent.
+    #[serde(default)]
+    pub calls_over_budget: u32,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
@@ -145,7 +148,7 @@ pub struct RunRecord {
     conversation: File,
     tools: File,
     log: File,
-    secrets: Vec<Secret>,
+    redactor: Redactor,
 }
 
 /// The run id for a start time: `YYYYMMDDTHHMMSSZ`.
@@ -219,7 +222,7 @@ impl RunRecord {
             log: open("run.log")?,
             dir,
             run_id,
-            secrets,
+            redactor: Redactor::new(secrets),
         })
     }
 
@@ -228,14 +231,14 @@ impl RunRecord {
         write_line(
             &mut self.conversation,
             text,
-            &self.secrets,
+            &self.redactor,
             "conversation.jsonl",
         );
     }
 
     pub fn tool(&mut self, line: &ToolLine) {
         let text = json_line(line);
-        write_line(&mut self.tools, text, &self.secrets, "tools.jsonl");
+        write_line(&mut self.tools, text, &self.redactor, "tools.jsonl");
     }
 
     /// Appends a timestamped entry to `run.log`; continuation lines are indented.
@@ -245,14 +248,14 @@ impl RunRecord {
         write_line(
             &mut self.log,
             format!("{stamp} {body}"),
-            &self.secrets,
+            &self.redactor,
             "run.log",
         );
     }
 
     /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
     pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
-        let text = redact(serde_json::to_string_pretty(summary)?, &self.secrets);
+        let text = self.redactor.redact(serde_json::to_string_pretty(summary)?);
         let tmp = self.dir.join("summary.json.tmp");
         write_private(&tmp, (text + "\n").as_bytes())
             .with_context(|| format!("writing {}", tmp.display()))?;
@@ -266,24 +269,12 @@ fn json_line<T: Serialize>(value: &T) -> String {
         .unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
 }
 
-fn write_line(file: &mut File, text: String, secrets: &[Secret], name: &str) {
-    let mut line = redact(text, secrets);
+fn write_line(file: &mut File, text: String, redactor: &Redactor, name: &str) {
+    let mut line = redactor.redact(text);
     line.push('\n');
     if let Err(e) = file.write_all(line.as_bytes()) {
         tracing::error!(file = name, error = %e, "cannot write a run record line");
     }
-}
-
-/// Replaces every secret value with `***`. Text without a secret is
-/// returned as it came, without a copy (records can be large).
-pub fn redact(text: String, secrets: &[Secret]) -> String {
-    let mut out = text;
-    for s in secrets {
-        if s.expose().len() >= 4 && out.contains(s.expose()) {
-            out = out.replace(s.expose(), "***");
-        }
-    }
-    out
 }
 
 /// What `logs/` holds: the readable summaries, newest first, and the run
@@ -377,6 +368,7 @@ mod tests {
             turns: 0,
             tool_calls: 0,
             tool_errors: 0,
+            calls_over_budget: 0,
             prompt_tokens: 0,
             completion_tokens: 0,
             total_tokens: 0,

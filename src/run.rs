@@ -22,6 +22,7 @@ use crate::config::{Config, EndpointKind};
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::lock::RunLock;
 use crate::records::{RunRecord, Status, StopReason, Summary};
+use crate::tools::ToolName;
 
 /// Options of one `run` / `run-task` invocation.
 #[derive(Debug, Clone, Default)]
@@ -380,6 +381,7 @@ impl Drain<'_> {
             tokens = summary.total_tokens,
             wall_ms = summary.wall_ms,
             file = %place,
+            error = summary.error.as_deref().unwrap_or("-"),
             "task finished"
         );
         Ok(summary)
@@ -486,6 +488,7 @@ impl Drain<'_> {
             usage,
             runpod_exec_ms,
             runpod_delay_ms,
+            calls_over_budget,
         } = outcome.stats;
         let error = match (outcome.error, filing.note.clone()) {
             (Some(e), Some(k)) => Some(format!("{e}; {k}")),
@@ -501,6 +504,7 @@ impl Drain<'_> {
             turns,
             tool_calls,
             tool_errors,
+            calls_over_budget,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total_tokens,
@@ -567,16 +571,29 @@ fn invalid(rec: &mut RunRecord, h: &Harness, path: &Path, problem: &TaskProblem)
     }
 }
 
+/// What `check` found in the inbox.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub tasks: usize,
+    /// `file:line: message`: each makes the task invalid.
+    pub problems: Vec<String>,
+    /// `file: message`: risks the operator should decide on; not errors.
+    pub warnings: Vec<String>,
+}
+
 /// `check`: validates every inbox task against the config without calling
-/// anything. Returns one line per problem, `file:line: message`.
+/// anything, and warns about tasks that could leak notes.
 pub fn check_inbox(
     cfg: &Config,
     offered: &[crate::tools::ToolName],
-) -> anyhow::Result<(usize, Vec<String>)> {
+) -> anyhow::Result<CheckReport> {
     let entries = inbox::list(&cfg.paths.inbox)
         .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
     let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
-    let mut problems = Vec::new();
+    let mut report = CheckReport {
+        tasks: entries.len(),
+        ..CheckReport::default()
+    };
     for e in &entries {
         let result = inbox::read_task(&e.path).and_then(|f| {
             TaskSpec::resolve(
@@ -588,17 +605,40 @@ pub fn check_inbox(
                 context_tokens,
                 false,
             )
-            .map(|_| ())
         });
-        if let Err(p) = result {
-            let at = p
-                .line
-                .map(|l| format!("{}:{l}", e.path.display()))
-                .unwrap_or_else(|| e.path.display().to_string());
-            problems.push(format!("{at}: {}", p.message));
+        match result {
+            Ok(spec) => {
+                if let Some(w) = exfiltration_risk(cfg, &spec.tools) {
+                    report.warnings.push(format!("{}: {w}", e.path.display()));
+                }
+            }
+            Err(p) => {
+                let at = p
+                    .line
+                    .map(|l| format!("{}:{l}", e.path.display()))
+                    .unwrap_or_else(|| e.path.display().to_string());
+                report.problems.push(format!("{at}: {}", p.message));
+            }
         }
     }
-    Ok((entries.len(), problems))
+    Ok(report)
+}
+
+/// A task that can read notes and fetch any URL could be talked (by a note
+/// or a page) into fetching a URL that carries note text out.
+fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<String> {
+    let reads_notes = tools.iter().any(|t| t.is_noteworx() && !t.is_write());
+    let fetches_anywhere = tools.contains(&ToolName::Webfetch)
+        && cfg
+            .webfetch
+            .as_ref()
+            .is_some_and(|w| w.allow_hosts.is_empty());
+    (reads_notes && fetches_anywhere).then(|| {
+        "warning: this task may read notes and fetch any URL ([tools.webfetch] allow_hosts is empty), \
+         so a fetched page or a note could lead the model to put note text in a URL it fetches; \
+         narrow its tools or set allow_hosts"
+            .to_string()
+    })
 }
 
 #[cfg(test)]

@@ -85,7 +85,12 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         }
     };
     let choice = first.response.choices.first().cloned().unwrap_or_default();
-    let reply = read_reply(&choice.message, choice.finish_reason.as_deref(), "smoke");
+    let reply = read_reply(
+        &choice.message,
+        choice.finish_reason.as_deref(),
+        "smoke",
+        &|_| false,
+    );
     if reply.calls.is_empty() {
         let _ = writeln!(
             out,

@@ -5,6 +5,13 @@
 //! The repeat guard: the same call (name + identical arguments) asked for a
 //! third or fourth time is answered without running; the fifth stops the
 //! task as `loop_detected`, and every call of that turn is recorded as not run.
+//!
+//! The budgets (SPEC §12.6): calls of one reply past `max_calls_per_turn`,
+//! and write calls past the task's `max_writes`, are answered "not run", so
+//! one injected page cannot make a reply spam every note.
+//!
+//! Every result is redacted, cut, and defanged (control-token strings broken)
+//! before the model sees it; `tools.jsonl` records it as the model got it.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -12,9 +19,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::chat::ToolCall;
+use crate::config::Redactor;
 use crate::records::ToolLine;
 use crate::text::chars;
-use crate::tools::text::cut;
+use crate::tools::text::{cut, defang};
 use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
 
 /// The call count at which a repeated call is answered without running.
@@ -22,10 +30,11 @@ pub const REPEAT_REFUSE_AT: u32 = 3;
 /// The call count at which a repeated call stops the task.
 pub const REPEAT_STOP_AT: u32 = 5;
 
-/// Counts identical calls across a task.
+/// What a task's calls have used so far: identical calls, and writes run.
 #[derive(Debug, Default)]
 pub struct Repeats {
     seen: HashMap<String, (u32, String)>,
+    writes: u32,
 }
 
 impl Repeats {
@@ -48,7 +57,12 @@ impl Repeats {
 pub struct Answer {
     pub call_id: String,
     pub text: String,
+    /// The text before control strings were broken: what the model may
+    /// quote back, checked when it writes a call as text.
+    pub undefanged: String,
     pub line: ToolLine,
+    /// Not run because a budget was spent.
+    pub over_budget: bool,
 }
 
 /// The turn's calls were answered, or a call repeated too often.
@@ -65,6 +79,8 @@ pub enum TurnResult {
 
 enum Plan {
     Refuse(String),
+    /// Not run: a budget is spent.
+    OverBudget(String),
     Run(tools::Call),
 }
 
@@ -76,9 +92,18 @@ pub struct Turn<'a> {
     pub recovered: bool,
 }
 
+/// The task's budgets and how results are shaped for the model.
+pub struct Rules<'a> {
+    pub allowed: &'a [ToolName],
+    pub max_calls_per_turn: u32,
+    pub max_writes: u32,
+    pub max_chars: usize,
+    pub redactor: &'a Redactor,
+}
+
 pub async fn answer_calls(
     turn: Turn<'_>,
-    allowed: &[ToolName],
+    rules: &Rules<'_>,
     toolbox: &Toolbox,
     ctx: &CallContext,
     repeats: &mut Repeats,
@@ -87,26 +112,9 @@ pub async fn answer_calls(
     for (i, call) in turn.calls.iter().enumerate() {
         let (count, first_id) = repeats.bump(call);
         if count >= REPEAT_STOP_AT {
-            return loop_detected(&turn, i, count, plans, repeats, ctx.max_chars);
+            return loop_detected(&turn, i, count, plans, repeats, rules);
         }
-        let plan = if turn.cut_off && i + 1 == turn.calls.len() {
-            Plan::Refuse(format!(
-                "This call was cut off by the output token limit before its arguments were complete, so it was not run. \
-                 Call {} again with shorter arguments.",
-                call.function.name
-            ))
-        } else if count >= REPEAT_REFUSE_AT {
-            Plan::Refuse(format!(
-                "You already made this exact call {} times (first as call {first_id}); its result is in that earlier tool message. \
-                 It was not run again. Use that result, try something different, or give your final answer.",
-                count - 1
-            ))
-        } else {
-            match tools::validate(&call.function.name, &call.function.arguments, allowed) {
-                Ok(c) => Plan::Run(c),
-                Err(message) => Plan::Refuse(message),
-            }
-        };
+        let plan = judge(&turn, i, count, &first_id, rules, repeats);
         plans.push((call, plan, count));
     }
 
@@ -114,7 +122,7 @@ pub async fn answer_calls(
         let started = Instant::now();
         let output = match plan {
             Plan::Run(c) => toolbox.run(c, ctx).await,
-            Plan::Refuse(message) => ToolOutput::error(message.clone()),
+            Plan::Refuse(message) | Plan::OverBudget(message) => ToolOutput::error(message.clone()),
         };
         (
             output,
@@ -128,18 +136,60 @@ pub async fn answer_calls(
         .zip(outputs)
         .map(|((call, plan, count), (output, duration_ms))| {
             let executed = matches!(plan, Plan::Run(_));
-            answer(
-                &turn,
-                call,
-                count,
-                executed,
-                output,
-                duration_ms,
-                ctx.max_chars,
-            )
+            let mut a = answer(&turn, call, count, executed, output, duration_ms, rules);
+            a.over_budget = matches!(plan, Plan::OverBudget(_));
+            a
         })
         .collect();
     TurnResult::Answered(answers)
+}
+
+/// What to do with call `i` of the turn, asked for the `count`-th time.
+fn judge(
+    turn: &Turn<'_>,
+    i: usize,
+    count: u32,
+    first_id: &str,
+    rules: &Rules<'_>,
+    repeats: &mut Repeats,
+) -> Plan {
+    let call = &turn.calls[i];
+    if u32::try_from(i).map_or(true, |i| i >= rules.max_calls_per_turn) {
+        return Plan::OverBudget(format!(
+            "not run: at most {} tool calls per reply. Ask for it again in your next reply if you still need it.",
+            rules.max_calls_per_turn
+        ));
+    }
+    if turn.cut_off && i + 1 == turn.calls.len() {
+        return Plan::Refuse(format!(
+            "This call was cut off by the output token limit before its arguments were complete, so it was not run. \
+             Call {} again with shorter arguments.",
+            call.function.name
+        ));
+    }
+    if count >= REPEAT_REFUSE_AT {
+        return Plan::Refuse(format!(
+            "You already made this exact call {} times (first as call {first_id}); its result is in that earlier tool message. \
+             It was not run again. Use that result, try something different, or give your final answer.",
+            count - 1
+        ));
+    }
+    match tools::validate(&call.function.name, &call.function.arguments, rules.allowed) {
+        Ok(c) if c.tool().is_write() && repeats.writes >= rules.max_writes => {
+            Plan::OverBudget(format!(
+                "not run: this task's write budget ({}) is spent. Do not call {} again; finish with what you have.",
+                rules.max_writes,
+                c.tool().as_str()
+            ))
+        }
+        Ok(c) => {
+            if c.tool().is_write() {
+                repeats.writes += 1;
+            }
+            Plan::Run(c)
+        }
+        Err(message) => Plan::Refuse(message),
+    }
 }
 
 /// Call `at` of the turn was asked for the `REPEAT_STOP_AT`-th time: the task
@@ -150,7 +200,7 @@ fn loop_detected(
     count: u32,
     judged: Vec<(&ToolCall, Plan, u32)>,
     repeats: &mut Repeats,
-    max_chars: usize,
+    rules: &Rules<'_>,
 ) -> TurnResult {
     let looping = &turn.calls[at];
     let mut counts: Vec<u32> = judged.into_iter().map(|(_, _, n)| n).collect();
@@ -167,7 +217,7 @@ fn loop_detected(
             } else {
                 "Not run: the task stopped as loop_detected on another call of this turn.".to_string()
             };
-            answer(turn, call, n, false, ToolOutput::error(why), 0, max_chars)
+            answer(turn, call, n, false, ToolOutput::error(why), 0, rules)
         })
         .collect();
     TurnResult::LoopDetected {
@@ -176,7 +226,8 @@ fn loop_detected(
     }
 }
 
-/// The result text for the model and the `tools.jsonl` line of one call.
+/// The result text for the model and the `tools.jsonl` line of one call:
+/// secrets redacted, cut to size, control strings broken.
 fn answer(
     turn: &Turn<'_>,
     call: &ToolCall,
@@ -184,9 +235,10 @@ fn answer(
     executed: bool,
     output: ToolOutput,
     duration_ms: u64,
-    max_chars: usize,
+    rules: &Rules<'_>,
 ) -> Answer {
-    let text = cut(&output.text, max_chars);
+    let undefanged = cut(&rules.redactor.redact_str(&output.text), rules.max_chars);
+    let text = defang(&undefanged).into_owned();
     let line = ToolLine {
         turn: turn.number,
         call_id: call.id.clone(),
@@ -205,6 +257,8 @@ fn answer(
     Answer {
         call_id: call.id.clone(),
         text,
+        undefanged,
         line,
+        over_budget: false,
     }
 }

@@ -24,7 +24,7 @@ use crate::progress::TaskProgress;
 use crate::records::{ContextNote, ConversationLine, RunRecord, StopReason};
 use crate::reply::{Reply, read_reply};
 use crate::tools::{CallContext, ToolName};
-use calls::{Repeats, Turn, TurnResult, answer_calls};
+use calls::{Repeats, Rules, Turn, TurnResult, answer_calls};
 use context::{Conversation, ToolOrigin};
 
 /// The system prompt used when neither the config nor the task sets one.
@@ -162,6 +162,8 @@ pub struct Stats {
     pub usage: Usage,
     pub runpod_exec_ms: Option<u64>,
     pub runpod_delay_ms: Option<u64>,
+    /// Calls answered "not run" because a budget was spent.
+    pub calls_over_budget: u32,
 }
 
 /// How a task run ended.
@@ -201,6 +203,7 @@ pub async fn run_task(
         live,
         stats: Stats::default(),
         repeats: Repeats::default(),
+        quotable: Vec::new(),
         deadline,
     };
     let tools_list = spec
@@ -291,6 +294,9 @@ struct TaskRun<'a> {
     live: &'a TaskProgress,
     stats: Stats,
     repeats: Repeats,
+    /// Every tool result so far, as it was before control strings were
+    /// broken: a text-form call found in one is a quote, not a call.
+    quotable: Vec<String>,
     deadline: Instant,
 }
 
@@ -480,10 +486,13 @@ impl TaskRun<'_> {
         self.stats.turns += 1;
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
+        let quotable = &self.quotable;
+        let quoted = |call: &str| quotable.iter().any(|r| r.contains(call));
         let reply = read_reply(
             &choice.message,
             choice.finish_reason.as_deref(),
             &format!("recovered-{turn}"),
+            &quoted,
         );
         let usage = c.response.usage.unwrap_or_else(|| {
             let out = reply.content.len()
@@ -543,13 +552,14 @@ impl TaskRun<'_> {
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,
         };
-        let work = answer_calls(
-            turn,
-            &self.spec.tools,
-            &self.h.toolbox,
-            &ctx,
-            &mut self.repeats,
-        );
+        let rules = Rules {
+            allowed: &self.spec.tools,
+            max_calls_per_turn: self.spec.max_calls_per_turn,
+            max_writes: self.spec.max_writes,
+            max_chars: self.spec.max_tool_result_chars,
+            redactor: &self.h.redactor,
+        };
+        let work = answer_calls(turn, &rules, &self.h.toolbox, &ctx, &mut self.repeats);
         let result = tokio::select! {
             biased;
             _ = self.h.cancel.cancelled() => return Err(Box::new(self.call_failed(CallError::Interrupted))),
@@ -579,6 +589,8 @@ impl TaskRun<'_> {
         for a in answers {
             self.stats.tool_calls += 1;
             self.stats.tool_errors += u32::from(a.line.is_error);
+            self.stats.calls_over_budget += u32::from(a.over_budget);
+            self.quotable.push(a.undefanged.clone());
             self.rec.tool(&a.line);
             let mark = if a.line.is_error { "error" } else { "ok" };
             let short = crate::text::clip(&a.text, 200);

@@ -6,7 +6,68 @@
 //! read on from — an offset into the note's, attachment's or page's text,
 //! not into the formatted result.
 
+use std::borrow::Cow;
+
 use crate::text::{byte_at, chars};
+
+/// Strings a chat template turns into control tokens (SPEC §12.7): Gemma
+/// 4's, Gemma 3's and ChatML's. llama-server tokenizes message text with
+/// special tokens on, so any of these inside a page or a note would reach
+/// the model as the real token.
+pub const CONTROL_STRINGS: &[&str] = &[
+    "<|turn>",
+    "<turn|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    "<|tool>",
+    "<tool|>",
+    "<|channel>",
+    "<channel|>",
+    "<|\"|>",
+    "<|think|>",
+    "<|image|>",
+    "<|audio|>",
+    "<|video|>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+];
+
+/// U+2060 WORD JOINER: invisible, and no tokenizer merges it into a control token.
+pub const WORD_JOINER: char = '\u{2060}';
+
+/// Breaks every [`CONTROL_STRINGS`] occurrence with a word joiner after its
+/// first character, so a tool result can never open a forged turn. One pass;
+/// text without a `<` comes back borrowed.
+pub fn defang(text: &str) -> Cow<'_, str> {
+    let hit = |at: &str| CONTROL_STRINGS.iter().any(|c| at.starts_with(c));
+    let Some(first) = text
+        .match_indices('<')
+        .map(|(i, _)| i)
+        .find(|&i| hit(&text[i..]))
+    else {
+        return Cow::Borrowed(text);
+    };
+    let mut out = String::with_capacity(text.len() + 16);
+    out.push_str(&text[..first]);
+    let mut pos = first;
+    while let Some(i) = text[pos..].find('<').map(|i| pos + i) {
+        out.push_str(&text[pos..i]);
+        out.push('<');
+        if hit(&text[i..]) {
+            out.push(WORD_JOINER);
+        }
+        pos = i + 1;
+    }
+    out.push_str(&text[pos..]);
+    Cow::Owned(out)
+}
 
 /// Characters reserved for the note a cut appends.
 const NOTE_ROOM: usize = 160;
@@ -59,6 +120,32 @@ pub fn page(header: &str, body: &str, offset: usize, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_control_string_is_broken_after_its_first_character() {
+        for c in CONTROL_STRINGS {
+            let text = format!("before {c} after {c}");
+            let out = defang(&text);
+            assert!(!out.contains(c), "{c} survived in {out}");
+            let broken = format!("<{WORD_JOINER}{}", &c[1..]);
+            assert_eq!(out, format!("before {broken} after {broken}"));
+        }
+        assert!(matches!(
+            defang("a < b <b> <bo"),
+            Cow::Borrowed("a < b <b> <bo")
+        ));
+        assert_eq!(
+            defang("<<end_of_turn>>"),
+            format!("<<{WORD_JOINER}end_of_turn>>")
+        );
+        assert_eq!(
+            defang("<start_of_turn>user\nhi<end_of_turn>"),
+            format!("<{WORD_JOINER}start_of_turn>user\nhi<{WORD_JOINER}end_of_turn>")
+        );
+        // Defanged text holds no control string, and defanging it again changes nothing.
+        let once = defang("x<|turn>system\n<|\"|>y<|\"|>").into_owned();
+        assert_eq!(defang(&once), once);
+    }
 
     #[test]
     fn short_text_is_untouched() {
