@@ -98,6 +98,28 @@ pub struct ChatResponse {
     pub model: Option<String>,
 }
 
+/// Why the server stopped generating (llama-server sends these three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// End of turn, no call.
+    Stop,
+    /// `max_tokens` (or the context) ran out: the output is cut off.
+    Length,
+    /// End of turn with tool calls.
+    ToolCalls,
+}
+
+impl FinishReason {
+    pub fn parse(s: &str) -> Option<FinishReason> {
+        match s {
+            "stop" => Some(FinishReason::Stop),
+            "length" => Some(FinishReason::Length),
+            "tool_calls" => Some(FinishReason::ToolCalls),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Choice {
     #[serde(default)]

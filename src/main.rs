@@ -31,5 +31,5 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("internal error (a bug; please report it): {info}");
     }));
-    ExitCode::from(agent_harness::main(cli, progress))
+    ExitCode::from(agent_harness::commands::main(cli, progress))
 }

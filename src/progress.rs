@@ -16,6 +16,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::fmt::MakeWriter;
 
+use crate::agent::TaskEvent;
 use crate::config::Redactor;
 
 /// A handle on the live display; clones share it. Hidden unless stderr is a terminal.
@@ -82,10 +83,10 @@ pub struct TaskProgress {
 }
 
 impl TaskProgress {
-    /// A reply has arrived: `turn` turns so far, `tokens` spent in all.
-    pub fn turn(&self, turn: u32, tokens: u64) {
-        if let Some(bar) = &self.bar {
-            bar.set_message(turn_text(turn, tokens));
+    /// Follows the task's events: each reply moves the line on.
+    pub fn on(&self, event: &TaskEvent<'_>) {
+        if let (Some(bar), TaskEvent::ReplyRead(r)) = (&self.bar, event) {
+            bar.set_message(turn_text(r.turn, r.total_tokens));
         }
     }
 }
@@ -152,7 +153,9 @@ mod tests {
     fn a_hidden_display_draws_no_line() {
         let p = Progress::hidden();
         let task = p.task("scan");
-        task.turn(2, 300);
+        task.on(&TaskEvent::AskedAgain {
+            thinking_off: false,
+        });
         assert!(task.bar.is_none(), "no bar behind a hidden display");
         assert_eq!(turn_text(2, 300), "turn 2, 300 tokens");
         assert_eq!(turn_text(0, 0), "waiting for the first reply");

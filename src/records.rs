@@ -16,8 +16,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
 use crate::config::{Redactor, Secret};
-use crate::endpoint::Attempt;
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,39 +28,12 @@ pub enum Status {
     Interrupted,
 }
 
-/// Why a task stopped (SPEC §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    FinalAnswer,
-    MaxTurns,
-    MaxWallSecs,
-    MaxTotalTokens,
-    LoopDetected,
-    ContextExhausted,
-    EndpointError,
-    InvalidTask,
-    EmptyResponse,
-    Interrupted,
-    /// The harness itself failed inside the task (a panic), or the process
-    /// died on this task in every allowed attempt.
-    InternalError,
-}
-
-impl StopReason {
+impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
-            StopReason::FinalAnswer => "final_answer",
-            StopReason::MaxTurns => "max_turns",
-            StopReason::MaxWallSecs => "max_wall_secs",
-            StopReason::MaxTotalTokens => "max_total_tokens",
-            StopReason::LoopDetected => "loop_detected",
-            StopReason::ContextExhausted => "context_exhausted",
-            StopReason::EndpointError => "endpoint_error",
-            StopReason::InvalidTask => "invalid_task",
-            StopReason::EmptyResponse => "empty_response",
-            StopReason::Interrupted => "interrupted",
-            StopReason::InternalError => "internal_error",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Interrupted => "interrupted",
         }
     }
 }
@@ -94,26 +67,77 @@ pub struct Summary {
     pub dry_run: bool,
 }
 
-/// What the context manager did before a request.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ContextNote {
+/// One line of `conversation.jsonl`: one HTTP attempt of a model call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationLine<'a> {
+    pub turn: u32,
+    pub attempt: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub latency_ms: u64,
+    /// The body sent (for RunPod, the `{"input": …}` envelope).
+    pub request: &'a Value,
+    pub http_status: Option<u16>,
+    /// The raw response body: JSON when it parsed, else a string.
+    pub response: Option<&'a Value>,
+    pub error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runpod: Option<JobLine<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextLine<'a>>,
+}
+
+/// The `runpod` object of a conversation line.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobLine<'a> {
+    pub job_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+    #[serde(rename = "delayTime")]
+    pub delay_time: Option<u64>,
+    #[serde(rename = "executionTime")]
+    pub execution_time: Option<u64>,
+    /// Status polls made after `/runsync` returned a pending job.
+    pub polls: u32,
+}
+
+/// The `context` object of a conversation line.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextLine<'a> {
     /// Estimated prompt tokens of the request as sent.
     pub estimated_prompt_tokens: u64,
     /// `context_tokens − max_tokens`, when the context is managed.
     pub budget: Option<u64>,
     /// Tool results whose bodies were replaced by a placeholder before this request.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub elided_call_ids: Vec<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub elided_call_ids: &'a [String],
 }
 
-/// One line of `conversation.jsonl`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConversationLine<'a> {
-    pub turn: u32,
-    #[serde(flatten)]
-    pub attempt: &'a Attempt<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context: Option<&'a ContextNote>,
+impl<'a> ConversationLine<'a> {
+    pub fn of(a: &'a ModelAttempt<'a>) -> Self {
+        ConversationLine {
+            turn: a.turn,
+            attempt: a.attempt,
+            started_at: a.started_at,
+            finished_at: a.finished_at,
+            latency_ms: a.latency_ms,
+            request: a.request,
+            http_status: a.http_status,
+            response: a.response,
+            error: a.error.as_deref(),
+            runpod: a.job.map(|j| JobLine {
+                job_id: j.id,
+                status: j.status,
+                delay_time: j.delay_ms,
+                execution_time: j.execution_ms,
+                polls: j.polls,
+            }),
+            context: a.context.map(|c| ContextLine {
+                estimated_prompt_tokens: c.estimated_prompt_tokens,
+                budget: c.budget,
+                elided_call_ids: &c.elided_call_ids,
+            }),
+        }
+    }
 }
 
 /// One line of `tools.jsonl`.
@@ -123,13 +147,14 @@ pub struct ToolLine {
     pub call_id: String,
     pub name: String,
     pub arguments: String,
+    /// The result as the model got it.
     pub result: String,
     pub is_error: bool,
     pub duration_ms: u64,
     pub original_chars: usize,
     pub returned_chars: usize,
     /// False when the call was answered without running the tool (invalid,
-    /// repeated, cut off, dry-run writes are still "executed" as intents).
+    /// repeated, cut off, over a budget; dry-run writes are still "executed" as intents).
     pub executed: bool,
     /// The call was written as text and recovered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -138,6 +163,26 @@ pub struct ToolLine {
     pub repeat: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
+}
+
+impl ToolLine {
+    pub fn of(a: &Answer) -> Self {
+        ToolLine {
+            turn: a.turn,
+            call_id: a.call_id.clone(),
+            name: a.name.clone(),
+            arguments: a.arguments.clone(),
+            result: a.text.clone(),
+            is_error: a.is_error,
+            duration_ms: a.duration_ms,
+            original_chars: a.original_chars,
+            returned_chars: a.returned_chars,
+            executed: a.executed,
+            recovered: a.recovered,
+            repeat: a.repeat,
+            detail: a.detail.clone(),
+        }
+    }
 }
 
 /// The open record files of one task run.
@@ -226,7 +271,108 @@ impl RunRecord {
         })
     }
 
-    pub fn conversation(&mut self, line: &ConversationLine<'_>) {
+    /// Writes what one event of the task adds to the records, stamped `at`.
+    pub fn record(&mut self, at: DateTime<Utc>, event: &TaskEvent<'_>) {
+        match event {
+            TaskEvent::Started { task, tools } => {
+                let list: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
+                let list = if list.is_empty() {
+                    "none".to_string()
+                } else {
+                    list.join(", ")
+                };
+                self.log(at, &format!("task {task} started; tools: {list}"));
+            }
+            TaskEvent::ContextElided { call_ids } => self.log(
+                at,
+                &format!(
+                    "context: removed the bodies of {} old tool result(s) to fit: {}",
+                    call_ids.len(),
+                    call_ids.join(", ")
+                ),
+            ),
+            TaskEvent::RequestSent {
+                turn,
+                messages,
+                estimated_tokens,
+            } => self.log(
+                at,
+                &format!(
+                    "turn {turn}: request with {messages} messages, ~{estimated_tokens} prompt tokens"
+                ),
+            ),
+            TaskEvent::Attempt(a) => self.conversation(&ConversationLine::of(a)),
+            TaskEvent::ContextExceeded { n_prompt, n_ctx } => self.log(
+                at,
+                &format!(
+                    "the server said the prompt ({n_prompt:?} tokens) exceeds its context ({n_ctx:?}); shrinking and retrying once"
+                ),
+            ),
+            TaskEvent::ReplyRead(r) => self.log_reply(at, r),
+            TaskEvent::AskedAgain { thinking_off } => self.log(
+                at,
+                if *thinking_off {
+                    "empty reply: thinking used up max_tokens; asking again with thinking off"
+                } else {
+                    "empty reply; asking again"
+                },
+            ),
+            TaskEvent::ToolAnswered(a) => self.log_answer(at, a),
+            TaskEvent::Stopped(outcome) => self.log_stop(at, outcome),
+        }
+    }
+
+    fn log_reply(&mut self, at: DateTime<Utc>, r: &ReplyFacts<'_>) {
+        let turn = r.turn;
+        if let Some(t) = r.thinking {
+            self.log(at, &format!("turn {turn}: thinking:\n{t}"));
+        }
+        let calls: Vec<String> = r
+            .calls
+            .iter()
+            .map(|c| crate::tools::describe_call(&c.function.name, &c.function.arguments))
+            .collect();
+        let recovered = if r.recovered {
+            "; tool calls recovered from text"
+        } else {
+            ""
+        };
+        let calls = if calls.is_empty() {
+            String::new()
+        } else {
+            format!("; calls:\n{}", calls.join("\n"))
+        };
+        self.log(
+            at,
+            &format!(
+                "turn {turn}: reply ({} prompt + {} completion tokens, finish {}){recovered}{calls}",
+                r.usage.prompt_tokens,
+                r.usage.completion_tokens,
+                r.finish_reason.unwrap_or("-"),
+            ),
+        );
+    }
+
+    fn log_answer(&mut self, at: DateTime<Utc>, a: &Answer) {
+        self.tool(&ToolLine::of(a));
+        let mark = if a.is_error { "error" } else { "ok" };
+        let short = crate::text::clip(&a.text, 200);
+        self.log(
+            at,
+            &format!("tool {} [{}] {mark}: {short}", a.name, a.call_id),
+        );
+    }
+
+    fn log_stop(&mut self, at: DateTime<Utc>, o: &Outcome) {
+        if let (StopReason::FinalAnswer, Some(answer)) = (o.stop, &o.final_answer) {
+            self.log(at, &format!("final answer:\n{answer}"));
+        }
+        if let Some(e) = &o.error {
+            self.log(at, &format!("stopped: {}: {e}", o.stop.as_str()));
+        }
+    }
+
+    fn conversation(&mut self, line: &ConversationLine<'_>) {
         let text = json_line(line);
         write_line(
             &mut self.conversation,
@@ -236,7 +382,7 @@ impl RunRecord {
         );
     }
 
-    pub fn tool(&mut self, line: &ToolLine) {
+    fn tool(&mut self, line: &ToolLine) {
         let text = json_line(line);
         write_line(&mut self.tools, text, &self.redactor, "tools.jsonl");
     }

@@ -10,7 +10,8 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::chat::{FunctionCall, ResponseMessage, ToolCall};
+use crate::chat::{FinishReason, FunctionCall, Message, ResponseMessage, Role, ToolCall};
+use crate::config::ReplayThinking;
 
 /// A model reply, read.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +76,7 @@ pub fn read_reply(
         thinking: (!thoughts.is_empty()).then(|| thoughts.join("\n\n")),
         calls,
         recovered,
-        cut_off: finish_reason == Some("length"),
+        cut_off: finish_reason.and_then(FinishReason::parse) == Some(FinishReason::Length),
     }
 }
 
@@ -380,6 +381,46 @@ impl GemmaParser<'_> {
                 })
                 .unwrap_or_else(|| Value::String(word.to_string())),
         })
+    }
+}
+
+/// The assistant message as replayed: thinking dropped (or kept on tool-call
+/// turns with `replay_thinking = "keep"`), text-form calls turned into real
+/// `tool_calls`, and arguments that are not a JSON object replaced by `{}`
+/// (llama-server answers 500 to a replayed call whose arguments do not parse).
+pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
+    let tool_calls = reply
+        .calls
+        .iter()
+        .map(|c| {
+            let valid = matches!(
+                serde_json::from_str::<Value>(&c.function.arguments),
+                Ok(Value::Object(_))
+            );
+            ToolCall {
+                id: c.id.clone(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: c.function.name.clone(),
+                    arguments: if valid {
+                        c.function.arguments.clone()
+                    } else {
+                        "{}".into()
+                    },
+                },
+            }
+        })
+        .collect();
+    let reasoning_content = match replay {
+        ReplayThinking::Keep => reply.thinking.clone(),
+        ReplayThinking::Strip => None,
+    };
+    Message {
+        role: Role::Assistant,
+        content: reply.content.clone(),
+        reasoning_content,
+        tool_calls,
+        tool_call_id: None,
     }
 }
 

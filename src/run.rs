@@ -16,12 +16,12 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::Harness;
-use crate::agent::{Outcome, Stats, TaskSpec, run_task};
+use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
+use crate::harness::Harness;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::lock::RunLock;
-use crate::records::{RunRecord, Status, StopReason, Summary};
+use crate::records::{RunRecord, Status, Summary};
 use crate::tools::ToolName;
 
 /// Options of one `run` / `run-task` invocation.
@@ -370,12 +370,12 @@ impl Drain<'_> {
             summary.finished_at,
             &format!(
                 "{}: {} → {place}",
-                status_word(summary.status),
+                summary.status.as_str(),
                 summary.stop_reason.as_str()
             ),
         );
         tracing::info!(
-            status = status_word(summary.status),
+            status = summary.status.as_str(),
             stop_reason = summary.stop_reason.as_str(),
             turns = summary.turns,
             tokens = summary.total_tokens,
@@ -404,7 +404,15 @@ impl Drain<'_> {
                 )
             });
             match prepared {
-                Ok(spec) => run_task(h, &spec, rec, &h.progress.task(&entry.name)).await,
+                Ok(spec) => {
+                    let spec = spec.for_run(&rec.run_id);
+                    let live = h.progress.task(&entry.name);
+                    let mut sink = |event: &TaskEvent<'_>| {
+                        rec.record((h.clock)(), event);
+                        live.on(event);
+                    };
+                    run_task(h, &spec, &mut sink).await
+                }
                 Err(problem) => invalid(rec, h, &entry.path, &problem),
             }
         };
@@ -548,14 +556,6 @@ fn killed_too_often(rec: &mut RunRecord, h: &Harness, starts: u32, max_attempts:
 
 fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, Attempts> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn status_word(s: Status) -> &'static str {
-    match s {
-        Status::Succeeded => "succeeded",
-        Status::Failed => "failed",
-        Status::Interrupted => "interrupted",
-    }
 }
 
 fn invalid(rec: &mut RunRecord, h: &Harness, path: &Path, problem: &TaskProblem) -> Outcome {

@@ -12,10 +12,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, Message, Sampling, Tweaks};
+use crate::commands::exit;
 use crate::config::{Config, EndpointKind};
 use crate::endpoint::{CallError, Completion, Endpoint};
-use crate::exit;
-use crate::reply::read_reply;
+use crate::reply::{read_reply, replayed_assistant};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -25,43 +25,55 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         EndpointKind::Openai => "openai",
     };
     let _ = writeln!(out, "endpoint: {kind} {}", cfg.endpoint.base_url);
-
-    let t0 = Instant::now();
-    match ep.ping().await {
-        Ok(status) => {
-            let _ = writeln!(
-                out,
-                "ok   reachable: HTTP {status} in {} ms",
-                t0.elapsed().as_millis()
-            );
-        }
-        Err(why) => {
-            let _ = writeln!(out, "FAIL reachable: {why}");
-            return exit::FAILED;
-        }
-    }
-
     let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
     sampling.max_tokens = sampling.max_tokens.min(256);
-    let tweaks = Tweaks {
-        seed: None,
-        thinking_off: true,
-    };
+    // Each step's lines are printed as it ends; the first failure ends the test.
+    let passed = report(out, reachable(ep).await)
+        && report(out, completion(cfg, ep, &sampling).await)
+        && report(out, tool_round_trip(cfg, ep, &sampling).await);
+    if passed { exit::OK } else { exit::FAILED }
+}
+
+/// Prints a step's lines; `true` when it passed.
+fn report(out: &mut dyn Write, step: Steps) -> bool {
+    let (Ok(lines) | Err(lines)) = &step;
+    let _ = write!(out, "{lines}");
+    step.is_ok()
+}
+
+/// Each step's lines so far: `Err` once a step failed (its FAIL line last).
+type Steps = Result<String, String>;
+
+const TWEAKS: Tweaks = Tweaks {
+    seed: None,
+    thinking_off: true,
+};
+
+async fn reachable(ep: &Endpoint) -> Steps {
+    let t0 = Instant::now();
+    match ep.ping().await {
+        Ok(status) => Ok(format!(
+            "ok   reachable: HTTP {status} in {} ms\n",
+            t0.elapsed().as_millis()
+        )),
+        Err(why) => Err(format!("FAIL reachable: {why}\n")),
+    }
+}
+
+async fn completion(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> Steps {
     let messages = [
         Message::system("Reply with one short sentence."),
         Message::user("Say hello."),
     ];
-    let body = chat::build_request(&messages, &[], &sampling, tweaks);
+    let body = chat::build_request(&messages, &[], sampling, TWEAKS);
     match timed_call(cfg, ep, body).await {
-        Ok((c, ms)) => {
-            let _ = writeln!(out, "ok   completion: {}", describe(&c, ms));
-        }
-        Err(e) => {
-            let _ = writeln!(out, "FAIL completion: {}", diagnose(cfg, &e));
-            return exit::FAILED;
-        }
+        Ok((c, ms)) => Ok(format!("ok   completion: {}\n", describe(&c, ms))),
+        Err(e) => Err(format!("FAIL completion: {}\n", diagnose(cfg, &e))),
     }
+}
 
+/// The model is made to call a tool; the result goes back and must be accepted.
+async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> Steps {
     let tool = json!({"type": "function", "function": {
         "name": "get_current_time",
         "description": "Get the current time in a city.",
@@ -76,14 +88,10 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         Message::system("Use the tool to answer."),
         Message::user("What time is it in Paris?"),
     ];
-    let body = chat::build_request(&messages, std::slice::from_ref(&tool), &forced, tweaks);
-    let (first, ms) = match timed_call(cfg, ep, body).await {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writeln!(out, "FAIL tool call: {}", diagnose(cfg, &e));
-            return exit::FAILED;
-        }
-    };
+    let body = chat::build_request(&messages, std::slice::from_ref(&tool), &forced, TWEAKS);
+    let (first, ms) = timed_call(cfg, ep, body)
+        .await
+        .map_err(|e| format!("FAIL tool call: {}\n", diagnose(cfg, &e)))?;
     let choice = first.response.choices.first().cloned().unwrap_or_default();
     let reply = read_reply(
         &choice.message,
@@ -92,35 +100,30 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         &|_| false,
     );
     if reply.calls.is_empty() {
-        let _ = writeln!(
-            out,
-            "FAIL tool call: the model answered without calling the tool (is llama-server started with --jinja?)"
-        );
-        return exit::FAILED;
+        return Err("FAIL tool call: the model answered without calling the tool (is llama-server started with --jinja?)\n".into());
     }
-    let _ = writeln!(
-        out,
-        "ok   tool call: {} call(s) to {}; {}",
+    let mut lines = format!(
+        "ok   tool call: {} call(s) to {}; {}\n",
         reply.calls.len(),
         reply.calls[0].function.name,
         describe(&first, ms)
     );
-    let assistant = crate::agent::replayed_assistant(&reply, crate::config::ReplayThinking::Strip);
+    let assistant = replayed_assistant(&reply, crate::config::ReplayThinking::Strip);
     let ids: Vec<String> = assistant.tool_calls.iter().map(|c| c.id.clone()).collect();
     messages.push(assistant);
     for id in ids {
         messages.push(Message::tool(id, "12:00"));
     }
-    let body = chat::build_request(&messages, &[tool], &sampling, tweaks);
+    let body = chat::build_request(&messages, &[tool], sampling, TWEAKS);
     match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => {
-            let _ = writeln!(out, "ok   tool result accepted: {}", describe(&c, ms));
-            exit::OK
+            lines.push_str(&format!(
+                "ok   tool result accepted: {}\n",
+                describe(&c, ms)
+            ));
+            Ok(lines)
         }
-        Err(e) => {
-            let _ = writeln!(out, "FAIL tool result: {}", diagnose(cfg, &e));
-            exit::FAILED
-        }
+        Err(e) => Err(format!("{lines}FAIL tool result: {}\n", diagnose(cfg, &e))),
     }
 }
 
@@ -131,7 +134,7 @@ async fn timed_call(
 ) -> Result<(Completion, u128), CallError> {
     let t0 = Instant::now();
     let deadline = t0 + STEP_TIMEOUT.max(Duration::from_secs(cfg.endpoint.request_timeout_secs));
-    let clock = crate::system_clock();
+    let clock = chrono::Utc::now;
     let c = ep
         .chat(
             body,

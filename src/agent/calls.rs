@@ -20,7 +20,6 @@ use serde_json::Value;
 
 use crate::chat::ToolCall;
 use crate::config::Redactor;
-use crate::records::ToolLine;
 use crate::text::chars;
 use crate::tools::text::{cut, defang};
 use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
@@ -52,15 +51,32 @@ impl Repeats {
     }
 }
 
-/// One answered call: the text for the model and the record line.
-#[derive(Debug, Clone)]
+/// One answered call: what the model asked, what it got back, and how.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
+    pub turn: u32,
     pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// The result as the model gets it: redacted, cut, defanged.
     pub text: String,
     /// The text before control strings were broken: what the model may
     /// quote back, checked when it writes a call as text.
     pub undefanged: String,
-    pub line: ToolLine,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    /// Characters of the tool's own result, before cutting.
+    pub original_chars: usize,
+    pub returned_chars: usize,
+    /// False when the call was answered without running the tool (invalid,
+    /// repeated, cut off, over a budget); dry-run writes count as run.
+    pub executed: bool,
+    /// The call was written as text and recovered.
+    pub recovered: bool,
+    /// How many times this exact call has been asked for in the task.
+    pub repeat: u32,
+    /// Extra facts (a dry-run intent, a duplicate skipped).
+    pub detail: Option<Value>,
     /// Not run because a budget was spent.
     pub over_budget: bool,
 }
@@ -239,26 +255,21 @@ fn answer(
 ) -> Answer {
     let undefanged = cut(&rules.redactor.redact_str(&output.text), rules.max_chars);
     let text = defang(&undefanged).into_owned();
-    let line = ToolLine {
+    Answer {
         turn: turn.number,
         call_id: call.id.clone(),
         name: call.function.name.clone(),
         arguments: call.function.arguments.clone(),
-        result: text.clone(),
+        returned_chars: chars(&text),
+        original_chars: chars(&output.text),
+        text,
+        undefanged,
         is_error: output.is_error,
         duration_ms,
-        original_chars: chars(&output.text),
-        returned_chars: chars(&text),
         executed,
         recovered: turn.recovered,
         repeat,
         detail: output.detail,
-    };
-    Answer {
-        call_id: call.id.clone(),
-        text,
-        undefanged,
-        line,
         over_budget: false,
     }
 }

@@ -31,6 +31,17 @@ fn message_tokens(m: &Message) -> u64 {
         + calls
 }
 
+/// What the context manager did before a request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextNote {
+    /// Estimated prompt tokens of the request as sent.
+    pub estimated_prompt_tokens: u64,
+    /// `context_tokens − max_tokens`, when the context is managed.
+    pub budget: Option<u64>,
+    /// Tool results whose bodies were replaced by a placeholder before this request.
+    pub elided_call_ids: Vec<String>,
+}
+
 /// What a tool message answered, for its placeholder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOrigin {

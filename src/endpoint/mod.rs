@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::Clock;
 use crate::chat::ChatResponse;
 use crate::config::{EndpointConfig, EndpointKind};
 use crate::http::Body;
@@ -307,7 +306,7 @@ impl Endpoint {
         body: Value,
         deadline: Instant,
         cancel: &CancellationToken,
-        clock: &Clock,
+        clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync),
         on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
     ) -> Result<Completion, CallError> {
         // What goes on the wire, built once: every attempt sends and records it.
@@ -423,77 +422,11 @@ impl Endpoint {
         if let Some(key) = &self.cfg.api_key {
             req = req.bearer_auth(key.expose());
         }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
-                return HttpAnswer::failed(AttemptError::Transport(describe_transport(&e, url)));
-            }
-        };
-        let status = resp.status();
-        let code = Some(status.as_u16());
-        let retry_after = crate::http::retry_after(resp.headers());
-        let bytes = match crate::http::read_capped(resp, crate::http::MAX_BODY_BYTES).await {
-            Ok(Body::Whole(bytes)) => bytes,
-            Ok(Body::TooLarge(first)) => {
-                return HttpAnswer {
-                    status: code,
-                    body: Some(Value::String(String::from_utf8_lossy(&first).into_owned())),
-                    result: Err(AttemptError::TooLarge(format!(
-                        "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
-                        crate::http::MAX_BODY_BYTES >> 20,
-                        crate::http::KEPT_OF_OVERSIZED >> 10
-                    ))),
-                };
-            }
-            Err(e) => {
-                return HttpAnswer {
-                    status: code,
-                    body: None,
-                    result: Err(AttemptError::Transport(describe_transport(&e, url))),
-                };
-            }
-        };
-        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-        // What is not JSON is recorded and quoted only in part.
-        let text = match &parsed {
-            Some(_) => String::new(),
-            None => clip(
-                &String::from_utf8_lossy(crate::text::prefix_bytes_of(&bytes, 16 * 1024)),
-                4000,
-            ),
-        };
-        drop(bytes);
-        if status.is_success() {
-            return match parsed {
-                Some(v) => HttpAnswer {
-                    status: code,
-                    body: Some(v),
-                    result: Ok(()),
-                },
-                None => HttpAnswer {
-                    status: code,
-                    body: Some(Value::String(text)),
-                    result: Err(AttemptError::BadBody(format!(
-                        "HTTP {status} with a body that is not JSON"
-                    ))),
-                },
-            };
-        }
-        let err = ServerError::read(parsed.as_ref(), &text, status);
-        let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
-            .then_some((err.n_prompt_tokens, err.n_ctx));
-        HttpAnswer {
-            status: code,
-            body: Some(parsed.unwrap_or(Value::String(text))),
-            result: Err(AttemptError::Status {
-                status: status.as_u16(),
-                message: err.message,
-                retry_after,
-                context,
-            }),
+        match req.send().await {
+            Ok(resp) => read_answer(resp, url).await,
+            Err(e) => HttpAnswer::failed(AttemptError::Transport(describe_transport(&e, url))),
         }
     }
-
     /// Checks that the endpoint answers HTTP at all (any status counts).
     /// Sends no credentials. `Err` says what failed, for the operator.
     pub async fn ping(&self) -> Result<u16, String> {
@@ -555,6 +488,73 @@ impl Endpoint {
 
     pub(crate) fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.cfg.poll_interval_ms)
+    }
+}
+
+/// Reads an HTTP answer up to [`crate::http::MAX_BODY_BYTES`] and classifies it.
+async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
+    let status = resp.status();
+    let code = Some(status.as_u16());
+    let retry_after = crate::http::retry_after(resp.headers());
+    let bytes = match crate::http::read_capped(resp, crate::http::MAX_BODY_BYTES).await {
+        Ok(Body::Whole(bytes)) => bytes,
+        Ok(Body::TooLarge(first)) => {
+            return HttpAnswer {
+                status: code,
+                body: Some(Value::String(String::from_utf8_lossy(&first).into_owned())),
+                result: Err(AttemptError::TooLarge(format!(
+                    "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
+                    crate::http::MAX_BODY_BYTES >> 20,
+                    crate::http::KEPT_OF_OVERSIZED >> 10
+                ))),
+            };
+        }
+        Err(e) => {
+            return HttpAnswer {
+                status: code,
+                body: None,
+                result: Err(AttemptError::Transport(describe_transport(&e, url))),
+            };
+        }
+    };
+    let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+    // What is not JSON is recorded and quoted only in part.
+    let text = match &parsed {
+        Some(_) => String::new(),
+        None => clip(
+            &String::from_utf8_lossy(crate::text::prefix_bytes_of(&bytes, 16 * 1024)),
+            4000,
+        ),
+    };
+    drop(bytes);
+    if status.is_success() {
+        return match parsed {
+            Some(v) => HttpAnswer {
+                status: code,
+                body: Some(v),
+                result: Ok(()),
+            },
+            None => HttpAnswer {
+                status: code,
+                body: Some(Value::String(text)),
+                result: Err(AttemptError::BadBody(format!(
+                    "HTTP {status} with a body that is not JSON"
+                ))),
+            },
+        };
+    }
+    let err = ServerError::read(parsed.as_ref(), &text, status);
+    let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
+        .then_some((err.n_prompt_tokens, err.n_ctx));
+    HttpAnswer {
+        status: code,
+        body: Some(parsed.unwrap_or(Value::String(text))),
+        result: Err(AttemptError::Status {
+            status: status.as_u16(),
+            message: err.message,
+            retry_after,
+            context,
+        }),
     }
 }
 
@@ -643,12 +643,14 @@ pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
         format!("{target} did not answer in time (timeout)")
     } else if e.is_connect() {
         let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-        let mut detail = String::new();
+        let (mut detail, mut refused) = (String::new(), false);
         while let Some(s) = source {
             detail = s.to_string();
+            refused |= s
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
             source = s.source();
         }
-        let refused = detail.to_ascii_lowercase().contains("refused");
         if refused {
             format!(
                 "cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?"

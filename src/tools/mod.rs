@@ -236,6 +236,35 @@ impl ToolName {
     }
 }
 
+/// How noteworx searches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SearchMode {
+    #[default]
+    Fulltext,
+    Title,
+    Semantic,
+}
+
+impl SearchMode {
+    pub const ALL: [SearchMode; 3] = [
+        SearchMode::Fulltext,
+        SearchMode::Title,
+        SearchMode::Semantic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Fulltext => "fulltext",
+            SearchMode::Title => "title",
+            SearchMode::Semantic => "semantic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        SearchMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
 /// A validated tool call with typed arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
@@ -250,7 +279,7 @@ pub enum Call {
     },
     SearchNotes {
         query: String,
-        mode: Option<String>,
+        mode: SearchMode,
         limit: Option<u64>,
     },
     ReadNote {
@@ -289,6 +318,14 @@ impl Call {
 /// Checks a call the model made against the task's allowed tools and the
 /// tool's parameters. `Err` is the message to answer the model with.
 pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Call, String> {
+    let tool = allowed_tool(name, allowed)?;
+    let args = argument_object(tool, arguments)?;
+    let values = checked_arguments(tool, &args)?;
+    Ok(typed_call(tool, &values))
+}
+
+/// The tool a call names, when the task allows it.
+fn allowed_tool(name: &str, allowed: &[ToolName]) -> Result<ToolName, String> {
     let allowed_list = || {
         allowed
             .iter()
@@ -308,28 +345,37 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
             allowed_list()
         ));
     }
-    let args: Map<String, Value> = match arguments.trim() {
-        "" => Map::new(),
+    Ok(tool)
+}
+
+/// The arguments as a JSON object (empty text is no arguments).
+fn argument_object(tool: ToolName, arguments: &str) -> Result<Map<String, Value>, String> {
+    match arguments.trim() {
+        "" => Ok(Map::new()),
         text => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => m,
-            Ok(other) => {
-                return Err(format!(
-                    "Arguments must be a JSON object, not {}. Expected {}.",
-                    kind_of(&other),
-                    tool.signature()
-                ));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "Arguments are not valid JSON ({e}). Expected {}.",
-                    tool.signature()
-                ));
-            }
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(other) => Err(format!(
+                "Arguments must be a JSON object, not {}. Expected {}.",
+                kind_of(&other),
+                tool.signature()
+            )),
+            Err(e) => Err(format!(
+                "Arguments are not valid JSON ({e}). Expected {}.",
+                tool.signature()
+            )),
         },
-    };
+    }
+}
+
+/// Every argument fits its parameter and every required one is there;
+/// `Err` names each problem at once, with the expected signature.
+fn checked_arguments(
+    tool: ToolName,
+    args: &Map<String, Value>,
+) -> Result<Map<String, Value>, String> {
     let mut problems = Vec::new();
     let mut values = Map::new();
-    for (key, value) in &args {
+    for (key, value) in args {
         let Some(param) = tool.params().iter().find(|p| p.name == key) else {
             problems.push(format!("unknown argument `{key}`"));
             continue;
@@ -358,21 +404,26 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
             problems.push(format!("`{}` must not be empty", param.name));
         }
     }
-    if !problems.is_empty() {
-        return Err(format!(
-            "Invalid arguments for {}: {}. Expected {}.",
-            tool.as_str(),
-            problems.join("; "),
-            tool.signature()
-        ));
+    if problems.is_empty() {
+        return Ok(values);
     }
+    Err(format!(
+        "Invalid arguments for {}: {}. Expected {}.",
+        tool.as_str(),
+        problems.join("; "),
+        tool.signature()
+    ))
+}
+
+/// Checked arguments as the tool's typed call.
+fn typed_call(tool: ToolName, values: &Map<String, Value>) -> Call {
     let s = |k: &str| values.get(k).and_then(Value::as_str).map(str::to_string);
     let n = |k: &str| values.get(k).and_then(Value::as_u64);
     let req = |k: &str| s(k).unwrap_or_default();
     let offset = n("offset")
         .map(|o| usize::try_from(o).unwrap_or(usize::MAX))
         .unwrap_or(0);
-    Ok(match tool {
+    match tool {
         ToolName::Webfetch => Call::Webfetch {
             url: req("url").trim().to_string(),
             offset,
@@ -384,7 +435,9 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
         },
         ToolName::NoteworxSearchNotes => Call::SearchNotes {
             query: req("query"),
-            mode: s("mode"),
+            mode: s("mode")
+                .and_then(|m| SearchMode::parse(&m))
+                .unwrap_or_default(),
             limit: n("limit"),
         },
         ToolName::NoteworxReadNote => Call::ReadNote {
@@ -402,7 +455,7 @@ pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Cal
             filename: req("filename"),
             content: req("content"),
         },
-    })
+    }
 }
 
 /// Accepts a value for a parameter kind, with the leniency small models need:

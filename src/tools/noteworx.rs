@@ -48,11 +48,7 @@ impl Noteworx {
                 .map(|n| list_notes_text(&n)),
             Call::SearchNotes { query, mode, limit } => self
                 .client
-                .search_notes(
-                    query,
-                    mode.as_deref().unwrap_or("fulltext"),
-                    Some(listed(*limit, 10)),
-                )
+                .search_notes(query, mode.as_str(), Some(listed(*limit, 10)))
                 .await
                 .map(|n| list_notes_text(&n)),
             Call::ReadNote { slug, offset } => self

@@ -43,6 +43,16 @@ struct Rules {
 }
 
 impl Rules {
+    /// Whether to follow a redirect to `url` after `hops` earlier ones: at
+    /// most [`MAX_REDIRECTS`], each target checked like the first URL.
+    fn redirect(&self, hops: usize, url: &Url) -> Result<(), Refused> {
+        if hops > MAX_REDIRECTS {
+            return Err(Refused(format!("more than {MAX_REDIRECTS} redirects")));
+        }
+        self.check(url)
+            .map_err(|refused| Refused(format!("a redirect was refused: {refused}")))
+    }
+
     /// Checks a URL before any connection: scheme, host lists, IP literals.
     fn check(&self, url: &Url) -> Result<(), Refused> {
         if !matches!(url.scheme(), "http" | "https") {
@@ -179,14 +189,9 @@ impl Webfetch {
         });
         let redirect_rules = rules.clone();
         let policy = Policy::custom(move |attempt| {
-            if attempt.previous().len() > MAX_REDIRECTS {
-                return attempt.error(Refused(format!("more than {MAX_REDIRECTS} redirects")));
-            }
-            match redirect_rules.check(attempt.url()) {
+            match redirect_rules.redirect(attempt.previous().len(), attempt.url()) {
                 Ok(()) => attempt.follow(),
-                Err(refused) => {
-                    attempt.error(Refused(format!("a redirect was refused: {refused}")))
-                }
+                Err(refused) => attempt.error(refused),
             }
         });
         let timeout = Duration::from_secs(cfg.timeout_secs);
@@ -616,6 +621,36 @@ mod tests {
             assert_eq!(check(&r, url), Ok(()), "{url}");
         }
         assert_eq!(check(&rules(true, &[], &[]), "http://127.0.0.1/"), Ok(()));
+    }
+
+    #[test]
+    fn a_redirect_to_a_private_address_is_refused_by_the_address_check() {
+        // No allow list: only the address rule can refuse these.
+        let r = rules(false, &[], &[]);
+        for to in [
+            "http://169.254.169.254/latest/meta-data/",
+            "http://127.0.0.1:8080/admin",
+            "http://[::ffff:10.0.0.1]/",
+        ] {
+            let e = r.redirect(1, &Url::parse(to).unwrap()).unwrap_err();
+            assert!(
+                e.0.starts_with("a redirect was refused: ") && e.0.contains("private or reserved"),
+                "{to}: {e}"
+            );
+        }
+        assert_eq!(
+            r.redirect(1, &Url::parse("https://example.org/").unwrap()),
+            Ok(())
+        );
+        assert!(
+            r.redirect(
+                MAX_REDIRECTS + 1,
+                &Url::parse("https://example.org/").unwrap()
+            )
+            .unwrap_err()
+            .0
+            .contains("more than 5 redirects")
+        );
     }
 
     #[test]

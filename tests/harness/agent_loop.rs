@@ -1,7 +1,8 @@
 //! The loop (SPEC §5) end to end: what the endpoint receives, what the
 //! records say, where the task file goes.
 
-use agent_harness::records::{Status, StopReason};
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
 use agent_harness::run::RunOutcome;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;

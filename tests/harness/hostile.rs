@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_harness::Harness;
-use agent_harness::records::{Status, StopReason};
+use agent_harness::agent::StopReason;
+use agent_harness::harness::Harness;
+use agent_harness::records::Status;
 use agent_harness::run::{RunOptions, RunOutcome, Tally};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -76,7 +77,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
     project.task("c-after", "Say goodbye.");
     let cfg = project.config(&format!("{}/v1", server.uri()), "");
     let trigger = armed.clone();
-    let clock: agent_harness::Clock = Arc::new(move || {
+    let clock: agent_harness::harness::Clock = Arc::new(move || {
         if trigger.swap(false, Ordering::SeqCst) {
             panic!("injected: the clock broke inside a task");
         }

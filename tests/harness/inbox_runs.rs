@@ -1,7 +1,8 @@
 //! Draining the inbox (SPEC §2, §4, §6): invalid tasks, moves, the lock,
 //! dry runs, retryable tasks and their attempt counts, the reachability check.
 
-use agent_harness::records::{Status, StopReason};
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
 use agent_harness::run::{RunOptions, RunOutcome, Tally};
 use serde_json::json;
 use wiremock::ResponseTemplate;

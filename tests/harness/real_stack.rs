@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::records::{Status, StopReason, Summary, ToolLine};
+use agent_harness::records::{Status, Summary, ToolLine};
 use agent_harness::smoke;
 use serde_json::Value;
 use wiremock::matchers::{method, path};

@@ -1,6 +1,7 @@
 //! The `runpod` endpoint kind (SPEC §6) against a scripted RunPod.
 
-use agent_harness::records::{Status, StopReason};
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
 use serde_json::json;
 use wiremock::ResponseTemplate;
 

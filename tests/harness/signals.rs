@@ -5,8 +5,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_harness::records::{Status, StopReason, Summary};
-use wiremock::ResponseTemplate;
+use agent_harness::agent::StopReason;
+use agent_harness::records::{Status, Summary};
+use serde_json::json;
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::common::*;
 
@@ -127,19 +130,90 @@ async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_second_signal_exits_at_once() {
-    // A call that ignores cancellation cannot exist in the harness, so the
-    // second signal is sent straight after the first: the process must be
-    // gone quickly whichever of the two paths wins.
-    let llm = FakeLlm::start(slow_endpoint()).await;
+async fn a_second_signal_exits_at_once_while_the_first_is_still_cleaning_up() {
+    // A pending RunPod job whose cancel takes 20 s: after the first signal
+    // the harness waits (up to 5 s) for that cancel before it writes the
+    // summary. The second signal must not wait for it.
+    let rp = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("/runsync$"))
+        .respond_with(ok(json!({"id": "job-1", "status": "IN_QUEUE"})))
+        .mount(&rp)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("/status/job-1$"))
+        .respond_with(ok(json!({"id": "job-1", "status": "IN_QUEUE"})))
+        .mount(&rp)
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex("/cancel/job-1$"))
+        .respond_with(
+            ok(json!({"id": "job-1", "status": "CANCELLED"})).set_delay(Duration::from_secs(20)),
+        )
+        .mount(&rp)
+        .await;
     let project = Project::new();
     project.task("t", "Hello.");
-    let mut child = run_until_the_call_is_in_flight(&project, &llm).await;
+    std::fs::write(
+        project.root().join("agent.toml"),
+        format!(
+            "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_url = \"{}\"\napi_key_env = \"\"\npoll_interval_ms = 50\n",
+            rp.uri()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let polled =
+        |reqs: &[wiremock::Request]| reqs.iter().any(|r| r.url.path().contains("/status/"));
+    while !polled(&rp.received_requests().await.unwrap_or_default()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the job was never polled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     signal(&child, "INT");
+    let cancel_sent = Instant::now();
+    while !rp
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.url.path().contains("/cancel/"))
+    {
+        assert!(
+            cancel_sent.elapsed() < Duration::from_secs(10),
+            "no cancel after the first signal"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     signal(&child, "INT");
-    let (code, _) = wait(&mut child, Duration::from_secs(5));
+    let (code, took) = wait(&mut child, Duration::from_secs(4));
 
     assert_eq!(code, Some(75));
+    assert!(
+        took < Duration::from_secs(2),
+        "the second signal waited {took:?}"
+    );
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("second signal, exiting at once"),
+        "{stderr}"
+    );
+    let dir = only_run_dir(&project, "t");
+    assert!(
+        !dir.join("summary.json").exists(),
+        "the graceful path, which writes the summary after the cancel, never finished"
+    );
     assert_eq!(project.inbox(), ["t.md"], "the task is never lost");
 }

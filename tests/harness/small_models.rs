@@ -4,7 +4,8 @@
 
 use std::sync::Mutex;
 
-use agent_harness::records::{Status, StopReason};
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, Request, Respond, ResponseTemplate};

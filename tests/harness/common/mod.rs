@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use agent_harness::config::Config;
 use agent_harness::endpoint::{Endpoint, RetryPolicy};
+use agent_harness::harness::{Clock, Harness};
 use agent_harness::records::{Summary, ToolLine};
 use agent_harness::run::{RunOptions, RunOutcome};
-use agent_harness::{Clock, Harness};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

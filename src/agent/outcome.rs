@@ -1,0 +1,127 @@
+//! How a task ends: the stop reasons (SPEC §8), the counters of a run, and
+//! the outcome the loop hands back. These belong to the loop; the records
+//! serialize them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::Usage;
+
+/// Why a task stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    FinalAnswer,
+    MaxTurns,
+    MaxWallSecs,
+    MaxTotalTokens,
+    LoopDetected,
+    ContextExhausted,
+    EndpointError,
+    InvalidTask,
+    EmptyResponse,
+    Interrupted,
+    /// The harness itself failed inside the task (a panic), or the process
+    /// died on this task in every allowed attempt.
+    InternalError,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::FinalAnswer => "final_answer",
+            StopReason::MaxTurns => "max_turns",
+            StopReason::MaxWallSecs => "max_wall_secs",
+            StopReason::MaxTotalTokens => "max_total_tokens",
+            StopReason::LoopDetected => "loop_detected",
+            StopReason::ContextExhausted => "context_exhausted",
+            StopReason::EndpointError => "endpoint_error",
+            StopReason::InvalidTask => "invalid_task",
+            StopReason::EmptyResponse => "empty_response",
+            StopReason::Interrupted => "interrupted",
+            StopReason::InternalError => "internal_error",
+        }
+    }
+}
+
+/// Counters of one task run, summed as it goes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub tool_errors: u32,
+    pub usage: Usage,
+    pub runpod_exec_ms: Option<u64>,
+    pub runpod_delay_ms: Option<u64>,
+    /// Calls answered "not run" because a budget was spent.
+    pub calls_over_budget: u32,
+}
+
+/// How a task run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub stop: StopReason,
+    pub final_answer: Option<String>,
+    pub error: Option<String>,
+    /// The failure may pass if tried again in a later run (endpoint unavailable, interrupted).
+    pub retryable: bool,
+    pub stats: Stats,
+}
+
+impl Outcome {
+    /// An outcome reached before the loop ran (an invalid task, a crash).
+    pub fn failed(stop: StopReason, error: String) -> Outcome {
+        Outcome {
+            stop,
+            final_answer: None,
+            error: Some(error),
+            retryable: false,
+            stats: Stats::default(),
+        }
+    }
+}
+
+/// Why the loop stops: the error every step returns with `?`. A final
+/// answer is a stop too — the good one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub reason: StopReason,
+    pub final_answer: Option<String>,
+    pub error: Option<String>,
+    pub retryable: bool,
+}
+
+impl Stop {
+    /// A final stop with what went wrong.
+    pub fn failed(reason: StopReason, error: impl Into<String>) -> Stop {
+        Stop {
+            reason,
+            final_answer: None,
+            error: Some(error.into()),
+            retryable: false,
+        }
+    }
+
+    pub fn retryable(mut self) -> Stop {
+        self.retryable = true;
+        self
+    }
+
+    /// The task's answer.
+    pub fn answered(answer: String) -> Stop {
+        Stop {
+            reason: StopReason::FinalAnswer,
+            final_answer: Some(answer),
+            error: None,
+            retryable: false,
+        }
+    }
+
+    /// Adds a note to the error.
+    pub fn with_note(mut self, note: String) -> Stop {
+        self.error = Some(match self.error {
+            Some(e) => format!("{e}; {note}"),
+            None => note,
+        });
+        self
+    }
+}

@@ -1,0 +1,163 @@
+//! What one task runs with: the config's defaults with the task file's
+//! frontmatter applied, resolved once before the loop starts.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::chat::Sampling;
+use crate::config::{Config, ReplayThinking};
+use crate::inbox::{Frontmatter, TaskProblem};
+use crate::tools::ToolName;
+
+/// The system prompt used when neither the config nor the task sets one.
+/// Written for a small model: short, ordered, explicit.
+pub const BUILT_IN_SYSTEM_PROMPT: &str = "\
+You complete one task on your own. Nobody will answer questions, so never ask any.
+
+How to work:
+1. If the task can be answered from its text alone, answer at once.
+2. Otherwise call a tool. Call only tools you need, with the exact argument names listed.
+3. Use each result. Never repeat a call with the same arguments: its result is already above.
+4. A long result is cut; use the offset it gives only if you need the rest.
+5. When done, reply with the final answer as plain text and no tool call.
+
+When you create an attachment, write only its body. Never write frontmatter (--- lines): it is added for you.";
+
+/// Everything one task runs with: `Config` defaults with its frontmatter applied.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    pub name: String,
+    /// The run id stamped into what write tools create (set by [`TaskSpec::for_run`]).
+    pub run_id: String,
+    pub body: String,
+    pub system_prompt: String,
+    pub tools: Vec<ToolName>,
+    pub sampling: Sampling,
+    pub max_turns: u32,
+    pub max_wall: Duration,
+    pub max_total_tokens: u64,
+    pub max_tool_result_chars: usize,
+    /// Tool calls run from one reply.
+    pub max_calls_per_turn: u32,
+    /// Write-tool calls run in the whole task.
+    pub max_writes: u32,
+    /// The context window; `None` when it is not managed.
+    pub context_tokens: Option<u32>,
+    pub replay_thinking: ReplayThinking,
+    pub dry_run: bool,
+}
+
+impl TaskSpec {
+    /// Applies a task's frontmatter to the config. `offered` is the set of
+    /// configured tools; a task naming any other tool is invalid.
+    pub fn resolve(
+        cfg: &Config,
+        name: &str,
+        fm: &Frontmatter,
+        body: &str,
+        offered: &[ToolName],
+        context_tokens: Option<u32>,
+        dry_run: bool,
+    ) -> Result<TaskSpec, TaskProblem> {
+        let tools = allowed_tools(fm.tools.as_deref(), offered)?;
+        let sampling = sampling(cfg, fm, context_tokens)?;
+        Ok(TaskSpec {
+            name: name.to_string(),
+            run_id: String::new(),
+            body: body.to_string(),
+            system_prompt: fm
+                .system_prompt
+                .clone()
+                .or_else(|| cfg.system_prompt.clone())
+                .unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string()),
+            tools,
+            sampling,
+            max_turns: fm.max_turns.unwrap_or(cfg.limits.max_turns),
+            max_wall: Duration::from_secs(fm.max_wall_secs.unwrap_or(cfg.limits.max_wall_secs)),
+            max_total_tokens: fm.max_total_tokens.unwrap_or(cfg.limits.max_total_tokens),
+            max_tool_result_chars: cfg.limits.max_tool_result_chars,
+            max_calls_per_turn: fm
+                .max_calls_per_turn
+                .unwrap_or(cfg.limits.max_calls_per_turn),
+            max_writes: fm.max_writes.unwrap_or(cfg.limits.max_writes),
+            context_tokens,
+            replay_thinking: cfg.model.replay_thinking,
+            dry_run,
+        })
+    }
+
+    /// The spec of this task's run `run_id`.
+    pub fn for_run(mut self, run_id: &str) -> TaskSpec {
+        self.run_id = run_id.to_string();
+        self
+    }
+
+    /// The most prompt tokens a request may carry.
+    pub fn prompt_budget(&self) -> Option<u64> {
+        self.context_tokens
+            .map(|c| u64::from(c).saturating_sub(u64::from(self.sampling.max_tokens)))
+    }
+}
+
+/// The task's `tools` list within what the configuration offers (all of it
+/// when the task names none).
+fn allowed_tools(
+    names: Option<&[String]>,
+    offered: &[ToolName],
+) -> Result<Vec<ToolName>, TaskProblem> {
+    let Some(names) = names else {
+        return Ok(offered.to_vec());
+    };
+    let mut tools = Vec::new();
+    for n in names {
+        match ToolName::parse(n).filter(|t| offered.contains(t)) {
+            Some(t) if !tools.contains(&t) => tools.push(t),
+            Some(_) => {}
+            None => {
+                let list = offered
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(TaskProblem::new(
+                    None,
+                    format!(
+                        "frontmatter: tool {n:?} is not offered by this configuration (offered: {list})"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(tools)
+}
+
+/// `[model]` with the task's sampling keys over it.
+fn sampling(
+    cfg: &Config,
+    fm: &Frontmatter,
+    context_tokens: Option<u32>,
+) -> Result<Sampling, TaskProblem> {
+    let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
+    sampling.temperature = fm.temperature.or(sampling.temperature);
+    sampling.top_p = fm.top_p.or(sampling.top_p);
+    sampling.top_k = fm.top_k.or(sampling.top_k);
+    sampling.max_tokens = fm.max_tokens.unwrap_or(sampling.max_tokens);
+    if let Some(on) = fm.enable_thinking {
+        sampling
+            .chat_template_kwargs
+            .insert("enable_thinking".into(), Value::Bool(on));
+    }
+    if let Some(ctx) = context_tokens
+        && u64::from(ctx) <= u64::from(sampling.max_tokens) + 256
+    {
+        return Err(TaskProblem::new(
+            None,
+            format!(
+                "frontmatter: max_tokens {} leaves no room for the prompt in a {ctx}-token context",
+                sampling.max_tokens
+            ),
+        ));
+    }
+    Ok(sampling)
+}

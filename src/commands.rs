@@ -1,0 +1,317 @@
+//! The commands (SPEC §2): each reads the config, does its work, and
+//! returns the process exit code. `main.rs` calls [`main`].
+
+use std::io::Write;
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command};
+use crate::config::{Config, ConfigError};
+use crate::endpoint::Endpoint;
+use crate::harness::{Harness, system_clock};
+use crate::progress::Progress;
+use crate::records::read_summaries;
+use crate::run::{RunOptions, RunOutcome, UsageError};
+use crate::tools::Toolbox;
+use crate::{config, lock, records, run, smoke};
+
+/// Exit codes (SPEC §2).
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const TEMPFAIL: u8 = 75;
+}
+
+/// Runs a parsed command line and returns the process exit code;
+/// `progress` is the live display the binary set up (also its log writer).
+pub fn main(cli: Cli, progress: Progress) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Blocking threads parse noteworx answers as they stream; the
+        // systemd unit's TasksMax= leaves room for this many.
+        .max_blocking_threads(64)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agent-harness: cannot start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let code = runtime.block_on(dispatch(cli, &env, progress));
+    // Work a server could still be holding up (a body streaming to a
+    // parser) never delays the exit: the records are written by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+async fn dispatch(
+    cli: Cli,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    progress: Progress,
+) -> u8 {
+    // `runs` reads only the logs folder: it never needs the secrets.
+    let no_secrets = |k: &str| env(k).or_else(|| Some("unused".into()));
+    let env: &dyn Fn(&str) -> Option<String> = match cli.command {
+        Command::Runs { .. } => &no_secrets,
+        _ => env,
+    };
+    let cfg = match Config::load(&cli.config, env) {
+        Ok(c) => c,
+        Err(e) if matches!(cli.command, Command::Runs { .. }) && !cli.config.exists() => {
+            // `runs` only needs the logs folder; without a config it reads ./logs.
+            tracing::debug!(error = %e, "no config; reading ./logs");
+            return runs_command(Path::new("logs"), &cli.command);
+        }
+        Err(e) => return config_error(&e),
+    };
+    progress.redact_with(cfg.redactor());
+    match &cli.command {
+        Command::Run {
+            concurrency,
+            dry_run,
+        } => {
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: concurrency
+                    .map(usize::from)
+                    .unwrap_or(cfg.limits.concurrency),
+                only: None,
+            };
+            run_command(&cfg, opts, progress).await
+        }
+        Command::RunTask { name, dry_run } => {
+            run_command(
+                &cfg,
+                RunOptions {
+                    dry_run: *dry_run,
+                    concurrency: 1,
+                    only: Some(name.clone()),
+                },
+                progress,
+            )
+            .await
+        }
+        Command::Check => check_command(&cfg),
+        Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
+            Ok(ep) => {
+                let mut out = Redacting {
+                    inner: std::io::stdout(),
+                    redactor: cfg.redactor(),
+                };
+                smoke::test_endpoint(&cfg, &ep, &mut out).await
+            }
+            Err(e) => {
+                progress.eprintln(&format!("agent-harness: {e:#}"));
+                exit::FAILED
+            }
+        },
+    }
+}
+
+fn config_error(e: &ConfigError) -> u8 {
+    eprintln!("agent-harness: configuration error: {e}");
+    exit::USAGE
+}
+
+async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
+    let cancel = CancellationToken::new();
+    let mut harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::USAGE;
+        }
+    };
+    tokio::spawn(watch_signals(cancel));
+    harness.progress = progress.clone();
+    let started = std::time::Instant::now();
+    match run::run(cfg, &harness, &opts).await {
+        Ok(outcome) => {
+            match &outcome {
+                RunOutcome::Locked => progress.eprintln(&format!(
+                    "agent-harness: another run holds the lock {}; nothing to do",
+                    lock::RunLock::path(&cfg.paths.state_dir()).display()
+                )),
+                RunOutcome::Unreachable(why) => progress.eprintln(&format!(
+                    "agent-harness: the endpoint is unreachable, no task was touched: {why}"
+                )),
+                RunOutcome::Finished(tally) => progress.finish(&tally.describe(started.elapsed())),
+            }
+            outcome.exit_code()
+        }
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::USAGE
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::FAILED
+        }
+    }
+}
+
+/// First SIGINT / SIGTERM: stop starting work and cancel what runs. Second: leave now.
+async fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::warn!("signal received: finishing records and leaving running tasks in the inbox");
+    cancel.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    eprintln!("agent-harness: second signal, exiting at once");
+    std::process::exit(i32::from(exit::TEMPFAIL));
+}
+
+/// A writer that redacts every secret from what passes through it.
+struct Redacting<W> {
+    inner: W,
+    redactor: config::Redactor,
+}
+
+impl<W: Write> Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.inner
+            .write_all(self.redactor.redact_str(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn check_command(cfg: &Config) -> u8 {
+    let offered = Toolbox::offered_by(cfg);
+    match run::check_inbox(cfg, &offered) {
+        Ok(report) => {
+            for p in &report.problems {
+                println!("{p}");
+            }
+            for w in &report.warnings {
+                println!("{w}");
+            }
+            println!(
+                "{}: config ok; {} task file(s), {} with problems, {} with warnings",
+                cfg.path.display(),
+                report.tasks,
+                report.problems.len(),
+                report.warnings.len()
+            );
+            if report.problems.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            }
+        }
+        Err(e) => {
+            eprintln!("agent-harness: {e:#}");
+            exit::FAILED
+        }
+    }
+}
+
+fn runs_command(logs: &Path, command: &Command) -> u8 {
+    let Command::Runs { task, limit, json } = command else {
+        return exit::USAGE;
+    };
+    let records::Listing {
+        mut summaries,
+        mut incomplete,
+    } = read_summaries(logs);
+    if let Some(t) = task {
+        summaries.retain(|s| &s.task == t);
+        incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
+    }
+    if !incomplete.is_empty() {
+        let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
+        eprintln!(
+            "agent-harness: {} run folder(s) without a readable summary.json (still running, or killed mid-run): {}",
+            dirs.len(),
+            dirs.join(", ")
+        );
+    }
+    summaries.truncate(*limit);
+    let mut out = std::io::stdout().lock();
+    let written = if *json {
+        serde_json::to_string_pretty(&summaries)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(out, "{s}"))
+    } else {
+        write!(out, "{}", runs_table(&summaries))
+    };
+    match written {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => {
+            eprintln!("agent-harness: {e}");
+            exit::FAILED
+        }
+    }
+}
+
+/// The `runs` table: task, run id, status, stop reason, turns, tokens, wall time.
+pub fn runs_table(summaries: &[records::Summary]) -> String {
+    let header = [
+        "TASK",
+        "RUN ID",
+        "STATUS",
+        "STOP REASON",
+        "TURNS",
+        "TOKENS",
+        "WALL",
+    ];
+    let rows: Vec<[String; 7]> = summaries
+        .iter()
+        .map(|s| {
+            let status = s.status.as_str().to_string();
+            [
+                s.task.clone(),
+                s.run_id.clone(),
+                if s.dry_run {
+                    format!("{status} (dry)")
+                } else {
+                    status
+                },
+                s.stop_reason.as_str().to_string(),
+                s.turns.to_string(),
+                s.total_tokens.to_string(),
+                format!("{:.1}s", s.wall_ms as f64 / 1000.0),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for r in &rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    if rows.is_empty() {
+        out.push_str("(no runs recorded)\n");
+    }
+    out
+}

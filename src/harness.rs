@@ -1,0 +1,58 @@
+//! What every task of a run shares: the clients built once from the
+//! config, the clock, the stop signal, the redactor.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Config};
+use crate::endpoint::Endpoint;
+use crate::progress::Progress;
+use crate::tools::{self, Toolbox};
+
+/// The source of "now" for records and signatures; tests pass a fixed one.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(Utc::now)
+}
+
+/// What every task of a run shares: the clients, the clock, the stop signal.
+pub struct Harness {
+    pub endpoint: Endpoint,
+    pub toolbox: Toolbox,
+    pub clock: Clock,
+    /// Cancelled on SIGINT / SIGTERM: no new work starts, running calls stop.
+    pub cancel: CancellationToken,
+    /// Live lines on a terminal; hidden unless the binary sets it.
+    pub progress: Progress,
+    /// Replaces every configured secret in what the model and the logs see.
+    pub redactor: config::Redactor,
+}
+
+impl Harness {
+    pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<Harness> {
+        let noteworx = match &cfg.noteworx {
+            Some(n) => Some(tools::noteworx::Noteworx {
+                client: crate::noteworx::NoteworxClient::new(n)?,
+                agent_name: n.agent_name.clone(),
+                token_env: n.token_env.clone(),
+            }),
+            None => None,
+        };
+        let webfetch = cfg
+            .webfetch
+            .as_ref()
+            .map(tools::webfetch::Webfetch::new)
+            .transpose()?;
+        Ok(Harness {
+            endpoint: Endpoint::new(&cfg.endpoint)?,
+            toolbox: Toolbox { webfetch, noteworx },
+            progress: Progress::hidden(),
+            redactor: cfg.redactor(),
+            clock,
+            cancel,
+        })
+    }
+}
