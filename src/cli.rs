@@ -40,6 +40,40 @@ pub enum Command {
     TestRunpod,
     /// Validate the config and every inbox task without calling anything.
     Check,
+    /// Re-run a recorded run with recorded replies and tool results; report the first request that differs.
+    Replay {
+        /// The run folder: logs/<task>/<run_id>.
+        run_dir: PathBuf,
+        /// Answer turns before N from the recording, then go on live against the configured endpoint and tools.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        from_turn: Option<u32>,
+        /// With --from-turn: let write tools change things (default: dry-run intents).
+        #[arg(long, requires = "from_turn")]
+        live_writes: bool,
+    },
+    /// Run every task file of DIR N times against the endpoint and report how often each passed.
+    Eval {
+        /// A folder of *.md task files (read, never moved).
+        dir: PathBuf,
+        /// Runs of each task per variant.
+        #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        repeat: u32,
+        /// Run up to N tasks at once (default: `[limits] concurrency`).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+        concurrency: Option<u16>,
+        /// Override one config key for the whole eval, e.g. model.temperature=0.3 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = key_value)]
+        sets: Vec<(String, String)>,
+        /// Run the suite once per value, e.g. model.replay_thinking=strip,keep (repeatable: every combination).
+        #[arg(long, value_name = "KEY=V1,V2,…", value_parser = key_values)]
+        matrix: Vec<(String, Vec<String>)>,
+        /// Let write tools change things (default: dry-run intents).
+        #[arg(long)]
+        live_writes: bool,
+        /// Print the report as one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// List recent runs from the logs folder, newest first.
     Runs {
         /// Only runs of this task.
@@ -52,4 +86,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `KEY=VALUE`.
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// `KEY=V1,V2,…`.
+fn key_values(s: &str) -> Result<(String, Vec<String>), String> {
+    let (k, v) = key_value(s)?;
+    let values: Vec<String> = v.split(',').map(|x| x.trim().to_string()).collect();
+    if values.iter().any(String::is_empty) {
+        return Err(format!(
+            "{s:?}: every value between the commas must be given"
+        ));
+    }
+    Ok((k, values))
 }

@@ -69,6 +69,10 @@ async fn dispatch(
         Err(e) => return config_error(&e),
     };
     progress.redact_with(cfg.redactor());
+    let stdout = || Redacting {
+        inner: std::io::stdout(),
+        redactor: cfg.redactor(),
+    };
     match &cli.command {
         Command::Run {
             concurrency,
@@ -84,33 +88,163 @@ async fn dispatch(
             run_command(&cfg, opts, progress).await
         }
         Command::RunTask { name, dry_run } => {
-            run_command(
-                &cfg,
-                RunOptions {
-                    dry_run: *dry_run,
-                    concurrency: 1,
-                    only: Some(name.clone()),
-                },
-                progress,
-            )
-            .await
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: 1,
+                only: Some(name.clone()),
+            };
+            run_command(&cfg, opts, progress).await
         }
         Command::Check => check_command(&cfg),
+        Command::Replay {
+            run_dir,
+            from_turn,
+            live_writes,
+        } => {
+            let opts = crate::replay::ReplayOptions {
+                run_dir: run_dir.clone(),
+                from_turn: *from_turn,
+                live_writes: *live_writes,
+            };
+            crate::replay::replay(&cfg, &opts, &mut stdout()).await
+        }
+        Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
         Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
-            Ok(ep) => {
-                let mut out = Redacting {
-                    inner: std::io::stdout(),
-                    redactor: cfg.redactor(),
-                };
-                smoke::test_endpoint(&cfg, &ep, &mut out).await
-            }
+            Ok(ep) => smoke::test_endpoint(&cfg, &ep, &mut stdout()).await,
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));
                 exit::FAILED
             }
         },
     }
+}
+
+/// One eval variant: its `KEY=VALUE` overrides and the config they give.
+type Variant = (Vec<(String, String)>, Config);
+
+/// The suite must hold task files; each variant's config must load.
+/// `Err` is the exit code (2).
+fn eval_configs(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    opts: &crate::eval::EvalOptions,
+    progress: &Progress,
+) -> Result<Vec<Variant>, u8> {
+    match crate::inbox::list(&opts.dir) {
+        Ok(tasks) if !tasks.is_empty() => {}
+        Ok(_) => {
+            progress.eprintln(&format!(
+                "agent-harness: no *.md task files in {}",
+                opts.dir.display()
+            ));
+            return Err(exit::USAGE);
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return Err(exit::USAGE);
+        }
+    }
+    crate::eval::variants(opts)
+        .into_iter()
+        .map(|set| match Config::load_with(path, env, &set) {
+            Ok(c) => Ok((set, c)),
+            Err(e) => Err(config_error(&e)),
+        })
+        .collect()
+}
+
+/// A harness per variant, each endpoint checked first: `Err` is the exit
+/// code (75 when one does not answer, so nothing is run).
+async fn eval_harnesses(
+    configs: &[Variant],
+    cancel: &CancellationToken,
+    progress: &Progress,
+) -> Result<Vec<Harness>, u8> {
+    let mut harnesses = Vec::new();
+    for (_, cfg) in configs {
+        let mut h = Harness::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::USAGE
+        })?;
+        if let Err(why) = h.endpoint.ping().await {
+            progress.eprintln(&format!(
+                "agent-harness: the endpoint is unreachable, nothing was run: {why}"
+            ));
+            return Err(exit::TEMPFAIL);
+        }
+        h.progress = progress.clone();
+        harnesses.push(h);
+    }
+    Ok(harnesses)
+}
+
+/// `eval DIR`: the suite once per variant of the config, then the table
+/// (or the JSON report). Records go to `<logs>/eval/<eval_id>/v<k>/`.
+async fn eval_command(
+    cli: &Cli,
+    cfg: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: &Progress,
+    out: &mut dyn Write,
+) -> u8 {
+    let Command::Eval {
+        dir,
+        repeat,
+        concurrency,
+        sets,
+        matrix,
+        live_writes,
+        json,
+    } = &cli.command
+    else {
+        return exit::USAGE;
+    };
+    let opts = crate::eval::EvalOptions {
+        dir: dir.clone(),
+        repeat: *repeat,
+        concurrency: concurrency.map_or(cfg.limits.concurrency, usize::from),
+        sets: sets.clone(),
+        matrix: matrix.clone(),
+        live_writes: *live_writes,
+    };
+    let configs = match eval_configs(&cli.config, env, &opts, progress) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(watch_signals(cancel.clone()));
+    let harnesses = match eval_harnesses(&configs, &cancel, progress).await {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let eval_dir = match crate::eval::create_eval_dir(&cfg.paths.logs, (system_clock())()) {
+        Ok(d) => d,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::FAILED;
+        }
+    };
+    let mut variants = Vec::new();
+    for (k, ((set, cfg), h)) in configs.iter().zip(&harnesses).enumerate() {
+        let logs = eval_dir.join(format!("v{}", k + 1));
+        match crate::eval::run_variant(cfg, h, &opts, set, &logs).await {
+            Ok(v) => variants.push(v),
+            Err(e) => {
+                progress.eprintln(&format!("agent-harness: {e:#}"));
+                return exit::FAILED;
+            }
+        }
+    }
+    let report = crate::eval::Report {
+        eval_id: eval_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        repeat: opts.repeat,
+        variants,
+    };
+    crate::eval::write_report(&eval_dir, &report, *json, out)
 }
 
 fn config_error(e: &ConfigError) -> u8 {
@@ -262,7 +396,7 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
 
 /// The `runs` table: task, run id, status, stop reason, turns, tokens, wall time.
 pub fn runs_table(summaries: &[records::Summary]) -> String {
-    let header = [
+    let header: Vec<String> = [
         "TASK",
         "RUN ID",
         "STATUS",
@@ -270,12 +404,14 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
         "TURNS",
         "TOKENS",
         "WALL",
-    ];
-    let rows: Vec<[String; 7]> = summaries
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows: Vec<Vec<String>> = summaries
         .iter()
         .map(|s| {
             let status = s.status.as_str().to_string();
-            [
+            vec![
                 s.task.clone(),
                 s.run_id.clone(),
                 if s.dry_run {
@@ -290,26 +426,7 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ");
-        s.truncate(s.trim_end().len());
-        s + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for r in &rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
+    let mut out = crate::text::table(&header, &rows);
     if rows.is_empty() {
         out.push_str("(no runs recorded)\n");
     }

@@ -518,6 +518,33 @@ impl Config {
         Self::parse(&text, path, &base, env)
     }
 
+    /// Reads the config file with `KEY=VALUE` overrides applied (`eval
+    /// --set` / `--matrix`). KEY is a dotted path (`model.temperature`,
+    /// `limits.max_turns`, `tools.webfetch.enabled`); VALUE is read as a TOML
+    /// value, or as a string when it is not one (`keep`).
+    pub fn load_with(
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        overrides: &[(String, String)],
+    ) -> Result<Config, ConfigError> {
+        if overrides.is_empty() {
+            return Self::load(path, env);
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, format!("cannot read the config file: {e}")))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| ConfigError::new(path, e.message().to_string()))?;
+        for (key, value) in overrides {
+            set_dotted(&mut table, key, value).map_err(|m| ConfigError::new(path, m))?;
+        }
+        let text = toml::to_string(&table).map_err(|e| ConfigError::new(path, e.to_string()))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&text, path, &base, env).map_err(|mut e| {
+            e.message = format!("{} (with the --set / --matrix values applied)", e.message);
+            e
+        })
+    }
+
     /// Parses config text; relative paths resolve against `base`.
     pub fn parse(
         text: &str,
@@ -566,6 +593,32 @@ impl Config {
             .cloned()
             .collect()
     }
+}
+
+/// Sets `a.b.c = value` in a TOML table, making the tables on the way.
+fn set_dotted(table: &mut toml::Table, key: &str, value: &str) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(format!(
+            "{key:?} is not a config key: write SECTION.KEY, e.g. model.temperature"
+        ));
+    }
+    let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let (last, sections) = parts.split_last().ok_or("empty key")?;
+    let mut here = table;
+    for section in sections {
+        let entry = here
+            .entry(section.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        here = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("{key:?}: {section} is not a section"))?;
+    }
+    here.insert(last.to_string(), value);
+    Ok(())
 }
 
 /// Deserializes TOML text; `Err` is `(line, message naming the key)`.
@@ -1057,6 +1110,43 @@ mod tests {
         let c = parse("[runpod]\nendpoint_id = \"a\"\n[model.extra]\nseed = 42\nmin_p = 0.05\n")
             .unwrap();
         assert_eq!(c.model.extra.get("seed"), Some(&Value::from(42)));
+    }
+
+    #[test]
+    fn overrides_set_dotted_keys_as_toml_values_or_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        std::fs::write(
+            &path,
+            "[runpod]\nendpoint_id = \"a\"\n[model]\ntemperature = 1.0\n",
+        )
+        .unwrap();
+        let env = |k: &str| (k == "RUNPOD_API_KEY").then(|| "rp_x".to_string());
+        let set = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let c = Config::load_with(
+            &path,
+            &env,
+            &[
+                set("model.temperature", "0.3"),
+                set("model.replay_thinking", "keep"),
+                set("limits.max_turns", "6"),
+                set("tools.webfetch.enabled", "false"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.model.temperature, Some(0.3));
+        assert_eq!(c.model.replay_thinking, ReplayThinking::Keep);
+        assert_eq!(c.limits.max_turns, 6);
+        assert!(c.webfetch.is_none());
+        let e = Config::load_with(&path, &env, &[set("limits.max_turnz", "6")]).unwrap_err();
+        assert!(e.message.contains("[limits] max_turnz: unknown key"), "{e}");
+        assert!(
+            e.message
+                .ends_with("(with the --set / --matrix values applied)"),
+            "{e}"
+        );
+        let e = Config::load_with(&path, &env, &[set("temperature", "1")]).unwrap_err();
+        assert!(e.message.contains("write SECTION.KEY"), "{e}");
     }
 
     #[test]

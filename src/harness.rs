@@ -48,7 +48,11 @@ impl Harness {
             .transpose()?;
         Ok(Harness {
             endpoint: Endpoint::new(&cfg.endpoint)?,
-            toolbox: Toolbox { webfetch, noteworx },
+            toolbox: Toolbox {
+                webfetch,
+                noteworx,
+                recorded: None,
+            },
             progress: Progress::hidden(),
             redactor: cfg.redactor(),
             clock,

@@ -38,6 +38,33 @@ pub struct Frontmatter {
     pub enable_thinking: Option<bool>,
     pub max_calls_per_turn: Option<u32>,
     pub max_writes: Option<u32>,
+    /// What the task must achieve (SPEC §13).
+    pub expect: Option<Expect>,
+}
+
+/// The `[expect]` table: what a task must achieve for a final answer to be
+/// a success.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Each of these tools ran without error at least once.
+    pub tools_called: Option<Vec<String>>,
+    /// A regular expression the final answer must match.
+    pub answer_matches: Option<String>,
+    /// Exactly this many attachments were created (dry-run intents count).
+    pub attachments: Option<u32>,
+    /// The task finished within this many turns.
+    pub max_turns_used: Option<u32>,
+}
+
+/// `answer_matches` compiled. The regex crate matches in time linear in the
+/// text, so a hostile answer cannot make the check slow; the size limit
+/// caps what a pattern may compile to.
+pub fn answer_pattern(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| format!("not a valid regular expression: {e}"))
 }
 
 impl Frontmatter {
@@ -78,7 +105,16 @@ impl Frontmatter {
             }
         }
         check_finite("temperature", self.temperature).map_err(|m| ("temperature", m))?;
-        check_finite("top_p", self.top_p).map_err(|m| ("top_p", m))
+        check_finite("top_p", self.top_p).map_err(|m| ("top_p", m))?;
+        if let Some(p) = self
+            .expect
+            .as_ref()
+            .and_then(|e| e.answer_matches.as_deref())
+        {
+            answer_pattern(p)
+                .map_err(|e| ("answer_matches", format!("[expect] answer_matches is {e}")))?;
+        }
+        Ok(())
     }
 }
 
@@ -87,6 +123,8 @@ impl Frontmatter {
 pub struct TaskFile {
     pub frontmatter: Frontmatter,
     pub body: String,
+    /// The whole file as read (recorded as `task.md`, so a run can be replayed).
+    pub text: String,
 }
 
 /// Why a task file is invalid, with the 1-based line when one applies.
@@ -154,6 +192,7 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     Ok(TaskFile {
         frontmatter,
         body: body.to_string(),
+        text: text.to_string(),
     })
 }
 

@@ -21,7 +21,8 @@
 //! - [`records`] — the task's events as `conversation.jsonl`, `tools.jsonl`,
 //!   `run.log`; `summary.json`.
 //! - [`progress`] — the live lines on a terminal, and the log writer beside them.
-//! - [`smoke`] — `test-runpod`.
+//! - [`smoke`] — `test-runpod`; [`replay`] — a recorded run again, no network;
+//!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite.
 //! - [`text`], [`http`] — small helpers: characters and lines; capped bodies.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
@@ -33,6 +34,8 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod endpoint;
+pub mod eval;
+pub mod expect;
 pub mod harness;
 pub mod http;
 pub mod inbox;
@@ -40,6 +43,7 @@ pub mod lock;
 pub mod noteworx;
 pub mod progress;
 pub mod records;
+pub mod replay;
 pub mod reply;
 pub mod run;
 pub mod smoke;

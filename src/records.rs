@@ -16,8 +16,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
+use crate::agent::{
+    Answer, AttemptFailure, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
+};
 use crate::config::{Redactor, Secret};
+use crate::expect::Verdict;
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +68,12 @@ pub struct Summary {
     pub error: Option<String>,
     #[serde(default)]
     pub dry_run: bool,
+    /// One verdict per `[expect]` key, for a task that has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<Vec<Verdict>>,
+    /// `<task>/<run_id>` of the recorded run this one replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
 }
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.
@@ -81,6 +90,13 @@ pub struct ConversationLine<'a> {
     /// The raw response body: JSON when it parsed, else a string.
     pub response: Option<&'a Value>,
     pub error: Option<&'a str>,
+    /// How the attempt failed: `transport`, `status`, `job_failed`,
+    /// `job_ended`, `bad_body`, `too_large`, `wall_clock`, `interrupted`,
+    /// `not_recorded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runpod: Option<JobLine<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +119,9 @@ pub struct JobLine<'a> {
 /// The `context` object of a conversation line.
 #[derive(Debug, Clone, Serialize)]
 pub struct ContextLine<'a> {
+    /// The context window managed (`[limits] context_tokens`, or the server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
     /// Estimated prompt tokens of the request as sent.
     pub estimated_prompt_tokens: u64,
     /// `context_tokens − max_tokens`, when the context is managed.
@@ -124,6 +143,8 @@ impl<'a> ConversationLine<'a> {
             http_status: a.http_status,
             response: a.response,
             error: a.error.as_deref(),
+            error_kind: a.failure.map(failure_name),
+            retry_after_ms: a.retry_after_ms,
             runpod: a.job.map(|j| JobLine {
                 job_id: j.id,
                 status: j.status,
@@ -132,12 +153,40 @@ impl<'a> ConversationLine<'a> {
                 polls: j.polls,
             }),
             context: a.context.map(|c| ContextLine {
+                context_tokens: c.window,
                 estimated_prompt_tokens: c.estimated_prompt_tokens,
                 budget: c.budget,
                 elided_call_ids: &c.elided_call_ids,
             }),
         }
     }
+}
+
+/// The names of [`AttemptFailure`] in `conversation.jsonl`'s `error_kind`.
+const FAILURE_NAMES: &[(AttemptFailure, &str)] = &[
+    (AttemptFailure::Transport, "transport"),
+    (AttemptFailure::Status, "status"),
+    (AttemptFailure::JobFailed, "job_failed"),
+    (AttemptFailure::JobEnded, "job_ended"),
+    (AttemptFailure::BadBody, "bad_body"),
+    (AttemptFailure::TooLarge, "too_large"),
+    (AttemptFailure::WallClock, "wall_clock"),
+    (AttemptFailure::Interrupted, "interrupted"),
+    (AttemptFailure::NotRecorded, "not_recorded"),
+];
+
+fn failure_name(f: AttemptFailure) -> &'static str {
+    FAILURE_NAMES
+        .iter()
+        .find(|(k, _)| *k == f)
+        .map_or("unknown", |(_, n)| n)
+}
+
+fn failure_of(name: &str) -> Option<AttemptFailure> {
+    FAILURE_NAMES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(k, _)| *k)
 }
 
 /// One line of `tools.jsonl`.
@@ -399,6 +448,14 @@ impl RunRecord {
         );
     }
 
+    /// Keeps the task file as it was read (`task.md`), so the run can be replayed.
+    pub fn task_file(&self, text: &str) {
+        let path = self.dir.join("task.md");
+        if let Err(e) = write_private(&path, self.redactor.redact_str(text).as_bytes()) {
+            tracing::error!(file = "task.md", error = %e, "cannot write a run record");
+        }
+    }
+
     /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
     pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(summary)?);
@@ -423,6 +480,119 @@ fn write_line(file: &mut File, text: String, redactor: &Redactor, name: &str) {
     }
 }
 
+/// A run folder read back: everything a replay needs.
+#[derive(Debug, Clone)]
+pub struct RecordedRun {
+    pub dir: PathBuf,
+    pub summary: Summary,
+    /// The task file as it was read.
+    pub task_file: PathBuf,
+    pub attempts: Vec<RecordedLine>,
+    pub tools: Vec<ToolLine>,
+}
+
+/// A `conversation.jsonl` line read back.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordedLine {
+    pub turn: u32,
+    pub attempt: u32,
+    pub request: Value,
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    #[serde(default)]
+    pub response: Option<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_kind: Option<String>,
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    #[serde(default)]
+    pub runpod: Option<RecordedJob>,
+    #[serde(default)]
+    pub context: Option<RecordedContext>,
+}
+
+impl RecordedLine {
+    /// How the attempt failed; an unknown name reads as a transport failure.
+    pub fn failure(&self) -> Option<AttemptFailure> {
+        self.error_kind
+            .as_deref()
+            .map(|k| failure_of(k).unwrap_or(AttemptFailure::Transport))
+    }
+}
+
+/// The `runpod` object of a conversation line, read back.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordedJob {
+    #[serde(default)]
+    pub job_id: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default, rename = "delayTime")]
+    pub delay_time: Option<u64>,
+    #[serde(default, rename = "executionTime")]
+    pub execution_time: Option<u64>,
+    #[serde(default)]
+    pub polls: u32,
+}
+
+/// The `context` object of a conversation line, read back.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordedContext {
+    #[serde(default)]
+    pub context_tokens: Option<u32>,
+}
+
+/// Reads a run folder. `Err` says what is missing or unreadable.
+pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    let summary: Summary = serde_json::from_str(&read("summary.json")?)
+        .map_err(|e| format!("{}/summary.json: {e}", dir.display()))?;
+    let task_file = dir.join("task.md");
+    if !task_file.is_file() {
+        return Err(format!(
+            "{}: no task.md (runs recorded before replay existed cannot be replayed)",
+            dir.display()
+        ));
+    }
+    let lines = |name: &str| -> Result<Vec<Value>, String> {
+        read(name)?
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| format!("{}/{name}:{}: {e}", dir.display(), i + 1))
+            })
+            .collect()
+    };
+    fn parse<T: serde::de::DeserializeOwned>(
+        dir: &Path,
+        name: &str,
+        v: Value,
+    ) -> Result<T, String> {
+        serde_json::from_value(v).map_err(|e| format!("{}/{name}: {e}", dir.display()))
+    }
+    let attempts = lines("conversation.jsonl")?
+        .into_iter()
+        .map(|v| parse(dir, "conversation.jsonl", v))
+        .collect::<Result<_, _>>()?;
+    let tools = lines("tools.jsonl")?
+        .into_iter()
+        .map(|v| parse(dir, "tools.jsonl", v))
+        .collect::<Result<_, _>>()?;
+    Ok(RecordedRun {
+        dir: dir.to_path_buf(),
+        summary,
+        task_file,
+        attempts,
+        tools,
+    })
+}
+
 /// What `logs/` holds: the readable summaries, newest first, and the run
 /// folders without one (a run still going, or one killed before it ended).
 #[derive(Debug, Default)]
@@ -442,7 +612,16 @@ pub fn read_summaries(logs: &Path) -> Listing {
         let Ok(runs) = std::fs::read_dir(task.path()) else {
             continue;
         };
-        for run in runs.flatten().filter(|r| r.path().is_dir()) {
+        // A run folder holds records; anything else (an eval's folders) is not a run.
+        let is_run = |p: &Path| {
+            ["summary.json", "conversation.jsonl", "run.log"]
+                .iter()
+                .any(|f| p.join(f).exists())
+        };
+        for run in runs
+            .flatten()
+            .filter(|r| r.path().is_dir() && is_run(&r.path()))
+        {
             let path = run.path().join("summary.json");
             match std::fs::read_to_string(&path).map(|t| serde_json::from_str::<Summary>(&t)) {
                 Ok(Ok(s)) => out.summaries.push(s),
@@ -526,6 +705,8 @@ mod tests {
             final_answer: None,
             error: None,
             dry_run: false,
+            expectations: None,
+            replay_of: None,
         })
         .unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

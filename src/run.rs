@@ -8,7 +8,7 @@
 //! and its records readable.
 
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::Context;
@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
+use crate::expect::{self, Evidence, Verdict};
 use crate::harness::Harness;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::lock::RunLock;
@@ -31,6 +32,20 @@ pub struct RunOptions {
     pub concurrency: usize,
     /// `run-task NAME`: only this inbox entry.
     pub only: Option<String>,
+}
+
+/// How a batch of tasks is handled: by `run`, `eval` and `replay` alike.
+#[derive(Debug, Clone)]
+pub struct Mode {
+    /// Write tools become logged intents.
+    pub dry_run: bool,
+    /// Task files move to `done/` / `failed/` and attempts are counted (a
+    /// real `run`); otherwise every file stays where it is.
+    pub file: bool,
+    /// Where the run folders go (`<logs>/<task>/<run_id>/`).
+    pub logs: PathBuf,
+    /// `<task>/<run_id>` of the run this one replays, for its summary.
+    pub replay_of: Option<String>,
 }
 
 /// What the run did, by task.
@@ -100,11 +115,11 @@ enum Disposition {
 
 /// How a task run ended, for the tally.
 #[derive(Debug)]
-enum TaskEnd {
+pub enum TaskEnd {
     /// The run was stopping before the task began.
     NotStarted,
     /// Summary written, file where it belongs.
-    Filed { status: Status, retryable: bool },
+    Filed(Box<Summary>),
     /// The task's records or its file could not be written or moved; it is
     /// left where it was and counts as failed in this run.
     Broken,
@@ -134,21 +149,49 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
     if let Err(why) = h.endpoint.ping().await {
         return Ok(RunOutcome::Unreachable(why));
     }
+    let mode = Mode {
+        dry_run: opts.dry_run,
+        file: !opts.dry_run,
+        logs: cfg.paths.logs.clone(),
+        replay_of: None,
+    };
+    let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
+    let tally = Tally::of(&ends);
+    tracing::info!(
+        succeeded = tally.succeeded,
+        failed = tally.failed,
+        retry_later = tally.retry_later,
+        interrupted = tally.interrupted,
+        not_started = tally.not_started,
+        "run finished"
+    );
+    Ok(RunOutcome::Finished(tally))
+}
+
+/// Runs `entries` (up to `concurrency` at once) as `mode` says, each from
+/// file to records; the endpoint is not checked first.
+pub async fn run_tasks(
+    cfg: &Config,
+    h: &Harness,
+    entries: Vec<InboxEntry>,
+    mode: &Mode,
+    concurrency: usize,
+) -> Vec<TaskEnd> {
     let drain = Drain {
         cfg,
         h,
         context_tokens: context_window(cfg, h).await,
-        attempts: Mutex::new(Attempts::load(&state_dir)),
-        dry_run: opts.dry_run,
+        attempts: Mutex::new(Attempts::load(&cfg.paths.state_dir())),
+        mode,
     };
-    let concurrency = opts.concurrency.max(1);
+    let concurrency = concurrency.max(1);
     tracing::info!(
         tasks = entries.len(),
         concurrency,
-        dry_run = opts.dry_run,
+        dry_run = mode.dry_run,
         "run started"
     );
-    let ends: Vec<TaskEnd> = futures::stream::iter(entries)
+    futures::stream::iter(entries)
         .map(|entry| {
             let drain = &drain;
             async move {
@@ -160,18 +203,7 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         })
         .buffer_unordered(concurrency)
         .collect()
-        .await;
-
-    let tally = Tally::of(&ends);
-    tracing::info!(
-        succeeded = tally.succeeded,
-        failed = tally.failed,
-        retry_later = tally.retry_later,
-        interrupted = tally.interrupted,
-        not_started = tally.not_started,
-        "run finished"
-    );
-    Ok(RunOutcome::Finished(tally))
+        .await
 }
 
 /// The context window every task of the run manages, if any.
@@ -201,7 +233,7 @@ impl Tally {
             match end {
                 TaskEnd::NotStarted => tally.not_started += 1,
                 TaskEnd::Broken => tally.failed += 1,
-                TaskEnd::Filed { status, retryable } => match (status, retryable) {
+                TaskEnd::Filed(s) => match (s.status, s.retryable) {
                     (Status::Succeeded, _) => tally.succeeded += 1,
                     (Status::Interrupted, _) => tally.interrupted += 1,
                     (Status::Failed, true) => tally.retry_later += 1,
@@ -219,7 +251,7 @@ struct Drain<'a> {
     h: &'a Harness,
     context_tokens: Option<u32>,
     attempts: Mutex<Attempts>,
-    dry_run: bool,
+    mode: &'a Mode,
 }
 
 /// A task's attempt count: counted before it starts (SPEC §12.1).
@@ -258,7 +290,7 @@ fn file_outcome(
     retryable: bool,
     attempt: u32,
     max_attempts: u32,
-    dry_run: bool,
+    file: bool,
 ) -> Filing {
     let status = match stop {
         StopReason::FinalAnswer => Status::Succeeded,
@@ -272,7 +304,7 @@ fn file_outcome(
         note,
     };
     match stop {
-        _ if dry_run => filing(Disposition::Keep, retryable, None),
+        _ if !file => filing(Disposition::Keep, retryable, None),
         StopReason::FinalAnswer => filing(Disposition::Done, false, None),
         StopReason::Interrupted => filing(Disposition::Keep, true, None),
         _ if retryable && attempt < max_attempts => filing(
@@ -300,7 +332,7 @@ impl Drain<'_> {
         let started_at = (h.clock)();
         let t0 = Instant::now();
         let mut rec = match RunRecord::create(
-            &cfg.paths.logs,
+            &self.mode.logs,
             &entry.name,
             started_at,
             cfg.secrets(),
@@ -317,10 +349,7 @@ impl Drain<'_> {
             .instrument(span.clone())
             .await;
         match filed {
-            Ok(summary) => TaskEnd::Filed {
-                status: summary.status,
-                retryable: summary.retryable,
-            },
+            Ok(summary) => TaskEnd::Filed(Box::new(summary)),
             Err(e) => {
                 span.in_scope(|| {
                     tracing::error!(error = %format!("{e:#}"), "the task could not be filed; it stays in the inbox")
@@ -339,8 +368,9 @@ impl Drain<'_> {
     ) -> anyhow::Result<Summary> {
         let (cfg, h) = (self.cfg, self.h);
         let count = self.begin_attempt(&entry.name)?;
-        let outcome = if count.exhausted {
-            killed_too_often(rec, h, count.previous, cfg.limits.max_attempts)
+        let (outcome, verdicts) = if count.exhausted {
+            let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
+            (Outcome::failed(StopReason::InternalError, error), None)
         } else {
             self.run_isolated(entry, rec).await
         };
@@ -350,9 +380,10 @@ impl Drain<'_> {
             outcome.retryable,
             attempt,
             cfg.limits.max_attempts,
-            self.dry_run,
+            self.mode.file,
         );
-        let summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
+        let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
+        summary.expectations = verdicts;
         rec.summary(&summary)?;
         let moved = match filing.disposition {
             Disposition::Done => Some(&cfg.paths.done),
@@ -365,7 +396,13 @@ impl Drain<'_> {
         let place = moved
             .as_deref()
             .map(|p: &Path| p.display().to_string())
-            .unwrap_or_else(|| "left in the inbox".into());
+            .unwrap_or_else(|| {
+                if self.mode.file {
+                    "left in the inbox".into()
+                } else {
+                    "not moved".into()
+                }
+            });
         rec.log(
             summary.finished_at,
             &format!(
@@ -387,37 +424,40 @@ impl Drain<'_> {
         Ok(summary)
     }
 
-    /// Reads, resolves and runs the task. A panic anywhere inside ends this
-    /// task as `internal_error`; the run goes on.
-    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord) -> Outcome {
-        let (cfg, h) = (self.cfg, self.h);
+    /// Reads, resolves and runs the task, and judges its expectations. A
+    /// panic anywhere inside ends this task as `internal_error`; the run
+    /// goes on.
+    async fn run_isolated(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+    ) -> (Outcome, Option<Vec<Verdict>>) {
+        let h = self.h;
         let work = async {
-            let prepared = inbox::read_task(&entry.path).and_then(|file| {
-                TaskSpec::resolve(
-                    cfg,
-                    &entry.name,
-                    &file.frontmatter,
-                    &file.body,
-                    &h.toolbox.offered(),
-                    self.context_tokens,
-                    self.dry_run,
-                )
-            });
-            match prepared {
-                Ok(spec) => {
-                    let spec = spec.for_run(&rec.run_id);
-                    let live = h.progress.task(&entry.name);
-                    let mut sink = |event: &TaskEvent<'_>| {
-                        rec.record((h.clock)(), event);
-                        live.on(event);
-                    };
-                    run_task(h, &spec, &mut sink).await
+            let (file, spec) = match self.prepare(entry) {
+                Ok(prepared) => prepared,
+                Err(problem) => return (invalid(rec, h, &entry.path, &problem), None),
+            };
+            rec.task_file(&file.text);
+            let spec = spec.for_run(&rec.run_id);
+            let live = h.progress.task(&entry.name);
+            let mut evidence = Evidence::default();
+            let mut sink = |event: &TaskEvent<'_>| {
+                rec.record((h.clock)(), event);
+                live.on(event);
+                evidence.on(event);
+            };
+            let outcome = run_task(h, &spec, &mut sink).await;
+            match &spec.expect {
+                Some(expect) => {
+                    let verdicts = expect::verdicts(expect, &evidence, &outcome);
+                    (expectations_met(outcome, &verdicts), Some(verdicts))
                 }
-                Err(problem) => invalid(rec, h, &entry.path, &problem),
+                None => (outcome, None),
             }
         };
         match AssertUnwindSafe(work).catch_unwind().await {
-            Ok(outcome) => outcome,
+            Ok(done) => done,
             Err(panic) => {
                 let error = format!(
                     "the harness failed inside this task (a bug; please report it): {}",
@@ -425,28 +465,37 @@ impl Drain<'_> {
                 );
                 rec.log((h.clock)(), &error);
                 tracing::error!(error = %error, "internal error; the other tasks go on");
-                Outcome {
-                    stop: StopReason::InternalError,
-                    final_answer: None,
-                    error: Some(error),
-                    retryable: false,
-                    stats: Stats::default(),
-                }
+                (Outcome::failed(StopReason::InternalError, error), None)
             }
         }
+    }
+
+    /// The task file read and resolved against the config.
+    fn prepare(&self, entry: &InboxEntry) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
+        let file = inbox::read_task(&entry.path)?;
+        let spec = TaskSpec::resolve(
+            self.cfg,
+            &entry.name,
+            &file.frontmatter,
+            &file.body,
+            &self.h.toolbox.offered(),
+            self.context_tokens,
+            self.mode.dry_run,
+        )?;
+        Ok((file, spec))
     }
 
     /// Counts an attempt before the task starts and saves it, so a task that
     /// kills the process still reaches `max_attempts`. A dry run counts nothing.
     fn begin_attempt(&self, name: &str) -> anyhow::Result<AttemptCount> {
-        let mut counts = lock_attempts(&self.attempts);
-        let previous = counts.get(name);
-        if self.dry_run {
+        if !self.mode.file {
             return Ok(AttemptCount {
-                previous,
+                previous: 0,
                 exhausted: false,
             });
         }
+        let mut counts = lock_attempts(&self.attempts);
+        let previous = counts.get(name);
         let exhausted = previous >= self.cfg.limits.max_attempts;
         if !exhausted {
             counts.set(name, previous.saturating_add(1));
@@ -466,7 +515,7 @@ impl Drain<'_> {
         count: AttemptCount,
         filing: &Filing,
     ) -> anyhow::Result<()> {
-        if self.dry_run {
+        if !self.mode.file {
             return Ok(());
         }
         let mut counts = lock_attempts(&self.attempts);
@@ -523,9 +572,25 @@ impl Drain<'_> {
             finished_at: (self.h.clock)(),
             final_answer: outcome.final_answer,
             error,
-            dry_run: self.dry_run,
+            dry_run: self.mode.dry_run,
+            expectations: None,
+            replay_of: self.mode.replay_of.clone(),
         }
     }
+}
+
+/// A final answer that misses an expectation is not a success.
+fn expectations_met(mut outcome: Outcome, verdicts: &[Verdict]) -> Outcome {
+    let missed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.ok)
+        .map(|v| format!("{} ({})", v.check, v.detail))
+        .collect();
+    if outcome.stop == StopReason::FinalAnswer && !missed.is_empty() {
+        outcome.stop = StopReason::ExpectationFailed;
+        outcome.error = Some(format!("missed expectations: {}", missed.join("; ")));
+    }
+    outcome
 }
 
 /// The text of a panic's payload.
@@ -537,21 +602,15 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// The outcome of a task the process died on in every allowed attempt.
-fn killed_too_often(rec: &mut RunRecord, h: &Harness, starts: u32, max_attempts: u32) -> Outcome {
+/// Why a task the process died on in every allowed attempt is given up.
+fn killed_too_often(rec: &mut RunRecord, h: &Harness, starts: u32, max_attempts: u32) -> String {
     let error = format!(
         "the harness started this task {starts} times and never finished it: the process was killed each time \
          (out of memory, a crash, or SIGKILL); max_attempts = {max_attempts}, so it was not run again"
     );
     rec.log((h.clock)(), &error);
     tracing::error!(error = %error, "task given up");
-    Outcome {
-        stop: StopReason::InternalError,
-        final_answer: None,
-        error: Some(error),
-        retryable: false,
-        stats: Stats::default(),
-    }
+    error
 }
 
 fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, Attempts> {
@@ -562,13 +621,7 @@ fn invalid(rec: &mut RunRecord, h: &Harness, path: &Path, problem: &TaskProblem)
     let error = format!("invalid task {}: {problem}", path.display());
     rec.log((h.clock)(), &error);
     tracing::warn!(error = %error, "invalid task");
-    Outcome {
-        stop: StopReason::InvalidTask,
-        final_answer: None,
-        error: Some(error),
-        retryable: false,
-        stats: Stats::default(),
-    }
+    Outcome::failed(StopReason::InvalidTask, error)
 }
 
 /// What `check` found in the inbox.
@@ -649,8 +702,8 @@ mod tests {
     #[test]
     fn filing_sends_each_outcome_where_it_belongs() {
         use Disposition::*;
-        let f = |stop, retryable, attempt, dry| {
-            let f = file_outcome(stop, retryable, attempt, 3, dry);
+        let f = |stop, retryable, attempt, dry: bool| {
+            let f = file_outcome(stop, retryable, attempt, 3, !dry);
             (f.disposition, f.status, f.retryable, f.note)
         };
         assert_eq!(

@@ -45,6 +45,31 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
     &b[..b.len().min(max)]
 }
 
+/// Left-aligned columns, two spaces apart, one line each; no trailing spaces.
+pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| chars(h)).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(chars(c));
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    };
+    let mut out = line(header);
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
 /// 1-based line number of a byte offset.
 pub fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]

@@ -134,10 +134,16 @@ pub async fn answer_calls(
         plans.push((call, plan, count));
     }
 
-    let runs = plans.iter().map(|(_, plan, _)| async move {
+    let runs = plans.iter().map(|(call, plan, _)| async move {
         let started = Instant::now();
         let output = match plan {
-            Plan::Run(c) => toolbox.run(c, ctx).await,
+            Plan::Run(c) => {
+                let ctx = CallContext {
+                    call_id: call.id.clone(),
+                    ..ctx.clone()
+                };
+                toolbox.run(c, &ctx).await
+            }
             Plan::Refuse(message) | Plan::OverBudget(message) => ToolOutput::error(message.clone()),
         };
         (

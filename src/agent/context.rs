@@ -34,6 +34,8 @@ fn message_tokens(m: &Message) -> u64 {
 /// What the context manager did before a request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextNote {
+    /// The context window managed, when it is.
+    pub window: Option<u32>,
     /// Estimated prompt tokens of the request as sent.
     pub estimated_prompt_tokens: u64,
     /// `context_tokens − max_tokens`, when the context is managed.

@@ -10,6 +10,7 @@ use super::calls::Answer;
 use super::context::ContextNote;
 use super::outcome::Outcome;
 use crate::chat::{ToolCall, Usage};
+use crate::endpoint::Failure;
 use crate::tools::ToolName;
 
 /// One step of a task, in the order it happened.
@@ -60,10 +61,61 @@ pub struct ModelAttempt<'a> {
     /// The raw response body: JSON when it parsed, else text.
     pub response: Option<&'a Value>,
     pub error: Option<String>,
+    /// What kind of failure it was, when it failed.
+    pub failure: Option<AttemptFailure>,
+    /// The server's `Retry-After`, in milliseconds.
+    pub retry_after_ms: Option<u64>,
     /// The RunPod job, for the `runpod` kind.
     pub job: Option<JobFacts<'a>>,
     /// What the context manager did before the request (first attempt only).
     pub context: Option<&'a ContextNote>,
+}
+
+/// How an attempt failed: what a replay needs, with the status and the
+/// body, to judge the recorded answer again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptFailure {
+    Transport,
+    Status,
+    JobFailed,
+    JobEnded,
+    BadBody,
+    TooLarge,
+    WallClock,
+    Interrupted,
+    NotRecorded,
+}
+
+impl From<Failure> for AttemptFailure {
+    fn from(f: Failure) -> Self {
+        match f {
+            Failure::Transport => AttemptFailure::Transport,
+            Failure::Status => AttemptFailure::Status,
+            Failure::JobFailed => AttemptFailure::JobFailed,
+            Failure::JobEnded => AttemptFailure::JobEnded,
+            Failure::BadBody => AttemptFailure::BadBody,
+            Failure::TooLarge => AttemptFailure::TooLarge,
+            Failure::WallClock => AttemptFailure::WallClock,
+            Failure::Interrupted => AttemptFailure::Interrupted,
+            Failure::NotRecorded => AttemptFailure::NotRecorded,
+        }
+    }
+}
+
+impl From<AttemptFailure> for Failure {
+    fn from(f: AttemptFailure) -> Self {
+        match f {
+            AttemptFailure::Transport => Failure::Transport,
+            AttemptFailure::Status => Failure::Status,
+            AttemptFailure::JobFailed => Failure::JobFailed,
+            AttemptFailure::JobEnded => Failure::JobEnded,
+            AttemptFailure::BadBody => Failure::BadBody,
+            AttemptFailure::TooLarge => Failure::TooLarge,
+            AttemptFailure::WallClock => Failure::WallClock,
+            AttemptFailure::Interrupted => Failure::Interrupted,
+            AttemptFailure::NotRecorded => Failure::NotRecorded,
+        }
+    }
 }
 
 /// A RunPod job's facts after one attempt.

@@ -32,7 +32,7 @@ pub use calls::Answer;
 use calls::{Repeats, Rules, Turn, TurnResult, answer_calls};
 pub use context::ContextNote;
 use context::{Conversation, ToolOrigin};
-pub use events::{JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
+pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
 pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskSpec};
 
@@ -177,6 +177,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             self.emit(&TaskEvent::ContextElided { call_ids: &elided });
         }
         Ok(ContextNote {
+            window: self.spec.context_tokens,
             estimated_prompt_tokens: self.conv.estimate(),
             budget,
             elided_call_ids: elided,
@@ -268,6 +269,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         self.emit(&TaskEvent::ContextExceeded { n_prompt, n_ctx });
         match self.conv.fit(budget) {
             Ok(elided) => Ok(ContextNote {
+                window: self.spec.context_tokens,
                 estimated_prompt_tokens: self.conv.estimate(),
                 budget: Some(budget),
                 elided_call_ids: elided,
@@ -292,7 +294,9 @@ impl<'a, 's> TaskRun<'a, 's> {
                 ),
             ),
             CallError::Unavailable(_) => stop(StopReason::EndpointError).retryable(),
-            CallError::Rejected { .. } | CallError::TooLarge(_) => stop(StopReason::EndpointError),
+            CallError::Rejected { .. } | CallError::TooLarge(_) | CallError::NotRecorded(_) => {
+                stop(StopReason::EndpointError)
+            }
             CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
             CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
         }
@@ -382,6 +386,8 @@ impl<'a, 's> TaskRun<'a, 's> {
         let ctx = CallContext {
             task: self.spec.name.clone(),
             run_id: self.spec.run_id.clone(),
+            turn: self.stats.turns,
+            call_id: String::new(),
             now: (self.h.clock)(),
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,
@@ -455,6 +461,10 @@ fn model_attempt<'a>(
         http_status: a.http_status,
         response: a.response.as_ref(),
         error: a.error.clone(),
+        failure: a.failure.map(AttemptFailure::from),
+        retry_after_ms: a
+            .retry_after
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         job: a.runpod.as_ref().map(|j| JobFacts {
             id: j.job_id.as_deref(),
             status: j.status.as_deref(),

@@ -23,6 +23,8 @@ pub enum StopReason {
     /// The harness itself failed inside the task (a panic), or the process
     /// died on this task in every allowed attempt.
     InternalError,
+    /// A final answer, but an `[expect]` check failed.
+    ExpectationFailed,
 }
 
 impl StopReason {
@@ -39,6 +41,7 @@ impl StopReason {
             StopReason::EmptyResponse => "empty_response",
             StopReason::Interrupted => "interrupted",
             StopReason::InternalError => "internal_error",
+            StopReason::ExpectationFailed => "expectation_failed",
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::chat::Sampling;
 use crate::config::{Config, ReplayThinking};
-use crate::inbox::{Frontmatter, TaskProblem};
+use crate::inbox::{Expect, Frontmatter, TaskProblem};
 use crate::tools::ToolName;
 
 /// The system prompt used when neither the config nor the task sets one.
@@ -46,6 +46,8 @@ pub struct TaskSpec {
     pub context_tokens: Option<u32>,
     pub replay_thinking: ReplayThinking,
     pub dry_run: bool,
+    /// What the task must achieve, when its file says.
+    pub expect: Option<Expect>,
 }
 
 impl TaskSpec {
@@ -62,6 +64,9 @@ impl TaskSpec {
     ) -> Result<TaskSpec, TaskProblem> {
         let tools = allowed_tools(fm.tools.as_deref(), offered)?;
         let sampling = sampling(cfg, fm, context_tokens)?;
+        if let Some(expected) = fm.expect.as_ref().and_then(|e| e.tools_called.as_ref()) {
+            expected_tools(expected, &tools)?;
+        }
         Ok(TaskSpec {
             name: name.to_string(),
             run_id: String::new(),
@@ -84,6 +89,7 @@ impl TaskSpec {
             context_tokens,
             replay_thinking: cfg.model.replay_thinking,
             dry_run,
+            expect: fm.expect.clone(),
         })
     }
 
@@ -130,6 +136,28 @@ fn allowed_tools(
         }
     }
     Ok(tools)
+}
+
+/// `[expect] tools_called` may name only tools the task can call: any other
+/// could never pass.
+fn expected_tools(expected: &[String], tools: &[ToolName]) -> Result<(), TaskProblem> {
+    for name in expected {
+        if !ToolName::parse(name).is_some_and(|t| tools.contains(&t)) {
+            let list: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
+            return Err(TaskProblem::new(
+                None,
+                format!(
+                    "frontmatter: [expect] tools_called names {name:?}, which this task cannot call (its tools: {})",
+                    if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `[model]` with the task's sampling keys over it.

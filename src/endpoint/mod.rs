@@ -12,13 +12,14 @@
 //! likely fail the same way). Every attempt is reported to the caller as it
 //! ends, so the records show it even if the run is killed later.
 
+pub mod replay;
 pub mod runpod;
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,8 @@ use crate::chat::ChatResponse;
 use crate::config::{EndpointConfig, EndpointKind};
 use crate::http::Body;
 use crate::text::clip;
+use replay::{Recording, Source};
+use std::sync::{Arc, Mutex};
 
 /// How a call retries. The defaults are the product's; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,20 +66,42 @@ impl RetryPolicy {
 }
 
 /// RunPod job facts of one attempt.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobInfo {
     pub job_id: Option<String>,
     pub status: Option<String>,
-    #[serde(rename = "delayTime")]
     pub delay_time: Option<u64>,
-    #[serde(rename = "executionTime")]
     pub execution_time: Option<u64>,
     /// Status polls made after `/runsync` returned a pending job.
     pub polls: u32,
 }
 
-/// One HTTP attempt, as written to `conversation.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What kind of failure ended an attempt: enough, with the status and the
+/// body, to judge it again when a recorded run is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No HTTP answer (refused, DNS, reset, timeout).
+    Transport,
+    /// An HTTP error status.
+    Status,
+    /// A RunPod job that ended FAILED.
+    JobFailed,
+    /// A RunPod job CANCELLED or TIMED_OUT.
+    JobEnded,
+    /// A 2xx whose body is not a chat response.
+    BadBody,
+    /// A body over the size cap.
+    TooLarge,
+    /// The task's wall clock ran out.
+    WallClock,
+    /// The run is stopping.
+    Interrupted,
+    /// A replay found no recorded answer for the request.
+    NotRecorded,
+}
+
+/// One HTTP attempt of a model call, as it ended.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Attempt<'a> {
     pub attempt: u32,
     pub started_at: DateTime<Utc>,
@@ -88,7 +113,9 @@ pub struct Attempt<'a> {
     /// The raw response body: JSON when it parsed, else a string.
     pub response: Option<Value>,
     pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    /// The server's `Retry-After` on an error status.
+    pub retry_after: Option<Duration>,
     pub runpod: Option<JobInfo>,
 }
 
@@ -125,6 +152,9 @@ pub enum CallError {
     /// further, and final (the same server would send it again).
     #[error("{0}")]
     TooLarge(String),
+    /// A replay found no recorded answer for a request. Final.
+    #[error("{0}")]
+    NotRecorded(String),
 }
 
 /// What went wrong in one attempt, and so whether to retry.
@@ -149,6 +179,31 @@ pub(crate) enum AttemptError {
     TooLarge(String),
     WallClock,
     Interrupted,
+    /// A replay has no recorded answer for this request.
+    NotRecorded(String),
+}
+
+impl AttemptError {
+    fn failure(&self) -> Failure {
+        match self {
+            AttemptError::Transport(_) => Failure::Transport,
+            AttemptError::Status { .. } => Failure::Status,
+            AttemptError::JobFailed(_) => Failure::JobFailed,
+            AttemptError::JobEnded(_) => Failure::JobEnded,
+            AttemptError::BadBody(_) => Failure::BadBody,
+            AttemptError::TooLarge(_) => Failure::TooLarge,
+            AttemptError::WallClock => Failure::WallClock,
+            AttemptError::Interrupted => Failure::Interrupted,
+            AttemptError::NotRecorded(_) => Failure::NotRecorded,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AttemptError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
 }
 
 enum Next {
@@ -198,6 +253,7 @@ impl AttemptError {
             },
             AttemptError::JobEnded(m) => Next::Fail(CallError::Unavailable(m)),
             AttemptError::TooLarge(m) => Next::Fail(CallError::TooLarge(m)),
+            AttemptError::NotRecorded(m) => Next::Fail(CallError::NotRecorded(m)),
             AttemptError::WallClock => Next::Fail(CallError::WallClock),
             AttemptError::Interrupted => Next::Fail(CallError::Interrupted),
         }
@@ -209,7 +265,8 @@ impl AttemptError {
             | AttemptError::JobFailed(m)
             | AttemptError::JobEnded(m)
             | AttemptError::BadBody(m)
-            | AttemptError::TooLarge(m) => m.clone(),
+            | AttemptError::TooLarge(m)
+            | AttemptError::NotRecorded(m) => m.clone(),
             AttemptError::Status {
                 status, message, ..
             } => format!("HTTP {status}: {message}"),
@@ -278,6 +335,8 @@ pub struct Endpoint {
     http: reqwest::Client,
     cfg: EndpointConfig,
     retry: RetryPolicy,
+    /// A replay: calls are answered from this recording, not the network.
+    recording: Option<Arc<Mutex<Recording>>>,
 }
 
 impl Endpoint {
@@ -291,7 +350,14 @@ impl Endpoint {
             http,
             cfg: cfg.clone(),
             retry: RetryPolicy::default(),
+            recording: None,
         })
+    }
+
+    /// This endpoint answering from a recorded run (see [`replay`]).
+    pub fn replaying(mut self, recording: Arc<Mutex<Recording>>) -> Self {
+        self.recording = Some(recording);
+        self
     }
 
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
@@ -309,6 +375,40 @@ impl Endpoint {
         clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync),
         on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
     ) -> Result<Completion, CallError> {
+        let mut source = match &self.recording {
+            Some(r) => lock(r).next_call(),
+            None => Source::Live,
+        };
+        let call = Call {
+            deadline,
+            cancel,
+            clock,
+        };
+        let result = self.attempts(body, &call, &mut source, on_attempt).await;
+        if let (Some(r), Source::Recorded { turn, attempts }) = (&self.recording, &source)
+            && !attempts.is_empty()
+        {
+            lock(r).mismatches.push(replay::Mismatch {
+                turn: *turn,
+                recorded: None,
+                sent: None,
+                note: format!(
+                    "the recorded call made {} more attempt(s) than this one",
+                    attempts.len()
+                ),
+            });
+        }
+        result
+    }
+
+    /// The attempts of one call: each judged, retried while retryable.
+    async fn attempts(
+        &self,
+        body: Value,
+        call: &Call<'_>,
+        source: &mut Source,
+        on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
+    ) -> Result<Completion, CallError> {
         // What goes on the wire, built once: every attempt sends and records it.
         let mut sent = match self.cfg.kind {
             EndpointKind::Openai => body,
@@ -316,21 +416,26 @@ impl Endpoint {
         };
         let mut retries = 0;
         loop {
-            let started_at = clock();
+            let started_at = (call.clock)();
             let t0 = Instant::now();
-            let raw = self.attempt(&sent, deadline, cancel).await;
-            let record = Attempt {
+            let raw = self.one_attempt(source, &sent, call).await;
+            on_attempt(&Attempt {
                 attempt: retries + 1,
                 started_at,
-                finished_at: clock(),
+                finished_at: (call.clock)(),
                 latency_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
                 request: &sent,
                 http_status: raw.http_status,
                 response: raw.response,
                 error: raw.result.as_ref().err().map(AttemptError::describe),
+                failure: raw.result.as_ref().err().map(AttemptError::failure),
+                retry_after: raw
+                    .result
+                    .as_ref()
+                    .err()
+                    .and_then(AttemptError::retry_after),
                 runpod: raw.job.clone(),
-            };
-            on_attempt(&record);
+            });
             let error = match raw.result {
                 Ok(response) => {
                     return Ok(Completion {
@@ -340,36 +445,10 @@ impl Endpoint {
                 }
                 Err(e) => e,
             };
-            let why = error.describe();
-            let (new_seed, retry_after) = match error.next() {
-                Next::Fail(e) => return Err(e),
-                Next::Retry {
-                    new_seed,
-                    retry_after,
-                } => (new_seed, retry_after),
-            };
             retries += 1;
-            if retries > self.retry.max_retries {
-                return Err(CallError::Unavailable(format!(
-                    "the endpoint failed {retries} times; last: {why}"
-                )));
-            }
-            let wait = self.retry.delay(retries, retry_after, fastrand::f64());
-            // A server may ask for any wait: past the deadline (or past what
-            // a clock can hold) the task ends now, retryable in a later run.
-            if Instant::now()
-                .checked_add(wait)
-                .is_none_or(|resume| resume >= deadline)
-            {
-                return Err(CallError::Unavailable(format!(
-                    "the endpoint failed ({why}) and the next retry would start after the task's wall clock runs out"
-                )));
-            }
-            tracing::warn!(attempt = retries, wait_ms = wait.as_millis() as u64, error = %why, "model call failed; retrying");
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(CallError::Interrupted),
-                _ = tokio::time::sleep(wait) => {}
-            }
+            let new_seed = self
+                .before_retry(error, retries, call, matches!(source, Source::Live))
+                .await?;
             let chat_body = match self.cfg.kind {
                 EndpointKind::Openai => &mut sent,
                 EndpointKind::Runpod => &mut sent["input"],
@@ -377,6 +456,67 @@ impl Endpoint {
             if new_seed && let Value::Object(map) = chat_body {
                 map.insert("seed".into(), Value::from(fastrand::u32(..)));
             }
+        }
+    }
+
+    /// After a failed attempt: `Err` when the call fails for good, else
+    /// waits out the backoff (not in a replay) and says whether the retry
+    /// needs a new seed.
+    async fn before_retry(
+        &self,
+        error: AttemptError,
+        retries: u32,
+        call: &Call<'_>,
+        sleeps: bool,
+    ) -> Result<bool, CallError> {
+        let why = error.describe();
+        let (new_seed, retry_after) = match error.next() {
+            Next::Fail(e) => return Err(e),
+            Next::Retry {
+                new_seed,
+                retry_after,
+            } => (new_seed, retry_after),
+        };
+        if retries > self.retry.max_retries {
+            return Err(CallError::Unavailable(format!(
+                "the endpoint failed {retries} times; last: {why}"
+            )));
+        }
+        let wait = self.retry.delay(retries, retry_after, fastrand::f64());
+        // A server may ask for any wait: past the deadline (or past what
+        // a clock can hold) the task ends now, retryable in a later run.
+        if Instant::now()
+            .checked_add(wait)
+            .is_none_or(|resume| resume >= call.deadline)
+        {
+            return Err(CallError::Unavailable(format!(
+                "the endpoint failed ({why}) and the next retry would start after the task's wall clock runs out"
+            )));
+        }
+        tracing::warn!(attempt = retries, wait_ms = wait.as_millis() as u64, error = %why, "model call failed; retrying");
+        if sleeps {
+            tokio::select! {
+                _ = call.cancel.cancelled() => return Err(CallError::Interrupted),
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        Ok(new_seed)
+    }
+
+    /// One attempt, from the network or the recording.
+    async fn one_attempt(&self, source: &mut Source, sent: &Value, call: &Call<'_>) -> RawAttempt {
+        match (source, &self.recording) {
+            (Source::Recorded { turn, attempts }, Some(r)) => replay::answer(
+                r,
+                *turn,
+                attempts,
+                sent,
+                self.cfg.kind == EndpointKind::Runpod,
+            ),
+            (Source::Exhausted, _) => {
+                replay::not_recorded("the recorded run made no further model call")
+            }
+            _ => self.attempt(sent, call.deadline, call.cancel).await,
         }
     }
 
@@ -449,6 +589,9 @@ impl Endpoint {
     /// The server's context window from llama-server's `/props`
     /// (`default_generation_settings.n_ctx`), when it can be asked.
     pub async fn discover_context(&self) -> Option<u32> {
+        if let Some(r) = &self.recording {
+            return lock(r).window;
+        }
         if self.cfg.kind != EndpointKind::Openai {
             return None;
         }
@@ -558,6 +701,17 @@ async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
     }
 }
 
+/// What one model call is bounded by.
+struct Call<'a> {
+    deadline: Instant,
+    cancel: &'a CancellationToken,
+    clock: &'a (dyn Fn() -> DateTime<Utc> + Send + Sync),
+}
+
+fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
+    r.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Reads a chat response; a body without choices is not one.
 pub(crate) fn parse_chat(v: Option<&Value>) -> Result<ChatResponse, AttemptError> {
     let v = v.ok_or_else(|| AttemptError::BadBody("the reply has no body".into()))?;
@@ -571,7 +725,7 @@ pub(crate) fn parse_chat(v: Option<&Value>) -> Result<ChatResponse, AttemptError
 
 /// llama-server's (and OpenAI's) error body: `{"error": {"message", "type", …}}`.
 #[derive(Debug, Default)]
-struct ServerError {
+pub(crate) struct ServerError {
     message: String,
     kind: Option<String>,
     n_prompt_tokens: Option<u64>,
@@ -579,7 +733,7 @@ struct ServerError {
 }
 
 impl ServerError {
-    fn read(parsed: Option<&Value>, text: &str, status: StatusCode) -> Self {
+    pub(crate) fn read(parsed: Option<&Value>, text: &str, status: StatusCode) -> Self {
         #[derive(Deserialize)]
         struct Envelope {
             error: Inner,

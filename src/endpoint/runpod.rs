@@ -72,7 +72,7 @@ pub fn is_job_id(id: &str) -> bool {
 }
 
 /// What one job answer means.
-enum Judged {
+pub(crate) enum Judged {
     /// The attempt is over: a chat response or why not.
     Final(Result<crate::chat::ChatResponse, AttemptError>),
     /// Still pending; poll this id.
@@ -118,7 +118,7 @@ pub(crate) async fn attempt(
 }
 
 /// Reads a job answer into `info` and decides what it means.
-fn judge(body: Option<&Value>, info: &mut JobInfo) -> Judged {
+pub(crate) fn judge(body: Option<&Value>, info: &mut JobInfo) -> Judged {
     let bad = |m: String| Judged::Final(Err(AttemptError::BadBody(m)));
     let Some(Ok(job)) = body.map(Job::deserialize) else {
         return bad("RunPod answered with something that is not a job".into());

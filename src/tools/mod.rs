@@ -539,6 +539,9 @@ impl ToolOutput {
 pub struct CallContext {
     pub task: String,
     pub run_id: String,
+    /// The turn whose reply made the call, and the call's id.
+    pub turn: u32,
+    pub call_id: String,
     pub now: DateTime<Utc>,
     pub dry_run: bool,
     /// Tool results are cut to this many characters; readers page within it.
@@ -550,6 +553,17 @@ pub struct CallContext {
 pub struct Toolbox {
     pub webfetch: Option<webfetch::Webfetch>,
     pub noteworx: Option<noteworx::Noteworx>,
+    /// A replay: calls are answered from a recorded run, not run.
+    pub recorded: Option<std::sync::Arc<RecordedResults>>,
+}
+
+/// The tool results of a recorded run, by call id: a replay answers with
+/// them instead of running the tools.
+#[derive(Debug, Default)]
+pub struct RecordedResults {
+    pub results: std::collections::HashMap<String, ToolOutput>,
+    /// From this turn on, tools run for real (`replay --from-turn`).
+    pub live_from_turn: Option<u32>,
 }
 
 impl Toolbox {
@@ -566,6 +580,16 @@ impl Toolbox {
     /// Runs a validated call. Never panics and never returns a Rust error:
     /// every failure is an error result for the model.
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
+        if let Some(rec) = &self.recorded
+            && rec.live_from_turn.is_none_or(|n| ctx.turn < n)
+        {
+            return rec.results.get(&ctx.call_id).cloned().unwrap_or_else(|| {
+                ToolOutput::error(format!(
+                    "replay: the recording has no result for call {}",
+                    ctx.call_id
+                ))
+            });
+        }
         let not_configured = |what: &str| {
             ToolOutput::error(format!(
                 "{} is not configured in this harness; do not call it again.",

@@ -6,10 +6,12 @@ mod common;
 
 mod agent_loop;
 mod cli;
+mod eval;
 mod hostile;
 mod inbox_runs;
 mod noteworx_tools;
 mod real_stack;
+mod replay;
 mod runpod;
 mod signals;
 mod small_models;

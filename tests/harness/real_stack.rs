@@ -151,18 +151,23 @@ async fn start_runpod_worker(
     (service, url)
 }
 
-/// A web server with the shipped example page, for `webfetch`.
+/// A web server with the shipped example page, for `webfetch` (at
+/// `/llama-server.html` and, as the quickstart serves it, `/pages/…`).
 async fn example_page_server() -> MockServer {
     let server = MockServer::start().await;
     let page = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pages/llama-server.html"),
     )
     .unwrap();
-    Mock::given(method("GET"))
-        .and(path("/llama-server.html"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(page, "text/html; charset=utf-8"))
-        .mount(&server)
-        .await;
+    for route in ["/llama-server.html", "/pages/llama-server.html"] {
+        Mock::given(method("GET"))
+            .and(path(route))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_raw(page.clone(), "text/html; charset=utf-8"),
+            )
+            .mount(&server)
+            .await;
+    }
     server
 }
 
@@ -390,10 +395,135 @@ async fn real_llama_server_directly_and_behind_the_runpod_worker() {
     let page_url = format!("{}/llama-server.html", pages.uri());
 
     openai_kind(&base_url, &page_url).await;
+    shipped_suite_evaluates(&base_url, &pages).await;
 
     let llama_root = base_url.trim_end_matches("/v1");
     let (_worker, worker_url) = start_runpod_worker(&paths, llama_root, logs.path()).await;
     runpod_kind(&worker_url, &page_url).await;
+}
+
+/// Replays every run recorded under `project` with its config pointed at a
+/// closed port: each must match its recording exactly, with no network.
+async fn every_run_replays(project: &Project, cfg_text: &str) {
+    let port = closed_port();
+    let offline = cfg_text
+        .split('\n')
+        .map(|l| {
+            if l.starts_with("base_url") || l.starts_with("endpoint_url") {
+                let key = l.split('=').next().unwrap().trim();
+                let path = if key == "base_url" && l.contains("/v1") {
+                    "/v1"
+                } else {
+                    ""
+                };
+                format!("{key} = \"http://127.0.0.1:{port}{path}\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = project.root().join("offline.toml");
+    std::fs::write(&path, offline).unwrap();
+    let cfg = Config::load(&path, &test_env).unwrap();
+    let mut runs = Vec::new();
+    for task in std::fs::read_dir(project.root().join("logs")).unwrap() {
+        for run in std::fs::read_dir(task.unwrap().path()).unwrap() {
+            runs.push(run.unwrap().path());
+        }
+    }
+    assert!(!runs.is_empty());
+    for run in runs {
+        let mut out = Vec::new();
+        let code = agent_harness::replay::replay(
+            &cfg,
+            &agent_harness::replay::ReplayOptions {
+                run_dir: run.clone(),
+                from_turn: None,
+                live_writes: false,
+            },
+            &mut out,
+        )
+        .await;
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(code, 0, "{}: {out}", run.display());
+        assert!(out.contains("every request matched the recording"), "{out}");
+    }
+}
+
+/// `eval --repeat 2` of the shipped suite (evals/) on the real server: the
+/// 270M stand-in fails most tasks; what must hold is that the machinery
+/// counts and reports every run.
+async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let notes: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(root.join("examples/notes.json")).unwrap()).unwrap();
+    let nwx = FakeNoteworx::start(notes).await;
+    let project = Project::new();
+    let suite = project.root().join("evals");
+    std::fs::create_dir_all(&suite).unwrap();
+    let host = pages.uri().trim_start_matches("http://").to_string();
+    let mut names = Vec::new();
+    for f in std::fs::read_dir(root.join("evals")).unwrap() {
+        let f = f.unwrap().path();
+        let text = std::fs::read_to_string(&f)
+            .unwrap()
+            .replace("127.0.0.1:8183", &host);
+        std::fs::write(suite.join(f.file_name().unwrap()), text).unwrap();
+        names.push(f.file_stem().unwrap().to_string_lossy().into_owned());
+    }
+    names.sort();
+    let cfg = project.config(
+        base_url,
+        &format!(
+            "[model]\nmax_tokens = 128\n[limits]\ncontext_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
+            nwx.config_section()
+        ),
+    );
+    let h = harness(&cfg);
+    let opts = agent_harness::eval::EvalOptions {
+        dir: suite,
+        repeat: 2,
+        concurrency: 1,
+        ..Default::default()
+    };
+    let logs = project.root().join("logs/eval/e/v1");
+    let report = agent_harness::eval::run_variant(&cfg, &h, &opts, &[], &logs)
+        .await
+        .unwrap();
+    let tasks: Vec<&str> = report.tasks.iter().map(|t| t.task.as_str()).collect();
+    assert_eq!(tasks, names, "one row per task of the suite");
+    for t in &report.tasks {
+        assert_eq!(t.runs, 2, "{t:?}");
+        assert!(t.passes <= t.runs);
+        assert_eq!(t.stop_reasons.values().sum::<u32>(), 2, "{t:?}");
+        assert!(t.ci_low <= t.pass_rate && t.pass_rate <= t.ci_high, "{t:?}");
+        let recorded = std::fs::read_dir(logs.join(&t.task)).unwrap().count();
+        assert_eq!(recorded, 2, "{}: a run folder per run", t.task);
+    }
+    assert_eq!(report.totals.runs, 2 * names.len() as u32);
+    assert_eq!(
+        report.totals.passes,
+        report.tasks.iter().map(|t| t.passes).sum::<u32>()
+    );
+    let signed = nwx
+        .state
+        .lock()
+        .unwrap()
+        .attachments
+        .values()
+        .flatten()
+        .filter(|a| {
+            a["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("noteworx-agent-harness")
+        })
+        .count();
+    assert_eq!(
+        signed, 0,
+        "writes were dry-run: only the seeded attachment is there"
+    );
 }
 
 /// `test-runpod` against the real server passes all three steps: the forced
@@ -420,6 +550,11 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     );
     smoke_test_passes(&cfg).await;
     run_tasks_and_check(&project, &cfg, &nwx, false).await;
+    every_run_replays(
+        &project,
+        &std::fs::read_to_string(project.root().join("agent.toml")).unwrap(),
+    )
+    .await;
     let first = &project.conversation("plain")[0];
     assert_eq!(
         first["context"]["budget"],
@@ -540,6 +675,7 @@ async fn runpod_kind(worker_url: &str, page_url: &str) {
     let cfg = Config::load(&path, &test_env).unwrap();
     smoke_test_passes(&cfg).await;
     run_tasks_and_check(&project, &cfg, &nwx, true).await;
+    every_run_replays(&project, &std::fs::read_to_string(&path).unwrap()).await;
     let s = project.summary("plain");
     assert_eq!(
         s.runpod_exec_ms,

@@ -44,7 +44,16 @@ impl FakeNoteworx {
         .await
     }
 
-    async fn serve(server: MockServer, notes: Vec<Value>) -> FakeNoteworx {
+    /// A note may carry `"attachments": [{filename, content_type, content}]`
+    /// (as `examples/notes.json` does): they are added to it, not listed in it.
+    async fn serve(server: MockServer, mut notes: Vec<Value>) -> FakeNoteworx {
+        let seeded: Vec<(String, Vec<Value>)> = notes
+            .iter_mut()
+            .filter_map(|n| {
+                let list = n.as_object_mut()?.remove("attachments")?;
+                Some((n["slug"].as_str()?.to_string(), list.as_array()?.clone()))
+            })
+            .collect();
         let state = Arc::new(Mutex::new(State {
             notes,
             ..State::default()
@@ -53,7 +62,19 @@ impl FakeNoteworx {
             .respond_with(Handler(state.clone()))
             .mount(&server)
             .await;
-        FakeNoteworx { server, state }
+        let fake = FakeNoteworx { server, state };
+        for (slug, list) in seeded {
+            for a in list {
+                let field = |k: &str| a[k].as_str().unwrap_or("").to_string();
+                fake.add_attachment(
+                    &slug,
+                    &field("filename"),
+                    &field("content_type"),
+                    &field("content"),
+                );
+            }
+        }
+        fake
     }
 
     pub fn uri(&self) -> String {

@@ -1,0 +1,206 @@
+//! Answering model calls from a recording (SPEC §13 `replay`): each call
+//! the harness makes is matched, in order, with a recorded call — one or
+//! more attempts — and every attempt's request is compared with the one
+//! recorded (ignoring `seed`). The recorded answers go through the same
+//! judging and retry rules as live ones, so a replay tests the harness
+//! with no model and no network in it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use super::{AttemptError, Failure, JobInfo, RawAttempt, ServerError, parse_chat, runpod};
+
+/// One recorded HTTP attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedAttempt {
+    /// The turn it belonged to.
+    pub turn: u32,
+    /// 1 for the first attempt of a call.
+    pub attempt: u32,
+    pub request: Value,
+    pub http_status: Option<u16>,
+    pub response: Option<Value>,
+    pub error: Option<String>,
+    pub failure: Option<Failure>,
+    pub retry_after: Option<Duration>,
+    pub job: Option<JobInfo>,
+}
+
+/// A request that differed from the recorded one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mismatch {
+    pub turn: u32,
+    pub recorded: Option<Value>,
+    pub sent: Option<Value>,
+    /// Why, when it is not a difference of bodies (an attempt too many or too few).
+    pub note: String,
+}
+
+/// The recorded model calls of a run, shared by the endpoint that answers
+/// them and the command that reads the mismatches afterwards.
+#[derive(Debug, Default)]
+pub struct Recording {
+    calls: VecDeque<VecDeque<RecordedAttempt>>,
+    /// From this turn on, calls go to the live endpoint (`--from-turn`).
+    live_from_turn: Option<u32>,
+    /// The context window the recorded run managed.
+    pub window: Option<u32>,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl Recording {
+    /// Groups attempts into calls (a call starts at attempt 1).
+    pub fn new(
+        attempts: Vec<RecordedAttempt>,
+        live_from_turn: Option<u32>,
+        window: Option<u32>,
+    ) -> Arc<Mutex<Recording>> {
+        let mut calls: VecDeque<VecDeque<RecordedAttempt>> = VecDeque::new();
+        for a in attempts {
+            match calls.back_mut() {
+                Some(call) if a.attempt > 1 => call.push_back(a),
+                _ => calls.push_back(VecDeque::from([a])),
+            }
+        }
+        Arc::new(Mutex::new(Recording {
+            calls,
+            live_from_turn,
+            window,
+            mismatches: Vec::new(),
+        }))
+    }
+
+    /// The recorded attempts of the next call, or `None` when the call goes live.
+    pub(crate) fn next_call(&mut self) -> Source {
+        let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);
+        match self.calls.front() {
+            Some(call) if !call.front().is_some_and(|a| live_now(a.turn)) => {
+                let call = self.calls.pop_front().unwrap_or_default();
+                let turn = call.front().map_or(0, |a| a.turn);
+                Source::Recorded {
+                    turn,
+                    attempts: call,
+                }
+            }
+            _ if self.live_from_turn.is_some() => Source::Live,
+            _ => Source::Exhausted,
+        }
+    }
+}
+
+/// Where the attempts of one call come from.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Live,
+    Recorded {
+        turn: u32,
+        attempts: VecDeque<RecordedAttempt>,
+    },
+    /// A replay with nothing left to answer.
+    Exhausted,
+}
+
+/// `body` without its `seed` (top level, or inside RunPod's `input`).
+fn without_seed(body: &Value) -> Value {
+    let mut b = body.clone();
+    if let Some(m) = b.as_object_mut() {
+        m.remove("seed");
+        if let Some(input) = m.get_mut("input").and_then(Value::as_object_mut) {
+            input.remove("seed");
+        }
+    }
+    b
+}
+
+/// The next recorded attempt of a call, judged as a live one would be;
+/// a difference from the recorded request is noted in `recording`.
+pub(crate) fn answer(
+    recording: &Mutex<Recording>,
+    turn: u32,
+    attempts: &mut VecDeque<RecordedAttempt>,
+    sent: &Value,
+    runpod_kind: bool,
+) -> RawAttempt {
+    let mut rec = recording
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(a) = attempts.pop_front() else {
+        rec.mismatches.push(Mismatch {
+            turn,
+            recorded: None,
+            sent: Some(sent.clone()),
+            note: "the recorded call made fewer attempts than this one".into(),
+        });
+        return not_recorded("the recording has no further attempt for this call");
+    };
+    let (recorded, now) = (without_seed(&a.request), without_seed(sent));
+    if recorded != now {
+        rec.mismatches.push(Mismatch {
+            turn: a.turn,
+            recorded: Some(recorded),
+            sent: Some(now),
+            note: String::new(),
+        });
+    }
+    drop(rec);
+    let result = judge(&a, runpod_kind);
+    RawAttempt {
+        http_status: a.http_status,
+        response: a.response,
+        job: a.job,
+        result,
+    }
+}
+
+/// A request the recording cannot answer: the task ends as `endpoint_error`.
+pub(crate) fn not_recorded(why: &str) -> RawAttempt {
+    RawAttempt {
+        http_status: None,
+        response: None,
+        job: None,
+        result: Err(AttemptError::NotRecorded(format!("replay: {why}"))),
+    }
+}
+
+/// A recorded attempt's outcome, judged again from its status and body.
+fn judge(
+    a: &RecordedAttempt,
+    runpod_kind: bool,
+) -> Result<crate::chat::ChatResponse, AttemptError> {
+    let error = || a.error.clone().unwrap_or_default();
+    match a.failure {
+        None if runpod_kind => match runpod::judge(a.response.as_ref(), &mut JobInfo::default()) {
+            runpod::Judged::Final(result) => result,
+            runpod::Judged::Pending(_) => {
+                Err(AttemptError::BadBody("replay: a pending job".into()))
+            }
+        },
+        None => parse_chat(a.response.as_ref()),
+        Some(Failure::Status) => {
+            let status = a.http_status.unwrap_or(500);
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let text = a.response.as_ref().and_then(Value::as_str).unwrap_or("");
+            let err = ServerError::read(a.response.as_ref(), text, code);
+            let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
+                .then_some((err.n_prompt_tokens, err.n_ctx));
+            Err(AttemptError::Status {
+                status,
+                message: err.message,
+                retry_after: a.retry_after,
+                context,
+            })
+        }
+        Some(Failure::Transport) => Err(AttemptError::Transport(error())),
+        Some(Failure::JobFailed) => Err(AttemptError::JobFailed(error())),
+        Some(Failure::JobEnded) => Err(AttemptError::JobEnded(error())),
+        Some(Failure::BadBody) => Err(AttemptError::BadBody(error())),
+        Some(Failure::TooLarge) => Err(AttemptError::TooLarge(error())),
+        Some(Failure::WallClock) => Err(AttemptError::WallClock),
+        Some(Failure::Interrupted) => Err(AttemptError::Interrupted),
+        Some(Failure::NotRecorded) => Err(AttemptError::NotRecorded(error())),
+    }
+}

@@ -1,0 +1,428 @@
+//! `eval DIR` (SPEC §13): every task file in DIR, run N times against the
+//! configured endpoint (per variant of the config), and how often each
+//! passed — with a 95 % Wilson interval, because three runs prove little.
+//! Files are read, never moved; write tools are dry-run unless asked.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::harness::Harness;
+use crate::inbox;
+use crate::records::{Status, Summary};
+use crate::run::{Mode, TaskEnd, run_tasks};
+
+/// What `eval` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct EvalOptions {
+    pub dir: PathBuf,
+    pub repeat: u32,
+    pub concurrency: usize,
+    /// `--set KEY=VALUE`, for every variant.
+    pub sets: Vec<(String, String)>,
+    /// `--matrix KEY=V1,V2,…`: one variant per combination of values.
+    pub matrix: Vec<(String, Vec<String>)>,
+    pub live_writes: bool,
+}
+
+/// The config overrides of each variant: the `--set` pairs, then one value
+/// of each `--matrix` key, for every combination.
+pub fn variants(opts: &EvalOptions) -> Vec<Vec<(String, String)>> {
+    let mut all = vec![opts.sets.clone()];
+    for (key, values) in &opts.matrix {
+        all = all
+            .into_iter()
+            .flat_map(|base| {
+                values.iter().map(move |v| {
+                    let mut set = base.clone();
+                    set.push((key.clone(), v.clone()));
+                    set
+                })
+            })
+            .collect();
+    }
+    all
+}
+
+/// The report: the SPEC's JSON shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub eval_id: String,
+    pub repeat: u32,
+    pub variants: Vec<VariantReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantReport {
+    pub set: BTreeMap<String, String>,
+    pub tasks: Vec<TaskRow>,
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskRow {
+    pub task: String,
+    pub runs: u32,
+    pub passes: u32,
+    pub pass_rate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub median_turns: u32,
+    pub median_tokens: u64,
+    pub median_wall_ms: u64,
+    pub stop_reasons: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Totals {
+    pub runs: u32,
+    pub passes: u32,
+    pub pass_rate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// The 95 % Wilson score interval of `passes` out of `runs`: sound for
+/// the small counts an eval has (a plain ±1.96σ would leave [0, 1]).
+pub fn wilson(passes: u32, runs: u32) -> (f64, f64) {
+    if runs == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (f64::from(passes), f64::from(runs), 1.959_963_984_540_054);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let center = (p + z * z / (2.0 * n)) / denom;
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+    // At 0 or all passes the bound is exactly 0 or 1; floating point says 1e-17 off.
+    let low = if passes == 0 {
+        0.0
+    } else {
+        (center - half).max(0.0)
+    };
+    let high = if passes >= runs {
+        1.0
+    } else {
+        (center + half).min(1.0)
+    };
+    (low, high)
+}
+
+/// Three decimals, as the report shows rates.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The lower middle value (an eval's counts are small; no halves).
+fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
+    v.sort_unstable();
+    v.get(v.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or_default()
+}
+
+/// One row per task (in name order) from the summaries of its runs.
+pub fn rows(summaries: &[Summary], broken: &BTreeMap<String, u32>) -> Vec<TaskRow> {
+    let mut by_task: BTreeMap<&str, Vec<&Summary>> = BTreeMap::new();
+    for s in summaries {
+        by_task.entry(&s.task).or_default().push(s);
+    }
+    let mut names: Vec<&str> = by_task.keys().copied().collect();
+    names.extend(
+        broken
+            .keys()
+            .map(String::as_str)
+            .filter(|t| !by_task.contains_key(t)),
+    );
+    names.sort_unstable();
+    names
+        .into_iter()
+        .map(|task| {
+            let runs = by_task.get(task).cloned().unwrap_or_default();
+            let lost = broken.get(task).copied().unwrap_or(0);
+            row(task, &runs, lost)
+        })
+        .collect()
+}
+
+fn row(task: &str, runs: &[&Summary], lost: u32) -> TaskRow {
+    let n = u32::try_from(runs.len())
+        .unwrap_or(u32::MAX)
+        .saturating_add(lost);
+    let passes = u32::try_from(
+        runs.iter()
+            .filter(|s| s.status == Status::Succeeded)
+            .count(),
+    )
+    .unwrap_or(u32::MAX);
+    let (low, high) = wilson(passes, n);
+    let mut stop_reasons = BTreeMap::new();
+    for s in runs {
+        *stop_reasons
+            .entry(s.stop_reason.as_str().to_string())
+            .or_insert(0) += 1;
+    }
+    if lost > 0 {
+        stop_reasons.insert("not_recorded".to_string(), lost);
+    }
+    TaskRow {
+        task: task.to_string(),
+        runs: n,
+        passes,
+        pass_rate: round3(if n == 0 {
+            0.0
+        } else {
+            f64::from(passes) / f64::from(n)
+        }),
+        ci_low: round3(low),
+        ci_high: round3(high),
+        median_turns: median(runs.iter().map(|s| s.turns).collect()),
+        median_tokens: median(runs.iter().map(|s| s.total_tokens).collect()),
+        median_wall_ms: median(runs.iter().map(|s| s.wall_ms).collect()),
+        stop_reasons,
+    }
+}
+
+fn totals(rows: &[TaskRow]) -> Totals {
+    let runs = rows.iter().map(|r| r.runs).sum();
+    let passes = rows.iter().map(|r| r.passes).sum();
+    let (low, high) = wilson(passes, runs);
+    Totals {
+        runs,
+        passes,
+        pass_rate: round3(if runs == 0 {
+            0.0
+        } else {
+            f64::from(passes) / f64::from(runs)
+        }),
+        ci_low: round3(low),
+        ci_high: round3(high),
+    }
+}
+
+/// Runs the suite once for one variant; its records go under `logs`.
+pub async fn run_variant(
+    cfg: &Config,
+    h: &Harness,
+    opts: &EvalOptions,
+    set: &[(String, String)],
+    logs: &Path,
+) -> anyhow::Result<VariantReport> {
+    let entries = inbox::list(&opts.dir)?;
+    let runs: Vec<inbox::InboxEntry> = (0..opts.repeat.max(1))
+        .flat_map(|_| entries.iter().cloned())
+        .collect();
+    let mode = Mode {
+        dry_run: !opts.live_writes,
+        file: false,
+        logs: logs.to_path_buf(),
+        replay_of: None,
+    };
+    let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
+    let mut summaries = Vec::new();
+    let mut broken: BTreeMap<String, u32> = BTreeMap::new();
+    for (end, entry) in ends.into_iter().zip(entries.iter().cycle()) {
+        match end {
+            TaskEnd::Filed(s) => summaries.push(*s),
+            TaskEnd::Broken => *broken.entry(entry.name.clone()).or_insert(0) += 1,
+            TaskEnd::NotStarted => {}
+        }
+    }
+    let tasks = rows(&summaries, &broken);
+    Ok(VariantReport {
+        set: set.iter().cloned().collect(),
+        totals: totals(&tasks),
+        tasks,
+    })
+}
+
+/// The report as a table: one row per task and variant, then the totals.
+pub fn table(report: &Report) -> String {
+    let many = report.variants.len() > 1;
+    let header = [
+        "TASK",
+        "VARIANT",
+        "PASSES",
+        "RATE",
+        "95% CI",
+        "TURNS",
+        "TOKENS",
+        "WALL",
+        "STOP REASONS",
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let variant_name = |set: &BTreeMap<String, String>| {
+        let v: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(" ")
+        }
+    };
+    let mut tasks: Vec<&str> = report
+        .variants
+        .iter()
+        .flat_map(|v| v.tasks.iter().map(|t| t.task.as_str()))
+        .collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    for task in tasks {
+        for v in &report.variants {
+            if let Some(t) = v.tasks.iter().find(|t| t.task == task) {
+                rows.push(task_cells(t, &variant_name(&v.set)));
+            }
+        }
+    }
+    for v in &report.variants {
+        let t = &v.totals;
+        rows.push(vec![
+            "TOTAL".into(),
+            variant_name(&v.set),
+            format!("{}/{}", t.passes, t.runs),
+            format!("{:.3}", t.pass_rate),
+            format!("{:.3}–{:.3}", t.ci_low, t.ci_high),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    let skip = usize::from(!many);
+    let keep = |cells: Vec<String>| -> Vec<String> {
+        cells
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 1 || skip == 0)
+            .map(|(_, c)| c)
+            .collect()
+    };
+    let header = keep(header.iter().map(|h| h.to_string()).collect());
+    let rows: Vec<Vec<String>> = rows.into_iter().map(keep).collect();
+    crate::text::table(&header, &rows)
+}
+
+fn task_cells(t: &TaskRow, variant: &str) -> Vec<String> {
+    let reasons: Vec<String> = t
+        .stop_reasons
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    vec![
+        t.task.clone(),
+        variant.to_string(),
+        format!("{}/{}", t.passes, t.runs),
+        format!("{:.3}", t.pass_rate),
+        format!("{:.3}–{:.3}", t.ci_low, t.ci_high),
+        t.median_turns.to_string(),
+        t.median_tokens.to_string(),
+        format!("{:.1}s", t.median_wall_ms as f64 / 1000.0),
+        reasons.join(", "),
+    ]
+}
+
+/// `<logs>/eval/<eval_id>/`, the eval id being the start time (a clash
+/// gets `-2`, `-3`, …). Private, like every run folder.
+pub fn create_eval_dir(logs: &Path, started: DateTime<Utc>) -> anyhow::Result<PathBuf> {
+    let root = logs.join("eval");
+    crate::records::create_private_dir(&root)
+        .with_context(|| format!("creating {}", root.display()))?;
+    let base = crate::records::run_id_for(started);
+    for n in 1..1000 {
+        let id = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let dir = root.join(&id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                crate::records::create_private_dir(&dir)?;
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    anyhow::bail!("no free eval id under {}", root.display())
+}
+
+/// Writes `eval.json` beside the variants' records and prints the report:
+/// the JSON with `--json`, else the table. Exit 0: the eval ran.
+pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write) -> u8 {
+    let text = serde_json::to_string_pretty(report).unwrap_or_default();
+    if let Err(e) =
+        crate::records::write_private(&dir.join("eval.json"), (text.clone() + "\n").as_bytes())
+    {
+        tracing::error!(error = %e, "cannot write eval.json");
+    }
+    let _ = if json {
+        writeln!(out, "{text}")
+    } else {
+        write!(
+            out,
+            "eval {}: {} run(s) of each task per variant\n{}records: {}\n",
+            report.eval_id,
+            report.repeat,
+            table(report),
+            dir.display()
+        )
+    };
+    crate::commands::exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wilson_interval_matches_the_spec_example_and_the_edges() {
+        let (low, high) = wilson(2, 3);
+        assert_eq!((round3(low), round3(high)), (0.208, 0.939));
+        let (low, high) = wilson(0, 10);
+        assert_eq!(round3(low), 0.0);
+        assert!((high - 0.2775).abs() < 1e-3, "{high}");
+        let (low, high) = wilson(10, 10);
+        assert!((low - 0.7225).abs() < 1e-3, "{low}");
+        assert_eq!(high, 1.0);
+        assert_eq!(wilson(0, 0), (0.0, 1.0));
+        let (low, high) = wilson(50, 100);
+        assert!((low - 0.4038).abs() < 1e-3 && (high - 0.5962).abs() < 1e-3);
+    }
+
+    #[test]
+    fn variants_are_every_combination_of_the_matrix_on_top_of_the_sets() {
+        let opts = EvalOptions {
+            sets: vec![("model.temperature".into(), "0.3".into())],
+            matrix: vec![
+                (
+                    "model.replay_thinking".into(),
+                    vec!["strip".into(), "keep".into()],
+                ),
+                ("limits.max_turns".into(), vec!["4".into(), "6".into()]),
+            ],
+            ..EvalOptions::default()
+        };
+        let v = variants(&opts);
+        assert_eq!(v.len(), 4);
+        assert_eq!(
+            v[1],
+            [
+                ("model.temperature".to_string(), "0.3".to_string()),
+                ("model.replay_thinking".to_string(), "strip".to_string()),
+                ("limits.max_turns".to_string(), "6".to_string()),
+            ]
+        );
+        assert_eq!(variants(&EvalOptions::default()), [Vec::new()]);
+    }
+
+    #[test]
+    fn medians_are_the_lower_middle_value() {
+        assert_eq!(median(vec![3u32, 1, 2]), 2);
+        assert_eq!(median(vec![4u32, 1, 3, 2]), 2);
+        assert_eq!(median(Vec::<u32>::new()), 0);
+    }
+}

@@ -1,0 +1,207 @@
+//! `replay RUN_DIR` (SPEC §13): the recorded run again, with the current
+//! binary and config, the model's replies taken from `conversation.jsonl`
+//! and the tools' results from `tools.jsonl`. No endpoint and no tool
+//! service is contacted (before `--from-turn`, when given), and nothing is
+//! written but the new run's records. Every request the harness builds is
+//! compared with the recorded one, ignoring `seed`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::exit;
+use crate::config::Config;
+use crate::endpoint::replay::{Mismatch, RecordedAttempt, Recording};
+use crate::endpoint::{Failure, JobInfo};
+use crate::harness::{Harness, system_clock};
+use crate::inbox::InboxEntry;
+use crate::records::{RecordedLine, RecordedRun, Summary, read_run};
+use crate::run::{Mode, TaskEnd, run_tasks};
+use crate::tools::{RecordedResults, ToolOutput};
+
+/// What `replay` was asked.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub run_dir: PathBuf,
+    /// Turns before this one come from the recording; from it on, the
+    /// configured endpoint and tools answer.
+    pub from_turn: Option<u32>,
+    /// With `from_turn`, write tools change things (else they are dry-run).
+    pub live_writes: bool,
+}
+
+/// Replays a run and reports; returns the exit code (0 same, 1 differs, 2 unreadable).
+pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> u8 {
+    let recorded = match read_run(&opts.run_dir) {
+        Ok(r) => r,
+        Err(why) => {
+            let _ = writeln!(out, "agent-harness: not a readable run: {why}");
+            return exit::USAGE;
+        }
+    };
+    let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
+    let recording = Recording::new(
+        recorded_attempts(&recorded),
+        opts.from_turn,
+        recorded_window(&recorded),
+    );
+    let h = match replaying_harness(cfg, &recorded, recording.clone(), opts.from_turn) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = writeln!(out, "agent-harness: {e:#}");
+            return exit::USAGE;
+        }
+    };
+    let mode = Mode {
+        dry_run: !opts.live_writes,
+        file: false,
+        logs: cfg.paths.logs.clone(),
+        replay_of: Some(of.clone()),
+    };
+    let entry = InboxEntry {
+        name: recorded.summary.task.clone(),
+        path: recorded.task_file.clone(),
+    };
+    let ends = run_tasks(cfg, &h, vec![entry], &mode, 1).await;
+    let Some(TaskEnd::Filed(new)) = ends.into_iter().next() else {
+        let _ = writeln!(
+            out,
+            "replay of {of}: the replayed task could not be recorded"
+        );
+        return exit::FAILED;
+    };
+    let mismatches = std::mem::take(
+        &mut recording
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .mismatches,
+    );
+    report(out, &of, &recorded.summary, &new, &mismatches, opts)
+}
+
+/// The recorded attempts as the endpoint replays them.
+fn recorded_attempts(run: &RecordedRun) -> Vec<RecordedAttempt> {
+    run.attempts.iter().map(recorded_attempt).collect()
+}
+
+fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
+    RecordedAttempt {
+        turn: l.turn,
+        attempt: l.attempt,
+        request: l.request.clone(),
+        http_status: l.http_status,
+        response: l.response.clone(),
+        error: l.error.clone(),
+        failure: l.failure().map(Failure::from),
+        retry_after: l.retry_after_ms.map(Duration::from_millis),
+        job: l.runpod.as_ref().map(|j| JobInfo {
+            job_id: j.job_id.clone(),
+            status: j.status.clone(),
+            delay_time: j.delay_time,
+            execution_time: j.execution_time,
+            polls: j.polls,
+        }),
+    }
+}
+
+/// The context window the recorded run managed (it may have come from the
+/// server, which a replay does not ask).
+fn recorded_window(run: &RecordedRun) -> Option<u32> {
+    run.attempts
+        .iter()
+        .find_map(|l| l.context.as_ref().and_then(|c| c.context_tokens))
+}
+
+/// The configured harness, with its endpoint and tools answering from the recording.
+fn replaying_harness(
+    cfg: &Config,
+    run: &RecordedRun,
+    recording: Arc<std::sync::Mutex<Recording>>,
+    from_turn: Option<u32>,
+) -> anyhow::Result<Harness> {
+    let mut h = Harness::new(cfg, system_clock(), CancellationToken::new())?;
+    h.endpoint = h.endpoint.replaying(recording);
+    let results: HashMap<String, ToolOutput> = run
+        .tools
+        .iter()
+        .filter(|t| t.executed)
+        .map(|t| {
+            let output = ToolOutput {
+                text: t.result.clone(),
+                is_error: t.is_error,
+                detail: t.detail.clone(),
+            };
+            (t.call_id.clone(), output)
+        })
+        .collect();
+    h.toolbox.recorded = Some(Arc::new(RecordedResults {
+        results,
+        live_from_turn: from_turn,
+    }));
+    Ok(h)
+}
+
+/// Prints what the replay found and returns the exit code.
+fn report(
+    out: &mut dyn Write,
+    of: &str,
+    recorded: &Summary,
+    new: &Summary,
+    mismatches: &[Mismatch],
+    opts: &ReplayOptions,
+) -> u8 {
+    let _ = writeln!(out, "replay of {of} → {}/{}", new.task, new.run_id);
+    if let Some(first) = mismatches.first() {
+        let _ = writeln!(
+            out,
+            "turn {}: the request differs from the recorded one{}",
+            first.turn,
+            if mismatches.len() > 1 {
+                format!(
+                    " ({} difference(s) in all; the first is shown)",
+                    mismatches.len()
+                )
+            } else {
+                String::new()
+            }
+        );
+        let _ = write!(out, "{}", describe(first));
+    } else {
+        let _ = writeln!(out, "every request matched the recording");
+    }
+    let same_stop = new.stop_reason == recorded.stop_reason;
+    let _ = writeln!(
+        out,
+        "stop reason: recorded {}, replayed {}{}",
+        recorded.stop_reason.as_str(),
+        new.stop_reason.as_str(),
+        if same_stop { "" } else { " (different)" }
+    );
+    let forked = opts.from_turn.is_some();
+    if mismatches.is_empty() && (same_stop || forked) {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+/// A mismatch in words: a unified diff of the two pretty-printed bodies.
+fn describe(m: &Mismatch) -> String {
+    match (&m.recorded, &m.sent) {
+        (Some(recorded), Some(sent)) => {
+            let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
+            let (a, b) = (pretty(recorded), pretty(sent));
+            similar::TextDiff::from_lines(&a, &b)
+                .unified_diff()
+                .context_radius(3)
+                .header("recorded", "replayed")
+                .to_string()
+        }
+        _ => format!("{}\n", m.note),
+    }
+}

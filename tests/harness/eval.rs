@@ -1,0 +1,337 @@
+//! Expectations and `eval DIR` (SPEC §13): what a task must achieve, and
+//! how often a suite of tasks achieves it.
+
+use std::process::Output;
+
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+
+use crate::common::fake_noteworx::{FakeNoteworx, note};
+use crate::common::*;
+
+fn bin(project: &Project, args: &[&str]) -> Output {
+    assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .args(args)
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
+        .env("NO_COLOR", "1")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const SUITE_READ: &str = "+++\ntools = [\"noteworx_read_note\", \"noteworx_create_attachment\"]\n\
+    [expect]\ntools_called = [\"noteworx_read_note\"]\nanswer_matches = \"(?i)forty-two\"\nattachments = 1\nmax_turns_used = 3\n+++\n\
+    Read note n, attach a summary, and say the number.";
+const SUITE_PLAIN: &str =
+    "+++\ntools = []\n[expect]\nanswer_matches = \"never said\"\n+++\nSay hello.";
+
+#[tokio::test]
+async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
+        final_answer("It is forty-two."),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", SUITE_READ);
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 1);
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason, s.retryable),
+        (Status::Failed, StopReason::ExpectationFailed, false)
+    );
+    assert_eq!(
+        s.error.as_deref(),
+        Some("missed expectations: attachments (0 created, expected 1)")
+    );
+    let v = serde_json::to_value(s.expectations.unwrap()).unwrap();
+    assert_eq!(
+        v,
+        json!([
+            {"check": "tools_called", "ok": true, "detail": "ran without error: noteworx_read_note"},
+            {"check": "answer_matches", "ok": true, "detail": "the answer matches (?i)forty-two"},
+            {"check": "attachments", "ok": false, "detail": "0 created, expected 1"},
+            {"check": "max_turns_used", "ok": true, "detail": "2 turn(s) used, at most 3 expected"}
+        ])
+    );
+    assert_eq!(project.failed().len(), 1);
+}
+
+#[tokio::test]
+async fn a_task_that_meets_every_expectation_succeeds() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
+        tool_calls(&[(
+            "c2",
+            "noteworx_create_attachment",
+            json!({"slug": "n", "filename": "s.md", "content": "42."}),
+        )]),
+        final_answer("Forty-two."),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", SUITE_READ);
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::FinalAnswer);
+    assert!(s.expectations.unwrap().iter().all(|v| v.ok));
+}
+
+#[test]
+fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_call() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    project.task("a", "+++\n[expect]\nanswer_matches = \"((\"\n+++\nGo.");
+    project.task("b", "+++\n[expect]\nanswers = 1\n+++\nGo.");
+    project.task(
+        "c",
+        "+++\ntools = []\n[expect]\ntools_called = [\"webfetch\"]\n+++\nGo.",
+    );
+    let out = bin(&project, &["check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let o = text(&out.stdout);
+    assert!(
+        o.contains(
+            "a.md:3: frontmatter: [expect] answer_matches is not a valid regular expression"
+        ),
+        "{o}"
+    );
+    assert!(
+        o.contains("b.md:3: frontmatter: [expect] answers: unknown key"),
+        "{o}"
+    );
+    assert!(
+        o.contains("c.md: frontmatter: [expect] tools_called names \"webfetch\", which this task cannot call (its tools: none)"),
+        "{o}"
+    );
+}
+
+/// A project with the two-task suite in `suite/` and a fake that makes the
+/// first task pass and the plain one fail its expectation.
+async fn suite() -> (Project, FakeNoteworx, FakeLlm) {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[(
+            "c1",
+            "noteworx_read_note",
+            json!({"slug": "n"}),
+        )])),
+        ok(tool_calls(&[(
+            "c2",
+            "noteworx_create_attachment",
+            json!({"slug": "n", "filename": "s.md", "content": "42."}),
+        )])),
+        ok(final_answer("Forty-two.")),
+    ])
+    .await;
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("suite")).unwrap();
+    std::fs::write(project.root().join("suite/read.md"), SUITE_READ).unwrap();
+    std::fs::write(project.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
+    project.write_config(&llm.base_url(), &notes.config_section());
+    (project, notes, llm)
+}
+
+fn eval_json(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alone() {
+    let (project, notes, llm) = suite().await;
+
+    let out = bin(&project, &["eval", "suite", "--repeat", "2", "--json"]);
+
+    let report = eval_json(&out);
+    assert_eq!(report["repeat"], 2);
+    let v = &report["variants"][0];
+    assert_eq!(v["set"], json!({}));
+    assert_eq!(
+        v["tasks"],
+        json!([
+            {"task": "plain", "runs": 2, "passes": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.658,
+             "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][0]["median_wall_ms"],
+             "stop_reasons": {"expectation_failed": 2}},
+            {"task": "read", "runs": 2, "passes": 2, "pass_rate": 1.0, "ci_low": 0.342, "ci_high": 1.0,
+             "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][1]["median_wall_ms"],
+             "stop_reasons": {"final_answer": 2}}
+        ])
+    );
+    assert_eq!(
+        v["totals"],
+        json!({"runs": 4, "passes": 2, "pass_rate": 0.5, "ci_low": 0.15, "ci_high": 0.85})
+    );
+    assert!(notes.attachments("n").is_empty(), "writes are dry-run");
+    assert!(
+        project.root().join("suite/read.md").exists()
+            && project.root().join("suite/plain.md").exists()
+    );
+    assert!(project.inbox().is_empty() && project.done().is_empty());
+    let eval_dir = project
+        .root()
+        .join("logs/eval")
+        .join(report["eval_id"].as_str().unwrap());
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(eval_dir.join("eval.json")).unwrap())
+            .unwrap();
+    assert_eq!(written, report);
+    let runs = std::fs::read_dir(eval_dir.join("v1/read")).unwrap().count();
+    assert_eq!(runs, 2, "one run folder per repeat");
+    assert_eq!(llm.requests().await.len(), 2 * 3 + 2 * 3);
+    let listed = bin(&project, &["runs"]);
+    assert!(
+        !text(&listed.stderr).contains("without a readable summary"),
+        "eval folders are not runs: {}",
+        text(&listed.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_side() {
+    let (project, _notes, llm) = suite().await;
+
+    let out = bin(
+        &project,
+        &[
+            "eval",
+            "suite",
+            "--repeat",
+            "1",
+            "--set",
+            "limits.max_turns=5",
+            "--matrix",
+            "model.temperature=0.1,0.9",
+        ],
+    );
+
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let lines: Vec<&str> = o.lines().collect();
+    assert!(
+        lines[0].starts_with("eval ") && lines[0].ends_with(": 1 run(s) of each task per variant"),
+        "{o}"
+    );
+    assert!(lines[1].starts_with("TASK   VARIANT"), "{o}");
+    assert!(
+        lines[2].starts_with("plain  limits.max_turns=5 model.temperature=0.1  0/1"),
+        "{o}"
+    );
+    assert!(
+        lines[3].starts_with("plain  limits.max_turns=5 model.temperature=0.9  0/1"),
+        "{o}"
+    );
+    assert!(
+        lines[4].starts_with("read   limits.max_turns=5 model.temperature=0.1  1/1"),
+        "{o}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("TOTAL  limits.max_turns=5 model.temperature=0.9  1/2")),
+        "{o}"
+    );
+    let temps: Vec<f64> = llm
+        .requests()
+        .await
+        .iter()
+        .map(|r| r["temperature"].as_f64().unwrap())
+        .collect();
+    assert_eq!(temps.iter().filter(|t| **t == 0.1).count(), 6);
+    assert_eq!(temps.iter().filter(|t| **t == 0.9).count(), 6);
+}
+
+#[test]
+fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("suite")).unwrap();
+    std::fs::write(project.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
+    project.write_config(&format!("http://127.0.0.1:{}/v1", closed_port()), "");
+    let out = bin(&project, &["eval", "suite"]);
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("unreachable"));
+    assert!(
+        !project.root().join("logs/eval").exists(),
+        "nothing was run"
+    );
+
+    for (args, says) in [
+        (vec!["eval", "missing"], "missing"),
+        (vec!["eval", "logs"], "no *.md task files"),
+        (
+            vec!["eval", "suite", "--set", "limits.max_turnz=3"],
+            "[limits] max_turnz: unknown key",
+        ),
+        (
+            vec!["eval", "suite", "--set", "nonsense"],
+            "is not KEY=VALUE",
+        ),
+        (
+            vec!["eval", "suite", "--repeat", "0"],
+            "0 is not in 1..=1000",
+        ),
+    ] {
+        std::fs::create_dir_all(project.root().join("logs")).unwrap();
+        let out = bin(&project, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_shipped_suite_is_valid_and_covers_every_tool() {
+    let project = Project::new();
+    let evals = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evals");
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        &format!(
+            "[paths]\ninbox = \"{}\"\n[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
+            evals.display()
+        ),
+    );
+    let out = bin(&project, &["check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let mut files = 0;
+    let mut tools = std::collections::BTreeSet::new();
+    for f in std::fs::read_dir(&evals).unwrap() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(
+            text.contains("[expect]"),
+            "every suite task says what success is"
+        );
+        for t in agent_harness::tools::ToolName::ALL {
+            if text.contains(&format!("\"{}\"", t.as_str())) {
+                tools.insert(t.as_str());
+            }
+        }
+        files += 1;
+    }
+    assert!((6..=10).contains(&files), "{files} tasks");
+    assert!(tools.contains("webfetch") && tools.contains("noteworx_create_attachment"));
+    assert_eq!(
+        tools.len(),
+        agent_harness::tools::ToolName::ALL.len(),
+        "{tools:?}"
+    );
+}
