@@ -74,6 +74,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a static HTML report of recent runs (index.html and a page per run).
+    Report {
+        /// Where to write it (default: <logs>/report).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Only runs of this task.
+        #[arg(long, value_name = "NAME")]
+        task: Option<String>,
+        /// At most N runs, newest first.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: usize,
+    },
     /// List recent runs from the logs folder, newest first.
     Runs {
         /// Only runs of this task.

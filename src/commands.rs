@@ -53,18 +53,16 @@ async fn dispatch(
     env: &(dyn Fn(&str) -> Option<String> + Sync),
     progress: Progress,
 ) -> u8 {
-    // `runs` reads only the logs folder: it never needs the secrets.
+    // `runs` and `report` read only the logs folder: they never need the secrets.
+    let logs_only = matches!(cli.command, Command::Runs { .. } | Command::Report { .. });
     let no_secrets = |k: &str| env(k).or_else(|| Some("unused".into()));
-    let env: &dyn Fn(&str) -> Option<String> = match cli.command {
-        Command::Runs { .. } => &no_secrets,
-        _ => env,
-    };
+    let env: &dyn Fn(&str) -> Option<String> = if logs_only { &no_secrets } else { env };
     let cfg = match Config::load(&cli.config, env) {
         Ok(c) => c,
-        Err(e) if matches!(cli.command, Command::Runs { .. }) && !cli.config.exists() => {
-            // `runs` only needs the logs folder; without a config it reads ./logs.
+        Err(e) if logs_only && !cli.config.exists() => {
+            // Without a config they read ./logs.
             tracing::debug!(error = %e, "no config; reading ./logs");
-            return runs_command(Path::new("logs"), &cli.command);
+            return logs_command(Path::new("logs"), &cli.command);
         }
         Err(e) => return config_error(&e),
     };
@@ -109,7 +107,9 @@ async fn dispatch(
             crate::replay::replay(&cfg, &opts, &mut stdout()).await
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
-        Command::Runs { .. } => runs_command(&cfg.paths.logs, &cli.command),
+        Command::Runs { .. } | Command::Report { .. } => {
+            logs_command(&cfg.paths.logs, &cli.command)
+        }
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
             Ok(ep) => smoke::test_endpoint(&cfg, &ep, &mut stdout()).await,
             Err(e) => {
@@ -352,6 +352,31 @@ fn check_command(cfg: &Config) -> u8 {
             eprintln!("agent-harness: {e:#}");
             exit::FAILED
         }
+    }
+}
+
+/// `runs` or `report`: both read only the logs folder.
+fn logs_command(logs: &Path, command: &Command) -> u8 {
+    match command {
+        Command::Report { out, task, limit } => {
+            let opts = crate::report::ReportOptions {
+                out: out.clone().unwrap_or_else(|| logs.join("report")),
+                task: task.clone(),
+                limit: *limit,
+            };
+            match crate::report::write(logs, &opts) {
+                Ok((index, pages)) => {
+                    let shown = std::fs::canonicalize(&index).unwrap_or(index);
+                    println!("report of {pages} run(s): file://{}", shown.display());
+                    exit::OK
+                }
+                Err(e) => {
+                    eprintln!("agent-harness: {e:#}");
+                    exit::FAILED
+                }
+            }
+        }
+        _ => runs_command(logs, command),
     }
 }
 

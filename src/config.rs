@@ -115,6 +115,15 @@ struct RawConfig {
     tools: RawTools,
     #[serde(default)]
     prompt: RawPrompt,
+    #[serde(default)]
+    metrics: RawMetrics,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    /// The Prometheus textfile written after each run; `""` disables it.
+    textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -439,6 +448,8 @@ pub struct Config {
     pub noteworx: Option<NoteworxConfig>,
     /// `[prompt] system`; the built-in prompt is used when absent.
     pub system_prompt: Option<String>,
+    /// `[metrics] textfile`: where each run's Prometheus figures go; `None` when disabled.
+    pub metrics_textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -566,16 +577,24 @@ impl Config {
         let limits = raw.limits;
         limits.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
+        let paths = resolve_paths(&raw.paths, base);
+        let metrics_textfile = match raw.metrics.textfile {
+            None => Some(paths.logs.join("agent-harness.prom")),
+            Some(p) if p.as_os_str().is_empty() => None,
+            Some(p) if p.is_absolute() => Some(p),
+            Some(p) => Some(base.join(p)),
+        };
         Ok(Config {
             path: path.to_path_buf(),
             endpoint: resolve_endpoint(&raw.endpoint, &raw.runpod, &raw.openai, &secrets)
                 .map_err(err)?,
-            paths: resolve_paths(&raw.paths, base),
+            paths,
             limits,
             model,
             webfetch: resolve_webfetch(raw.tools.webfetch).map_err(err)?,
             noteworx: resolve_noteworx(raw.tools.noteworx, &secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
+            metrics_textfile,
         })
     }
 
@@ -1176,6 +1195,7 @@ mod tests {
             "[tools.webfetch]",
             "[tools.noteworx]",
             "[prompt]",
+            "[metrics]",
         ] {
             assert!(text.contains(section), "{section} missing from the example");
         }

@@ -22,7 +22,8 @@
 //!   `run.log`; `summary.json`.
 //! - [`progress`] — the live lines on a terminal, and the log writer beside them.
 //! - [`smoke`] — `test-runpod`; [`replay`] — a recorded run again, no network;
-//!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite.
+//!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite;
+//!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile.
 //! - [`text`], [`http`] — small helpers: characters and lines; capped bodies.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
@@ -40,11 +41,13 @@ pub mod harness;
 pub mod http;
 pub mod inbox;
 pub mod lock;
+pub mod metrics;
 pub mod noteworx;
 pub mod progress;
 pub mod records;
 pub mod replay;
 pub mod reply;
+pub mod report;
 pub mod run;
 pub mod smoke;
 pub mod text;

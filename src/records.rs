@@ -485,8 +485,8 @@ fn write_line(file: &mut File, text: String, redactor: &Redactor, name: &str) {
 pub struct RecordedRun {
     pub dir: PathBuf,
     pub summary: Summary,
-    /// The task file as it was read.
-    pub task_file: PathBuf,
+    /// The task file as it was read (runs recorded before it was kept have none).
+    pub task_file: Option<PathBuf>,
     pub attempts: Vec<RecordedLine>,
     pub tools: Vec<ToolLine>,
 }
@@ -496,6 +496,8 @@ pub struct RecordedRun {
 pub struct RecordedLine {
     pub turn: u32,
     pub attempt: u32,
+    #[serde(default)]
+    pub latency_ms: u64,
     pub request: Value,
     #[serde(default)]
     pub http_status: Option<u16>,
@@ -542,6 +544,43 @@ pub struct RecordedJob {
 pub struct RecordedContext {
     #[serde(default)]
     pub context_tokens: Option<u32>,
+    #[serde(default)]
+    pub elided_call_ids: Vec<String>,
+}
+
+/// The chat request inside a recorded request (unwrapped from RunPod's `input`).
+pub fn sent_chat(request: &Value) -> &Value {
+    match request.get("input") {
+        Some(input) => input,
+        None => request,
+    }
+}
+
+/// The assistant message of a recorded response: a chat completion's, or
+/// the one inside a RunPod job's `output` (an object, a list of one, or JSON text).
+pub fn reply_message(response: Option<&Value>) -> Option<&Value> {
+    let r = response?;
+    let chat = match r.get("output") {
+        Some(Value::Array(items)) => items.first()?,
+        Some(out @ Value::Object(_)) => out,
+        _ => r,
+    };
+    chat.get("choices")?.get(0)?.get("message")
+}
+
+/// `(prompt, completion)` tokens of a recorded response, 0 when absent.
+pub fn reply_usage(response: Option<&Value>) -> (u64, u64) {
+    let Some(r) = response else { return (0, 0) };
+    let usage = r
+        .get("usage")
+        .or_else(|| r.get("output").and_then(|o| o.get("usage")));
+    let n = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    (n("prompt_tokens"), n("completion_tokens"))
 }
 
 /// Reads a run folder. `Err` says what is missing or unreadable.
@@ -552,13 +591,7 @@ pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
     };
     let summary: Summary = serde_json::from_str(&read("summary.json")?)
         .map_err(|e| format!("{}/summary.json: {e}", dir.display()))?;
-    let task_file = dir.join("task.md");
-    if !task_file.is_file() {
-        return Err(format!(
-            "{}: no task.md (runs recorded before replay existed cannot be replayed)",
-            dir.display()
-        ));
-    }
+    let task_file = Some(dir.join("task.md")).filter(|p| p.is_file());
     let lines = |name: &str| -> Result<Vec<Value>, String> {
         read(name)?
             .lines()

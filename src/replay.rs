@@ -44,6 +44,14 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             return exit::USAGE;
         }
     };
+    let Some(task_file) = recorded.task_file.clone() else {
+        let _ = writeln!(
+            out,
+            "agent-harness: not a readable run: {} has no task.md (runs recorded before replay existed cannot be replayed)",
+            opts.run_dir.display()
+        );
+        return exit::USAGE;
+    };
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
     let recording = Recording::new(
         recorded_attempts(&recorded),
@@ -65,7 +73,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
     };
     let entry = InboxEntry {
         name: recorded.summary.task.clone(),
-        path: recorded.task_file.clone(),
+        path: task_file,
     };
     let ends = run_tasks(cfg, &h, vec![entry], &mode, 1).await;
     let Some(TaskEnd::Filed(new)) = ends.into_iter().next() else {

@@ -126,6 +126,7 @@ pub enum TaskEnd {
 }
 
 pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
+    let (started, t0) = ((h.clock)(), Instant::now());
     let state_dir = cfg.paths.state_dir();
     let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
         return Ok(RunOutcome::Locked);
@@ -142,13 +143,27 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
             .into());
         }
     }
-    if entries.is_empty() {
+    let (outcome, summaries) = if entries.is_empty() {
         tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty");
-        return Ok(RunOutcome::Finished(Tally::default()));
+        (RunOutcome::Finished(Tally::default()), Vec::new())
+    } else if let Err(why) = h.endpoint.ping().await {
+        (RunOutcome::Unreachable(why), Vec::new())
+    } else {
+        drain(cfg, h, opts, entries).await
+    };
+    if !opts.dry_run {
+        write_metrics(cfg, started, t0.elapsed(), &outcome, &summaries);
     }
-    if let Err(why) = h.endpoint.ping().await {
-        return Ok(RunOutcome::Unreachable(why));
-    }
+    Ok(outcome)
+}
+
+/// Runs the listed tasks and tallies them.
+async fn drain(
+    cfg: &Config,
+    h: &Harness,
+    opts: &RunOptions,
+    entries: Vec<InboxEntry>,
+) -> (RunOutcome, Vec<Summary>) {
     let mode = Mode {
         dry_run: opts.dry_run,
         file: !opts.dry_run,
@@ -165,7 +180,36 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         not_started = tally.not_started,
         "run finished"
     );
-    Ok(RunOutcome::Finished(tally))
+    let summaries = ends
+        .into_iter()
+        .filter_map(|e| match e {
+            TaskEnd::Filed(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    (RunOutcome::Finished(tally), summaries)
+}
+
+/// The Prometheus textfile of this run, when `[metrics] textfile` is set.
+fn write_metrics(
+    cfg: &Config,
+    started: chrono::DateTime<chrono::Utc>,
+    duration: std::time::Duration,
+    outcome: &RunOutcome,
+    summaries: &[Summary],
+) {
+    let Some(path) = &cfg.metrics_textfile else {
+        return;
+    };
+    let text = crate::metrics::render(&crate::metrics::RunFacts {
+        started,
+        duration,
+        exit_code: outcome.exit_code(),
+        summaries,
+    });
+    if let Err(e) = crate::metrics::write(path, &text) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");
+    }
 }
 
 /// Runs `entries` (up to `concurrency` at once) as `mode` says, each from

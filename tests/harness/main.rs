@@ -12,6 +12,7 @@ mod inbox_runs;
 mod noteworx_tools;
 mod real_stack;
 mod replay;
+mod report;
 mod runpod;
 mod signals;
 mod small_models;

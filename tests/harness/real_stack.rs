@@ -428,7 +428,11 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
     let cfg = Config::load(&path, &test_env).unwrap();
     let mut runs = Vec::new();
     for task in std::fs::read_dir(project.root().join("logs")).unwrap() {
-        for run in std::fs::read_dir(task.unwrap().path()).unwrap() {
+        let task = task.unwrap().path();
+        if !task.is_dir() {
+            continue; // the metrics textfile
+        }
+        for run in std::fs::read_dir(task).unwrap() {
             runs.push(run.unwrap().path());
         }
     }

@@ -1,0 +1,370 @@
+//! `report` (SPEC §14): a static HTML report of recent runs, built from
+//! the records alone. `index.html` lists the runs, newest first, with task
+//! and status filters made of CSS (they work from `file://` and with
+//! JavaScript off); one page per run shows the prompt, each turn (thinking
+//! and tool results folded in `<details>`), the summary, and the answer or
+//! the failure.
+//!
+//! A run's content can hold any markup: every text goes through maud's
+//! escaping, and nothing on a page loads from anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+use crate::records::{self, RecordedLine, RecordedRun, Status, Summary, ToolLine};
+use crate::reply::strip_thinking;
+use crate::text::short_hash;
+
+/// What `report` was asked.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub out: PathBuf,
+    pub task: Option<String>,
+    pub limit: usize,
+}
+
+/// The style of every page: small, readable, no web fonts, no images.
+const STYLE: &str = "
+body{font:15px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;padding:0 1rem;color:#1d1d1f}
+h1{font-size:1.5rem;margin:.2rem 0} h2{font-size:1.15rem;margin:1.4rem 0 .4rem}
+table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}
+th{background:#f5f5f7} pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f9;padding:.6rem;border-radius:4px;margin:.3rem 0}
+.succeeded{color:#0a7a2f} .failed{color:#b3261e} .interrupted{color:#9a6700}
+td.succeeded,td.failed,td.interrupted{font-weight:600}
+details{margin:.4rem 0;border:1px solid #e3e3e8;border-radius:4px;padding:.2rem .6rem} summary{cursor:pointer}
+.meta{color:#555;font-size:.9rem} .mark{background:#fff4ce;padding:0 .3rem;border-radius:3px;font-size:.85rem}
+.turn{border-left:3px solid #d0d0d8;padding-left:.8rem;margin:1rem 0}
+.filters{margin:.6rem 0} .filters label{cursor:pointer;margin-right:.6rem;color:#0b57d0}
+";
+
+/// Writes `index.html` and a page per run under `opts.out`; returns the
+/// index's path and how many run pages were written.
+pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usize)> {
+    let mut listing = records::read_summaries(logs);
+    if let Some(t) = &opts.task {
+        listing.summaries.retain(|s| &s.task == t);
+    }
+    listing.summaries.truncate(opts.limit);
+    let runs_dir = opts.out.join("runs");
+    records::create_private_dir(&runs_dir)
+        .with_context(|| format!("creating {}", runs_dir.display()))?;
+    let mut pages = Vec::new();
+    for s in &listing.summaries {
+        let dir = logs
+            .join(crate::inbox::fit_file_name("", &s.task, ""))
+            .join(&s.run_id);
+        let name = page_name(s);
+        let page = match records::read_run(&dir) {
+            Ok(run) => run_page(&run),
+            Err(why) => unreadable_page(s, &why),
+        };
+        let path = runs_dir.join(&name);
+        records::write_private(&path, page.into_string().as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        pages.push((s, name));
+    }
+    let index = opts.out.join("index.html");
+    records::write_private(&index, index_page(&pages).into_string().as_bytes())
+        .with_context(|| format!("writing {}", index.display()))?;
+    Ok((index, pages.len()))
+}
+
+/// `runs/<task>--<run_id>.html`, the task made safe for a file name and a link.
+fn page_name(s: &Summary) -> String {
+    let safe: String = s
+        .task
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let safe = if safe == s.task {
+        safe
+    } else {
+        format!("{safe}-{:08x}", short_hash(&s.task))
+    };
+    format!("{safe}--{}.html", s.run_id)
+}
+
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) }
+            style { (PreEscaped(STYLE)) }
+        }
+    }
+}
+
+/// The filters' radios (`(id, group)`) and the CSS that makes them work:
+/// radios sit right before the table (the `~` selectors need siblings);
+/// their labels, in the filter lines, are what a reader clicks.
+fn filter_rules(tasks: usize, statuses: &[&str]) -> (Vec<(String, &'static str)>, String) {
+    let mut css =
+        String::from(".filters+.filters{margin-top:0} input.f{position:absolute;opacity:0}\n");
+    let mut radios = vec![("task-all".to_string(), "task")];
+    for i in 0..tasks {
+        css.push_str(&format!(
+            "#task-{i}:checked~table tbody tr:not(.t{i}){{display:none}}\n"
+        ));
+        radios.push((format!("task-{i}"), "task"));
+    }
+    radios.push(("status-all".to_string(), "status"));
+    for st in statuses {
+        css.push_str(&format!(
+            "#status-{st}:checked~table tbody tr:not(.s-{st}){{display:none}}\n"
+        ));
+        radios.push((format!("status-{st}"), "status"));
+    }
+    for (id, _) in &radios {
+        css.push_str(&format!(
+            "#{id}:checked~.filters label[for={id}]{{font-weight:700;text-decoration:underline}}\n"
+        ));
+    }
+    (radios, css)
+}
+
+/// The runs table with its CSS-only filters: a radio per task and per
+/// status, each hiding the rows it does not match.
+fn index_page(pages: &[(&Summary, String)]) -> Markup {
+    let tasks: Vec<&str> = pages
+        .iter()
+        .map(|(s, _)| s.task.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let task_class = |t: &str| format!("t{}", tasks.iter().position(|x| *x == t).unwrap_or(0));
+    let statuses = ["succeeded", "failed", "interrupted"];
+    let (radios, css) = filter_rules(tasks.len(), &statuses);
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head("agent-harness runs"))
+            body {
+                h1 { "agent-harness runs" }
+                p.meta { (pages.len()) " run(s), newest first." }
+                style { (PreEscaped(css)) }
+                @for (id, group) in &radios {
+                    @if id.ends_with("-all") {
+                        input.f type="radio" name=(group) id=(id) checked;
+                    } @else {
+                        input.f type="radio" name=(group) id=(id);
+                    }
+                }
+                div.filters {
+                    "Task: "
+                    label for="task-all" { "all" } " "
+                    @for (i, t) in tasks.iter().enumerate() {
+                        label for=(format!("task-{i}")) { (t) } " "
+                    }
+                }
+                div.filters {
+                    "Status: "
+                    label for="status-all" { "all" } " "
+                    @for st in statuses {
+                        label for=(format!("status-{st}")) { (st) } " "
+                    }
+                }
+                table {
+                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tokens" } th { "Wall" } th { "Started" } } }
+                    tbody {
+                        @for (s, page) in pages {
+                            tr class=(format!("{} s-{}", task_class(&s.task), s.status.as_str())) {
+                                td { (s.task) }
+                                td { a href=(format!("runs/{page}")) { (s.run_id) } }
+                                td class=(s.status.as_str()) { (s.status.as_str()) @if s.dry_run { " (dry)" } }
+                                td { (s.stop_reason.as_str()) }
+                                td { (s.turns) }
+                                td { (s.total_tokens) }
+                                td { (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
+                                td { (s.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unreadable_page(s: &Summary, why: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(&format!("{} {}", s.task, s.run_id)))
+            body {
+                p { a href="../index.html" { "All runs" } }
+                h1 { (s.task) }
+                p { "The records of this run could not be read: " (why) }
+            }
+        }
+    }
+}
+
+/// One run: prompt, turns, summary, outcome.
+fn run_page(run: &RecordedRun) -> Markup {
+    let s = &run.summary;
+    let first = run
+        .attempts
+        .first()
+        .map(|l| crate::records::sent_chat(&l.request));
+    let message = |i: usize| {
+        first
+            .and_then(|b| b["messages"].get(i))
+            .and_then(|m| m["content"].as_str())
+            .map(str::to_string)
+    };
+    let task_text = message(1).or_else(|| {
+        run.task_file
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+    });
+    let elided = elided_before(&run.attempts);
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(&format!("{} {}", s.task, s.run_id)))
+            body {
+                p { a href="../index.html" { "All runs" } }
+                h1 { (s.task) }
+                p class=(s.status.as_str()) {
+                    (s.status.as_str()) " — " (s.stop_reason.as_str())
+                    @if let Some(of) = &s.replay_of { " (a replay of " (of) ")" }
+                }
+                p.meta { "run " (s.run_id) ", " (s.turns) " turn(s), " (s.tool_calls) " tool call(s), " (s.total_tokens) " tokens, " (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
+                @if let Some(system) = message(0) {
+                    details { summary { "System prompt" } pre { (system) } }
+                }
+                h2 { "Task" }
+                pre { (task_text.unwrap_or_else(|| "(not recorded)".into())) }
+                @for turn in turns(&run.attempts) {
+                    (turn_section(&turn, &run.tools, &elided))
+                }
+                (outcome_section(s))
+            }
+        }
+    }
+}
+
+/// For each elided call id, the turn before whose request it was elided.
+fn elided_before(lines: &[RecordedLine]) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    for l in lines {
+        let ids = l
+            .context
+            .as_ref()
+            .map(|c| c.elided_call_ids.clone())
+            .unwrap_or_default();
+        for id in ids {
+            out.entry(id).or_insert(l.turn);
+        }
+    }
+    out
+}
+
+/// One turn as the page shows it: its last attempt's answer and the count of tries.
+struct TurnView<'a> {
+    turn: u32,
+    attempts: usize,
+    latency_ms: u64,
+    last: &'a RecordedLine,
+}
+
+fn turns(lines: &[RecordedLine]) -> Vec<TurnView<'_>> {
+    let mut out: Vec<TurnView<'_>> = Vec::new();
+    for l in lines {
+        match out.last_mut() {
+            Some(t) if t.turn == l.turn => {
+                t.attempts += 1;
+                t.latency_ms = t.latency_ms.saturating_add(l.latency_ms);
+                t.last = l;
+            }
+            _ => out.push(TurnView {
+                turn: l.turn,
+                attempts: 1,
+                latency_ms: l.latency_ms,
+                last: l,
+            }),
+        }
+    }
+    out
+}
+
+fn turn_section(t: &TurnView<'_>, tools: &[ToolLine], elided: &BTreeMap<String, u32>) -> Markup {
+    let msg = records::reply_message(t.last.response.as_ref());
+    let raw = msg.and_then(|m| m["content"].as_str()).unwrap_or("");
+    let (words, mut thoughts) = strip_thinking(raw);
+    if let Some(r) = msg
+        .and_then(|m| m["reasoning_content"].as_str())
+        .filter(|r| !r.trim().is_empty())
+    {
+        thoughts.insert(0, r.trim().to_string());
+    }
+    let usage = records::reply_usage(t.last.response.as_ref());
+    let calls: Vec<&ToolLine> = tools.iter().filter(|c| c.turn == t.turn).collect();
+    html! {
+        section.turn {
+            h2 { "Turn " (t.turn) }
+            p.meta {
+                (usage.0) " prompt + " (usage.1) " completion tokens, " (t.latency_ms) " ms"
+                @if t.attempts > 1 { ", " (t.attempts) " attempts" }
+                @if let Some(e) = &t.last.error { " — " span.failed { (e) } }
+            }
+            @if !thoughts.is_empty() {
+                details.thinking { summary { "Thinking" } pre { (thoughts.join("\n\n")) } }
+            }
+            @if !words.trim().is_empty() { pre.words { (words.trim()) } }
+            @for c in calls {
+                details.call {
+                    summary {
+                        (c.name) " "
+                        span.meta { (crate::text::clip(&c.arguments, 60)) } " "
+                        span class=(if c.is_error { "failed" } else { "succeeded" }) { (if c.is_error { "error" } else { "ok" }) }
+                        @if !c.executed { " " span.mark { "not run" } }
+                        @if c.original_chars > c.returned_chars { " " span.mark { "cut: " (c.returned_chars) " of " (c.original_chars) " characters" } }
+                        @if let Some(turn) = elided.get(&c.call_id) { " " span.mark { "elided from the context before turn " (turn) } }
+                    }
+                    p.meta { "arguments" }
+                    pre { (c.arguments) }
+                    p.meta { "result" }
+                    pre { (c.result) }
+                }
+            }
+        }
+    }
+}
+
+fn outcome_section(s: &Summary) -> Markup {
+    html! {
+        h2 { "Summary" }
+        table {
+            tr { th { "status" } td class=(s.status.as_str()) { (s.status.as_str()) } }
+            tr { th { "stop reason" } td { (s.stop_reason.as_str()) } }
+            tr { th { "attempt" } td { (s.attempt) @if s.retryable { " (retryable)" } } }
+            tr { th { "tokens" } td { (s.prompt_tokens) " prompt + " (s.completion_tokens) " completion" } }
+            tr { th { "tool calls" } td { (s.tool_calls) " (" (s.tool_errors) " errors, " (s.calls_over_budget) " over a budget)" } }
+            tr { th { "started" } td { (s.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) } }
+            tr { th { "finished" } td { (s.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) } }
+        }
+        @if let Some(verdicts) = &s.expectations {
+            h2 { "Expectations" }
+            ul { @for v in verdicts { li class=(if v.ok { "succeeded" } else { "failed" }) { (v.check) ": " (v.detail) } } }
+        }
+        @match (s.status, &s.final_answer, &s.error) {
+            (Status::Succeeded, Some(a), _) => { h2 { "Final answer" } pre { (a) } }
+            (_, answer, error) => {
+                @if let Some(e) = error { h2 { "Failure" } pre.failed { (e) } }
+                @if let Some(a) = answer { h2 { "Final answer" } pre { (a) } }
+            }
+        }
+    }
+}

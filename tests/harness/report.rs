@@ -1,0 +1,272 @@
+//! `report` and the metrics textfile (SPEC §14), checked as a person would
+//! meet them: the pages rendered by a real headless Chromium, the metrics
+//! read by the Prometheus client library's own parser.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use wiremock::MockServer;
+
+use crate::common::fake_noteworx::{FakeNoteworx, note};
+use crate::common::*;
+
+/// Markup a run can carry: if any of it were not escaped, the page would
+/// run a script, load an image from the canary, or lose its structure.
+fn hostile(canary: &str) -> String {
+    format!(
+        "<script>fetch('{canary}/script')</script><img src=\"{canary}/img\" onerror=\"alert(1)\"></details></pre><b>bold</b>"
+    )
+}
+
+/// Headless Chromium (Debian's `chromium`), as scripts/test and CI install it.
+fn chromium() -> PathBuf {
+    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join(name))
+                .find(|p| p.is_file())
+        })
+    });
+    found.expect("Chromium is needed for this test: apt-get install chromium (scripts/test installs it when run as root)")
+}
+
+/// Chromium's DOM of `page` after load, and the URLs the page itself asked
+/// for (browser-initiated requests of Chromium's own services excluded).
+fn render(page: &Path, work: &Path) -> (String, Vec<String>) {
+    let netlog = work.join(format!(
+        "netlog-{}.json",
+        page.file_stem().unwrap().to_string_lossy()
+    ));
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            work.join("profile").display()
+        ))
+        .arg(format!("--log-net-log={}", netlog.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log: Value = serde_json::from_str(&std::fs::read_to_string(&netlog).unwrap()).unwrap();
+    let start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"].clone();
+    let page_requests = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == start_job && e["params"]["url"].is_string())
+        .filter(|e| e["params"]["initiator"] != "not an origin")
+        .map(|e| e["params"]["url"].as_str().unwrap_or("").to_string())
+        .collect();
+    (String::from_utf8(out.stdout).unwrap(), page_requests)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_report_renders_in_chromium_folded_escaped_and_self_contained() {
+    let canary = MockServer::start().await;
+    let evil = hostile(&canary.uri());
+    let notes = FakeNoteworx::start(vec![note("n", "Note", &[], &format!("Text. {evil}"))]).await;
+    let thinking = reply(
+        json!({"role": "assistant", "content": "", "reasoning_content": format!("Plan: {evil}"),
+               "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"slug\":\"n\"}"}}]}),
+        "tool_calls",
+    );
+    let llm = FakeLlm::replies(vec![thinking, final_answer(&format!("Done. {evil}"))]).await;
+    let project = Project::new();
+    project.task("a-hostile", "Read note n.");
+    project.task("b-fails", "+++\ntools = [\"nope\"]\n+++\nInvalid.");
+    project.write_config(&llm.base_url(), &notes.config_section());
+    let run = assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "one task failed");
+    let out_dir = project.root().join("report");
+
+    let made = assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .args(["report", "--out", "report"])
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+
+    assert_eq!(made.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(said.starts_with("report of 2 run(s): file:///"), "{said}");
+    let work = tempfile::tempdir().unwrap();
+    let (index, index_requests) = render(&out_dir.join("index.html"), work.path());
+    assert_eq!(index.matches("<tr class=").count(), 2, "a row per run");
+    assert!(index.contains("class=\"t0 s-succeeded\"") && index.contains("class=\"t1 s-failed\""));
+    assert!(
+        index.contains("<label for=\"status-failed\">failed</label>"),
+        "the filters are there"
+    );
+    assert!(index_requests.is_empty(), "{index_requests:?}");
+
+    let pages: Vec<PathBuf> = std::fs::read_dir(out_dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let hostile_page = pages
+        .iter()
+        .find(|p| p.to_string_lossy().contains("a-hostile"))
+        .unwrap();
+    let (dom, requests) = render(hostile_page, work.path());
+    assert!(requests.is_empty(), "the page asked for {requests:?}");
+    assert!(
+        canary.received_requests().await.unwrap().is_empty(),
+        "the canary was hit"
+    );
+    assert!(
+        !dom.contains("<script") && !dom.contains("<img") && !dom.contains("<b>"),
+        "markup ran: {dom}"
+    );
+    assert!(
+        dom.contains("Done. &lt;script&gt;fetch("),
+        "the answer shows its markup as text"
+    );
+    assert!(dom.contains("&lt;/details&gt;&lt;/pre&gt;&lt;b&gt;bold&lt;/b&gt;"));
+    assert_eq!(
+        dom.matches("<details").count(),
+        dom.matches("</details>").count(),
+        "no injected </details> closed a fold"
+    );
+    assert!(
+        dom.contains("<details class=\"thinking\"><summary>Thinking</summary>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<details class=\"call\"><summary>noteworx_read_note"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("Plan: &lt;script&gt;"),
+        "thinking is there, folded and escaped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.task("a", "One.");
+    project.task("b", "+++\ntools = [\"nope\"]\n+++\nInvalid.");
+    project.write_config(&llm.base_url(), "");
+    let run = assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    let textfile = project.root().join("logs/agent-harness.prom");
+
+    let python = stack_python();
+    let parsed = Command::new(&python)
+        .arg("-c")
+        .arg(
+            "import json,sys\n\
+             from prometheus_client.parser import text_string_to_metric_families\n\
+             out={}\n\
+             for fam in text_string_to_metric_families(open(sys.argv[1]).read()):\n\
+             \x20   out[fam.name]={'type':fam.type,'help':fam.documentation,\n\
+             \x20     'samples':[[s.name,s.labels,s.value] for s in fam.samples]}\n\
+             print(json.dumps(out))",
+        )
+        .arg(&textfile)
+        .output()
+        .unwrap();
+    assert!(
+        parsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    let m: Value = serde_json::from_slice(&parsed.stdout).unwrap();
+    let sample = |family: &str| m[family]["samples"].clone();
+    assert_eq!(
+        sample("agent_harness_last_run_tasks"),
+        json!([
+            ["agent_harness_last_run_tasks", {"status": "failed", "stop_reason": "invalid_task"}, 1.0],
+            ["agent_harness_last_run_tasks", {"status": "succeeded", "stop_reason": "final_answer"}, 1.0]
+        ])
+    );
+    assert_eq!(
+        sample("agent_harness_last_run_tokens"),
+        json!([
+            ["agent_harness_last_run_tokens", {"kind": "prompt"}, 150.0],
+            ["agent_harness_last_run_tokens", {"kind": "completion"}, 10.0]
+        ])
+    );
+    assert_eq!(sample("agent_harness_last_run_exit_code")[0][2], 1.0);
+    let started = sample("agent_harness_last_run_start_time_seconds")[0][2]
+        .as_f64()
+        .unwrap();
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!((now - started).abs() < 120.0, "{started} vs {now}");
+    for family in [
+        "agent_harness_last_run_task_seconds",
+        "agent_harness_last_run_duration_seconds",
+    ] {
+        assert_eq!(m[family]["type"], "gauge", "{family}");
+        assert!(sample(family)[0][2].as_f64().unwrap() >= 0.0);
+    }
+    assert!(
+        m.as_object()
+            .unwrap()
+            .values()
+            .all(|f| !f["help"].as_str().unwrap().is_empty())
+    );
+    assert!(
+        !project.root().join("logs/agent-harness.prom.tmp").exists(),
+        "written by rename"
+    );
+
+    // `textfile = ""` turns it off.
+    std::fs::remove_file(&textfile).unwrap();
+    project.write_config(&llm.base_url(), "[metrics]\ntextfile = \"\"\n");
+    project.task("c", "Again.");
+    let run = assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    assert!(!textfile.exists());
+}
+
+/// The stack's Python, which has the prometheus_client package.
+fn stack_python() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("scripts/stack"))
+        .arg("paths")
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("PYTHON=").map(str::to_string))
+        .expect("run scripts/stack install (or scripts/test) first")
+}
