@@ -235,6 +235,7 @@ pub fn build_request(
     tools: &[Value],
     sampling: &Sampling,
     tweaks: Tweaks,
+    response_format: Option<&Value>,
 ) -> Value {
     let mut body = sampling.extra.clone();
     if let Some(model) = &sampling.model {
@@ -266,6 +267,9 @@ pub fn build_request(
     }
     if let Some(seed) = tweaks.seed {
         body.insert("seed".into(), Value::from(seed));
+    }
+    if let Some(format) = response_format {
+        body.insert("response_format".into(), format.clone());
     }
     body.insert("stream".into(), Value::Bool(false));
     Value::Object(body)
@@ -317,6 +321,7 @@ mod tests {
             &[json!({"type": "function"})],
             &sampling(),
             Tweaks::default(),
+            None,
         );
         assert_eq!(
             body,
@@ -340,7 +345,9 @@ mod tests {
                 seed: Some(99),
                 thinking_off: true,
             },
+            Some(&json!({"type": "json_object"})),
         );
+        assert_eq!(body["response_format"], json!({"type": "json_object"}));
         assert_eq!(body["seed"], json!(99));
         assert_eq!(
             body["chat_template_kwargs"]["enable_thinking"],

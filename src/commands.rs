@@ -327,7 +327,7 @@ impl<W: Write> Write for Redacting<W> {
 
 fn check_command(cfg: &Config) -> u8 {
     let offered = Toolbox::offered_by(cfg);
-    match run::check_inbox(cfg, &offered) {
+    match run::check_inbox(cfg, &offered, (system_clock())().date_naive()) {
         Ok(report) => {
             for p in &report.problems {
                 println!("{p}");

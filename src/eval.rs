@@ -221,6 +221,7 @@ pub async fn run_variant(
         file: false,
         logs: logs.to_path_buf(),
         replay_of: None,
+        today: None,
     };
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();

@@ -135,6 +135,7 @@ mod tests {
                 turns,
                 ..Stats::default()
             },
+            result: None,
         }
     }
 

@@ -40,6 +40,10 @@ pub struct Frontmatter {
     pub max_writes: Option<u32>,
     /// What the task must achieve (SPEC §13).
     pub expect: Option<Expect>,
+    /// The `[agents.NAME]` profile it runs as.
+    pub agent: Option<String>,
+    /// A JSON Schema file its final answer must match (relative to the config's folder).
+    pub output_schema: Option<PathBuf>,
 }
 
 /// The `[expect]` table: what a task must achieve for a final answer to be

@@ -23,7 +23,8 @@
 //! - [`progress`] — the live lines on a terminal, and the log writer beside them.
 //! - [`smoke`] — `test-runpod`; [`replay`] — a recorded run again, no network;
 //!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite;
-//!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile.
+//!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile;
+//!   [`schema`] — JSON Schemas final answers must match.
 //! - [`text`], [`http`] — small helpers: characters and lines; capped bodies.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
@@ -49,6 +50,7 @@ pub mod replay;
 pub mod reply;
 pub mod report;
 pub mod run;
+pub mod schema;
 pub mod smoke;
 pub mod text;
 pub mod tools;

@@ -141,6 +141,8 @@ mod tests {
             dry_run: false,
             expectations: None,
             replay_of: None,
+            schema_checked: false,
+            agent: None,
         }
     }
 

@@ -74,6 +74,12 @@ pub struct Summary {
     /// `<task>/<run_id>` of the recorded run this one replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// The final answer was checked against an output schema (and `result.json` written).
+    #[serde(default)]
+    pub schema_checked: bool,
+    /// The `[agents.NAME]` profile the task ran as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.
@@ -366,6 +372,13 @@ impl RunRecord {
                     "empty reply; asking again"
                 },
             ),
+            TaskEvent::AnswerRejected { errors } => self.log(
+                at,
+                &format!(
+                    "the answer does not match the output schema:\n- {}\nasking once more, with the schema as response_format and no tools",
+                    errors.join("\n- ")
+                ),
+            ),
             TaskEvent::ToolAnswered(a) => self.log_answer(at, a),
             TaskEvent::Stopped(outcome) => self.log_stop(at, outcome),
         }
@@ -454,6 +467,13 @@ impl RunRecord {
         if let Err(e) = write_private(&path, self.redactor.redact_str(text).as_bytes()) {
             tracing::error!(file = "task.md", error = %e, "cannot write a run record");
         }
+    }
+
+    /// Writes `result.json`: a final answer that matched its output schema.
+    pub fn result(&self, value: &Value) -> anyhow::Result<()> {
+        let text = self.redactor.redact(serde_json::to_string_pretty(value)?);
+        write_private(&self.dir.join("result.json"), (text + "\n").as_bytes())
+            .with_context(|| format!("writing {}/result.json", self.dir.display()))
     }
 
     /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
@@ -740,6 +760,8 @@ mod tests {
             dry_run: false,
             expectations: None,
             replay_of: None,
+            schema_checked: false,
+            agent: None,
         })
         .unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

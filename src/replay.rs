@@ -70,6 +70,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         file: false,
         logs: cfg.paths.logs.clone(),
         replay_of: Some(of.clone()),
+        today: Some(recorded.summary.started_at.date_naive()),
     };
     let entry = InboxEntry {
         name: recorded.summary.task.clone(),

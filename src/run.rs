@@ -16,7 +16,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskSpec, run_task};
+use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskInput, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
 use crate::expect::{self, Evidence, Verdict};
 use crate::harness::Harness;
@@ -46,6 +46,8 @@ pub struct Mode {
     pub logs: PathBuf,
     /// `<task>/<run_id>` of the run this one replays, for its summary.
     pub replay_of: Option<String>,
+    /// The date role prompts see (`{{date}}`); a replay keeps the recorded one.
+    pub today: Option<chrono::NaiveDate>,
 }
 
 /// What the run did, by task.
@@ -169,6 +171,7 @@ async fn drain(
         file: !opts.dry_run,
         logs: cfg.paths.logs.clone(),
         replay_of: None,
+        today: None,
     };
     let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);
@@ -412,12 +415,20 @@ impl Drain<'_> {
     ) -> anyhow::Result<Summary> {
         let (cfg, h) = (self.cfg, self.h);
         let count = self.begin_attempt(&entry.name)?;
-        let (outcome, verdicts) = if count.exhausted {
+        let ran = if count.exhausted {
             let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
-            (Outcome::failed(StopReason::InternalError, error), None)
+            Ran::from(Outcome::failed(StopReason::InternalError, error))
         } else {
             self.run_isolated(entry, rec).await
         };
+        let Ran {
+            outcome,
+            verdicts,
+            agent,
+        } = ran;
+        if let Some(result) = &outcome.result {
+            rec.result(result)?;
+        }
         let attempt = count.number();
         let filing = file_outcome(
             outcome.stop,
@@ -428,6 +439,7 @@ impl Drain<'_> {
         );
         let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
         summary.expectations = verdicts;
+        summary.agent = agent;
         rec.summary(&summary)?;
         let moved = match filing.disposition {
             Disposition::Done => Some(&cfg.paths.done),
@@ -471,16 +483,12 @@ impl Drain<'_> {
     /// Reads, resolves and runs the task, and judges its expectations. A
     /// panic anywhere inside ends this task as `internal_error`; the run
     /// goes on.
-    async fn run_isolated(
-        &self,
-        entry: &InboxEntry,
-        rec: &mut RunRecord,
-    ) -> (Outcome, Option<Vec<Verdict>>) {
+    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord) -> Ran {
         let h = self.h;
         let work = async {
             let (file, spec) = match self.prepare(entry) {
                 Ok(prepared) => prepared,
-                Err(problem) => return (invalid(rec, h, &entry.path, &problem), None),
+                Err(problem) => return Ran::from(invalid(rec, h, &entry.path, &problem)),
             };
             rec.task_file(&file.text);
             let spec = spec.for_run(&rec.run_id);
@@ -492,12 +500,17 @@ impl Drain<'_> {
                 evidence.on(event);
             };
             let outcome = run_task(h, &spec, &mut sink).await;
-            match &spec.expect {
+            let (outcome, verdicts) = match &spec.expect {
                 Some(expect) => {
                     let verdicts = expect::verdicts(expect, &evidence, &outcome);
                     (expectations_met(outcome, &verdicts), Some(verdicts))
                 }
                 None => (outcome, None),
+            };
+            Ran {
+                outcome,
+                verdicts,
+                agent: spec.agent,
             }
         };
         match AssertUnwindSafe(work).catch_unwind().await {
@@ -509,7 +522,7 @@ impl Drain<'_> {
                 );
                 rec.log((h.clock)(), &error);
                 tracing::error!(error = %error, "internal error; the other tasks go on");
-                (Outcome::failed(StopReason::InternalError, error), None)
+                Ran::from(Outcome::failed(StopReason::InternalError, error))
             }
         }
     }
@@ -517,14 +530,21 @@ impl Drain<'_> {
     /// The task file read and resolved against the config.
     fn prepare(&self, entry: &InboxEntry) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
         let file = inbox::read_task(&entry.path)?;
+        let today = self
+            .mode
+            .today
+            .unwrap_or_else(|| (self.h.clock)().date_naive());
         let spec = TaskSpec::resolve(
             self.cfg,
-            &entry.name,
-            &file.frontmatter,
-            &file.body,
-            &self.h.toolbox.offered(),
-            self.context_tokens,
-            self.mode.dry_run,
+            &TaskInput {
+                name: &entry.name,
+                frontmatter: &file.frontmatter,
+                body: &file.body,
+                offered: &self.h.toolbox.offered(),
+                context_tokens: self.context_tokens,
+                dry_run: self.mode.dry_run,
+                today,
+            },
         )?;
         Ok((file, spec))
     }
@@ -619,6 +639,26 @@ impl Drain<'_> {
             dry_run: self.mode.dry_run,
             expectations: None,
             replay_of: self.mode.replay_of.clone(),
+            schema_checked: outcome.result.is_some(),
+            agent: None,
+        }
+    }
+}
+
+/// What running a task gave, for its summary.
+struct Ran {
+    outcome: Outcome,
+    verdicts: Option<Vec<Verdict>>,
+    /// The profile it ran as.
+    agent: Option<String>,
+}
+
+impl From<Outcome> for Ran {
+    fn from(outcome: Outcome) -> Ran {
+        Ran {
+            outcome,
+            verdicts: None,
+            agent: None,
         }
     }
 }
@@ -683,6 +723,7 @@ pub struct CheckReport {
 pub fn check_inbox(
     cfg: &Config,
     offered: &[crate::tools::ToolName],
+    today: chrono::NaiveDate,
 ) -> anyhow::Result<CheckReport> {
     let entries = inbox::list(&cfg.paths.inbox)
         .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
@@ -691,16 +732,29 @@ pub fn check_inbox(
         tasks: entries.len(),
         ..CheckReport::default()
     };
+    for (name, profile) in &cfg.agents {
+        for t in profile.tools.iter().flatten() {
+            if !ToolName::parse(t).is_some_and(|t| offered.contains(&t)) {
+                report.problems.push(format!(
+                    "{}: [agents.{name}] tools: {t:?} is not offered by this configuration",
+                    cfg.path.display()
+                ));
+            }
+        }
+    }
     for e in &entries {
         let result = inbox::read_task(&e.path).and_then(|f| {
             TaskSpec::resolve(
                 cfg,
-                &e.name,
-                &f.frontmatter,
-                &f.body,
-                offered,
-                context_tokens,
-                false,
+                &TaskInput {
+                    name: &e.name,
+                    frontmatter: &f.frontmatter,
+                    body: &f.body,
+                    offered,
+                    context_tokens,
+                    dry_run: false,
+                    today,
+                },
             )
         });
         match result {

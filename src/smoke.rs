@@ -65,7 +65,7 @@ async fn completion(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> Steps {
         Message::system("Reply with one short sentence."),
         Message::user("Say hello."),
     ];
-    let body = chat::build_request(&messages, &[], sampling, TWEAKS);
+    let body = chat::build_request(&messages, &[], sampling, TWEAKS, None);
     match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => Ok(format!("ok   completion: {}\n", describe(&c, ms))),
         Err(e) => Err(format!("FAIL completion: {}\n", diagnose(cfg, &e))),
@@ -88,7 +88,13 @@ async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> St
         Message::system("Use the tool to answer."),
         Message::user("What time is it in Paris?"),
     ];
-    let body = chat::build_request(&messages, std::slice::from_ref(&tool), &forced, TWEAKS);
+    let body = chat::build_request(
+        &messages,
+        std::slice::from_ref(&tool),
+        &forced,
+        TWEAKS,
+        None,
+    );
     let (first, ms) = timed_call(cfg, ep, body)
         .await
         .map_err(|e| format!("FAIL tool call: {}\n", diagnose(cfg, &e)))?;
@@ -114,7 +120,7 @@ async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> St
     for id in ids {
         messages.push(Message::tool(id, "12:00"));
     }
-    let body = chat::build_request(&messages, &[tool], sampling, TWEAKS);
+    let body = chat::build_request(&messages, &[tool], sampling, TWEAKS, None);
     match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => {
             lines.push_str(&format!(

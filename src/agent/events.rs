@@ -40,6 +40,9 @@ pub enum TaskEvent<'a> {
     ReplyRead(ReplyFacts<'a>),
     /// The reply was empty: the model is asked once more.
     AskedAgain { thinking_off: bool },
+    /// The final answer did not match the output schema: it is asked for
+    /// once more, the schema as `response_format`.
+    AnswerRejected { errors: &'a [String] },
     /// One tool call was answered (run, or refused with the reason).
     ToolAnswered(&'a Answer),
     /// The task ended.

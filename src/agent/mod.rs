@@ -27,6 +27,7 @@ use crate::chat::{self, Message, Role, Tweaks, Usage};
 use crate::endpoint::{Attempt, CallError, Completion};
 use crate::harness::Harness;
 use crate::reply::{Reply, read_reply, replayed_assistant};
+use crate::schema::OutputSchema;
 use crate::tools::CallContext;
 pub use calls::Answer;
 use calls::{Repeats, Rules, Turn, TurnResult, answer_calls};
@@ -34,7 +35,7 @@ pub use context::ContextNote;
 use context::{Conversation, ToolOrigin};
 pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
-pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskSpec};
+pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskInput, TaskSpec};
 
 /// Where a task's events go: the run's records and the live display.
 pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
@@ -50,6 +51,7 @@ pub async fn run_task(h: &Harness, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outc
         error: stop.error,
         retryable: stop.retryable,
         stats: run.stats.clone(),
+        result: stop.result,
     };
     (run.sink)(&TaskEvent::Stopped(&outcome));
     outcome
@@ -69,6 +71,10 @@ struct TaskRun<'a, 's> {
     quotable: Vec<String>,
     /// An empty reply was already asked again.
     asked_again: bool,
+    /// The `response_format` of the next request: the answer did not match
+    /// the output schema, and is asked for once more (no tools offered).
+    repair: Option<Value>,
+    repaired: bool,
     deadline: Instant,
 }
 
@@ -95,6 +101,8 @@ impl<'a, 's> TaskRun<'a, 's> {
             repeats: Repeats::default(),
             quotable: Vec::new(),
             asked_again: false,
+            repair: None,
+            repaired: false,
             deadline,
         }
     }
@@ -199,11 +207,17 @@ impl<'a, 's> TaskRun<'a, 's> {
                     .last()
                     .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
             );
+            let tools: &[Value] = if self.repair.is_some() {
+                &[]
+            } else {
+                &self.tool_defs
+            };
             let body = chat::build_request(
                 self.conv.messages(),
-                &self.tool_defs,
+                tools,
                 &self.spec.sampling,
                 tweaks,
+                self.repair.as_ref(),
             );
             self.emit(&TaskEvent::RequestSent {
                 turn,
@@ -357,7 +371,10 @@ impl<'a, 's> TaskRun<'a, 's> {
     /// `max_tokens`), and `empty_response` the second time.
     fn answer_or_ask_again(&mut self, reply: Reply) -> Result<Tweaks, Stop> {
         if !reply.content.is_empty() {
-            return Err(Stop::answered(reply.content));
+            return match self.spec.output_schema.clone() {
+                Some(schema) => self.check_answer(&schema, reply),
+                None => Err(Stop::answered(reply.content)),
+            };
         }
         if self.asked_again {
             return Err(Stop::failed(
@@ -371,6 +388,50 @@ impl<'a, 's> TaskRun<'a, 's> {
         Ok(Tweaks {
             seed: Some(u64::from(fastrand::u32(..))),
             thinking_off,
+        })
+    }
+
+    /// A final answer under an output schema: it stands when it matches; the
+    /// first time it does not, the model is asked once more with the errors
+    /// quoted, the schema as `response_format` and thinking off; the second
+    /// time, the task ends as `invalid_answer`.
+    fn check_answer(&mut self, schema: &OutputSchema, reply: Reply) -> Result<Tweaks, Stop> {
+        let errors = match schema.check(&reply.content) {
+            Ok(value) => return Err(Stop::answered(reply.content).with_result(value)),
+            Err(errors) => errors,
+        };
+        let invalid = |why: &str| {
+            Stop::failed(
+                StopReason::InvalidAnswer,
+                format!(
+                    "the answer does not match the output schema {}{why}: {}",
+                    schema.path.display(),
+                    errors.join("; ")
+                ),
+            )
+        };
+        if self.repaired {
+            return Err(invalid(
+                ", even when asked again with the schema as a grammar",
+            ));
+        }
+        if self.stats.turns >= self.spec.max_turns {
+            return Err(invalid(" and no turn is left to ask again"));
+        }
+        self.repaired = true;
+        self.emit(&TaskEvent::AnswerRejected { errors: &errors });
+        self.conv
+            .push(replayed_assistant(&reply, self.spec.replay_thinking));
+        self.conv.push(Message::user(format!(
+            "Your answer does not match the required JSON Schema:\n- {}\nReply with only the corrected JSON value.",
+            errors.join("\n- ")
+        )));
+        self.repair = Some(schema.response_format());
+        // Measured on llama-server: with thinking on, the grammar leaves the
+        // thought unconstrained and it can use up max_tokens before any JSON.
+        Ok(Tweaks {
+            seed: None,
+            thinking_off: true,
         })
     }
 
@@ -388,6 +449,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             run_id: self.spec.run_id.clone(),
             turn: self.stats.turns,
             call_id: String::new(),
+            agent: self.spec.agent.clone(),
             now: (self.h.clock)(),
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,

@@ -25,6 +25,8 @@ pub enum StopReason {
     InternalError,
     /// A final answer, but an `[expect]` check failed.
     ExpectationFailed,
+    /// The final answer did not match the output schema, even when asked again.
+    InvalidAnswer,
 }
 
 impl StopReason {
@@ -42,6 +44,7 @@ impl StopReason {
             StopReason::Interrupted => "interrupted",
             StopReason::InternalError => "internal_error",
             StopReason::ExpectationFailed => "expectation_failed",
+            StopReason::InvalidAnswer => "invalid_answer",
         }
     }
 }
@@ -68,6 +71,8 @@ pub struct Outcome {
     /// The failure may pass if tried again in a later run (endpoint unavailable, interrupted).
     pub retryable: bool,
     pub stats: Stats,
+    /// The final answer as JSON, when it was checked against an output schema.
+    pub result: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -79,6 +84,7 @@ impl Outcome {
             error: Some(error),
             retryable: false,
             stats: Stats::default(),
+            result: None,
         }
     }
 }
@@ -91,6 +97,8 @@ pub struct Stop {
     pub final_answer: Option<String>,
     pub error: Option<String>,
     pub retryable: bool,
+    /// The answer's JSON, when an output schema checked it.
+    pub result: Option<serde_json::Value>,
 }
 
 impl Stop {
@@ -101,6 +109,7 @@ impl Stop {
             final_answer: None,
             error: Some(error.into()),
             retryable: false,
+            result: None,
         }
     }
 
@@ -116,7 +125,14 @@ impl Stop {
             final_answer: Some(answer),
             error: None,
             retryable: false,
+            result: None,
         }
+    }
+
+    /// The answer's JSON, checked against the output schema.
+    pub fn with_result(mut self, value: serde_json::Value) -> Stop {
+        self.result = Some(value);
+        self
     }
 
     /// Adds a note to the error.

@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::chat::Sampling;
-use crate::config::{Config, ReplayThinking};
+use crate::config::{AgentProfile, Config, ReplayThinking};
 use crate::inbox::{Expect, Frontmatter, TaskProblem};
+use crate::schema::OutputSchema;
 use crate::tools::ToolName;
 
 /// The system prompt used when neither the config nor the task sets one.
@@ -48,48 +49,76 @@ pub struct TaskSpec {
     pub dry_run: bool,
     /// What the task must achieve, when its file says.
     pub expect: Option<Expect>,
+    /// The profile it runs as: attachments are signed with this name.
+    pub agent: Option<String>,
+    /// The JSON Schema its final answer must match.
+    pub output_schema: Option<OutputSchema>,
+}
+
+/// What a task is resolved from besides the config.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskInput<'a> {
+    pub name: &'a str,
+    pub frontmatter: &'a Frontmatter,
+    pub body: &'a str,
+    /// The tools the configuration offers.
+    pub offered: &'a [ToolName],
+    /// The context window managed, if any.
+    pub context_tokens: Option<u32>,
+    pub dry_run: bool,
+    /// `{{date}}` in a role prompt (UTC).
+    pub today: chrono::NaiveDate,
 }
 
 impl TaskSpec {
-    /// Applies a task's frontmatter to the config. `offered` is the set of
-    /// configured tools; a task naming any other tool is invalid.
-    pub fn resolve(
-        cfg: &Config,
-        name: &str,
-        fm: &Frontmatter,
-        body: &str,
-        offered: &[ToolName],
-        context_tokens: Option<u32>,
-        dry_run: bool,
-    ) -> Result<TaskSpec, TaskProblem> {
-        let tools = allowed_tools(fm.tools.as_deref(), offered)?;
-        let sampling = sampling(cfg, fm, context_tokens)?;
+    /// Applies a task's frontmatter, over its agent profile, over the config.
+    /// A task naming a tool the configuration does not offer, or an unknown
+    /// profile, is invalid.
+    pub fn resolve(cfg: &Config, input: &TaskInput<'_>) -> Result<TaskSpec, TaskProblem> {
+        let fm = input.frontmatter;
+        let profile = profile(cfg, fm.agent.as_deref())?;
+        let names = fm
+            .tools
+            .as_deref()
+            .or(profile.and_then(|p| p.tools.as_deref()));
+        let tools = allowed_tools(names, input.offered)?;
+        let sampling = sampling(cfg, fm, profile, input.context_tokens)?;
         if let Some(expected) = fm.expect.as_ref().and_then(|e| e.tools_called.as_ref()) {
             expected_tools(expected, &tools)?;
         }
+        let output_schema = match &fm.output_schema {
+            Some(p) => {
+                let base = cfg.path.parent().unwrap_or(std::path::Path::new("."));
+                let path = crate::config::resolve_file(base, p);
+                Some(OutputSchema::load(&path).map_err(|e| {
+                    TaskProblem::new(None, format!("frontmatter: output_schema: {e}"))
+                })?)
+            }
+            None => profile.and_then(|p| p.output_schema.clone()),
+        };
+        let limits = &cfg.limits;
         Ok(TaskSpec {
-            name: name.to_string(),
+            name: input.name.to_string(),
             run_id: String::new(),
-            body: body.to_string(),
-            system_prompt: fm
-                .system_prompt
-                .clone()
-                .or_else(|| cfg.system_prompt.clone())
-                .unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string()),
+            body: input.body.to_string(),
+            system_prompt: system_prompt(cfg, input, profile, &tools, output_schema.as_ref()),
             tools,
             sampling,
-            max_turns: fm.max_turns.unwrap_or(cfg.limits.max_turns),
-            max_wall: Duration::from_secs(fm.max_wall_secs.unwrap_or(cfg.limits.max_wall_secs)),
-            max_total_tokens: fm.max_total_tokens.unwrap_or(cfg.limits.max_total_tokens),
-            max_tool_result_chars: cfg.limits.max_tool_result_chars,
-            max_calls_per_turn: fm
-                .max_calls_per_turn
-                .unwrap_or(cfg.limits.max_calls_per_turn),
-            max_writes: fm.max_writes.unwrap_or(cfg.limits.max_writes),
-            context_tokens,
+            max_turns: fm.max_turns.unwrap_or(limits.max_turns),
+            max_wall: Duration::from_secs(fm.max_wall_secs.unwrap_or(limits.max_wall_secs)),
+            max_total_tokens: fm.max_total_tokens.unwrap_or(limits.max_total_tokens),
+            max_tool_result_chars: limits.max_tool_result_chars,
+            max_calls_per_turn: fm.max_calls_per_turn.unwrap_or(limits.max_calls_per_turn),
+            max_writes: fm
+                .max_writes
+                .or(profile.and_then(|p| p.max_writes))
+                .unwrap_or(limits.max_writes),
+            context_tokens: input.context_tokens,
             replay_thinking: cfg.model.replay_thinking,
-            dry_run,
+            dry_run: input.dry_run,
             expect: fm.expect.clone(),
+            agent: profile.map(|p| p.name.clone()),
+            output_schema,
         })
     }
 
@@ -160,17 +189,92 @@ fn expected_tools(expected: &[String], tools: &[ToolName]) -> Result<(), TaskPro
     Ok(())
 }
 
-/// `[model]` with the task's sampling keys over it.
+/// The profile a task names; an unknown name makes the task invalid.
+fn profile<'c>(
+    cfg: &'c Config,
+    name: Option<&str>,
+) -> Result<Option<&'c AgentProfile>, TaskProblem> {
+    let Some(name) = name else { return Ok(None) };
+    cfg.agents.get(name).map(Some).ok_or_else(|| {
+        let known: Vec<&str> = cfg.agents.keys().map(String::as_str).collect();
+        TaskProblem::new(
+            None,
+            format!(
+                "frontmatter: agent {name:?} is not a profile of this configuration (profiles: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ),
+        )
+    })
+}
+
+/// The task's `system_prompt`, else its profile's role prompt (placeholders
+/// filled), else the config's, else the built-in one; then the profile's
+/// answer style and the output schema, each a sentence.
+fn system_prompt(
+    cfg: &Config,
+    input: &TaskInput<'_>,
+    profile: Option<&AgentProfile>,
+    tools: &[ToolName],
+    schema: Option<&OutputSchema>,
+) -> String {
+    let role = profile.and_then(|p| {
+        let tool_names: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
+        p.role_prompt.as_ref().map(|r| {
+            r.replace("{{agent}}", &p.name)
+                .replace("{{task}}", input.name)
+                .replace("{{date}}", &input.today.format("%Y-%m-%d").to_string())
+                .replace(
+                    "{{tools}}",
+                    &if tool_names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        tool_names.join(", ")
+                    },
+                )
+        })
+    });
+    let mut prompt = input
+        .frontmatter
+        .system_prompt
+        .clone()
+        .or(role)
+        .or_else(|| cfg.system_prompt.clone())
+        .unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string());
+    if let Some(style) = profile.and_then(|p| p.answer_style) {
+        prompt = format!("{prompt}\n\n{}", style.sentence());
+    }
+    if let Some(schema) = schema {
+        prompt = format!("{prompt}\n\n{}", schema.describe());
+    }
+    prompt
+}
+
+/// `[model]`, with the profile's sampling keys over it and the task's over those.
 fn sampling(
     cfg: &Config,
     fm: &Frontmatter,
+    profile: Option<&AgentProfile>,
     context_tokens: Option<u32>,
 ) -> Result<Sampling, TaskProblem> {
     let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
-    sampling.temperature = fm.temperature.or(sampling.temperature);
-    sampling.top_p = fm.top_p.or(sampling.top_p);
-    sampling.top_k = fm.top_k.or(sampling.top_k);
-    sampling.max_tokens = fm.max_tokens.unwrap_or(sampling.max_tokens);
+    let p = |f: fn(&AgentProfile) -> Option<f64>| profile.and_then(f);
+    sampling.temperature = fm
+        .temperature
+        .or(p(|p| p.temperature))
+        .or(sampling.temperature);
+    sampling.top_p = fm.top_p.or(p(|p| p.top_p)).or(sampling.top_p);
+    sampling.top_k = fm
+        .top_k
+        .or(profile.and_then(|p| p.top_k))
+        .or(sampling.top_k);
+    sampling.max_tokens = fm
+        .max_tokens
+        .or(profile.and_then(|p| p.max_tokens))
+        .unwrap_or(sampling.max_tokens);
     if let Some(on) = fm.enable_thinking {
         sampling
             .chat_template_kwargs

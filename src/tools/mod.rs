@@ -542,6 +542,8 @@ pub struct CallContext {
     /// The turn whose reply made the call, and the call's id.
     pub turn: u32,
     pub call_id: String,
+    /// The profile the task runs as: its name signs attachments.
+    pub agent: Option<String>,
     pub now: DateTime<Utc>,
     pub dry_run: bool,
     /// Tool results are cut to this many characters; readers page within it.

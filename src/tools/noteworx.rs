@@ -117,7 +117,7 @@ impl Noteworx {
         let signed = sign(
             body,
             &Signature {
-                agent_name: &self.agent_name,
+                agent_name: ctx.agent.as_deref().unwrap_or(&self.agent_name),
                 task: &ctx.task,
                 run_id: &ctx.run_id,
                 created_at: ctx.now,

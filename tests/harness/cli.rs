@@ -374,9 +374,11 @@ fn runs_needs_no_secrets() {
 #[test]
 fn the_shipped_example_inbox_passes_check() {
     let project = Project::new();
+    let example = include_str!("../../config/agent.toml.example");
+    let profiles = &example[example.find("[agents.").unwrap()..];
     project.write_config(
         "http://127.0.0.1:9/v1",
-        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
+        &format!("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}"),
     );
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox");
     let mut names = Vec::new();

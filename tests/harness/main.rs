@@ -10,6 +10,7 @@ mod eval;
 mod hostile;
 mod inbox_runs;
 mod noteworx_tools;
+mod profiles;
 mod real_stack;
 mod replay;
 mod report;

@@ -566,6 +566,65 @@ async fn openai_kind(base_url: &str, page_url: &str) {
         "the window was read from /props (-c 8192), less max_tokens"
     );
     forged_turns_never_reach_the_tokenizer(base_url).await;
+    structured_answer_on_the_real_server(base_url).await;
+}
+
+/// SPEC §15 on the real server: a task whose answer must match a small
+/// schema. Whenever the first answer does not match, the repair request
+/// carries the schema as `response_format` (llama-server's grammar), and
+/// the run ends with a `result.json` that matches.
+async fn structured_answer_on_the_real_server(base_url: &str) {
+    let project = Project::new();
+    let schema = serde_json::json!({"type": "object", "required": ["answer"],
+        "properties": {"answer": {"type": "string"}}, "additionalProperties": false});
+    std::fs::write(project.root().join("answer.json"), schema.to_string()).unwrap();
+    project.task(
+        "structured",
+        "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
+    );
+    let cfg = project.config(
+        base_url,
+        "[model]\nmax_tokens = 128\n[limits]\ncontext_tokens = 0\n",
+    );
+    run_all(&cfg).await;
+    let lines = project.conversation("structured");
+    let replies: Vec<Value> = lines
+        .iter()
+        .filter(|l| l["http_status"] == 200)
+        .cloned()
+        .collect();
+    let first = replies[0]["response"]["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let first_ok = agent_harness::schema::answer_json(&first).is_some_and(|v| {
+        v.as_object()
+            .is_some_and(|o| o.len() == 1 && o.get("answer").is_some_and(Value::is_string))
+    });
+    if !first_ok {
+        let repair = sent_chat(replies.last().unwrap());
+        assert_eq!(
+            repair["response_format"]["json_schema"]["schema"], schema,
+            "the repair request carried the schema"
+        );
+        assert!(repair.get("tools").is_none());
+    }
+    let s = project.summary("structured");
+    assert_eq!(
+        (s.stop_reason, s.schema_checked),
+        (StopReason::FinalAnswer, true),
+        "{:?}\n{}",
+        s.error,
+        project.run_log("structured")
+    );
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.run_dir("structured").join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        result["answer"].is_string() && result.as_object().unwrap().len() == 1,
+        "{result}"
+    );
 }
 
 /// SPEC §12.7 on the real tokenizer: a listing whose note titles hold

@@ -1,0 +1,193 @@
+//! Structured answers (SPEC §15): a JSON Schema (draft 2020-12) the final
+//! answer must match. The schema is described to the model; an answer is
+//! read as JSON (a code fence around it is accepted) and validated with the
+//! `jsonschema` crate; a failed answer is asked for once more with the
+//! schema as the request's `response_format`, which llama-server turns into
+//! a grammar.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+/// The largest schema file read.
+const MAX_SCHEMA_BYTES: u64 = 1024 * 1024;
+
+/// Validation errors quoted back to the model at most.
+const MAX_ERRORS: usize = 8;
+
+/// A compiled output schema.
+#[derive(Clone)]
+pub struct OutputSchema {
+    /// The file it came from (for messages).
+    pub path: PathBuf,
+    pub schema: Value,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl fmt::Debug for OutputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputSchema")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OutputSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.schema == other.schema
+    }
+}
+
+impl OutputSchema {
+    /// Reads and compiles a schema file. `Err` says what is wrong with it.
+    pub fn load(path: &Path) -> Result<OutputSchema, String> {
+        let shown = path.display();
+        let len = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read the output schema {shown}: {e}"))?
+            .len();
+        if len > MAX_SCHEMA_BYTES {
+            return Err(format!("the output schema {shown} is over 1 MiB"));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the output schema {shown}: {e}"))?;
+        let schema: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("the output schema {shown} is not JSON: {e}"))?;
+        let validator = jsonschema::draft202012::new(&schema)
+            .map_err(|e| format!("the output schema {shown} is not a valid JSON Schema: {e}"))?;
+        Ok(OutputSchema {
+            path: path.to_path_buf(),
+            schema,
+            validator: Arc::new(validator),
+        })
+    }
+
+    /// The answer as JSON when it matches; `Err` lists why not, in words
+    /// the model can act on.
+    pub fn check(&self, answer: &str) -> Result<Value, Vec<String>> {
+        let Some(value) = answer_json(answer) else {
+            return Err(vec![
+                "the answer is not a JSON value (write only the JSON, optionally in a ```json code fence)"
+                    .into(),
+            ]);
+        };
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(MAX_ERRORS)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                let at = if at.is_empty() {
+                    "the top level".to_string()
+                } else {
+                    at.to_string()
+                };
+                format!("at {at}: {e}")
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The sentence for the system prompt.
+    pub fn describe(&self) -> String {
+        format!(
+            "Your final answer must be one JSON value matching this JSON Schema, and nothing else: {}",
+            self.schema
+        )
+    }
+
+    /// The `response_format` of the repair request.
+    pub fn response_format(&self) -> Value {
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": self.schema}})
+    }
+}
+
+/// The JSON of an answer: the whole text, or a code fence around it.
+pub fn answer_json(answer: &str) -> Option<Value> {
+    let t = answer.trim();
+    let inner = match t.strip_prefix("```") {
+        Some(rest) => {
+            let body = rest.split_once('\n').map_or("", |(_, b)| b);
+            body.trim_end().strip_suffix("```")?
+        }
+        None => t,
+    };
+    serde_json::from_str(inner.trim()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> OutputSchema {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        std::fs::write(
+            &p,
+            r#"{"type":"object","required":["papers"],"properties":{"papers":{"type":"integer","minimum":0}},"additionalProperties":false}"#,
+        )
+        .unwrap();
+        OutputSchema::load(&p).unwrap()
+    }
+
+    #[test]
+    fn a_matching_answer_passes_bare_or_fenced() {
+        let s = schema();
+        assert_eq!(s.check(r#"{"papers": 5}"#), Ok(json!({"papers": 5})));
+        assert_eq!(
+            s.check("```json\n{\"papers\": 3}\n```\n"),
+            Ok(json!({"papers": 3}))
+        );
+        assert_eq!(
+            s.check("```\n{\"papers\": 0}\n```"),
+            Ok(json!({"papers": 0}))
+        );
+    }
+
+    #[test]
+    fn a_wrong_answer_says_where_and_why() {
+        let s = schema();
+        let e = s.check(r#"{"papers": -1, "extra": true}"#).unwrap_err();
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("at /papers: ") && m.contains("minimum")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("at the top level: ") && m.contains("extra")),
+            "{e:?}"
+        );
+        let e = s.check("Five papers.").unwrap_err();
+        assert!(e[0].starts_with("the answer is not a JSON value"), "{e:?}");
+        assert!(
+            s.check("```json\n{\"papers\": 1}").is_err(),
+            "an unclosed fence is not JSON"
+        );
+    }
+
+    #[test]
+    fn a_broken_schema_file_is_refused_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, r#"{"type": 12}"#).unwrap();
+        assert!(
+            OutputSchema::load(&p)
+                .unwrap_err()
+                .contains("not a valid JSON Schema")
+        );
+        std::fs::write(&p, "not json").unwrap();
+        assert!(OutputSchema::load(&p).unwrap_err().contains("is not JSON"));
+        assert!(
+            OutputSchema::load(&dir.path().join("none.json"))
+                .unwrap_err()
+                .contains("cannot read")
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! Agent profiles and structured answers (SPEC §15).
+
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+
+use crate::common::fake_noteworx::{FakeNoteworx, note};
+use crate::common::*;
+
+const PROFILES: &str = r#"
+[model]
+temperature = 1.0
+max_tokens = 2048
+[prompt]
+system = "Config prompt."
+[agents.scout]
+role_prompt = "You are {{agent}} on task {{task}}, {{date}}, with {{tools}}."
+tools = ["noteworx_read_note", "noteworx_create_attachment"]
+temperature = 0.2
+top_k = 10
+max_tokens = 1024
+answer_style = "concise"
+max_writes = 1
+[agents.writer]
+role_prompt = "You write."
+temperature = 0.7
+"#;
+
+/// The first request the fake saw.
+async fn first_request(llm: &FakeLlm) -> Value {
+    llm.requests().await.remove(0)
+}
+
+#[tokio::test]
+async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.task("a-profile", "+++\nagent = \"scout\"\n+++\nScout.");
+    project.task(
+        "b-override",
+        "+++\nagent = \"scout\"\ntemperature = 0.9\nmax_tokens = 512\ntools = [\"noteworx_read_note\"]\nsystem_prompt = \"Task prompt.\"\n+++\nOverride.",
+    );
+    project.task("c-none", "Plain.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("{PROFILES}{}", notes.config_section()),
+    );
+
+    run_all(&cfg).await;
+
+    let requests = llm.requests().await;
+    let (a, b, c) = (&requests[0], &requests[1], &requests[2]);
+    let system = |r: &Value| messages(r)[0]["content"].as_str().unwrap().to_string();
+    let tools = |r: &Value| -> Vec<String> {
+        r["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let today = "2026-04-09"; // the harness's clock, fixed in tests
+    assert_eq!(
+        system(a),
+        format!(
+            "You are scout on task a-profile, {today}, with noteworx_read_note, noteworx_create_attachment.\n\n\
+             Keep the final answer as short as the task allows."
+        ),
+        "every placeholder is filled"
+    );
+    assert_eq!(
+        tools(a),
+        ["noteworx_read_note", "noteworx_create_attachment"]
+    );
+    assert_eq!(
+        (
+            a["temperature"].clone(),
+            a["top_k"].clone(),
+            a["max_tokens"].clone()
+        ),
+        (json!(0.2), json!(10), json!(1024))
+    );
+    assert_eq!(
+        system(b),
+        "Task prompt.\n\nKeep the final answer as short as the task allows."
+    );
+    assert_eq!(tools(b), ["noteworx_read_note"]);
+    assert_eq!(
+        (
+            b["temperature"].clone(),
+            b["top_k"].clone(),
+            b["max_tokens"].clone()
+        ),
+        (json!(0.9), json!(10), json!(512))
+    );
+    assert_eq!(system(c), "Config prompt.");
+    assert_eq!(
+        (c["temperature"].clone(), c["max_tokens"].clone()),
+        (json!(1.0), json!(2048))
+    );
+    assert_eq!(tools(c).len(), 7, "no profile: every configured tool");
+    assert_eq!(project.summary("a-profile").agent.as_deref(), Some("scout"));
+    assert_eq!(project.summary("c-none").agent, None);
+}
+
+#[tokio::test]
+async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x"), note("m", "M", &[], "y")]).await;
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[
+            (
+                "c1",
+                "noteworx_create_attachment",
+                json!({"slug": "n", "filename": "a.md", "content": "One."}),
+            ),
+            (
+                "c2",
+                "noteworx_create_attachment",
+                json!({"slug": "m", "filename": "b.md", "content": "Two."}),
+            ),
+        ]),
+        final_answer("done"),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "+++\nagent = \"scout\"\n+++\nAttach.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("{PROFILES}{}", notes.config_section()),
+    );
+
+    run_all(&cfg).await;
+
+    let made = notes.attachments("n");
+    assert_eq!(made.len(), 1);
+    assert!(
+        made[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\nagent_name: scout\n"),
+        "{made:?}"
+    );
+    assert!(
+        notes.attachments("m").is_empty(),
+        "the profile's max_writes = 1"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_error() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.task("t", "+++\nagent = \"nobody\"\n+++\nGo.");
+    let cfg = project.config(&llm.base_url(), PROFILES);
+    run_all(&cfg).await;
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::InvalidTask);
+    assert!(s.error.unwrap().contains(
+        "agent \"nobody\" is not a profile of this configuration (profiles: scout, writer)"
+    ));
+
+    let path = project.write_config(
+        &llm.base_url(),
+        "[agents.x]\nrole_prompt = \"Hi {{agent}}, {{weather}}.\"\n",
+    );
+    let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
+    assert!(
+        e.message
+            .contains("[agents.x] role_prompt: unknown placeholder {{weather}}"),
+        "{e}"
+    );
+    let out = assert_cmd::Command::cargo_bin("agent-harness")
+        .unwrap()
+        .arg("check")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+const SCHEMA: &str = r#"{"type":"object","required":["papers","top"],"additionalProperties":false,
+ "properties":{"papers":{"type":"integer","minimum":0},"top":{"type":"string"}}}"#;
+
+/// A project with `schemas/scan.json` and a task using it.
+fn schema_project(llm: &FakeLlm, frontmatter: &str) -> (Project, agent_harness::config::Config) {
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
+    std::fs::write(project.root().join("schemas/scan.json"), SCHEMA).unwrap();
+    project.task("t", &format!("+++\n{frontmatter}\n+++\nCount the papers."));
+    let cfg = project.config(
+        &llm.base_url(),
+        "[agents.counter]\nrole_prompt = \"Count.\"\noutput_schema = \"schemas/scan.json\"\n",
+    );
+    (project, cfg)
+}
+
+#[tokio::test]
+async fn a_fenced_answer_that_matches_the_schema_is_the_result() {
+    let llm = FakeLlm::replies(vec![final_answer(
+        "```json\n{\"papers\": 3, \"top\": \"Tool calling\"}\n```",
+    )])
+    .await;
+    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.run_dir("t").join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result, json!({"papers": 3, "top": "Tool calling"}));
+    let system = first_request(&llm).await["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.starts_with(
+            "Count.\n\nYour final answer must be one JSON value matching this JSON Schema"
+        ),
+        "the schema is described: {system}"
+    );
+    assert!(system.contains("\"papers\""));
+}
+
+#[tokio::test]
+async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
+    let llm = FakeLlm::replies(vec![
+        final_answer("Three papers."),
+        final_answer("{\"papers\": 3, \"top\": \"Tool calling\"}"),
+    ])
+    .await;
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
+    std::fs::write(project.root().join("schemas/scan.json"), SCHEMA).unwrap();
+    project.task(
+        "t",
+        "+++\noutput_schema = \"schemas/scan.json\"\n+++\nCount the papers.",
+    );
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.schema_checked, s.turns),
+        (Status::Succeeded, true, 2)
+    );
+    let requests = llm.requests().await;
+    assert!(requests[0].get("response_format").is_none());
+    assert!(
+        requests[0]["tools"].is_array(),
+        "the first request offers the tools"
+    );
+    let repair = &requests[1];
+    assert_eq!(
+        repair["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": serde_json::from_str::<Value>(SCHEMA).unwrap()}})
+    );
+    assert!(
+        repair.get("tools").is_none(),
+        "no tools in the repair request"
+    );
+    assert_eq!(
+        repair["chat_template_kwargs"]["enable_thinking"], false,
+        "and no thinking"
+    );
+    let msgs = messages(repair);
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last["content"].as_str().unwrap().starts_with(
+            "Your answer does not match the required JSON Schema:\n- the answer is not a JSON value"
+        ),
+        "{last}"
+    );
+    assert!(
+        project
+            .run_log("t")
+            .contains("asking once more, with the schema as response_format")
+    );
+}
+
+#[tokio::test]
+async fn a_second_wrong_answer_ends_as_invalid_answer_with_no_result() {
+    let llm = FakeLlm::replies(vec![
+        final_answer("{\"papers\": -1}"),
+        final_answer("{\"papers\": \"many\"}"),
+    ])
+    .await;
+    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 1);
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason, s.schema_checked),
+        (Status::Failed, StopReason::InvalidAnswer, false)
+    );
+    let error = s.error.unwrap();
+    assert!(error.contains("even when asked again"), "{error}");
+    assert!(error.contains("at /papers:"), "{error}");
+    assert!(!project.run_dir("t").join("result.json").exists());
+    assert_eq!(llm.requests().await.len(), 2, "asked once more, not twice");
+}
