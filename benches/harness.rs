@@ -11,8 +11,9 @@
 //!    total prompt, next to the same conversation with the note text left in
 //!    the listing and nothing cut or elided;
 //! 4. hostile — peak memory of the whole process when the endpoint answers
-//!    200 MB and when a notes listing carries 150 MB of note text, and the
-//!    time to read 4 MB of each reply pattern built to make a parser slow.
+//!    200 MB, when a notes listing carries 150 MB of note text, and when
+//!    bodies under the cap are made of many small values; and the time to
+//!    read 4 MB of each reply pattern built to make a parser slow.
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
 //! `-- context` or `-- hostile` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
@@ -48,6 +49,8 @@ struct Sizes {
     flood_listing_mib: usize,
     /// Bytes of each adversarial reply pattern.
     pattern_bytes: usize,
+    /// MiB of the bodies under the cap built of many small values.
+    expanding_mib: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -58,6 +61,7 @@ const FULL: Sizes = Sizes {
     flood_reply_mib: 200,
     flood_listing_mib: 150,
     pattern_bytes: 4 * 1024 * 1024,
+    expanding_mib: 30,
 };
 
 const QUICK: Sizes = Sizes {
@@ -68,6 +72,7 @@ const QUICK: Sizes = Sizes {
     flood_reply_mib: 40,
     flood_listing_mib: 20,
     pattern_bytes: 256 * 1024,
+    expanding_mib: 2,
 };
 
 fn main() {
@@ -450,10 +455,16 @@ async fn context_economy() {
 }
 
 /// A server answering every request with `head`, `unit` × `count`, `tail`
-/// as one 200 JSON body, generated as it is sent: the benchmark process
+/// as one JSON body with `status` (e.g. `200 OK`), generated as it is sent: the benchmark process
 /// never holds the body, so it cannot inflate the measured peak (a child
 /// started with vfork inherits its parent's high-water mark).
-async fn streaming_server(head: String, unit: Vec<u8>, count: usize, tail: String) -> String {
+async fn streaming_server(
+    status: &'static str,
+    head: String,
+    unit: Vec<u8>,
+    count: usize,
+    tail: String,
+) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -472,7 +483,7 @@ async fn streaming_server(head: String, unit: Vec<u8>, count: usize, tail: Strin
                 }
                 let len = head.len() + unit.len() * count + tail.len();
                 let start = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{head}"
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{head}"
                 );
                 if sock.write_all(start.as_bytes()).await.is_err() {
                     return;
@@ -493,6 +504,7 @@ async fn hostile(sizes: &Sizes) {
     println!("\n4. hostile input");
     // A reply of flood_reply_mib MiB: refused at 32 MiB, the record keeps 64 KiB.
     let llm = streaming_server(
+        "200 OK",
         "{\"choices\":[{\"message\":{\"content\":\"".into(),
         vec![b'a'; 1024 * 1024],
         sizes.flood_reply_mib,
@@ -520,6 +532,7 @@ async fn hostile(sizes: &Sizes) {
             "{{\"slug\":\"n\",\"title\":\"Note\",\"tags\":[\"big\"],\"content\":\"{note_text}\"}},"
         );
         let notes = streaming_server(
+            "200 OK",
             "{\"notes\":[".into(),
             unit.into_bytes(),
             mib,
@@ -556,6 +569,8 @@ async fn hostile(sizes: &Sizes) {
         );
     }
 
+    expanding_bodies(sizes).await;
+
     // Reading replies built to make the parsers slow.
     let n = sizes.pattern_bytes;
     let fill = |unit: &str| unit.repeat(n / unit.len());
@@ -586,8 +601,7 @@ async fn hostile(sizes: &Sizes) {
     for (name, content) in patterns {
         let msg = agent_harness::chat::ResponseMessage {
             content: Some(content),
-            reasoning_content: None,
-            tool_calls: None,
+            ..Default::default()
         };
         let t = Instant::now();
         let reply = agent_harness::reply::read_reply(&msg, Some("stop"), "b", &|_| false);
@@ -595,4 +609,83 @@ async fn hostile(sizes: &Sizes) {
         assert!(reply.calls.is_empty(), "{name}: nothing in it is a call");
         println!("     {name:<28} {:8.1} ms", ms(took));
     }
+}
+
+/// Bodies under the 32 MiB cap made of many tiny values, which a parsed
+/// tree would hold at many times their size: a reply padded with numbers, a
+/// reply holding thousands of tool calls, an error body padded the same way,
+/// and a notes listing whose tags are numbers.
+async fn expanding_bodies(sizes: &Sizes) {
+    let ones = |mib: usize| (b"1,".to_vec(), mib * 1024 * 1024 / 2);
+    let call = br#"{"id":"c","type":"function","function":{"name":"noteworx_list_notes","arguments":{"limit":1}}},"#;
+    type Case = (&'static str, &'static str, String, (Vec<u8>, usize), String);
+    let cases: Vec<Case> = vec![
+        (
+            "reply padded with numbers",
+            "200 OK",
+            r#"{"choices":[{"message":{"content":"done"},"finish_reason":"stop"}],"pad":["#.into(),
+            ones(sizes.expanding_mib),
+            "1]}".into(),
+        ),
+        (
+            "reply of many tool calls",
+            "200 OK",
+            r#"{"choices":[{"finish_reason":"tool_calls","message":{"content":"","tool_calls":["#
+                .into(),
+            (
+                call.to_vec(),
+                sizes.expanding_mib * 1024 * 1024 / call.len(),
+            ),
+            r#"{"id":"z","type":"function","function":{"name":"x","arguments":"{}"}}]}}]}"#.into(),
+        ),
+        (
+            "error padded with numbers",
+            "400 Bad Request",
+            r#"{"error":{"message":"no","pad":["#.into(),
+            ones(sizes.expanding_mib),
+            "1]}}".into(),
+        ),
+    ];
+    for (name, status, head, (unit, count), tail) in cases {
+        let llm = streaming_server(status, head, unit, count, tail).await;
+        let project = Project::new();
+        project.task("expand", "Answer.");
+        project.write_config(&format!("{llm}/v1"), "[limits]\nmax_turns = 2\n");
+        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        let s = project.summary_in(&single_run(project.root(), "expand"));
+        println!(
+            "   {:>4} MiB {name:<27} peak RSS {:6.1} MiB   (target < 250 MiB; {})",
+            sizes.expanding_mib,
+            cost.peak_rss_kib as f64 / 1024.0,
+            s.stop_reason.as_str()
+        );
+    }
+    let tags = streaming_server(
+        "200 OK",
+        r#"{"notes":[{"slug":"n","title":"Note","tags":["#.into(),
+        ones(sizes.expanding_mib).0,
+        ones(sizes.expanding_mib).1,
+        "1]}]}".into(),
+    )
+    .await;
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "noteworx_list_notes", json!({}))])),
+        ok(final_answer("listed")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("tags", "List my notes.");
+    project.write_config(
+        &llm.base_url(),
+        &format!("[tools.noteworx]\nbase_url = \"{tags}\"\n"),
+    );
+    let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+    assert_eq!(cost.code, 0);
+    let tools = common::jsonl(&single_run(project.root(), "tags").join("tools.jsonl"));
+    assert_eq!(tools[0]["is_error"], false, "{}", tools[0]["result"]);
+    println!(
+        "   {:>4} MiB listing of numeric tags    peak RSS {:6.1} MiB   (target < 250 MiB)",
+        sizes.expanding_mib,
+        cost.peak_rss_kib as f64 / 1024.0
+    );
 }

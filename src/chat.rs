@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::config::ModelConfig;
+use crate::lenient::{self, FirstOf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,18 +80,31 @@ pub struct FunctionCall {
     pub arguments: String,
 }
 
+/// The arguments as text: a string as is, an object (some servers send one)
+/// as its JSON text — taken verbatim, never parsed into a tree.
 fn arguments_as_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => s,
-        Value::Null => String::new(),
-        other => other.to_string(),
+    let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    let text = raw.get();
+    Ok(match text.as_bytes().first() {
+        Some(b'"') => serde_json::from_str(text).map_err(serde::de::Error::custom)?,
+        Some(b'n') => String::new(),
+        _ => text.to_owned(),
     })
 }
+
+/// The longest arguments a call may have: longer ones are never parsed
+/// into a tree, run or replayed (an attachment's content is at most 256 KiB).
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+
+/// The most tool calls of one reply that are read; the rest are counted
+/// (SPEC §12.6: they are over any budget) and parsed past.
+pub const MAX_CALLS_PER_REPLY: usize = 256;
 
 /// The parts of a chat-completions response the loop uses.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ChatResponse {
-    #[serde(default)]
+    /// The first choice only: the loop never asks for more.
+    #[serde(default, deserialize_with = "first_choice")]
     pub choices: Vec<Choice>,
     #[serde(default)]
     pub usage: Option<Usage>,
@@ -128,23 +142,74 @@ pub struct Choice {
     pub finish_reason: Option<String>,
 }
 
+fn first_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Choice>, D::Error> {
+    Ok(lenient::first(d, 1)?.items)
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "WireMessage")]
 pub struct ResponseMessage {
-    #[serde(default)]
     pub content: Option<String>,
-    #[serde(default)]
     pub reasoning_content: Option<String>,
-    #[serde(default)]
+    /// The first [`MAX_CALLS_PER_REPLY`] calls.
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// Calls past [`MAX_CALLS_PER_REPLY`]: parsed past, not kept.
+    pub unread_calls: u64,
+}
+
+/// The assistant message as it comes over the wire.
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default, deserialize_with = "at_most_calls")]
+    tool_calls: Option<FirstOf<ToolCall>>,
+}
+
+fn at_most_calls<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FirstOf<ToolCall>>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Option<FirstOf<ToolCall>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of tool calls")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            lenient::first(d, MAX_CALLS_PER_REPLY).map(Some)
+        }
+    }
+    d.deserialize_option(Visit)
+}
+
+impl From<WireMessage> for ResponseMessage {
+    fn from(w: WireMessage) -> Self {
+        let (tool_calls, unread_calls) = match w.tool_calls {
+            Some(list) => (Some(list.items), list.beyond),
+            None => (None, 0),
+        };
+        ResponseMessage {
+            content: w.content,
+            reasoning_content: w.reasoning_content,
+            tool_calls,
+            unread_calls,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Usage {
-    #[serde(default, deserialize_with = "lenient_u64")]
+    #[serde(default, deserialize_with = "lenient::count_or_zero")]
     pub prompt_tokens: u64,
-    #[serde(default, deserialize_with = "lenient_u64")]
+    #[serde(default, deserialize_with = "lenient::count_or_zero")]
     pub completion_tokens: u64,
-    #[serde(default, deserialize_with = "lenient_u64")]
+    #[serde(default, deserialize_with = "lenient::count_or_zero")]
     pub total_tokens: u64,
 }
 
@@ -164,30 +229,6 @@ impl Usage {
             .saturating_add(other.completion_tokens);
         self.total_tokens = self.total_tokens.saturating_add(other.total());
     }
-}
-
-/// A count a server sent: a non-negative integer, or a non-negative number
-/// saturated into one; anything else (negative, text, null) is absent.
-pub fn lenient_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
-        _ => None,
-    })
-}
-
-fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    Ok(lenient_count(d)?.unwrap_or(0))
-}
-
-/// Text a server sent: a string, or a number written as one; anything else is absent.
-pub fn lenient_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => Some(s),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    })
 }
 
 /// Sampling and template settings of one task: `[model]` with the task's
@@ -358,10 +399,13 @@ mod tests {
 
     #[test]
     fn absurd_usage_counts_saturate_instead_of_wrapping_or_failing() {
-        let r: ChatResponse = serde_json::from_value(json!({
-            "choices": [],
-            "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 1e300, "total_tokens": -3}
-        }))
+        let r: ChatResponse = serde_json::from_str(
+            &json!({
+                "choices": [],
+                "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 1e300, "total_tokens": -3}
+            })
+            .to_string(),
+        )
         .unwrap();
         let u = r.usage.unwrap();
         assert_eq!(
@@ -376,14 +420,39 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_keeps_its_first_choice_and_at_most_256_calls() {
+        let call =
+            r#"{"id": "c", "type": "function", "function": {"name": "x", "arguments": "{}"}}"#;
+        let calls = vec![call; MAX_CALLS_PER_REPLY + 1000].join(",");
+        let body = format!(
+            r#"{{"choices": [{{"message": {{"content": "a", "tool_calls": [{calls}]}}}}, {{"message": {{"content": "b"}}}}]}}"#
+        );
+        let r: ChatResponse = serde_json::from_str(&body).unwrap();
+        assert_eq!(r.choices.len(), 1);
+        let m = &r.choices[0].message;
+        assert_eq!(m.content.as_deref(), Some("a"));
+        assert_eq!(m.tool_calls.as_ref().unwrap().len(), MAX_CALLS_PER_REPLY);
+        assert_eq!(m.unread_calls, 1000);
+        let none: ChatResponse = serde_json::from_str(
+            r#"{"choices": [{"message": {"content": "x", "tool_calls": null}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(none.choices[0].message.tool_calls, None);
+    }
+
+    #[test]
     fn object_arguments_are_read_as_a_json_string() {
-        let r: ChatResponse = serde_json::from_value(json!({
-            "choices": [{"message": {"content": "", "tool_calls": [
-                {"id": "a", "type": "function", "function": {"name": "x", "arguments": {"k": 1}}}
-            ]}, "finish_reason": "tool_calls"}]
-        }))
+        let r: ChatResponse = serde_json::from_str(
+            r#"{"choices": [{"message": {"content": "", "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "x", "arguments": {"k": [1, "two"]}}},
+                {"id": "b", "type": "function", "function": {"name": "y", "arguments": "{\"q\": \"\\u00e9\"}"}},
+                {"id": "c", "type": "function", "function": {"name": "z", "arguments": null}}
+            ]}, "finish_reason": "tool_calls"}]}"#,
+        )
         .unwrap();
         let calls = r.choices[0].message.tool_calls.as_ref().unwrap();
-        assert_eq!(calls[0].function.arguments, r#"{"k":1}"#);
+        assert_eq!(calls[0].function.arguments, r#"{"k": [1, "two"]}"#);
+        assert_eq!(calls[1].function.arguments, r#"{"q": "\u00e9"}"#);
+        assert_eq!(calls[2].function.arguments, "");
     }
 }

@@ -28,7 +28,7 @@ pub struct Harness {
     /// Live lines on a terminal; hidden unless the binary sets it.
     pub progress: Progress,
     /// Replaces every configured secret in what the model and the logs see.
-    pub redactor: config::Redactor,
+    pub redactor: std::sync::Arc<config::Redactor>,
 }
 
 impl Harness {
@@ -54,7 +54,7 @@ impl Harness {
                 recorded: None,
             },
             progress: Progress::hidden(),
-            redactor: cfg.redactor(),
+            redactor: std::sync::Arc::new(cfg.redactor()),
             clock,
             cancel,
         })

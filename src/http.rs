@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
 /// The most any endpoint or noteworx body may hold.
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
@@ -17,6 +20,81 @@ pub enum Body {
     Whole(Vec<u8>),
     /// The body went past the cap: its first [`KEPT_OF_OVERSIZED`] bytes.
     TooLarge(Vec<u8>),
+}
+
+/// A response body as it came: JSON kept as its text, so a record holds it
+/// at its own size and not at the many times a parsed tree of small values
+/// takes (SPEC §12.3), or text that was not JSON, kept as a JSON string.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawBody(Box<RawValue>);
+
+impl PartialEq for RawBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl From<Box<RawValue>> for RawBody {
+    fn from(raw: Box<RawValue>) -> Self {
+        RawBody(raw)
+    }
+}
+
+impl RawBody {
+    /// `bytes` when they are one JSON value, else the bytes back. Line
+    /// breaks between tokens become spaces so the body stays on one JSONL
+    /// line (a JSON string cannot hold a raw line break, so no content changes).
+    pub fn json(mut bytes: Vec<u8>) -> Result<RawBody, Vec<u8>> {
+        // Validated without building anything: serde_json skips a value
+        // with a byte stack, not recursion.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+            return Err(bytes);
+        }
+        for b in &mut bytes {
+            if matches!(*b, b'\n' | b'\r') {
+                *b = b' ';
+            }
+        }
+        let text = String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)?;
+        let trimmed = text.trim();
+        let text = if trimmed.len() == text.len() {
+            text
+        } else {
+            trimmed.to_owned()
+        };
+        RawValue::from_string(text)
+            .map(RawBody)
+            .map_err(|_| Vec::new())
+    }
+
+    /// Text that is not JSON, as a JSON string.
+    pub fn text(text: &str) -> RawBody {
+        RawBody(serde_json::value::to_raw_value(text).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// A parsed value, written back as text (for bodies read from records).
+    pub fn from_value(v: &serde_json::Value) -> RawBody {
+        RawBody(serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The body read as `T`: typed, so only what `T` keeps is built.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> serde_json::Result<T> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// The body when it is a JSON string (text that was not JSON).
+    pub fn as_text(&self) -> Option<String> {
+        self.get()
+            .starts_with('"')
+            .then(|| self.parse::<String>().ok())
+            .flatten()
+    }
 }
 
 /// Reads `resp`'s body, stopping as soon as it passes `cap` bytes (the rest

@@ -445,6 +445,13 @@ impl Attempts {
         self.counts.remove(name);
     }
 
+    /// Keeps the counts of the names `keep` accepts; says whether any went.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) -> bool {
+        let before = self.counts.len();
+        self.counts.retain(|name, _| keep(name));
+        self.counts.len() != before
+    }
+
     /// Writes the state atomically (temporary file, then rename).
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
         let path = Self::path(state_dir);

@@ -25,7 +25,8 @@
 //!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite;
 //!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile;
 //!   [`schema`] — JSON Schemas final answers must match.
-//! - [`text`], [`http`] — small helpers: characters and lines; capped bodies.
+//! - [`text`], [`http`], [`lenient`] — small helpers: characters and lines;
+//!   capped bodies; reading server fields without building what is not kept.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
 //! lines) and calls [`commands::main`].
@@ -41,6 +42,7 @@ pub mod expect;
 pub mod harness;
 pub mod http;
 pub mod inbox;
+pub mod lenient;
 pub mod lock;
 pub mod metrics;
 pub mod noteworx;

@@ -12,27 +12,27 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::chat::{lenient_count, lenient_text};
 use crate::config::{NoteworxConfig, Secret};
 use crate::http::{Body, MAX_BODY_BYTES, read_capped};
+use crate::lenient;
 
 /// A note as the API returns it. Every field may be missing, and a field
 /// of the wrong kind is read as absent rather than failing the whole answer.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Note {
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub slug: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub title: String,
-    #[serde(default, deserialize_with = "lenient_strings")]
+    #[serde(default, deserialize_with = "lenient::texts")]
     pub tags: Vec<String>,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub space: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub updated_at: String,
-    #[serde(default, deserialize_with = "lenient_text")]
+    #[serde(default, deserialize_with = "lenient::text")]
     pub content: Option<String>,
-    #[serde(default, deserialize_with = "lenient_number")]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub score: Option<f64>,
 }
 
@@ -40,34 +40,34 @@ pub struct Note {
 /// skips as it streams past, so a listing's note text is never held.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ListedNote {
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub slug: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub title: String,
-    #[serde(default, deserialize_with = "lenient_strings")]
+    #[serde(default, deserialize_with = "lenient::texts")]
     pub tags: Vec<String>,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub space: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub updated_at: String,
-    #[serde(default, deserialize_with = "lenient_number")]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub score: Option<f64>,
 }
 
 /// An attachment. `id` may come as a number or a string; it is kept as a string.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Attachment {
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub id: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub filename: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub content_type: String,
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default, deserialize_with = "lenient::count")]
     pub size: Option<u64>,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub created_at: String,
-    #[serde(default, deserialize_with = "lenient_text")]
+    #[serde(default, deserialize_with = "lenient::text")]
     pub content: Option<String>,
 }
 
@@ -89,15 +89,15 @@ struct AttachmentsEnvelope {
 /// An attachment in a listing: its `content`, if a server sends one, is skipped.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ListedAttachment {
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub id: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub filename: String,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub content_type: String,
-    #[serde(default, deserialize_with = "lenient_count")]
+    #[serde(default, deserialize_with = "lenient::count")]
     pub size: Option<u64>,
-    #[serde(default, deserialize_with = "lenient_string")]
+    #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub created_at: String,
 }
 
@@ -107,25 +107,7 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    struct Visit<T>(std::marker::PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let mut out = Vec::new();
-            while out.len() < MAX_LISTED {
-                match seq.next_element()? {
-                    Some(item) => out.push(item),
-                    None => return Ok(out),
-                }
-            }
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(out)
-        }
-    }
-    d.deserialize_seq(Visit(std::marker::PhantomData))
+    Ok(lenient::first(d, MAX_LISTED)?.items)
 }
 
 #[derive(Debug, Serialize)]
@@ -133,32 +115,6 @@ pub struct NewAttachment<'a> {
     pub filename: &'a str,
     pub content_type: &'a str,
     pub content: &'a str,
-}
-
-fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => s,
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
-}
-
-fn lenient_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    Ok(Value::deserialize(d)?.as_f64())
-}
-
-fn lenient_strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::Array(items) => items
-            .into_iter()
-            .map(|v| match v {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })
-            .collect(),
-        Value::String(s) => vec![s],
-        _ => Vec::new(),
-    })
 }
 
 /// What went wrong talking to noteworx, in terms the tool layer branches on.

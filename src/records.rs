@@ -94,7 +94,7 @@ pub struct ConversationLine<'a> {
     pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else a string.
-    pub response: Option<&'a Value>,
+    pub response: Option<&'a crate::http::RawBody>,
     pub error: Option<&'a str>,
     /// How the attempt failed: `transport`, `status`, `job_failed`,
     /// `job_ended`, `bad_body`, `too_large`, `wall_clock`, `interrupted`,
@@ -399,11 +399,18 @@ impl RunRecord {
         } else {
             ""
         };
-        let calls = if calls.is_empty() {
+        let mut calls = if calls.is_empty() {
             String::new()
         } else {
             format!("; calls:\n{}", calls.join("\n"))
         };
+        if r.unread_calls > 0 {
+            calls.push_str(&format!(
+                "\n{} more calls past the {} a reply may hold were not read",
+                r.unread_calls,
+                crate::chat::MAX_CALLS_PER_REPLY
+            ));
+        }
         self.log(
             at,
             &format!(

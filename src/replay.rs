@@ -104,7 +104,7 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
         attempt: l.attempt,
         request: l.request.clone(),
         http_status: l.http_status,
-        response: l.response.clone(),
+        response: l.response.as_ref().map(crate::http::RawBody::from_value),
         error: l.error.clone(),
         failure: l.failure().map(Failure::from),
         retry_after: l.retry_after_ms.map(Duration::from_millis),

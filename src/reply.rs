@@ -10,7 +10,10 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::chat::{FinishReason, FunctionCall, Message, ResponseMessage, Role, ToolCall};
+use crate::chat::{
+    FinishReason, FunctionCall, MAX_ARGUMENT_BYTES, MAX_CALLS_PER_REPLY, Message, ResponseMessage,
+    Role, ToolCall,
+};
 use crate::config::ReplayThinking;
 
 /// A model reply, read.
@@ -26,6 +29,8 @@ pub struct Reply {
     pub recovered: bool,
     /// `finish_reason == "length"`: the output was cut off at `max_tokens`.
     pub cut_off: bool,
+    /// Calls past [`MAX_CALLS_PER_REPLY`]: not read, so not run (SPEC §12.6).
+    pub unread_calls: u64,
 }
 
 /// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. `quoted` says
@@ -48,19 +53,22 @@ pub fn read_reply(
         thoughts.insert(0, r.trim().to_string());
     }
     let mut calls = msg.tool_calls.clone().unwrap_or_default();
+    let mut unread_calls = msg.unread_calls;
     let mut recovered = false;
     let (content, found) = recover_text_calls(&without_thinking, quoted);
     if calls.is_empty() && !found.is_empty() {
         recovered = true;
+        unread_calls = found.len().saturating_sub(MAX_CALLS_PER_REPLY) as u64;
         calls = found
             .into_iter()
+            .take(MAX_CALLS_PER_REPLY)
             .enumerate()
             .map(|(i, (name, args))| ToolCall {
                 id: format!("{id_prefix}-{}", i + 1),
                 kind: "function".into(),
                 function: FunctionCall {
                     name,
-                    arguments: args.to_string(),
+                    arguments: args,
                 },
             })
             .collect();
@@ -77,6 +85,7 @@ pub fn read_reply(
         calls,
         recovered,
         cut_off: finish_reason.and_then(FinishReason::parse) == Some(FinishReason::Length),
+        unread_calls,
     }
 }
 
@@ -156,7 +165,7 @@ const JSON_OPEN: &str = "<tool_call>";
 pub fn recover_text_calls(
     text: &str,
     quoted: &dyn Fn(&str) -> bool,
-) -> (String, Vec<(String, Value)>) {
+) -> (String, Vec<(String, String)>) {
     let mut openers: Vec<(usize, bool)> = text
         .match_indices(GEMMA_OPEN)
         .map(|(i, _)| (i, true))
@@ -188,7 +197,9 @@ pub fn recover_text_calls(
                 continue;
             }
             rest.push_str(&text[cursor..start]);
-            calls.push(call);
+            // Kept as text: a tree of every call at once would cost many
+            // times the reply's size.
+            calls.push((call.0, call.1.to_string()));
             cursor = start + len;
         }
     }
@@ -227,6 +238,9 @@ fn parse_gemma_call(seg: &str) -> Option<(usize, (String, Value))> {
 fn parse_json_call(seg: &str) -> Option<(usize, (String, Value))> {
     let body_start = JSON_OPEN.len();
     let close = seg[body_start..].find("</tool_call>")?;
+    if close > MAX_ARGUMENT_BYTES {
+        return None;
+    }
     let v: Value = serde_json::from_str(seg[body_start..body_start + close].trim()).ok()?;
     let name = v.get("name")?.as_str()?.to_string();
     let args = match v.get("arguments").or_else(|| v.get("parameters")) {
@@ -342,8 +356,12 @@ impl GemmaParser<'_> {
         self.i += de.byte_offset();
         Some(s)
     }
-    /// A value inside a container at `depth`.
+    /// A value inside a container at `depth`. Arguments longer than
+    /// [`MAX_ARGUMENT_BYTES`] are not a call.
     fn value(&mut self, depth: usize) -> Option<Value> {
+        if self.i > MAX_ARGUMENT_BYTES {
+            return None;
+        }
         let s = self.s;
         let r = &s[self.i..];
         if r.starts_with(QUOTE) {
@@ -384,44 +402,66 @@ impl GemmaParser<'_> {
     }
 }
 
+/// The most characters of an assistant's text, or of its thinking, that are
+/// replayed: a reply can be as long as a server likes, and every later
+/// request (and its record) would carry it again.
+pub const MAX_REPLAYED_CHARS: usize = 16_000;
+
 /// The assistant message as replayed: thinking dropped (or kept on tool-call
 /// turns with `replay_thinking = "keep"`), text-form calls turned into real
-/// `tool_calls`, and arguments that are not a JSON object replaced by `{}`
-/// (llama-server answers 500 to a replayed call whose arguments do not parse).
+/// `tool_calls`, text cut to [`MAX_REPLAYED_CHARS`], and arguments that are
+/// not a JSON object, or longer than [`MAX_ARGUMENT_BYTES`], replaced by
+/// `{}` (llama-server answers 500 to a replayed call whose arguments do not
+/// parse).
 pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
     let tool_calls = reply
         .calls
         .iter()
-        .map(|c| {
-            let valid = matches!(
-                serde_json::from_str::<Value>(&c.function.arguments),
-                Ok(Value::Object(_))
-            );
-            ToolCall {
-                id: c.id.clone(),
-                kind: "function".into(),
-                function: FunctionCall {
-                    name: c.function.name.clone(),
-                    arguments: if valid {
-                        c.function.arguments.clone()
-                    } else {
-                        "{}".into()
-                    },
+        .map(|c| ToolCall {
+            id: c.id.clone(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: c.function.name.clone(),
+                arguments: if is_object_text(&c.function.arguments) {
+                    c.function.arguments.clone()
+                } else {
+                    "{}".into()
                 },
-            }
+            },
         })
         .collect();
     let reasoning_content = match replay {
-        ReplayThinking::Keep => reply.thinking.clone(),
+        ReplayThinking::Keep => reply.thinking.as_deref().map(shortened),
         ReplayThinking::Strip => None,
     };
     Message {
         role: Role::Assistant,
-        content: reply.content.clone(),
+        content: shortened(&reply.content),
         reasoning_content,
         tool_calls,
         tool_call_id: None,
     }
+}
+
+/// Whether `text` is one JSON object of at most [`MAX_ARGUMENT_BYTES`]
+/// (checked without building it).
+fn is_object_text(text: &str) -> bool {
+    text.len() <= MAX_ARGUMENT_BYTES
+        && text.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+}
+
+/// `text` cut to [`MAX_REPLAYED_CHARS`], saying how much was left out.
+fn shortened(text: &str) -> String {
+    let total = crate::text::chars(text);
+    if total <= MAX_REPLAYED_CHARS {
+        return text.to_string();
+    }
+    format!(
+        "{}\n[{} more characters of this reply are not repeated here]",
+        &text[..crate::text::byte_at(text, MAX_REPLAYED_CHARS)],
+        total - MAX_REPLAYED_CHARS
+    )
 }
 
 #[cfg(test)]
@@ -434,11 +474,17 @@ mod tests {
             content: Some(content.into()),
             reasoning_content: None,
             tool_calls: None,
+            unread_calls: 0,
         }
     }
 
     fn recover(text: &str) -> (String, Vec<(String, Value)>) {
-        recover_text_calls(text, &|_| false)
+        let (rest, calls) = recover_text_calls(text, &|_| false);
+        let calls = calls
+            .into_iter()
+            .map(|(name, args)| (name, serde_json::from_str(&args).unwrap()))
+            .collect();
+        (rest, calls)
     }
 
     #[test]
@@ -497,7 +543,7 @@ mod tests {
         let m = ResponseMessage {
             content: Some("Done.".into()),
             reasoning_content: Some("plan".into()),
-            tool_calls: None,
+            ..Default::default()
         };
         let r = read_reply(&m, Some("stop"), "t1", &|_| false);
         assert_eq!(r.content, "Done.");
@@ -595,6 +641,82 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_reads_at_most_256_text_calls_and_counts_the_rest() {
+        let text =
+            "<|tool_call>call:webfetch{url:<|\"|>https://x.test/<|\"|>}<tool_call|>".repeat(300);
+        let m = ResponseMessage {
+            content: Some(format!("{text} done")),
+            ..Default::default()
+        };
+        let r = read_reply(&m, Some("stop"), "t", &|_| false);
+        assert_eq!(r.calls.len(), MAX_CALLS_PER_REPLY);
+        assert_eq!(r.unread_calls, 300 - MAX_CALLS_PER_REPLY as u64);
+        assert_eq!(r.content, "done", "every call's text left the answer");
+        assert_eq!(r.calls.last().unwrap().id, "t-256");
+    }
+
+    #[test]
+    fn replayed_turns_are_cut_and_oversized_arguments_become_empty_objects() {
+        let huge = format!(r#"{{"q": [{}1]}}"#, "1,".repeat(MAX_ARGUMENT_BYTES / 2));
+        let call = |id: &str, arguments: String| ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "webfetch".into(),
+                arguments,
+            },
+        };
+        let reply = Reply {
+            content: "c".repeat(MAX_REPLAYED_CHARS + 5),
+            thinking: Some("t".repeat(MAX_REPLAYED_CHARS * 3)),
+            calls: vec![
+                call("a", huge.clone()),
+                call("b", r#" {"url": "https://x.test/"}"#.into()),
+                call("c", "[1]".into()),
+                call("d", r#"{"url": "#.into()),
+            ],
+            recovered: false,
+            cut_off: false,
+            unread_calls: 0,
+        };
+        let m = replayed_assistant(&reply, ReplayThinking::Keep);
+        assert!(m.content.starts_with(&"c".repeat(MAX_REPLAYED_CHARS)));
+        assert!(
+            m.content
+                .ends_with("[5 more characters of this reply are not repeated here]")
+        );
+        let thinking = m.reasoning_content.unwrap();
+        assert!(
+            thinking.len() < MAX_REPLAYED_CHARS + 100,
+            "{}",
+            thinking.len()
+        );
+        let args: Vec<&str> = m
+            .tool_calls
+            .iter()
+            .map(|c| c.function.arguments.as_str())
+            .collect();
+        assert_eq!(args, ["{}", r#" {"url": "https://x.test/"}"#, "{}", "{}"]);
+        assert_eq!(
+            replayed_assistant(&reply, ReplayThinking::Strip).reasoning_content,
+            None
+        );
+        // The same arguments as text are no call at all.
+        let gemma = format!(
+            "<|tool_call>call:webfetch{{q:[{}1]}}<tool_call|>",
+            "1,".repeat(MAX_ARGUMENT_BYTES / 2)
+        );
+        assert!(recover(&gemma).1.is_empty());
+        let json = format!(r#"<tool_call>{{"name": "webfetch", "arguments": {huge}}}</tool_call>"#);
+        assert!(recover(&json).1.is_empty());
+        let small = r#"<tool_call>{"name": "webfetch", "arguments": {"q": [1, 2]}}</tool_call>"#;
+        assert_eq!(
+            recover(small).1,
+            [("webfetch".to_string(), json!({"q": [1, 2]}))]
+        );
+    }
+
+    #[test]
     fn real_tool_calls_win_over_text_and_length_marks_cut_off() {
         let m = ResponseMessage {
             content: Some("".into()),
@@ -607,6 +729,7 @@ mod tests {
                     arguments: "{\"a\":".into(),
                 },
             }]),
+            unread_calls: 0,
         };
         let r = read_reply(&m, Some("length"), "t", &|_| false);
         assert!(r.cut_off);
@@ -663,7 +786,7 @@ mod tests {
                 let (stripped, thoughts) = strip_thinking(&text);
                 prop_assert!(stripped.len() <= text.len());
                 prop_assert!(thoughts.iter().all(|t| !t.is_empty()));
-                let m = ResponseMessage { content: Some(text.clone()), reasoning_content: None, tool_calls: None };
+                let m = ResponseMessage { content: Some(text.clone()), ..Default::default() };
                 let r = read_reply(&m, Some("stop"), "p", &|_| false);
                 prop_assert_eq!(r.recovered, !r.calls.is_empty());
             }

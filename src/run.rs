@@ -134,6 +134,9 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         return Ok(RunOutcome::Locked);
     };
     let mut entries = inbox::list(&cfg.paths.inbox)?;
+    if !opts.dry_run {
+        forget_absent(&state_dir, &entries);
+    }
     if let Some(name) = &opts.only {
         inbox::check_task_name(name).map_err(UsageError)?;
         entries.retain(|e| &e.name == name);
@@ -157,6 +160,18 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
         write_metrics(cfg, started, t0.elapsed(), &outcome, &summaries);
     }
     Ok(outcome)
+}
+
+/// Drops the attempt counts of tasks no longer in the inbox (removed by
+/// hand): a file put back under the same name starts afresh, and the state
+/// file does not grow with names long gone. Runs under the run lock.
+fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
+    let mut counts = Attempts::load(state_dir);
+    if counts.retain(|name| entries.iter().any(|e| e.name == name))
+        && let Err(e) = counts.save(state_dir)
+    {
+        tracing::warn!(error = %e, "cannot save the attempt counts");
+    }
 }
 
 /// Runs the listed tasks and tallies them.

@@ -66,6 +66,12 @@ impl OutputSchema {
     /// The answer as JSON when it matches; `Err` lists why not, in words
     /// the model can act on.
     pub fn check(&self, answer: &str) -> Result<Value, Vec<String>> {
+        if answer.len() > MAX_ANSWER_BYTES {
+            return Err(vec![format!(
+                "the answer is {} bytes; a structured answer may hold at most {MAX_ANSWER_BYTES} (1 MiB)",
+                answer.len()
+            )]);
+        }
         let Some(value) = answer_json(answer) else {
             return Err(vec![
                 "the answer is not a JSON value (write only the JSON, optionally in a ```json code fence)"
@@ -83,7 +89,8 @@ impl OutputSchema {
                 } else {
                     at.to_string()
                 };
-                format!("at {at}: {e}")
+                // The error quotes the value, which may be the whole answer.
+                crate::text::clip(&format!("at {at}: {e}"), 300)
             })
             .collect();
         if errors.is_empty() {
@@ -106,6 +113,10 @@ impl OutputSchema {
         json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": self.schema}})
     }
 }
+
+/// The longest answer checked against a schema: it is parsed into a tree,
+/// which costs many times its length.
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// The JSON of an answer: the whole text, or a code fence around it.
 pub fn answer_json(answer: &str) -> Option<Value> {
@@ -170,6 +181,23 @@ mod tests {
             s.check("```json\n{\"papers\": 1}").is_err(),
             "an unclosed fence is not JSON"
         );
+    }
+
+    #[test]
+    fn huge_answers_are_refused_before_parsing_and_errors_stay_short() {
+        let s = schema();
+        let big = format!("[{}1]", "1,".repeat(MAX_ANSWER_BYTES / 2));
+        let e = s.check(&big).unwrap_err();
+        assert_eq!(
+            e,
+            [format!(
+                "the answer is {} bytes; a structured answer may hold at most 1048576 (1 MiB)",
+                big.len()
+            )]
+        );
+        let long = format!("{{\"papers\": \"{}\"}}", "x".repeat(100_000));
+        let e = s.check(&long).unwrap_err();
+        assert!(e.iter().all(|m| m.chars().count() <= 300), "{e:?}");
     }
 
     #[test]

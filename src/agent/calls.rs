@@ -38,10 +38,14 @@ pub struct Repeats {
 
 impl Repeats {
     /// Counts one more ask for this call; returns the count and the first call's id.
+    /// Arguments are compared in their canonical form (key order and
+    /// spacing aside); ones too long to be run are compared as written.
     fn bump(&mut self, call: &ToolCall) -> (u32, String) {
-        let args = serde_json::from_str::<Value>(&call.function.arguments)
-            .map(|v| v.to_string())
-            .unwrap_or_else(|_| call.function.arguments.trim().to_string());
+        let text = &call.function.arguments;
+        let args = (text.len() <= crate::chat::MAX_ARGUMENT_BYTES)
+            .then(|| serde_json::from_str::<Value>(text).ok())
+            .flatten()
+            .map_or_else(|| text.trim().to_string(), |v| v.to_string());
         let entry = self
             .seen
             .entry(format!("{}\u{0}{args}", call.function.name))
@@ -106,6 +110,36 @@ pub struct Turn<'a> {
     /// The reply hit `max_tokens`: its last call may be cut off.
     pub cut_off: bool,
     pub recovered: bool,
+}
+
+/// The tool results the model read lately, as they were before control
+/// strings were broken: a text-form call found in one is a quote, not a
+/// call (SPEC §12.7). The newest [`Quotable::MAX_BYTES`] are kept, so the
+/// check costs at most that much per recovered call.
+#[derive(Debug, Default)]
+pub struct Quotable {
+    texts: std::collections::VecDeque<String>,
+    bytes: usize,
+}
+
+impl Quotable {
+    pub const MAX_BYTES: usize = 2 * 1024 * 1024;
+
+    pub fn push(&mut self, text: &str) {
+        self.bytes += text.len();
+        self.texts.push_back(text.to_owned());
+        while self.bytes > Self::MAX_BYTES {
+            match self.texts.pop_front() {
+                Some(old) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// Whether a kept result holds `text`.
+    pub fn quotes(&self, text: &str) -> bool {
+        self.texts.iter().any(|t| t.contains(text))
+    }
 }
 
 /// The task's budgets and how results are shaped for the model.
@@ -277,5 +311,25 @@ fn answer(
         repeat,
         detail: output.detail,
         over_budget: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotable_keeps_the_newest_results_within_its_bytes() {
+        let mut q = Quotable::default();
+        q.push("call:webfetch{url:old}");
+        let filler = "f".repeat(Quotable::MAX_BYTES / 2);
+        q.push(&filler);
+        assert!(q.quotes("call:webfetch{url:old}"));
+        q.push(&filler);
+        assert!(!q.quotes("call:webfetch{url:old}"), "the oldest went first");
+        assert!(q.quotes("fff"));
+        q.push(&"g".repeat(Quotable::MAX_BYTES + 1));
+        assert!(!q.quotes("fff"));
+        assert!(!q.quotes("g"), "one result past the cap is not kept either");
     }
 }

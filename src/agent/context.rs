@@ -102,7 +102,11 @@ impl Conversation {
 
     /// The estimated prompt size of the next request.
     pub fn estimate(&self) -> u64 {
-        let raw = match self.anchor {
+        self.scaled(self.raw_estimate())
+    }
+
+    fn raw_estimate(&self) -> u64 {
+        match self.anchor {
             Some((n, tokens)) if n <= self.messages.len() => self.messages[n..]
                 .iter()
                 .map(message_tokens)
@@ -112,7 +116,10 @@ impl Conversation {
                 .iter()
                 .map(message_tokens)
                 .fold(self.tools_tokens, u64::saturating_add),
-        };
+        }
+    }
+
+    fn scaled(&self, raw: u64) -> u64 {
         (raw as f64 * self.correction).ceil() as u64
     }
 
@@ -129,37 +136,51 @@ impl Conversation {
 
     /// Elides the oldest tool results until the estimate fits `budget`.
     /// Returns the call ids elided, or `Err` with them when even eliding
-    /// every tool result does not make it fit.
+    /// every tool result does not make it fit. One pass over the messages,
+    /// however many are elided.
     pub fn fit(&mut self, budget: u64) -> Result<Vec<String>, Vec<String>> {
         let mut elided = Vec::new();
-        while self.estimate() > budget {
-            let Some(i) = self
-                .origins
-                .iter()
-                .position(|o| matches!(o, Some((_, false))))
+        let mut raw = self.raw_estimate();
+        let mut next = 0;
+        while self.scaled(raw) > budget {
+            let Some(i) =
+                (next..self.origins.len()).find(|&i| matches!(self.origins[i], Some((_, false))))
             else {
                 return Err(elided);
             };
-            let Some((origin, done)) = self.origins[i].as_mut() else {
-                break;
-            };
-            *done = true;
-            let old = std::mem::take(&mut self.messages[i].content);
-            let placeholder = format!(
-                "[Removed to fit the context window: the result of {} ({} characters). Call the tool again if you still need it.]",
-                origin.call,
-                chars(&old)
-            );
-            let saved = estimate_tokens(&old).saturating_sub(estimate_tokens(&placeholder));
-            self.messages[i].content = placeholder;
-            if let Some((n, tokens)) = &mut self.anchor
-                && i < *n
-            {
-                *tokens = tokens.saturating_sub(saved);
-            }
-            elided.push(origin.call_id.clone());
+            next = i + 1;
+            let (call_id, removed, added) = self.elide(i);
+            raw = raw.saturating_sub(removed).saturating_add(added);
+            elided.push(call_id);
         }
         Ok(elided)
+    }
+
+    /// Replaces tool result `i` by a placeholder; returns its call id and
+    /// the tokens this takes from and adds to the raw estimate.
+    fn elide(&mut self, i: usize) -> (String, u64, u64) {
+        let Some((origin, done)) = self.origins[i].as_mut() else {
+            return (String::new(), 0, 0);
+        };
+        *done = true;
+        let old = std::mem::take(&mut self.messages[i].content);
+        let placeholder = format!(
+            "[Removed to fit the context window: the result of {} ({} characters). Call the tool again if you still need it.]",
+            origin.call,
+            chars(&old)
+        );
+        let (old, new) = (estimate_tokens(&old), estimate_tokens(&placeholder));
+        self.messages[i].content = placeholder;
+        let call_id = origin.call_id.clone();
+        match &mut self.anchor {
+            // Inside the server's count: that count shrinks.
+            Some((n, tokens)) if i < *n => {
+                let before = *tokens;
+                *tokens = tokens.saturating_sub(old.saturating_sub(new));
+                (call_id, before - *tokens, 0)
+            }
+            _ => (call_id, old, new),
+        }
     }
 }
 
@@ -221,5 +242,49 @@ mod tests {
             c.estimate(),
             before * 2
         );
+    }
+
+    proptest::proptest! {
+        /// Whatever the results, anchor and correction: `fit` stops as soon
+        /// as a fresh estimate fits, eliding the oldest results in order.
+        #[test]
+        fn fit_elides_the_oldest_and_its_running_count_matches_a_fresh_one(
+            lens in proptest::collection::vec(0usize..5000, 0..40),
+            anchor_at in proptest::option::of((0usize..45, 0u64..20_000)),
+            actual in proptest::option::of(0u64..50_000),
+            budget in 0u64..20_000,
+        ) {
+            let mut c = Conversation::new("sys", "task", "[]");
+            for (k, len) in lens.iter().enumerate() {
+                tool_result(&mut c, &k.to_string(), *len);
+                if anchor_at.is_some_and(|(at, _)| at == k) {
+                    c.anchor(anchor_at.unwrap().1, 3);
+                }
+            }
+            if let Some(a) = actual {
+                c.calibrate(a);
+            }
+            let before = c.clone();
+            let result = c.fit(budget);
+            let elided = match &result {
+                Ok(e) | Err(e) => e.clone(),
+            };
+            let expected: Vec<String> = (0..elided.len()).map(|k| k.to_string()).collect();
+            proptest::prop_assert_eq!(&elided, &expected);
+            match result {
+                Ok(e) => {
+                    proptest::prop_assert!(c.estimate() <= budget, "{} > {budget}", c.estimate());
+                    if let Some(fewer) = e.len().checked_sub(1) {
+                        // One result fewer would not have fitted.
+                        let mut c0 = before;
+                        for i in 0..fewer {
+                            c0.elide(2 + i);
+                        }
+                        proptest::prop_assert!(c0.estimate() > budget);
+                    }
+                }
+                Err(e) => proptest::prop_assert_eq!(e.len(), lens.len()),
+            }
+        }
     }
 }

@@ -62,7 +62,7 @@ pub struct ModelAttempt<'a> {
     pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else text.
-    pub response: Option<&'a Value>,
+    pub response: Option<&'a crate::http::RawBody>,
     pub error: Option<String>,
     /// What kind of failure it was, when it failed.
     pub failure: Option<AttemptFailure>,
@@ -144,4 +144,6 @@ pub struct ReplyFacts<'a> {
     /// The calls were written as text and recovered.
     pub recovered: bool,
     pub calls: &'a [ToolCall],
+    /// Calls past the per-reply ceiling, not read.
+    pub unread_calls: u64,
 }

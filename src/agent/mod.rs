@@ -30,7 +30,7 @@ use crate::reply::{Reply, read_reply, replayed_assistant};
 use crate::schema::OutputSchema;
 use crate::tools::CallContext;
 pub use calls::Answer;
-use calls::{Repeats, Rules, Turn, TurnResult, answer_calls};
+use calls::{Quotable, Repeats, Rules, Turn, TurnResult, answer_calls};
 pub use context::ContextNote;
 use context::{Conversation, ToolOrigin};
 pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
@@ -66,9 +66,8 @@ struct TaskRun<'a, 's> {
     tool_defs: Vec<Value>,
     stats: Stats,
     repeats: Repeats,
-    /// Every tool result so far, as it was before control strings were
-    /// broken: a text-form call found in one is a quote, not a call.
-    quotable: Vec<String>,
+    /// The latest tool results, for telling a quoted call from a call.
+    quotable: Quotable,
     /// An empty reply was already asked again.
     asked_again: bool,
     /// The `response_format` of the next request: the answer did not match
@@ -99,7 +98,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             tool_defs,
             stats: Stats::default(),
             repeats: Repeats::default(),
-            quotable: Vec::new(),
+            quotable: Quotable::default(),
             asked_again: false,
             repair: None,
             repaired: false,
@@ -322,7 +321,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
         let quotable = &self.quotable;
-        let quoted = |call: &str| quotable.iter().any(|r| r.contains(call));
+        let quoted = |call: &str| quotable.quotes(call);
         let reply = read_reply(
             &choice.message,
             choice.finish_reason.as_deref(),
@@ -345,7 +344,10 @@ impl<'a, 's> TaskRun<'a, 's> {
             thinking: reply.thinking.as_deref(),
             recovered: reply.recovered,
             calls: &reply.calls,
+            unread_calls: reply.unread_calls,
         }));
+        let unread = u32::try_from(reply.unread_calls).unwrap_or(u32::MAX);
+        self.stats.calls_over_budget = self.stats.calls_over_budget.saturating_add(unread);
         reply
     }
 
@@ -453,6 +455,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             now: (self.h.clock)(),
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,
+            redactor: self.h.redactor.clone(),
         };
         let rules = Rules {
             allowed: &self.spec.tools,
@@ -500,8 +503,11 @@ impl<'a, 's> TaskRun<'a, 's> {
         for a in answers {
             self.stats.tool_calls += 1;
             self.stats.tool_errors += u32::from(a.is_error);
-            self.stats.calls_over_budget += u32::from(a.over_budget);
-            self.quotable.push(a.undefanged.clone());
+            self.stats.calls_over_budget = self
+                .stats
+                .calls_over_budget
+                .saturating_add(u32::from(a.over_budget));
+            self.quotable.push(&a.undefanged);
             self.emit(&TaskEvent::ToolAnswered(a));
         }
     }

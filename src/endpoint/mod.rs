@@ -20,13 +20,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::ChatResponse;
 use crate::config::{EndpointConfig, EndpointKind};
-use crate::http::Body;
+use crate::http::{Body, RawBody};
+use crate::lenient;
 use crate::text::clip;
 use replay::{Recording, Source};
 use std::sync::{Arc, Mutex};
@@ -111,7 +113,7 @@ pub struct Attempt<'a> {
     pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else a string.
-    pub response: Option<Value>,
+    pub response: Option<RawBody>,
     pub error: Option<String>,
     pub failure: Option<Failure>,
     /// The server's `Retry-After` on an error status.
@@ -279,7 +281,7 @@ impl AttemptError {
 /// The raw outcome of one attempt before it is judged.
 pub(crate) struct RawAttempt {
     pub http_status: Option<u16>,
-    pub response: Option<Value>,
+    pub response: Option<RawBody>,
     pub job: Option<JobInfo>,
     pub result: Result<ChatResponse, AttemptError>,
 }
@@ -288,7 +290,7 @@ pub(crate) struct RawAttempt {
 /// The body is kept once, for the record and for reading.
 pub(crate) struct HttpAnswer {
     pub status: Option<u16>,
-    pub body: Option<Value>,
+    pub body: Option<RawBody>,
     pub result: Result<(), AttemptError>,
 }
 
@@ -644,7 +646,7 @@ async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
         Ok(Body::TooLarge(first)) => {
             return HttpAnswer {
                 status: code,
-                body: Some(Value::String(String::from_utf8_lossy(&first).into_owned())),
+                body: Some(RawBody::text(&String::from_utf8_lossy(&first))),
                 result: Err(AttemptError::TooLarge(format!(
                     "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
                     crate::http::MAX_BODY_BYTES >> 20,
@@ -660,38 +662,40 @@ async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
             };
         }
     };
-    let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
     // What is not JSON is recorded and quoted only in part.
-    let text = match &parsed {
-        Some(_) => String::new(),
-        None => clip(
-            &String::from_utf8_lossy(crate::text::prefix_bytes_of(&bytes, 16 * 1024)),
+    let text = |bytes: &[u8]| {
+        clip(
+            &String::from_utf8_lossy(crate::text::prefix_bytes_of(bytes, 16 * 1024)),
             4000,
-        ),
+        )
     };
-    drop(bytes);
+    let (body, text) = match RawBody::json(bytes) {
+        Ok(body) => (body, String::new()),
+        Err(bytes) => {
+            let text = text(&bytes);
+            (RawBody::text(&text), text)
+        }
+    };
+    let parsed = text.is_empty().then_some(&body);
     if status.is_success() {
-        return match parsed {
-            Some(v) => HttpAnswer {
-                status: code,
-                body: Some(v),
-                result: Ok(()),
-            },
-            None => HttpAnswer {
-                status: code,
-                body: Some(Value::String(text)),
-                result: Err(AttemptError::BadBody(format!(
-                    "HTTP {status} with a body that is not JSON"
-                ))),
-            },
+        let result = match parsed {
+            Some(_) => Ok(()),
+            None => Err(AttemptError::BadBody(format!(
+                "HTTP {status} with a body that is not JSON"
+            ))),
+        };
+        return HttpAnswer {
+            status: code,
+            body: Some(body),
+            result,
         };
     }
-    let err = ServerError::read(parsed.as_ref(), &text, status);
+    let err = ServerError::read(parsed, &text, status);
     let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
         .then_some((err.n_prompt_tokens, err.n_ctx));
     HttpAnswer {
         status: code,
-        body: Some(parsed.unwrap_or(Value::String(text))),
+        body: Some(body),
         result: Err(AttemptError::Status {
             status: status.as_u16(),
             message: err.message,
@@ -713,9 +717,10 @@ fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
 }
 
 /// Reads a chat response; a body without choices is not one.
-pub(crate) fn parse_chat(v: Option<&Value>) -> Result<ChatResponse, AttemptError> {
-    let v = v.ok_or_else(|| AttemptError::BadBody("the reply has no body".into()))?;
-    let r = ChatResponse::deserialize(v)
+pub(crate) fn parse_chat(body: Option<&RawBody>) -> Result<ChatResponse, AttemptError> {
+    let body = body.ok_or_else(|| AttemptError::BadBody("the reply has no body".into()))?;
+    let r = body
+        .parse::<ChatResponse>()
         .map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
     if r.choices.is_empty() {
         return Err(AttemptError::BadBody("the reply has no choices".into()));
@@ -733,48 +738,40 @@ pub(crate) struct ServerError {
 }
 
 impl ServerError {
-    pub(crate) fn read(parsed: Option<&Value>, text: &str, status: StatusCode) -> Self {
+    pub(crate) fn read(parsed: Option<&RawBody>, text: &str, status: StatusCode) -> Self {
         #[derive(Deserialize)]
-        struct Envelope {
-            error: Inner,
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            error: &'a RawValue,
         }
         #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Inner {
-            Detail {
-                #[serde(default)]
-                message: String,
-                #[serde(default, rename = "type")]
-                kind: Option<String>,
-                #[serde(default)]
-                n_prompt_tokens: Option<u64>,
-                #[serde(default)]
-                n_ctx: Option<u64>,
-            },
-            Text(String),
+        struct Detail {
+            #[serde(default, deserialize_with = "lenient::text_or_empty")]
+            message: String,
+            #[serde(default, rename = "type", deserialize_with = "lenient::text")]
+            kind: Option<String>,
+            #[serde(default, deserialize_with = "lenient::count")]
+            n_prompt_tokens: Option<u64>,
+            #[serde(default, deserialize_with = "lenient::count")]
+            n_ctx: Option<u64>,
         }
-        match parsed.cloned().map(serde_json::from_value::<Envelope>) {
-            Some(Ok(Envelope {
-                error:
-                    Inner::Detail {
-                        message,
-                        kind,
-                        n_prompt_tokens,
-                        n_ctx,
-                    },
-            })) => ServerError {
-                message: clip(&message, 500),
-                kind,
-                n_prompt_tokens,
-                n_ctx,
-            },
-            Some(Ok(Envelope {
-                error: Inner::Text(message),
-            })) => ServerError {
+        let error = parsed
+            .and_then(|b| b.parse::<Envelope>().ok())
+            .map(|e| e.error);
+        let as_text = error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
+        let detail = error.and_then(|e| serde_json::from_str::<Detail>(e.get()).ok());
+        match (as_text, detail) {
+            (Some(message), _) => ServerError {
                 message: clip(&message, 500),
                 ..Default::default()
             },
-            _ => ServerError {
+            (None, Some(d)) => ServerError {
+                message: clip(&d.message, 500),
+                kind: d.kind,
+                n_prompt_tokens: d.n_prompt_tokens,
+                n_ctx: d.n_ctx,
+            },
+            (None, None) => ServerError {
                 message: if text.trim().is_empty() {
                     status.canonical_reason().unwrap_or("error").to_string()
                 } else {
@@ -908,7 +905,11 @@ mod tests {
             "../../tests/fixtures/llama-server/context_exceeded.json"
         ))
         .unwrap();
-        let e = ServerError::read(Some(&fixture["response"]), "", StatusCode::BAD_REQUEST);
+        let e = ServerError::read(
+            Some(&RawBody::from_value(&fixture["response"])),
+            "",
+            StatusCode::BAD_REQUEST,
+        );
         assert_eq!(e.kind.as_deref(), Some("exceed_context_size_error"));
         assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(3253), Some(2048)));
         let e = ServerError::read(None, "<html>bad gateway</html>", StatusCode::BAD_GATEWAY);

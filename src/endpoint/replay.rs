@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::{AttemptError, Failure, JobInfo, RawAttempt, ServerError, parse_chat, runpod};
+use crate::http::RawBody;
 
 /// One recorded HTTP attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +24,7 @@ pub struct RecordedAttempt {
     pub attempt: u32,
     pub request: Value,
     pub http_status: Option<u16>,
-    pub response: Option<Value>,
+    pub response: Option<RawBody>,
     pub error: Option<String>,
     pub failure: Option<Failure>,
     pub retry_after: Option<Duration>,
@@ -183,8 +184,8 @@ fn judge(
         Some(Failure::Status) => {
             let status = a.http_status.unwrap_or(500);
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let text = a.response.as_ref().and_then(Value::as_str).unwrap_or("");
-            let err = ServerError::read(a.response.as_ref(), text, code);
+            let text = a.response.as_ref().and_then(RawBody::as_text);
+            let err = ServerError::read(a.response.as_ref(), text.as_deref().unwrap_or(""), code);
             let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
                 .then_some((err.n_prompt_tokens, err.n_ctx));
             Err(AttemptError::Status {

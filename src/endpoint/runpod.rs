@@ -8,12 +8,14 @@
 
 use reqwest::Method;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{AttemptError, Endpoint, HttpAnswer, JobInfo, RawAttempt, parse_chat, until};
-use crate::chat::{lenient_count, lenient_text};
+use crate::http::RawBody;
+use crate::lenient;
 use crate::text::clip;
 
 /// Consecutive failed status polls before the attempt is given up (and retried).
@@ -23,17 +25,17 @@ const MAX_POLL_ERRORS: u32 = 5;
 /// numbers of the wrong kind are read as absent, not as a broken answer.
 #[derive(Debug, Default, Deserialize)]
 struct Job {
-    #[serde(default, deserialize_with = "lenient_text")]
+    #[serde(default, deserialize_with = "lenient::text")]
     id: Option<String>,
-    #[serde(default, deserialize_with = "lenient_text")]
+    #[serde(default, deserialize_with = "lenient::text")]
     status: Option<String>,
     #[serde(default)]
-    output: Option<Value>,
+    output: Option<Box<RawValue>>,
     #[serde(default)]
-    error: Option<Value>,
-    #[serde(default, rename = "delayTime", deserialize_with = "lenient_count")]
+    error: Option<Box<RawValue>>,
+    #[serde(default, rename = "delayTime", deserialize_with = "lenient::count")]
     delay_time: Option<u64>,
-    #[serde(default, rename = "executionTime", deserialize_with = "lenient_count")]
+    #[serde(default, rename = "executionTime", deserialize_with = "lenient::count")]
     execution_time: Option<u64>,
 }
 
@@ -118,9 +120,9 @@ pub(crate) async fn attempt(
 }
 
 /// Reads a job answer into `info` and decides what it means.
-pub(crate) fn judge(body: Option<&Value>, info: &mut JobInfo) -> Judged {
+pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo) -> Judged {
     let bad = |m: String| Judged::Final(Err(AttemptError::BadBody(m)));
-    let Some(Ok(job)) = body.map(Job::deserialize) else {
+    let Some(Ok(job)) = body.map(RawBody::parse::<Job>) else {
         return bad("RunPod answered with something that is not a job".into());
     };
     if let Some(id) = &job.id
@@ -141,7 +143,7 @@ pub(crate) fn judge(body: Option<&Value>, info: &mut JobInfo) -> Judged {
         Some(JobStatus::Completed) => Judged::Final(read_output(job.output)),
         Some(JobStatus::Failed) => Judged::Final(Err(AttemptError::JobFailed(format!(
             "the RunPod job failed: {}",
-            job_error(job.error.as_ref())
+            job_error(job.error.as_deref())
         )))),
         Some(s @ (JobStatus::Cancelled | JobStatus::TimedOut)) => {
             Judged::Final(Err(AttemptError::JobEnded(format!(
@@ -232,58 +234,66 @@ impl Poller {
 
 /// The chat response inside a completed job's `output`: an object, a
 /// one-element list (some workers wrap it), or a JSON string — unwrapped a
-/// few times at most.
-fn read_output(mut output: Option<Value>) -> Result<crate::chat::ChatResponse, AttemptError> {
+/// few times at most, each time from its text (no tree is built).
+fn read_output(output: Option<Box<RawValue>>) -> Result<crate::chat::ChatResponse, AttemptError> {
+    let bad = |m: &str| Err(AttemptError::BadBody(m.into()));
+    let mut output = output.map(RawBody::from);
     for _ in 0..4 {
-        output = match output {
-            Some(Value::Array(mut items)) if !items.is_empty() => Some(items.swap_remove(0)),
-            Some(Value::String(s)) => match serde_json::from_str::<Value>(&s) {
-                Ok(v) => Some(v),
-                Err(_) => {
-                    return Err(AttemptError::BadBody(
-                        "the RunPod job's output is text, not a chat completion".into(),
-                    ));
-                }
+        let Some(body) = output.take() else {
+            return bad("the RunPod job completed without output");
+        };
+        output = match body.get().as_bytes().first() {
+            Some(b'n') => None,
+            Some(b'[') => match body.parse::<Head>() {
+                Ok(Head(Some(first))) => Some(RawBody::from(first)),
+                _ => return parse_chat(Some(&body)),
             },
-            Some(v) => return parse_chat(Some(&v)),
-            None => {
-                return Err(AttemptError::BadBody(
-                    "the RunPod job completed without output".into(),
-                ));
-            }
+            Some(b'"') => match body.as_text().map(|s| RawBody::json(s.into_bytes())) {
+                Some(Ok(inner)) => Some(inner),
+                _ => return bad("the RunPod job's output is text, not a chat completion"),
+            },
+            _ => return parse_chat(Some(&body)),
         };
     }
-    Err(AttemptError::BadBody(
-        "the RunPod job's output is wrapped too many times".into(),
-    ))
+    bad("the RunPod job's output is wrapped too many times")
+}
+
+/// The first item of a list, the rest parsed past.
+struct Head(Option<Box<RawValue>>);
+
+impl<'de> Deserialize<'de> for Head {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Head(lenient::first(d, 1)?.items.into_iter().next()))
+    }
 }
 
 /// A failed job's `error`: often a JSON string holding `error_type` and
 /// `error_message` (the traceback is left out).
-fn job_error(error: Option<&Value>) -> String {
+fn job_error(error: Option<&RawValue>) -> String {
     #[derive(Deserialize)]
     struct Detail {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient::text")]
         error_type: Option<String>,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "lenient::text")]
         error_message: Option<String>,
     }
-    let detail = |v: &Value| -> Option<String> {
-        let d: Detail = serde_json::from_value(v.clone()).ok()?;
+    let detail = |text: &str| -> Option<String> {
+        // Only an object: serde would read a list into the fields in order.
+        let d: Detail = serde_json::from_str(text)
+            .ok()
+            .filter(|_| text.trim_start().starts_with('{'))?;
         let message = d.error_message?;
         Some(match d.error_type {
             Some(t) => format!("{message} ({t})"),
             None => message,
         })
     };
-    let text = match error {
-        None | Some(Value::Null) => "no error given".to_string(),
-        Some(Value::String(s)) => serde_json::from_str::<Value>(s)
-            .ok()
-            .as_ref()
-            .and_then(detail)
-            .unwrap_or_else(|| s.clone()),
-        Some(v) => detail(v).unwrap_or_else(|| v.to_string()),
+    let text = match error.map(RawValue::get) {
+        None | Some("null") => "no error given".to_string(),
+        Some(raw) => match serde_json::from_str::<String>(raw) {
+            Ok(s) => detail(&s).unwrap_or(s),
+            Err(_) => detail(raw).unwrap_or_else(|| clip(raw, 500)),
+        },
     };
     clip(&text, 500)
 }
@@ -316,7 +326,8 @@ mod tests {
             "../../tests/fixtures/llama-server/runpod_local_failed_job.json"
         ))
         .unwrap();
-        let msg = job_error(fixture["response"].get("error"));
+        let raw = |v: &Value| serde_json::value::to_raw_value(v).unwrap();
+        let msg = job_error(fixture["response"].get("error").map(raw).as_deref());
         assert!(
             msg.starts_with("500 Server Error: Internal Server Error for url"),
             "{msg}"
@@ -327,9 +338,15 @@ mod tests {
         );
         assert!(!msg.contains("Traceback"));
         assert_eq!(
-            job_error(Some(&Value::from("Job ID not found"))),
+            job_error(Some(&raw(&Value::from("Job ID not found")))),
             "Job ID not found"
         );
+        assert_eq!(
+            job_error(Some(&raw(&json!({"error_message": "out of memory"})))),
+            "out of memory"
+        );
+        assert_eq!(job_error(Some(&raw(&json!([1, 2])))), "[1,2]");
+        assert_eq!(job_error(Some(&raw(&Value::Null))), "no error given");
     }
 
     #[test]
@@ -348,7 +365,7 @@ mod tests {
             let job = json!({"id": bad, "status": "IN_QUEUE"});
             assert!(
                 matches!(
-                    judge(Some(&job), &mut info),
+                    judge(Some(&RawBody::from_value(&job)), &mut info),
                     Judged::Final(Err(AttemptError::BadBody(_)))
                 ),
                 "{bad:?}"
@@ -364,7 +381,10 @@ mod tests {
     fn absurd_timings_are_read_as_absent_or_saturated() {
         let mut info = JobInfo::default();
         let job = json!({"id": "j", "status": "IN_QUEUE", "delayTime": -5, "executionTime": 1e30});
-        assert!(matches!(judge(Some(&job), &mut info), Judged::Pending(_)));
+        assert!(matches!(
+            judge(Some(&RawBody::from_value(&job)), &mut info),
+            Judged::Pending(_)
+        ));
         assert_eq!(info.delay_time, None);
         assert_eq!(info.execution_time, Some(u64::MAX));
     }
@@ -376,16 +396,23 @@ mod tests {
         ))
         .unwrap();
         let output = fixture["response"]["output"].clone();
-        let direct = read_output(Some(output.clone())).unwrap();
+        let raw = |v: &Value| Some(serde_json::value::to_raw_value(v).unwrap());
+        let direct = read_output(raw(&output)).unwrap();
         assert_eq!(direct.choices[0].finish_reason.as_deref(), Some("length"));
         assert_eq!(
-            read_output(Some(Value::Array(vec![output.clone()]))).unwrap(),
+            read_output(raw(&json!([output.clone(), {"ignored": true}]))).unwrap(),
             direct
         );
         assert_eq!(
-            read_output(Some(Value::String(output.to_string()))).unwrap(),
+            read_output(raw(&Value::String(output.to_string()))).unwrap(),
             direct
         );
+        let thrice = Value::String(Value::String(json!([output.clone()]).to_string()).to_string());
+        assert_eq!(read_output(raw(&thrice)).unwrap(), direct);
+        let five = (0..5).fold(output.clone(), |v, _| json!([v]));
+        assert!(read_output(raw(&five)).is_err(), "wrapped too often");
         assert!(read_output(None).is_err());
+        assert!(read_output(raw(&Value::Null)).is_err());
+        assert!(read_output(raw(&json!("plain words"))).is_err());
     }
 }

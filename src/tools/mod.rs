@@ -350,6 +350,14 @@ fn allowed_tool(name: &str, allowed: &[ToolName]) -> Result<ToolName, String> {
 
 /// The arguments as a JSON object (empty text is no arguments).
 fn argument_object(tool: ToolName, arguments: &str) -> Result<Map<String, Value>, String> {
+    if arguments.len() > crate::chat::MAX_ARGUMENT_BYTES {
+        return Err(format!(
+            "Arguments are {} bytes; the limit is {} (1 MiB). Expected {}.",
+            arguments.len(),
+            crate::chat::MAX_ARGUMENT_BYTES,
+            tool.signature()
+        ));
+    }
     match arguments.trim() {
         "" => Ok(Map::new()),
         text => match serde_json::from_str::<Value>(text) {
@@ -548,6 +556,9 @@ pub struct CallContext {
     pub dry_run: bool,
     /// Tool results are cut to this many characters; readers page within it.
     pub max_chars: usize,
+    /// Secrets are taken out of a text before it is paged, so none is
+    /// split across two pages where neither holds all of it.
+    pub redactor: std::sync::Arc<crate::config::Redactor>,
 }
 
 /// The configured tool bodies, built once per run and shared by all tasks.
@@ -600,7 +611,7 @@ impl Toolbox {
         };
         match call {
             Call::Webfetch { url, offset } => match &self.webfetch {
-                Some(w) => w.fetch(url, *offset, ctx.max_chars).await,
+                Some(w) => w.fetch(url, *offset, ctx.max_chars, &ctx.redactor).await,
                 None => not_configured("webfetch"),
             },
             _ => match &self.noteworx {
@@ -708,6 +719,12 @@ mod tests {
         let e = validate("noteworx_read_note", "[1]", ALL).unwrap_err();
         assert!(
             e.starts_with("Arguments must be a JSON object, not an array"),
+            "{e}"
+        );
+        let huge = format!(r#"{{"slug": "a", "pad": [{}1]}}"#, "1,".repeat(600_000));
+        let e = validate("noteworx_read_note", &huge, ALL).unwrap_err();
+        assert!(
+            e.starts_with("Arguments are 1200025 bytes; the limit is 1048576 (1 MiB)."),
             "{e}"
         );
     }

@@ -55,7 +55,7 @@ impl Noteworx {
                 .client
                 .read_note(slug)
                 .await
-                .map(|n| read_note_text(&n, slug, *offset, ctx.max_chars)),
+                .map(|n| read_note_text(&n, slug, *offset, ctx)),
             Call::ListAttachments { slug } => self
                 .client
                 .list_attachments(slug)
@@ -67,7 +67,7 @@ impl Noteworx {
                 offset,
             } => {
                 return match self.client.read_attachment(slug, attachment_id).await {
-                    Ok(a) => read_attachment_text(&a, slug, attachment_id, *offset, ctx.max_chars),
+                    Ok(a) => read_attachment_text(&a, slug, attachment_id, *offset, ctx),
                     Err(e) => self.explain(e, slug, Some(attachment_id)),
                 };
             }
@@ -271,7 +271,7 @@ pub fn list_notes_text(notes: &[ListedNote]) -> String {
     out
 }
 
-fn read_note_text(n: &Note, slug: &str, offset: usize, max_chars: usize) -> String {
+fn read_note_text(n: &Note, slug: &str, offset: usize, ctx: &CallContext) -> String {
     let mut header = format!(
         "Note {} | {}",
         if n.slug.is_empty() { slug } else { &n.slug },
@@ -285,7 +285,12 @@ fn read_note_text(n: &Note, slug: &str, offset: usize, max_chars: usize) -> Stri
     if content.is_empty() {
         return format!("{header}(this note has no text)");
     }
-    page(&header, content, offset, max_chars)
+    page(
+        &header,
+        &ctx.redactor.redact_str(content),
+        offset,
+        ctx.max_chars,
+    )
 }
 
 fn list_attachments_text(slug: &str, attachments: &[ListedAttachment]) -> String {
@@ -316,7 +321,7 @@ fn read_attachment_text(
     slug: &str,
     id: &str,
     offset: usize,
-    max_chars: usize,
+    ctx: &CallContext,
 ) -> ToolOutput {
     let textual = a.content_type.is_empty()
         || a.content_type.starts_with("text/")
@@ -328,7 +333,12 @@ fn read_attachment_text(
                 "Attachment {id} | {} | note {slug}\n\n",
                 or_dash(&a.filename)
             );
-            ToolOutput::ok(page(&header, content, offset, max_chars))
+            ToolOutput::ok(page(
+                &header,
+                &ctx.redactor.redact_str(content),
+                offset,
+                ctx.max_chars,
+            ))
         }
         _ => ToolOutput::error(format!(
             "Attachment {id} on note {slug} is {}, not text; it cannot be read.",

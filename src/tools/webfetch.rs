@@ -9,6 +9,7 @@
 //! and `127.1` into `127.0.0.1`). Every redirect is checked again, at most 5
 //! are followed, and the body is read only up to `max_bytes`.
 
+use crate::config::Redactor;
 use std::error::Error as StdError;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -217,7 +218,15 @@ impl Webfetch {
         })
     }
 
-    pub async fn fetch(&self, url: &str, offset: usize, max_chars: usize) -> ToolOutput {
+    /// Fetches `url` as text; the page from character `offset`, at most
+    /// `max_chars`, with secrets taken out of the whole text before paging.
+    pub async fn fetch(
+        &self,
+        url: &str,
+        offset: usize,
+        max_chars: usize,
+        redactor: &Redactor,
+    ) -> ToolOutput {
         let parsed = match Url::parse(url) {
             Ok(u) => u,
             Err(e) => {
@@ -242,7 +251,10 @@ impl Webfetch {
             )),
         };
         match fetched {
-            Ok(page_) => page_.render(offset, max_chars),
+            Ok(mut page_) => {
+                page_.text = redactor.redact(page_.text);
+                page_.render(offset, max_chars)
+            }
             Err(message) => ToolOutput::error(message),
         }
     }
@@ -375,6 +387,10 @@ const CONVERTER_STACK: usize = 32 * 1024 * 1024;
 /// is quadratic in the nesting depth); its tags are stripped instead.
 pub const MAX_HTML_DEPTH: usize = 512;
 
+/// HTML with more elements than this is not laid out either: the layout
+/// holds about 2 KB per element (100,000 tiny elements took 220 MB).
+pub const MAX_HTML_ELEMENTS: usize = 50_000;
+
 /// A body as downloaded, before it becomes text.
 struct Download {
     final_url: String,
@@ -396,8 +412,14 @@ impl Download {
             .unwrap_or(encoding_rs::UTF_8);
         let (decoded, _, _) = encoding.decode(&self.body);
         let text = match self.kind {
-            Kind::Html if nesting_depth(&decoded) > MAX_HTML_DEPTH => strip_tags(&decoded),
-            Kind::Html => html_to_text(&decoded),
+            Kind::Html => {
+                let shape = markup_shape(&decoded);
+                if shape.depth > MAX_HTML_DEPTH || shape.elements > MAX_HTML_ELEMENTS {
+                    strip_tags(&decoded)
+                } else {
+                    html_to_text(&decoded)
+                }
+            }
             Kind::Text => decoded.into_owned(),
         };
         Fetched {
@@ -411,14 +433,39 @@ impl Download {
     }
 }
 
-/// An upper estimate of how deep HTML nests: every start tag opens a level
-/// (but void and self-closed ones), every end tag closes one. One pass.
-pub fn nesting_depth(html: &str) -> usize {
-    const VOID: &[&str] = &[
-        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-        "source", "track", "wbr", "li", "p", "td", "th", "tr", "option", "dt", "dd",
-    ];
-    let (mut depth, mut deepest) = (0usize, 0usize);
+/// How big a parser would find HTML: elements and nesting depth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Start tags that open an element (not void, not self-closed).
+    pub elements: usize,
+    /// How deep they nest, estimated from above.
+    pub depth: usize,
+}
+
+/// Elements that hold nothing, or that the next of their kind closes: they
+/// never add depth.
+const FLAT: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr", "li", "p", "td", "th", "tr", "option", "dt", "dd", "html", "head", "body",
+];
+
+/// Elements an end tag cannot close past (HTML's scope boundaries).
+const BOUNDARIES: &[&str] = &[
+    "table", "caption", "template", "applet", "object", "marquee", "svg", "math", "select",
+];
+
+/// How far down the open elements an end tag looks for its start.
+const END_TAG_REACH: usize = 16;
+
+/// The shape of HTML in one pass, erring high: an end tag closes only an
+/// element open near the top and not behind a scope boundary (a parser
+/// ignores the others, so `<div></x>` repeated nests as deep as it is long).
+pub fn markup_shape(html: &str) -> Shape {
+    let mut open: Vec<String> = Vec::new();
+    let mut shape = Shape {
+        elements: 0,
+        depth: 0,
+    };
     let mut rest = html;
     while let Some(i) = rest.find('<') {
         rest = &rest[i + 1..];
@@ -430,7 +477,11 @@ pub fn nesting_depth(html: &str) -> usize {
             .take(16)
             .collect::<String>()
             .to_ascii_lowercase();
-        if name.is_empty() || VOID.contains(&name.as_str()) {
+        if name.is_empty() || FLAT.contains(&name.as_str()) {
+            continue;
+        }
+        if closing {
+            close(&mut open, &name);
             continue;
         }
         // The tag runs to its `>`; looking no further than the next `<`
@@ -438,34 +489,70 @@ pub fn nesting_depth(html: &str) -> usize {
         let self_closed = rest
             .find(['<', '>'])
             .is_some_and(|end| rest[end..].starts_with('>') && rest[..end].ends_with('/'));
-        if closing {
-            depth = depth.saturating_sub(1);
-        } else if !self_closed {
-            depth += 1;
-            deepest = deepest.max(depth);
+        if !self_closed {
+            open.push(name);
+            shape.elements += 1;
+            shape.depth = shape.depth.max(open.len());
         }
     }
-    deepest
+    shape
 }
 
-/// The text of HTML with every tag removed: the fallback for markup built
-/// to be too deep to lay out.
-fn strip_tags(html: &str) -> String {
-    let mut out = String::with_capacity(html.len() / 2);
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => {
-                in_tag = false;
-                out.push(' ');
-            }
-            c if !in_tag => out.push(c),
-            _ => {}
+/// `</name>`: pops down to the nearest open `name`, if it is within reach
+/// and no scope boundary stands above it.
+fn close(open: &mut Vec<String>, name: &str) {
+    for (k, el) in open.iter().enumerate().rev().take(END_TAG_REACH) {
+        if el == name {
+            open.truncate(k);
+            return;
+        }
+        if BOUNDARIES.contains(&el.as_str()) {
+            return;
         }
     }
+}
+
+/// The text of HTML with every tag removed, scripts and styles with their
+/// content: the fallback for markup too deep or too big to lay out.
+fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 2);
+    let mut rest = html;
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let lower = rest
+            .get(..8)
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        let skip_to = if lower.starts_with("<script") {
+            Some("</script")
+        } else if lower.starts_with("<style") {
+            Some("</style")
+        } else {
+            None
+        };
+        if let Some(end) = skip_to {
+            // Raw text runs to its end tag, whatever it holds.
+            rest = find_ascii_ci(rest, end).map_or("", |k| &rest[k + end.len()..]);
+        }
+        match rest.find('>') {
+            Some(k) => {
+                rest = &rest[k + 1..];
+                out.push(' ');
+            }
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
     let words: Vec<&str> = out.split_whitespace().collect();
     words.join(" ")
+}
+
+/// Where `needle` (ASCII, lower case) first occurs in `hay`, ignoring case.
+fn find_ascii_ci(hay: &str, needle: &str) -> Option<usize> {
+    hay.as_bytes()
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 enum Kind {
@@ -684,22 +771,57 @@ mod tests {
             "<ul><li>".repeat(200_000),
             "</li></ul>".repeat(200_000)
         );
-        assert_eq!(nesting_depth(&deep), 200_000);
+        assert_eq!(markup_shape(&deep).depth, 200_000);
+        let page = |html: String| {
+            Download {
+                final_url: "https://x.example/".into(),
+                status: 200,
+                mime: "text/html".into(),
+                kind: Kind::Html,
+                charset: None,
+                body: html.into_bytes(),
+                truncated: false,
+            }
+            .into_page()
+            .text
+        };
+        assert_eq!(page(deep), "deep text");
+        let flat = "<div><p>a<p>b<br><img src=x/><li>c</li></div>".repeat(1000);
+        assert_eq!(markup_shape(&flat).depth, 1);
+        assert_eq!(markup_shape(&flat).elements, 1000);
+        assert_eq!(markup_shape("<a><b><c/></b></a>").depth, 2);
+        assert_eq!(markup_shape(&"<a".repeat(100_000)).depth, 100_000);
+        // End tags a parser ignores do not close anything.
+        assert_eq!(markup_shape(&"<div></x>".repeat(10_000)).depth, 10_000);
+        assert_eq!(markup_shape(&"<div><table></div>".repeat(1000)).depth, 2000);
+        assert_eq!(
+            markup_shape(&format!("<div>{}</div>", "<span>".repeat(40))).depth,
+            41
+        );
+        assert_eq!(markup_shape("<div><span><b></div><i></i>").depth, 3);
+        assert_eq!(page("<div></x>".repeat(10_000) + "end"), "end");
+    }
+
+    #[test]
+    fn pages_of_too_many_elements_are_stripped_and_lose_scripts_and_styles() {
+        let many = "<i>x</i>".repeat(MAX_HTML_ELEMENTS + 1);
+        assert_eq!(markup_shape(&many).depth, 1);
+        assert_eq!(markup_shape(&many).elements, MAX_HTML_ELEMENTS + 1);
         let page = Download {
             final_url: "https://x.example/".into(),
             status: 200,
             mime: "text/html".into(),
             kind: Kind::Html,
             charset: None,
-            body: deep.into_bytes(),
+            body: format!("<SCRIPT>var a = '<i>';</SCRIPT><style>i {{}}</style>{many}")
+                .into_bytes(),
             truncated: false,
         }
         .into_page();
-        assert_eq!(page.text, "deep text");
-        let flat = "<div><p>a<p>b<br><img src=x/><li>c</li></div>".repeat(1000);
-        assert_eq!(nesting_depth(&flat), 1);
-        assert_eq!(nesting_depth("<a><b><c/></b></a>"), 2);
-        assert_eq!(nesting_depth(&"<a".repeat(100_000)), 100_000);
+        assert_eq!(page.text.len(), 2 * (MAX_HTML_ELEMENTS + 1) - 1);
+        assert!(page.text.starts_with("x x"));
+        assert_eq!(strip_tags("a<script>never</script"), "a");
+        assert_eq!(strip_tags("a <b>bold</b> <i unclosed"), "a bold");
     }
 
     #[test]

@@ -226,13 +226,31 @@ async fn an_interrupted_task_gets_its_attempt_back() {
     let project = Project::new();
     project.task("t", "Slow.");
     project.write_config(&llm.base_url(), "");
+    let state = project.root().join("tasks/.agent-harness-attempts.json");
+    interrupt_one_run(&project, &llm).await;
+    assert!(
+        !state.exists(),
+        "the attempt counted at the start was taken back"
+    );
+    // A task with attempts from earlier runs goes back to that count.
+    std::fs::write(&state, r#"{"t": 2}"#).unwrap();
+    interrupt_one_run(&project, &llm).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&state).unwrap()).unwrap(),
+        json!({"t": 2})
+    );
+}
+
+/// Starts `run`, waits for its first model request and stops it with SIGTERM.
+async fn interrupt_one_run(project: &Project, llm: &FakeLlm) {
+    let seen = llm.requests().await.len();
     let mut child = bin()
         .arg("run")
         .current_dir(project.root())
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while llm.requests().await.is_empty() {
+    while llm.requests().await.len() == seen {
         assert!(start.elapsed() < Duration::from_secs(30));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -246,13 +264,6 @@ async fn an_interrupted_task_gets_its_attempt_back() {
     );
     assert_eq!(child.wait().unwrap().code(), Some(75));
     assert_eq!(project.inbox(), ["t.md"]);
-    assert!(
-        !project
-            .root()
-            .join("tasks/.agent-harness-attempts.json")
-            .exists(),
-        "the attempt counted at the start was taken back"
-    );
 }
 
 // -- 2. Numbers ----------------------------------------------------------------
@@ -844,6 +855,78 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
 }
 
 #[tokio::test]
+async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    let ids: Vec<String> = (0..5000).map(|i| format!("c{i}")).collect();
+    let calls: Vec<(&str, &str, Value)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            (
+                id.as_str(),
+                "noteworx_read_note",
+                json!({"slug": "n", "offset": i}),
+            )
+        })
+        .collect();
+    let llm = FakeLlm::replies(vec![tool_calls(&calls), final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Read.");
+    // Unmanaged context: 256 answered calls would not fit 8K, and the point here is the counting.
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("[limits]\ncontext_tokens = 0\n{}", notes.config_section()),
+    );
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason),
+        (Status::Succeeded, StopReason::FinalAnswer)
+    );
+    assert_eq!(s.tool_calls, 256, "one answer per call read");
+    assert_eq!(s.calls_over_budget, 5000 - 8, "past the 8 a reply may run");
+    let second = &llm.requests().await[1];
+    let replayed = messages(second)
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .map(|m| m["tool_calls"].as_array().unwrap().len());
+    assert_eq!(replayed, Some(256));
+    let log = std::fs::read_to_string(project.run_dir("t").join("run.log")).unwrap();
+    assert!(
+        log.contains("4744 more calls past the 256 a reply may hold were not read"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_padded_with_a_million_numbers_is_read_and_recorded_verbatim() {
+    let mut reply = final_answer("the answer");
+    reply["pad"] = Value::Array(vec![json!(1); 1_000_000]);
+    reply["usage"] =
+        json!({"prompt_tokens": 10, "completion_tokens": [1, 2], "total_tokens": {"x": 1}});
+    let llm = FakeLlm::replies(vec![reply.clone()]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.final_answer.as_deref()),
+        (Status::Succeeded, Some("the answer"))
+    );
+    assert_eq!(
+        s.total_tokens, 10,
+        "counts of the wrong kind read as absent"
+    );
+    let line = &project.conversation("t")[0];
+    assert_eq!(line["response"], reply, "the body as it came");
+}
+
+#[tokio::test]
 async fn budgets_set_in_frontmatter_hold_across_turns() {
     let notes = FakeNoteworx::start(
         (0..4)
@@ -995,6 +1078,52 @@ async fn a_server_echoing_the_token_never_gets_it_into_a_tool_result() {
             .all_records()
             .contains(crate::common::fake_noteworx::TOKEN)
     );
+}
+
+#[tokio::test]
+async fn a_secret_in_a_note_is_redacted_before_paging_so_no_page_holds_a_piece() {
+    let token = crate::common::fake_noteworx::TOKEN;
+    // The token at every offset modulo 40, so some page boundary cuts it.
+    let content: String = (0..40)
+        .map(|i| format!("{}{token} ", "a".repeat(i)))
+        .collect();
+    let notes = FakeNoteworx::start(vec![note("leak", "Leak", &[], &content)]).await;
+    let reads: Vec<(String, &str, Value)> = (0..8)
+        .map(|k| {
+            (
+                format!("c{k}"),
+                "noteworx_read_note",
+                json!({"slug": "leak", "offset": k * 150}),
+            )
+        })
+        .collect();
+    let reads: Vec<(&str, &str, Value)> = reads
+        .iter()
+        .map(|(id, n, a)| (id.as_str(), *n, a.clone()))
+        .collect();
+    let llm = FakeLlm::replies(vec![tool_calls(&reads), final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Read.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!(
+            "[limits]\nmax_tool_result_chars = 200\n{}",
+            notes.config_section()
+        ),
+    );
+
+    run_all(&cfg).await;
+
+    let sent = llm.requests().await[1].to_string();
+    assert!(sent.matches("***").count() >= 8, "{sent}");
+    for piece in token.as_bytes().windows(10) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!sent.contains(piece), "{piece:?} reached the model: {sent}");
+        assert!(
+            !project.all_records().contains(piece),
+            "{piece:?} in the records"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -177,6 +177,58 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
 }
 
 #[tokio::test]
+async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
+    let down = ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
+    let llm = FakeLlm::start(vec![down]).await;
+    let project = Project::new();
+    project.task("t", "hi");
+    let state = project.root().join("tasks/.agent-harness-attempts.json");
+    std::fs::write(&state, r#"{"gone": 2, "t": 1}"#).unwrap();
+    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 3\n");
+
+    let dry = run(
+        &cfg,
+        RunOptions {
+            dry_run: true,
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(dry.exit_code(), 75);
+    let read = || {
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&state).unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        read(),
+        json!({"gone": 2, "t": 1}),
+        "a dry run changes nothing"
+    );
+
+    run_all(&cfg).await;
+    assert_eq!(
+        read(),
+        json!({"t": 2}),
+        "gone is forgotten; t counted its attempt"
+    );
+    // A task put back under a forgotten name starts from zero.
+    project.task("gone", "back");
+    run_all(&cfg).await;
+    assert_eq!(
+        read(),
+        json!({"gone": 1}),
+        "t reached max_attempts; gone starts afresh"
+    );
+    assert_eq!(project.inbox(), ["gone.md"]);
+    assert!(
+        project.failed()[0].ends_with("-t.md"),
+        "{:?}",
+        project.failed()
+    );
+}
+
+#[tokio::test]
 async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts() {
     let down = || {
         ResponseTemplate::new(503)

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent_harness::config::WebfetchConfig;
+use agent_harness::config::{Redactor, WebfetchConfig};
 use agent_harness::tools::webfetch::Webfetch;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -41,7 +41,12 @@ async fn a_page_comes_back_as_clean_text_with_a_header() {
     )
     .await;
     let out = fetcher(true, 2_000_000, 5)
-        .fetch(&format!("{}/page", server.uri()), 0, 6000)
+        .fetch(
+            &format!("{}/page", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
         .await;
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(
@@ -62,7 +67,12 @@ async fn the_declared_charset_is_honoured_and_json_passes_through() {
     )
     .await;
     let out = fetcher(true, 1000, 5)
-        .fetch(&format!("{}/latin", server.uri()), 0, 6000)
+        .fetch(
+            &format!("{}/latin", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
         .await;
     assert!(out.text.ends_with("\n\ncafé"), "{}", out.text);
     let server = serve(
@@ -71,7 +81,12 @@ async fn the_declared_charset_is_honoured_and_json_passes_through() {
     )
     .await;
     let out = fetcher(true, 1000, 5)
-        .fetch(&format!("{}/j", server.uri()), 0, 6000)
+        .fetch(
+            &format!("{}/j", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
         .await;
     assert!(out.text.ends_with("\n\n{\"a\": 1}"), "{}", out.text);
 }
@@ -84,7 +99,12 @@ async fn binary_types_are_refused_with_their_type() {
     )
     .await;
     let out = fetcher(true, 1000, 5)
-        .fetch(&format!("{}/img", server.uri()), 0, 6000)
+        .fetch(
+            &format!("{}/img", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
         .await;
     assert!(out.is_error);
     assert!(
@@ -114,14 +134,28 @@ async fn redirects_are_followed_up_to_five() {
         .mount(&server)
         .await;
     let f = fetcher(true, 1000, 5);
-    let out = f.fetch(&format!("{}/hop", server.uri()), 0, 6000).await;
+    let out = f
+        .fetch(
+            &format!("{}/hop", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
+        .await;
     assert!(
         out.text
             .starts_with(&format!("URL: {}/r3x\n", server.uri())),
         "{}",
         out.text
     );
-    let out = f.fetch(&format!("{}/r0", server.uri()), 0, 6000).await;
+    let out = f
+        .fetch(
+            &format!("{}/r0", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
+        .await;
     assert!(
         out.is_error && out.text.contains("more than 5 redirects"),
         "{}",
@@ -144,7 +178,7 @@ async fn with_the_guard_on_a_loopback_server_receives_no_request() {
         format!("http://2130706433:{port}/secret"),
         format!("http://[::ffff:127.0.0.1]:{port}/secret"),
     ] {
-        let out = f.fetch(&url, 0, 6000).await;
+        let out = f.fetch(&url, 0, 6000, &Redactor::default()).await;
         assert!(
             out.is_error && out.text.starts_with("Refused to fetch"),
             "{url}: {}",
@@ -182,7 +216,14 @@ async fn a_redirect_outside_the_allow_list_is_refused() {
         deny_hosts: vec![],
     })
     .unwrap();
-    let out = f.fetch(&format!("{}/go", start.uri()), 0, 6000).await;
+    let out = f
+        .fetch(
+            &format!("{}/go", start.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
+        .await;
     assert!(
         out.is_error && out.text.contains("a redirect was refused"),
         "{}",
@@ -214,7 +255,12 @@ async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
         }
     });
     let out = fetcher(true, 100_000, 10)
-        .fetch(&format!("http://127.0.0.1:{port}/big"), 0, 2000)
+        .fetch(
+            &format!("http://127.0.0.1:{port}/big"),
+            0,
+            2000,
+            &Redactor::default(),
+        )
         .await;
     assert!(
         out.text
@@ -241,7 +287,12 @@ async fn a_server_that_never_answers_times_out() {
     });
     let started = std::time::Instant::now();
     let out = fetcher(true, 1000, 1)
-        .fetch(&format!("http://127.0.0.1:{port}/"), 0, 2000)
+        .fetch(
+            &format!("http://127.0.0.1:{port}/"),
+            0,
+            2000,
+            &Redactor::default(),
+        )
         .await;
     assert!(
         out.is_error && out.text.contains("timed out"),
@@ -263,7 +314,12 @@ async fn the_shipped_example_page_comes_back_as_clean_compact_text() {
     )
     .await;
     let out = fetcher(true, 2_000_000, 5)
-        .fetch(&format!("{}/llama-server.html", server.uri()), 0, 6000)
+        .fetch(
+            &format!("{}/llama-server.html", server.uri()),
+            0,
+            6000,
+            &Redactor::default(),
+        )
         .await;
     assert!(!out.is_error, "{}", out.text);
     let text = out.text.split_once("\n\n").unwrap().1;
