@@ -13,10 +13,14 @@
 //! 4. hostile — peak memory of the whole process when the endpoint answers
 //!    200 MB, when a notes listing carries 150 MB of note text, and when
 //!    bodies under the cap are made of many small values; and the time to
-//!    read 4 MB of each reply pattern built to make a parser slow.
+//!    read 4 MB of each reply pattern built to make a parser slow;
+//! 5. counting — against the real llama-server the scripts build (skipped
+//!    when it is not installed): how far the estimate is from the server's
+//!    exact count on the research scan's requests, what counting costs per
+//!    turn, and the scan again with every request counted exactly.
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
-//! `-- context` or `-- hostile` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile` or `-- counting` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -109,6 +113,9 @@ fn main() {
     }
     if wanted("hostile") {
         rt.block_on(hostile(&sizes));
+    }
+    if wanted("counting") {
+        rt.block_on(counting(&sizes));
     }
 }
 
@@ -314,7 +321,15 @@ fn prompt_chars(body: &Value) -> usize {
     body["messages"].to_string().len() + body["tools"].to_string().len()
 }
 
-async fn context_economy() {
+/// The research scan of the context benchmark: 30 notes, a listing, five
+/// reads, one attachment, an answer — scripted, in an 8192-token window.
+struct Scan {
+    nwx: FakeNoteworx,
+    note_chars: usize,
+    script: Vec<Value>,
+}
+
+async fn research_scan() -> Scan {
     let paragraph = "The harness keeps prompts small: listings carry no note text, \
                      results are cut, and old results are elided when the window fills. ";
     let notes: Vec<Value> = (0..30)
@@ -329,45 +344,57 @@ async fn context_economy() {
         .collect();
     let note_chars = notes[0]["content"].as_str().unwrap().len();
     let nwx = FakeNoteworx::start(notes).await;
-    let mut script_bodies = vec![tool_calls(&[(
+    let mut script = vec![tool_calls(&[(
         "list",
         "noteworx_list_notes",
         json!({"tag": "research-active", "limit": 30}),
     )])];
     for i in 0..5 {
-        script_bodies.push(tool_calls(&[(
+        script.push(tool_calls(&[(
             &format!("read-{i}"),
             "noteworx_read_note",
             json!({"slug": format!("paper-{i:02}")}),
         )]));
     }
-    script_bodies.push(tool_calls(&[(
+    script.push(tool_calls(&[(
         "attach",
         "noteworx_create_attachment",
         json!({"slug": "paper-00", "filename": "scan.md", "content": "Five papers read; see each."}),
     )]));
-    script_bodies.push(final_answer("Scanned five papers and attached a summary."));
-    // No `usage` in the replies: the harness then counts the prompt itself,
+    script.push(final_answer("Scanned five papers and attached a summary."));
+    // No `usage` in the replies: the harness then sizes the prompt itself,
     // as it must when a server does not say (a fake's numbers would mislead it).
-    let script = script_bodies
-        .into_iter()
-        .map(|mut body: Value| {
-            body.as_object_mut().unwrap().remove("usage");
-            ok(body)
-        })
-        .collect();
-    let llm = FakeLlm::by_progress(script).await;
+    for body in &mut script {
+        body.as_object_mut().unwrap().remove("usage");
+    }
+    Scan {
+        nwx,
+        note_chars,
+        script,
+    }
+}
+
+/// Runs the scan against `llm`; returns its project.
+async fn run_scan(scan: &Scan, llm: &FakeLlm) -> Project {
     let project = Project::new();
     project.task("research-scan", "Scan the research-active notes.");
     let cfg: Config = project.config(
         &llm.base_url(),
         &format!(
             "[limits]\ncontext_tokens = 8192\nmax_turns = 10\n[model]\nmax_tokens = 1024\n{}",
-            nwx.config_section()
+            scan.nwx.config_section()
         ),
     );
     let outcome = common::run_all(&cfg).await;
     assert_eq!(outcome.exit_code(), 0, "the scan succeeds");
+    project
+}
+
+async fn context_economy() {
+    let scan = research_scan().await;
+    let (nwx, note_chars) = (&scan.nwx, scan.note_chars);
+    let llm = FakeLlm::by_progress(scan.script.iter().cloned().map(ok).collect()).await;
+    let _project = run_scan(&scan, &llm).await;
 
     // The same conversation, naively: every tool message carries the raw
     // noteworx answer (listing with note text), uncut, nothing elided.
@@ -688,4 +715,188 @@ async fn expanding_bodies(sizes: &Sizes) {
         sizes.expanding_mib,
         cost.peak_rss_kib as f64 / 1024.0
     );
+}
+
+/// A killed-on-drop child process.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real llama-server of `scripts/stack`, started with an 8192-token
+/// window on a free port, when the stack is installed: its `host:port`.
+async fn real_llama_server() -> Option<(Running, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("scripts/stack"))
+        .arg("paths")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let paths: std::collections::HashMap<String, String> = String::from_utf8(out.stdout)
+        .ok()?
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let port = common::closed_port().to_string();
+    let child = Command::new(paths.get("LLAMA_SERVER")?)
+        .args([
+            "-m",
+            paths.get("WEIGHTS")?,
+            "--jinja",
+            "--chat-template-file",
+        ])
+        .arg(paths.get("CHAT_TEMPLATE")?)
+        .args(["-c", "8192", "-np", "1", "-t", "2", "--host", "127.0.0.1"])
+        .args(["--port", &port, "--no-webui"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let server = Running(child);
+    let addr = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(120) {
+        let health = reqwest::get(format!("http://{addr}/health")).await;
+        if health.is_ok_and(|r| r.status().is_success()) {
+            return Some((server, addr));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
+/// Forwards a request to the real llama-server at `addr`, blocking: the
+/// fake endpoint answers chat from its script but counts with the real
+/// template and tokenizer.
+struct Proxy {
+    addr: String,
+}
+
+impl wiremock::Respond for Proxy {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        use std::io::{Read, Write};
+        let mut sock = std::net::TcpStream::connect(&self.addr).unwrap();
+        write!(
+            sock,
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            req.url.path(),
+            self.addr,
+            req.body.len()
+        )
+        .unwrap();
+        sock.write_all(&req.body).unwrap();
+        let mut answer = Vec::new();
+        sock.read_to_end(&mut answer).unwrap();
+        let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&answer[..split]);
+        assert!(
+            !head.to_ascii_lowercase().contains("chunked"),
+            "a chunked answer: {head}"
+        );
+        let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+        wiremock::ResponseTemplate::new(status)
+            .set_body_raw(answer[split + 4..].to_vec(), "application/json")
+    }
+}
+
+async fn counting(sizes: &Sizes) {
+    println!(
+        "\n5. counting prompts on the real llama-server (Gemma 3 270M weights, Gemma 4 template)"
+    );
+    let Some((_server, addr)) = real_llama_server().await else {
+        println!("   skipped: the real stack is not installed (scripts/stack install)");
+        return;
+    };
+    let scan = research_scan().await;
+    let script = || scan.script.iter().cloned().map(ok).collect::<Vec<_>>();
+
+    // The scan estimated, each of its requests then counted by the server.
+    let estimating = FakeLlm::by_progress(script()).await;
+    let estimated = run_scan(&scan, &estimating).await;
+    let project = Project::new();
+    let cfg = project.config(&format!("http://{addr}/v1"), "");
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let deadline = || tokio::time::Instant::now() + Duration::from_secs(60);
+    let lines =
+        common::jsonl(&single_run(estimated.root(), "research-scan").join("conversation.jsonl"));
+    let repeats = if sizes.overhead_runs > 2 { 5 } else { 1 };
+    let (mut errors, mut took) = (Vec::new(), Vec::new());
+    println!("   request   estimated   counted   estimate over count   count takes (2 calls)");
+    for (i, l) in lines.iter().enumerate() {
+        let mut exact = 0;
+        for _ in 0..repeats {
+            let t = Instant::now();
+            exact = ep
+                .count_prompt(&l["request"], deadline(), &cancel)
+                .await
+                .unwrap();
+            took.push(t.elapsed());
+        }
+        let estimate = l["context"]["prompt_tokens"].as_u64().unwrap();
+        let over = 100.0 * (estimate as f64 - exact as f64) / exact as f64;
+        errors.push(over);
+        println!(
+            "   {:>7}   {estimate:>9}   {exact:>7}   {over:>18.1}%   {:>10.1} ms",
+            i + 1,
+            ms(*took.last().unwrap())
+        );
+    }
+    errors.sort_by(f64::total_cmp);
+    println!(
+        "   the estimate is {:.0}% to {:.0}% over the count (median {:.0}%); counting takes {:.1} ms a turn (median)",
+        errors[0],
+        errors[errors.len() - 1],
+        errors[errors.len() / 2],
+        ms(median(took))
+    );
+
+    // The scan again, every request counted by the server before it goes.
+    let counted_llm = FakeLlm::by_progress(script()).await;
+    for route in ["/apply-template", "/tokenize"] {
+        wiremock::Mock::given(wiremock::matchers::method("POST"))
+            .and(wiremock::matchers::path(route))
+            .respond_with(Proxy { addr: addr.clone() })
+            .mount(&counted_llm.server)
+            .await;
+    }
+    let counted = run_scan(&scan, &counted_llm).await;
+    let lines =
+        common::jsonl(&single_run(counted.root(), "research-scan").join("conversation.jsonl"));
+    let sizes: Vec<u64> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l["context"]["counted"], "exact");
+            l["context"]["prompt_tokens"].as_u64().unwrap()
+        })
+        .collect();
+    let elided = |lines: &[Value]| -> usize {
+        lines
+            .iter()
+            .map(|l| {
+                l["context"]["elided_call_ids"]
+                    .as_array()
+                    .map_or(0, Vec::len)
+            })
+            .sum()
+    };
+    let estimated_lines =
+        common::jsonl(&single_run(estimated.root(), "research-scan").join("conversation.jsonl"));
+    println!(
+        "   counted exactly: largest request {} tokens (budget {}), all {} requests {} tokens; {} result(s) elided (estimating: {})",
+        sizes.iter().max().unwrap(),
+        8192 - 1024,
+        sizes.len(),
+        sizes.iter().sum::<u64>(),
+        elided(&lines),
+        elided(&estimated_lines)
+    );
+    assert!(sizes.iter().all(|n| *n <= 8192 - 1024));
 }

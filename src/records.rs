@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{
-    Answer, AttemptFailure, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
+    Answer, AttemptFailure, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason,
+    TaskEvent,
 };
 use crate::config::{Redactor, Secret};
 use crate::expect::Verdict;
@@ -128,13 +129,52 @@ pub struct ContextLine<'a> {
     /// The context window managed (`[limits] context_tokens`, or the server's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<u32>,
-    /// Estimated prompt tokens of the request as sent.
+    /// Prompt tokens of the request as sent, as `counted` says.
+    pub prompt_tokens: u64,
+    /// `exact` (the server's template and tokenizer) or `estimated`.
+    pub counted: &'static str,
+    /// The harness's own estimate, before any count.
     pub estimated_prompt_tokens: u64,
+    /// Every exact count made before this request (several when eliding
+    /// took more than one round).
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    pub counts: &'a [u64],
     /// `context_tokens − max_tokens`, when the context is managed.
     pub budget: Option<u64>,
     /// Tool results whose bodies were replaced by a placeholder before this request.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub elided_call_ids: &'a [String],
+    /// Assistant turns whose replayed thinking was dropped before this request.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub elided_reasoning: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The `run.log` line of what was elided to fit.
+fn elided_line(e: &Elided) -> String {
+    let mut parts = Vec::new();
+    if e.reasoning > 0 {
+        parts.push(format!("the thinking of {} turn(s)", e.reasoning));
+    }
+    if !e.call_ids.is_empty() {
+        parts.push(format!(
+            "the bodies of {} old tool result(s) to fit: {}",
+            e.call_ids.len(),
+            e.call_ids.join(", ")
+        ));
+    }
+    format!("context: removed {}", parts.join(" and "))
+}
+
+/// The record's name for how a prompt was counted.
+pub fn counted_name(c: Counted) -> &'static str {
+    match c {
+        Counted::Exact => "exact",
+        Counted::Estimated => "estimated",
+    }
 }
 
 impl<'a> ConversationLine<'a> {
@@ -160,9 +200,13 @@ impl<'a> ConversationLine<'a> {
             }),
             context: a.context.map(|c| ContextLine {
                 context_tokens: c.window,
+                prompt_tokens: c.prompt_tokens,
+                counted: counted_name(c.counted),
                 estimated_prompt_tokens: c.estimated_prompt_tokens,
+                counts: &c.counts,
                 budget: c.budget,
-                elided_call_ids: &c.elided_call_ids,
+                elided_call_ids: &c.elided.call_ids,
+                elided_reasoning: c.elided.reasoning,
             }),
         }
     }
@@ -338,22 +382,17 @@ impl RunRecord {
                 };
                 self.log(at, &format!("task {task} started; tools: {list}"));
             }
-            TaskEvent::ContextElided { call_ids } => self.log(
-                at,
-                &format!(
-                    "context: removed the bodies of {} old tool result(s) to fit: {}",
-                    call_ids.len(),
-                    call_ids.join(", ")
-                ),
-            ),
+            TaskEvent::ContextElided { elided } => self.log(at, &elided_line(elided)),
             TaskEvent::RequestSent {
                 turn,
                 messages,
-                estimated_tokens,
+                prompt_tokens,
+                counted,
             } => self.log(
                 at,
                 &format!(
-                    "turn {turn}: request with {messages} messages, ~{estimated_tokens} prompt tokens"
+                    "turn {turn}: request with {messages} messages, {}{prompt_tokens} prompt tokens",
+                    if *counted == Counted::Exact { "" } else { "~" }
                 ),
             ),
             TaskEvent::Attempt(a) => self.conversation(&ConversationLine::of(a)),
@@ -573,6 +612,9 @@ pub struct RecordedContext {
     pub context_tokens: Option<u32>,
     #[serde(default)]
     pub elided_call_ids: Vec<String>,
+    /// The exact counts made before the request.
+    #[serde(default)]
+    pub counts: Vec<u64>,
 }
 
 /// The chat request inside a recorded request (unwrapped from RunPod's `input`).

@@ -55,6 +55,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
     let recording = Recording::new(
         recorded_attempts(&recorded),
+        recorded_counts(&recorded),
         opts.from_turn,
         recorded_window(&recorded),
     );
@@ -120,6 +121,15 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
 
 /// The context window the recorded run managed (it may have come from the
 /// server, which a replay does not ask).
+/// The exact prompt counts of the recorded run, by turn.
+fn recorded_counts(run: &RecordedRun) -> Vec<(u32, u64)> {
+    run.attempts
+        .iter()
+        .filter_map(|l| Some((l.turn, l.context.as_ref()?)))
+        .flat_map(|(turn, c)| c.counts.iter().map(move |n| (turn, *n)))
+        .collect()
+}
+
 fn recorded_window(run: &RecordedRun) -> Option<u32> {
     run.attempts
         .iter()

@@ -29,29 +29,44 @@ pub const REPEAT_REFUSE_AT: u32 = 3;
 /// The call count at which a repeated call stops the task.
 pub const REPEAT_STOP_AT: u32 = 5;
 
-/// What a task's calls have used so far: identical calls, and writes run.
+/// What a task's calls have used so far: identical calls whose results are
+/// still in the context, and writes run.
 #[derive(Debug, Default)]
 pub struct Repeats {
-    seen: HashMap<String, (u32, String)>,
+    /// Each call (name + canonical arguments): the ids asked for it, oldest first.
+    seen: HashMap<String, Vec<String>>,
+    /// Each call id's key in `seen`.
+    keys: HashMap<String, String>,
     writes: u32,
 }
 
 impl Repeats {
-    /// Counts one more ask for this call; returns the count and the first call's id.
-    /// Arguments are compared in their canonical form (key order and
-    /// spacing aside); ones too long to be run are compared as written.
+    /// Counts one more ask for this call; returns the count and the first
+    /// call's id. Arguments are compared in their canonical form (key order
+    /// and spacing aside); ones too long to be run are compared as written.
     fn bump(&mut self, call: &ToolCall) -> (u32, String) {
         let text = &call.function.arguments;
         let args = (text.len() <= crate::chat::MAX_ARGUMENT_BYTES)
             .then(|| serde_json::from_str::<Value>(text).ok())
             .flatten()
             .map_or_else(|| text.trim().to_string(), |v| v.to_string());
-        let entry = self
-            .seen
-            .entry(format!("{}\u{0}{args}", call.function.name))
-            .or_insert((0, call.id.clone()));
-        entry.0 += 1;
-        entry.clone()
+        let key = format!("{}\u{0}{args}", call.function.name);
+        self.keys.insert(call.id.clone(), key.clone());
+        let ids = self.seen.entry(key).or_default();
+        ids.push(call.id.clone());
+        (u32::try_from(ids.len()).unwrap_or(u32::MAX), ids[0].clone())
+    }
+
+    /// The results of these calls left the context: asking for them again
+    /// is not a repeat (SPEC §5 "Elision order").
+    pub fn forget(&mut self, call_ids: &[String]) {
+        for id in call_ids {
+            if let Some(key) = self.keys.remove(id)
+                && let Some(ids) = self.seen.get_mut(&key)
+            {
+                ids.retain(|i| i != id);
+            }
+        }
     }
 }
 

@@ -31,17 +31,53 @@ fn message_tokens(m: &Message) -> u64 {
         + calls
 }
 
+/// How a prompt's size was known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Counted {
+    /// By the server's own template and tokenizer.
+    Exact,
+    /// From the server's last count and ~3 characters a token since.
+    #[default]
+    Estimated,
+}
+
 /// What the context manager did before a request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextNote {
     /// The context window managed, when it is.
     pub window: Option<u32>,
-    /// Estimated prompt tokens of the request as sent.
+    /// Prompt tokens of the request as sent: counted or estimated.
+    pub prompt_tokens: u64,
+    pub counted: Counted,
+    /// The estimate before any count.
     pub estimated_prompt_tokens: u64,
+    /// Every exact count made before this request, in order (a replay
+    /// answers its counts from these).
+    pub counts: Vec<u64>,
     /// `context_tokens − max_tokens`, when the context is managed.
     pub budget: Option<u64>,
-    /// Tool results whose bodies were replaced by a placeholder before this request.
-    pub elided_call_ids: Vec<String>,
+    /// What was removed to fit before this request.
+    pub elided: Elided,
+}
+
+/// What one fit removed: replayed thinking (turns), then tool results.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Elided {
+    /// Assistant turns whose replayed `reasoning_content` was dropped.
+    pub reasoning: u32,
+    /// Tool results whose bodies were replaced by a placeholder.
+    pub call_ids: Vec<String>,
+}
+
+impl Elided {
+    pub fn is_empty(&self) -> bool {
+        self.reasoning == 0 && self.call_ids.is_empty()
+    }
+
+    pub fn extend(&mut self, more: Elided) {
+        self.reasoning += more.reasoning;
+        self.call_ids.extend(more.call_ids);
+    }
 }
 
 /// What a tool message answered, for its placeholder.
@@ -100,6 +136,13 @@ impl Conversation {
         }
     }
 
+    /// The server's exact count of the whole conversation as it is now:
+    /// later estimates start from it, unscaled.
+    pub fn set_exact(&mut self, prompt_tokens: u64) {
+        self.anchor = Some((self.messages.len(), prompt_tokens));
+        self.correction = 1.0;
+    }
+
     /// The estimated prompt size of the next request.
     pub fn estimate(&self) -> u64 {
         self.scaled(self.raw_estimate())
@@ -134,26 +177,64 @@ impl Conversation {
         }
     }
 
-    /// Elides the oldest tool results until the estimate fits `budget`.
-    /// Returns the call ids elided, or `Err` with them when even eliding
-    /// every tool result does not make it fit. One pass over the messages,
-    /// however many are elided.
-    pub fn fit(&mut self, budget: u64) -> Result<Vec<String>, Vec<String>> {
-        let mut elided = Vec::new();
+    /// Elides until the estimate fits `budget`: replayed thinking first,
+    /// then tool results, oldest first. `Err` says what was removed when
+    /// even removing all of it does not make it fit. One pass over the
+    /// messages, however many are elided.
+    pub fn fit(&mut self, budget: u64) -> Result<Elided, Elided> {
+        let mut elided = Elided::default();
         let mut raw = self.raw_estimate();
-        let mut next = 0;
+        let thinking = (0..self.messages.len()).filter(|&i| {
+            self.messages[i]
+                .reasoning_content
+                .as_deref()
+                .is_some_and(|r| !r.is_empty())
+        });
+        let results =
+            (0..self.origins.len()).filter(|&i| matches!(self.origins[i], Some((_, false))));
+        let order: Vec<(usize, bool)> = thinking
+            .map(|i| (i, true))
+            .chain(results.map(|i| (i, false)))
+            .collect();
+        let mut order = order.into_iter();
         while self.scaled(raw) > budget {
-            let Some(i) =
-                (next..self.origins.len()).find(|&i| matches!(self.origins[i], Some((_, false))))
-            else {
+            let Some((i, is_thinking)) = order.next() else {
                 return Err(elided);
             };
-            next = i + 1;
-            let (call_id, removed, added) = self.elide(i);
+            let (removed, added) = if is_thinking {
+                elided.reasoning += 1;
+                self.elide_thinking(i)
+            } else {
+                let (call_id, removed, added) = self.elide(i);
+                elided.call_ids.push(call_id);
+                (removed, added)
+            };
             raw = raw.saturating_sub(removed).saturating_add(added);
-            elided.push(call_id);
         }
         Ok(elided)
+    }
+
+    /// Drops the replayed thinking of message `i`; returns the tokens this
+    /// takes from the raw estimate.
+    fn elide_thinking(&mut self, i: usize) -> (u64, u64) {
+        let old = self.messages[i]
+            .reasoning_content
+            .take()
+            .map_or(0, |r| estimate_tokens(&r));
+        (self.shrink_anchor(i, old), 0)
+    }
+
+    /// `tokens` fewer in message `i`: the server's count shrinks when `i`
+    /// is inside it; returns how much the raw estimate drops.
+    fn shrink_anchor(&mut self, i: usize, tokens: u64) -> u64 {
+        match &mut self.anchor {
+            Some((n, count)) if i < *n => {
+                let before = *count;
+                *count = count.saturating_sub(tokens);
+                before - *count
+            }
+            _ => tokens,
+        }
     }
 
     /// Replaces tool result `i` by a placeholder; returns its call id and
@@ -172,14 +253,11 @@ impl Conversation {
         let (old, new) = (estimate_tokens(&old), estimate_tokens(&placeholder));
         self.messages[i].content = placeholder;
         let call_id = origin.call_id.clone();
-        match &mut self.anchor {
-            // Inside the server's count: that count shrinks.
-            Some((n, tokens)) if i < *n => {
-                let before = *tokens;
-                *tokens = tokens.saturating_sub(old.saturating_sub(new));
-                (call_id, before - *tokens, 0)
-            }
-            _ => (call_id, old, new),
+        let anchored = self.anchor.is_some_and(|(n, _)| i < n);
+        if anchored {
+            (call_id, self.shrink_anchor(i, old.saturating_sub(new)), 0)
+        } else {
+            (call_id, old, new)
         }
     }
 }
@@ -206,7 +284,8 @@ mod tests {
         }
         assert!(c.estimate() > 2000);
         let elided = c.fit(1500).unwrap();
-        assert_eq!(elided, ["a", "b"]);
+        assert_eq!(elided.call_ids, ["a", "b"]);
+        assert_eq!(elided.reasoning, 0);
         assert!(c.estimate() <= 1500);
         assert!(c.messages()[2].content.starts_with("[Removed to fit the context window: the result of noteworx_read_note {\"slug\":\"a\"} (3000 characters)."));
         assert_eq!(c.messages()[4].content.len(), 3000);
@@ -216,7 +295,13 @@ mod tests {
     fn it_fails_when_nothing_is_left_to_elide() {
         let mut c = Conversation::new("sys", &"y".repeat(9000), "");
         tool_result(&mut c, "a", 300);
-        assert_eq!(c.fit(1000), Err(vec!["a".to_string()]));
+        assert_eq!(
+            c.fit(1000),
+            Err(Elided {
+                reasoning: 0,
+                call_ids: vec!["a".to_string()]
+            })
+        );
     }
 
     #[test]
@@ -229,6 +314,47 @@ mod tests {
         assert_eq!(c.estimate(), 1520 + 8 + 2);
         c.fit(600).unwrap();
         assert!(c.estimate() < 600, "{}", c.estimate());
+    }
+
+    #[test]
+    fn replayed_thinking_goes_before_any_tool_result_oldest_first() {
+        let mut c = Conversation::new("sys", "task", "");
+        let thinking_turn = |c: &mut Conversation, thought: &str| {
+            c.push(Message {
+                reasoning_content: Some(thought.repeat(1500)),
+                ..Message::system("")
+            });
+        };
+        thinking_turn(&mut c, "a");
+        tool_result(&mut c, "r1", 1500);
+        thinking_turn(&mut c, "b");
+        tool_result(&mut c, "r2", 1500);
+        // Four blocks of ~500 tokens: removing one thinking block fits 1700.
+        let e = c.fit(1700).unwrap();
+        assert_eq!((e.reasoning, e.call_ids.len()), (1, 0));
+        assert_eq!(c.messages()[2].reasoning_content, None, "the oldest first");
+        assert!(c.messages()[4].reasoning_content.is_some());
+        let e = c.fit(700).unwrap();
+        assert_eq!((e.reasoning, e.call_ids), (1, vec!["r1".to_string()]));
+        assert!(c.messages()[3].content.starts_with("[Removed"));
+        assert_eq!(c.messages()[5].content.len(), 1500);
+    }
+
+    #[test]
+    fn an_exact_count_replaces_the_estimate_and_later_text_is_estimated_on_top() {
+        let mut c = Conversation::new("sys", &"z".repeat(3000), "");
+        c.calibrate(c.estimate() * 3);
+        c.set_exact(700);
+        assert_eq!(c.estimate(), 700, "no correction on an exact count");
+        c.push(Message::user("x".repeat(300)));
+        assert_eq!(c.estimate(), 700 + 8 + 100);
+        tool_result(&mut c, "a", 3000);
+        c.set_exact(1500);
+        // The result is inside the exact count: eliding it lowers that count.
+        let e = c.fit(1000).unwrap();
+        assert_eq!(e.call_ids, ["a"]);
+        assert!(c.estimate() <= 1000, "{}", c.estimate());
+        assert!(c.estimate() > 1500 - 1000, "{}", c.estimate());
     }
 
     #[test]
@@ -267,14 +393,14 @@ mod tests {
             let before = c.clone();
             let result = c.fit(budget);
             let elided = match &result {
-                Ok(e) | Err(e) => e.clone(),
+                Ok(e) | Err(e) => e.call_ids.clone(),
             };
             let expected: Vec<String> = (0..elided.len()).map(|k| k.to_string()).collect();
             proptest::prop_assert_eq!(&elided, &expected);
             match result {
                 Ok(e) => {
                     proptest::prop_assert!(c.estimate() <= budget, "{} > {budget}", c.estimate());
-                    if let Some(fewer) = e.len().checked_sub(1) {
+                    if let Some(fewer) = e.call_ids.len().checked_sub(1) {
                         // One result fewer would not have fitted.
                         let mut c0 = before;
                         for i in 0..fewer {
@@ -283,7 +409,7 @@ mod tests {
                         proptest::prop_assert!(c0.estimate() > budget);
                     }
                 }
-                Err(e) => proptest::prop_assert_eq!(e.len(), lens.len()),
+                Err(e) => proptest::prop_assert_eq!(e.call_ids.len(), lens.len()),
             }
         }
     }

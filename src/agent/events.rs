@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::calls::Answer;
-use super::context::ContextNote;
+use super::context::{ContextNote, Counted, Elided};
 use super::outcome::Outcome;
 use crate::chat::{ToolCall, Usage};
 use crate::endpoint::Failure;
@@ -22,12 +22,13 @@ pub enum TaskEvent<'a> {
         tools: &'a [ToolName],
     },
     /// Old tool results were replaced by placeholders so the next request fits.
-    ContextElided { call_ids: &'a [String] },
+    ContextElided { elided: &'a Elided },
     /// A request is about to go out.
     RequestSent {
         turn: u32,
         messages: usize,
-        estimated_tokens: u64,
+        prompt_tokens: u64,
+        counted: Counted,
     },
     /// One HTTP attempt of a model call ended (a retried call has several).
     Attempt(ModelAttempt<'a>),

@@ -31,7 +31,7 @@ use crate::schema::OutputSchema;
 use crate::tools::CallContext;
 pub use calls::Answer;
 use calls::{Quotable, Repeats, Rules, Turn, TurnResult, answer_calls};
-pub use context::ContextNote;
+pub use context::{ContextNote, Counted, Elided};
 use context::{Conversation, ToolOrigin};
 pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
@@ -120,7 +120,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         let mut tweaks = Tweaks::default();
         loop {
             self.check_bounds()?;
-            let note = self.fit_context()?;
+            let note = self.fit_context(tweaks).await?;
             let completion = self.call_model(tweaks, note).await?;
             let reply = self.take_reply(&completion);
             if reply.calls.is_empty() {
@@ -162,33 +162,97 @@ impl<'a, 's> TaskRun<'a, 's> {
         Ok(())
     }
 
-    /// Elides old tool results until the next request fits the window.
-    fn fit_context(&mut self) -> Result<ContextNote, Stop> {
+    /// Makes the next request fit the window. Where the server counts, the
+    /// request is counted as it is, and only when the count is over the
+    /// budget is anything elided (by the estimate, anchored on the count)
+    /// and the request counted again; each round removes at least one more
+    /// thing, or the task stops. Elsewhere the estimate decides.
+    async fn fit_context(&mut self, tweaks: Tweaks) -> Result<ContextNote, Stop> {
         let budget = self.spec.prompt_budget();
-        let elided = match budget.map(|b| self.conv.fit(b)) {
-            None => Vec::new(),
-            Some(Ok(elided)) => elided,
-            Some(Err(elided)) => {
-                return Err(Stop::failed(
-                    StopReason::ContextExhausted,
-                    format!(
-                        "the prompt needs about {} tokens but only {} fit (context_tokens − max_tokens), even after removing {} tool result(s)",
-                        self.conv.estimate(),
-                        budget.unwrap_or(0),
-                        elided.len()
-                    ),
-                ));
-            }
-        };
-        if !elided.is_empty() {
-            self.emit(&TaskEvent::ContextElided { call_ids: &elided });
-        }
-        Ok(ContextNote {
+        let mut note = ContextNote {
             window: self.spec.context_tokens,
-            estimated_prompt_tokens: self.conv.estimate(),
             budget,
-            elided_call_ids: elided,
-        })
+            estimated_prompt_tokens: self.conv.estimate(),
+            ..ContextNote::default()
+        };
+        if let Some(budget) = budget {
+            loop {
+                let Some(n) = self.count_exactly(tweaks).await else {
+                    note.counted = Counted::Estimated;
+                    self.fit_round(budget, &mut note)?;
+                    break;
+                };
+                note.counts.push(n);
+                self.conv.set_exact(n);
+                note.counted = Counted::Exact;
+                if n <= budget {
+                    break;
+                }
+                self.fit_round(budget, &mut note)?;
+            }
+        }
+        note.prompt_tokens = self.conv.estimate();
+        if !note.elided.is_empty() {
+            self.repeats.forget(&note.elided.call_ids);
+            self.emit(&TaskEvent::ContextElided {
+                elided: &note.elided,
+            });
+        }
+        Ok(note)
+    }
+
+    /// One round of eliding until the estimate fits `budget`.
+    fn fit_round(&mut self, budget: u64, note: &mut ContextNote) -> Result<(), Stop> {
+        match self.conv.fit(budget) {
+            Ok(elided) => {
+                note.elided.extend(elided);
+                Ok(())
+            }
+            Err(elided) => {
+                note.elided.extend(elided);
+                Err(self.exhausted(budget, note))
+            }
+        }
+    }
+
+    /// The server's count of the request as it would go out now.
+    async fn count_exactly(&self, tweaks: Tweaks) -> Option<u64> {
+        let body = self.request_body(tweaks);
+        self.h
+            .endpoint
+            .count_prompt(&body, self.deadline, &self.h.cancel)
+            .await
+    }
+
+    fn request_body(&self, tweaks: Tweaks) -> Value {
+        let tools: &[Value] = if self.repair.is_some() {
+            &[]
+        } else {
+            &self.tool_defs
+        };
+        chat::build_request(
+            self.conv.messages(),
+            tools,
+            &self.spec.sampling,
+            tweaks,
+            self.repair.as_ref(),
+        )
+    }
+
+    fn exhausted(&self, budget: u64, note: &ContextNote) -> Stop {
+        let how = match note.counted {
+            Counted::Exact => "counts",
+            Counted::Estimated => "needs about",
+        };
+        Stop::failed(
+            StopReason::ContextExhausted,
+            format!(
+                "the prompt {how} {} tokens but only {budget} fit (context_tokens − max_tokens), even after removing {} tool result(s) and the thinking of {} turn(s)",
+                self.conv.estimate(),
+                note.elided.call_ids.len(),
+                note.elided.reasoning
+            ),
+        )
     }
 
     /// Sends the conversation; on the server's context error, shrinks once and resends.
@@ -206,22 +270,12 @@ impl<'a, 's> TaskRun<'a, 's> {
                     .last()
                     .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
             );
-            let tools: &[Value] = if self.repair.is_some() {
-                &[]
-            } else {
-                &self.tool_defs
-            };
-            let body = chat::build_request(
-                self.conv.messages(),
-                tools,
-                &self.spec.sampling,
-                tweaks,
-                self.repair.as_ref(),
-            );
+            let body = self.request_body(tweaks);
             self.emit(&TaskEvent::RequestSent {
                 turn,
                 messages: self.conv.messages().len(),
-                estimated_tokens: note.estimated_prompt_tokens,
+                prompt_tokens: note.prompt_tokens,
+                counted: note.counted,
             });
             match self.send(turn, body, &note).await {
                 Ok(c) => return Ok(c),
@@ -281,12 +335,18 @@ impl<'a, 's> TaskRun<'a, 's> {
             .unwrap_or(self.conv.estimate() / 2);
         self.emit(&TaskEvent::ContextExceeded { n_prompt, n_ctx });
         match self.conv.fit(budget) {
-            Ok(elided) => Ok(ContextNote {
-                window: self.spec.context_tokens,
-                estimated_prompt_tokens: self.conv.estimate(),
-                budget: Some(budget),
-                elided_call_ids: elided,
-            }),
+            Ok(elided) => {
+                self.repeats.forget(&elided.call_ids);
+                let estimate = self.conv.estimate();
+                Ok(ContextNote {
+                    window: self.spec.context_tokens,
+                    prompt_tokens: estimate,
+                    estimated_prompt_tokens: estimate,
+                    budget: Some(budget),
+                    elided,
+                    ..ContextNote::default()
+                })
+            }
             Err(_) => Err(Stop::failed(
                 StopReason::ContextExhausted,
                 format!(

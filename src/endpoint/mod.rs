@@ -12,6 +12,7 @@
 //! likely fail the same way). Every attempt is reported to the caller as it
 //! ends, so the records show it even if the run is killed later.
 
+mod count;
 pub mod replay;
 pub mod runpod;
 
@@ -339,6 +340,8 @@ pub struct Endpoint {
     retry: RetryPolicy,
     /// A replay: calls are answered from this recording, not the network.
     recording: Option<Arc<Mutex<Recording>>>,
+    /// Whether the server counts prompts exactly, learnt once per run.
+    counting: Arc<count::Counting>,
 }
 
 impl Endpoint {
@@ -353,6 +356,7 @@ impl Endpoint {
             cfg: cfg.clone(),
             retry: RetryPolicy::default(),
             recording: None,
+            counting: Arc::default(),
         })
     }
 
@@ -597,11 +601,7 @@ impl Endpoint {
         if self.cfg.kind != EndpointKind::Openai {
             return None;
         }
-        let root = self
-            .cfg
-            .base_url
-            .strip_suffix("/v1")
-            .unwrap_or(&self.cfg.base_url);
+        let root = self.root();
         #[derive(Deserialize)]
         struct Props {
             default_generation_settings: Settings,
@@ -629,6 +629,14 @@ impl Endpoint {
 
     pub(crate) fn base_url(&self) -> &str {
         &self.cfg.base_url
+    }
+
+    /// llama-server's own routes hang off the URL without `/v1`.
+    fn root(&self) -> &str {
+        self.cfg
+            .base_url
+            .strip_suffix("/v1")
+            .unwrap_or(&self.cfg.base_url)
     }
 
     pub(crate) fn poll_interval(&self) -> Duration {

@@ -50,13 +50,25 @@ pub struct Recording {
     live_from_turn: Option<u32>,
     /// The context window the recorded run managed.
     pub window: Option<u32>,
+    /// The exact prompt counts the recorded run made, by turn, in order.
+    counts: VecDeque<(u32, u64)>,
     pub mismatches: Vec<Mismatch>,
+}
+
+/// Where a prompt count comes from in a replay.
+pub(crate) enum Count {
+    Recorded(u64),
+    /// The turn runs live (`--from-turn`): ask the server.
+    Live,
+    /// The recorded run did not count here.
+    None,
 }
 
 impl Recording {
     /// Groups attempts into calls (a call starts at attempt 1).
     pub fn new(
         attempts: Vec<RecordedAttempt>,
+        counts: Vec<(u32, u64)>,
         live_from_turn: Option<u32>,
         window: Option<u32>,
     ) -> Arc<Mutex<Recording>> {
@@ -71,8 +83,24 @@ impl Recording {
             calls,
             live_from_turn,
             window,
+            counts: counts.into(),
             mismatches: Vec::new(),
         }))
+    }
+
+    /// The next prompt count of the call about to be made: the recorded
+    /// one for its turn, in order.
+    pub(crate) fn next_count(&mut self) -> Count {
+        let turn = self.calls.front().and_then(|c| c.front()).map(|a| a.turn);
+        match turn {
+            Some(t) if self.live_from_turn.is_some_and(|n| t >= n) => Count::Live,
+            None if self.live_from_turn.is_some() => Count::Live,
+            Some(t) if self.counts.front().is_some_and(|(ct, _)| *ct == t) => self
+                .counts
+                .pop_front()
+                .map_or(Count::None, |(_, n)| Count::Recorded(n)),
+            _ => Count::None,
+        }
     }
 
     /// The recorded attempts of the next call, or `None` when the call goes live.

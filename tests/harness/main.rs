@@ -6,6 +6,7 @@ mod common;
 
 mod agent_loop;
 mod cli;
+mod counting;
 mod eval;
 mod hostile;
 mod inbox_runs;

@@ -90,8 +90,13 @@ async fn wait_healthy(service: &mut Service, url: &str, limit: Duration) {
     }
 }
 
-/// llama-server on a free loopback port; returns it and its `/v1` URL.
-async fn start_llama_server(paths: &HashMap<String, String>, logs: &Path) -> (Service, String) {
+/// llama-server with a `ctx`-token window on a free loopback port; returns
+/// it and its `/v1` URL.
+async fn start_llama_server(
+    paths: &HashMap<String, String>,
+    logs: &Path,
+    ctx: u32,
+) -> (Service, String) {
     let port = closed_port().to_string();
     let mut service = spawn(
         "llama-server",
@@ -102,7 +107,7 @@ async fn start_llama_server(paths: &HashMap<String, String>, logs: &Path) -> (Se
             "--chat-template-file",
             &paths["CHAT_TEMPLATE"],
             "-c",
-            "8192",
+            &ctx.to_string(),
             "-np",
             "1",
             "-t",
@@ -390,7 +395,7 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
 async fn real_llama_server_directly_and_behind_the_runpod_worker() {
     let paths = stack_paths();
     let logs = tempfile::tempdir().unwrap();
-    let (_llama, base_url) = start_llama_server(&paths, logs.path()).await;
+    let (llama, base_url) = start_llama_server(&paths, logs.path(), 8192).await;
     let pages = example_page_server().await;
     let page_url = format!("{}/llama-server.html", pages.uri());
 
@@ -398,8 +403,101 @@ async fn real_llama_server_directly_and_behind_the_runpod_worker() {
     shipped_suite_evaluates(&base_url, &pages).await;
 
     let llama_root = base_url.trim_end_matches("/v1");
-    let (_worker, worker_url) = start_runpod_worker(&paths, llama_root, logs.path()).await;
+    let (worker, worker_url) = start_runpod_worker(&paths, llama_root, logs.path()).await;
     runpod_kind(&worker_url, &page_url).await;
+    drop((worker, llama));
+
+    let (_small, small_url) = start_llama_server(&paths, logs.path(), 2048).await;
+    exact_counts_in_a_small_window(&small_url).await;
+}
+
+/// Answers every noteworx read route with long text, whatever the model
+/// asks for: a listing of 40 notes, or a long note.
+async fn long_notes() -> MockServer {
+    struct Long;
+    impl wiremock::Respond for Long {
+        fn respond(&self, req: &wiremock::Request) -> ResponseTemplate {
+            let listing = || {
+                let notes: Vec<Value> = (1..=40)
+                    .map(|i| {
+                        serde_json::json!({"slug": format!("eval-{i}"),
+                            "title": format!("Evaluation note {i}: methods, benchmarks and held-out sets"),
+                            "tags": ["evaluation"], "space": "research", "updated_at": "2026-04-01"})
+                    })
+                    .collect();
+                serde_json::json!({ "notes": notes })
+            };
+            let body = match req.url.path().trim_end_matches('/') {
+                "/api/notes" | "/api/notes/search" => listing(),
+                p => {
+                    serde_json::json!({"slug": p.rsplit('/').next().unwrap_or("x"), "title": "Evaluation",
+                    "tags": ["evaluation"], "content": "Held-out sets keep an evaluation honest. ".repeat(120)})
+                }
+            };
+            ResponseTemplate::new(200).set_body_json(body)
+        }
+    }
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(Long)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// SPEC §5 "Counting" on the real server: in a 2048-token window (learnt
+/// from `/props`) a task whose every turn lists the notes (a grammar makes
+/// the model write the call, with a limit of its choosing so no two calls
+/// need be the same) has to elide to stay in. Every request is counted with llama-server's own template and
+/// tokenizer, the count is within 1 % of the `usage.prompt_tokens` it then
+/// reports, and no request is refused for its size.
+async fn exact_counts_in_a_small_window(base_url: &str) {
+    const MAX: u64 = 64;
+    let notes = long_notes().await;
+    let project = Project::new();
+    project.task(
+        "fill",
+        "+++\ntools = [\"noteworx_list_notes\"]\nmax_turns = 5\n+++\nList my notes.",
+    );
+    let cfg = project.config(
+        base_url,
+        &format!(
+            "[model]\nmax_tokens = {MAX}\n[model.extra]\ntool_choice = \"none\"\n\
+             grammar = 'root ::= \"<|tool_call>call:noteworx_list_notes{{limit:\" [4-9] [0-9] \"}}<tool_call|>\"'\n\
+             [limits]\ncontext_tokens = 0\nmax_tool_result_chars = 2400\n[tools.noteworx]\nbase_url = \"{}\"\n",
+            notes.uri()
+        ),
+    );
+    run_all(&cfg).await;
+    let lines = project.conversation("fill");
+    let mut elided = 0;
+    for l in &lines {
+        assert_ne!(
+            l["http_status"], 400,
+            "no request is refused: {}",
+            l["response"]
+        );
+        let c = &l["context"];
+        if c.is_null() {
+            continue;
+        }
+        assert_eq!(c["budget"], 2048 - MAX, "the window came from /props");
+        assert_eq!(c["counted"], "exact", "{c}");
+        elided += c["elided_call_ids"].as_array().map_or(0, Vec::len);
+        let reported = &l["response"]["usage"]["prompt_tokens"];
+        if let (Some(counted), Some(reported)) = (c["prompt_tokens"].as_u64(), reported.as_u64()) {
+            assert!(
+                counted.abs_diff(reported) * 100 <= reported,
+                "counted {counted}, llama-server reported {reported}"
+            );
+            assert!(counted <= 2048 - MAX);
+        }
+    }
+    assert!(
+        elided > 0,
+        "the task had to elide to stay in the window:\n{}",
+        project.run_log("fill")
+    );
 }
 
 /// Replays every run recorded under `project` with its config pointed at a
@@ -575,8 +673,10 @@ async fn openai_kind(base_url: &str, page_url: &str) {
 /// the run ends with a `result.json` that matches.
 async fn structured_answer_on_the_real_server(base_url: &str) {
     let project = Project::new();
+    // `maxLength` lets the grammar close the string: unbounded, a 270M model
+    // may ramble inside it until max_tokens cuts the JSON off.
     let schema = serde_json::json!({"type": "object", "required": ["answer"],
-        "properties": {"answer": {"type": "string"}}, "additionalProperties": false});
+        "properties": {"answer": {"type": "string", "maxLength": 60}}, "additionalProperties": false});
     std::fs::write(project.root().join("answer.json"), schema.to_string()).unwrap();
     project.task(
         "structured",

@@ -335,7 +335,7 @@ async fn a_ten_note_research_task_fits_a_2048_token_window() {
         .sum();
     assert!(elided >= 5, "old results were elided ({elided})");
     for line in &conversation {
-        assert!(line["context"]["estimated_prompt_tokens"].as_u64().unwrap() <= 2048 - 256);
+        assert!(line["context"]["prompt_tokens"].as_u64().unwrap() <= 2048 - 256);
         assert_eq!(line["context"]["budget"], 2048 - 256);
     }
     let last = llm.requests().await.pop().unwrap();

@@ -121,6 +121,70 @@ impl Respond for ByProgress {
     }
 }
 
+/// The prompt the fake "renders" for a chat request: its messages and tools as JSON.
+pub fn fake_prompt(body: &Value) -> String {
+    json!([body["messages"], body["tools"]]).to_string()
+}
+
+/// The fake tokenizer: 4 characters a token.
+pub fn fake_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
+}
+
+/// Answers chat requests from a script like llama-server would count them:
+/// `usage.prompt_tokens` is the fake tokenizer's count of the rendered
+/// prompt, and a prompt over `window` is refused with llama-server's
+/// `exceed_context_size_error`.
+pub struct CountingScript {
+    replies: Mutex<VecDeque<Value>>,
+    last: Mutex<Option<Value>>,
+    window: u64,
+}
+
+impl Respond for CountingScript {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        let n = fake_tokens(&fake_prompt(&body));
+        if n > self.window {
+            return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "code": 400, "type": "exceed_context_size_error",
+                "message": "the request exceeds the available context size",
+                "n_prompt_tokens": n, "n_ctx": self.window}}));
+        }
+        let next = self.replies.lock().unwrap().pop_front();
+        let mut reply = match next {
+            Some(r) => {
+                *self.last.lock().unwrap() = Some(r.clone());
+                r
+            }
+            None => self.last.lock().unwrap().clone().unwrap_or_default(),
+        };
+        reply["usage"] =
+            json!({"prompt_tokens": n, "completion_tokens": 20, "total_tokens": n + 20});
+        ResponseTemplate::new(200).set_body_json(reply)
+    }
+}
+
+/// llama-server's `/apply-template` and `/tokenize`, consistent with
+/// [`CountingScript`]; `/tokenize` insists on `add_special` and `parse_special`.
+struct FakeTemplate;
+
+impl Respond for FakeTemplate {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if req.url.path() == "/apply-template" {
+            return ResponseTemplate::new(200).set_body_json(json!({"prompt": fake_prompt(&body)}));
+        }
+        if body["add_special"] != true || body["parse_special"] != true {
+            return ResponseTemplate::new(400).set_body_json(
+                json!({"error": {"message": "count with add_special and parse_special"}}),
+            );
+        }
+        let n = fake_tokens(body["content"].as_str().unwrap_or(""));
+        ResponseTemplate::new(200).set_body_json(json!({"tokens": vec![7; n as usize]}))
+    }
+}
+
 /// An OpenAI-compatible server answering `POST /v1/chat/completions` from a script.
 pub struct FakeLlm {
     pub server: MockServer,
@@ -146,6 +210,47 @@ impl FakeLlm {
             .mount(&server)
             .await;
         FakeLlm { server }
+    }
+
+    /// A llama-server stand-in that counts prompts (`/apply-template`,
+    /// `/tokenize`) and reports and enforces the same counts on chat requests.
+    pub async fn counting(replies: Vec<Value>, window: u64) -> FakeLlm {
+        let llm = Self::reporting(replies, window).await;
+        for route in ["/apply-template", "/tokenize"] {
+            Mock::given(method("POST"))
+                .and(path(route))
+                .respond_with(FakeTemplate)
+                .mount(&llm.server)
+                .await;
+        }
+        llm
+    }
+
+    /// As [`FakeLlm::counting`], without the routes that count: a server
+    /// that reports and enforces its counts but cannot say them beforehand.
+    pub async fn reporting(replies: Vec<Value>, window: u64) -> FakeLlm {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(CountingScript {
+                replies: Mutex::new(replies.into()),
+                last: Mutex::new(None),
+                window,
+            })
+            .mount(&server)
+            .await;
+        FakeLlm { server }
+    }
+
+    /// How many requests went to `route`.
+    pub async fn requests_to(&self, route: &str) -> usize {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r.url.path() == route)
+            .count()
     }
 
     /// Every scripted reply is a 200 with this JSON body.
