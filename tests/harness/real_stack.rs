@@ -522,7 +522,7 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
         .collect::<Vec<_>>()
         .join("\n");
     let path = project.root().join("offline.toml");
-    std::fs::write(&path, offline).unwrap();
+    std::fs::write(&path, &offline).unwrap();
     let cfg = Config::load(&path, &test_env).unwrap();
     let mut runs = Vec::new();
     for task in std::fs::read_dir(project.root().join("logs")).unwrap() {
@@ -535,22 +535,45 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
         }
     }
     assert!(!runs.is_empty());
-    for run in runs {
-        let mut out = Vec::new();
-        let code = agent_harness::replay::replay(
-            &cfg,
-            &agent_harness::replay::ReplayOptions {
-                run_dir: run.clone(),
-                from_turn: None,
-                live_writes: false,
-            },
-            &mut out,
-        )
-        .await;
-        let out = String::from_utf8(out).unwrap();
+    for run in &runs {
+        let (code, out) = replay_offline(&cfg, run).await;
         assert_eq!(code, 0, "{}: {out}", run.display());
         assert!(out.contains("every request matched the recording"), "{out}");
     }
+    // The same recording under another system prompt differs at its first request.
+    assert!(!offline.contains("[prompt]"));
+    std::fs::write(
+        &path,
+        format!("{offline}\n[prompt]\nsystem = \"You are terse.\"\n"),
+    )
+    .unwrap();
+    let changed = Config::load(&path, &test_env).unwrap();
+    let (code, out) = replay_offline(&changed, &runs[0]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("turn 1: the request differs from the recorded one"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with('+') && l.contains(r#""content": "You are terse.""#)),
+        "{out}"
+    );
+}
+
+async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
+    let mut out = Vec::new();
+    let code = agent_harness::replay::replay(
+        cfg,
+        &agent_harness::replay::ReplayOptions {
+            run_dir: run.to_path_buf(),
+            from_turn: None,
+            live_writes: false,
+        },
+        &mut out,
+    )
+    .await;
+    (code, String::from_utf8(out).unwrap())
 }
 
 /// `eval --repeat 2` of the shipped suite (evals/) on the real server: the
