@@ -835,7 +835,7 @@ async fn counting(sizes: &Sizes) {
         for _ in 0..repeats {
             let t = Instant::now();
             exact = ep
-                .count_prompt(&l["request"], deadline(), &cancel)
+                .count_prompt(&l["request"], 0, deadline(), &cancel)
                 .await
                 .unwrap();
             took.push(t.elapsed());

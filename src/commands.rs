@@ -329,20 +329,24 @@ fn check_command(cfg: &Config) -> u8 {
     let offered = Toolbox::offered_by(cfg);
     match run::check_inbox(cfg, &offered, (system_clock())().date_naive()) {
         Ok(report) => {
-            for p in &report.problems {
+            for p in report.config_problems.iter().chain(&report.problems) {
                 println!("{p}");
             }
             for w in &report.warnings {
                 println!("{w}");
             }
+            let config = match report.config_problems.len() {
+                0 => "config ok".to_string(),
+                n => format!("{n} config problem(s)"),
+            };
             println!(
-                "{}: config ok; {} task file(s), {} with problems, {} with warnings",
+                "{}: {config}; {} task file(s), {} with problems, {} with warnings",
                 cfg.path.display(),
                 report.tasks,
                 report.problems.len(),
                 report.warnings.len()
             );
-            if report.problems.is_empty() {
+            if report.problems.is_empty() && report.config_problems.is_empty() {
                 exit::OK
             } else {
                 exit::FAILED

@@ -651,6 +651,7 @@ impl Config {
         limits.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
         let paths = resolve_paths(&raw.paths, base);
+        let agents = resolve_agents(raw.agents, base, limits.context_tokens).map_err(err)?;
         let metrics_textfile = match raw.metrics.textfile {
             None => Some(paths.logs.join("agent-harness.prom")),
             Some(p) if p.as_os_str().is_empty() => None,
@@ -668,7 +669,7 @@ impl Config {
             noteworx: resolve_noteworx(raw.tools.noteworx, &secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
-            agents: resolve_agents(raw.agents, base).map_err(err)?,
+            agents,
         })
     }
 
@@ -839,6 +840,7 @@ fn resolve_endpoint(
 fn resolve_agents(
     raw: std::collections::BTreeMap<String, RawAgent>,
     base: &Path,
+    context_tokens: u32,
 ) -> Result<std::collections::BTreeMap<String, AgentProfile>, String> {
     raw.into_iter()
         .map(|(name, a)| {
@@ -855,6 +857,11 @@ fn resolve_agents(
             }
             if let Some(n) = a.max_tokens {
                 check_range(&format!("{at} max_tokens"), u64::from(n), bounds::MAX_TOKENS)?;
+                if context_tokens != 0 && u64::from(context_tokens) <= u64::from(n) + 256 {
+                    return Err(format!(
+                        "{at} max_tokens ({n}) leaves no room for the prompt in [limits] context_tokens ({context_tokens}); lower it or raise context_tokens"
+                    ));
+                }
             }
             if let Some(n) = a.max_writes {
                 check_range(&format!("{at} max_writes"), u64::from(n), bounds::MAX_WRITES)?;

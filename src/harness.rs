@@ -33,6 +33,10 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<Harness> {
+        let problems = Toolbox::unknown_profile_tools(cfg);
+        if !problems.is_empty() {
+            anyhow::bail!("{}: {}", cfg.path.display(), problems.join("; "));
+        }
         let noteworx = match &cfg.noteworx {
             Some(n) => Some(tools::noteworx::Noteworx {
                 client: crate::noteworx::NoteworxClient::new(n)?,

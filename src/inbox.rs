@@ -8,14 +8,15 @@
 //! wrappers add the file-level checks (size, UTF-8).
 
 use std::collections::BTreeMap;
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{bounds, check_finite, check_range, deserialize_toml};
+use crate::file::{self, FileError, Links};
 use crate::text::{line_of, prefix_bytes, short_hash};
 
 /// Task files larger than this are invalid.
@@ -215,51 +216,19 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
 /// opened without following a symbolic link and must be a regular file: a
 /// link's target, a FIFO or a device is never read.
 pub fn read_task(path: &Path) -> Result<TaskFile, TaskProblem> {
-    let io_problem =
-        |e: io::Error| TaskProblem::new(None, format!("cannot read the task file: {e}"));
-    let not_regular = |what: &str| {
-        TaskProblem::new(
-            None,
-            format!("not a regular file ({what}); it was not read"),
-        )
-    };
-    let kind = std::fs::symlink_metadata(path)
-        .map_err(io_problem)?
-        .file_type();
-    if !kind.is_file() {
-        return Err(not_regular(file_kind(kind)));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => not_regular("a symbolic link"),
-            _ => io_problem(e),
-        })?;
-    let meta = file.metadata().map_err(io_problem)?;
-    if !meta.is_file() {
-        return Err(not_regular(file_kind(meta.file_type())));
-    }
-    let len = meta.len();
-    if len > MAX_TASK_BYTES {
-        return Err(TaskProblem::new(
-            None,
-            format!("the task file is {len} bytes; the limit is {MAX_TASK_BYTES} (1 MiB)"),
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_TASK_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_problem)?;
-    if bytes.len() as u64 > MAX_TASK_BYTES {
-        return Err(TaskProblem::new(
-            None,
-            format!(
+    let bytes = file::read_regular(path, MAX_TASK_BYTES, Links::Refuse).map_err(|e| {
+        let why = match e {
+            FileError::Io(e) => format!("cannot read the task file: {e}"),
+            FileError::NotRegular(_) => e.to_string(),
+            FileError::TooLarge { len, .. } => {
+                format!("the task file is {len} bytes; the limit is {MAX_TASK_BYTES} (1 MiB)")
+            }
+            FileError::Grew { .. } => format!(
                 "the task file grew past the limit of {MAX_TASK_BYTES} bytes (1 MiB) while it was read"
             ),
-        ));
-    }
+        };
+        TaskProblem::new(None, why)
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = line_of(
             &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
@@ -282,23 +251,6 @@ pub fn check_task_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// What a non-regular inbox entry is, in words.
-fn file_kind(t: std::fs::FileType) -> &'static str {
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_dir() {
-        "a folder"
-    } else {
-        "not a plain file"
-    }
 }
 
 /// One `*.md` entry of the inbox.

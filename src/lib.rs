@@ -25,8 +25,9 @@
 //!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite;
 //!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile;
 //!   [`schema`] — JSON Schemas final answers must match.
-//! - [`text`], [`http`], [`lenient`] — small helpers: characters and lines;
-//!   capped bodies; reading server fields without building what is not kept.
+//! - [`text`], [`http`], [`lenient`], [`file`] — small helpers: characters
+//!   and lines; capped bodies; reading server fields without building what
+//!   is not kept; reading a named local file only when it is a regular one.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
 //! lines) and calls [`commands::main`].
@@ -39,6 +40,7 @@ pub mod config;
 pub mod endpoint;
 pub mod eval;
 pub mod expect;
+pub mod file;
 pub mod harness;
 pub mod http;
 pub mod inbox;

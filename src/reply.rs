@@ -407,27 +407,37 @@ impl GemmaParser<'_> {
 /// request (and its record) would carry it again.
 pub const MAX_REPLAYED_CHARS: usize = 16_000;
 
+/// The most bytes of call arguments one replayed reply carries, all its
+/// calls together: a reply may hold 256 calls of up to 1 MiB each, and every
+/// later request (and its record) would carry them again.
+pub const MAX_REPLAYED_ARGUMENT_BYTES: usize = 16_000;
+
 /// The assistant message as replayed: thinking dropped (or kept on tool-call
 /// turns with `replay_thinking = "keep"`), text-form calls turned into real
 /// `tool_calls`, text cut to [`MAX_REPLAYED_CHARS`], and arguments that are
-/// not a JSON object, or longer than [`MAX_ARGUMENT_BYTES`], replaced by
-/// `{}` (llama-server answers 500 to a replayed call whose arguments do not
-/// parse).
+/// not a JSON object, or do not fit what is left of
+/// [`MAX_REPLAYED_ARGUMENT_BYTES`] in call order, replaced by `{}`
+/// (llama-server answers 500 to a replayed call whose arguments do not
+/// parse, so they are never cut).
 pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
+    let mut room = MAX_REPLAYED_ARGUMENT_BYTES;
     let tool_calls = reply
         .calls
         .iter()
-        .map(|c| ToolCall {
-            id: c.id.clone(),
-            kind: "function".into(),
-            function: FunctionCall {
-                name: c.function.name.clone(),
-                arguments: if is_object_text(&c.function.arguments) {
-                    c.function.arguments.clone()
-                } else {
-                    "{}".into()
+        .map(|c| {
+            let args = &c.function.arguments;
+            let kept = args.len() <= room && is_object_text(args);
+            if kept {
+                room -= args.len();
+            }
+            ToolCall {
+                id: c.id.clone(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: c.function.name.clone(),
+                    arguments: if kept { args.clone() } else { "{}".into() },
                 },
-            },
+            }
         })
         .collect();
     let reasoning_content = match replay {
@@ -443,11 +453,9 @@ pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
     }
 }
 
-/// Whether `text` is one JSON object of at most [`MAX_ARGUMENT_BYTES`]
-/// (checked without building it).
+/// Whether `text` is one JSON object (checked without building it).
 fn is_object_text(text: &str) -> bool {
-    text.len() <= MAX_ARGUMENT_BYTES
-        && text.trim_start().starts_with('{')
+    text.trim_start().starts_with('{')
         && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
@@ -658,6 +666,10 @@ mod tests {
     #[test]
     fn replayed_turns_are_cut_and_oversized_arguments_become_empty_objects() {
         let huge = format!(r#"{{"q": [{}1]}}"#, "1,".repeat(MAX_ARGUMENT_BYTES / 2));
+        let most = format!(
+            r#"{{"q": "{}"}}"#,
+            "x".repeat(MAX_REPLAYED_ARGUMENT_BYTES - 40)
+        );
         let call = |id: &str, arguments: String| ToolCall {
             id: id.into(),
             kind: "function".into(),
@@ -674,6 +686,8 @@ mod tests {
                 call("b", r#" {"url": "https://x.test/"}"#.into()),
                 call("c", "[1]".into()),
                 call("d", r#"{"url": "#.into()),
+                call("e", most.clone()),
+                call("f", r#"{"url": "https://y.test/"}"#.into()),
             ],
             recovered: false,
             cut_off: false,
@@ -696,7 +710,20 @@ mod tests {
             .iter()
             .map(|c| c.function.arguments.as_str())
             .collect();
-        assert_eq!(args, ["{}", r#" {"url": "https://x.test/"}"#, "{}", "{}"]);
+        // `e` takes what the room left; `f` no longer fits beside it.
+        assert_eq!(
+            args,
+            [
+                "{}",
+                r#" {"url": "https://x.test/"}"#,
+                "{}",
+                "{}",
+                &most,
+                "{}"
+            ]
+        );
+        let kept: usize = args.iter().filter(|a| **a != "{}").map(|a| a.len()).sum();
+        assert!(kept <= MAX_REPLAYED_ARGUMENT_BYTES, "{kept}");
         assert_eq!(
             replayed_assistant(&reply, ReplayThinking::Strip).reasoning_content,
             None

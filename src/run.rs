@@ -23,7 +23,7 @@ use crate::harness::Harness;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::lock::RunLock;
 use crate::records::{RunRecord, Status, Summary};
-use crate::tools::ToolName;
+use crate::tools::{ToolName, Toolbox};
 
 /// Options of one `run` / `run-task` invocation.
 #[derive(Debug, Clone, Default)]
@@ -727,6 +727,9 @@ fn invalid(rec: &mut RunRecord, h: &Harness, path: &Path, problem: &TaskProblem)
 #[derive(Debug, Default)]
 pub struct CheckReport {
     pub tasks: usize,
+    /// `file: message`: problems of the configuration itself (a `run`
+    /// refuses to start with them).
+    pub config_problems: Vec<String>,
     /// `file:line: message`: each makes the task invalid.
     pub problems: Vec<String>,
     /// `file: message`: risks the operator should decide on; not errors.
@@ -747,16 +750,15 @@ pub fn check_inbox(
         tasks: entries.len(),
         ..CheckReport::default()
     };
-    for (name, profile) in &cfg.agents {
-        for t in profile.tools.iter().flatten() {
-            if !ToolName::parse(t).is_some_and(|t| offered.contains(&t)) {
-                report.problems.push(format!(
-                    "{}: [agents.{name}] tools: {t:?} is not offered by this configuration",
-                    cfg.path.display()
-                ));
-            }
-        }
-    }
+    let in_config = |p: String| format!("{}: {p}", cfg.path.display());
+    report.config_problems = Toolbox::unknown_profile_tools(cfg)
+        .into_iter()
+        .map(in_config)
+        .collect();
+    report.warnings = Toolbox::unoffered_profile_tools(cfg)
+        .into_iter()
+        .map(in_config)
+        .collect();
     for e in &entries {
         let result = inbox::read_task(&e.path).and_then(|f| {
             TaskSpec::resolve(

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::file::{FileError, Links, read_regular};
+
 /// The largest schema file read.
 const MAX_SCHEMA_BYTES: u64 = 1024 * 1024;
 
@@ -44,14 +46,14 @@ impl OutputSchema {
     /// Reads and compiles a schema file. `Err` says what is wrong with it.
     pub fn load(path: &Path) -> Result<OutputSchema, String> {
         let shown = path.display();
-        let len = std::fs::metadata(path)
-            .map_err(|e| format!("cannot read the output schema {shown}: {e}"))?
-            .len();
-        if len > MAX_SCHEMA_BYTES {
-            return Err(format!("the output schema {shown} is over 1 MiB"));
-        }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the output schema {shown}: {e}"))?;
+        let bytes = read_regular(path, MAX_SCHEMA_BYTES, Links::Follow).map_err(|e| match e {
+            FileError::TooLarge { .. } | FileError::Grew { .. } => {
+                format!("the output schema {shown} is over 1 MiB")
+            }
+            e => format!("cannot read the output schema {shown}: {e}"),
+        })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("the output schema {shown} is not UTF-8 text"))?;
         let schema: Value = serde_json::from_str(&text)
             .map_err(|e| format!("the output schema {shown} is not JSON: {e}"))?;
         let validator = jsonschema::draft202012::new(&schema)

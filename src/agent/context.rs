@@ -19,6 +19,19 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (chars(text) as u64).div_ceil(3)
 }
 
+/// The most bytes one token covers, as far as any server's count is
+/// believed (real tokenizers' longest pieces are a few dozen characters).
+const MAX_BYTES_PER_TOKEN: u64 = 64;
+
+fn message_bytes(m: &Message) -> u64 {
+    let calls: usize = m
+        .tool_calls
+        .iter()
+        .map(|c| c.function.name.len() + c.function.arguments.len())
+        .sum();
+    (m.content.len() + m.reasoning_content.as_deref().map_or(0, str::len) + calls) as u64
+}
+
 fn message_tokens(m: &Message) -> u64 {
     let calls: u64 = m
         .tool_calls
@@ -125,10 +138,17 @@ impl Conversation {
         self.origins.push(Some((origin, false)));
     }
 
+    /// The fewest tokens the messages can take: a server's count below it
+    /// is not believed.
+    pub fn min_tokens(&self) -> u64 {
+        self.messages.iter().map(message_bytes).sum::<u64>() / MAX_BYTES_PER_TOKEN
+    }
+
     /// Records the server's prompt count for the request just answered
-    /// (which held every message so far) and the reply's length.
+    /// (which held every message so far) and the reply's length. A count
+    /// under [`Self::min_tokens`] is ignored.
     pub fn anchor(&mut self, prompt_tokens: u64, completion_tokens: u64) {
-        if prompt_tokens > 0 {
+        if prompt_tokens > 0 && prompt_tokens >= self.min_tokens() {
             self.anchor = Some((
                 self.messages.len(),
                 prompt_tokens.saturating_add(completion_tokens),
@@ -314,6 +334,26 @@ mod tests {
         assert_eq!(c.estimate(), 1520 + 8 + 2);
         c.fit(600).unwrap();
         assert!(c.estimate() < 600, "{}", c.estimate());
+    }
+
+    #[test]
+    fn a_server_count_below_what_the_text_can_tokenize_to_is_ignored() {
+        let mut c = Conversation::new("system", "user", "[]");
+        tool_result(&mut c, "a", 64_000);
+        let estimate = c.estimate();
+        assert_eq!(c.min_tokens(), (6 + 4 + 64_000) / 64);
+        c.anchor(3, 1);
+        assert_eq!(
+            c.estimate(),
+            estimate,
+            "3 tokens for 64,000 bytes: not believed"
+        );
+        c.anchor(c.min_tokens(), 0);
+        assert_eq!(
+            c.estimate(),
+            c.min_tokens(),
+            "the floor itself is believable"
+        );
     }
 
     #[test]

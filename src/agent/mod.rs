@@ -220,7 +220,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         let body = self.request_body(tweaks);
         self.h
             .endpoint
-            .count_prompt(&body, self.deadline, &self.h.cancel)
+            .count_prompt(&body, self.conv.min_tokens(), self.deadline, &self.h.cancel)
             .await
     }
 

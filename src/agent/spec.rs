@@ -81,7 +81,11 @@ impl TaskSpec {
             .tools
             .as_deref()
             .or(profile.and_then(|p| p.tools.as_deref()));
-        let tools = allowed_tools(names, input.offered)?;
+        let tools_from = match (&fm.tools, profile) {
+            (None, Some(p)) => format!("[agents.{}] tools", p.name),
+            _ => "frontmatter: tools".to_string(),
+        };
+        let tools = allowed_tools(names, input.offered, &tools_from)?;
         let sampling = sampling(cfg, fm, profile, input.context_tokens)?;
         if let Some(expected) = fm.expect.as_ref().and_then(|e| e.tools_called.as_ref()) {
             expected_tools(expected, &tools)?;
@@ -140,6 +144,7 @@ impl TaskSpec {
 fn allowed_tools(
     names: Option<&[String]>,
     offered: &[ToolName],
+    from: &str,
 ) -> Result<Vec<ToolName>, TaskProblem> {
     let Some(names) = names else {
         return Ok(offered.to_vec());
@@ -157,9 +162,7 @@ fn allowed_tools(
                     .join(", ");
                 return Err(TaskProblem::new(
                     None,
-                    format!(
-                        "frontmatter: tool {n:?} is not offered by this configuration (offered: {list})"
-                    ),
+                    format!("{from}: {n:?} is not offered by this configuration (offered: {list})"),
                 ));
             }
         }
@@ -271,10 +274,19 @@ fn sampling(
         .top_k
         .or(profile.and_then(|p| p.top_k))
         .or(sampling.top_k);
-    sampling.max_tokens = fm
-        .max_tokens
-        .or(profile.and_then(|p| p.max_tokens))
-        .unwrap_or(sampling.max_tokens);
+    let (max_tokens, from) = match (fm.max_tokens, profile) {
+        (Some(n), _) => (n, "frontmatter: max_tokens".to_string()),
+        (
+            None,
+            Some(AgentProfile {
+                name,
+                max_tokens: Some(n),
+                ..
+            }),
+        ) => (*n, format!("[agents.{name}] max_tokens")),
+        _ => (sampling.max_tokens, "[model] max_tokens".to_string()),
+    };
+    sampling.max_tokens = max_tokens;
     if let Some(on) = fm.enable_thinking {
         sampling
             .chat_template_kwargs
@@ -285,10 +297,7 @@ fn sampling(
     {
         return Err(TaskProblem::new(
             None,
-            format!(
-                "frontmatter: max_tokens {} leaves no room for the prompt in a {ctx}-token context",
-                sampling.max_tokens
-            ),
+            format!("{from} ({max_tokens}) leaves no room for the prompt in a {ctx}-token context"),
         ));
     }
     Ok(sampling)

@@ -590,6 +590,37 @@ impl Toolbox {
         offered(cfg.webfetch.is_some(), cfg.noteworx.is_some())
     }
 
+    /// Tool names in `[agents.NAME]` profiles that are no tool at all (a
+    /// typo): a configuration error, one message each.
+    pub fn unknown_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
+        let known: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+        profile_tools(cfg)
+            .filter(|(_, t)| ToolName::parse(t).is_none())
+            .map(|(name, t)| {
+                format!(
+                    "[agents.{name}] tools: {t:?} is not a tool (tools: {})",
+                    known.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    /// Tools profiles name that this configuration does not offer (noteworx
+    /// not configured, say): a task naming such a profile is invalid.
+    pub fn unoffered_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
+        let offered = Self::offered_by(cfg);
+        let list: Vec<&str> = offered.iter().map(|t| t.as_str()).collect();
+        profile_tools(cfg)
+            .filter(|(_, t)| ToolName::parse(t).is_some_and(|t| !offered.contains(&t)))
+            .map(|(name, t)| {
+                format!(
+                    "[agents.{name}] tools: {t:?} is not offered by this configuration (offered: {}): a task naming this profile is invalid",
+                    if list.is_empty() { "none".to_string() } else { list.join(", ") }
+                )
+            })
+            .collect()
+    }
+
     /// Runs a validated call. Never panics and never returns a Rust error:
     /// every failure is an error result for the model.
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
@@ -620,6 +651,16 @@ impl Toolbox {
             },
         }
     }
+}
+
+/// Every (profile name, tool name) the profiles list.
+fn profile_tools(cfg: &crate::config::Config) -> impl Iterator<Item = (&str, &str)> {
+    cfg.agents.iter().flat_map(|(name, p)| {
+        p.tools
+            .iter()
+            .flatten()
+            .map(move |t| (name.as_str(), t.as_str()))
+    })
 }
 
 fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {

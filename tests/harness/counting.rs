@@ -155,6 +155,41 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
 }
 
 #[tokio::test]
+async fn a_count_too_small_for_the_prompt_is_not_believed() {
+    // A server that says every prompt is 3 tokens: believed, it would let
+    // any prompt through as a small one.
+    let notes = four_long_notes().await;
+    let llm = FakeLlm::reporting(reads(&["n1", "n2", "n3", "n4"]), WINDOW).await;
+    wiremock::Mock::given(wiremock::matchers::path("/apply-template"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({"prompt": "x"})))
+        .mount(&llm.server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/tokenize"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_body_json(json!({"tokens": [1, 2, 3]})),
+        )
+        .mount(&llm.server)
+        .await;
+
+    let project = read_four(&llm, &notes).await;
+
+    let s = project.summary("read");
+    assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
+    let lines = project.conversation("read");
+    assert_eq!(lines.len(), 5, "no request was refused for its size");
+    for l in &lines {
+        assert_eq!(l["context"]["counted"], "estimated", "{}", l["context"]);
+        assert!(l["context"]["prompt_tokens"].as_u64().unwrap() > 3);
+    }
+    assert_eq!(
+        llm.requests_to("/tokenize").await,
+        1,
+        "counting is off for the rest of the run"
+    );
+    assert!(elided(&lines) >= 1, "the estimate still elides");
+}
+
+#[tokio::test]
 async fn a_model_that_reads_an_elided_note_again_is_not_told_it_has_it() {
     let notes = FakeNoteworx::start(vec![note(
         "big",

@@ -739,6 +739,86 @@ async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
     assert!(!project.all_records().contains("my private notes"));
 }
 
+/// `args` run by the binary in `project`; a run still going after `limit`
+/// is killed and fails the test (a hang must not hang the suite).
+fn run_binary_within(project: &Project, args: &[&str], limit: Duration) -> std::process::Output {
+    let mut child = bin()
+        .args(args)
+        .current_dir(project.root())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            panic!(
+                "`agent-harness {}` still running after {limit:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_schema_that_is_a_fifo_or_a_device_is_refused_without_reading_it() {
+    let llm = FakeLlm::replies(vec![final_answer("fine")]).await;
+    let project = Project::new();
+    let fifo = project.root().join("fifo.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    project.task("a-fifo", "+++\noutput_schema = \"fifo.json\"\n+++\nCount.");
+    project.task("b-zero", "+++\noutput_schema = \"/dev/zero\"\n+++\nCount.");
+    project.task("c-real", "A real task.");
+    project.write_config(&llm.base_url(), "");
+
+    let check = run_binary_within(&project, &["check"], Duration::from_secs(60));
+    assert_eq!(check.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&check.stdout);
+    for (task, what) in [("a-fifo", "a FIFO"), ("b-zero", "a device")] {
+        assert!(
+            text.contains(&format!(
+                "{task}.md: frontmatter: output_schema: cannot read the output schema"
+            )) && text.contains(&format!("not a regular file ({what}); it was not read")),
+            "{text}"
+        );
+    }
+
+    let run = run_binary_within(&project, &["run"], Duration::from_secs(60));
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(project.failed().len(), 2, "{:?}", project.failed());
+    assert!(project.done()[0].ends_with("-c-real.md"));
+    let run = std::fs::read_dir(project.root().join("logs/b-zero"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        project.summary_in(&run.path()).stop_reason,
+        StopReason::InvalidTask
+    );
+    assert_eq!(llm.requests().await.len(), 1, "only the real task ran");
+
+    // A profile's schema is read when the config is: the config is refused.
+    let path = project.write_config(
+        &llm.base_url(),
+        "[agents.x]\nrole_prompt = \"Hi.\"\noutput_schema = \"/dev/zero\"\n",
+    );
+    let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
+    assert!(e.message.contains("not a regular file (a device)"), "{e}");
+}
+
 // -- 9. Files --------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
@@ -898,6 +978,67 @@ async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
         log.contains("4744 more calls past the 256 a reply may hold were not read"),
         "{log}"
     );
+}
+
+#[tokio::test]
+async fn calls_with_huge_arguments_are_replayed_within_16_000_bytes_a_reply() {
+    // 30 calls of ~500 KB arguments a reply (15 MB, under the 32 MiB cap),
+    // every turn: replayed whole, each later request would grow by 15 MB.
+    let ids: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
+    let calls: Vec<(&str, &str, Value)> = ids
+        .iter()
+        .map(|id| {
+            let url = format!("https://example.invalid/{id}/{}", "a".repeat(500_000));
+            (id.as_str(), "webfetch", json!({ "url": url }))
+        })
+        .collect();
+    let reply = tool_calls(&calls);
+    let llm = FakeLlm::replies(vec![
+        reply.clone(),
+        reply.clone(),
+        reply,
+        final_answer("done"),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "Fetch.");
+    let cfg = project.config(
+        &llm.base_url(),
+        "[limits]\ncontext_tokens = 0\nmax_turns = 8\n[tools.webfetch]\nallow_hosts = [\"example.invalid\"]\n",
+    );
+
+    run_all(&cfg).await;
+
+    let requests = llm.requests().await;
+    assert_eq!(requests.len(), 4);
+    for (turn, request) in requests.iter().enumerate() {
+        let size = request.to_string().len();
+        assert!(
+            size < 150_000 * (turn + 1),
+            "request {}: {size} bytes",
+            turn + 1
+        );
+        for m in messages(request)
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+        {
+            let calls = m["tool_calls"].as_array().unwrap();
+            assert_eq!(
+                calls.len(),
+                30,
+                "every call is replayed, to pair with its result"
+            );
+            let replayed: usize = calls
+                .iter()
+                .map(|c| c["function"]["arguments"].as_str().unwrap().len())
+                .sum();
+            assert!(replayed <= 16_000, "{replayed}");
+        }
+    }
+    assert_eq!(project.summary("t").final_answer.as_deref(), Some("done"));
+    // The records hold every argument once, in the response that carried it.
+    let records = std::fs::metadata(project.run_dir("t").join("conversation.jsonl")).unwrap();
+    assert!(records.len() < 3 * 16_000_000, "{} bytes", records.len());
 }
 
 #[tokio::test]

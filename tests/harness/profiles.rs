@@ -182,6 +182,64 @@ async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_er
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_tool_a_warning() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.task("a", "+++\nagent = \"typo\"\n+++\nGo.");
+    project.task("b", "Plain.");
+    project.write_config(
+        &llm.base_url(),
+        "[agents.typo]\ntools = [\"web_fetch\"]\n[agents.reader]\ntools = [\"noteworx_read_note\"]\n",
+    );
+    let bin = || {
+        let mut c = assert_cmd::Command::cargo_bin("agent-harness").unwrap();
+        c.current_dir(project.root())
+            .env_remove("AGENT_HARNESS_CONFIG");
+        c
+    };
+
+    let check = bin().arg("check").output().unwrap();
+    assert_eq!(check.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&check.stdout);
+    for expected in [
+        "agent.toml: [agents.typo] tools: \"web_fetch\" is not a tool (tools: webfetch, noteworx_list_notes,",
+        "a.md: [agents.typo] tools: \"web_fetch\" is not offered",
+        "agent.toml: [agents.reader] tools: \"noteworx_read_note\" is not offered by this configuration (offered: webfetch): a task naming this profile is invalid",
+        "agent.toml: 1 config problem(s); 2 task file(s), 1 with problems, 1 with warnings",
+    ] {
+        assert!(text.contains(expected), "{expected}\n---\n{text}");
+    }
+    assert!(
+        !text.contains("frontmatter"),
+        "no task is blamed for its profile: {text}"
+    );
+
+    // `run` refuses the configuration before any task is touched.
+    let run = bin().arg("run").output().unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("[agents.typo] tools: \"web_fetch\" is not a tool"),
+        "{stderr}"
+    );
+    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert!(llm.requests().await.is_empty());
+
+    // A profile's max_tokens that cannot fit a fixed window is a config error.
+    let path = project.write_config(
+        &llm.base_url(),
+        "[limits]\ncontext_tokens = 4096\n[agents.big]\nmax_tokens = 8000\n",
+    );
+    let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
+    assert!(
+        e.message.contains(
+            "[agents.big] max_tokens (8000) leaves no room for the prompt in [limits] context_tokens (4096)"
+        ),
+        "{e}"
+    );
+}
+
 const SCHEMA: &str = r#"{"type":"object","required":["papers","top"],"additionalProperties":false,
  "properties":{"papers":{"type":"integer","minimum":0},"top":{"type":"string"}}}"#;
 
