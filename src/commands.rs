@@ -332,12 +332,13 @@ fn check_command(cfg: &Config) -> u8 {
             for p in report.config_problems.iter().chain(&report.problems) {
                 println!("{p}");
             }
-            for w in &report.warnings {
+            for w in report.config_warnings.iter().chain(&report.warnings) {
                 println!("{w}");
             }
-            let config = match report.config_problems.len() {
-                0 => "config ok".to_string(),
-                n => format!("{n} config problem(s)"),
+            let config = match (report.config_problems.len(), report.config_warnings.len()) {
+                (0, 0) => "config ok".to_string(),
+                (0, w) => format!("config ok with {w} warning(s)"),
+                (n, _) => format!("{n} config problem(s)"),
             };
             println!(
                 "{}: {config}; {} task file(s), {} with problems, {} with warnings",
@@ -346,7 +347,9 @@ fn check_command(cfg: &Config) -> u8 {
                 report.problems.len(),
                 report.warnings.len()
             );
-            if report.problems.is_empty() && report.config_problems.is_empty() {
+            if !report.config_problems.is_empty() {
+                exit::USAGE
+            } else if report.problems.is_empty() {
                 exit::OK
             } else {
                 exit::FAILED

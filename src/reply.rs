@@ -409,33 +409,36 @@ pub const MAX_REPLAYED_CHARS: usize = 16_000;
 
 /// The most bytes of call arguments one replayed reply carries, all its
 /// calls together: a reply may hold 256 calls of up to 1 MiB each, and every
-/// later request (and its record) would carry them again.
-pub const MAX_REPLAYED_ARGUMENT_BYTES: usize = 16_000;
+/// later request (and its record) would carry them again. A legitimate
+/// reply stays under it (an 8K window holds about 24 KB).
+pub const MAX_REPLAYED_ARGUMENT_BYTES: usize = 64 * 1024;
+
+/// The characters of one string value kept when a call's arguments are
+/// shortened to fit [`MAX_REPLAYED_ARGUMENT_BYTES`].
+const SHORTENED_STRING_CHARS: usize = 1_000;
 
 /// The assistant message as replayed: thinking dropped (or kept on tool-call
 /// turns with `replay_thinking = "keep"`), text-form calls turned into real
-/// `tool_calls`, text cut to [`MAX_REPLAYED_CHARS`], and arguments that are
-/// not a JSON object, or do not fit what is left of
-/// [`MAX_REPLAYED_ARGUMENT_BYTES`] in call order, replaced by `{}`
-/// (llama-server answers 500 to a replayed call whose arguments do not
-/// parse, so they are never cut).
+/// `tool_calls`, text cut to [`MAX_REPLAYED_CHARS`], and each call's
+/// arguments as sent while they fit what is left of
+/// [`MAX_REPLAYED_ARGUMENT_BYTES`] (in call order), else with every long
+/// string value shortened, else `{}` — as `{}` too when they are not a JSON
+/// object (llama-server answers 500 to a replayed call whose arguments do
+/// not parse, so the text is never cut).
 pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
     let mut room = MAX_REPLAYED_ARGUMENT_BYTES;
     let tool_calls = reply
         .calls
         .iter()
         .map(|c| {
-            let args = &c.function.arguments;
-            let kept = args.len() <= room && is_object_text(args);
-            if kept {
-                room -= args.len();
-            }
+            let arguments = replayed_arguments(&c.function.arguments, room);
+            room -= arguments.len().min(room);
             ToolCall {
                 id: c.id.clone(),
                 kind: "function".into(),
                 function: FunctionCall {
                     name: c.function.name.clone(),
-                    arguments: if kept { args.clone() } else { "{}".into() },
+                    arguments,
                 },
             }
         })
@@ -450,6 +453,51 @@ pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
         reasoning_content,
         tool_calls,
         tool_call_id: None,
+    }
+}
+
+/// `text` when it is a JSON object of at most `room` bytes; else the
+/// object with its long strings shortened, when that fits; else `{}`.
+fn replayed_arguments(text: &str, room: usize) -> String {
+    if !is_object_text(text) {
+        return "{}".into();
+    }
+    if text.len() <= room {
+        return text.to_string();
+    }
+    if text.len() > MAX_ARGUMENT_BYTES {
+        return "{}".into();
+    }
+    let Ok(mut value) = serde_json::from_str::<Value>(text) else {
+        return "{}".into();
+    };
+    shorten_strings(&mut value);
+    let short = value.to_string();
+    if short.len() <= room {
+        short
+    } else {
+        "{}".into()
+    }
+}
+
+/// Every string in `v` cut to [`SHORTENED_STRING_CHARS`], saying how much
+/// was left out. `v` was parsed by serde_json, so it nests at most 128 deep.
+fn shorten_strings(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            let total = crate::text::chars(s);
+            if total > SHORTENED_STRING_CHARS {
+                let cut = crate::text::byte_at(s, SHORTENED_STRING_CHARS);
+                *s = format!(
+                    "{}[… {} more characters not repeated here]",
+                    &s[..cut],
+                    total - SHORTENED_STRING_CHARS
+                );
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(shorten_strings),
+        Value::Object(map) => map.values_mut().for_each(shorten_strings),
+        _ => {}
     }
 }
 
@@ -664,11 +712,62 @@ mod tests {
     }
 
     #[test]
+    fn long_arguments_are_replayed_with_their_strings_shortened_within_the_room() {
+        let attach = |id: &str, len: usize| ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "noteworx_create_attachment".into(),
+                arguments:
+                    json!({"slug": "n", "filename": format!("{id}.md"), "content": "é".repeat(len)})
+                        .to_string(),
+            },
+        };
+        let mut calls = vec![attach("a", 10_000), attach("b", 100_000)];
+        calls.extend((0..40).map(|i| attach(&format!("c{i}"), 10_000)));
+        let reply = Reply {
+            content: String::new(),
+            thinking: None,
+            calls: calls.clone(),
+            recovered: false,
+            cut_off: false,
+            unread_calls: 0,
+        };
+        let m = replayed_assistant(&reply, ReplayThinking::Strip);
+        let args: Vec<&str> = m
+            .tool_calls
+            .iter()
+            .map(|c| c.function.arguments.as_str())
+            .collect();
+        assert_eq!(
+            args[0], calls[0].function.arguments,
+            "a 20 KB call fits whole"
+        );
+        let b: Value = serde_json::from_str(args[1]).unwrap();
+        assert_eq!((&b["slug"], &b["filename"]), (&json!("n"), &json!("b.md")));
+        assert_eq!(
+            b["content"],
+            format!(
+                "{}[… 99000 more characters not repeated here]",
+                "é".repeat(SHORTENED_STRING_CHARS)
+            )
+        );
+        let total: usize = args.iter().map(|a| a.len()).sum();
+        assert!(total <= MAX_REPLAYED_ARGUMENT_BYTES, "{total}");
+        assert!(
+            args[2..]
+                .iter()
+                .any(|a| a.contains("more characters not repeated"))
+        );
+        assert_eq!(*args.last().unwrap(), "{}", "the room runs out");
+    }
+
+    #[test]
     fn replayed_turns_are_cut_and_oversized_arguments_become_empty_objects() {
         let huge = format!(r#"{{"q": [{}1]}}"#, "1,".repeat(MAX_ARGUMENT_BYTES / 2));
         let most = format!(
             r#"{{"q": "{}"}}"#,
-            "x".repeat(MAX_REPLAYED_ARGUMENT_BYTES - 40)
+            "x".repeat(MAX_REPLAYED_ARGUMENT_BYTES - 50)
         );
         let call = |id: &str, arguments: String| ToolCall {
             id: id.into(),
@@ -722,8 +821,8 @@ mod tests {
                 "{}"
             ]
         );
-        let kept: usize = args.iter().filter(|a| **a != "{}").map(|a| a.len()).sum();
-        assert!(kept <= MAX_REPLAYED_ARGUMENT_BYTES, "{kept}");
+        let replayed: usize = args.iter().map(|a| a.len()).sum();
+        assert!(replayed <= MAX_REPLAYED_ARGUMENT_BYTES, "{replayed}");
         assert_eq!(
             replayed_assistant(&reply, ReplayThinking::Strip).reasoning_content,
             None

@@ -730,6 +730,8 @@ pub struct CheckReport {
     /// `file: message`: problems of the configuration itself (a `run`
     /// refuses to start with them).
     pub config_problems: Vec<String>,
+    /// `file: message`: what in the configuration makes some tasks invalid.
+    pub config_warnings: Vec<String>,
     /// `file:line: message`: each makes the task invalid.
     pub problems: Vec<String>,
     /// `file: message`: risks the operator should decide on; not errors.
@@ -755,7 +757,7 @@ pub fn check_inbox(
         .into_iter()
         .map(in_config)
         .collect();
-    report.warnings = Toolbox::unoffered_profile_tools(cfg)
+    report.config_warnings = Toolbox::unoffered_profile_tools(cfg)
         .into_iter()
         .map(in_config)
         .collect();

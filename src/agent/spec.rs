@@ -83,7 +83,7 @@ impl TaskSpec {
             .or(profile.and_then(|p| p.tools.as_deref()));
         let tools_from = match (&fm.tools, profile) {
             (None, Some(p)) => format!("[agents.{}] tools", p.name),
-            _ => "frontmatter: tools".to_string(),
+            _ => "frontmatter".to_string(),
         };
         let tools = allowed_tools(names, input.offered, &tools_from)?;
         let sampling = sampling(cfg, fm, profile, input.context_tokens)?;
@@ -150,22 +150,28 @@ fn allowed_tools(
         return Ok(offered.to_vec());
     };
     let mut tools = Vec::new();
+    let list = |tools: &[ToolName]| {
+        tools
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     for n in names {
-        match ToolName::parse(n).filter(|t| offered.contains(t)) {
-            Some(t) if !tools.contains(&t) => tools.push(t),
-            Some(_) => {}
-            None => {
-                let list = offered
-                    .iter()
-                    .map(|t| t.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(TaskProblem::new(
-                    None,
-                    format!("{from}: {n:?} is not offered by this configuration (offered: {list})"),
-                ));
+        let why = match ToolName::parse(n) {
+            Some(t) if offered.contains(&t) => {
+                if !tools.contains(&t) {
+                    tools.push(t);
+                }
+                continue;
             }
-        }
+            Some(_) => format!(
+                "tool {n:?} is not offered by this configuration (offered: {})",
+                list(offered)
+            ),
+            None => format!("{n:?} is not a tool (tools: {})", list(&ToolName::ALL)),
+        };
+        return Err(TaskProblem::new(None, format!("{from}: {why}")));
     }
     Ok(tools)
 }

@@ -183,8 +183,8 @@ async fn a_count_too_small_for_the_prompt_is_not_believed() {
     }
     assert_eq!(
         llm.requests_to("/tokenize").await,
-        1,
-        "counting is off for the rest of the run"
+        lines.len(),
+        "each request is counted, and each count disbelieved on its own"
     );
     assert!(elided(&lines) >= 1, "the estimate still elides");
 }

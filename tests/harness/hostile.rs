@@ -981,7 +981,7 @@ async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
 }
 
 #[tokio::test]
-async fn calls_with_huge_arguments_are_replayed_within_16_000_bytes_a_reply() {
+async fn calls_with_huge_arguments_are_replayed_within_64_kib_a_reply() {
     // 30 calls of ~500 KB arguments a reply (15 MB, under the 32 MiB cap),
     // every turn: replayed whole, each later request would grow by 15 MB.
     let ids: Vec<String> = (0..30).map(|i| format!("c{i}")).collect();
@@ -1032,7 +1032,16 @@ async fn calls_with_huge_arguments_are_replayed_within_16_000_bytes_a_reply() {
                 .iter()
                 .map(|c| c["function"]["arguments"].as_str().unwrap().len())
                 .sum();
-            assert!(replayed <= 16_000, "{replayed}");
+            assert!(replayed <= 64 * 1024, "{replayed}");
+            let first: Value =
+                serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert!(
+                first["url"].as_str().unwrap().ends_with(&format!(
+                    "[… {} more characters not repeated here]",
+                    "https://example.invalid/c0/".len() + 500_000 - 1000
+                )),
+                "the long string is shortened, the call kept"
+            );
         }
     }
     assert_eq!(project.summary("t").final_answer.as_deref(), Some("done"));

@@ -28,7 +28,7 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
         (
             "c-unknown-tool",
             b"+++\ntools = [\"shell\"]\n+++\nbody",
-            "frontmatter: tools: \"shell\" is not offered by this configuration",
+            "frontmatter: \"shell\" is not a tool (tools: webfetch, noteworx_list_notes,",
         ),
         ("d-unclosed", b"+++\nmax_turns = 3\nbody", "never closed"),
         (

@@ -200,13 +200,17 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     };
 
     let check = bin().arg("check").output().unwrap();
-    assert_eq!(check.status.code(), Some(1));
+    assert_eq!(
+        check.status.code(),
+        Some(2),
+        "a config problem, as for `run`"
+    );
     let text = String::from_utf8_lossy(&check.stdout);
     for expected in [
         "agent.toml: [agents.typo] tools: \"web_fetch\" is not a tool (tools: webfetch, noteworx_list_notes,",
-        "a.md: [agents.typo] tools: \"web_fetch\" is not offered",
+        "a.md: [agents.typo] tools: \"web_fetch\" is not a tool",
         "agent.toml: [agents.reader] tools: \"noteworx_read_note\" is not offered by this configuration (offered: webfetch): a task naming this profile is invalid",
-        "agent.toml: 1 config problem(s); 2 task file(s), 1 with problems, 1 with warnings",
+        "agent.toml: 1 config problem(s); 2 task file(s), 1 with problems, 0 with warnings",
     ] {
         assert!(text.contains(expected), "{expected}\n---\n{text}");
     }
@@ -214,6 +218,25 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
         !text.contains("frontmatter"),
         "no task is blamed for its profile: {text}"
     );
+
+    // Without the typo, the unoffered tool is a warning about the config,
+    // not about a task file.
+    project.write_config(
+        &llm.base_url(),
+        "[agents.reader]\ntools = [\"noteworx_read_note\"]\n",
+    );
+    let check = bin().arg("check").output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains("agent.toml: config ok with 1 warning(s); 2 task file(s), 1 with problems, 0 with warnings"),
+        "{text}"
+    );
+    assert_eq!(
+        check.status.code(),
+        Some(1),
+        "a.md names a profile that does not exist now"
+    );
+    project.write_config(&llm.base_url(), "[agents.typo]\ntools = [\"web_fetch\"]\n");
 
     // `run` refuses the configuration before any task is touched.
     let run = bin().arg("run").output().unwrap();
