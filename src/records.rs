@@ -22,6 +22,7 @@ use crate::agent::{
 };
 use crate::config::{Redactor, Secret};
 use crate::expect::Verdict;
+use crate::tools::ToolName;
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -374,12 +375,7 @@ impl RunRecord {
     pub fn record(&mut self, at: DateTime<Utc>, event: &TaskEvent<'_>) {
         match event {
             TaskEvent::Started { task, tools } => {
-                let list: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
-                let list = if list.is_empty() {
-                    "none".to_string()
-                } else {
-                    list.join(", ")
-                };
+                let list = ToolName::list(tools);
                 self.log(at, &format!("task {task} started; tools: {list}"));
             }
             TaskEvent::ContextElided { elided } => self.log(at, &elided_line(elided)),

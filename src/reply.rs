@@ -459,14 +459,11 @@ pub fn replayed_assistant(reply: &Reply, replay: ReplayThinking) -> Message {
 /// `text` when it is a JSON object of at most `room` bytes; else the
 /// object with its long strings shortened, when that fits; else `{}`.
 fn replayed_arguments(text: &str, room: usize) -> String {
-    if !is_object_text(text) {
+    if text.len() > MAX_ARGUMENT_BYTES || !is_object_text(text) {
         return "{}".into();
     }
     if text.len() <= room {
         return text.to_string();
-    }
-    if text.len() > MAX_ARGUMENT_BYTES {
-        return "{}".into();
     }
     let Ok(mut value) = serde_json::from_str::<Value>(text) else {
         return "{}".into();

@@ -150,13 +150,6 @@ fn allowed_tools(
         return Ok(offered.to_vec());
     };
     let mut tools = Vec::new();
-    let list = |tools: &[ToolName]| {
-        tools
-            .iter()
-            .map(|t| t.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     for n in names {
         let why = match ToolName::parse(n) {
             Some(t) if offered.contains(&t) => {
@@ -167,9 +160,12 @@ fn allowed_tools(
             }
             Some(_) => format!(
                 "tool {n:?} is not offered by this configuration (offered: {})",
-                list(offered)
+                ToolName::list(offered)
             ),
-            None => format!("{n:?} is not a tool (tools: {})", list(&ToolName::ALL)),
+            None => format!(
+                "{n:?} is not a tool (tools: {})",
+                ToolName::list(&ToolName::ALL)
+            ),
         };
         return Err(TaskProblem::new(None, format!("{from}: {why}")));
     }
@@ -181,16 +177,11 @@ fn allowed_tools(
 fn expected_tools(expected: &[String], tools: &[ToolName]) -> Result<(), TaskProblem> {
     for name in expected {
         if !ToolName::parse(name).is_some_and(|t| tools.contains(&t)) {
-            let list: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
             return Err(TaskProblem::new(
                 None,
                 format!(
                     "frontmatter: [expect] tools_called names {name:?}, which this task cannot call (its tools: {})",
-                    if list.is_empty() {
-                        "none".to_string()
-                    } else {
-                        list.join(", ")
-                    }
+                    ToolName::list(tools)
                 ),
             ));
         }
@@ -231,19 +222,11 @@ fn system_prompt(
     schema: Option<&OutputSchema>,
 ) -> String {
     let role = profile.and_then(|p| {
-        let tool_names: Vec<&str> = tools.iter().map(|t| t.as_str()).collect();
         p.role_prompt.as_ref().map(|r| {
             r.replace("{{agent}}", &p.name)
                 .replace("{{task}}", input.name)
                 .replace("{{date}}", &input.today.format("%Y-%m-%d").to_string())
-                .replace(
-                    "{{tools}}",
-                    &if tool_names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        tool_names.join(", ")
-                    },
-                )
+                .replace("{{tools}}", &ToolName::list(tools))
         })
     });
     let mut prompt = input

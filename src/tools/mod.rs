@@ -121,6 +121,18 @@ impl ToolName {
         ToolName::NoteworxCreateAttachment,
     ];
 
+    /// `tools` for a message: their names comma-separated, or `none`.
+    pub fn list(tools: &[ToolName]) -> String {
+        if tools.is_empty() {
+            return "none".to_string();
+        }
+        tools
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ToolName::Webfetch => "webfetch",
@@ -593,13 +605,12 @@ impl Toolbox {
     /// Tool names in `[agents.NAME]` profiles that are no tool at all (a
     /// typo): a configuration error, one message each.
     pub fn unknown_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
-        let known: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
         profile_tools(cfg)
             .filter(|(_, t)| ToolName::parse(t).is_none())
             .map(|(name, t)| {
                 format!(
                     "[agents.{name}] tools: {t:?} is not a tool (tools: {})",
-                    known.join(", ")
+                    ToolName::list(&ToolName::ALL)
                 )
             })
             .collect()
@@ -609,13 +620,12 @@ impl Toolbox {
     /// not configured, say): a task naming such a profile is invalid.
     pub fn unoffered_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
         let offered = Self::offered_by(cfg);
-        let list: Vec<&str> = offered.iter().map(|t| t.as_str()).collect();
         profile_tools(cfg)
             .filter(|(_, t)| ToolName::parse(t).is_some_and(|t| !offered.contains(&t)))
             .map(|(name, t)| {
                 format!(
                     "[agents.{name}] tools: {t:?} is not offered by this configuration (offered: {}): a task naming this profile is invalid",
-                    if list.is_empty() { "none".to_string() } else { list.join(", ") }
+                    ToolName::list(&offered)
                 )
             })
             .collect()
