@@ -232,7 +232,11 @@ async fn eval_command(
             Ok(v) => variants.push(v),
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));
-                return exit::FAILED;
+                return if e.downcast_ref::<UsageError>().is_some() {
+                    exit::USAGE
+                } else {
+                    exit::FAILED
+                };
             }
         }
     }
@@ -267,9 +271,13 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     match run::run(cfg, &harness, &opts).await {
         Ok(outcome) => {
             match &outcome {
-                RunOutcome::Locked => progress.eprintln(&format!(
-                    "agent-harness: another run holds the lock {}; nothing to do",
-                    lock::RunLock::path(&cfg.paths.state_dir()).display()
+                RunOutcome::Locked { wanted } => progress.eprintln(&format!(
+                    "agent-harness: another run holds the lock {}; {}",
+                    lock::RunLock::path(&cfg.paths.state_dir()).display(),
+                    match wanted {
+                        Some(name) => format!("task {name:?} did not run: try again when it ends"),
+                        None => "nothing to do".into(),
+                    }
                 )),
                 RunOutcome::Unreachable(why) => progress.eprintln(&format!(
                     "agent-harness: the endpoint is unreachable, no task was touched: {why}"
@@ -434,6 +442,7 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
         "STATUS",
         "STOP REASON",
         "TURNS",
+        "TOOL ERR",
         "TOKENS",
         "WALL",
     ]
@@ -453,6 +462,7 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
                 },
                 s.stop_reason.as_str().to_string(),
                 s.turns.to_string(),
+                s.tool_errors.to_string(),
                 s.total_tokens.to_string(),
                 format!("{:.1}s", s.wall_ms as f64 / 1000.0),
             ]

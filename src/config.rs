@@ -532,6 +532,9 @@ pub struct EndpointConfig {
     /// Every route hangs off this URL, without a trailing slash.
     pub base_url: String,
     pub api_key: Option<Secret>,
+    /// The variable `api_key_env` names ("" when no key is configured),
+    /// named when the key is refused.
+    pub api_key_env: String,
     /// Sent as `"model"` when set (`openai` kind only).
     pub model: Option<String>,
     pub request_timeout_secs: u64,
@@ -624,7 +627,12 @@ impl Config {
         let text = toml::to_string(&table).map_err(|e| ConfigError::new(path, e.to_string()))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::parse(&text, path, &base, env).map_err(|mut e| {
-            e.message = format!("{} (with the --set / --matrix values applied)", e.message);
+            // A line of the rewritten text is no line of the file.
+            let message = match e.message.split_once(": ") {
+                Some((at, rest)) if at.starts_with("line ") => rest,
+                _ => e.message.as_str(),
+            };
+            e.message = format!("{message} (with the --set / --matrix values applied)");
             e
         })
     }
@@ -645,7 +653,7 @@ impl Config {
                 },
             )
         })?;
-        let err = |m: String| ConfigError::new(path, m);
+        let err = |m: String| ConfigError::new(path, located(text, m));
         let secrets = Secrets { env };
         let limits = raw.limits;
         limits.check().map_err(err)?;
@@ -713,6 +721,43 @@ fn set_dotted(table: &mut toml::Table, key: &str, value: &str) -> Result<(), Str
     }
     here.insert(last.to_string(), value);
     Ok(())
+}
+
+/// A resolution problem (a bound, a missing key) whose message starts with
+/// `[section] key`, prefixed with the key's line when the file has it, as a
+/// type error is: `line 4: [limits] max_turns = 0 is below its minimum, 1`.
+fn located(text: &str, message: String) -> String {
+    let Some(rest) = message.strip_prefix('[') else {
+        return message;
+    };
+    let Some((section, rest)) = rest.split_once(']') else {
+        return message;
+    };
+    let key: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    let path: Vec<&str> = section.split('.').chain([key.as_str()]).collect();
+    match key_line(text, &path) {
+        Some(line) => format!("line {line}: {message}"),
+        None => message,
+    }
+}
+
+/// The 1-based line where the dotted `path` (tables, then the key) is set.
+fn key_line(text: &str, path: &[&str]) -> Option<usize> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let (last, tables) = path.split_last()?;
+    let mut table = doc.get_ref();
+    for name in tables {
+        match table.get(*name).map(|v| v.get_ref()) {
+            Some(toml::de::DeValue::Table(t)) => table = t,
+            _ => return None,
+        }
+    }
+    let (key, _) = table.get_key_value(*last)?;
+    Some(crate::text::line_of(text, key.span().start))
 }
 
 /// Deserializes TOML text; `Err` is `(line, message naming the key)`.
@@ -793,6 +838,7 @@ fn resolve_endpoint(
                 kind: EndpointKind::Openai,
                 base_url: o.base_url.trim().trim_end_matches('/').to_string(),
                 api_key: secrets.read("openai", "api_key_env", &o.api_key_env)?,
+                api_key_env: o.api_key_env.clone(),
                 model: Some(o.model.clone()).filter(|m| !m.is_empty()),
                 request_timeout_secs: o.request_timeout_secs,
                 poll_interval_ms: 0,
@@ -829,6 +875,7 @@ fn resolve_endpoint(
                 kind: EndpointKind::Runpod,
                 base_url,
                 api_key: secrets.read("runpod", "api_key_env", &r.api_key_env)?,
+                api_key_env: r.api_key_env.clone(),
                 model: None,
                 request_timeout_secs: r.request_timeout_secs,
                 poll_interval_ms: r.poll_interval_ms,
@@ -1082,6 +1129,33 @@ mod tests {
     }
 
     #[test]
+    fn a_bound_or_a_missing_key_names_its_line() {
+        let e = parse("[runpod]\nendpoint_id = \"a\"\n\n[limits]\nmax_turns = 0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/ah/agent.toml: line 5: [limits] max_turns = 0 is below its minimum, 1"
+        );
+        let e = parse("[runpod]\nendpoint_id = \"a\"\npoll_interval_ms = 1\n").unwrap_err();
+        assert!(
+            e.message.starts_with("line 3: [runpod] poll_interval_ms"),
+            "{e}"
+        );
+        let e =
+            parse("[runpod]\nendpoint_id = \"a\"\n[agents.scout]\ntools = []\nmax_writes = 5000\n")
+                .unwrap_err();
+        assert!(
+            e.message.starts_with("line 5: [agents.scout] max_writes"),
+            "{e}"
+        );
+        // A key that is not in the file (a default, a missing one) has no line.
+        let e = parse("[endpoint]\nkind = \"openai\"\n").unwrap_err();
+        assert!(
+            e.message.starts_with("[openai] base_url is required"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn defaults_follow_the_spec() {
         let c = parse("[runpod]\nendpoint_id = \"abc\"\n").unwrap();
         assert_eq!(c.endpoint.kind, EndpointKind::Runpod);
@@ -1150,9 +1224,10 @@ mod tests {
                 _ => format!("{head}{nwx}[{section}]\n{key} = {value}\n"),
             };
             let e = parse(&text).unwrap_err();
+            let line = text.lines().position(|l| l.starts_with(key)).unwrap() + 1;
             assert!(
                 e.message
-                    .starts_with(&format!("[{section}] {key} = {value} is ")),
+                    .starts_with(&format!("line {line}: [{section}] {key} = {value} is ")),
                 "{section}.{key}: {e}"
             );
         }
@@ -1170,7 +1245,10 @@ mod tests {
             ),
         ] {
             let e = parse(&format!("[runpod]\nendpoint_id = \"a\"\n{text}")).unwrap_err();
-            assert!(e.message.starts_with(key), "{text}: {e}");
+            assert!(
+                e.message.starts_with(&format!("line 4: {key}")),
+                "{text}: {e}"
+            );
         }
     }
 

@@ -233,6 +233,16 @@ pub async fn run_variant(
             TaskEnd::NotStarted => {}
         }
     }
+    if let Some(fault) = summaries
+        .iter()
+        .find(|s| s.stop_reason == crate::agent::StopReason::SetupFault)
+    {
+        return Err(crate::run::UsageError(format!(
+            "setup fault, the eval stopped: {}",
+            fault.error.as_deref().unwrap_or("")
+        ))
+        .into());
+    }
     let tasks = rows(&summaries, &broken);
     Ok(VariantReport {
         set: set.iter().cloned().collect(),

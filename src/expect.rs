@@ -161,6 +161,7 @@ mod tests {
             repeat: 1,
             detail,
             over_budget: false,
+            setup_fault: None,
         }
     }
 

@@ -186,6 +186,13 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
             })?;
             (fm, &text[body_start..])
         }
+        Some(first) if yaml_frontmatter(first, lines) => {
+            return Err(TaskProblem::new(
+                Some(1),
+                "frontmatter must be TOML between two +++ lines (this file opens YAML frontmatter with ---); \
+                 write `key = value` lines between `+++` lines",
+            ));
+        }
         _ => (Frontmatter::default(), text),
     };
     if body.trim().is_empty() {
@@ -199,6 +206,32 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
         body: body.to_string(),
         text: text.to_string(),
     })
+}
+
+/// A file that opens with `---`, closes with a second `---` line and holds
+/// `key: value` lines between: frontmatter in the wrong format, which would
+/// otherwise reach the model as part of the prompt (SPEC §16).
+fn yaml_frontmatter<'a>(first: &str, rest: impl Iterator<Item = &'a str>) -> bool {
+    let is_rule = |l: &str| l.trim_end_matches(['\n', '\r']).trim_end() == "---";
+    if !is_rule(first) {
+        return false;
+    }
+    let mut keys = 0;
+    for line in rest {
+        if is_rule(line) {
+            return keys > 0;
+        }
+        let key = line.split_once(':').map(|(k, _)| k.trim_end());
+        if key.is_some_and(|k| {
+            !k.is_empty()
+                && !k.starts_with(char::is_whitespace)
+                && k.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-'))
+        }) {
+            keys += 1;
+        }
+    }
+    false
 }
 
 /// The 1-based line of `key = …` in TOML text, when it is on a line of its own.
@@ -264,30 +297,48 @@ pub struct InboxEntry {
 /// Lists the inbox: every `*.md` entry but folders, oldest file name first
 /// (byte order). Symbolic links, FIFOs and other non-regular entries are
 /// listed too, so that they are filed as invalid instead of lingering.
-/// A missing inbox folder is an empty inbox.
+/// A missing inbox is an error ([`crate::folders::check_inbox`] says which key).
 pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
-    let dir = match std::fs::read_dir(inbox) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading the inbox {}", inbox.display())),
-    };
+    let mut entries: Vec<InboxEntry> = read_inbox(inbox)?
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    Ok(entries)
+}
+
+/// The inbox entries [`list`] leaves out, which will never run (`notes.txt`,
+/// `TASK.MD`, a folder named `x.md`): `check` warns about each.
+pub fn strays(inbox: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut strays: Vec<PathBuf> = read_inbox(inbox)?
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    strays.sort();
+    Ok(strays)
+}
+
+/// Each inbox entry: a task (`Ok`) or a path that is none (`Err`).
+fn read_inbox(inbox: &Path) -> anyhow::Result<Vec<Result<InboxEntry, PathBuf>>> {
+    let context = || format!("reading the inbox {}", inbox.display());
     let mut entries = Vec::new();
-    for item in dir {
-        let item = item.with_context(|| format!("reading the inbox {}", inbox.display()))?;
+    for item in std::fs::read_dir(inbox).with_context(context)? {
+        let item = item.with_context(context)?;
         let file_name = item.file_name();
         let name = file_name.to_string_lossy();
-        let Some(stem) = name.strip_suffix(".md") else {
-            continue;
-        };
-        if stem.is_empty() || stem.starts_with('.') || item.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        entries.push(InboxEntry {
-            name: stem.to_string(),
-            path: item.path(),
+        let task = name.strip_suffix(".md").filter(|stem| {
+            !stem.is_empty()
+                && !stem.starts_with('.')
+                && !item.file_type().is_ok_and(|t| t.is_dir())
+        });
+        entries.push(match task {
+            Some(stem) => Ok(InboxEntry {
+                name: stem.to_string(),
+                path: item.path(),
+            }),
+            None => Err(item.path()),
         });
     }
-    entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(entries)
 }
 
@@ -454,6 +505,33 @@ mod tests {
         assert_eq!(t.frontmatter.system_prompt.as_deref(), Some("Be brief."));
         assert_eq!(t.frontmatter.enable_thinking, Some(false));
         assert_eq!(t.body, "# Scan\nGo.\n");
+    }
+
+    #[test]
+    fn yaml_frontmatter_is_refused_and_a_rule_is_not_frontmatter() {
+        for text in [
+            "---\nmax_turns: 5\ntools: [webfetch]\n---\nDo it.\n",
+            "---\r\ntitle: Weekly scan\r\n---\r\nDo it.\r\n",
+            "---\nagent: scout\ntags:\n  - a\n---\nDo it.\n",
+        ] {
+            let e = parse_task(text).unwrap_err();
+            assert_eq!(e.line, Some(1), "{text:?}");
+            assert!(
+                e.message
+                    .starts_with("frontmatter must be TOML between two +++ lines"),
+                "{e:?}"
+            );
+        }
+        // A horizontal rule, or dashes around prose, is the body.
+        for text in [
+            "---\nJust a rule above.\n",
+            "---\nSome prose here.\n---\nMore.\n",
+            "---\nsee: http://x\n",
+            "Intro\n---\nkey: value\n---\n",
+        ] {
+            let t = parse_task(text).unwrap();
+            assert_eq!(t.body, text);
+        }
     }
 
     #[test]
@@ -649,7 +727,16 @@ mod tests {
             .map(|e| e.name)
             .collect();
         assert_eq!(names, ["10", "a", "b"]);
-        assert!(list(&dir.path().join("missing")).unwrap().is_empty());
+        let strays: Vec<_> = strays(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(strays, [".hidden.md", "c.txt", "d.md"]);
+        assert!(
+            list(&dir.path().join("missing")).is_err(),
+            "a missing inbox is no empty one"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - [`cli`] — the command line (clap structs only); [`commands`] — what each does.
 //! - [`config`] — the TOML file → one resolved [`config::Config`]; secrets read once.
 //! - [`harness`] — what every task of a run shares: clients, clock, stop signal.
-//! - [`lock`] — the single-instance lock held for a whole run.
+//! - [`lock`] — the single-instance lock held for a whole run; [`folders`] —
+//!   the folders a run needs, checked and created, each named by its key.
 //! - [`inbox`] — listing, parsing (`+++` frontmatter + body), moving task
 //!   files, and attempt counts.
 //! - [`run`] — drains the inbox — per task: records, loop, summary, move.
@@ -21,6 +22,8 @@
 //! - [`records`] — the task's events as `conversation.jsonl`, `tools.jsonl`,
 //!   `run.log`; `summary.json`.
 //! - [`progress`] — the live lines on a terminal, and the log writer beside them.
+//! - [`setup`] — which answers mean the setup is wrong (a refused key, a
+//!   wrong route) and what the operator is told.
 //! - [`smoke`] — `test-runpod`; [`replay`] — a recorded run again, no network;
 //!   [`expect`] — what a task must achieve; [`eval`] — pass rates of a suite;
 //!   [`report`] — the static HTML report; [`metrics`] — the Prometheus textfile;
@@ -41,6 +44,7 @@ pub mod endpoint;
 pub mod eval;
 pub mod expect;
 pub mod file;
+pub mod folders;
 pub mod harness;
 pub mod http;
 pub mod inbox;
@@ -55,6 +59,7 @@ pub mod reply;
 pub mod report;
 pub mod run;
 pub mod schema;
+pub mod setup;
 pub mod smoke;
 pub mod text;
 pub mod tools;

@@ -1,11 +1,15 @@
 //! The Prometheus textfile (SPEC §14): after each `run`, what it did, for
 //! node_exporter's textfile collector. Gauges of the last run, named and
 //! documented by Prometheus conventions; written to a temporary file and
-//! renamed, so the collector never reads half a file.
+//! renamed, so the collector never reads half a file (SPEC §16: readable by
+//! node_exporter's own user whatever the umask, never written through a
+//! planted link).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -19,6 +23,33 @@ pub struct RunFacts<'a> {
     pub duration: Duration,
     pub exit_code: u8,
     pub summaries: &'a [Summary],
+    /// When the last run that exited 0 ended, in seconds since the epoch.
+    pub last_success: Option<f64>,
+}
+
+/// The gauge carried from one run's file to the next.
+const LAST_SUCCESS: &str = "agent_harness_last_success_timestamp_seconds";
+
+/// The end of this run when it exited 0, else the value the previous file
+/// held (none when no run has succeeded yet).
+pub fn last_success(
+    path: &Path,
+    started: DateTime<Utc>,
+    duration: Duration,
+    exit_code: u8,
+) -> Option<f64> {
+    if exit_code == 0 {
+        return Some(started.timestamp_millis() as f64 / 1000.0 + duration.as_secs_f64());
+    }
+    let previous = crate::file::read_regular(path, 1024 * 1024, crate::file::Links::Refuse).ok()?;
+    String::from_utf8_lossy(&previous).lines().find_map(|l| {
+        let value = l.strip_prefix(LAST_SUCCESS)?.strip_prefix(' ')?;
+        value
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    })
 }
 
 /// The text format (version 0.0.4) for `facts`.
@@ -82,12 +113,20 @@ pub fn render(facts: &RunFacts<'_>) -> String {
         ),
         (
             "agent_harness_last_run_exit_code",
-            "The last run's exit code: 0 all succeeded, 1 a task failed, 75 some left for later.",
+            "The last run's exit code: 0 all succeeded, 1 a task failed, 2 a configuration error or setup fault, 75 some left for later.",
             f64::from(facts.exit_code),
         ),
     ] {
         gauge_head(&mut out, name, help);
         let _ = writeln!(out, "{name} {value}");
+    }
+    if let Some(at) = facts.last_success {
+        gauge_head(
+            &mut out,
+            LAST_SUCCESS,
+            "When the last run that exited 0 ended, in seconds since the Unix epoch.",
+        );
+        let _ = writeln!(out, "{LAST_SUCCESS} {at}");
     }
     out
 }
@@ -97,15 +136,55 @@ fn gauge_head(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} gauge");
 }
 
-/// Writes the textfile atomically: a temporary file beside it, then a rename.
+/// Writes the textfile atomically: a new temporary file in the same folder
+/// (created, never opened through a link or over another file), mode 0644
+/// whatever the umask (it holds counts and times only, and node_exporter
+/// reads it as another user), then a rename over the old one.
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "agent-harness.prom".into());
+    let (tmp, mut file) = create_temporary(&dir, &name)?;
+    let written = file
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .and_then(|()| file.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    written
+}
+
+/// `.NAME.<pid>-<random>.tmp` in `dir`, created new: a file or a link
+/// already there is never opened (O_EXCL | O_NOFOLLOW). node_exporter reads
+/// only `*.prom`, so it never sees this name.
+fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let tmp = dir.join(format!(
+            ".{name}.{}-{:08x}.tmp",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
 }
 
 #[cfg(test)]
@@ -158,6 +237,7 @@ mod tests {
             duration: Duration::from_millis(3250),
             exit_code: 1,
             summaries: &summaries,
+            last_success: Some(1775700000.5),
         });
         for line in [
             "# TYPE agent_harness_last_run_tasks gauge",
@@ -169,12 +249,63 @@ mod tests {
             "agent_harness_last_run_start_time_seconds 1775715300",
             "agent_harness_last_run_duration_seconds 3.25",
             "agent_harness_last_run_exit_code 1",
+            "# TYPE agent_harness_last_success_timestamp_seconds gauge",
+            "agent_harness_last_success_timestamp_seconds 1775700000.5",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
                 "{line} missing from:\n{text}"
             );
         }
-        assert_eq!(text.matches("# HELP").count(), 6);
+        assert_eq!(text.matches("# HELP").count(), 7);
+    }
+
+    #[test]
+    fn the_file_is_world_readable_whatever_the_umask_and_never_follows_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent-harness.prom");
+        // SAFETY: umask only changes this process's file creation mask;
+        // the tests of this crate that create files do not depend on it.
+        let old = unsafe { libc::umask(0o077) };
+        let written = write(&path, "x 1\n");
+        unsafe { libc::umask(old) };
+        written.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+        // A link planted where the old fixed temporary name was is left alone.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("agent-harness.prom.tmp")).unwrap();
+        write(&path, "x 2\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x 2\n");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".tmp") && n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "no temporary file is left: {left:?}");
+    }
+
+    #[test]
+    fn the_last_success_is_kept_from_the_previous_file_until_a_run_exits_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.prom");
+        let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+        let d = Duration::from_millis(2500);
+        assert_eq!(last_success(&path, t, d, 75), None, "never succeeded");
+        assert_eq!(last_success(&path, t, d, 0), Some(1775715302.5));
+        std::fs::write(
+            &path,
+            "# HELP x\nagent_harness_last_success_timestamp_seconds 1775715302.5\n",
+        )
+        .unwrap();
+        assert_eq!(last_success(&path, t, d, 2), Some(1775715302.5));
+        std::fs::write(&path, "agent_harness_last_success_timestamp_seconds NaN\n").unwrap();
+        assert_eq!(
+            last_success(&path, t, d, 1),
+            None,
+            "a value that is no time is dropped"
+        );
     }
 }

@@ -98,6 +98,9 @@ pub struct ConversationLine<'a> {
     /// The raw response body: JSON when it parsed, else a string.
     pub response: Option<&'a crate::http::RawBody>,
     pub error: Option<&'a str>,
+    /// The reply's `finish_reason`: `length` marks a reply cut at `max_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<&'a str>,
     /// How the attempt failed: `transport`, `status`, `job_failed`,
     /// `job_ended`, `bad_body`, `too_large`, `wall_clock`, `interrupted`,
     /// `not_recorded`.
@@ -190,6 +193,7 @@ impl<'a> ConversationLine<'a> {
             http_status: a.http_status,
             response: a.response,
             error: a.error.as_deref(),
+            finish_reason: a.finish_reason,
             error_kind: a.failure.map(failure_name),
             retry_after_ms: a.retry_after_ms,
             runpod: a.job.map(|j| JobLine {
@@ -407,6 +411,10 @@ impl RunRecord {
                     "empty reply; asking again"
                 },
             ),
+            TaskEvent::AnswerCut => self.log(
+                at,
+                "the answer was CUT at max_tokens (finish_reason length); asking once more for the complete answer, shorter, with thinking off",
+            ),
             TaskEvent::AnswerRejected { errors } => self.log(
                 at,
                 &format!(
@@ -449,10 +457,15 @@ impl RunRecord {
         self.log(
             at,
             &format!(
-                "turn {turn}: reply ({} prompt + {} completion tokens, finish {}){recovered}{calls}",
+                "turn {turn}: reply ({} prompt + {} completion tokens, finish {}){cut}{recovered}{calls}",
                 r.usage.prompt_tokens,
                 r.usage.completion_tokens,
                 r.finish_reason.unwrap_or("-"),
+                cut = if r.finish_reason == Some("length") {
+                    "; CUT at max_tokens"
+                } else {
+                    ""
+                },
             ),
         );
     }
@@ -569,6 +582,8 @@ pub struct RecordedLine {
     pub error: Option<String>,
     #[serde(default)]
     pub error_kind: Option<String>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
     #[serde(default)]

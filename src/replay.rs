@@ -154,6 +154,7 @@ fn replaying_harness(
                 text: t.result.clone(),
                 is_error: t.is_error,
                 detail: t.detail.clone(),
+                setup_fault: None,
             };
             (t.call_id.clone(), output)
         })

@@ -175,7 +175,7 @@ fn index_page(pages: &[(&Summary, String)]) -> Markup {
                     }
                 }
                 table {
-                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tokens" } th { "Wall" } th { "Started" } } }
+                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tool errors" } th { "Tokens" } th { "Wall" } th { "Started" } } }
                     tbody {
                         @for (s, page) in pages {
                             tr class=(format!("{} s-{}", task_class(&s.task), s.status.as_str())) {
@@ -184,6 +184,7 @@ fn index_page(pages: &[(&Summary, String)]) -> Markup {
                                 td class=(s.status.as_str()) { (s.status.as_str()) @if s.dry_run { " (dry)" } }
                                 td { (s.stop_reason.as_str()) }
                                 td { (s.turns) }
+                                td class=(if s.tool_errors > 0 { "failed" } else { "" }) { (s.tool_errors) }
                                 td { (s.total_tokens) }
                                 td { (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
                                 td { (s.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) }
@@ -240,7 +241,9 @@ fn run_page(run: &RecordedRun) -> Markup {
                     (s.status.as_str()) " — " (s.stop_reason.as_str())
                     @if let Some(of) = &s.replay_of { " (a replay of " (of) ")" }
                 }
-                p.meta { "run " (s.run_id) ", " (s.turns) " turn(s), " (s.tool_calls) " tool call(s), " (s.total_tokens) " tokens, " (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
+                p.meta { "run " (s.run_id) ", " (s.turns) " turn(s), " (s.tool_calls) " tool call(s), "
+                    @if s.tool_errors > 0 { span.failed { (s.tool_errors) " tool error(s)" } ", " }
+                    (s.total_tokens) " tokens, " (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
                 @if let Some(system) = message(0) {
                     details { summary { "System prompt" } pre { (system) } }
                 }
@@ -317,6 +320,7 @@ fn turn_section(t: &TurnView<'_>, tools: &[ToolLine], elided: &BTreeMap<String, 
             p.meta {
                 (usage.0) " prompt + " (usage.1) " completion tokens, " (t.latency_ms) " ms"
                 @if t.attempts > 1 { ", " (t.attempts) " attempts" }
+                @if t.last.finish_reason.as_deref() == Some("length") { " " span.mark { "CUT at max_tokens" } }
                 @if let Some(e) = &t.last.error { " — " span.failed { (e) } }
             }
             @if !thoughts.is_empty() {

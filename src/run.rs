@@ -61,6 +61,8 @@ pub struct Tally {
     pub interrupted: usize,
     /// Not started because the run was stopping.
     pub not_started: usize,
+    /// The diagnosis of the setup fault that stopped the run (SPEC §16).
+    pub setup_fault: Option<String>,
 }
 
 impl Tally {
@@ -74,15 +76,24 @@ impl Tally {
         if later > 0 {
             parts.push(format!("{later} left in the inbox for a later run"));
         }
-        format!("{} in {:.1}s", parts.join(", "), elapsed.as_secs_f64())
+        let mut text = format!("{} in {:.1}s", parts.join(", "), elapsed.as_secs_f64());
+        if let Some(fault) = &self.setup_fault {
+            text.push_str(&format!(
+                "\nsetup fault, the run stopped and nothing was filed for it: {fault}"
+            ));
+        }
+        text
     }
 }
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
-    /// Another run holds the lock.
-    Locked,
+    /// Another run holds the lock; `wanted` is the task `run-task` asked
+    /// for, which did not run.
+    Locked {
+        wanted: Option<String>,
+    },
     /// The endpoint did not answer before the first task; nothing was touched.
     Unreachable(String),
     Finished(Tally),
@@ -92,8 +103,10 @@ impl RunOutcome {
     /// The process exit code (SPEC §2).
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunOutcome::Locked => 0,
+            RunOutcome::Locked { wanted: None } => 0,
+            RunOutcome::Locked { wanted: Some(_) } => 75,
             RunOutcome::Unreachable(_) => 75,
+            RunOutcome::Finished(t) if t.setup_fault.is_some() => 2,
             RunOutcome::Finished(t) if t.failed > 0 => 1,
             RunOutcome::Finished(t) if t.retry_later + t.interrupted + t.not_started > 0 => 75,
             RunOutcome::Finished(_) => 0,
@@ -129,9 +142,36 @@ pub enum TaskEnd {
 
 pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
     let (started, t0) = ((h.clock)(), Instant::now());
+    let (result, summaries) = match drain_inbox(cfg, h, opts).await {
+        Ok((outcome, summaries)) => (Ok(outcome), summaries),
+        Err(e) => (Err(e), Vec::new()),
+    };
+    let exit_code = match &result {
+        // The run holding the lock writes the figures.
+        Ok(RunOutcome::Locked { .. }) => None,
+        Ok(outcome) => Some(outcome.exit_code()),
+        Err(e) if e.downcast_ref::<UsageError>().is_some() => Some(2),
+        Err(_) => Some(1),
+    };
+    if let Some(exit_code) = exit_code
+        && !opts.dry_run
+    {
+        write_metrics(cfg, started, t0.elapsed(), exit_code, &summaries);
+    }
+    result
+}
+
+/// The run itself: folders, lock, listing, reachability, tasks.
+async fn drain_inbox(
+    cfg: &Config,
+    h: &Harness,
+    opts: &RunOptions,
+) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
+    crate::folders::prepare(cfg).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
     let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
-        return Ok(RunOutcome::Locked);
+        let wanted = opts.only.clone();
+        return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
     let mut entries = inbox::list(&cfg.paths.inbox)?;
     if !opts.dry_run {
@@ -148,18 +188,14 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
             .into());
         }
     }
-    let (outcome, summaries) = if entries.is_empty() {
+    Ok(if entries.is_empty() {
         tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty");
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = h.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
     } else {
         drain(cfg, h, opts, entries).await
-    };
-    if !opts.dry_run {
-        write_metrics(cfg, started, t0.elapsed(), &outcome, &summaries);
-    }
-    Ok(outcome)
+    })
 }
 
 /// Drops the attempt counts of tasks no longer in the inbox (removed by
@@ -213,7 +249,7 @@ fn write_metrics(
     cfg: &Config,
     started: chrono::DateTime<chrono::Utc>,
     duration: std::time::Duration,
-    outcome: &RunOutcome,
+    exit_code: u8,
     summaries: &[Summary],
 ) {
     let Some(path) = &cfg.metrics_textfile else {
@@ -222,8 +258,9 @@ fn write_metrics(
     let text = crate::metrics::render(&crate::metrics::RunFacts {
         started,
         duration,
-        exit_code: outcome.exit_code(),
+        exit_code,
         summaries,
+        last_success: crate::metrics::last_success(path, started, duration, exit_code),
     });
     if let Err(e) = crate::metrics::write(path, &text) {
         tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");
@@ -245,6 +282,7 @@ pub async fn run_tasks(
         context_tokens: context_window(cfg, h).await,
         attempts: Mutex::new(Attempts::load(&cfg.paths.state_dir())),
         mode,
+        setup_fault: Mutex::new(None),
     };
     let concurrency = concurrency.max(1);
     tracing::info!(
@@ -296,6 +334,12 @@ impl Tally {
                 TaskEnd::NotStarted => tally.not_started += 1,
                 TaskEnd::Broken => tally.failed += 1,
                 TaskEnd::Filed(s) => match (s.status, s.retryable) {
+                    _ if s.stop_reason == StopReason::SetupFault => {
+                        tally.interrupted += 1;
+                        if tally.setup_fault.is_none() {
+                            tally.setup_fault = s.error.clone();
+                        }
+                    }
                     (Status::Succeeded, _) => tally.succeeded += 1,
                     (Status::Interrupted, _) => tally.interrupted += 1,
                     (Status::Failed, true) => tally.retry_later += 1,
@@ -314,6 +358,8 @@ struct Drain<'a> {
     context_tokens: Option<u32>,
     attempts: Mutex<Attempts>,
     mode: &'a Mode,
+    /// The first setup fault a task met: the run stops (SPEC §16).
+    setup_fault: Mutex<Option<String>>,
 }
 
 /// A task's attempt count: counted before it starts (SPEC §12.1).
@@ -356,7 +402,7 @@ fn file_outcome(
 ) -> Filing {
     let status = match stop {
         StopReason::FinalAnswer => Status::Succeeded,
-        StopReason::Interrupted => Status::Interrupted,
+        StopReason::Interrupted | StopReason::SetupFault => Status::Interrupted,
         _ => Status::Failed,
     };
     let filing = |disposition, retryable, note| Filing {
@@ -368,7 +414,7 @@ fn file_outcome(
     match stop {
         _ if !file => filing(Disposition::Keep, retryable, None),
         StopReason::FinalAnswer => filing(Disposition::Done, false, None),
-        StopReason::Interrupted => filing(Disposition::Keep, true, None),
+        StopReason::Interrupted | StopReason::SetupFault => filing(Disposition::Keep, true, None),
         _ if retryable && attempt < max_attempts => filing(
             Disposition::Keep,
             true,
@@ -441,6 +487,7 @@ impl Drain<'_> {
             verdicts,
             agent,
         } = ran;
+        let outcome = self.stop_on_setup_fault(outcome);
         if let Some(result) = &outcome.result {
             rec.result(result)?;
         }
@@ -486,6 +533,7 @@ impl Drain<'_> {
             status = summary.status.as_str(),
             stop_reason = summary.stop_reason.as_str(),
             turns = summary.turns,
+            tool_errors = summary.tool_errors,
             tokens = summary.total_tokens,
             wall_ms = summary.wall_ms,
             file = %place,
@@ -493,6 +541,29 @@ impl Drain<'_> {
             "task finished"
         );
         Ok(summary)
+    }
+
+    /// A setup fault stops the run: no further task starts, and the tasks
+    /// in flight (interrupted by it) end as setup faults too.
+    fn stop_on_setup_fault(&self, mut outcome: Outcome) -> Outcome {
+        let mut fault = self
+            .setup_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (outcome.stop, fault.as_ref()) {
+            (StopReason::SetupFault, None) => {
+                let diagnosis = outcome.error.clone().unwrap_or_default();
+                tracing::error!(error = %diagnosis, "setup fault: the run stops and every task stays in the inbox");
+                *fault = Some(diagnosis);
+                self.h.cancel.cancel();
+            }
+            (StopReason::Interrupted, Some(first)) => {
+                outcome.stop = StopReason::SetupFault;
+                outcome.error = Some(format!("stopped by another task's setup fault: {first}"));
+            }
+            _ => {}
+        }
+        outcome
     }
 
     /// Reads, resolves and runs the task, and judges its expectations. A
@@ -745,22 +816,44 @@ pub fn check_inbox(
     offered: &[crate::tools::ToolName],
     today: chrono::NaiveDate,
 ) -> anyhow::Result<CheckReport> {
-    let entries = inbox::list(&cfg.paths.inbox)
-        .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
-    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
+    let in_config = |p: String| format!("{}: {p}", cfg.path.display());
     let mut report = CheckReport {
-        tasks: entries.len(),
+        config_problems: Toolbox::unknown_profile_tools(cfg)
+            .into_iter()
+            .chain(crate::folders::check_inbox(&cfg.paths.inbox).err())
+            .chain(crate::folders::unwritable(cfg))
+            .map(in_config)
+            .collect(),
+        config_warnings: Toolbox::unoffered_profile_tools(cfg)
+            .into_iter()
+            .map(in_config)
+            .collect(),
         ..CheckReport::default()
     };
-    let in_config = |p: String| format!("{}: {p}", cfg.path.display());
-    report.config_problems = Toolbox::unknown_profile_tools(cfg)
-        .into_iter()
-        .map(in_config)
-        .collect();
-    report.config_warnings = Toolbox::unoffered_profile_tools(cfg)
-        .into_iter()
-        .map(in_config)
-        .collect();
+    if cfg.paths.inbox.is_dir() {
+        check_tasks(cfg, offered, today, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// `check` for each inbox entry: its problems, its risks, and entries that
+/// will never run.
+fn check_tasks(
+    cfg: &Config,
+    offered: &[crate::tools::ToolName],
+    today: chrono::NaiveDate,
+    report: &mut CheckReport,
+) -> anyhow::Result<()> {
+    let entries = inbox::list(&cfg.paths.inbox)
+        .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
+    report.tasks = entries.len();
+    report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
+        format!(
+            "{}: warning: not a *.md file, so it will never run (task files are NAME.md, lower-case .md)",
+            p.display()
+        )
+    }));
+    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
     for e in &entries {
         let result = inbox::read_task(&e.path).and_then(|f| {
             TaskSpec::resolve(
@@ -791,7 +884,7 @@ pub fn check_inbox(
             }
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// A task that can read notes and fetch any URL could be talked (by a note
@@ -893,6 +986,7 @@ mod tests {
             retry_later: 1,
             interrupted: 1,
             not_started: 1,
+            setup_fault: None,
         };
         assert_eq!(
             t.describe(Duration::from_secs(2)),

@@ -120,17 +120,41 @@ impl OutputSchema {
 /// which costs many times its length.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
-/// The JSON of an answer: the whole text, or a code fence around it.
+/// The JSON of an answer: the whole text, a code fence around it, or —
+/// when the reply holds prose around it — its one ```` ```json ```` fence
+/// (SPEC §16). Two such fences are ambiguous and read as no JSON.
 pub fn answer_json(answer: &str) -> Option<Value> {
     let t = answer.trim();
     let inner = match t.strip_prefix("```") {
         Some(rest) => {
             let body = rest.split_once('\n').map_or("", |(_, b)| b);
-            body.trim_end().strip_suffix("```")?
+            body.trim_end().strip_suffix("```")
         }
-        None => t,
+        None => Some(t),
     };
-    serde_json::from_str(inner.trim()).ok()
+    inner
+        .and_then(|i| serde_json::from_str(i.trim()).ok())
+        .or_else(|| serde_json::from_str(the_json_fence(answer)?.trim()).ok())
+}
+
+/// The text inside the reply's only ```` ```json ```` fence, if it has
+/// exactly one that is closed.
+fn the_json_fence(text: &str) -> Option<&str> {
+    let mut fences = text.match_indices("```json").filter(|(at, _)| {
+        // A fence opens a line.
+        text[..*at].ends_with('\n') || *at == 0
+    });
+    let (at, open) = fences.next()?;
+    if fences.next().is_some() {
+        return None;
+    }
+    let after = &text[at + open.len()..];
+    let (_, body) = after.split_once('\n')?;
+    let end = body
+        .match_indices("```")
+        .find(|(i, _)| *i == 0 || body[..*i].ends_with('\n'))?
+        .0;
+    Some(&body[..end])
 }
 
 #[cfg(test)]
@@ -159,6 +183,28 @@ mod tests {
         assert_eq!(
             s.check("```\n{\"papers\": 0}\n```"),
             Ok(json!({"papers": 0}))
+        );
+    }
+
+    #[test]
+    fn the_one_json_fence_in_prose_is_the_answer() {
+        let s = schema();
+        assert_eq!(
+            s.check("Here is the count:\n```json\n{\"papers\": 4}\n```\nHope this helps."),
+            Ok(json!({"papers": 4}))
+        );
+        assert_eq!(
+            s.check("Result:\r\n```json\r\n{\"papers\": 2}\r\n```"),
+            Ok(json!({"papers": 2}))
+        );
+        // Two fences: which one is meant is not guessed.
+        let two = "A:\n```json\n{\"papers\": 1}\n```\nB:\n```json\n{\"papers\": 2}\n```\n";
+        assert!(s.check(two).is_err());
+        // Unclosed, or not at the start of a line.
+        assert!(s.check("See:\n```json\n{\"papers\": 1}\n").is_err());
+        assert!(
+            s.check("inline ```json\n{\"papers\": 1}\n``` here")
+                .is_err()
         );
     }
 

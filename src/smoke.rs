@@ -2,7 +2,9 @@
 //! kind. Three steps, each printed with what it measured: the endpoint
 //! answers HTTP; one short completion; one tool-call round trip (the model
 //! is made to call a tool, the result goes back, the server accepts it).
-//! A failure is diagnosed in one line naming what to fix.
+//! A failure is diagnosed in one line naming what to fix — for a refused
+//! key or a wrong route, the same line a run stops with ([`crate::setup`]).
+//! When noteworx is configured, one listing checks its address and token.
 
 use std::io::Write;
 use std::time::Duration;
@@ -13,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, Message, Sampling, Tweaks};
 use crate::commands::exit;
-use crate::config::{Config, EndpointKind};
+use crate::config::{Config, EndpointKind, NoteworxConfig};
 use crate::endpoint::{CallError, Completion, Endpoint};
+use crate::noteworx::{NoteworxClient, NoteworxError};
 use crate::reply::{read_reply, replayed_assistant};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -27,11 +30,54 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     let _ = writeln!(out, "endpoint: {kind} {}", cfg.endpoint.base_url);
     let mut sampling = Sampling::from_config(&cfg.model, cfg.endpoint.model.clone());
     sampling.max_tokens = sampling.max_tokens.min(256);
-    // Each step's lines are printed as it ends; the first failure ends the test.
-    let passed = report(out, reachable(ep).await)
+    // Each step's lines are printed as it ends; the first failure ends the
+    // endpoint's steps. The notes service is checked either way.
+    let endpoint = report(out, reachable(ep).await)
         && report(out, completion(cfg, ep, &sampling).await)
         && report(out, tool_round_trip(cfg, ep, &sampling).await);
-    if passed { exit::OK } else { exit::FAILED }
+    let notes = match &cfg.noteworx {
+        Some(n) => report(out, noteworx(n).await),
+        None => true,
+    };
+    if endpoint && notes {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+/// One `GET /api/notes?limit=1` with the token: the notes service is there
+/// and takes the token (SPEC §16).
+async fn noteworx(cfg: &NoteworxConfig) -> Steps {
+    let fail = |why: String| Err(format!("FAIL noteworx: {why}\n"));
+    let client = match NoteworxClient::new(cfg) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("{e:#}")),
+    };
+    let t0 = Instant::now();
+    let base = "check [tools.noteworx] base_url";
+    match client.list_notes(None, None, Some(1)).await {
+        Ok(notes) => Ok(format!(
+            "ok   noteworx: {} listed {} note(s) in {} ms\n",
+            cfg.base_url,
+            notes.len(),
+            t0.elapsed().as_millis()
+        )),
+        Err(NoteworxError::Status { status, message })
+            if crate::setup::is_noteworx_fault(status) =>
+        {
+            fail(crate::setup::noteworx_diagnosis(
+                &cfg.token_env,
+                status,
+                &message,
+            ))
+        }
+        Err(NoteworxError::Status { status: 404, .. }) => fail(format!(
+            "no notes API at {} (HTTP 404 for /api/notes); {base}",
+            cfg.base_url
+        )),
+        Err(e) => fail(format!("{e}; {base}")),
+    }
 }
 
 /// Prints a step's lines; `true` when it passed.
@@ -68,7 +114,7 @@ async fn completion(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> Steps {
     let body = chat::build_request(&messages, &[], sampling, TWEAKS, None);
     match timed_call(cfg, ep, body).await {
         Ok((c, ms)) => Ok(format!("ok   completion: {}\n", describe(&c, ms))),
-        Err(e) => Err(format!("FAIL completion: {}\n", diagnose(cfg, &e))),
+        Err(e) => Err(format!("FAIL completion: {}\n", ep.diagnose(&e))),
     }
 }
 
@@ -97,7 +143,7 @@ async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> St
     );
     let (first, ms) = timed_call(cfg, ep, body)
         .await
-        .map_err(|e| format!("FAIL tool call: {}\n", diagnose(cfg, &e)))?;
+        .map_err(|e| format!("FAIL tool call: {}\n", ep.diagnose(&e)))?;
     let choice = first.response.choices.first().cloned().unwrap_or_default();
     let reply = read_reply(
         &choice.message,
@@ -129,7 +175,7 @@ async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> St
             ));
             Ok(lines)
         }
-        Err(e) => Err(format!("{lines}FAIL tool result: {}\n", diagnose(cfg, &e))),
+        Err(e) => Err(format!("{lines}FAIL tool result: {}\n", ep.diagnose(&e))),
     }
 }
 
@@ -170,26 +216,4 @@ fn describe(c: &Completion, ms: u128) -> String {
         ));
     }
     s
-}
-
-/// One line saying what failed and what to check.
-pub fn diagnose(cfg: &Config, e: &CallError) -> String {
-    let key_var = match cfg.endpoint.kind {
-        EndpointKind::Runpod => "the variable named by [runpod] api_key_env",
-        EndpointKind::Openai => "the variable named by [openai] api_key_env",
-    };
-    match e {
-        CallError::Rejected {
-            status: 401 | 403, ..
-        } => format!("the endpoint refused the API key ({e}); check {key_var}"),
-        CallError::Rejected { status: 404, .. } => match cfg.endpoint.kind {
-            EndpointKind::Runpod => {
-                format!("no such endpoint ({e}); check [runpod] endpoint_id or endpoint_url")
-            }
-            EndpointKind::Openai => format!(
-                "no chat route there ({e}); check [openai] base_url (llama-server: http://HOST:PORT/v1)"
-            ),
-        },
-        _ => e.to_string(),
-    }
 }

@@ -98,6 +98,8 @@ pub struct Answer {
     pub detail: Option<Value>,
     /// Not run because a budget was spent.
     pub over_budget: bool,
+    /// The service refused the setup: the run stops (SPEC §16).
+    pub setup_fault: Option<String>,
 }
 
 /// The turn's calls were answered, or a call repeated too often.
@@ -326,6 +328,7 @@ fn answer(
         repeat,
         detail: output.detail,
         over_budget: false,
+        setup_fault: output.setup_fault,
     }
 }
 

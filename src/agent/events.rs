@@ -41,6 +41,8 @@ pub enum TaskEvent<'a> {
     ReplyRead(ReplyFacts<'a>),
     /// The reply was empty: the model is asked once more.
     AskedAgain { thinking_off: bool },
+    /// The answer was cut at `max_tokens`: it is asked for once more, shorter.
+    AnswerCut,
     /// The final answer did not match the output schema: it is asked for
     /// once more, the schema as `response_format`.
     AnswerRejected { errors: &'a [String] },
@@ -71,6 +73,8 @@ pub struct ModelAttempt<'a> {
     pub retry_after_ms: Option<u64>,
     /// The RunPod job, for the `runpod` kind.
     pub job: Option<JobFacts<'a>>,
+    /// The reply's `finish_reason`; `length` means it was cut at `max_tokens`.
+    pub finish_reason: Option<&'a str>,
     /// What the context manager did before the request (first attempt only).
     pub context: Option<&'a ContextNote>,
 }

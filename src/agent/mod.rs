@@ -70,6 +70,8 @@ struct TaskRun<'a, 's> {
     quotable: Quotable,
     /// An empty reply was already asked again.
     asked_again: bool,
+    /// A cut answer was already asked for again, shorter.
+    asked_shorter: bool,
     /// The `response_format` of the next request: the answer did not match
     /// the output schema, and is asked for once more (no tools offered).
     repair: Option<Value>,
@@ -100,6 +102,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             repeats: Repeats::default(),
             quotable: Quotable::default(),
             asked_again: false,
+            asked_shorter: false,
             repair: None,
             repaired: false,
             deadline,
@@ -372,6 +375,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             }
             CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
             CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
+            CallError::Setup { .. } => Stop::setup_fault(self.h.endpoint.diagnose(&e)),
         }
     }
 
@@ -432,6 +436,9 @@ impl<'a, 's> TaskRun<'a, 's> {
     /// request once more (without thinking if thinking used up
     /// `max_tokens`), and `empty_response` the second time.
     fn answer_or_ask_again(&mut self, reply: Reply) -> Result<Tweaks, Stop> {
+        if !reply.content.is_empty() && reply.cut_off {
+            return self.ask_shorter(reply);
+        }
         if !reply.content.is_empty() {
             return match self.spec.output_schema.clone() {
                 Some(schema) => self.check_answer(&schema, reply),
@@ -450,6 +457,44 @@ impl<'a, 's> TaskRun<'a, 's> {
         Ok(Tweaks {
             seed: Some(u64::from(fastrand::u32(..))),
             thinking_off,
+        })
+    }
+
+    /// An answer cut at `max_tokens` is no answer (SPEC §16): it is asked
+    /// for once more — complete, shorter, thinking off — and a second cut
+    /// (or no turn left to ask in) ends the task as `answer_truncated`.
+    fn ask_shorter(&mut self, reply: Reply) -> Result<Tweaks, Stop> {
+        let max_tokens = self.spec.sampling.max_tokens;
+        let truncated = |why: &str| {
+            Stop::failed(
+                StopReason::AnswerTruncated,
+                format!(
+                    "the answer was cut at max_tokens = {max_tokens} (finish_reason \"length\"){why}; raise max_tokens or ask for a shorter answer"
+                ),
+            )
+        };
+        if self.asked_shorter {
+            return Err(truncated(", again when asked for a shorter one"));
+        }
+        if self.stats.turns >= self.spec.max_turns {
+            return Err(truncated(" and no turn is left to ask again"));
+        }
+        self.asked_shorter = true;
+        self.emit(&TaskEvent::AnswerCut);
+        self.conv
+            .push(replayed_assistant(&reply, self.spec.replay_thinking));
+        self.conv.push(Message::user(
+            "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",
+        ));
+        // Under an output schema this is also the one repair: the schema
+        // goes as a grammar, so the JSON can close within max_tokens.
+        if let Some(schema) = &self.spec.output_schema {
+            self.repair = Some(schema.response_format());
+            self.repaired = true;
+        }
+        Ok(Tweaks {
+            seed: None,
+            thinking_off: true,
         })
     }
 
@@ -539,6 +584,9 @@ impl<'a, 's> TaskRun<'a, 's> {
         match result {
             TurnResult::Answered(answers) => {
                 self.record_answers(&answers);
+                if let Some(fault) = answers.iter().find_map(|a| a.setup_fault.clone()) {
+                    return Err(Stop::setup_fault(fault));
+                }
                 for a in answers {
                     let origin = ToolOrigin {
                         call_id: a.call_id.clone(),
@@ -600,6 +648,7 @@ fn model_attempt<'a>(
             execution_ms: j.execution_time,
             polls: j.polls,
         }),
+        finish_reason: a.finish_reason.as_deref(),
         context,
     }
 }

@@ -27,6 +27,11 @@ pub enum StopReason {
     ExpectationFailed,
     /// The final answer did not match the output schema, even when asked again.
     InvalidAnswer,
+    /// The setup is wrong, not the task (a refused key, a wrong route, a
+    /// refused notes token): the run stops and the task stays in the inbox.
+    SetupFault,
+    /// The answer was cut at `max_tokens`, even when asked again for a shorter one.
+    AnswerTruncated,
 }
 
 impl StopReason {
@@ -45,6 +50,8 @@ impl StopReason {
             StopReason::InternalError => "internal_error",
             StopReason::ExpectationFailed => "expectation_failed",
             StopReason::InvalidAnswer => "invalid_answer",
+            StopReason::SetupFault => "setup_fault",
+            StopReason::AnswerTruncated => "answer_truncated",
         }
     }
 }
@@ -111,6 +118,11 @@ impl Stop {
             retryable: false,
             result: None,
         }
+    }
+
+    /// The setup is wrong (SPEC §16): the task is left as it was.
+    pub fn setup_fault(diagnosis: impl Into<String>) -> Stop {
+        Stop::failed(StopReason::SetupFault, diagnosis).retryable()
     }
 
     pub fn retryable(mut self) -> Stop {

@@ -120,6 +120,8 @@ pub struct Attempt<'a> {
     /// The server's `Retry-After` on an error status.
     pub retry_after: Option<Duration>,
     pub runpod: Option<JobInfo>,
+    /// The reply's `finish_reason` (`stop`, `tool_calls`, `length`), when it is one.
+    pub finish_reason: Option<String>,
 }
 
 /// A successful call.
@@ -142,6 +144,11 @@ pub enum CallError {
     /// The endpoint rejected the request itself (a 4xx other than 408 and 429). Final.
     #[error("the endpoint rejected the request (HTTP {status}): {message}")]
     Rejected { status: u16, message: String },
+    /// The endpoint's answer says the setup is wrong, not the task (a
+    /// refused key, a wrong route: [`crate::setup::is_endpoint_fault`]).
+    /// The run stops; see [`Endpoint::diagnose`].
+    #[error("HTTP {status}: {message}")]
+    Setup { status: u16, message: String },
     /// llama-server's `exceed_context_size_error`.
     #[error("the prompt ({n_prompt:?} tokens) exceeds the server's context ({n_ctx:?} tokens)")]
     ContextExceeded {
@@ -242,6 +249,9 @@ impl AttemptError {
                     new_seed: true,
                     retry_after,
                 },
+                s if crate::setup::is_endpoint_fault(s) => {
+                    Next::Fail(CallError::Setup { status: s, message })
+                }
                 s if (400..500).contains(&s) => {
                     Next::Fail(CallError::Rejected { status: s, message })
                 }
@@ -441,6 +451,12 @@ impl Endpoint {
                     .err()
                     .and_then(AttemptError::retry_after),
                 runpod: raw.job.clone(),
+                finish_reason: raw
+                    .result
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.choices.first()?.finish_reason.as_deref())
+                    .map(|f| clip(f, 32)),
             });
             let error = match raw.result {
                 Ok(response) => {
@@ -625,6 +641,21 @@ impl Endpoint {
         let ceiling = crate::config::bounds::CONTEXT_TOKENS.1;
         let n = u64::from(props.default_generation_settings.n_ctx).min(ceiling);
         u32::try_from(n).ok().filter(|n| *n > 0)
+    }
+
+    /// One line for the operator saying what failed and what to fix; for a
+    /// setup fault, the config key (SPEC §16).
+    pub fn diagnose(&self, e: &CallError) -> String {
+        match e {
+            CallError::Setup { status, .. } => {
+                let setup = crate::setup::EndpointSetup {
+                    kind: self.cfg.kind,
+                    key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
+                };
+                crate::setup::endpoint_diagnosis(setup, *status, &e.to_string())
+            }
+            _ => e.to_string(),
+        }
     }
 
     pub(crate) fn base_url(&self) -> &str {
@@ -878,9 +909,15 @@ mod tests {
             status(500).next(),
             Next::Retry { new_seed: true, .. }
         ));
-        for s in [400, 401, 403, 404, 422] {
+        for s in [400, 409, 413, 422] {
             assert!(
                 matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })),
+                "{s}"
+            );
+        }
+        for s in [401, 403, 404, 405] {
+            assert!(
+                matches!(status(s).next(), Next::Fail(CallError::Setup { status, .. }) if status == s),
                 "{s}"
             );
         }

@@ -223,12 +223,26 @@ impl Poller {
             Err(e) => {
                 self.errors += 1;
                 if self.errors >= MAX_POLL_ERRORS {
-                    Polled::Stop(e)
+                    Polled::Stop(polls_failed(e, id))
                 } else {
                     Polled::Again
                 }
             }
         }
+    }
+}
+
+/// Status polls that kept failing. An error status there is never a
+/// setup fault (the job was accepted, so the key and the route were right):
+/// the job is given up, retryable in a later run, like a job that ended.
+fn polls_failed(e: AttemptError, id: &str) -> AttemptError {
+    match e {
+        AttemptError::Status {
+            status, message, ..
+        } => AttemptError::JobEnded(format!(
+            "the status of RunPod job {id} could not be read (HTTP {status}: {message})"
+        )),
+        e => e,
     }
 }
 

@@ -531,6 +531,9 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Extra facts for `tools.jsonl` (a dry-run intent, a duplicate skipped).
     pub detail: Option<Value>,
+    /// The service refused the setup (a notes token): the run stops with
+    /// this diagnosis (SPEC §16).
+    pub setup_fault: Option<String>,
 }
 
 impl ToolOutput {
@@ -539,6 +542,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             detail: None,
+            setup_fault: None,
         }
     }
     pub fn error(text: impl Into<String>) -> Self {
@@ -546,6 +550,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             detail: None,
+            setup_fault: None,
         }
     }
     pub fn with_detail(mut self, detail: Value) -> Self {

@@ -199,13 +199,17 @@ impl Noteworx {
                 }
                 None => "noteworx found nothing at that address (404).".to_string(),
             },
-            NoteworxError::Status {
-                status: s @ (401 | 403),
-                ..
-            } => format!(
-                "noteworx refused the token ({s}); the operator must check {}. Do not call noteworx tools again; finish without them.",
-                self.token_env
-            ),
+            NoteworxError::Status { status, message }
+                if crate::setup::is_noteworx_fault(*status) =>
+            {
+                let diagnosis =
+                    crate::setup::noteworx_diagnosis(&self.token_env, *status, message);
+                let mut out = ToolOutput::error(format!(
+                    "noteworx refused the token ({status}); the run stops so the operator can fix it."
+                ));
+                out.setup_fault = Some(diagnosis);
+                return out;
+            }
             NoteworxError::Status {
                 status: 422,
                 message,

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
-fn bin(project: &Project) -> Command {
+pub(crate) fn bin(project: &Project) -> Command {
     let mut cmd = Command::cargo_bin("agent-harness").unwrap();
     cmd.current_dir(project.root())
         .env_remove("AGENT_HARNESS_CONFIG")
@@ -14,11 +14,11 @@ fn bin(project: &Project) -> Command {
     cmd
 }
 
-fn stdout(out: &std::process::Output) -> String {
+pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &std::process::Output) -> String {
+pub(crate) fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

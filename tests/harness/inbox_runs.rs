@@ -128,7 +128,7 @@ async fn a_second_run_while_the_lock_is_held_does_nothing() {
 
     let outcome = run_all(&cfg).await;
 
-    assert_eq!(outcome, RunOutcome::Locked);
+    assert_eq!(outcome, RunOutcome::Locked { wanted: None });
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), ["t.md"]);
     assert!(llm.requests().await.is_empty());
@@ -319,10 +319,11 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
 
 #[tokio::test]
 async fn a_rejected_request_is_final_at_once() {
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}})),
-    ])
-    .await;
+    let llm =
+        FakeLlm::start(vec![ResponseTemplate::new(422).set_body_json(
+            json!({"error": {"message": "tools[0]: unknown field"}}),
+        )])
+        .await;
     let project = Project::new();
     project.task("t", "hi");
     let cfg = project.config(&llm.base_url(), "");
@@ -336,9 +337,9 @@ async fn a_rejected_request_is_final_at_once() {
     );
     assert_eq!(
         s.error.as_deref(),
-        Some("the endpoint rejected the request (HTTP 401): Invalid API Key")
+        Some("the endpoint rejected the request (HTTP 422): tools[0]: unknown field")
     );
-    assert_eq!(llm.requests().await.len(), 1, "a 401 is not retried");
+    assert_eq!(llm.requests().await.len(), 1, "a 422 is not retried");
     assert_eq!(project.failed().len(), 1);
 }
 

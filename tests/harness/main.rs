@@ -10,6 +10,7 @@ mod counting;
 mod eval;
 mod hostile;
 mod inbox_runs;
+mod left_alone;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;

@@ -1,5 +1,6 @@
 //! The six noteworx tools against a fake noteworx implementing the SPEC API.
 
+use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
@@ -282,17 +283,35 @@ async fn server_errors_are_retried_once_then_reported_as_unavailable() {
 }
 
 #[tokio::test]
-async fn a_refused_token_names_the_variable_and_never_the_token() {
+async fn a_refused_token_stops_the_run_naming_the_variable_and_never_the_token() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[401]);
-    let (project, _) = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
+    let (project, llm) = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
     let line = &project.tool_lines("t")[0];
     assert!(line.is_error);
     assert_eq!(
         line.result,
-        "noteworx refused the token (401); the operator must check NOTEWORX_TOKEN. Do not call noteworx tools again; finish without them."
+        "noteworx refused the token (401); the run stops so the operator can fix it."
     );
-    assert_eq!(project.summary("t").tool_errors, 1);
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason, s.tool_errors),
+        (Status::Interrupted, StopReason::SetupFault, 1)
+    );
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap()
+            .contains("check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"),
+        "{:?}",
+        s.error
+    );
+    assert_eq!(project.inbox(), ["t.md"], "the task stays in the inbox");
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "the model is not asked again"
+    );
     assert!(!project.all_records().contains(fake_noteworx::TOKEN));
 }
 

@@ -391,3 +391,55 @@ async fn a_second_wrong_answer_ends_as_invalid_answer_with_no_result() {
     assert!(!project.run_dir("t").join("result.json").exists());
     assert_eq!(llm.requests().await.len(), 2, "asked once more, not twice");
 }
+
+/// SPEC §16: a reply with prose around its one ```json fence is read from the fence.
+#[tokio::test]
+async fn the_one_json_fence_in_a_chatty_answer_is_the_result() {
+    let llm = FakeLlm::replies(vec![final_answer(
+        "Sure! Here is the count.\n```json\n{\"papers\": 2, \"top\": \"Evals\"}\n```\nLet me know if you need more.",
+    )])
+    .await;
+    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.run_dir("t").join("result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result, json!({"papers": 2, "top": "Evals"}));
+    assert_eq!(llm.requests().await.len(), 1, "no repair was needed");
+}
+
+/// A structured answer cut at max_tokens is asked for once more, and that
+/// ask is the repair: the schema goes as a grammar, no tools, thinking off.
+#[tokio::test]
+async fn a_cut_structured_answer_is_asked_again_with_the_schema_as_grammar() {
+    let llm = FakeLlm::replies(vec![
+        reply(
+            json!({"role": "assistant", "content": "```json\n{\"papers\": 2, \"top\": \"Ev"}),
+            "length",
+        ),
+        final_answer("{\"papers\": 2, \"top\": \"Evals\"}"),
+    ])
+    .await;
+    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
+
+    run_all(&cfg).await;
+
+    let s = project.summary("t");
+    assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
+    let requests = llm.requests().await;
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        requests[1]["response_format"]["json_schema"]["schema"],
+        serde_json::from_str::<Value>(SCHEMA).unwrap()
+    );
+    assert!(requests[1].get("tools").is_none());
+    assert_eq!(
+        requests[1]["chat_template_kwargs"]["enable_thinking"],
+        false
+    );
+}

@@ -200,6 +200,46 @@ fn tasks(project: &Project, page_url: &str) {
     );
 }
 
+/// SPEC §16 on the real server: each line records the reply's own
+/// `finish_reason`, and an answer cut at max_tokens is followed by a request
+/// with thinking off that asks for the complete answer.
+fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
+    for (i, line) in lines.iter().enumerate() {
+        let raw = &line["response"];
+        let choice = raw
+            .get("output")
+            .map_or(&raw["choices"][0], |o| &o["choices"][0]);
+        if line["http_status"] != 200 {
+            continue;
+        }
+        assert_eq!(
+            line["finish_reason"], choice["finish_reason"],
+            "{task}: {line}"
+        );
+        let message = &choice["message"];
+        let answered = message["tool_calls"].as_array().is_none_or(Vec::is_empty)
+            && message["content"]
+                .as_str()
+                .is_some_and(|c| !c.trim().is_empty());
+        if choice["finish_reason"] != "length" || !answered {
+            continue;
+        }
+        let Some(next) = lines.get(i + 1) else {
+            continue; // the second cut: answer_truncated
+        };
+        let next = sent_chat(next);
+        assert_eq!(
+            next["chat_template_kwargs"]["enable_thinking"], false,
+            "{task}"
+        );
+        let last = messages(next).last().unwrap();
+        assert!(
+            last["content"].as_str().unwrap().contains("cut off"),
+            "{task}: {last}"
+        );
+    }
+}
+
 async fn seeded_noteworx() -> FakeNoteworx {
     FakeNoteworx::start(vec![
         note(
@@ -228,6 +268,8 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         StopReason::LoopDetected,
         StopReason::MaxTotalTokens,
         StopReason::EmptyResponse,
+        // A 270M model can ramble past max_tokens twice (SPEC §16).
+        StopReason::AnswerTruncated,
     ];
     assert!(
         legit.contains(&summary.stop_reason),
@@ -281,6 +323,7 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         summary.turns,
         "{task}: one turn per reply"
     );
+    cut_answers_were_asked_again(task, &lines);
 
     // Every tool call was validated and executed, or answered as an error.
     let tool_lines: Vec<ToolLine> = project.tool_lines(task);

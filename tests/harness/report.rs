@@ -270,3 +270,110 @@ fn stack_python() -> String {
         .find_map(|l| l.strip_prefix("PYTHON=").map(str::to_string))
         .expect("run scripts/stack install (or scripts/test) first")
 }
+
+/// SPEC §16: the textfile as its real consumers meet it. The run's umask is
+/// 0077, as under the shipped unit; `promtool check metrics` must find
+/// nothing, and node_exporter's textfile collector, running as its own user
+/// (`prometheus`, when this test runs as root), must read every series.
+#[tokio::test(flavor = "multi_thread")]
+async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
+    use std::os::unix::fs::PermissionsExt;
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.task("a", "One.");
+    let collector = project.root().join("textfile");
+    std::fs::create_dir(&collector).unwrap();
+    for dir in [project.root(), &collector] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    project.write_config(
+        &llm.base_url(),
+        "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n",
+    );
+    let bin = assert_cmd::cargo::cargo_bin("agent-harness");
+    let run = Command::new("sh")
+        .arg("-c")
+        .arg("umask 0077; exec \"$0\" run")
+        .arg(&bin)
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let textfile = collector.join("agent-harness.prom");
+    let mode = std::fs::metadata(&textfile).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o777,
+        0o644,
+        "readable by another user whatever the umask"
+    );
+
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&textfile).unwrap())
+        .output()
+        .expect("promtool is needed for this test: apt-get install prometheus (scripts/test installs it as root)");
+    assert!(
+        promtool.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&promtool.stdout),
+        String::from_utf8_lossy(&promtool.stderr)
+    );
+
+    let port = closed_port();
+    let mut exporter = Command::new("setpriv");
+    let as_root = unsafe { libc::geteuid() } == 0;
+    if as_root {
+        exporter.args([
+            "--reuid=prometheus",
+            "--regid=prometheus",
+            "--clear-groups",
+            "--",
+        ]);
+    } else {
+        exporter.arg("--");
+    }
+    let mut exporter = exporter
+        .arg("prometheus-node-exporter")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(["--collector.disable-defaults", "--collector.textfile"])
+        .arg(format!(
+            "--collector.textfile.directory={}",
+            collector.display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node_exporter is needed for this test: apt-get install prometheus-node-exporter");
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let mut scraped = None;
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(&url).await {
+            scraped = Some(r.text().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    let scraped = scraped.expect("node_exporter did not answer within 10 s");
+    assert!(
+        scraped.contains("node_textfile_scrape_error 0"),
+        "{scraped}"
+    );
+    for series in [
+        "agent_harness_last_run_exit_code 0",
+        "agent_harness_last_run_tasks{status=\"succeeded\",stop_reason=\"final_answer\"} 1",
+        "agent_harness_last_success_timestamp_seconds ",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l.starts_with(series)),
+            "{series} missing from what node_exporter serves:\n{scraped}"
+        );
+    }
+}

@@ -202,3 +202,69 @@ async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
         "{out}"
     );
 }
+
+/// SPEC §16: with noteworx configured, one listing with the token checks
+/// it; a refused token or a wrong address is one FAIL line naming the key.
+#[tokio::test]
+async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
+    use crate::common::fake_noteworx::{FakeNoteworx, note};
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
+    let endpoint = || {
+        FakeLlm::replies(vec![
+            final_answer("Hello."),
+            the_tool_call(),
+            final_answer("It is noon."),
+        ])
+    };
+    let llm = endpoint().await;
+    let project = Project::new();
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+
+    let (code, out) = smoke_test(&cfg).await;
+
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&format!("ok   noteworx: {} listed 1 note(s)", notes.uri()))),
+        "{out}"
+    );
+    assert_eq!(
+        notes.calls().await,
+        [("GET".to_string(), "/api/notes?limit=1".to_string())]
+    );
+    assert_eq!(
+        notes.authorization_headers().await,
+        [format!("Bearer {}", crate::common::fake_noteworx::TOKEN)]
+    );
+
+    // The token is refused: the endpoint's steps pass, the notes one fails.
+    notes.fail_next(&[401]);
+    let llm = endpoint().await;
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (code, out) = smoke_test(&cfg).await;
+    let fail = the_one_failure(code, &out);
+    assert!(
+        fail.starts_with("FAIL noteworx: noteworx refused the token (HTTP 401"),
+        "{out}"
+    );
+    assert!(
+        fail.ends_with("check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"),
+        "{out}"
+    );
+    assert!(!out.contains(crate::common::fake_noteworx::TOKEN));
+
+    // Nothing listens there: the line names base_url.
+    let llm = endpoint().await;
+    let port = closed_port();
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n"),
+    );
+    let (code, out) = smoke_test(&cfg).await;
+    let fail = the_one_failure(code, &out);
+    assert!(
+        fail.starts_with("FAIL noteworx: noteworx could not be reached"),
+        "{out}"
+    );
+    assert!(fail.ends_with("check [tools.noteworx] base_url"), "{out}");
+}

@@ -1,0 +1,112 @@
+//! Setup faults (SPEC §16): the answers that say the setup is wrong, not
+//! the task — a refused key, a wrong route, an unknown RunPod endpoint id or
+//! model, a refused notes token. This module is the one place that decides
+//! which answers those are and what the operator is told: the loop stops the
+//! run with these words, and `test-runpod` prints the same ones.
+
+use crate::config::EndpointKind;
+
+/// HTTP statuses of a chat request that mean the setup is wrong: no retry
+/// and no other task will get a different answer.
+pub fn is_endpoint_fault(status: u16) -> bool {
+    matches!(status, 401 | 403 | 404 | 405)
+}
+
+/// HTTP statuses from noteworx that mean the token is refused.
+pub fn is_noteworx_fault(status: u16) -> bool {
+    matches!(status, 401 | 403)
+}
+
+/// What the endpoint setup looks like, for naming the key to fix.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointSetup<'a> {
+    pub kind: EndpointKind,
+    /// The variable `api_key_env` names, when a key is configured.
+    pub key_var: Option<&'a str>,
+}
+
+/// One line: what the endpoint's `status` means and which key to fix.
+/// `answer` is the server's own words (`HTTP 401: …`).
+pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -> String {
+    let section = match setup.kind {
+        EndpointKind::Runpod => "[runpod]",
+        EndpointKind::Openai => "[openai]",
+    };
+    let key = match setup.key_var {
+        Some(var) => format!("{var} (the variable named by {section} api_key_env)"),
+        None => format!("{section} api_key_env: no key is configured, and this server wants one"),
+    };
+    match (status, setup.kind) {
+        (401 | 403, _) => format!("the endpoint refused the API key ({answer}); check {key}"),
+        (404, EndpointKind::Runpod) => {
+            format!("no such endpoint ({answer}); check [runpod] endpoint_id or endpoint_url")
+        }
+        (404, EndpointKind::Openai) => format!(
+            "no chat route or no such model there ({answer}); check [openai] base_url \
+             (llama-server: http://HOST:PORT/v1) and [openai] model"
+        ),
+        (_, EndpointKind::Runpod) => format!(
+            "the endpoint does not take a chat request there ({answer}); check [runpod] base_url, endpoint_id or endpoint_url"
+        ),
+        (_, EndpointKind::Openai) => format!(
+            "the endpoint does not take a chat request there ({answer}); check [openai] base_url \
+             (llama-server: http://HOST:PORT/v1)"
+        ),
+    }
+}
+
+/// One line: noteworx refused the token.
+pub fn noteworx_diagnosis(token_env: &str, status: u16, message: &str) -> String {
+    let message = if message.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", crate::text::clip(message.trim(), 200))
+    };
+    format!(
+        "noteworx refused the token (HTTP {status}{message}); check {token_env} (the variable named by [tools.noteworx] token_env)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_setup_answers_are_faults() {
+        let faults: Vec<u16> = (100..600).filter(|s| is_endpoint_fault(*s)).collect();
+        assert_eq!(faults, [401, 403, 404, 405]);
+        let faults: Vec<u16> = (100..600).filter(|s| is_noteworx_fault(*s)).collect();
+        assert_eq!(faults, [401, 403]);
+    }
+
+    #[test]
+    fn each_diagnosis_names_the_key_to_fix() {
+        let runpod = EndpointSetup {
+            kind: EndpointKind::Runpod,
+            key_var: Some("RUNPOD_API_KEY"),
+        };
+        let openai = EndpointSetup {
+            kind: EndpointKind::Openai,
+            key_var: None,
+        };
+        let d = endpoint_diagnosis(runpod, 401, "HTTP 401: Unauthorized");
+        assert!(
+            d.contains("RUNPOD_API_KEY (the variable named by [runpod] api_key_env)"),
+            "{d}"
+        );
+        assert!(d.contains("HTTP 401: Unauthorized"), "{d}");
+        let d = endpoint_diagnosis(openai, 403, "HTTP 403: no");
+        assert!(
+            d.contains("[openai] api_key_env: no key is configured"),
+            "{d}"
+        );
+        assert!(endpoint_diagnosis(runpod, 404, "x").contains("[runpod] endpoint_id"));
+        assert!(endpoint_diagnosis(openai, 404, "x").contains("[openai] base_url"));
+        assert!(endpoint_diagnosis(openai, 405, "x").contains("[openai] base_url"));
+        let d = noteworx_diagnosis("NOTEWORX_TOKEN", 401, "bad token");
+        assert_eq!(
+            d,
+            "noteworx refused the token (HTTP 401: bad token); check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"
+        );
+    }
+}
