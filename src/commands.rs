@@ -53,11 +53,8 @@ async fn dispatch(
     env: &(dyn Fn(&str) -> Option<String> + Sync),
     progress: Progress,
 ) -> u8 {
-    // `runs` and `report` read only the logs folder: they never need the secrets.
     let logs_only = matches!(cli.command, Command::Runs { .. } | Command::Report { .. });
-    let no_secrets = |k: &str| env(k).or_else(|| Some("unused".into()));
-    let env: &dyn Fn(&str) -> Option<String> = if logs_only { &no_secrets } else { env };
-    let cfg = match Config::load(&cli.config, env) {
+    let cfg = match load_config(&cli, env) {
         Ok(c) => c,
         Err(e) if logs_only && !cli.config.exists() => {
             // Without a config they read ./logs.
@@ -120,6 +117,25 @@ async fn dispatch(
     }
 }
 
+/// The config: `runs` and `report` read only the logs folder, and a replay
+/// without `--from-turn` contacts nothing, so none of them needs a secret.
+fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let offline = matches!(
+        cli.command,
+        Command::Runs { .. }
+            | Command::Report { .. }
+            | Command::Replay {
+                from_turn: None,
+                ..
+            }
+    );
+    if offline {
+        Config::load_offline(&cli.config, env)
+    } else {
+        Config::load(&cli.config, env)
+    }
+}
+
 /// One eval variant: its `KEY=VALUE` overrides and the config they give.
 type Variant = (Vec<(String, String)>, Config);
 
@@ -145,7 +161,11 @@ fn eval_configs(
             return Err(exit::USAGE);
         }
     }
-    crate::eval::variants(opts)
+    let variants = crate::eval::variants(opts).map_err(|e| {
+        progress.eprintln(&format!("agent-harness: {e}"));
+        exit::USAGE
+    })?;
+    variants
         .into_iter()
         .map(|set| match Config::load_with(path, env, &set) {
             Ok(c) => Ok((set, c)),
@@ -399,10 +419,9 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
     let Command::Runs { task, limit, json } = command else {
         return exit::USAGE;
     };
-    let records::Listing {
-        mut summaries,
-        mut incomplete,
-    } = read_summaries(logs);
+    let listing = read_summaries(logs);
+    let mut summaries = listing.summaries();
+    let mut incomplete = listing.incomplete;
     if let Some(t) = task {
         summaries.retain(|s| &s.task == t);
         incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
@@ -410,10 +429,13 @@ fn runs_command(logs: &Path, command: &Command) -> u8 {
     if !incomplete.is_empty() {
         let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
         eprintln!(
-            "agent-harness: {} run folder(s) without a readable summary.json (still running, or killed mid-run): {}",
+            "agent-harness: {} run folder(s) without a readable summary.json (still running, killed mid-run, or not a run): {}",
             dirs.len(),
-            dirs.join(", ")
+            crate::text::printable(&dirs.join(", "))
         );
+    }
+    for why in &listing.skipped {
+        eprintln!("agent-harness: skipped {}", crate::text::printable(why));
     }
     summaries.truncate(*limit);
     let mut out = std::io::stdout().lock();
@@ -452,13 +474,14 @@ pub fn runs_table(summaries: &[records::Summary]) -> String {
         .iter()
         .map(|s| {
             let status = s.status.as_str().to_string();
+            let cell = |t: &str| crate::text::printable(t).into_owned();
             vec![
-                s.task.clone(),
-                s.run_id.clone(),
-                if s.dry_run {
-                    format!("{status} (dry)")
-                } else {
-                    status
+                cell(&s.task),
+                cell(&s.run_id),
+                match (&s.replay_of, s.dry_run) {
+                    (Some(_), _) => format!("{status} (replay)"),
+                    (None, true) => format!("{status} (dry)"),
+                    (None, false) => status,
                 },
                 s.stop_reason.as_str().to_string(),
                 s.turns.to_string(),

@@ -523,6 +523,8 @@ pub struct Config {
     pub metrics_textfile: Option<PathBuf>,
     /// `[agents.NAME]` profiles, by name.
     pub agents: std::collections::BTreeMap<String, AgentProfile>,
+    /// Secret-looking `--set` values (`eval`): redacted like the others.
+    pub setting_secrets: Vec<Secret>,
 }
 
 #[derive(Debug, Clone)]
@@ -626,7 +628,7 @@ impl Config {
         }
         let text = toml::to_string(&table).map_err(|e| ConfigError::new(path, e.to_string()))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::parse(&text, path, &base, env).map_err(|mut e| {
+        let mut cfg = Self::parse(&text, path, &base, env).map_err(|mut e| {
             // A line of the rewritten text is no line of the file.
             let message = match e.message.split_once(": ") {
                 Some((at, rest)) if at.starts_with("line ") => rest,
@@ -634,7 +636,9 @@ impl Config {
             };
             e.message = format!("{message} (with the --set / --matrix values applied)");
             e
-        })
+        })?;
+        cfg.setting_secrets = setting_secrets(overrides);
+        Ok(cfg)
     }
 
     /// Parses config text; relative paths resolve against `base`.
@@ -643,6 +647,40 @@ impl Config {
         path: &Path,
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        Self::parse_as(
+            text,
+            path,
+            base,
+            &Secrets {
+                env,
+                offline: false,
+            },
+        )
+    }
+
+    /// Reads the config file for a command that contacts nothing (`runs`,
+    /// `report`, `replay` without `--from-turn`): a secret that is not set
+    /// is not an error, and the service that needs it is never called.
+    pub fn load_offline(
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(
+                path,
+                format!("cannot read the config file: {e} (set --config or AGENT_HARNESS_CONFIG)"),
+            )
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse_as(&text, path, &base, &Secrets { env, offline: true })
+    }
+
+    fn parse_as(
+        text: &str,
+        path: &Path,
+        base: &Path,
+        secrets: &Secrets<'_>,
     ) -> Result<Config, ConfigError> {
         let raw: RawConfig = deserialize_toml(text).map_err(|(line, m)| {
             ConfigError::new(
@@ -654,7 +692,6 @@ impl Config {
             )
         })?;
         let err = |m: String| ConfigError::new(path, located(text, m));
-        let secrets = Secrets { env };
         let limits = raw.limits;
         limits.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
@@ -668,16 +705,17 @@ impl Config {
         };
         Ok(Config {
             path: path.to_path_buf(),
-            endpoint: resolve_endpoint(&raw.endpoint, &raw.runpod, &raw.openai, &secrets)
+            endpoint: resolve_endpoint(&raw.endpoint, &raw.runpod, &raw.openai, secrets)
                 .map_err(err)?,
             paths,
             limits,
             model,
             webfetch: resolve_webfetch(raw.tools.webfetch).map_err(err)?,
-            noteworx: resolve_noteworx(raw.tools.noteworx, &secrets).map_err(err)?,
+            noteworx: resolve_noteworx(raw.tools.noteworx, secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
             agents,
+            setting_secrets: Vec::new(),
         })
     }
 
@@ -692,9 +730,48 @@ impl Config {
             .api_key
             .iter()
             .chain(self.noteworx.as_ref().map(|n| &n.token))
+            .chain(&self.setting_secrets)
             .cloned()
             .collect()
     }
+}
+
+/// Whether a `--set` value must be kept out of every record (SPEC §21):
+/// its key names a secret-looking field, or it is a URL with a user or a
+/// password in it.
+pub fn is_secret_setting(key: &str, value: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let secret_key = [
+        "key",
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "credential",
+    ]
+    .iter()
+    .any(|w| last.contains(w));
+    secret_key
+        || url::Url::parse(value.trim_matches('"'))
+            .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+}
+
+/// The secrets among `--set` values: each whole, and a URL's password alone.
+fn setting_secrets(overrides: &[(String, String)]) -> Vec<Secret> {
+    let mut out = Vec::new();
+    for (k, v) in overrides.iter().filter(|(k, v)| is_secret_setting(k, v)) {
+        let v = v.trim_matches('"');
+        out.push(Secret::new(v));
+        if let Ok(u) = url::Url::parse(v) {
+            out.extend(u.password().map(Secret::new));
+            if !u.username().is_empty() {
+                out.push(Secret::new(u.username()));
+            }
+        }
+        let _ = k;
+    }
+    out
 }
 
 /// Sets `a.b.c = value` in a TOML table, making the tables on the way.
@@ -775,6 +852,8 @@ pub fn deserialize_toml<T: serde::de::DeserializeOwned>(
 /// or else `$CREDENTIALS_DIRECTORY/<VARIABLE>` (systemd `LoadCredential=`).
 struct Secrets<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// Nothing will be contacted: a secret that is not set is no error.
+    offline: bool,
 }
 
 impl Secrets<'_> {
@@ -799,6 +878,7 @@ impl Secrets<'_> {
         };
         match from_env.or_else(from_credentials) {
             Some(v) => Ok(Some(Secret::new(v.trim()))),
+            None if self.offline => Ok(None),
             None => Err(format!(
                 "environment variable {var} (named by [{section}] {key}) is not set and no systemd credential {var} was loaded; \
                  export it, or set {key} = \"\" if the service needs no secret"
@@ -1046,9 +1126,12 @@ fn resolve_noteworx(
             "[tools.noteworx] token_env must name the variable holding the noteworx token".into(),
         );
     }
-    let token = secrets
-        .read("tools.noteworx", "token_env", &n.token_env)?
-        .ok_or("noteworx token missing")?;
+    let token = match secrets.read("tools.noteworx", "token_env", &n.token_env)? {
+        Some(token) => token,
+        // Offline, noteworx is never called: an empty token is never sent.
+        None if secrets.offline => Secret::new(""),
+        None => return Err("noteworx token missing".into()),
+    };
     Ok(Some(NoteworxConfig {
         base_url: n.base_url.trim().trim_end_matches('/').to_string(),
         token,

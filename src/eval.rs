@@ -32,7 +32,23 @@ pub struct EvalOptions {
 
 /// The config overrides of each variant: the `--set` pairs, then one value
 /// of each `--matrix` key, for every combination.
-pub fn variants(opts: &EvalOptions) -> Vec<Vec<(String, String)>> {
+pub fn variants(opts: &EvalOptions) -> Result<Vec<Vec<(String, String)>>, String> {
+    // Counted before anything is built: 22 two-value keys would be 4 million.
+    let count = opts
+        .matrix
+        .iter()
+        .try_fold(1usize, |n, (_, values)| n.checked_mul(values.len().max(1)))
+        .filter(|n| *n <= MAX_VARIANTS);
+    if count.is_none() {
+        return Err(format!(
+            "--matrix makes more than {MAX_VARIANTS} variants (the product of its value counts: {}); run fewer keys at once",
+            opts.matrix
+                .iter()
+                .map(|(_, v)| v.len().to_string())
+                .collect::<Vec<_>>()
+                .join(" × ")
+        ));
+    }
     let mut all = vec![opts.sets.clone()];
     for (key, values) in &opts.matrix {
         all = all
@@ -46,7 +62,24 @@ pub fn variants(opts: &EvalOptions) -> Vec<Vec<(String, String)>> {
             })
             .collect();
     }
-    all
+    Ok(all)
+}
+
+/// The most variants one eval runs (SPEC §20, §21).
+pub const MAX_VARIANTS: usize = 64;
+
+/// A variant's settings as records show them: secret values as `***`.
+pub fn shown_settings(set: &[(String, String)]) -> BTreeMap<String, String> {
+    set.iter()
+        .map(|(k, v)| {
+            let shown = if crate::config::is_secret_setting(k, v) {
+                "***".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), shown)
+        })
+        .collect()
 }
 
 /// The report: the SPEC's JSON shape.
@@ -245,7 +278,7 @@ pub async fn run_variant(
     }
     let tasks = rows(&summaries, &broken);
     Ok(VariantReport {
-        set: set.iter().cloned().collect(),
+        set: shown_settings(set),
         totals: totals(&tasks),
         tasks,
     })
@@ -417,7 +450,7 @@ mod tests {
             ],
             ..EvalOptions::default()
         };
-        let v = variants(&opts);
+        let v = variants(&opts).unwrap();
         assert_eq!(v.len(), 4);
         assert_eq!(
             v[1],
@@ -427,7 +460,30 @@ mod tests {
                 ("limits.max_turns".to_string(), "6".to_string()),
             ]
         );
-        assert_eq!(variants(&EvalOptions::default()), [Vec::new()]);
+        assert_eq!(variants(&EvalOptions::default()).unwrap(), [Vec::new()]);
+    }
+
+    #[test]
+    fn a_matrix_past_64_variants_is_refused_before_one_is_built() {
+        let key = |i: usize| {
+            (
+                format!("model.extra.k{i}"),
+                vec!["a".to_string(), "b".to_string()],
+            )
+        };
+        let six = EvalOptions {
+            matrix: (0..6).map(key).collect(),
+            ..EvalOptions::default()
+        };
+        assert_eq!(variants(&six).unwrap().len(), 64);
+        for keys in [7, 22, 200] {
+            let opts = EvalOptions {
+                matrix: (0..keys).map(key).collect(),
+                ..EvalOptions::default()
+            };
+            let e = variants(&opts).unwrap_err();
+            assert!(e.starts_with("--matrix makes more than 64 variants"), "{e}");
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
-//! Reading a local file a task or profile names (a task file, an output
-//! schema): only a regular file, never more than a cap. Opening a FIFO for
-//! reading waits for a writer, and a device such as `/dev/zero` never ends,
-//! so a path that is one of those would hang or flood the run; both are
-//! refused before a byte is read.
+//! Local files that others could have planted or swapped. Reading one a
+//! task, a profile or a record names: only a regular file, never more than
+//! a cap. Opening a FIFO for reading waits for a writer, and a device such
+//! as `/dev/zero` never ends, so a path that is one of those would hang or
+//! flood the run; both are refused before a byte is read. Writing one
+//! (report pages, the metrics textfile): a new temporary file in the same
+//! folder, never opened through a link or over another file, then renamed
+//! into place — a link planted at the name is replaced, never followed.
 
 use std::fmt;
 use std::fs::{FileType, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 /// Whether a symbolic link at the path itself is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +97,53 @@ pub fn read_regular(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, File
         return Err(FileError::Grew { cap });
     }
     Ok(bytes)
+}
+
+/// Writes `dir/name` whole: `bytes` go to a new temporary file in `dir`
+/// (mode `mode` whatever the umask; created with O_EXCL | O_NOFOLLOW, so no
+/// file or link already there is opened), which is then renamed over the
+/// name. A reader never sees half a file, and a link at the name is
+/// replaced, never written through.
+pub fn replace(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+    if name.contains('/') || name == "." || name == ".." || name.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a file name"),
+        ));
+    }
+    let (tmp, mut file) = create_temporary(dir, name, mode)?;
+    let written = file
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, dir.join(name)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// `.NAME.<pid>-<random>.tmp` in `dir`, created new.
+fn create_temporary(dir: &Path, name: &str, mode: u32) -> io::Result<(PathBuf, std::fs::File)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let tmp = dir.join(format!(
+            ".{name}.{}-{:08x}.tmp",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
 }
 
 fn kind_of(t: FileType) -> &'static str {

@@ -132,9 +132,50 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs))
 }
 
+/// About what a JSON tree of `text` would take in memory, counted from its
+/// separators (each value after the first follows a `,`, `:`, `[` or `{`)
+/// at a generous 80 bytes a value, plus the text itself.
+pub fn tree_cost(text: &str) -> usize {
+    let values = text
+        .bytes()
+        .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))
+        .count();
+    values
+        .saturating_add(1)
+        .saturating_mul(80)
+        .saturating_add(text.len())
+}
+
+/// `text` as a JSON tree, unless that would take more than `budget` bytes
+/// (which it then spends).
+pub fn parse_tree(text: &str, budget: &mut usize) -> Option<serde_json::Value> {
+    let cost = tree_cost(text);
+    if cost > *budget {
+        return None;
+    }
+    *budget -= cost;
+    serde_json::from_str(text).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_of_small_values_costs_its_values_not_its_bytes() {
+        assert!(tree_cost("[0,0,0,0]") >= 4 * 80);
+        let mut budget = 1000;
+        assert_eq!(
+            parse_tree("[1,2]", &mut budget),
+            Some(serde_json::json!([1, 2]))
+        );
+        assert!(budget < 1000);
+        let zeros = format!("[{}0]", "0,".repeat(100));
+        let mut budget = 1000;
+        assert_eq!(parse_tree(&zeros, &mut budget), None, "over the budget");
+        assert_eq!(budget, 1000, "nothing spent");
+    }
+
     use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 
     fn with(v: &str) -> HeaderMap {

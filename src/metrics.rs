@@ -7,8 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -137,9 +135,10 @@ fn gauge_head(out: &mut String, name: &str, help: &str) {
 }
 
 /// Writes the textfile atomically: a new temporary file in the same folder
-/// (created, never opened through a link or over another file), mode 0644
-/// whatever the umask (it holds counts and times only, and node_exporter
-/// reads it as another user), then a rename over the old one.
+/// (never opened through a link or over another file), mode 0644 whatever
+/// the umask (it holds counts and times only, and node_exporter reads it as
+/// another user), then a rename over the old one. The temporary name does
+/// not end in `.prom`, so node_exporter never reads it.
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -150,41 +149,7 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "agent-harness.prom".into());
-    let (tmp, mut file) = create_temporary(&dir, &name)?;
-    let written = file
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .and_then(|()| file.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
-/// `.NAME.<pid>-<random>.tmp` in `dir`, created new: a file or a link
-/// already there is never opened (O_EXCL | O_NOFOLLOW). node_exporter reads
-/// only `*.prom`, so it never sees this name.
-fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let mut last = None;
-    for _ in 0..8 {
-        let tmp = dir.join(format!(
-            ".{name}.{}-{:08x}.tmp",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-        {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no free temporary name")))
+    crate::file::replace(&dir, &name, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]
@@ -193,6 +158,7 @@ mod tests {
     use crate::agent::StopReason;
     use crate::records::Status;
     use chrono::TimeZone;
+    use std::os::unix::fs::PermissionsExt;
 
     fn summary(status: Status, stop: StopReason, tokens: (u64, u64), wall_ms: u64) -> Summary {
         let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();

@@ -24,6 +24,12 @@ use crate::records::{RecordedLine, RecordedRun, Summary, read_run};
 use crate::run::{Mode, TaskEnd, run_tasks};
 use crate::tools::{RecordedResults, ToolOutput};
 
+/// The most memory the recorded tool details of a run may take as trees.
+const MAX_DETAIL_TREE_BYTES: usize = 64 << 20;
+
+/// The most lines of diff printed; the rest are counted.
+const MAX_DIFF_LINES: usize = 200;
+
 /// What `replay` was asked.
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -37,12 +43,24 @@ pub struct ReplayOptions {
 
 /// Replays a run and reports; returns the exit code (0 same, 1 differs, 2 unreadable).
 pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> u8 {
-    let recorded = match read_run(&opts.run_dir) {
+    let recorded = match read_recorded(&opts.run_dir) {
         Ok(r) => r,
         Err(why) => {
-            let _ = writeln!(out, "agent-harness: not a readable run: {why}");
+            let _ = writeln!(
+                out,
+                "agent-harness: not a readable run: {}",
+                crate::text::printable(&why)
+            );
             return exit::USAGE;
         }
+    };
+    let Some(name) = task_name(&recorded) else {
+        let _ = writeln!(
+            out,
+            "agent-harness: not a readable run: {} is not in a folder named like a task",
+            crate::text::printable(&opts.run_dir.display().to_string())
+        );
+        return exit::USAGE;
     };
     let Some(task_file) = recorded.task_file.clone() else {
         let _ = writeln!(
@@ -53,6 +71,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         return exit::USAGE;
     };
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
+    let of = crate::text::printable(&of).into_owned();
     let recording = Recording::new(
         recorded_attempts(&recorded),
         recorded_counts(&recorded),
@@ -74,7 +93,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         today: Some(recorded.summary.started_at.date_naive()),
     };
     let entry = InboxEntry {
-        name: recorded.summary.task.clone(),
+        name,
         path: task_file,
     };
     let ends = run_tasks(cfg, &h, vec![entry], &mode, 1).await;
@@ -94,6 +113,39 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
     report(out, &of, &recorded.summary, &new, &mismatches, opts)
 }
 
+/// The run folder given, read as untrusted input (SPEC §21): a real
+/// folder, not a link to one, whose records all loaded.
+fn read_recorded(dir: &std::path::Path) -> Result<RecordedRun, String> {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "{} is not a folder (a link is not followed)",
+            dir.display()
+        ));
+    }
+    let run = read_run(dir)?;
+    match run.not_loaded.first() {
+        Some(why) => Err(format!("{}: {why}", dir.display())),
+        None => Ok(run),
+    }
+}
+
+/// The name the replayed task runs under: the recorded one when it is a
+/// task name and the folder it was found in was made from it, else the
+/// name of that folder. A summary's `"task": "../../X"` never places the
+/// replay's records (SPEC §21).
+fn task_name(run: &RecordedRun) -> Option<String> {
+    let folder = run.dir.parent()?.file_name()?.to_str()?.to_string();
+    let recorded = &run.summary.task;
+    let name = if crate::inbox::check_task_name(recorded).is_ok()
+        && crate::inbox::fit_file_name("", recorded, "") == folder
+    {
+        recorded.clone()
+    } else {
+        folder
+    };
+    crate::inbox::check_task_name(&name).ok().map(|()| name)
+}
+
 /// The recorded attempts as the endpoint replays them.
 fn recorded_attempts(run: &RecordedRun) -> Vec<RecordedAttempt> {
     run.attempts.iter().map(recorded_attempt).collect()
@@ -105,7 +157,7 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
         attempt: l.attempt,
         request: l.request.clone(),
         http_status: l.http_status,
-        response: l.response.as_ref().map(crate::http::RawBody::from_value),
+        response: l.response.clone().map(crate::http::RawBody::from),
         error: l.error.clone(),
         failure: l.failure().map(Failure::from),
         retry_after: l.retry_after_ms.map(Duration::from_millis),
@@ -145,6 +197,8 @@ fn replaying_harness(
 ) -> anyhow::Result<Harness> {
     let mut h = Harness::new(cfg, system_clock(), CancellationToken::new())?;
     h.endpoint = h.endpoint.replaying(recording);
+    // Details become trees within one budget for the whole run (SPEC §21).
+    let mut budget = MAX_DETAIL_TREE_BYTES;
     let results: HashMap<String, ToolOutput> = run
         .tools
         .iter()
@@ -153,7 +207,10 @@ fn replaying_harness(
             let output = ToolOutput {
                 text: t.result.clone(),
                 is_error: t.is_error,
-                detail: t.detail.clone(),
+                detail: t
+                    .detail
+                    .as_ref()
+                    .and_then(|d| crate::http::parse_tree(d.get(), &mut budget)),
                 setup_fault: None,
             };
             (t.call_id.clone(), output)
@@ -175,7 +232,11 @@ fn report(
     mismatches: &[Mismatch],
     opts: &ReplayOptions,
 ) -> u8 {
-    let _ = writeln!(out, "replay of {of} → {}/{}", new.task, new.run_id);
+    let _ = writeln!(
+        out,
+        "replay of {of} → {}",
+        crate::text::printable(&format!("{}/{}", new.task, new.run_id))
+    );
     if let Some(first) = mismatches.first() {
         let _ = writeln!(
             out,
@@ -216,12 +277,34 @@ fn describe(m: &Mismatch) -> String {
         (Some(recorded), Some(sent)) => {
             let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
             let (a, b) = (pretty(recorded), pretty(sent));
-            similar::TextDiff::from_lines(&a, &b)
+            let diff = similar::TextDiff::from_lines(&a, &b)
                 .unified_diff()
                 .context_radius(3)
                 .header("recorded", "replayed")
-                .to_string()
+                .to_string();
+            capped(&diff, MAX_DIFF_LINES)
         }
-        _ => format!("{}\n", m.note),
+        _ => format!("{}\n", crate::text::printable(&m.note)),
     }
+}
+
+/// The first `max` lines of `text`, each fit for a terminal, and a line
+/// saying how many were left out.
+fn capped(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut left_out = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        if i < max {
+            out.push_str(&crate::text::printable(line));
+            out.push('\n');
+        } else {
+            left_out += 1;
+        }
+    }
+    if left_out > 0 {
+        out.push_str(&format!(
+            "… {left_out} more line(s) of diff left out (the first {max} are shown)\n"
+        ));
+    }
+    out
 }

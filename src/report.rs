@@ -16,7 +16,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::records::{self, RecordedLine, RecordedRun, Status, Summary, ToolLine};
 use crate::reply::strip_thinking;
-use crate::text::short_hash;
+use crate::text::{printable, short_hash};
 
 /// What `report` was asked.
 #[derive(Debug, Clone)]
@@ -41,57 +41,79 @@ details{margin:.4rem 0;border:1px solid #e3e3e8;border-radius:4px;padding:.2rem 
 ";
 
 /// Writes `index.html` and a page per run under `opts.out`; returns the
-/// index's path and how many run pages were written.
+/// index's path and how many run pages were written. Each run is the folder
+/// the listing walked (SPEC §21); a folder that cannot be read or a page
+/// that cannot be written is skipped with a line on stderr, and the rest
+/// of the report is still written.
 pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usize)> {
     let mut listing = records::read_summaries(logs);
     if let Some(t) = &opts.task {
-        listing.summaries.retain(|s| &s.task == t);
+        listing.runs.retain(|r| &r.summary.task == t);
     }
-    listing.summaries.truncate(opts.limit);
+    listing.runs.truncate(opts.limit);
+    for why in &listing.skipped {
+        eprintln!("agent-harness: report: skipped {}", printable(why));
+    }
     let runs_dir = opts.out.join("runs");
-    records::create_private_dir(&runs_dir)
-        .with_context(|| format!("creating {}", runs_dir.display()))?;
-    let mut pages = Vec::new();
-    for s in &listing.summaries {
-        let dir = logs
-            .join(crate::inbox::fit_file_name("", &s.task, ""))
-            .join(&s.run_id);
-        let name = page_name(s);
-        let page = match records::read_run(&dir) {
-            Ok(run) => run_page(&run),
-            Err(why) => unreadable_page(s, &why),
-        };
-        let path = runs_dir.join(&name);
-        records::write_private(&path, page.into_string().as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-        pages.push((s, name));
+    for dir in [&opts.out, &runs_dir] {
+        records::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            anyhow::bail!(
+                "{} is a symbolic link: the report is written only into a real folder",
+                dir.display()
+            );
+        }
     }
-    let index = opts.out.join("index.html");
-    records::write_private(&index, index_page(&pages).into_string().as_bytes())
-        .with_context(|| format!("writing {}", index.display()))?;
-    Ok((index, pages.len()))
+    let mut pages = Vec::new();
+    for run in &listing.runs {
+        let name = page_name(&run.dir);
+        let page = match records::read_run(&run.dir) {
+            Ok(recorded) => run_page(&recorded),
+            Err(why) => unreadable_page(&run.summary, &why),
+        };
+        match records::replace_private(&runs_dir, &name, page.into_string().as_bytes()) {
+            Ok(()) => pages.push((&run.summary, name)),
+            Err(e) => eprintln!(
+                "agent-harness: report: skipped {}: {e}",
+                printable(&run.dir.display().to_string())
+            ),
+        }
+    }
+    records::replace_private(
+        &opts.out,
+        "index.html",
+        index_page(&pages).into_string().as_bytes(),
+    )
+    .with_context(|| format!("writing {}", opts.out.join("index.html").display()))?;
+    Ok((opts.out.join("index.html"), pages.len()))
 }
 
-/// `runs/<task>--<run_id>.html`, the task made safe for a file name and a link.
-fn page_name(s: &Summary) -> String {
-    let safe: String = s
-        .task
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(80)
-        .collect();
-    let safe = if safe == s.task {
-        safe
-    } else {
-        format!("{safe}-{:08x}", short_hash(&s.task))
+/// `<task>--<run>.html` from the walked folder's names, made safe for a
+/// file name and a link: a name that had to change gets a hash of itself.
+fn page_name(dir: &Path) -> String {
+    let part = |p: Option<&std::ffi::OsStr>| {
+        let name = p
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        if safe == name && !safe.is_empty() {
+            safe
+        } else {
+            format!("{safe}-{:08x}", short_hash(&name))
+        }
     };
-    format!("{safe}--{}.html", s.run_id)
+    let task = part(dir.parent().and_then(Path::file_name));
+    format!("{task}--{}.html", part(dir.file_name()))
 }
 
 fn head(title: &str) -> Markup {
@@ -181,7 +203,7 @@ fn index_page(pages: &[(&Summary, String)]) -> Markup {
                             tr class=(format!("{} s-{}", task_class(&s.task), s.status.as_str())) {
                                 td { (s.task) }
                                 td { a href=(format!("runs/{page}")) { (s.run_id) } }
-                                td class=(s.status.as_str()) { (s.status.as_str()) @if s.dry_run { " (dry)" } }
+                                td class=(s.status.as_str()) { (s.status.as_str()) @if s.replay_of.is_some() { " (replay)" } @else if s.dry_run { " (dry)" } }
                                 td { (s.stop_reason.as_str()) }
                                 td { (s.turns) }
                                 td class=(if s.tool_errors > 0 { "failed" } else { "" }) { (s.tool_errors) }
@@ -214,22 +236,19 @@ fn unreadable_page(s: &Summary, why: &str) -> Markup {
 /// One run: prompt, turns, summary, outcome.
 fn run_page(run: &RecordedRun) -> Markup {
     let s = &run.summary;
-    let first = run
+    let texts = run
         .attempts
         .first()
-        .map(|l| crate::records::sent_chat(&l.request));
-    let message = |i: usize| {
-        first
-            .and_then(|b| b["messages"].get(i))
-            .and_then(|m| m["content"].as_str())
-            .map(str::to_string)
-    };
-    let task_text = message(1).or_else(|| {
-        run.task_file
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-    });
+        .map(|l| records::request_texts(&l.request, 2))
+        .unwrap_or_default();
+    let message = |i: usize| texts.get(i).cloned().flatten();
+    let task_text = message(1).or_else(|| run.task_text.clone());
     let elided = elided_before(&run.attempts);
+    // Each turn's calls, grouped once: the page is linear in the records.
+    let mut calls: BTreeMap<u32, Vec<&ToolLine>> = BTreeMap::new();
+    for c in &run.tools {
+        calls.entry(c.turn).or_default().push(c);
+    }
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -244,13 +263,16 @@ fn run_page(run: &RecordedRun) -> Markup {
                 p.meta { "run " (s.run_id) ", " (s.turns) " turn(s), " (s.tool_calls) " tool call(s), "
                     @if s.tool_errors > 0 { span.failed { (s.tool_errors) " tool error(s)" } ", " }
                     (s.total_tokens) " tokens, " (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
+                @for why in &run.not_loaded {
+                    p.mark { "Not shown: " (why) }
+                }
                 @if let Some(system) = message(0) {
                     details { summary { "System prompt" } pre { (system) } }
                 }
                 h2 { "Task" }
                 pre { (task_text.unwrap_or_else(|| "(not recorded)".into())) }
                 @for turn in turns(&run.attempts) {
-                    (turn_section(&turn, &run.tools, &elided))
+                    (turn_section(&turn, calls.get(&turn.turn).map_or(&[][..], Vec::as_slice), &elided))
                 }
                 (outcome_section(s))
             }
@@ -302,18 +324,18 @@ fn turns(lines: &[RecordedLine]) -> Vec<TurnView<'_>> {
     out
 }
 
-fn turn_section(t: &TurnView<'_>, tools: &[ToolLine], elided: &BTreeMap<String, u32>) -> Markup {
-    let msg = records::reply_message(t.last.response.as_ref());
-    let raw = msg.and_then(|m| m["content"].as_str()).unwrap_or("");
+fn turn_section(t: &TurnView<'_>, calls: &[&ToolLine], elided: &BTreeMap<String, u32>) -> Markup {
+    let reply = records::reply_view(t.last.response.as_deref());
+    let raw = reply.content.as_deref().unwrap_or("");
     let (words, mut thoughts) = strip_thinking(raw);
-    if let Some(r) = msg
-        .and_then(|m| m["reasoning_content"].as_str())
+    if let Some(r) = reply
+        .reasoning_content
+        .as_deref()
         .filter(|r| !r.trim().is_empty())
     {
         thoughts.insert(0, r.trim().to_string());
     }
-    let usage = records::reply_usage(t.last.response.as_ref());
-    let calls: Vec<&ToolLine> = tools.iter().filter(|c| c.turn == t.turn).collect();
+    let usage = (reply.prompt_tokens, reply.completion_tokens);
     html! {
         section.turn {
             h2 { "Turn " (t.turn) }

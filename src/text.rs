@@ -46,6 +46,26 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
 }
 
 /// Left-aligned columns, two spaces apart, one line each; no trailing spaces.
+/// `s` fit for a terminal: every control character (C0, DEL, C1: what
+/// moves a cursor or starts an escape sequence) written as its Rust escape,
+/// `\u{1b}`. Text from records may hold any of them (SPEC §21).
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| chars(h)).collect();
     for r in rows {

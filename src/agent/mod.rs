@@ -37,6 +37,10 @@ pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
 pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskInput, TaskSpec};
 
+/// How much of an answer cut at `max_tokens` is sent back when it is asked
+/// for again (SPEC §16).
+const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
+
 /// Where a task's events go: the run's records and the live display.
 pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
 
@@ -481,8 +485,11 @@ impl<'a, 's> TaskRun<'a, 's> {
         }
         self.asked_shorter = true;
         self.emit(&TaskEvent::AnswerCut);
-        self.conv
-            .push(replayed_assistant(&reply, self.spec.replay_thinking));
+        // Only its start goes back: a whole cut answer is max_tokens long,
+        // and sent again it could crowd the window the retry needs.
+        let mut cut = replayed_assistant(&reply, self.spec.replay_thinking);
+        cut.content = crate::text::clip(&cut.content, CUT_ANSWER_REPLAYED_CHARS);
+        self.conv.push(cut);
         self.conv.push(Message::user(
             "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",
         ));

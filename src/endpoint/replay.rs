@@ -15,14 +15,18 @@ use serde_json::Value;
 use super::{AttemptError, Failure, JobInfo, RawAttempt, ServerError, parse_chat, runpod};
 use crate::http::RawBody;
 
+/// The most memory one recorded request may take as a tree to be compared.
+const MAX_REQUEST_TREE_BYTES: usize = 256 << 20;
+
 /// One recorded HTTP attempt.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RecordedAttempt {
     /// The turn it belonged to.
     pub turn: u32,
     /// 1 for the first attempt of a call.
     pub attempt: u32,
-    pub request: Value,
+    /// The body sent, as recorded: text until it is compared.
+    pub request: Box<serde_json::value::RawValue>,
     pub http_status: Option<u16>,
     pub response: Option<RawBody>,
     pub error: Option<String>,
@@ -166,14 +170,33 @@ pub(crate) fn answer(
         });
         return not_recorded("the recording has no further attempt for this call");
     };
-    let (recorded, now) = (without_seed(&a.request), without_seed(sent));
-    if recorded != now {
-        rec.mismatches.push(Mismatch {
+    // A record is input too (SPEC §21): its request becomes a tree only
+    // within a budget, one at a time.
+    let mut budget = MAX_REQUEST_TREE_BYTES;
+    match crate::http::parse_tree(a.request.get(), &mut budget) {
+        Some(recorded) => {
+            let (recorded, now) = (without_seed(&recorded), without_seed(sent));
+            if recorded != now {
+                // The first difference is shown whole; the rest are counted.
+                let shown = rec.mismatches.is_empty();
+                rec.mismatches.push(Mismatch {
+                    turn: a.turn,
+                    recorded: shown.then_some(recorded),
+                    sent: shown.then_some(now),
+                    note: String::new(),
+                });
+            }
+        }
+        None => rec.mismatches.push(Mismatch {
             turn: a.turn,
-            recorded: Some(recorded),
-            sent: Some(now),
-            note: String::new(),
-        });
+            recorded: None,
+            sent: None,
+            note: format!(
+                "the recorded request ({} bytes) would take over {} MiB to compare: not compared",
+                a.request.get().len(),
+                MAX_REQUEST_TREE_BYTES >> 20
+            ),
+        }),
     }
     drop(rec);
     let result = judge(&a, runpod_kind);

@@ -4,7 +4,7 @@
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
 use agent_harness::run::{RunOptions, RunOutcome, Tally};
-use serde_json::json;
+use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 use crate::common::fake_noteworx::{FakeNoteworx, note};
@@ -387,7 +387,8 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
         "{}",
         line.result
     );
-    let intent = &line.detail.as_ref().unwrap()["intent"];
+    let detail: Value = serde_json::from_str(line.detail.as_ref().unwrap().get()).unwrap();
+    let intent = &detail["intent"];
     assert_eq!(intent["method"], "POST");
     assert_eq!(intent["path"], "/api/notes/a/attachments");
     assert!(

@@ -449,6 +449,23 @@ async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
 }
 
 #[tokio::test]
+async fn only_the_start_of_a_long_cut_answer_is_sent_back() {
+    let long = "word ".repeat(2000);
+    let llm = FakeLlm::replies(vec![cut(&long), final_answer("Short.")]).await;
+    let project = Project::new();
+    project.task("t", "Explain.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+
+    let requests = llm.requests().await;
+    let second = messages(&requests[1]);
+    let replayed = second[second.len() - 2]["content"].as_str().unwrap();
+    assert_eq!(replayed.chars().count(), 1000, "{replayed}");
+    assert!(replayed.ends_with('…') && long.starts_with(replayed.trim_end_matches('…')));
+}
+
+#[tokio::test]
 async fn an_answer_cut_twice_or_on_the_last_turn_is_answer_truncated() {
     for (extra, replies, why) in [
         (
@@ -575,6 +592,10 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
         .next()
         .unwrap();
-    assert_eq!(page.matches("CUT at max_tokens").count(), 1, "only the cut turn: {page}");
+    assert_eq!(
+        page.matches("CUT at max_tokens").count(),
+        1,
+        "only the cut turn: {page}"
+    );
     assert!(page.contains("1 tool error(s)"), "{page}");
 }

@@ -14,6 +14,7 @@ mod left_alone;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;
+mod records_hostile;
 mod replay;
 mod report;
 mod runpod;

@@ -198,7 +198,8 @@ async fn a_retried_task_does_not_create_the_same_attachment_twice() {
         "{}",
         line.result
     );
-    assert_eq!(line.detail, Some(json!({"duplicate_of": "1"})));
+    let detail: Value = serde_json::from_str(line.detail.as_ref().unwrap().get()).unwrap();
+    assert_eq!(detail, json!({"duplicate_of": "1"}));
 }
 
 #[tokio::test]

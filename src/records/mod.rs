@@ -24,6 +24,9 @@ use crate::config::{Redactor, Secret};
 use crate::expect::Verdict;
 use crate::tools::ToolName;
 
+mod read;
+pub use read::*;
+
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -245,7 +248,7 @@ fn failure_of(name: &str) -> Option<AttemptFailure> {
 }
 
 /// One line of `tools.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolLine {
     pub turn: u32,
     pub call_id: String,
@@ -265,8 +268,9 @@ pub struct ToolLine {
     pub recovered: bool,
     /// How many times this exact call (name + arguments) has been asked for in the task.
     pub repeat: u32,
+    /// Kept as text when read back: a crafted record cannot grow into a tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<Value>,
+    pub detail: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl ToolLine {
@@ -284,7 +288,10 @@ impl ToolLine {
             executed: a.executed,
             recovered: a.recovered,
             repeat: a.repeat,
-            detail: a.detail.clone(),
+            detail: a
+                .detail
+                .as_ref()
+                .and_then(|d| serde_json::value::to_raw_value(d).ok()),
         }
     }
 }
@@ -326,6 +333,13 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.write_all(bytes)
 }
 
+/// Replaces `dir/name` with `bytes`, readable by its owner only (0600):
+/// through a new temporary file and a rename, so a link planted at the
+/// name is replaced, never written through ([`crate::file::replace`]).
+pub fn replace_private(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    crate::file::replace(dir, name, bytes, 0o600)
+}
+
 impl RunRecord {
     /// Creates `logs/<task>/<run_id>/` (0700; its files 0600, whatever the
     /// umask: they hold private notes); a clash gets `-2`, `-3`, ….
@@ -335,9 +349,19 @@ impl RunRecord {
         started: DateTime<Utc>,
         secrets: Vec<Secret>,
     ) -> anyhow::Result<RunRecord> {
+        if crate::inbox::check_task_name(task).is_err() {
+            anyhow::bail!("{task:?} cannot name a log folder");
+        }
         let task_dir = logs.join(crate::inbox::fit_file_name("", task, ""));
         create_private_dir(&task_dir)
             .with_context(|| format!("creating the log folder {}", task_dir.display()))?;
+        // Anyone who can write under logs/ could have put a link here.
+        if !std::fs::symlink_metadata(&task_dir).is_ok_and(|m| m.is_dir()) {
+            anyhow::bail!(
+                "the log folder {} is a symbolic link: records are written only into real folders",
+                task_dir.display()
+            );
+        }
         let base = run_id_for(started);
         let mut n = 1;
         let (dir, run_id) = loop {
@@ -553,206 +577,6 @@ fn write_line(file: &mut File, text: String, redactor: &Redactor, name: &str) {
     if let Err(e) = file.write_all(line.as_bytes()) {
         tracing::error!(file = name, error = %e, "cannot write a run record line");
     }
-}
-
-/// A run folder read back: everything a replay needs.
-#[derive(Debug, Clone)]
-pub struct RecordedRun {
-    pub dir: PathBuf,
-    pub summary: Summary,
-    /// The task file as it was read (runs recorded before it was kept have none).
-    pub task_file: Option<PathBuf>,
-    pub attempts: Vec<RecordedLine>,
-    pub tools: Vec<ToolLine>,
-}
-
-/// A `conversation.jsonl` line read back.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RecordedLine {
-    pub turn: u32,
-    pub attempt: u32,
-    #[serde(default)]
-    pub latency_ms: u64,
-    pub request: Value,
-    #[serde(default)]
-    pub http_status: Option<u16>,
-    #[serde(default)]
-    pub response: Option<Value>,
-    #[serde(default)]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub error_kind: Option<String>,
-    #[serde(default)]
-    pub finish_reason: Option<String>,
-    #[serde(default)]
-    pub retry_after_ms: Option<u64>,
-    #[serde(default)]
-    pub runpod: Option<RecordedJob>,
-    #[serde(default)]
-    pub context: Option<RecordedContext>,
-}
-
-impl RecordedLine {
-    /// How the attempt failed; an unknown name reads as a transport failure.
-    pub fn failure(&self) -> Option<AttemptFailure> {
-        self.error_kind
-            .as_deref()
-            .map(|k| failure_of(k).unwrap_or(AttemptFailure::Transport))
-    }
-}
-
-/// The `runpod` object of a conversation line, read back.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RecordedJob {
-    #[serde(default)]
-    pub job_id: Option<String>,
-    #[serde(default)]
-    pub status: Option<String>,
-    #[serde(default, rename = "delayTime")]
-    pub delay_time: Option<u64>,
-    #[serde(default, rename = "executionTime")]
-    pub execution_time: Option<u64>,
-    #[serde(default)]
-    pub polls: u32,
-}
-
-/// The `context` object of a conversation line, read back.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RecordedContext {
-    #[serde(default)]
-    pub context_tokens: Option<u32>,
-    #[serde(default)]
-    pub elided_call_ids: Vec<String>,
-    /// The exact counts made before the request.
-    #[serde(default)]
-    pub counts: Vec<u64>,
-}
-
-/// The chat request inside a recorded request (unwrapped from RunPod's `input`).
-pub fn sent_chat(request: &Value) -> &Value {
-    match request.get("input") {
-        Some(input) => input,
-        None => request,
-    }
-}
-
-/// The assistant message of a recorded response: a chat completion's, or
-/// the one inside a RunPod job's `output` (an object, a list of one, or JSON text).
-pub fn reply_message(response: Option<&Value>) -> Option<&Value> {
-    let r = response?;
-    let chat = match r.get("output") {
-        Some(Value::Array(items)) => items.first()?,
-        Some(out @ Value::Object(_)) => out,
-        _ => r,
-    };
-    chat.get("choices")?.get(0)?.get("message")
-}
-
-/// `(prompt, completion)` tokens of a recorded response, 0 when absent.
-pub fn reply_usage(response: Option<&Value>) -> (u64, u64) {
-    let Some(r) = response else { return (0, 0) };
-    let usage = r
-        .get("usage")
-        .or_else(|| r.get("output").and_then(|o| o.get("usage")));
-    let n = |k: &str| {
-        usage
-            .and_then(|u| u.get(k))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    (n("prompt_tokens"), n("completion_tokens"))
-}
-
-/// Reads a run folder. `Err` says what is missing or unreadable.
-pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name))
-            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
-    };
-    let summary: Summary = serde_json::from_str(&read("summary.json")?)
-        .map_err(|e| format!("{}/summary.json: {e}", dir.display()))?;
-    let task_file = Some(dir.join("task.md")).filter(|p| p.is_file());
-    let lines = |name: &str| -> Result<Vec<Value>, String> {
-        read(name)?
-            .lines()
-            .enumerate()
-            .map(|(i, l)| {
-                serde_json::from_str(l)
-                    .map_err(|e| format!("{}/{name}:{}: {e}", dir.display(), i + 1))
-            })
-            .collect()
-    };
-    fn parse<T: serde::de::DeserializeOwned>(
-        dir: &Path,
-        name: &str,
-        v: Value,
-    ) -> Result<T, String> {
-        serde_json::from_value(v).map_err(|e| format!("{}/{name}: {e}", dir.display()))
-    }
-    let attempts = lines("conversation.jsonl")?
-        .into_iter()
-        .map(|v| parse(dir, "conversation.jsonl", v))
-        .collect::<Result<_, _>>()?;
-    let tools = lines("tools.jsonl")?
-        .into_iter()
-        .map(|v| parse(dir, "tools.jsonl", v))
-        .collect::<Result<_, _>>()?;
-    Ok(RecordedRun {
-        dir: dir.to_path_buf(),
-        summary,
-        task_file,
-        attempts,
-        tools,
-    })
-}
-
-/// What `logs/` holds: the readable summaries, newest first, and the run
-/// folders without one (a run still going, or one killed before it ended).
-#[derive(Debug, Default)]
-pub struct Listing {
-    pub summaries: Vec<Summary>,
-    pub incomplete: Vec<PathBuf>,
-}
-
-/// Reads every `logs/<task>/<run_id>/summary.json`. A missing, half-written
-/// or foreign file never stops the listing: its folder is reported instead.
-pub fn read_summaries(logs: &Path) -> Listing {
-    let mut out = Listing::default();
-    let Ok(tasks) = std::fs::read_dir(logs) else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        let Ok(runs) = std::fs::read_dir(task.path()) else {
-            continue;
-        };
-        // A run folder holds records; anything else (an eval's folders) is not a run.
-        let is_run = |p: &Path| {
-            ["summary.json", "conversation.jsonl", "run.log"]
-                .iter()
-                .any(|f| p.join(f).exists())
-        };
-        for run in runs
-            .flatten()
-            .filter(|r| r.path().is_dir() && is_run(&r.path()))
-        {
-            let path = run.path().join("summary.json");
-            match std::fs::read_to_string(&path).map(|t| serde_json::from_str::<Summary>(&t)) {
-                Ok(Ok(s)) => out.summaries.push(s),
-                Ok(Err(e)) => {
-                    tracing::debug!(path = %path.display(), error = %e, "unreadable summary");
-                    out.incomplete.push(run.path());
-                }
-                Err(_) => out.incomplete.push(run.path()),
-            }
-        }
-    }
-    out.summaries.sort_by(|a, b| {
-        b.started_at
-            .cmp(&a.started_at)
-            .then_with(|| b.run_id.cmp(&a.run_id))
-    });
-    out.incomplete.sort();
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,450 @@
+//! Reading run folders back (SPEC §21). `runs`, `report` and `replay` read
+//! what anyone who can write under `logs/` could have crafted, so a run
+//! folder is read like any other untrusted input:
+//!
+//! - a run is the folder the listing walked (`logs/<task>/<run>/`, real
+//!   folders only), never a path rebuilt from its summary's fields;
+//! - only regular files are opened, never through a link ([`crate::file`]);
+//! - every file has a cap, and a record over its cap is marked, not loaded;
+//! - request and response bodies stay text ([`RawValue`]) and are read into
+//!   typed fields, so a record of small values cannot grow into a tree many
+//!   times its size; where a tree is needed, [`crate::http::parse_tree`]
+//!   bounds it;
+//! - one bad folder is reported in one line and the others are read.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Summary, ToolLine, failure_of};
+use crate::agent::AttemptFailure;
+use crate::file::{self, FileError, Links};
+
+/// `summary.json` is read up to this size.
+pub const MAX_SUMMARY_BYTES: u64 = 1 << 20;
+/// `conversation.jsonl`: every request and response of a run.
+pub const MAX_CONVERSATION_BYTES: u64 = 64 << 20;
+/// `tools.jsonl`: every call's arguments and result.
+pub const MAX_TOOLS_BYTES: u64 = 32 << 20;
+
+/// A run folder read back: everything the report and a replay need.
+#[derive(Debug, Clone)]
+pub struct RecordedRun {
+    /// The folder the listing walked (or the one a replay was given).
+    pub dir: PathBuf,
+    pub summary: Summary,
+    /// `task.md` when it is a regular file (never a link's target).
+    pub task_file: Option<PathBuf>,
+    pub task_text: Option<String>,
+    pub attempts: Vec<RecordedLine>,
+    pub tools: Vec<ToolLine>,
+    /// Records that were not loaded, and why (over their cap, not a
+    /// regular file, unreadable): shown where they would have been.
+    pub not_loaded: Vec<String>,
+}
+
+/// A `conversation.jsonl` line read back. The bodies stay text.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RecordedLine {
+    pub turn: u32,
+    pub attempt: u32,
+    #[serde(default)]
+    pub latency_ms: u64,
+    pub request: Box<RawValue>,
+    #[serde(default)]
+    pub http_status: Option<u16>,
+    #[serde(default)]
+    pub response: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub error_kind: Option<String>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
+    #[serde(default)]
+    pub runpod: Option<RecordedJob>,
+    #[serde(default)]
+    pub context: Option<RecordedContext>,
+}
+
+impl RecordedLine {
+    /// How the attempt failed; an unknown name reads as a transport failure.
+    pub fn failure(&self) -> Option<AttemptFailure> {
+        self.error_kind
+            .as_deref()
+            .map(|k| failure_of(k).unwrap_or(AttemptFailure::Transport))
+    }
+}
+
+/// The `runpod` object of a conversation line, read back.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordedJob {
+    #[serde(default)]
+    pub job_id: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default, rename = "delayTime")]
+    pub delay_time: Option<u64>,
+    #[serde(default, rename = "executionTime")]
+    pub execution_time: Option<u64>,
+    #[serde(default)]
+    pub polls: u32,
+}
+
+/// The `context` object of a conversation line, read back.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordedContext {
+    #[serde(default)]
+    pub context_tokens: Option<u32>,
+    #[serde(default)]
+    pub elided_call_ids: Vec<String>,
+    /// The exact counts made before the request.
+    #[serde(default)]
+    pub counts: Vec<u64>,
+}
+
+/// What a recorded exchange says, read into typed fields from its text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplyView {
+    pub content: Option<String>,
+    pub reasoning_content: Option<String>,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The reply of a recorded response: a chat completion's, or the one inside
+/// a RunPod job's `output` (an object or a list of one).
+pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
+    #[derive(Deserialize, Default)]
+    struct Chat {
+        #[serde(default, deserialize_with = "first_item")]
+        choices: Option<Choice>,
+        #[serde(default)]
+        usage: Option<UsageView>,
+        #[serde(default)]
+        output: Option<Box<RawValue>>,
+    }
+    #[derive(Deserialize, Default)]
+    struct Choice {
+        #[serde(default)]
+        message: Option<MessageView>,
+    }
+    #[derive(Deserialize, Default)]
+    struct MessageView {
+        #[serde(default, deserialize_with = "crate::lenient::text")]
+        content: Option<String>,
+        #[serde(default, deserialize_with = "crate::lenient::text")]
+        reasoning_content: Option<String>,
+    }
+    #[derive(Deserialize, Default)]
+    struct UsageView {
+        #[serde(default, deserialize_with = "crate::lenient::count")]
+        prompt_tokens: Option<u64>,
+        #[serde(default, deserialize_with = "crate::lenient::count")]
+        completion_tokens: Option<u64>,
+    }
+    let read = |raw: &RawValue| -> Chat {
+        let text = raw.get();
+        match text.trim_start().as_bytes().first() {
+            Some(b'{') => serde_json::from_str(text).unwrap_or_default(),
+            Some(b'[') => serde_json::from_str::<FirstOf<Chat>>(text)
+                .ok()
+                .and_then(|f| f.0)
+                .unwrap_or_default(),
+            _ => Chat::default(),
+        }
+    };
+    let Some(raw) = response else {
+        return ReplyView::default();
+    };
+    let mut chat = read(raw);
+    if chat.choices.is_none()
+        && let Some(output) = chat.output.take()
+    {
+        let inner = read(&output);
+        chat = Chat {
+            usage: inner.usage.or(chat.usage),
+            ..inner
+        };
+    }
+    let message = chat.choices.and_then(|c| c.message).unwrap_or_default();
+    let usage = chat.usage.unwrap_or_default();
+    ReplyView {
+        content: message.content,
+        reasoning_content: message.reasoning_content,
+        prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+        completion_tokens: usage.completion_tokens.unwrap_or(0),
+    }
+}
+
+/// The first `n` messages' text of a recorded request (unwrapped from
+/// RunPod's `input`): the system prompt and the task, for the report.
+pub fn request_texts(request: &RawValue, n: usize) -> Vec<Option<String>> {
+    #[derive(Deserialize, Default)]
+    struct Request {
+        #[serde(default)]
+        input: Option<Box<RawValue>>,
+        #[serde(default, deserialize_with = "first_two")]
+        messages: Vec<MessageText>,
+    }
+    #[derive(Deserialize, Default)]
+    struct MessageText {
+        #[serde(default, deserialize_with = "crate::lenient::text")]
+        content: Option<String>,
+    }
+    fn first_two<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<MessageText>, D::Error> {
+        Ok(crate::lenient::first(d, 2)?.items)
+    }
+    let mut req: Request = serde_json::from_str(request.get()).unwrap_or_default();
+    if let Some(input) = req.input.take() {
+        req = serde_json::from_str(input.get()).unwrap_or_default();
+    }
+    (0..n)
+        .map(|i| req.messages.get(i).and_then(|m| m.content.clone()))
+        .collect()
+}
+
+/// A list's first item, the rest parsed past.
+struct FirstOf<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for FirstOf<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(FirstOf(
+            crate::lenient::first(d, 1)?.items.into_iter().next(),
+        ))
+    }
+}
+
+fn first_item<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(FirstOf::<T>::deserialize(d)?.0)
+}
+
+/// How a record file was found.
+enum Record {
+    Absent,
+    Text(String),
+    /// Not loaded: why, in one line.
+    Refused(String),
+}
+
+/// A record file of `dir`: a regular file (no link followed), at most `cap` bytes.
+fn read_record(dir: &Path, name: &str, cap: u64) -> Record {
+    match file::read_regular(&dir.join(name), cap, Links::Refuse) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Record::Text(text),
+            Err(_) => Record::Refused(format!("{name} is not UTF-8: not loaded")),
+        },
+        Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Record::Absent,
+        Err(FileError::TooLarge { len, cap }) => Record::Refused(format!(
+            "{name} is {len} bytes, over its cap of {cap}: not loaded"
+        )),
+        Err(e) => Record::Refused(format!("{name}: {e}")),
+    }
+}
+
+/// Reads `summary.json` of a run folder.
+pub fn read_summary(dir: &Path) -> Result<Summary, String> {
+    match read_record(dir, "summary.json", MAX_SUMMARY_BYTES) {
+        Record::Text(text) => {
+            serde_json::from_str(&text).map_err(|e| format!("{}/summary.json: {e}", dir.display()))
+        }
+        Record::Absent => Err(format!("{}/summary.json is missing", dir.display())),
+        Record::Refused(why) => Err(format!("{}: {why}", dir.display())),
+    }
+}
+
+/// Reads a run folder. `Err` when its summary cannot be read; a record
+/// over its cap or of the wrong kind is named in `not_loaded` instead.
+pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
+    let summary = read_summary(dir)?;
+    let mut not_loaded = Vec::new();
+    let (task_file, task_text) = match read_record(dir, "task.md", crate::inbox::MAX_TASK_BYTES) {
+        Record::Text(text) => (Some(dir.join("task.md")), Some(text)),
+        Record::Absent => (None, None),
+        Record::Refused(why) => {
+            not_loaded.push(why);
+            (None, None)
+        }
+    };
+    let attempts = read_lines(
+        dir,
+        "conversation.jsonl",
+        MAX_CONVERSATION_BYTES,
+        &mut not_loaded,
+    )?;
+    let tools = read_lines(dir, "tools.jsonl", MAX_TOOLS_BYTES, &mut not_loaded)?;
+    Ok(RecordedRun {
+        dir: dir.to_path_buf(),
+        summary,
+        task_file,
+        task_text,
+        attempts,
+        tools,
+        not_loaded,
+    })
+}
+
+/// The typed lines of a JSONL record: `Err` names the first line that is
+/// not one; a file that cannot be loaded is noted and reads as empty.
+fn read_lines<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+    cap: u64,
+    not_loaded: &mut Vec<String>,
+) -> Result<Vec<T>, String> {
+    let text = match read_record(dir, name, cap) {
+        Record::Text(text) => text,
+        Record::Absent => return Ok(Vec::new()),
+        Record::Refused(why) => {
+            not_loaded.push(why);
+            return Ok(Vec::new());
+        }
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| format!("{}/{name}:{}: {e}", dir.display(), i + 1))
+        })
+        .collect()
+}
+
+/// A run folder as the listing walked it, with its summary.
+#[derive(Debug, Clone)]
+pub struct ListedRun {
+    pub dir: PathBuf,
+    pub summary: Summary,
+}
+
+/// What `logs/` holds: the readable runs, newest first; the run folders
+/// without a readable summary (a run still going, one killed before it
+/// ended, or a crafted one); and what was skipped, one line each.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub runs: Vec<ListedRun>,
+    pub incomplete: Vec<PathBuf>,
+    pub skipped: Vec<String>,
+}
+
+impl Listing {
+    pub fn summaries(&self) -> Vec<Summary> {
+        self.runs.iter().map(|r| r.summary.clone()).collect()
+    }
+}
+
+/// Whether `path` is a folder itself, not a link to one.
+fn real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// Walks `logs/<task>/<run>/`. Links are never followed: a linked task or
+/// run folder is skipped with a line saying so. A missing, half-written or
+/// foreign summary never stops the listing: its folder is named instead.
+pub fn read_summaries(logs: &Path) -> Listing {
+    let mut out = Listing::default();
+    let Ok(tasks) = std::fs::read_dir(logs) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let task_dir = task.path();
+        if task.file_type().is_ok_and(|t| t.is_symlink()) {
+            out.skipped.push(format!(
+                "{}: a symbolic link, not followed",
+                task_dir.display()
+            ));
+            continue;
+        }
+        let Ok(runs) = std::fs::read_dir(&task_dir) else {
+            continue;
+        };
+        for run in runs.flatten() {
+            let dir = run.path();
+            if run.file_type().is_ok_and(|t| t.is_symlink()) {
+                if is_run(&dir) {
+                    out.skipped
+                        .push(format!("{}: a symbolic link, not followed", dir.display()));
+                }
+                continue;
+            }
+            if !real_dir(&dir) || !is_run(&dir) {
+                continue;
+            }
+            match read_summary(&dir) {
+                Ok(summary) => out.runs.push(ListedRun { dir, summary }),
+                Err(why) => {
+                    tracing::debug!(error = %why, "unreadable summary");
+                    out.incomplete.push(dir);
+                }
+            }
+        }
+    }
+    out.runs.sort_by(|a, b| {
+        b.summary
+            .started_at
+            .cmp(&a.summary.started_at)
+            .then_with(|| b.dir.cmp(&a.dir))
+    });
+    out.incomplete.sort();
+    out.skipped.sort();
+    out
+}
+
+/// A run folder holds records; anything else (an eval's folders) is not a
+/// run. Entries are looked at, not followed.
+fn is_run(dir: &Path) -> bool {
+    ["summary.json", "conversation.jsonl", "run.log"]
+        .iter()
+        .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_from_either_envelope_without_trees() {
+        let raw = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        let chat = raw(
+            r#"{"choices":[{"message":{"content":"hi","reasoning_content":"hm"}},{"x":[1,2]}],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+        );
+        let v = reply_view(Some(&chat));
+        assert_eq!(
+            (
+                v.content.as_deref(),
+                v.reasoning_content.as_deref(),
+                v.prompt_tokens,
+                v.completion_tokens
+            ),
+            (Some("hi"), Some("hm"), 5, 2)
+        );
+        let job = raw(
+            r#"{"id":"j","status":"COMPLETED","output":[{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":1}}]}"#,
+        );
+        let v = reply_view(Some(&job));
+        assert_eq!((v.content.as_deref(), v.prompt_tokens), (Some("ok"), 1));
+        for odd in [
+            r#""text""#,
+            "null",
+            "[]",
+            r#"{"choices":5}"#,
+            r#"{"choices":[{"message":{"content":{"a":[1]}}}]}"#,
+        ] {
+            assert_eq!(reply_view(Some(&raw(odd))).content, None, "{odd}");
+        }
+        let request = raw(
+            r#"{"input":{"messages":[{"role":"system","content":"S"},{"role":"user","content":"T"},{"x":1}]}}"#,
+        );
+        assert_eq!(
+            request_texts(&request, 2),
+            [Some("S".to_string()), Some("T".to_string())]
+        );
+    }
+}

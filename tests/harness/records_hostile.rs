@@ -1,0 +1,498 @@
+//! SPEC §21: records are input too. Each test plants what anyone who can
+//! write under `logs/` could, and checks `report`, `replay`, `runs` and
+//! `eval` read it as untrusted input.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use agent_harness::records::read_summaries;
+use agent_harness::report::{ReportOptions, write as write_report};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::cli::{bin, stderr, stdout};
+use crate::common::*;
+
+const CANARY: &str = "TOP-SECRET-CANARY-7731";
+
+/// A project with one real, finished run of task `t`.
+async fn recorded() -> (Project, FakeLlm) {
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "no_such_tool", json!({}))]),
+        final_answer("The answer."),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "The task text.");
+    let cfg = project.config(&llm.base_url(), "");
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    (project, llm)
+}
+
+fn logs(project: &Project) -> PathBuf {
+    project.root().join("logs")
+}
+
+/// A copy of the recorded run at `logs/<task>/<run>`, its summary edited.
+fn plant(project: &Project, task: &str, run: &str, edit: impl Fn(&mut Value)) -> PathBuf {
+    let dir = logs(project).join(task).join(run);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in std::fs::read_dir(project.run_dir("t")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+    }
+    let mut summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    edit(&mut summary);
+    std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    dir
+}
+
+fn report(project: &Project) -> anyhow::Result<(PathBuf, usize)> {
+    write_report(
+        &logs(project),
+        &ReportOptions {
+            out: logs(project).join("report"),
+            task: None,
+            limit: 100,
+        },
+    )
+}
+
+/// Every file the report wrote, concatenated.
+fn report_text(project: &Project) -> String {
+    let mut out = String::new();
+    let dir = logs(project).join("report");
+    for p in [dir.join("index.html")].into_iter().chain(
+        std::fs::read_dir(dir.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    ) {
+        out.push_str(&std::fs::read_to_string(p).unwrap());
+    }
+    out
+}
+
+/// Files outside `logs/` holding the canary, where a confused reader
+/// would go.
+fn secret_outside(project: &Project) -> PathBuf {
+    let outside = project.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.md");
+    std::fs::write(&secret, CANARY).unwrap();
+    secret
+}
+
+#[tokio::test]
+async fn the_report_never_publishes_a_linked_task_file_or_run_folder() {
+    let (project, _llm) = recorded().await;
+    let secret = secret_outside(&project);
+    // task.md of a real run, linked to a file outside logs/.
+    let linked = plant(&project, "t", "20260101T000000Z", |_| {});
+    std::fs::remove_file(linked.join("task.md")).unwrap();
+    symlink(&secret, linked.join("task.md")).unwrap();
+    // And it must not show the text from its request either: make it empty.
+    std::fs::write(linked.join("conversation.jsonl"), "").unwrap();
+    // A run folder that is a link to a folder outside logs/.
+    let elsewhere = project.root().join("outside/run");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for f in std::fs::read_dir(project.run_dir("t")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), elsewhere.join(f.file_name())).unwrap();
+    }
+    std::fs::write(elsewhere.join("task.md"), CANARY).unwrap();
+    symlink(&elsewhere, logs(&project).join("t/20260202T000000Z")).unwrap();
+
+    let (_, pages) = report(&project).unwrap();
+
+    assert_eq!(pages, 2, "the real run and the one with a linked task.md");
+    let text = report_text(&project);
+    assert!(
+        !text.contains(CANARY),
+        "nothing from outside logs/ is published"
+    );
+    let listing = read_summaries(&logs(&project));
+    assert_eq!(listing.skipped.len(), 1, "{:?}", listing.skipped);
+    assert!(listing.skipped[0].contains("a symbolic link, not followed"));
+    assert!(
+        text.contains("task.md: not a regular file (a symbolic link)"),
+        "the page says why"
+    );
+}
+
+#[tokio::test]
+async fn the_report_reads_the_folder_it_walked_whatever_the_summary_says() {
+    let (project, _llm) = recorded().await;
+    // Where a reader rebuilding the path from the summary would look.
+    let decoy = project.root().join("decoy/R");
+    std::fs::create_dir_all(&decoy).unwrap();
+    std::fs::write(decoy.join("task.md"), CANARY).unwrap();
+    std::fs::write(decoy.join("summary.json"), "{}").unwrap();
+    plant(&project, "x", "R1", |s| {
+        s["task"] = json!("../decoy");
+        s["run_id"] = json!("R");
+    });
+    plant(&project, "y", "R2", |s| {
+        s["run_id"] = json!("/etc/passwd/../a/b");
+        s["task"] = json!(project.root().join("decoy").display().to_string());
+    });
+
+    let (index, pages) = report(&project).unwrap();
+
+    assert_eq!(pages, 3);
+    let text = report_text(&project);
+    assert!(!text.contains(CANARY));
+    assert_eq!(
+        text.matches("The task text.").count(),
+        3,
+        "each page from its own folder"
+    );
+    // Every page landed in report/runs, named from the walked folders.
+    let mut names: Vec<String> = std::fs::read_dir(index.parent().unwrap().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["t--20260409T061500Z.html", "x--R1.html", "y--R2.html"]
+    );
+    assert!(!project.root().join("etc").exists());
+}
+
+#[tokio::test]
+async fn a_link_planted_in_the_report_folder_is_replaced_or_refused_never_written_through() {
+    let (project, _llm) = recorded().await;
+    let victim = project.root().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::fs::create_dir_all(logs(&project).join("report/runs")).unwrap();
+    symlink(&victim, logs(&project).join("report/index.html")).unwrap();
+    symlink(
+        &victim,
+        logs(&project).join("report/runs/t--20260409T061500Z.html"),
+    )
+    .unwrap();
+
+    report(&project).unwrap();
+
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let index = std::fs::symlink_metadata(logs(&project).join("report/index.html")).unwrap();
+    assert!(index.is_file(), "the link was replaced by the page");
+
+    // A linked runs/ folder is refused: no page goes through it.
+    let elsewhere = project.root().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::remove_dir_all(logs(&project).join("report/runs")).unwrap();
+    symlink(&elsewhere, logs(&project).join("report/runs")).unwrap();
+    let e = report(&project).unwrap_err();
+    assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_run_id_with_a_slash_or_a_bad_folder_does_not_stop_the_report() {
+    let (project, _llm) = recorded().await;
+    plant(&project, "t", "20260101T000000Z", |s| {
+        s["run_id"] = json!("a/b/c")
+    });
+    let broken = plant(&project, "t", "20260102T000000Z", |_| {});
+    std::fs::write(broken.join("conversation.jsonl"), "{not json\n").unwrap();
+
+    let (_, pages) = report(&project).unwrap();
+
+    assert_eq!(pages, 3);
+    let text = report_text(&project);
+    assert!(text.contains("a/b/c"), "shown, escaped, as text");
+    assert!(text.contains("could not be read"), "the broken one says so");
+}
+
+#[tokio::test]
+async fn replay_records_land_in_logs_whatever_the_summary_says() {
+    let (project, _llm) = recorded().await;
+    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+        s["task"] = json!("../../X")
+    });
+    let port = closed_port();
+    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+
+    let out = bin(&project).arg("replay").arg(&dir).output().unwrap();
+
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        !project.root().join("X").exists() && !project.root().parent().unwrap().join("X").exists()
+    );
+    let runs = std::fs::read_dir(logs(&project).join("t")).unwrap().count();
+    assert_eq!(runs, 3, "the original, the planted one, the replay");
+}
+
+#[tokio::test]
+async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
+    let (project, _llm) = recorded().await;
+    let zero = plant(&project, "t", "20260101T000000Z", |_| {});
+    std::fs::remove_file(zero.join("conversation.jsonl")).unwrap();
+    symlink("/dev/zero", zero.join("conversation.jsonl")).unwrap();
+    let fifo = plant(&project, "u", "20260102T000000Z", |_| {});
+    std::fs::remove_file(fifo.join("summary.json")).unwrap();
+    let c =
+        std::ffi::CString::new(fifo.join("summary.json").as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = plant(&project, "v", "20260103T000000Z", |_| {});
+    // Sparse: over the cap on disk without writing 64 MiB.
+    std::fs::File::options()
+        .write(true)
+        .open(big.join("conversation.jsonl"))
+        .unwrap()
+        .set_len(agent_harness::records::MAX_CONVERSATION_BYTES + 1)
+        .unwrap();
+    project.write_config("http://127.0.0.1:9/v1", "");
+
+    let runs = bin(&project).args(["runs", "--json"]).output().unwrap();
+    assert_eq!(runs.status.code(), Some(0));
+    let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(listed.len(), 3, "the FIFO's folder is not a readable run");
+    assert!(
+        stderr(&runs).contains("20260102T000000Z"),
+        "{}",
+        stderr(&runs)
+    );
+
+    let out = bin(&project).arg("report").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = report_text(&project);
+    assert!(
+        text.contains("conversation.jsonl: not a regular file (a symbolic link)"),
+        "marked"
+    );
+    assert!(
+        text.contains(&format!(
+            "conversation.jsonl is {} bytes, over its cap of {}: not loaded",
+            agent_harness::records::MAX_CONVERSATION_BYTES + 1,
+            agent_harness::records::MAX_CONVERSATION_BYTES
+        )),
+        "marked"
+    );
+
+    for dir in [&zero, &big] {
+        let out = bin(&project).arg("replay").arg(dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("not a readable run"),
+            "{}",
+            stdout(&out)
+        );
+    }
+}
+
+#[tokio::test]
+async fn runs_and_replay_print_no_terminal_control_characters_from_records() {
+    let (project, _llm) = recorded().await;
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{9b}2J";
+    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+        s["task"] = json!(evil);
+        s["run_id"] = json!(evil);
+    });
+    project.write_config("http://127.0.0.1:9/v1", "");
+
+    let runs = bin(&project).arg("runs").output().unwrap();
+    assert_eq!(runs.status.code(), Some(0));
+    let table = stdout(&runs);
+    assert!(table.contains("\\u{1b}]0;pwned\\u{7}"), "{table}");
+    let replay = bin(&project).arg("replay").arg(&dir).output().unwrap();
+    for out in [&runs, &replay] {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "raw control characters printed: {text:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn replay_prints_at_most_200_lines_of_diff_and_says_how_many_were_left_out() {
+    let (project, _llm) = recorded().await;
+    // 600 stop strings: one line each in the pretty-printed request.
+    let stops: Vec<String> = (0..600).map(|i| format!("\"stop-{i}\"")).collect();
+    let port = closed_port();
+    project.write_config(
+        &format!("http://127.0.0.1:{port}/v1"),
+        &format!("[model.extra]\nstop = [{}]\n", stops.join(", ")),
+    );
+
+    let out = bin(&project)
+        .arg("replay")
+        .arg(project.run_dir("t"))
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let diff_lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with("--- recorded"))
+        .take_while(|l| !l.starts_with("… "))
+        .count();
+    assert_eq!(diff_lines, 200, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("… ") && l.contains("more line(s) of diff left out")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn replay_and_report_need_no_secret_and_replays_are_marked() {
+    let llm = FakeLlm::replies(vec![final_answer("The answer.")]).await;
+    let project = Project::new();
+    project.task("t", "The task text.");
+    let port = closed_port();
+    // noteworx configured; the recording had its token, the replay has none.
+    let notes = format!(
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\ntoken_env = \"NOT_SET_ANYWHERE\"\n"
+    );
+    let path = project.write_config(&llm.base_url(), &notes);
+    let with_token = |k: &str| (k == "NOT_SET_ANYWHERE").then(|| "nwx_token_1234".to_string());
+    let cfg = agent_harness::config::Config::load(&path, &with_token).unwrap();
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    project.write_config(&format!("http://127.0.0.1:{port}/v1"), &notes);
+    let out = bin(&project)
+        .env_remove("NOT_SET_ANYWHERE")
+        .arg("replay")
+        .arg(project.run_dir("t"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // Asked to go live, it needs the token.
+    let live = bin(&project)
+        .args(["replay", "--from-turn", "2"])
+        .arg(project.run_dir("t"))
+        .output()
+        .unwrap();
+    assert_eq!(live.status.code(), Some(2));
+    assert!(
+        stderr(&live).contains("NOT_SET_ANYWHERE"),
+        "{}",
+        stderr(&live)
+    );
+
+    let runs = stdout(&bin(&project).arg("runs").output().unwrap());
+    let replayed = runs
+        .lines()
+        .filter(|l| l.contains("succeeded (replay)"))
+        .count();
+    assert_eq!(replayed, 1, "{runs}");
+    let out = bin(&project).arg("report").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(report_text(&project).contains("succeeded (replay)"));
+}
+
+#[tokio::test]
+async fn eval_refuses_a_matrix_over_64_variants_before_anything_runs() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    std::fs::create_dir_all(project.root().join("suite")).unwrap();
+    std::fs::write(project.root().join("suite/a.md"), "Do it.").unwrap();
+    let mut cmd = bin(&project);
+    cmd.args(["eval", "suite"]);
+    for i in 0..22 {
+        cmd.args(["--matrix", &format!("model.extra.k{i}=1,2")]);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--matrix makes more than 64 variants"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(llm.server.received_requests().await.unwrap().is_empty());
+    assert!(!logs(&project).join("eval").exists());
+}
+
+#[tokio::test]
+async fn secret_looking_set_values_are_redacted_in_every_record() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("x"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    std::fs::create_dir_all(project.root().join("suite")).unwrap();
+    std::fs::write(project.root().join("suite/a.md"), "Do it.").unwrap();
+    let key = "sk-live-0123456789abcdef";
+    let out = bin(&project)
+        .args(["eval", "suite", "--repeat", "1", "--json"])
+        .args(["--set", &format!("model.extra.api_key={key}")])
+        .args([
+            "--set",
+            "model.extra.callback=\"https://bob:hunter2hunter2@example.com/x\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // It did reach the server (that is the user's choice) ...
+    let sent = llm.requests().await;
+    assert_eq!(sent[0]["api_key"], key);
+    // ... and no record, and not the printed report, holds it.
+    let records = project.all_records();
+    for secret in [key, "hunter2hunter2"] {
+        assert!(!records.contains(secret), "{secret} in the records");
+        assert!(!stdout(&out).contains(secret), "{secret} printed");
+    }
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["variants"][0]["set"]["model.extra.api_key"], "***");
+}
+
+/// A run folder holding `files` (name → bytes).
+fn folder(logs: &Path, task: &str, run: &str, files: &[(&str, Vec<u8>)]) -> PathBuf {
+    let dir = logs.join(task).join(run);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    dir
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// Any bytes in any record file: no reader panics, and the report of
+    /// the good run beside it is still written.
+    #[test]
+    fn any_bytes_in_any_record_never_break_a_reader(
+        summary in prop::collection::vec(any::<u8>(), 0..400),
+        conversation in prop::collection::vec(any::<u8>(), 0..400),
+        tools in prop::collection::vec(any::<u8>(), 0..400),
+        task in prop::collection::vec(any::<u8>(), 0..100),
+        json_like in "\\{\"(task|run_id|status|turn|request|response|detail)\":[\\[\\]{}\"0-9a-z,:./\\\\]{0,60}\\}",
+    ) {
+        let root = tempfile::tempdir().unwrap();
+        let logs = root.path().join("logs");
+        let good_summary = include_str!("../fixtures/records/summary.json");
+        folder(&logs, "good", "20260409T061500Z", &[("summary.json", good_summary.as_bytes().to_vec())]);
+        let bad = folder(&logs, "bad", "20260101T000000Z", &[
+            ("summary.json", summary),
+            ("conversation.jsonl", [conversation, b"\n".to_vec(), json_like.clone().into_bytes()].concat()),
+            ("tools.jsonl", [tools, b"\n".to_vec(), json_like.into_bytes()].concat()),
+            ("task.md", task),
+        ]);
+        let _ = agent_harness::records::read_run(&bad);
+        let listing = read_summaries(&logs);
+        prop_assert!(listing.runs.iter().any(|r| r.summary.task == "good"));
+        let (index, _) = write_report(&logs, &ReportOptions {
+            out: logs.join("report"),
+            task: None,
+            limit: 10,
+        }).unwrap();
+        let index = std::fs::read_to_string(index).unwrap();
+        prop_assert!(index.contains("20260409T061500Z"));
+    }
+}
