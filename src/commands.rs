@@ -357,11 +357,14 @@ fn check_command(cfg: &Config) -> u8 {
     let offered = Toolbox::offered_by(cfg);
     match run::check_inbox(cfg, &offered, (system_clock())().date_naive()) {
         Ok(report) => {
-            for p in report.config_problems.iter().chain(&report.problems) {
-                println!("{p}");
-            }
-            for w in report.config_warnings.iter().chain(&report.warnings) {
-                println!("{w}");
+            for line in report
+                .config_problems
+                .iter()
+                .chain(&report.problems)
+                .chain(&report.config_warnings)
+                .chain(&report.warnings)
+            {
+                println!("{}", crate::text::printable(line));
             }
             let config = match (report.config_problems.len(), report.config_warnings.len()) {
                 (0, 0) => "config ok".to_string(),

@@ -16,17 +16,26 @@ fn shown(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// `[paths] inbox` exists and is a folder; `Err` says what to fix.
+/// `[paths] inbox` exists, is a folder and this user may list it; `Err`
+/// says what to fix.
 pub fn check_inbox(inbox: &Path) -> Result<(), String> {
     let inbox = &shown(inbox);
     match std::fs::metadata(inbox) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() && may(inbox, libc::R_OK | libc::X_OK) => Ok(()),
+        Ok(m) if m.is_dir() => Err(format!(
+            "[paths] inbox: {} cannot be read by this user",
+            inbox.display()
+        )),
         Ok(_) => Err(format!(
             "[paths] inbox: {} is not a folder",
             inbox.display()
         )),
+        Err(_) if std::fs::symlink_metadata(inbox).is_ok() => Err(format!(
+            "[paths] inbox: {} is a symbolic link to a folder that does not exist",
+            inbox.display()
+        )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
-            "[paths] inbox: the folder {} does not exist; fix the path, or create it (mkdir -p {})",
+            "[paths] inbox: the folder {} does not exist; fix the path, or create it (mkdir -p '{}')",
             inbox.display(),
             inbox.display()
         )),
@@ -38,7 +47,8 @@ pub fn check_inbox(inbox: &Path) -> Result<(), String> {
 }
 
 /// Before a run: the inbox exists, and `done/`, `failed/` and the logs
-/// folder exist or are created. `Err` names the key of the first that fails.
+/// folder exist or are created, and this user may write every folder a run
+/// writes. `Err` names the key of each that fails.
 pub fn prepare(cfg: &Config) -> Result<(), String> {
     check_inbox(&cfg.paths.inbox)?;
     for (key, dir) in [
@@ -53,12 +63,17 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
             )
         })?;
     }
-    Ok(())
+    let problems = unwritable(cfg);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
-/// For `check`, run as the service user: every folder a run writes to that
-/// this user could not write (or, when missing, could not create). Nothing
-/// is created or written.
+/// Every folder a run writes to that this user could not write (or, when
+/// missing, could not create), each named by its key. Nothing is created
+/// or written: `check` runs it as the service user.
 pub fn unwritable(cfg: &Config) -> Vec<String> {
     let state = cfg.paths.state_dir();
     let metrics = cfg
@@ -83,50 +98,45 @@ pub fn unwritable(cfg: &Config) -> Vec<String> {
         .into_iter()
         .filter_map(|(key, dir, why)| {
             let dir = shown(&dir);
-            let (at, exists) = nearest_existing(&dir)?;
-            if writable(at) {
-                return None;
-            }
-            Some(if exists {
-                format!("{key}: {} is not writable by this user{why}", dir.display())
-            } else {
-                format!(
-                    "{key}: {} does not exist and cannot be created by this user ({} is not writable){why}",
-                    dir.display(),
-                    at.display()
-                )
-            })
+            problem(&dir).map(|p| format!("{key}: {p}{why}"))
         })
         .collect()
 }
 
-/// `dir` itself when it exists (`true`), else its nearest existing ancestor.
-fn nearest_existing(dir: &Path) -> Option<(&Path, bool)> {
-    if dir.is_dir() {
-        return Some((dir, true));
+/// Why this user could not write into `dir`, or create it.
+fn problem(dir: &Path) -> Option<String> {
+    let Some(at) = dir.ancestors().find(|a| std::fs::metadata(a).is_ok()) else {
+        return Some(format!(
+            "{} cannot be created: no part of it exists",
+            dir.display()
+        ));
+    };
+    let shown = dir.display();
+    match (at == dir, at.is_dir(), may(at, libc::W_OK | libc::X_OK)) {
+        (true, false, _) => Some(format!("{shown} is not a folder")),
+        (true, true, false) => Some(format!("{shown} is not writable by this user")),
+        (false, false, _) => Some(format!(
+            "{shown} cannot be created: {} is not a folder",
+            at.display()
+        )),
+        (false, true, false) => Some(format!(
+            "{shown} does not exist and cannot be created by this user ({} is not writable)",
+            at.display()
+        )),
+        (_, true, true) => None,
     }
-    dir.ancestors()
-        .skip(1)
-        .find(|a| a.is_dir())
-        .map(|a| (a, false))
 }
 
-/// Whether this process (its effective ids) may create files in `dir`:
-/// permission bits, ACLs and read-only mounts, as the kernel judges them.
-fn writable(dir: &Path) -> bool {
-    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+/// Whether this process (its effective ids) may do `what` (`R_OK`, `W_OK`,
+/// `X_OK`) to `path`: permission bits, ACLs and read-only mounts, as the
+/// kernel judges them.
+fn may(path: &Path, what: libc::c_int) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
     // SAFETY: `c` is a NUL-terminated path that outlives the call;
     // faccessat only reads it.
-    unsafe {
-        libc::faccessat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            libc::W_OK | libc::X_OK,
-            libc::AT_EACCESS,
-        ) == 0
-    }
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), what, libc::AT_EACCESS) == 0 }
 }
 
 #[cfg(test)]
@@ -147,12 +157,17 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_folder_is_judged_by_its_nearest_existing_ancestor() {
+    fn a_missing_folder_is_judged_by_what_is_in_its_way() {
         let dir = tempfile::tempdir().unwrap();
-        let deep = dir.path().join("a/b/c");
-        assert_eq!(nearest_existing(&deep), Some((dir.path(), false)));
-        assert_eq!(nearest_existing(dir.path()), Some((dir.path(), true)));
-        assert!(writable(dir.path()));
-        assert!(!writable(&dir.path().join("nope")));
+        assert_eq!(problem(&dir.path().join("a/b/c")), None, "creatable");
+        assert_eq!(problem(dir.path()), None);
+        let file = dir.path().join("blocker");
+        std::fs::write(&file, "x").unwrap();
+        let p = problem(&file.join("done")).unwrap();
+        assert!(
+            p.ends_with("cannot be created: ") || p.contains("blocker is not a folder"),
+            "{p}"
+        );
+        assert!(problem(&file).unwrap().ends_with("is not a folder"));
     }
 }

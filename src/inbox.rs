@@ -221,13 +221,16 @@ fn yaml_frontmatter<'a>(first: &str, rest: impl Iterator<Item = &'a str>) -> boo
         if is_rule(line) {
             return keys > 0;
         }
-        let key = line.split_once(':').map(|(k, _)| k.trim_end());
-        if key.is_some_and(|k| {
+        // `key: value` or `key:` alone: not `http://…` or `10:30`.
+        let pair = line.split_once(':').filter(|(k, rest)| {
+            let k = k.trim_end();
             !k.is_empty()
                 && !k.starts_with(char::is_whitespace)
                 && k.chars()
                     .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-'))
-        }) {
+                && rest.chars().next().is_none_or(char::is_whitespace)
+        });
+        if pair.is_some() {
             keys += 1;
         }
     }
@@ -528,6 +531,8 @@ mod tests {
             "---\nSome prose here.\n---\nMore.\n",
             "---\nsee: http://x\n",
             "Intro\n---\nkey: value\n---\n",
+            "---\nhttp://example.com/report\n---\nRead the page above.\n",
+            "---\n10:30\n---\nAt half past ten.\n",
         ] {
             let t = parse_task(text).unwrap();
             assert_eq!(t.body, text);

@@ -144,7 +144,12 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir)?;
+    if !dir.exists() {
+        // node_exporter (another user) must be able to enter the folder
+        // this run creates, whatever the umask.
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

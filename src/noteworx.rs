@@ -143,6 +143,8 @@ pub struct NoteworxClient {
     http: reqwest::Client,
     base: Url,
     token: Secret,
+    /// A request of this run was answered with a 2xx: the token works.
+    answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl NoteworxClient {
@@ -157,7 +159,14 @@ impl NoteworxClient {
             http,
             base,
             token: cfg.token.clone(),
+            answered: std::sync::Arc::default(),
         })
+    }
+
+    /// Whether a request of this run was answered with a 2xx: then a
+    /// refusal is about one note, not the token (SPEC §16).
+    pub fn token_worked(&self) -> bool {
+        self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `GET /api/notes?space=S&tag=T&limit=N`
@@ -304,6 +313,8 @@ impl NoteworxClient {
             };
             let status = resp.status();
             if status.is_success() {
+                self.answered
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 return parse_streaming(resp).await;
             }
             let text = match read_capped(resp, 64 * 1024).await {

@@ -49,10 +49,15 @@ impl Progress {
         let _ = self.redactor.set(redactor);
     }
 
-    /// A diagnostic line on stderr, redacted, with the live lines lifted.
+    /// A diagnostic line on stderr, redacted, with the live lines lifted
+    /// and every control character in it escaped (it may quote a server).
     pub fn eprintln(&self, line: &str) {
         let mut w = self.make_writer();
-        let _ = w.write_all(format!("{line}\n").as_bytes());
+        let text: Vec<String> = line
+            .split('\n')
+            .map(|l| crate::text::printable(l).into_owned())
+            .collect();
+        let _ = w.write_all(format!("{}\n", text.join("\n")).as_bytes());
     }
 
     /// A live line for a task that has started; it disappears when dropped.

@@ -830,8 +830,12 @@ pub fn check_inbox(
             .collect(),
         ..CheckReport::default()
     };
-    if cfg.paths.inbox.is_dir() {
-        check_tasks(cfg, offered, today, &mut report)?;
+    if crate::folders::check_inbox(&cfg.paths.inbox).is_ok()
+        && let Err(e) = check_tasks(cfg, offered, today, &mut report)
+    {
+        report
+            .config_problems
+            .push(format!("{}: [paths] inbox: {e:#}", cfg.path.display()));
     }
     Ok(report)
 }
@@ -849,8 +853,8 @@ fn check_tasks(
     report.tasks = entries.len();
     report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
         format!(
-            "{}: warning: not a *.md file, so it will never run (task files are NAME.md, lower-case .md)",
-            p.display()
+            "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder)",
+            crate::text::printable(&p.display().to_string())
         )
     }));
     let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);

@@ -140,9 +140,16 @@ pub fn answer_json(answer: &str) -> Option<Value> {
 /// The text inside the reply's only ```` ```json ```` fence, if it has
 /// exactly one that is closed.
 fn the_json_fence(text: &str) -> Option<&str> {
-    let mut fences = text.match_indices("```json").filter(|(at, _)| {
-        // A fence opens a line.
-        text[..*at].ends_with('\n') || *at == 0
+    // A fence opens a line (indented too, as in a list item) and says
+    // `json` and nothing more (not `json5`).
+    // At most one fence opens each line, so the info strings scanned add
+    // up to the text at most once.
+    let mut fences = text.match_indices("```json").filter(|(at, open)| {
+        opens_line(text, *at)
+            && text[at + open.len()..]
+                .split('\n')
+                .next()
+                .is_none_or(|info| info.trim().is_empty())
     });
     let (at, open) = fences.next()?;
     if fences.next().is_some() {
@@ -152,9 +159,15 @@ fn the_json_fence(text: &str) -> Option<&str> {
     let (_, body) = after.split_once('\n')?;
     let end = body
         .match_indices("```")
-        .find(|(i, _)| *i == 0 || body[..*i].ends_with('\n'))?
+        .find(|(i, _)| opens_line(body, *i))?
         .0;
     Some(&body[..end])
+}
+
+/// Whether only spaces or tabs stand between the line's start and `at`.
+fn opens_line(text: &str, at: usize) -> bool {
+    let before = text[..at].trim_end_matches([' ', '\t']);
+    before.is_empty() || before.ends_with('\n')
 }
 
 #[cfg(test)]
@@ -200,6 +213,12 @@ mod tests {
         // Two fences: which one is meant is not guessed.
         let two = "A:\n```json\n{\"papers\": 1}\n```\nB:\n```json\n{\"papers\": 2}\n```\n";
         assert!(s.check(two).is_err());
+        // json5 is not json; an indented fence (a list item) is one.
+        assert!(s.check("See:\n```json5\n{\"papers\": 1}\n```\n").is_err());
+        assert_eq!(
+            s.check("1. The answer:\n   ```json\n   {\"papers\": 6}\n   ```\n"),
+            Ok(json!({"papers": 6}))
+        );
         // Unclosed, or not at the start of a line.
         assert!(s.check("See:\n```json\n{\"papers\": 1}\n").is_err());
         assert!(

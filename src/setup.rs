@@ -7,9 +7,11 @@
 use crate::config::EndpointKind;
 
 /// HTTP statuses of a chat request that mean the setup is wrong: no retry
-/// and no other task will get a different answer.
+/// and no other task will get a different answer. SPEC §16 names 401, 403,
+/// 404 and 405; 402 (the account cannot pay) and 407 (a proxy wants
+/// credentials) say the same of the account and the network.
 pub fn is_endpoint_fault(status: u16) -> bool {
-    matches!(status, 401 | 403 | 404 | 405)
+    matches!(status, 401 | 402 | 403 | 404 | 405 | 407)
 }
 
 /// HTTP statuses from noteworx that mean the token is refused.
@@ -36,8 +38,15 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         Some(var) => format!("{var} (the variable named by {section} api_key_env)"),
         None => format!("{section} api_key_env: no key is configured, and this server wants one"),
     };
+    let answer = crate::text::printable(answer);
     match (status, setup.kind) {
         (401 | 403, _) => format!("the endpoint refused the API key ({answer}); check {key}"),
+        (402, _) => format!(
+            "the endpoint's account cannot pay for the request ({answer}); check its balance or plan"
+        ),
+        (407, _) => format!(
+            "a proxy between here and the endpoint wants credentials ({answer}); check the HTTPS_PROXY / HTTP_PROXY settings of the service"
+        ),
         (404, EndpointKind::Runpod) => {
             format!("no such endpoint ({answer}); check [runpod] endpoint_id or endpoint_url")
         }
@@ -63,7 +72,8 @@ pub fn noteworx_diagnosis(token_env: &str, status: u16, message: &str) -> String
         format!(": {}", crate::text::clip(message.trim(), 200))
     };
     format!(
-        "noteworx refused the token (HTTP {status}{message}); check {token_env} (the variable named by [tools.noteworx] token_env)"
+        "noteworx refused the token (HTTP {status}{}); check {token_env} (the variable named by [tools.noteworx] token_env)",
+        crate::text::printable(&message)
     )
 }
 
@@ -74,7 +84,7 @@ mod tests {
     #[test]
     fn only_the_setup_answers_are_faults() {
         let faults: Vec<u16> = (100..600).filter(|s| is_endpoint_fault(*s)).collect();
-        assert_eq!(faults, [401, 403, 404, 405]);
+        assert_eq!(faults, [401, 402, 403, 404, 405, 407]);
         let faults: Vec<u16> = (100..600).filter(|s| is_noteworx_fault(*s)).collect();
         assert_eq!(faults, [401, 403]);
     }

@@ -352,6 +352,9 @@ pub struct Endpoint {
     recording: Option<Arc<Mutex<Recording>>>,
     /// Whether the server counts prompts exactly, learnt once per run.
     counting: Arc<count::Counting>,
+    /// A chat request of this run was answered: the key and the route work,
+    /// so a later refusal is about that request, not the setup.
+    answered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Endpoint {
@@ -367,6 +370,7 @@ impl Endpoint {
             retry: RetryPolicy::default(),
             recording: None,
             counting: Arc::default(),
+            answered: Arc::default(),
         })
     }
 
@@ -460,6 +464,8 @@ impl Endpoint {
             });
             let error = match raw.result {
                 Ok(response) => {
+                    self.answered
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     return Ok(Completion {
                         response,
                         job: raw.job,
@@ -470,7 +476,8 @@ impl Endpoint {
             retries += 1;
             let new_seed = self
                 .before_retry(error, retries, call, matches!(source, Source::Live))
-                .await?;
+                .await
+                .map_err(|e| self.judged(e))?;
             let chat_body = match self.cfg.kind {
                 EndpointKind::Openai => &mut sent,
                 EndpointKind::Runpod => &mut sent["input"],
@@ -478,6 +485,22 @@ impl Endpoint {
             if new_seed && let Value::Object(map) = chat_body {
                 map.insert("seed".into(), Value::from(fastrand::u32(..)));
             }
+        }
+    }
+
+    /// A refusal is a setup fault only until the endpoint has answered a
+    /// chat request in this run: after that the key and the route are
+    /// known to work, and a refusal is about what this request carried (a
+    /// page that trips a firewall, say) — final for its task, never a
+    /// reason to stop the run and leave the task to block the inbox.
+    fn judged(&self, e: CallError) -> CallError {
+        match e {
+            CallError::Setup { status, message }
+                if self.answered.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                CallError::Rejected { status, message }
+            }
+            e => e,
         }
     }
 
@@ -647,12 +670,18 @@ impl Endpoint {
     /// setup fault, the config key (SPEC §16).
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
-            CallError::Setup { status, .. } => {
+            CallError::Setup { status, message } | CallError::Rejected { status, message }
+                if crate::setup::is_endpoint_fault(*status) =>
+            {
                 let setup = crate::setup::EndpointSetup {
                     kind: self.cfg.kind,
                     key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
                 };
-                crate::setup::endpoint_diagnosis(setup, *status, &e.to_string())
+                crate::setup::endpoint_diagnosis(
+                    setup,
+                    *status,
+                    &format!("HTTP {status}: {message}"),
+                )
             }
             _ => e.to_string(),
         }
@@ -915,7 +944,7 @@ mod tests {
                 "{s}"
             );
         }
-        for s in [401, 403, 404, 405] {
+        for s in [401, 402, 403, 404, 405, 407] {
             assert!(
                 matches!(status(s).next(), Next::Fail(CallError::Setup { status, .. }) if status == s),
                 "{s}"

@@ -484,7 +484,7 @@ impl RunRecord {
                 "turn {turn}: reply ({} prompt + {} completion tokens, finish {}){cut}{recovered}{calls}",
                 r.usage.prompt_tokens,
                 r.usage.completion_tokens,
-                r.finish_reason.unwrap_or("-"),
+                crate::text::printable(&crate::text::clip(r.finish_reason.unwrap_or("-"), 32)),
                 cut = if r.finish_reason == Some("length") {
                     "; CUT at max_tokens"
                 } else {

@@ -292,7 +292,7 @@ fn check_warns_about_inbox_entries_that_will_never_run() {
     for name in ["notes.txt", "TASK.MD"] {
         assert!(
             text.lines().any(|l| l.contains(name)
-                && l.contains("warning: not a *.md file, so it will never run")),
+                && l.contains("warning: it will never run (only NAME.md files run")),
             "{name}: {text}"
         );
     }
@@ -598,4 +598,150 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
         "only the cut turn: {page}"
     );
     assert!(page.contains("1 tool error(s)"), "{page}");
+}
+
+/// A refusal after the endpoint already answered in this run is about what
+/// that request carried (a page that trips a firewall), not the setup: the
+/// task fails for good and the run goes on, so it can never block the inbox.
+#[tokio::test]
+async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
+    let llm = FakeLlm::start(vec![
+        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
+        ResponseTemplate::new(403)
+            .set_body_json(json!({"error": {"message": "blocked by web application firewall"}})),
+        ok(final_answer("b done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("a", "Read the page.");
+    project.task("b", "Something else.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 1);
+    let a = project.summary("a");
+    assert_eq!(
+        (a.status, a.stop_reason, a.retryable),
+        (Status::Failed, StopReason::EndpointError, false)
+    );
+    assert_eq!(
+        a.error.as_deref(),
+        Some("the endpoint rejected the request (HTTP 403): blocked by web application firewall")
+    );
+    assert_eq!(
+        project.summary("b").status,
+        Status::Succeeded,
+        "the run went on"
+    );
+    assert!(project.inbox().is_empty());
+}
+
+/// The same for noteworx: once a call in the run was answered, a 403 is
+/// about one note, a tool error the model can work around.
+#[tokio::test]
+async fn a_notes_refusal_after_a_success_is_a_tool_error() {
+    use wiremock::matchers::{method, path};
+    let notes = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("GET"))
+        .and(path("/api/notes"))
+        .respond_with(ok(json!({"notes": [{"slug": "n", "title": "N"}]})))
+        .mount(&notes)
+        .await;
+    wiremock::Mock::given(method("GET"))
+        .and(path("/api/notes/n"))
+        .respond_with(
+            ResponseTemplate::new(403).set_body_json(json!({"error": "not shared with you"})),
+        )
+        .mount(&notes)
+        .await;
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "noteworx_list_notes", json!({}))]),
+        tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "n"}))]),
+        final_answer("done"),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "Read my notes.");
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("[tools.noteworx]\nbase_url = \"{}\"\n", notes.uri()),
+    );
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+
+    let lines = project.tool_lines("t");
+    assert!(!lines[0].is_error);
+    assert!(lines[1].is_error);
+    assert_eq!(
+        lines[1].result,
+        "noteworx refused the request (403): not shared with you."
+    );
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+}
+
+/// `run` refuses folders it could not use, as `check` names them: an
+/// existing `done/` it cannot write, a file in the way of `failed/`.
+#[test]
+fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
+    let project = Project::new();
+    std::fs::write(project.root().join("blocker"), "a file").unwrap();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[paths]\nfailed = \"blocker/failed\"\n",
+    );
+    project.task("t", "x");
+    let check = bin(&project).arg("check").output().unwrap();
+    assert_eq!(check.status.code(), Some(2), "{}", stdout(&check));
+    assert!(
+        stdout(&check).contains("[paths] failed: ")
+            && stdout(&check).contains("blocker is not a folder"),
+        "{}",
+        stdout(&check)
+    );
+
+    if unsafe { libc::geteuid() } != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        project.write_config("http://127.0.0.1:9/v1", "");
+        let done = project.root().join("tasks/done");
+        std::fs::create_dir_all(&done).unwrap();
+        std::fs::set_permissions(&done, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let out = bin(&project).arg("run").output().unwrap();
+        std::fs::set_permissions(&done, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("[paths] done: "), "{}", stderr(&out));
+        assert!(!project.root().join("logs/t").exists(), "no task started");
+    } else {
+        // As root every folder is writable: the same check runs as nobody.
+        use std::os::unix::fs::PermissionsExt;
+        project.write_config("http://127.0.0.1:9/v1", "");
+        for dir in [
+            project.root(),
+            &project.root().join("tasks"),
+            &project.root().join("tasks/inbox"),
+        ] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        for f in ["agent.toml", "tasks/inbox/t.md"] {
+            std::fs::set_permissions(
+                project.root().join(f),
+                std::fs::Permissions::from_mode(0o644),
+            )
+            .unwrap();
+        }
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(assert_cmd::cargo::cargo_bin("agent-harness"))
+            .args(["--config", "agent.toml", "run"])
+            .current_dir(project.root())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("[paths] done: ") || err.contains("[paths] inbox: "),
+            "{err}"
+        );
+        assert!(!project.root().join("logs/t").exists(), "no task started");
+    }
 }
