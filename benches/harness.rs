@@ -17,10 +17,13 @@
 //! 5. counting — against the real llama-server the scripts build (skipped
 //!    when it is not installed): how far the estimate is from the server's
 //!    exact count on the research scan's requests, what counting costs per
-//!    turn, and the scan again with every request counted exactly.
+//!    turn, and the scan again with every request counted exactly;
+//! 6. records — `report` over a run of many tool lines, at two sizes (it
+//!    must be linear), and over a `conversation.jsonl` just under its cap
+//!    made of small values (it must cost about its size, not a tree's).
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile` or `-- counting` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting` or `-- records` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -55,6 +58,10 @@ struct Sizes {
     pattern_bytes: usize,
     /// MiB of the bodies under the cap built of many small values.
     expanding_mib: usize,
+    /// Tool lines of the run the report reads, at two sizes.
+    record_lines: [usize; 2],
+    /// MiB of the conversation of small values the report reads.
+    record_mib: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -66,6 +73,8 @@ const FULL: Sizes = Sizes {
     flood_listing_mib: 150,
     pattern_bytes: 4 * 1024 * 1024,
     expanding_mib: 30,
+    record_lines: [60_000, 120_000],
+    record_mib: 60,
 };
 
 const QUICK: Sizes = Sizes {
@@ -77,6 +86,8 @@ const QUICK: Sizes = Sizes {
     flood_listing_mib: 20,
     pattern_bytes: 256 * 1024,
     expanding_mib: 2,
+    record_lines: [1_000, 2_000],
+    record_mib: 2,
 };
 
 fn main() {
@@ -117,6 +128,88 @@ fn main() {
     if wanted("counting") {
         rt.block_on(counting(&sizes));
     }
+    if wanted("records") {
+        records(&sizes);
+    }
+}
+
+/// A run folder `logs/good/<run>` with `tools` tool lines (ten a turn) and
+/// one small conversation line a turn, or the conversation given.
+fn planted_run(root: &Path, tools: usize, conversation: Option<String>) {
+    let dir = root.join("logs/good/20260409T061500Z");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("summary.json"),
+        include_str!("../tests/fixtures/records/summary.json"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("task.md"), "Read everything.\n").unwrap();
+    let turns = tools.div_ceil(10).max(1);
+    let conversation = conversation.unwrap_or_else(|| {
+        (1..=turns)
+            .map(|t| {
+                json!({"turn": t, "attempt": 1, "request": {"messages": [{"role": "user", "content": "go"}]},
+                       "http_status": 200, "response": tool_calls(&[("c", "webfetch", json!({"url": "http://x"}))])})
+                .to_string() + "\n"
+            })
+            .collect()
+    });
+    std::fs::write(dir.join("conversation.jsonl"), conversation).unwrap();
+    let tool_lines: String = (0..tools)
+        .map(|i| {
+            json!({"turn": i / 10 + 1, "call_id": format!("c{i}"), "name": "webfetch",
+                   "arguments": "{\"url\":\"http://x\"}", "result": "a page", "is_error": false,
+                   "duration_ms": 1, "original_chars": 6, "returned_chars": 6, "executed": true, "repeat": 1})
+            .to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("tools.jsonl"), tool_lines).unwrap();
+}
+
+fn records(sizes: &Sizes) {
+    println!("\n6. records read back (`report`)");
+    let mut per_line = Vec::new();
+    for n in sizes.record_lines {
+        let project = Project::new();
+        planted_run(project.root(), n, None);
+        let cost = run_binary(project.root(), &["report"]);
+        assert_eq!(cost.code, 0, "report failed");
+        let page = std::fs::read_to_string(
+            project
+                .root()
+                .join("logs/report/runs/good--20260409T061500Z.html"),
+        )
+        .unwrap();
+        assert!(!page.contains("Not shown"), "the records fit their caps");
+        assert_eq!(page.matches("details class=\"call\"").count(), n);
+        let us = cost.wall.as_secs_f64() * 1e6 / n as f64;
+        per_line.push(us);
+        println!(
+            "  {n:>7} tool lines over {:>6} turns: {:8.1} ms wall, {:5.2} µs a line, {:6.1} MiB peak RSS",
+            n.div_ceil(10),
+            ms(cost.wall),
+            us,
+            cost.peak_rss_kib as f64 / 1024.0
+        );
+    }
+    println!(
+        "  per line at twice the size: {:.2}× (linear: about 1)",
+        per_line[1] / per_line[0]
+    );
+    // One line whose request is a list of small values, just under the cap.
+    let project = Project::new();
+    let zeros = "0,".repeat(sizes.record_mib * 1024 * 1024 / 4);
+    let line =
+        format!("{{\"turn\":1,\"attempt\":1,\"request\":[{zeros}0],\"response\":[{zeros}0]}}\n");
+    let mib = line.len() as f64 / (1024.0 * 1024.0);
+    planted_run(project.root(), 10, Some(line));
+    let cost = run_binary(project.root(), &["report"]);
+    assert_eq!(cost.code, 0, "report failed");
+    println!(
+        "  a {mib:.0} MiB conversation.jsonl of small values: {:.1} MiB peak RSS ({:.1}× its size; as a tree: ~16×)",
+        cost.peak_rss_kib as f64 / 1024.0,
+        cost.peak_rss_kib as f64 / 1024.0 / mib
+    );
 }
 
 /// Wall time, CPU time (user + system) and peak resident memory of one

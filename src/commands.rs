@@ -129,11 +129,25 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
                 ..
             }
     );
-    if offline {
+    let mut cfg = if offline {
         Config::load_offline(&cli.config, env)
     } else {
         Config::load(&cli.config, env)
+    }?;
+    // Every line printed while an eval runs is redacted of its secret values.
+    if let Command::Eval { sets, matrix, .. } = &cli.command {
+        let pairs: Vec<(String, String)> = sets
+            .iter()
+            .cloned()
+            .chain(
+                matrix
+                    .iter()
+                    .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone()))),
+            )
+            .collect();
+        cfg.setting_secrets = config::setting_secrets(&pairs);
     }
+    Ok(cfg)
 }
 
 /// One eval variant: its `KEY=VALUE` overrides and the config they give.

@@ -736,42 +736,79 @@ impl Config {
     }
 }
 
-/// Whether a `--set` value must be kept out of every record (SPEC §21):
-/// its key names a secret-looking field, or it is a URL with a user or a
-/// password in it.
-pub fn is_secret_setting(key: &str, value: &str) -> bool {
-    let last = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
-    let secret_key = [
+/// Whether a config key names a secret: one of its words (split at `_`,
+/// `-` and `.`) is `key`, `token`, `password`, … — `api_key`, `auth_token`,
+/// but not `max_tokens` or `keep`.
+fn secret_key(key: &str) -> bool {
+    const WORDS: &[&str] = &[
         "key",
+        "apikey",
         "token",
         "password",
         "passwd",
         "secret",
         "auth",
         "credential",
-    ]
-    .iter()
-    .any(|w| last.contains(w));
-    secret_key
-        || url::Url::parse(value.trim_matches('"'))
-            .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+        "credentials",
+        "bearer",
+    ];
+    key.to_ascii_lowercase()
+        .split(['_', '-', '.'])
+        .any(|w| WORDS.contains(&w))
 }
 
-/// The secrets among `--set` values: each whole, and a URL's password alone.
-fn setting_secrets(overrides: &[(String, String)]) -> Vec<Secret> {
-    let mut out = Vec::new();
-    for (k, v) in overrides.iter().filter(|(k, v)| is_secret_setting(k, v)) {
-        let v = v.trim_matches('"');
-        out.push(Secret::new(v));
-        if let Ok(u) = url::Url::parse(v) {
-            out.extend(u.password().map(Secret::new));
-            if !u.username().is_empty() {
-                out.push(Secret::new(u.username()));
+/// The secrets in a `--set KEY=VALUE` (SPEC §21), read the way the config
+/// reads the value: each string under a secret-looking key (however deep
+/// in a table), and the user and password of each URL.
+fn value_secrets(key: &str, value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::String(s) => {
+            if secret_key(key) {
+                out.push(s.clone());
+            }
+            if let Ok(u) = url::Url::parse(s)
+                && (!u.username().is_empty() || u.password().is_some())
+            {
+                out.push(s.clone());
+                out.extend(u.password().map(str::to_string));
+                out.push(u.username().to_string());
             }
         }
-        let _ = k;
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                value_secrets(&format!("{key}.{k}"), v, out);
+            }
+        }
+        toml::Value::Array(a) => a.iter().for_each(|v| value_secrets(key, v, out)),
+        _ => {}
     }
-    out
+}
+
+/// The secrets among `--set` / `--matrix` values, as `eval` applies them.
+pub fn setting_secrets(overrides: &[(String, String)]) -> Vec<Secret> {
+    let mut out = Vec::new();
+    for (key, value) in overrides {
+        value_secrets(key, &setting_value(value), &mut out);
+    }
+    out.into_iter()
+        .filter(|s| !s.is_empty())
+        .map(Secret::new)
+        .collect()
+}
+
+/// Whether a `--set` value is shown as `***` in `eval.json` and the table.
+pub fn is_secret_setting(key: &str, value: &str) -> bool {
+    let mut out = Vec::new();
+    value_secrets(key, &setting_value(value), &mut out);
+    !out.is_empty()
+}
+
+/// A `--set` value as the config reads it: TOML, or else a string.
+fn setting_value(value: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()))
 }
 
 /// Sets `a.b.c = value` in a TOML table, making the tables on the way.
@@ -782,10 +819,7 @@ fn set_dotted(table: &mut toml::Table, key: &str, value: &str) -> Result<(), Str
             "{key:?} is not a config key: write SECTION.KEY, e.g. model.temperature"
         ));
     }
-    let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let value = setting_value(value);
     let (last, sections) = parts.split_last().ok_or("empty key")?;
     let mut here = table;
     for section in sections {
@@ -1209,6 +1243,46 @@ mod tests {
             Path::new("/etc/ah"),
             &env,
         )
+    }
+
+    #[test]
+    fn set_values_are_secret_by_their_key_words_or_their_userinfo() {
+        let secret = |k: &str, v: &str| {
+            setting_secrets(&[(k.to_string(), v.to_string())])
+                .into_iter()
+                .map(|s| s.expose().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(secret("model.extra.api_key", "sk-live-A"), ["sk-live-A"]);
+        assert_eq!(
+            secret("model.extra.api_key", "'sk-live-B'"),
+            ["sk-live-B"],
+            "a TOML literal"
+        );
+        assert_eq!(
+            secret("model.extra.api_key", r#""sk\u002Dlive-C""#),
+            ["sk-live-C"],
+            "an escape"
+        );
+        assert_eq!(
+            secret("model.extra", r#"{api_key="SECRETD", n=1}"#),
+            ["SECRETD"],
+            "inside a table"
+        );
+        assert_eq!(
+            secret("openai.base_url", "http://bob:pw-SECRETE@host/v1"),
+            ["http://bob:pw-SECRETE@host/v1", "pw-SECRETE", "bob"]
+        );
+        for (k, v) in [
+            ("model.max_tokens", "1024"),
+            ("limits.max_total_tokens", "60000"),
+            ("model.replay_thinking", "keep"),
+            ("openai.base_url", "http://host/v1"),
+        ] {
+            assert!(secret(k, v).is_empty(), "{k}={v}");
+            assert!(!is_secret_setting(k, v), "{k}={v}");
+        }
+        assert!(is_secret_setting("model.extra.auth_token", "x"));
     }
 
     #[test]

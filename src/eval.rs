@@ -399,7 +399,7 @@ pub fn create_eval_dir(logs: &Path, started: DateTime<Utc>) -> anyhow::Result<Pa
 pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write) -> u8 {
     let text = serde_json::to_string_pretty(report).unwrap_or_default();
     if let Err(e) =
-        crate::records::write_private(&dir.join("eval.json"), (text.clone() + "\n").as_bytes())
+        crate::records::replace_private(dir, "eval.json", (text.clone() + "\n").as_bytes())
     {
         tracing::error!(error = %e, "cannot write eval.json");
     }

@@ -281,6 +281,7 @@ pub fn check_task_name(name: &str) -> Result<(), String> {
         || name.contains(['/', '\\', '\0'])
         || name.contains("..")
         || name.starts_with('.')
+        || name.chars().any(char::is_control)
     {
         return Err(format!(
             "task name {name:?} is refused: give the inbox file name without `.md`, with no path separators or `..`"

@@ -398,13 +398,15 @@ fn error_message(body: &str, status: StatusCode) -> String {
     struct ErrorBody {
         error: Value,
     }
-    match serde_json::from_str::<ErrorBody>(body) {
+    let text = match serde_json::from_str::<ErrorBody>(body) {
         Ok(ErrorBody {
             error: Value::String(s),
         }) => crate::text::clip(&s, 300),
         Ok(ErrorBody { error }) => crate::text::clip(&error.to_string(), 300),
         Err(_) => status.canonical_reason().unwrap_or("error").to_string(),
-    }
+    };
+    // It reaches logs and terminals too.
+    crate::text::printable(&text).into_owned()
 }
 
 /// A short, secret-free description of a transport failure.

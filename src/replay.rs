@@ -29,6 +29,8 @@ const MAX_DETAIL_TREE_BYTES: usize = 64 << 20;
 
 /// The most lines of diff printed; the rest are counted.
 const MAX_DIFF_LINES: usize = 200;
+/// Each printed line of diff is cut to this many characters.
+const MAX_DIFF_LINE_CHARS: usize = 1000;
 
 /// What `replay` was asked.
 #[derive(Debug, Clone)]
@@ -66,7 +68,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         let _ = writeln!(
             out,
             "agent-harness: not a readable run: {} has no task.md (runs recorded before replay existed cannot be replayed)",
-            opts.run_dir.display()
+            crate::text::printable(&opts.run_dir.display().to_string())
         );
         return exit::USAGE;
     };
@@ -277,7 +279,11 @@ fn describe(m: &Mismatch) -> String {
         (Some(recorded), Some(sent)) => {
             let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
             let (a, b) = (pretty(recorded), pretty(sent));
-            let diff = similar::TextDiff::from_lines(&a, &b)
+            // Myers' diff is quadratic on crafted input: past the deadline
+            // it settles for a coarser (still correct) diff.
+            let diff = similar::TextDiff::configure()
+                .timeout(Duration::from_secs(2))
+                .diff_lines(&a, &b)
                 .unified_diff()
                 .context_radius(3)
                 .header("recorded", "replayed")
@@ -295,7 +301,11 @@ fn capped(text: &str, max: usize) -> String {
     let mut left_out = 0usize;
     for (i, line) in text.lines().enumerate() {
         if i < max {
-            out.push_str(&crate::text::printable(line));
+            // A line of a recorded body can be megabytes long.
+            out.push_str(&crate::text::printable(&crate::text::clip(
+                line,
+                MAX_DIFF_LINE_CHARS,
+            )));
             out.push('\n');
         } else {
             left_out += 1;

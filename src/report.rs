@@ -54,6 +54,12 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
     for why in &listing.skipped {
         eprintln!("agent-harness: report: skipped {}", printable(why));
     }
+    for dir in &listing.incomplete {
+        eprintln!(
+            "agent-harness: report: skipped {}: no readable summary.json (a run still going, killed, or not a run)",
+            printable(&dir.display().to_string())
+        );
+    }
     let runs_dir = opts.out.join("runs");
     for dir in [&opts.out, &runs_dir] {
         records::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -65,11 +71,26 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
         }
     }
     let mut pages = Vec::new();
+    let mut names = BTreeSet::new();
     for run in &listing.runs {
-        let name = page_name(&run.dir);
+        let mut name = page_name(&run.dir);
+        if !names.insert(name.clone()) {
+            // `a--b/c` and `a/b--c` make the same name: the second gets a
+            // hash of its whole path.
+            let whole = run.dir.display().to_string();
+            name = format!(
+                "{}-{:08x}.html",
+                name.trim_end_matches(".html"),
+                short_hash(&whole)
+            );
+            names.insert(name.clone());
+        }
         let page = match records::read_run(&run.dir) {
             Ok(recorded) => run_page(&recorded),
-            Err(why) => unreadable_page(&run.summary, &why),
+            Err(why) => {
+                eprintln!("agent-harness: report: {}", printable(&why));
+                unreadable_page(&run.summary, &why)
+            }
         };
         match records::replace_private(&runs_dir, &name, page.into_string().as_bytes()) {
             Ok(()) => pages.push((&run.summary, name)),

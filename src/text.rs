@@ -46,17 +46,24 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
 }
 
 /// Left-aligned columns, two spaces apart, one line each; no trailing spaces.
+/// The widest cell [`table`] prints.
+pub const MAX_CELL_CHARS: usize = 200;
+
 /// `s` fit for a terminal: every control character (C0, DEL, C1: what
 /// moves a cursor or starts an escape sequence) written as its Rust escape,
 /// `\u{1b}`. Text from records may hold any of them (SPEC §21).
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    // Control characters, and the bidirectional overrides that can make a
+    // line read otherwise than it is.
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !s.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(s);
     }
     std::borrow::Cow::Owned(
         s.chars()
             .map(|c| {
-                if c.is_control() {
+                if unsafe_char(c) {
                     c.escape_default().to_string()
                 } else {
                     c.to_string()
@@ -67,6 +74,13 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    // A cell may come from a record: none is wider than this (a width
+    // format argument must also stay under 65,536).
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| clip(c, MAX_CELL_CHARS)).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| chars(h)).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -183,6 +197,20 @@ fn humanize(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_escapes_controls_and_bidi_overrides_only() {
+        assert_eq!(printable("plain — text"), "plain — text");
+        assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(printable("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
+    }
+
+    #[test]
+    fn a_table_cell_from_a_record_is_cut_not_a_panic() {
+        let long = "x".repeat(70_000);
+        let t = table(&["A".to_string()], &[vec![long]]);
+        assert!(t.lines().nth(1).unwrap().chars().count() <= MAX_CELL_CHARS);
+    }
 
     fn problem(text: &str) -> (Option<usize>, String) {
         #[derive(Debug, serde::Deserialize)]

@@ -828,13 +828,15 @@ impl ServerError {
             .map(|e| e.error);
         let as_text = error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
         let detail = error.and_then(|e| serde_json::from_str::<Detail>(e.get()).ok());
+        // The server's words reach logs and terminals: no control characters.
+        let shown = |m: &str, n: usize| crate::text::printable(&clip(m, n)).into_owned();
         match (as_text, detail) {
             (Some(message), _) => ServerError {
-                message: clip(&message, 500),
+                message: shown(&message, 500),
                 ..Default::default()
             },
             (None, Some(d)) => ServerError {
-                message: clip(&d.message, 500),
+                message: shown(&d.message, 500),
                 kind: d.kind,
                 n_prompt_tokens: d.n_prompt_tokens,
                 n_ctx: d.n_ctx,
@@ -843,7 +845,7 @@ impl ServerError {
                 message: if text.trim().is_empty() {
                     status.canonical_reason().unwrap_or("error").to_string()
                 } else {
-                    clip(text.trim(), 300)
+                    shown(text.trim(), 300)
                 },
                 ..Default::default()
             },

@@ -192,7 +192,7 @@ pub(crate) fn answer(
             recorded: None,
             sent: None,
             note: format!(
-                "the recorded request ({} bytes) would take over {} MiB to compare: not compared",
+                "the recorded request ({} bytes) was not compared: it is not JSON a tree can hold, or it would take over {} MiB",
                 a.request.get().len(),
                 MAX_REQUEST_TREE_BYTES >> 20
             ),

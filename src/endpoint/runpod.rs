@@ -309,7 +309,7 @@ fn job_error(error: Option<&RawValue>) -> String {
             Err(_) => detail(raw).unwrap_or_else(|| clip(raw, 500)),
         },
     };
-    clip(&text, 500)
+    crate::text::printable(&clip(&text, 500)).into_owned()
 }
 
 /// Asks RunPod to cancel a pending job. Best effort: the outcome is logged.

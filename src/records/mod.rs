@@ -321,18 +321,6 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
         .create(dir)
 }
 
-/// Writes a file only its owner can read (0600, whatever the umask).
-pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    f.write_all(bytes)
-}
-
 /// Replaces `dir/name` with `bytes`, readable by its owner only (0600):
 /// through a new temporary file and a rename, so a link planted at the
 /// name is replaced, never written through ([`crate::file::replace`]).
@@ -380,10 +368,12 @@ impl RunRecord {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("restricting {}", dir.display()))?;
         let open = |name: &str| -> anyhow::Result<File> {
+            // The folder is new: a file already there was planted.
             let f = OpenOptions::new()
-                .create(true)
+                .create_new(true)
                 .append(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(dir.join(name))
                 .with_context(|| format!("creating {}/{name}", dir.display()))?;
             f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
@@ -542,8 +532,11 @@ impl RunRecord {
 
     /// Keeps the task file as it was read (`task.md`), so the run can be replayed.
     pub fn task_file(&self, text: &str) {
-        let path = self.dir.join("task.md");
-        if let Err(e) = write_private(&path, self.redactor.redact_str(text).as_bytes()) {
+        if let Err(e) = replace_private(
+            &self.dir,
+            "task.md",
+            self.redactor.redact_str(text).as_bytes(),
+        ) {
             tracing::error!(file = "task.md", error = %e, "cannot write a run record");
         }
     }
@@ -551,17 +544,15 @@ impl RunRecord {
     /// Writes `result.json`: a final answer that matched its output schema.
     pub fn result(&self, value: &Value) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(value)?);
-        write_private(&self.dir.join("result.json"), (text + "\n").as_bytes())
+        replace_private(&self.dir, "result.json", (text + "\n").as_bytes())
             .with_context(|| format!("writing {}/result.json", self.dir.display()))
     }
 
-    /// Writes `summary.json` (temporary file, then rename, so it is whole or absent).
+    /// Writes `summary.json` (a new temporary file, then a rename, so it is
+    /// whole or absent and never written through a link).
     pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(summary)?);
-        let tmp = self.dir.join("summary.json.tmp");
-        write_private(&tmp, (text + "\n").as_bytes())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, self.dir.join("summary.json"))
+        replace_private(&self.dir, "summary.json", (text + "\n").as_bytes())
             .with_context(|| format!("writing {}/summary.json", self.dir.display()))
     }
 }

@@ -264,6 +264,13 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
 
     let out = bin(&project).arg("report").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .lines()
+            .any(|l| l.contains("skipped") && l.contains("20260102T000000Z")),
+        "the FIFO's folder is named: {}",
+        stderr(&out)
+    );
     let text = report_text(&project);
     assert!(
         text.contains("conversation.jsonl: not a regular file (a symbolic link)"),
@@ -495,4 +502,62 @@ proptest! {
         let index = std::fs::read_to_string(index).unwrap();
         prop_assert!(index.contains("20260409T061500Z"));
     }
+}
+
+#[tokio::test]
+async fn a_diff_built_to_be_slow_is_cut_short_and_lines_are_cut_too() {
+    let (project, _llm) = recorded().await;
+    // A recorded request padded with 200,000 small values and a changed
+    // system prompt: Myers' diff would take minutes over it.
+    let dir = plant(&project, "t", "20260101T000000Z", |_| {});
+    let path = dir.join("conversation.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v["request"]["pad"] = json!(vec![0; 200_000]);
+            v["request"]["messages"][0]["content"] = json!("x".repeat(50_000));
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let port = closed_port();
+    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+
+    let out = bin(&project).arg("replay").arg(&dir).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("more line(s) of diff left out"),
+        "{}",
+        agent_harness::text::clip(&text, 2000)
+    );
+    assert!(
+        text.lines().all(|l| l.chars().count() <= 1000),
+        "every printed line is cut"
+    );
+}
+
+#[tokio::test]
+async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
+    let (project, _llm) = recorded().await;
+    plant(&project, "t", "20260101T000000Z", |s| {
+        s["task"] = json!("x".repeat(70_000))
+    });
+    plant(&project, "a--b", "c", |_| {});
+    plant(&project, "a", "b--c", |_| {});
+    project.write_config("http://127.0.0.1:9/v1", "");
+
+    let runs = bin(&project).arg("runs").output().unwrap();
+    assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
+    assert_eq!(stdout(&runs).lines().count(), 5, "a header and four runs");
+
+    let (_, pages) = report(&project).unwrap();
+    assert_eq!(pages, 4);
+    let written = std::fs::read_dir(logs(&project).join("report/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(written, 4, "no page overwrote another");
 }

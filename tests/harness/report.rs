@@ -237,10 +237,12 @@ async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
             .values()
             .all(|f| !f["help"].as_str().unwrap().is_empty())
     );
-    assert!(
-        !project.root().join("logs/agent-harness.prom.tmp").exists(),
-        "written by rename"
-    );
+    let leftovers: Vec<String> = std::fs::read_dir(project.root().join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "written by rename: {leftovers:?}");
 
     // `textfile = ""` turns it off.
     std::fs::remove_file(&textfile).unwrap();
