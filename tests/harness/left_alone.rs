@@ -14,6 +14,16 @@ use crate::cli::{bin, stderr, stdout};
 use crate::common::fake_runpod::{FakeRunpod, completed};
 use crate::common::*;
 
+/// A copy of the binary another user may run: the build folder may sit
+/// under a home only its owner can enter.
+fn binary_for_anyone(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("agent-harness-bin");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("agent-harness"), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
 fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
 }
@@ -329,7 +339,7 @@ fn check_as_another_user_names_every_folder_it_cannot_write() {
         .unwrap();
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(assert_cmd::cargo::cargo_bin("agent-harness"))
+            .arg(binary_for_anyone(project.root()))
             .args(["--config", "agent.toml", "check"])
             .current_dir(project.root());
         cmd.output().unwrap()
@@ -731,7 +741,7 @@ fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
         }
         let out = std::process::Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(assert_cmd::cargo::cargo_bin("agent-harness"))
+            .arg(binary_for_anyone(project.root()))
             .args(["--config", "agent.toml", "run"])
             .current_dir(project.root())
             .output()
