@@ -12,7 +12,7 @@ use crate::endpoint::Endpoint;
 use crate::harness::{Harness, system_clock};
 use crate::progress::Progress;
 use crate::records::read_summaries;
-use crate::run::{RunOptions, RunOutcome, UsageError};
+use crate::run::{NameError, RunOptions, RunOutcome, UsageError};
 use crate::tools::Toolbox;
 use crate::{config, lock, records, run, smoke};
 
@@ -320,7 +320,10 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
             }
             outcome.exit_code()
         }
-        Err(e) if e.downcast_ref::<UsageError>().is_some() => {
+        Err(e)
+            if e.downcast_ref::<UsageError>().is_some()
+                || e.downcast_ref::<NameError>().is_some() =>
+        {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         }

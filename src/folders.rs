@@ -63,7 +63,9 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
             )
         })?;
     }
-    let problems = unwritable(cfg);
+    // The metrics folder is not among them: a run that cannot write its
+    // figures still does its tasks (and warns); `check` names it.
+    let problems = unwritable(cfg, false);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -72,13 +74,15 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
 }
 
 /// Every folder a run writes to that this user could not write (or, when
-/// missing, could not create), each named by its key. Nothing is created
-/// or written: `check` runs it as the service user.
-pub fn unwritable(cfg: &Config) -> Vec<String> {
+/// missing, could not create), each named by its key, the metrics folder
+/// too when asked. Nothing is created or written: `check` runs it as the
+/// service user.
+pub fn unwritable(cfg: &Config, with_metrics: bool) -> Vec<String> {
     let state = cfg.paths.state_dir();
     let metrics = cfg
         .metrics_textfile
         .as_ref()
+        .filter(|_| with_metrics)
         .and_then(|f| f.parent().map(Path::to_path_buf));
     let mut folders = vec![
         ("[paths] inbox", cfg.paths.inbox.clone(), ""),

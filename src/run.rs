@@ -114,10 +114,16 @@ impl RunOutcome {
     }
 }
 
-/// A usage error found while running (exit 2).
+/// A usage or configuration error found while running (exit 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// `run-task NAME` named no task it can run (exit 2): a typo at a prompt,
+/// not a fault of the unattended setup, so the metrics are left alone.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
 
 /// Where a finished task's file goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +155,7 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result
     let exit_code = match &result {
         // The run holding the lock writes the figures.
         Ok(RunOutcome::Locked { .. }) => None,
+        Err(e) if e.downcast_ref::<NameError>().is_some() => None,
         Ok(outcome) => Some(outcome.exit_code()),
         Err(e) if e.downcast_ref::<UsageError>().is_some() => Some(2),
         Err(_) => Some(1),
@@ -178,10 +185,10 @@ async fn drain_inbox(
         forget_absent(&state_dir, &entries);
     }
     if let Some(name) = &opts.only {
-        inbox::check_task_name(name).map_err(UsageError)?;
+        inbox::check_task_name(name).map_err(NameError)?;
         entries.retain(|e| &e.name == name);
         if entries.is_empty() {
-            return Err(UsageError(format!(
+            return Err(NameError(format!(
                 "no task {name:?} in the inbox {}",
                 cfg.paths.inbox.display()
             ))
@@ -821,7 +828,7 @@ pub fn check_inbox(
         config_problems: Toolbox::unknown_profile_tools(cfg)
             .into_iter()
             .chain(crate::folders::check_inbox(&cfg.paths.inbox).err())
-            .chain(crate::folders::unwritable(cfg))
+            .chain(crate::folders::unwritable(cfg, true))
             .map(in_config)
             .collect(),
         config_warnings: Toolbox::unoffered_profile_tools(cfg)

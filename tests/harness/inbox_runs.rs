@@ -425,16 +425,23 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), ["one.md"]);
 
+    let metrics = project.root().join("logs/agent-harness.prom");
+    let figures = std::fs::read_to_string(&metrics).unwrap();
     for bad in ["../one", "a/b", "missing"] {
         let e = agent_harness::run::run(&cfg, &h, &opts(bad))
             .await
             .unwrap_err();
         assert!(
-            e.downcast_ref::<agent_harness::run::UsageError>().is_some(),
+            e.downcast_ref::<agent_harness::run::NameError>().is_some(),
             "{bad}: {e}"
         );
     }
     assert_eq!(project.inbox(), ["one.md"]);
+    assert_eq!(
+        std::fs::read_to_string(&metrics).unwrap(),
+        figures,
+        "a name typed wrong at a prompt is no run of the setup: the figures stay"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
