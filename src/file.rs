@@ -10,8 +10,8 @@
 use std::fmt;
 use std::fs::{FileType, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
 
 /// Whether a symbolic link at the path itself is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,51 +99,209 @@ pub fn read_regular(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, File
     Ok(bytes)
 }
 
-/// Writes `dir/name` whole: `bytes` go to a new temporary file in `dir`
-/// (mode `mode` whatever the umask; created with O_EXCL | O_NOFOLLOW, so no
-/// file or link already there is opened), which is then renamed over the
-/// name. A reader never sees half a file, and a link at the name is
-/// replaced, never written through.
+/// Writes `dir/name` whole through [`Folder::replace`]: `dir` is opened
+/// first (not through a link), and the write stays in it.
 pub fn replace(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    if name.contains('/') || name == "." || name == ".." || name.is_empty() {
+    Folder::open(dir)?.replace(name, bytes, mode)
+}
+
+/// An opened folder: everything done through it stays in it, whatever is
+/// renamed or linked along its path afterwards. A folder is opened without
+/// following a link at its last step, each sub-folder likewise, so a walk
+/// from a root reaches only real folders under it.
+#[derive(Debug)]
+pub struct Folder {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Folder {
+    const DIR_FLAGS: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+        .union(rustix::fs::OFlags::DIRECTORY)
+        .union(rustix::fs::OFlags::NOFOLLOW)
+        .union(rustix::fs::OFlags::CLOEXEC);
+
+    /// The folder at `path`; a link there is refused (`ELOOP`/`ENOTDIR`).
+    pub fn open(path: &Path) -> io::Result<Folder> {
+        let fd = rustix::fs::openat(
+            rustix::fs::CWD,
+            path,
+            Self::DIR_FLAGS,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(Folder { fd })
+    }
+
+    /// A folder the operator named (`[paths] logs`, `--out`): a link there
+    /// is the operator's own and is followed; nothing below it is.
+    pub fn open_root(path: &Path) -> io::Result<Folder> {
+        let flags = Self::DIR_FLAGS.difference(rustix::fs::OFlags::NOFOLLOW);
+        let fd = rustix::fs::openat(rustix::fs::CWD, path, flags, rustix::fs::Mode::empty())?;
+        Ok(Folder { fd })
+    }
+
+    /// The entries here, each a real folder (`true`) or a link (`false`);
+    /// anything else is left out. Nothing is followed.
+    pub fn folders_and_links(&self) -> io::Result<Vec<(String, bool)>> {
+        let mut out = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&self.fd)? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                rustix::fs::FileType::Unknown => {
+                    match rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    {
+                        Ok(st) => rustix::fs::FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue,
+                    }
+                }
+                t => t,
+            };
+            match kind {
+                rustix::fs::FileType::Directory => out.push((name.to_string(), true)),
+                rustix::fs::FileType::Symlink => out.push((name.to_string(), false)),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The sub-folder `name`; a link is refused.
+    pub fn sub(&self, name: &str) -> io::Result<Folder> {
+        check_name(name)?;
+        let fd = rustix::fs::openat(&self.fd, name, Self::DIR_FLAGS, rustix::fs::Mode::empty())?;
+        Ok(Folder { fd })
+    }
+
+    /// The sub-folder `name`, made (with `mode`) when it is missing.
+    pub fn sub_or_create(&self, name: &str, mode: u32) -> io::Result<Folder> {
+        check_name(name)?;
+        match rustix::fs::mkdirat(&self.fd, name, rustix::fs::Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => self.sub(name),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Makes the sub-folder `name` (with `mode`, whatever the umask) and
+    /// opens it; `AlreadyExists` when something has the name.
+    pub fn create_sub(&self, name: &str, mode: u32) -> io::Result<Folder> {
+        check_name(name)?;
+        rustix::fs::mkdirat(&self.fd, name, rustix::fs::Mode::from_raw_mode(mode))?;
+        let sub = self.sub(name)?;
+        rustix::fs::fchmod(&sub.fd, rustix::fs::Mode::from_raw_mode(mode))?;
+        Ok(sub)
+    }
+
+    /// Creates the file `name` here for appending (with `mode`, whatever
+    /// the umask): never one already there, never through a link.
+    pub fn create_file(&self, name: &str, mode: u32) -> io::Result<std::fs::File> {
+        check_name(name)?;
+        use rustix::fs::OFlags;
+        let flags = OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::EXCL
+            | OFlags::NOFOLLOW
+            | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, rustix::fs::Mode::from_raw_mode(mode))?;
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(mode))?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    /// Whether `name` is here at all (a link counts; it is not followed).
+    pub fn has(&self, name: &str) -> bool {
+        rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// The bytes of the regular file `name` here, at most `cap` of them:
+    /// the rules of [`read_regular`] (no link, no FIFO or device).
+    pub fn read(&self, name: &str, cap: u64) -> Result<Vec<u8>, FileError> {
+        check_name(name).map_err(FileError::Io)?;
+        use rustix::fs::OFlags;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(&self.fd, name, flags, rustix::fs::Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::LOOP) => return Err(FileError::NotRegular("a symbolic link")),
+            Err(e) => return Err(FileError::Io(e.into())),
+        };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(FileError::Io)?;
+        if !meta.is_file() {
+            return Err(FileError::NotRegular(kind_of(meta.file_type())));
+        }
+        if meta.len() > cap {
+            return Err(FileError::TooLarge {
+                len: meta.len(),
+                cap,
+            });
+        }
+        let mut bytes = Vec::new();
+        file.take(cap.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(FileError::Io)?;
+        if bytes.len() as u64 > cap {
+            return Err(FileError::Grew { cap });
+        }
+        Ok(bytes)
+    }
+
+    /// Writes `name` here whole: a new temporary file (O_EXCL | O_NOFOLLOW,
+    /// `mode` whatever the umask), then a rename over the name, both inside
+    /// this folder. A link at the name is replaced, never followed.
+    pub fn replace(&self, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        check_name(name)?;
+        use rustix::fs::OFlags;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut last = None;
+        for _ in 0..8 {
+            let tmp = format!(
+                ".{name}.{}-{:08x}.tmp",
+                std::process::id(),
+                fastrand::u32(..)
+            );
+            let fd = match rustix::fs::openat(
+                &self.fd,
+                tmp.as_str(),
+                flags,
+                rustix::fs::Mode::from_raw_mode(mode),
+            ) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::EXIST) => {
+                    last = Some(io::Error::from(rustix::io::Errno::EXIST));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let written = rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(mode))
+                .map_err(io::Error::from)
+                .and_then(|()| std::fs::File::from(fd).write_all(bytes))
+                .and_then(|()| {
+                    rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, name)
+                        .map_err(io::Error::from)
+                });
+            if written.is_err() {
+                let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), rustix::fs::AtFlags::empty());
+            }
+            return written;
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
+    }
+}
+
+/// One path step: not empty, `.` or `..`, and without a separator.
+fn check_name(name: &str) -> io::Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{name:?} is not a file name"),
         ));
     }
-    let (tmp, mut file) = create_temporary(dir, name, mode)?;
-    let written = file
-        .set_permissions(std::fs::Permissions::from_mode(mode))
-        .and_then(|()| file.write_all(bytes))
-        .and_then(|()| std::fs::rename(&tmp, dir.join(name)));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
-/// `.NAME.<pid>-<random>.tmp` in `dir`, created new.
-fn create_temporary(dir: &Path, name: &str, mode: u32) -> io::Result<(PathBuf, std::fs::File)> {
-    let mut last = None;
-    for _ in 0..8 {
-        let tmp = dir.join(format!(
-            ".{name}.{}-{:08x}.tmp",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-        {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
+    Ok(())
 }
 
 fn kind_of(t: FileType) -> &'static str {
@@ -165,6 +323,41 @@ fn kind_of(t: FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_opened_folder_keeps_its_writes_and_reads_when_its_path_is_swapped_for_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let a = root.path().join("a");
+        let victim = root.path().join("victim");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(a.join("r.txt"), "mine").unwrap();
+        std::fs::write(victim.join("r.txt"), "theirs").unwrap();
+        let folder = Folder::open(&a).unwrap();
+        // Swapped after it was opened: `a` is now a link to `victim`.
+        std::fs::rename(&a, root.path().join("a.old")).unwrap();
+        std::os::unix::fs::symlink(&victim, &a).unwrap();
+
+        folder.replace("page.html", b"report", 0o600).unwrap();
+        assert_eq!(folder.read("r.txt", 100).unwrap(), b"mine");
+
+        assert_eq!(
+            std::fs::read(root.path().join("a.old/page.html")).unwrap(),
+            b"report"
+        );
+        assert!(
+            !victim.join("page.html").exists(),
+            "nothing landed through the link"
+        );
+        assert!(
+            Folder::open(&a).is_err(),
+            "the link itself is not opened as a folder"
+        );
+        assert!(matches!(
+            folder.read("../victim/r.txt", 100),
+            Err(FileError::Io(_))
+        ));
+    }
 
     fn mkfifo(path: &Path) {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();

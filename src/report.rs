@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
+use crate::file::Folder;
 use crate::records::{self, RecordedLine, RecordedRun, Status, Summary, ToolLine};
 use crate::reply::strip_thinking;
 use crate::text::{printable, short_hash};
@@ -60,16 +61,10 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
             printable(&dir.display().to_string())
         );
     }
-    let runs_dir = opts.out.join("runs");
-    for dir in [&opts.out, &runs_dir] {
-        records::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
-        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-            anyhow::bail!(
-                "{} is a symbolic link: the report is written only into a real folder",
-                dir.display()
-            );
-        }
-    }
+    // The output folder is opened once, its last step not through a link
+    // (`logs/report` could have been planted), and every page is written
+    // inside the opened folders, whatever is renamed meanwhile.
+    let (out, runs_dir) = output_folders(&opts.out)?;
     let mut pages = Vec::new();
     let mut names = BTreeSet::new();
     for run in &listing.runs {
@@ -85,14 +80,14 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
             );
             names.insert(name.clone());
         }
-        let page = match records::read_run(&run.dir) {
+        let page = match records::read_listed(logs, run) {
             Ok(recorded) => run_page(&recorded),
             Err(why) => {
                 eprintln!("agent-harness: report: {}", printable(&why));
                 unreadable_page(&run.summary, &why)
             }
         };
-        match records::replace_private(&runs_dir, &name, page.into_string().as_bytes()) {
+        match runs_dir.replace(&name, page.into_string().as_bytes(), 0o600) {
             Ok(()) => pages.push((&run.summary, name)),
             Err(e) => eprintln!(
                 "agent-harness: report: skipped {}: {e}",
@@ -100,13 +95,45 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
             ),
         }
     }
-    records::replace_private(
-        &opts.out,
+    out.replace(
         "index.html",
         index_page(&pages).into_string().as_bytes(),
+        0o600,
     )
     .with_context(|| format!("writing {}", opts.out.join("index.html").display()))?;
     Ok((opts.out.join("index.html"), pages.len()))
+}
+
+/// `out` and `out/runs`, made when missing (0700) and opened: `out`'s
+/// parent as the operator named it, then each step without following a
+/// link, so a link planted at `logs/report` or `report/runs` is refused.
+fn output_folders(out: &Path) -> anyhow::Result<(Folder, Folder)> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    let name = out
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{} does not name a folder", out.display()))?;
+    let refused = |e: std::io::Error, dir: &Path| {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
+            anyhow::anyhow!(
+                "{} is a symbolic link: the report is written only into a real folder",
+                dir.display()
+            )
+        } else {
+            anyhow::anyhow!("{}: {e}", dir.display())
+        }
+    };
+    let out_folder = Folder::open_root(&parent)
+        .and_then(|p| p.sub_or_create(name, 0o700))
+        .map_err(|e| refused(e, out))?;
+    let runs = out_folder
+        .sub_or_create("runs", 0o700)
+        .map_err(|e| refused(e, &out.join("runs")))?;
+    Ok((out_folder, runs))
 }
 
 /// `<task>--<run>.html` from the walked folder's names, made safe for a

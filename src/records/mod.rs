@@ -6,9 +6,9 @@
 //! still leaves whole, parseable lines. Every line passes through the
 //! redactor first: no secret value reaches a record, whatever produced it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -22,6 +22,7 @@ use crate::agent::{
 };
 use crate::config::{Redactor, Secret};
 use crate::expect::Verdict;
+use crate::file::Folder;
 use crate::tools::ToolName;
 
 mod read;
@@ -301,6 +302,8 @@ impl ToolLine {
 pub struct RunRecord {
     pub dir: PathBuf,
     pub run_id: String,
+    /// The run folder, opened: every later write lands in it.
+    folder: Folder,
     conversation: File,
     tools: File,
     log: File,
@@ -340,44 +343,40 @@ impl RunRecord {
         if crate::inbox::check_task_name(task).is_err() {
             anyhow::bail!("{task:?} cannot name a log folder");
         }
-        let task_dir = logs.join(crate::inbox::fit_file_name("", task, ""));
-        create_private_dir(&task_dir)
-            .with_context(|| format!("creating the log folder {}", task_dir.display()))?;
-        // Anyone who can write under logs/ could have put a link here.
-        if !std::fs::symlink_metadata(&task_dir).is_ok_and(|m| m.is_dir()) {
-            anyhow::bail!(
-                "the log folder {} is a symbolic link: records are written only into real folders",
-                task_dir.display()
-            );
-        }
+        // Every step below `logs/` is opened, never followed through a link
+        // (anyone who can write under logs/ could have put one there), and
+        // every file is made inside the opened run folder.
+        let task_name = crate::inbox::fit_file_name("", task, "");
+        let task_dir = logs.join(&task_name);
+        create_private_dir(logs).with_context(|| format!("creating {}", logs.display()))?;
+        let task_folder = Folder::open_root(logs)
+            .and_then(|root| root.sub_or_create(&task_name, 0o700))
+            .with_context(|| {
+                format!(
+                    "opening the log folder {} (a symbolic link there is not followed)",
+                    task_dir.display()
+                )
+            })?;
         let base = run_id_for(started);
         let mut n = 1;
-        let (dir, run_id) = loop {
+        let (dir, run_id, folder) = loop {
             let run_id = if n == 1 {
                 base.clone()
             } else {
                 format!("{base}-{n}")
             };
             let dir = task_dir.join(&run_id);
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => break (dir, run_id),
+            match task_folder.create_sub(&run_id, 0o700) {
+                Ok(folder) => break (dir, run_id, folder),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
                 Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
             }
         };
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("restricting {}", dir.display()))?;
         let open = |name: &str| -> anyhow::Result<File> {
             // The folder is new: a file already there was planted.
-            let f = OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(dir.join(name))
-                .with_context(|| format!("creating {}/{name}", dir.display()))?;
-            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            Ok(f)
+            folder
+                .create_file(name, 0o600)
+                .with_context(|| format!("creating {}/{name}", dir.display()))
         };
         Ok(RunRecord {
             conversation: open("conversation.jsonl")?,
@@ -385,6 +384,7 @@ impl RunRecord {
             log: open("run.log")?,
             dir,
             run_id,
+            folder,
             redactor: Redactor::new(secrets),
         })
     }
@@ -532,11 +532,8 @@ impl RunRecord {
 
     /// Keeps the task file as it was read (`task.md`), so the run can be replayed.
     pub fn task_file(&self, text: &str) {
-        if let Err(e) = replace_private(
-            &self.dir,
-            "task.md",
-            self.redactor.redact_str(text).as_bytes(),
-        ) {
+        let text = self.redactor.redact_str(text);
+        if let Err(e) = self.folder.replace("task.md", text.as_bytes(), 0o600) {
             tracing::error!(file = "task.md", error = %e, "cannot write a run record");
         }
     }
@@ -544,7 +541,8 @@ impl RunRecord {
     /// Writes `result.json`: a final answer that matched its output schema.
     pub fn result(&self, value: &Value) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(value)?);
-        replace_private(&self.dir, "result.json", (text + "\n").as_bytes())
+        self.folder
+            .replace("result.json", (text + "\n").as_bytes(), 0o600)
             .with_context(|| format!("writing {}/result.json", self.dir.display()))
     }
 
@@ -552,7 +550,8 @@ impl RunRecord {
     /// whole or absent and never written through a link).
     pub fn summary(&self, summary: &Summary) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(summary)?);
-        replace_private(&self.dir, "summary.json", (text + "\n").as_bytes())
+        self.folder
+            .replace("summary.json", (text + "\n").as_bytes(), 0o600)
             .with_context(|| format!("writing {}/summary.json", self.dir.display()))
     }
 }
@@ -574,6 +573,7 @@ fn write_line(file: &mut File, text: String, redactor: &Redactor, name: &str) {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn run_ids_are_utc_start_times_and_clashes_get_a_suffix() {

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::{Summary, ToolLine, failure_of};
 use crate::agent::AttemptFailure;
-use crate::file::{self, FileError, Links};
+use crate::file::{FileError, Folder};
 
 /// `summary.json` is read up to this size.
 pub const MAX_SUMMARY_BYTES: u64 = 1 << 20;
@@ -235,9 +235,10 @@ enum Record {
     Refused(String),
 }
 
-/// A record file of `dir`: a regular file (no link followed), at most `cap` bytes.
-fn read_record(dir: &Path, name: &str, cap: u64) -> Record {
-    match file::read_regular(&dir.join(name), cap, Links::Refuse) {
+/// A record file of an opened run folder: a regular file (no link
+/// followed), at most `cap` bytes.
+fn read_record(folder: &Folder, name: &str, cap: u64) -> Record {
+    match folder.read(name, cap) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => Record::Text(text),
             Err(_) => Record::Refused(format!("{name} is not UTF-8: not loaded")),
@@ -250,9 +251,9 @@ fn read_record(dir: &Path, name: &str, cap: u64) -> Record {
     }
 }
 
-/// Reads `summary.json` of a run folder.
-pub fn read_summary(dir: &Path) -> Result<Summary, String> {
-    match read_record(dir, "summary.json", MAX_SUMMARY_BYTES) {
+/// Reads `summary.json` of an opened run folder (`dir` names it in messages).
+fn read_summary_in(folder: &Folder, dir: &Path) -> Result<Summary, String> {
+    match read_record(folder, "summary.json", MAX_SUMMARY_BYTES) {
         Record::Text(text) => {
             serde_json::from_str(&text).map_err(|e| format!("{}/summary.json: {e}", dir.display()))
         }
@@ -261,26 +262,45 @@ pub fn read_summary(dir: &Path) -> Result<Summary, String> {
     }
 }
 
-/// Reads a run folder. `Err` when its summary cannot be read; a record
-/// over its cap or of the wrong kind is named in `not_loaded` instead.
+/// Reads a run folder given by its path (`replay RUN_DIR`): the folder
+/// itself may not be a link. `Err` when its summary cannot be read; a
+/// record over its cap or of the wrong kind is named in `not_loaded`.
 pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
-    let summary = read_summary(dir)?;
+    let folder = Folder::open(dir)
+        .map_err(|e| format!("{}: not a folder, or a link to one ({e})", dir.display()))?;
+    read_run_in(&folder, dir)
+}
+
+/// Reads a listed run again, from the logs folder down, one real folder at
+/// a time: a folder renamed or linked since the listing is not followed.
+pub fn read_listed(logs: &Path, run: &ListedRun) -> Result<RecordedRun, String> {
+    let folder = Folder::open_root(logs)
+        .and_then(|root| root.sub(&run.task_dir))
+        .and_then(|task| task.sub(&run.run_dir))
+        .map_err(|e| format!("{}: {e}", run.dir.display()))?;
+    read_run_in(&folder, &run.dir)
+}
+
+fn read_run_in(folder: &Folder, dir: &Path) -> Result<RecordedRun, String> {
+    let summary = read_summary_in(folder, dir)?;
     let mut not_loaded = Vec::new();
-    let (task_file, task_text) = match read_record(dir, "task.md", crate::inbox::MAX_TASK_BYTES) {
-        Record::Text(text) => (Some(dir.join("task.md")), Some(text)),
-        Record::Absent => (None, None),
+    let task_text = match read_record(folder, "task.md", crate::inbox::MAX_TASK_BYTES) {
+        Record::Text(text) => Some(text),
+        Record::Absent => None,
         Record::Refused(why) => {
             not_loaded.push(why);
-            (None, None)
+            None
         }
     };
+    let task_file = task_text.as_ref().map(|_| dir.join("task.md"));
     let attempts = read_lines(
+        folder,
         dir,
         "conversation.jsonl",
         MAX_CONVERSATION_BYTES,
         &mut not_loaded,
     )?;
-    let tools = read_lines(dir, "tools.jsonl", MAX_TOOLS_BYTES, &mut not_loaded)?;
+    let tools = read_lines(folder, dir, "tools.jsonl", MAX_TOOLS_BYTES, &mut not_loaded)?;
     Ok(RecordedRun {
         dir: dir.to_path_buf(),
         summary,
@@ -295,12 +315,13 @@ pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
 /// The typed lines of a JSONL record: `Err` names the first line that is
 /// not one; a file that cannot be loaded is noted and reads as empty.
 fn read_lines<T: serde::de::DeserializeOwned>(
+    folder: &Folder,
     dir: &Path,
     name: &str,
     cap: u64,
     not_loaded: &mut Vec<String>,
 ) -> Result<Vec<T>, String> {
-    let text = match read_record(dir, name, cap) {
+    let text = match read_record(folder, name, cap) {
         Record::Text(text) => text,
         Record::Absent => return Ok(Vec::new()),
         Record::Refused(why) => {
@@ -320,7 +341,11 @@ fn read_lines<T: serde::de::DeserializeOwned>(
 /// A run folder as the listing walked it, with its summary.
 #[derive(Debug, Clone)]
 pub struct ListedRun {
+    /// `logs/<task_dir>/<run_dir>`, for messages.
     pub dir: PathBuf,
+    /// The names of the folders walked (never a summary's fields).
+    pub task_dir: String,
+    pub run_dir: String,
     pub summary: Summary,
 }
 
@@ -340,45 +365,43 @@ impl Listing {
     }
 }
 
-/// Whether `path` is a folder itself, not a link to one.
-fn real_dir(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
-}
-
-/// Walks `logs/<task>/<run>/`. Links are never followed: a linked task or
-/// run folder is skipped with a line saying so. A missing, half-written or
+/// Walks `logs/<task>/<run>/` through opened folders, one real folder at a
+/// time: a link is never followed (a linked task or run folder is skipped
+/// with a line saying so), and a folder renamed or swapped for a link
+/// during the walk is not followed either. A missing, half-written or
 /// foreign summary never stops the listing: its folder is named instead.
 pub fn read_summaries(logs: &Path) -> Listing {
     let mut out = Listing::default();
-    let Ok(tasks) = std::fs::read_dir(logs) else {
+    let Ok(root) = Folder::open_root(logs) else {
         return out;
     };
-    for task in tasks.flatten() {
-        let task_dir = task.path();
-        if task.file_type().is_ok_and(|t| t.is_symlink()) {
+    for (task, real) in root.folders_and_links().unwrap_or_default() {
+        let task_path = logs.join(&task);
+        let folder = if real { root.sub(&task).ok() } else { None };
+        let Some(task_folder) = folder else {
             out.skipped.push(format!(
                 "{}: a symbolic link, not followed",
-                task_dir.display()
+                task_path.display()
             ));
             continue;
-        }
-        let Ok(runs) = std::fs::read_dir(&task_dir) else {
-            continue;
         };
-        for run in runs.flatten() {
-            let dir = run.path();
-            if run.file_type().is_ok_and(|t| t.is_symlink()) {
-                if is_run(&dir) {
-                    out.skipped
-                        .push(format!("{}: a symbolic link, not followed", dir.display()));
-                }
+        for (run, real) in task_folder.folders_and_links().unwrap_or_default() {
+            let dir = task_path.join(&run);
+            let Some(run_folder) = real.then(|| task_folder.sub(&run).ok()).flatten() else {
+                out.skipped
+                    .push(format!("{}: a symbolic link, not followed", dir.display()));
+                continue;
+            };
+            if !is_run(&run_folder) {
                 continue;
             }
-            if !real_dir(&dir) || !is_run(&dir) {
-                continue;
-            }
-            match read_summary(&dir) {
-                Ok(summary) => out.runs.push(ListedRun { dir, summary }),
+            match read_summary_in(&run_folder, &dir) {
+                Ok(summary) => out.runs.push(ListedRun {
+                    dir,
+                    task_dir: task.clone(),
+                    run_dir: run,
+                    summary,
+                }),
                 Err(why) => {
                     tracing::debug!(error = %why, "unreadable summary");
                     out.incomplete.push(dir);
@@ -397,12 +420,12 @@ pub fn read_summaries(logs: &Path) -> Listing {
     out
 }
 
-/// A run folder holds records; anything else (an eval's folders) is not a
-/// run. Entries are looked at, not followed.
-fn is_run(dir: &Path) -> bool {
+/// A run folder holds records; anything else (an eval's folders, the
+/// report) is not a run. Entries are looked at, not followed.
+fn is_run(folder: &Folder) -> bool {
     ["summary.json", "conversation.jsonl", "run.log"]
         .iter()
-        .any(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
+        .any(|f| folder.has(f))
 }
 
 #[cfg(test)]

@@ -561,3 +561,22 @@ async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
         .count();
     assert_eq!(written, 4, "no page overwrote another");
 }
+
+/// A task folder swapped for a link between the listing and the reading is
+/// not followed: each run is read again from `logs/` down, one real folder
+/// at a time.
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
+    let (project, _llm) = recorded().await;
+    let listing = read_summaries(&logs(&project));
+    assert_eq!(listing.runs.len(), 1);
+    let elsewhere = project.root().join("elsewhere");
+    std::fs::rename(logs(&project).join("t"), &elsewhere).unwrap();
+    std::fs::write(elsewhere.join("20260409T061500Z/task.md"), CANARY).unwrap();
+    symlink(&elsewhere, logs(&project).join("t")).unwrap();
+
+    let read = agent_harness::records::read_listed(&logs(&project), &listing.runs[0]);
+
+    let e = read.unwrap_err();
+    assert!(!e.contains(CANARY), "{e}");
+}
