@@ -79,6 +79,7 @@ async fn dispatch(
                     .map(usize::from)
                     .unwrap_or(cfg.limits.concurrency),
                 only: None,
+                progress: progress.clone(),
             };
             run_command(&cfg, opts, progress).await
         }
@@ -87,6 +88,7 @@ async fn dispatch(
                 dry_run: *dry_run,
                 concurrency: 1,
                 only: Some(name.clone()),
+                progress: progress.clone(),
             };
             run_command(&cfg, opts, progress).await
         }
@@ -197,7 +199,7 @@ async fn eval_harnesses(
 ) -> Result<Vec<Harness>, u8> {
     let mut harnesses = Vec::new();
     for (_, cfg) in configs {
-        let mut h = Harness::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+        let h = Harness::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         })?;
@@ -207,7 +209,6 @@ async fn eval_harnesses(
             ));
             return Err(exit::TEMPFAIL);
         }
-        h.progress = progress.clone();
         harnesses.push(h);
     }
     Ok(harnesses)
@@ -241,6 +242,7 @@ async fn eval_command(
         sets: sets.clone(),
         matrix: matrix.clone(),
         live_writes: *live_writes,
+        progress: progress.clone(),
     };
     let configs = match eval_configs(&cli.config, env, &opts, progress) {
         Ok(c) => c,
@@ -292,7 +294,7 @@ fn config_error(e: &ConfigError) -> u8 {
 
 async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
-    let mut harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+    let harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
         Ok(h) => h,
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
@@ -300,7 +302,6 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
         }
     };
     tokio::spawn(watch_signals(cancel));
-    harness.progress = progress.clone();
     let started = std::time::Instant::now();
     match run::run(cfg, &harness, &opts).await {
         Ok(outcome) => {

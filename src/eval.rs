@@ -28,6 +28,8 @@ pub struct EvalOptions {
     /// `--matrix KEY=V1,V2,…`: one variant per combination of values.
     pub matrix: Vec<(String, Vec<String>)>,
     pub live_writes: bool,
+    /// The live lines on a terminal.
+    pub progress: crate::progress::Progress,
 }
 
 /// The config overrides of each variant: the `--set` pairs, then one value
@@ -255,6 +257,7 @@ pub async fn run_variant(
         logs: logs.to_path_buf(),
         replay_of: None,
         today: None,
+        progress: opts.progress.clone(),
     };
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();

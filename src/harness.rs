@@ -8,7 +8,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
 use crate::endpoint::Endpoint;
-use crate::progress::Progress;
 use crate::tools::{self, Toolbox};
 
 /// The source of "now" for records and signatures; tests pass a fixed one.
@@ -25,8 +24,6 @@ pub struct Harness {
     pub clock: Clock,
     /// Cancelled on SIGINT / SIGTERM: no new work starts, running calls stop.
     pub cancel: CancellationToken,
-    /// Live lines on a terminal; hidden unless the binary sets it.
-    pub progress: Progress,
     /// Replaces every configured secret in what the model and the logs see.
     pub redactor: std::sync::Arc<config::Redactor>,
 }
@@ -57,7 +54,6 @@ impl Harness {
                 noteworx,
                 recorded: None,
             },
-            progress: Progress::hidden(),
             redactor: std::sync::Arc::new(cfg.redactor()),
             clock,
             cancel,

@@ -26,6 +26,14 @@ pub struct Progress {
     redactor: Arc<OnceLock<Redactor>>,
 }
 
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("live", &self.live.is_some())
+            .finish()
+    }
+}
+
 impl Progress {
     /// Nothing is ever drawn (tests, and stderr that is not a terminal).
     pub fn hidden() -> Progress {

@@ -93,6 +93,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         logs: cfg.paths.logs.clone(),
         replay_of: Some(of.clone()),
         today: Some(recorded.summary.started_at.date_naive()),
+        progress: crate::progress::Progress::hidden(),
     };
     let entry = InboxEntry {
         name,

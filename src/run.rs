@@ -22,6 +22,7 @@ use crate::expect::{self, Evidence, Verdict};
 use crate::harness::Harness;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::lock::RunLock;
+use crate::progress::Progress;
 use crate::records::{RunRecord, Status, Summary};
 use crate::tools::{ToolName, Toolbox};
 
@@ -32,6 +33,8 @@ pub struct RunOptions {
     pub concurrency: usize,
     /// `run-task NAME`: only this inbox entry.
     pub only: Option<String>,
+    /// The live lines on a terminal (hidden unless the binary draws them).
+    pub progress: Progress,
 }
 
 /// How a batch of tasks is handled: by `run`, `eval` and `replay` alike.
@@ -48,6 +51,8 @@ pub struct Mode {
     pub replay_of: Option<String>,
     /// The date role prompts see (`{{date}}`); a replay keeps the recorded one.
     pub today: Option<chrono::NaiveDate>,
+    /// The live lines on a terminal: the drain draws them, the loop never sees them.
+    pub progress: Progress,
 }
 
 /// What the run did, by task.
@@ -230,6 +235,7 @@ async fn drain(
         logs: cfg.paths.logs.clone(),
         replay_of: None,
         today: None,
+        progress: opts.progress.clone(),
     };
     let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);
@@ -585,7 +591,7 @@ impl Drain<'_> {
             };
             rec.task_file(&file.text);
             let spec = spec.for_run(&rec.run_id);
-            let live = h.progress.task(&entry.name);
+            let live = self.mode.progress.task(&entry.name);
             let mut evidence = Evidence::default();
             let mut sink = |event: &TaskEvent<'_>| {
                 rec.record((h.clock)(), event);

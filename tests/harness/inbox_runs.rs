@@ -364,7 +364,7 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
         RunOptions {
             dry_run: true,
             concurrency: 1,
-            only: None,
+            ..RunOptions::default()
         },
     )
     .await;
@@ -417,7 +417,7 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
     let opts = |n: &str| RunOptions {
         only: Some(n.into()),
         concurrency: 1,
-        dry_run: false,
+        ..RunOptions::default()
     };
     let outcome = agent_harness::run::run(&cfg, &h, &opts("two"))
         .await
