@@ -103,14 +103,14 @@ async fn dispatch(
                 from_turn: *from_turn,
                 live_writes: *live_writes,
             };
-            crate::replay::replay(&cfg, &opts, &mut stdout()).await
+            replay_exit(crate::replay::replay(&cfg, &opts, &mut stdout()).await)
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
         Command::Runs { .. } | Command::Report { .. } => {
             logs_command(&cfg.paths.logs, &cli.command)
         }
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
-            Ok(ep) => smoke::test_endpoint(&cfg, &ep, &mut stdout()).await,
+            Ok(ep) => smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut stdout()).await),
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));
                 exit::FAILED
@@ -284,7 +284,24 @@ async fn eval_command(
         repeat: opts.repeat,
         variants,
     };
-    crate::eval::write_report(&eval_dir, &report, *json, out)
+    crate::eval::write_report(&eval_dir, &report, *json, out);
+    exit::OK
+}
+
+/// `replay`: 0 the same requests and stop reason, 1 different (or the
+/// replay could not be recorded), 2 not a readable run.
+pub fn replay_exit(end: crate::replay::ReplayEnd) -> u8 {
+    use crate::replay::ReplayEnd;
+    match end {
+        ReplayEnd::Matched => exit::OK,
+        ReplayEnd::Differed | ReplayEnd::NotRecorded => exit::FAILED,
+        ReplayEnd::Unreadable => exit::USAGE,
+    }
+}
+
+/// `test-runpod`: 0 only when every step passed.
+pub fn smoke_exit(passed: bool) -> u8 {
+    if passed { exit::OK } else { exit::FAILED }
 }
 
 fn config_error(e: &ConfigError) -> u8 {

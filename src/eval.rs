@@ -398,8 +398,8 @@ pub fn create_eval_dir(logs: &Path, started: DateTime<Utc>) -> anyhow::Result<Pa
 }
 
 /// Writes `eval.json` beside the variants' records and prints the report:
-/// the JSON with `--json`, else the table. Exit 0: the eval ran.
-pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write) -> u8 {
+/// the JSON with `--json`, else the table.
+pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write) {
     let text = serde_json::to_string_pretty(report).unwrap_or_default();
     if let Err(e) =
         crate::records::replace_private(dir, "eval.json", (text.clone() + "\n").as_bytes())
@@ -418,7 +418,6 @@ pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write
             dir.display()
         )
     };
-    crate::commands::exit::OK
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::exit;
 use crate::config::Config;
 use crate::endpoint::replay::{Mismatch, RecordedAttempt, Recording};
 use crate::endpoint::{Failure, JobInfo};
@@ -43,8 +42,22 @@ pub struct ReplayOptions {
     pub live_writes: bool,
 }
 
-/// Replays a run and reports; returns the exit code (0 same, 1 differs, 2 unreadable).
-pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> u8 {
+/// How a replay ended; the app gives each its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayEnd {
+    /// Every request matched, and the run stopped for the recorded reason
+    /// (or, forked with `--from-turn`, the replayed turns matched).
+    Matched,
+    /// A request or the stop reason differed.
+    Differed,
+    /// RUN_DIR is not a readable run.
+    Unreadable,
+    /// The replayed task's records could not be written.
+    NotRecorded,
+}
+
+/// Replays a run and reports what it found on `out`.
+pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> ReplayEnd {
     let recorded = match read_recorded(&opts.run_dir) {
         Ok(r) => r,
         Err(why) => {
@@ -53,7 +66,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
                 "agent-harness: not a readable run: {}",
                 crate::text::printable(&why)
             );
-            return exit::USAGE;
+            return ReplayEnd::Unreadable;
         }
     };
     let Some(name) = task_name(&recorded) else {
@@ -62,7 +75,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             "agent-harness: not a readable run: {} is not in a folder named like a task",
             crate::text::printable(&opts.run_dir.display().to_string())
         );
-        return exit::USAGE;
+        return ReplayEnd::Unreadable;
     };
     let Some(task_file) = recorded.task_file.clone() else {
         let _ = writeln!(
@@ -70,7 +83,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             "agent-harness: not a readable run: {} has no task.md (runs recorded before replay existed cannot be replayed)",
             crate::text::printable(&opts.run_dir.display().to_string())
         );
-        return exit::USAGE;
+        return ReplayEnd::Unreadable;
     };
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
     let of = crate::text::printable(&of).into_owned();
@@ -84,7 +97,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         Ok(h) => h,
         Err(e) => {
             let _ = writeln!(out, "agent-harness: {e:#}");
-            return exit::USAGE;
+            return ReplayEnd::Unreadable;
         }
     };
     let mode = Mode {
@@ -105,7 +118,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             out,
             "replay of {of}: the replayed task could not be recorded"
         );
-        return exit::FAILED;
+        return ReplayEnd::NotRecorded;
     };
     let mismatches = std::mem::take(
         &mut recording
@@ -226,7 +239,7 @@ fn replaying_harness(
     Ok(h)
 }
 
-/// Prints what the replay found and returns the exit code.
+/// Prints what the replay found.
 fn report(
     out: &mut dyn Write,
     of: &str,
@@ -234,7 +247,7 @@ fn report(
     new: &Summary,
     mismatches: &[Mismatch],
     opts: &ReplayOptions,
-) -> u8 {
+) -> ReplayEnd {
     let _ = writeln!(
         out,
         "replay of {of} → {}",
@@ -268,9 +281,9 @@ fn report(
     );
     let forked = opts.from_turn.is_some();
     if mismatches.is_empty() && (same_stop || forked) {
-        exit::OK
+        ReplayEnd::Matched
     } else {
-        exit::FAILED
+        ReplayEnd::Differed
     }
 }
 

@@ -14,7 +14,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, Message, Sampling, Tweaks};
-use crate::commands::exit;
 use crate::config::{Config, EndpointKind, NoteworxConfig};
 use crate::endpoint::{CallError, Completion, Endpoint};
 use crate::noteworx::{NoteworxClient, NoteworxError};
@@ -22,7 +21,8 @@ use crate::reply::{read_reply, replayed_assistant};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
 
-pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> u8 {
+/// Runs every step, printing each as it ends; `true` when all passed.
+pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> bool {
     let kind = match cfg.endpoint.kind {
         EndpointKind::Runpod => "runpod",
         EndpointKind::Openai => "openai",
@@ -39,11 +39,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         Some(n) => report(out, noteworx(n).await),
         None => true,
     };
-    if endpoint && notes {
-        exit::OK
-    } else {
-        exit::FAILED
-    }
+    endpoint && notes
 }
 
 /// One `GET /api/notes?limit=1` with the token: the notes service is there

@@ -140,7 +140,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
         ),
     );
     let mut out = Vec::new();
-    let code = replay(
+    let end = replay(
         &offline,
         &ReplayOptions {
             run_dir: exact.run_dir("read"),
@@ -150,6 +150,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
         &mut out,
     )
     .await;
+    let code = agent_harness::commands::replay_exit(end);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(code, 0, "{out}");
 }

@@ -606,7 +606,7 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
 
 async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
     let mut out = Vec::new();
-    let code = agent_harness::replay::replay(
+    let end = agent_harness::replay::replay(
         cfg,
         &agent_harness::replay::ReplayOptions {
             run_dir: run.to_path_buf(),
@@ -616,6 +616,7 @@ async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
         &mut out,
     )
     .await;
+    let code = agent_harness::commands::replay_exit(end);
     (code, String::from_utf8(out).unwrap())
 }
 
@@ -699,7 +700,7 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
 async fn smoke_test_passes(cfg: &Config) {
     let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
     let mut out = Vec::new();
-    let code = smoke::test_endpoint(cfg, &ep, &mut out).await;
+    let code = agent_harness::commands::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("ok   tool result accepted"), "{out}");

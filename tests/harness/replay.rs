@@ -31,7 +31,7 @@ fn offline(project: &Project, extra: &str) -> Config {
 
 async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, String) {
     let mut out = Vec::new();
-    let code = replay(
+    let end = replay(
         cfg,
         &ReplayOptions {
             run_dir: dir.to_path_buf(),
@@ -41,6 +41,7 @@ async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, Str
         &mut out,
     )
     .await;
+    let code = agent_harness::commands::replay_exit(end);
     (code, String::from_utf8(out).unwrap())
 }
 

@@ -15,7 +15,7 @@ async fn smoke_test(cfg: &Config) -> (u8, String) {
         .unwrap()
         .with_retry_policy(fast_retries());
     let mut out = Vec::new();
-    let code = smoke::test_endpoint(cfg, &ep, &mut out).await;
+    let code = agent_harness::commands::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
     (code, String::from_utf8(out).unwrap())
 }
 
