@@ -163,14 +163,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_hidden_display_draws_no_line() {
-        let p = Progress::hidden();
-        let task = p.task("scan");
-        task.on(&TaskEvent::AskedAgain {
-            thinking_off: false,
-        });
-        assert!(task.bar.is_none(), "no bar behind a hidden display");
-        assert_eq!(turn_text(2, 300), "turn 2, 300 tokens");
-        assert_eq!(turn_text(0, 0), "waiting for the first reply");
+    fn each_reply_moves_a_tasks_line_on_and_a_hidden_display_has_none() {
+        let drawn = Progress {
+            live: Some((
+                MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
+                ProgressStyle::default_spinner(),
+            )),
+            redactor: Arc::default(),
+        };
+        let task = drawn.task("scan");
+        let bar = task
+            .bar
+            .clone()
+            .expect("a live display draws a line per task");
+        assert_eq!(
+            (bar.prefix(), bar.message()),
+            ("scan".into(), "waiting for the first reply".into())
+        );
+        let reply = |turn, total_tokens| {
+            TaskEvent::ReplyRead(crate::agent::ReplyFacts {
+                turn,
+                usage: crate::chat::Usage::default(),
+                total_tokens,
+                finish_reason: Some("stop"),
+                thinking: None,
+                recovered: false,
+                calls: &[],
+                unread_calls: 0,
+            })
+        };
+        task.on(&reply(1, 160));
+        assert_eq!(bar.message(), "turn 1, 160 tokens");
+        task.on(&TaskEvent::AskedAgain { thinking_off: true });
+        assert_eq!(bar.message(), "turn 1, 160 tokens", "only replies move it");
+        task.on(&reply(2, 420));
+        assert_eq!(bar.message(), "turn 2, 420 tokens");
+        drop(task);
+        assert!(bar.is_finished(), "a task's line goes when the task ends");
+
+        let hidden = Progress::hidden().task("scan");
+        hidden.on(&reply(1, 160));
+        assert!(hidden.bar.is_none(), "no line behind a hidden display");
     }
 }
