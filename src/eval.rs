@@ -262,10 +262,11 @@ pub async fn run_variant(
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();
     let mut broken: BTreeMap<String, u32> = BTreeMap::new();
-    for (end, entry) in ends.into_iter().zip(entries.iter().cycle()) {
+    // Ends come in the order the runs finished, not the order they started.
+    for end in ends {
         match end {
             TaskEnd::Filed(s) => summaries.push(*s),
-            TaskEnd::Broken => *broken.entry(entry.name.clone()).or_insert(0) += 1,
+            TaskEnd::Broken { task } => *broken.entry(task).or_insert(0) += 1,
             TaskEnd::NotStarted => {}
         }
     }

@@ -147,8 +147,9 @@ pub enum TaskEnd {
     /// Summary written, file where it belongs.
     Filed(Box<Summary>),
     /// The task's records or its file could not be written or moved; it is
-    /// left where it was and counts as failed in this run.
-    Broken,
+    /// left where it was and counts as failed in this run. Ends arrive in
+    /// the order tasks finish, so each says which task it was.
+    Broken { task: String },
 }
 
 pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
@@ -345,7 +346,7 @@ impl Tally {
         for end in ends {
             match end {
                 TaskEnd::NotStarted => tally.not_started += 1,
-                TaskEnd::Broken => tally.failed += 1,
+                TaskEnd::Broken { .. } => tally.failed += 1,
                 TaskEnd::Filed(s) => match (s.status, s.retryable) {
                     _ if s.stop_reason == StopReason::SetupFault => {
                         tally.interrupted += 1;
@@ -461,7 +462,9 @@ impl Drain<'_> {
             Ok(rec) => rec,
             Err(e) => {
                 tracing::error!(task = %entry.name, error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
-                return TaskEnd::Broken;
+                return TaskEnd::Broken {
+                    task: entry.name.clone(),
+                };
             }
         };
         let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
@@ -475,7 +478,9 @@ impl Drain<'_> {
                 span.in_scope(|| {
                     tracing::error!(error = %format!("{e:#}"), "the task could not be filed; it stays in the inbox")
                 });
-                TaskEnd::Broken
+                TaskEnd::Broken {
+                    task: entry.name.clone(),
+                }
             }
         }
     }

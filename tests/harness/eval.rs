@@ -335,3 +335,64 @@ fn the_shipped_suite_is_valid_and_covers_every_tool() {
         "{tools:?}"
     );
 }
+
+/// Answers the task whose prompt says "slow" after a delay, others at once.
+struct SlowForA;
+
+impl wiremock::Respond for SlowForA {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let slow = String::from_utf8_lossy(&req.body).contains("slow");
+        let reply = ok(final_answer("done"));
+        if slow {
+            reply.set_delay(std::time::Duration::from_millis(500))
+        } else {
+            reply
+        }
+    }
+}
+
+/// Runs end in the order they finish: a run whose records could not be
+/// written is counted against its own task, not the one that started
+/// first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(SlowForA)
+        .mount(&server)
+        .await;
+    let project = Project::new();
+    let suite = project.root().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(suite.join("a.md"), "A slow one.").unwrap();
+    std::fs::write(suite.join("b.md"), "A quick one.").unwrap();
+    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+    // b's records cannot be made: its log folder is a link.
+    let logs = project.root().join("evallogs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(project.root(), logs.join("b")).unwrap();
+    let opts = agent_harness::eval::EvalOptions {
+        dir: suite,
+        repeat: 1,
+        concurrency: 2,
+        ..agent_harness::eval::EvalOptions::default()
+    };
+
+    let report = agent_harness::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
+        .await
+        .unwrap();
+
+    let row = |t: &str| report.tasks.iter().find(|r| r.task == t).unwrap().clone();
+    assert_eq!(
+        (row("a").runs, row("a").passes),
+        (1, 1),
+        "{:?}",
+        report.tasks
+    );
+    assert_eq!(
+        (row("b").runs, row("b").passes),
+        (1, 0),
+        "{:?}",
+        report.tasks
+    );
+}
