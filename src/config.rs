@@ -597,14 +597,13 @@ const RESERVED_EXTRA_KEYS: &[&str] = &["messages", "tools", "stream", "chat_temp
 impl Config {
     /// Reads and resolves the config file. `env` looks up environment variables.
     pub fn load(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::new(
-                path,
-                format!("cannot read the config file: {e} (set --config or AGENT_HARNESS_CONFIG)"),
-            )
-        })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::parse(&text, path, &base, env)
+        Self::load_as(
+            path,
+            &Secrets {
+                env,
+                offline: false,
+            },
+        )
     }
 
     /// Reads the config file with `KEY=VALUE` overrides applied (`eval
@@ -666,6 +665,10 @@ impl Config {
         path: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        Self::load_as(path, &Secrets { env, offline: true })
+    }
+
+    fn load_as(path: &Path, secrets: &Secrets<'_>) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::new(
                 path,
@@ -673,7 +676,7 @@ impl Config {
             )
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::parse_as(&text, path, &base, &Secrets { env, offline: true })
+        Self::parse_as(&text, path, &base, secrets)
     }
 
     fn parse_as(

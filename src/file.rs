@@ -79,6 +79,13 @@ pub fn read_regular(path: &Path, cap: u64, links: Links) -> Result<Vec<u8>, File
             Some(libc::ELOOP) if links == Links::Refuse => FileError::NotRegular("a symbolic link"),
             _ => FileError::Io(e),
         })?;
+    read_opened(file, cap)
+}
+
+/// The bytes of an opened file, checked on the handle itself: a regular
+/// file (a FIFO or device put in its place is refused), at most `cap`
+/// bytes, whether it was that long when opened or grew while read.
+fn read_opened(file: std::fs::File, cap: u64) -> Result<Vec<u8>, FileError> {
     let meta = file.metadata().map_err(FileError::Io)?;
     if !meta.is_file() {
         return Err(FileError::NotRegular(kind_of(meta.file_type())));
@@ -228,25 +235,7 @@ impl Folder {
             Err(rustix::io::Errno::LOOP) => return Err(FileError::NotRegular("a symbolic link")),
             Err(e) => return Err(FileError::Io(e.into())),
         };
-        let file = std::fs::File::from(fd);
-        let meta = file.metadata().map_err(FileError::Io)?;
-        if !meta.is_file() {
-            return Err(FileError::NotRegular(kind_of(meta.file_type())));
-        }
-        if meta.len() > cap {
-            return Err(FileError::TooLarge {
-                len: meta.len(),
-                cap,
-            });
-        }
-        let mut bytes = Vec::new();
-        file.take(cap.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(FileError::Io)?;
-        if bytes.len() as u64 > cap {
-            return Err(FileError::Grew { cap });
-        }
-        Ok(bytes)
+        read_opened(std::fs::File::from(fd), cap)
     }
 
     /// Writes `name` here whole: a new temporary file (O_EXCL | O_NOFOLLOW,

@@ -65,6 +65,7 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
     // (`logs/report` could have been planted), and every page is written
     // inside the opened folders, whatever is renamed meanwhile.
     let (out, runs_dir) = output_folders(&opts.out)?;
+    let root = Folder::open_root(logs).with_context(|| format!("opening {}", logs.display()))?;
     let mut pages = Vec::new();
     let mut names = BTreeSet::new();
     for run in &listing.runs {
@@ -80,7 +81,7 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
             );
             names.insert(name.clone());
         }
-        let page = match records::read_listed(logs, run) {
+        let page = match records::read_listed(&root, run) {
             Ok(recorded) => run_page(&recorded),
             Err(why) => {
                 eprintln!("agent-harness: report: {}", printable(&why));

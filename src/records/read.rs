@@ -271,11 +271,12 @@ pub fn read_run(dir: &Path) -> Result<RecordedRun, String> {
     read_run_in(&folder, dir)
 }
 
-/// Reads a listed run again, from the logs folder down, one real folder at
-/// a time: a folder renamed or linked since the listing is not followed.
-pub fn read_listed(logs: &Path, run: &ListedRun) -> Result<RecordedRun, String> {
-    let folder = Folder::open_root(logs)
-        .and_then(|root| root.sub(&run.task_dir))
+/// Reads a listed run again, from the opened logs folder down, one real
+/// folder at a time: a folder renamed or linked since the listing is not
+/// followed.
+pub fn read_listed(logs: &Folder, run: &ListedRun) -> Result<RecordedRun, String> {
+    let folder = logs
+        .sub(&run.task_dir)
         .and_then(|task| task.sub(&run.run_dir))
         .map_err(|e| format!("{}: {e}", run.dir.display()))?;
     read_run_in(&folder, &run.dir)

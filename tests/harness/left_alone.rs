@@ -24,6 +24,33 @@ fn binary_for_anyone(dir: &std::path::Path) -> std::path::PathBuf {
     copy
 }
 
+/// Runs the binary on the project as `nobody` (as root only): nobody may
+/// enter the project and read its config and task `t` but write nothing.
+fn as_nobody(project: &Project, command: &str) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [
+        project.root(),
+        &project.root().join("tasks"),
+        &project.root().join("tasks/inbox"),
+    ] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for f in ["agent.toml", "tasks/inbox/t.md"] {
+        std::fs::set_permissions(
+            project.root().join(f),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(binary_for_anyone(project.root()))
+        .args(["--config", "agent.toml", command])
+        .current_dir(project.root())
+        .output()
+        .unwrap()
+}
+
 fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
 }
@@ -318,31 +345,7 @@ fn check_as_another_user_names_every_folder_it_cannot_write() {
     project.task("t", "x");
     let root = unsafe { libc::geteuid() } == 0;
     let out = if root {
-        use std::os::unix::fs::PermissionsExt;
-        // nobody may enter the project (and read the config) but not write.
-        for dir in [
-            project.root(),
-            &project.root().join("tasks"),
-            &project.root().join("tasks/inbox"),
-        ] {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        std::fs::set_permissions(
-            project.root().join("agent.toml"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        std::fs::set_permissions(
-            project.root().join("tasks/inbox/t.md"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        let mut cmd = std::process::Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(binary_for_anyone(project.root()))
-            .args(["--config", "agent.toml", "check"])
-            .current_dir(project.root());
-        cmd.output().unwrap()
+        as_nobody(&project, "check")
     } else {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
@@ -723,29 +726,8 @@ fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
         assert!(!project.root().join("logs/t").exists(), "no task started");
     } else {
         // As root every folder is writable: the same check runs as nobody.
-        use std::os::unix::fs::PermissionsExt;
         project.write_config("http://127.0.0.1:9/v1", "");
-        for dir in [
-            project.root(),
-            &project.root().join("tasks"),
-            &project.root().join("tasks/inbox"),
-        ] {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        for f in ["agent.toml", "tasks/inbox/t.md"] {
-            std::fs::set_permissions(
-                project.root().join(f),
-                std::fs::Permissions::from_mode(0o644),
-            )
-            .unwrap();
-        }
-        let out = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(binary_for_anyone(project.root()))
-            .args(["--config", "agent.toml", "run"])
-            .current_dir(project.root())
-            .output()
-            .unwrap();
+        let out = as_nobody(&project, "run");
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let err = stderr(&out);
         assert!(
