@@ -154,7 +154,9 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "agent-harness.prom".into());
-    crate::file::replace(&dir, &name, text.as_bytes(), 0o644)
+    // The folder is the operator's (`[metrics] textfile`): a link there is
+    // theirs and is followed; the file itself never is.
+    crate::file::Folder::open_root(&dir)?.replace(&name, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]
@@ -256,6 +258,19 @@ mod tests {
             .filter(|n| n.ends_with(".tmp") && n.starts_with('.'))
             .collect();
         assert!(left.is_empty(), "no temporary file is left: {left:?}");
+    }
+
+    #[test]
+    fn a_textfile_folder_the_operator_linked_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("collector");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("textfile")).unwrap();
+        write(&dir.path().join("textfile/agent-harness.prom"), "x 1\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(real.join("agent-harness.prom")).unwrap(),
+            "x 1\n"
+        );
     }
 
     #[test]

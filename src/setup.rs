@@ -19,6 +19,24 @@ pub fn is_noteworx_fault(status: u16) -> bool {
     matches!(status, 401 | 403)
 }
 
+/// Whether an endpoint's refusal stops the run, once it is known whether
+/// the endpoint already answered a chat request in this run. After an
+/// answer the route works, so a 403, 404 or 405 is about what that one
+/// request carried (a page that trips a firewall): the task's, or such
+/// content would block the inbox forever, since a setup fault counts no
+/// attempt. A 401, 402 or 407 is about credentials, the account or a
+/// proxy — never content — so it stops the run whenever it comes (a key
+/// rotated while a run goes on files nothing).
+pub fn endpoint_refusal_stops(status: u16, answered: bool) -> bool {
+    is_endpoint_fault(status) && (!answered || matches!(status, 401 | 402 | 407))
+}
+
+/// The same for noteworx: a 401 always, a 403 only until a call of this
+/// run was answered (after that it is about one note).
+pub fn noteworx_refusal_stops(status: u16, answered: bool) -> bool {
+    is_noteworx_fault(status) && (!answered || status == 401)
+}
+
 /// What the endpoint setup looks like, for naming the key to fix.
 #[derive(Debug, Clone, Copy)]
 pub struct EndpointSetup<'a> {
@@ -87,6 +105,19 @@ mod tests {
         assert_eq!(faults, [401, 402, 403, 404, 405, 407]);
         let faults: Vec<u16> = (100..600).filter(|s| is_noteworx_fault(*s)).collect();
         assert_eq!(faults, [401, 403]);
+    }
+
+    #[test]
+    fn after_an_answer_only_credentials_stop_the_run() {
+        let stops = |answered| {
+            (100..600)
+                .filter(|s| endpoint_refusal_stops(*s, answered))
+                .collect::<Vec<u16>>()
+        };
+        assert_eq!(stops(false), [401, 402, 403, 404, 405, 407]);
+        assert_eq!(stops(true), [401, 402, 407]);
+        assert!(noteworx_refusal_stops(403, false) && !noteworx_refusal_stops(403, true));
+        assert!(noteworx_refusal_stops(401, true));
     }
 
     #[test]

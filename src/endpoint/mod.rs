@@ -488,15 +488,16 @@ impl Endpoint {
         }
     }
 
-    /// A refusal is a setup fault only until the endpoint has answered a
-    /// chat request in this run: after that the key and the route are
-    /// known to work, and a refusal is about what this request carried (a
-    /// page that trips a firewall, say) — final for its task, never a
-    /// reason to stop the run and leave the task to block the inbox.
+    /// A refusal that, once the endpoint has answered in this run, is about
+    /// the request and not the setup ([`crate::setup::endpoint_refusal_stops`])
+    /// is final for its task instead of stopping the run.
     fn judged(&self, e: CallError) -> CallError {
         match e {
             CallError::Setup { status, message }
-                if self.answered.load(std::sync::atomic::Ordering::Relaxed) =>
+                if !crate::setup::endpoint_refusal_stops(
+                    status,
+                    self.answered.load(std::sync::atomic::Ordering::Relaxed),
+                ) =>
             {
                 CallError::Rejected { status, message }
             }

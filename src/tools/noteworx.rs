@@ -200,7 +200,7 @@ impl Noteworx {
                 None => "noteworx found nothing at that address (404).".to_string(),
             },
             NoteworxError::Status { status, message }
-                if crate::setup::is_noteworx_fault(*status) && !self.client.token_worked() =>
+                if crate::setup::noteworx_refusal_stops(*status, self.client.token_worked()) =>
             {
                 let diagnosis =
                     crate::setup::noteworx_diagnosis(&self.token_env, *status, message);

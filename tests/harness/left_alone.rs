@@ -737,3 +737,33 @@ fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
         assert!(!project.root().join("logs/t").exists(), "no task started");
     }
 }
+
+/// A 401 is about the key, never about what a request carried: a key
+/// rotated while a run goes on stops the run even after answers, and files
+/// nothing.
+#[tokio::test]
+async fn a_401_after_a_success_still_stops_the_run() {
+    let llm = FakeLlm::start(vec![
+        ok(final_answer("a done")),
+        refused(),
+        ok(final_answer("c done")),
+    ])
+    .await;
+    let project = Project::new();
+    for t in ["a", "b", "c"] {
+        project.task(t, &format!("Task {t}."));
+    }
+    let cfg = project.config(&llm.base_url(), "api_key_env = \"RUNPOD_API_KEY\"\n");
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 2);
+
+    assert_eq!(
+        project.done().len(),
+        1,
+        "a finished before the key was rotated"
+    );
+    assert!(project.failed().is_empty());
+    assert_eq!(project.inbox(), ["b.md", "c.md"]);
+    assert_eq!(project.summary("b").stop_reason, StopReason::SetupFault);
+    assert!(!project.root().join("logs/c").exists());
+}
