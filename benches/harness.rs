@@ -41,7 +41,7 @@ use agent_harness::config::Config;
 use serde_json::{Value, json};
 
 use common::fake_noteworx::{FakeNoteworx, note};
-use common::{FakeLlm, Project, final_answer, ok, tool_calls};
+use common::{Exit, FakeLlm, Project, final_answer, ok, tool_calls};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agent-harness");
 
@@ -719,12 +719,12 @@ async fn hostile(sizes: &Sizes) {
         n as f64 / 1e6
     );
     for (name, content) in patterns {
-        let msg = agent_harness::chat::ResponseMessage {
+        let msg = agent_harness::wire::chat::ResponseMessage {
             content: Some(content),
             ..Default::default()
         };
         let t = Instant::now();
-        let reply = agent_harness::reply::read_reply(&msg, Some("stop"), "b", &|_| false);
+        let reply = agent_harness::wire::reply::read_reply(&msg, Some("stop"), "b", &|_| false);
         let took = t.elapsed();
         assert!(reply.calls.is_empty(), "{name}: nothing in it is a call");
         println!("     {name:<28} {:8.1} ms", ms(took));

@@ -4,12 +4,12 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use agent_harness::progress::Progress;
+use agent_harness::display::Progress;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = agent_harness::cli::Cli::parse();
+    let cli = agent_harness::app::cli::Cli::parse();
     let filter = EnvFilter::try_from_env("AGENT_HARNESS_LOG")
         .unwrap_or_else(|_| EnvFilter::new("agent_harness=info,warn"));
     let terminal =
@@ -31,5 +31,5 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("internal error (a bug; please report it): {info}");
     }));
-    ExitCode::from(agent_harness::commands::main(cli, progress))
+    ExitCode::from(agent_harness::app::main(cli, progress))
 }

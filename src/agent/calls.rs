@@ -18,11 +18,11 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::chat::ToolCall;
+use crate::base::text::chars;
 use crate::config::Redactor;
-use crate::text::chars;
 use crate::tools::text::{cut, defang};
 use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
+use crate::wire::chat::ToolCall;
 
 /// The call count at which a repeated call is answered without running.
 pub const REPEAT_REFUSE_AT: u32 = 3;
@@ -46,7 +46,7 @@ impl Repeats {
     /// and spacing aside); ones too long to be run are compared as written.
     fn bump(&mut self, call: &ToolCall) -> (u32, String) {
         let text = &call.function.arguments;
-        let args = (text.len() <= crate::chat::MAX_ARGUMENT_BYTES)
+        let args = (text.len() <= crate::wire::chat::MAX_ARGUMENT_BYTES)
             .then(|| serde_json::from_str::<Value>(text).ok())
             .flatten()
             .map_or_else(|| text.trim().to_string(), |v| v.to_string());

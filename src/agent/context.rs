@@ -7,8 +7,8 @@
 //! bodies of the oldest tool results are replaced by a placeholder saying
 //! what was removed and how to get it back.
 
-use crate::chat::Message;
-use crate::text::chars;
+use crate::base::text::chars;
+use crate::wire::chat::Message;
 
 /// Tokens per message for role markers and template overhead.
 const MESSAGE_OVERHEAD: u64 = 8;

@@ -9,9 +9,9 @@ use serde_json::Value;
 use super::calls::Answer;
 use super::context::{ContextNote, Counted, Elided};
 use super::outcome::Outcome;
-use crate::chat::{ToolCall, Usage};
 use crate::endpoint::Failure;
 use crate::tools::ToolName;
+use crate::wire::chat::{ToolCall, Usage};
 
 /// One step of a task, in the order it happened.
 #[derive(Debug)]
@@ -65,7 +65,7 @@ pub struct ModelAttempt<'a> {
     pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else text.
-    pub response: Option<&'a crate::http::RawBody>,
+    pub response: Option<&'a crate::base::http::RawBody>,
     pub error: Option<String>,
     /// What kind of failure it was, when it failed.
     pub failure: Option<AttemptFailure>,

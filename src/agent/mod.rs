@@ -13,7 +13,9 @@
 
 mod calls;
 pub mod context;
+pub mod deps;
 pub mod events;
+pub mod expect;
 mod outcome;
 mod spec;
 
@@ -23,12 +25,12 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::chat::{self, Message, Role, Tweaks, Usage};
+use crate::agent::deps::Harness;
+use crate::base::schema::OutputSchema;
 use crate::endpoint::{Attempt, CallError, Completion};
-use crate::harness::Harness;
-use crate::reply::{Reply, read_reply, replayed_assistant};
-use crate::schema::OutputSchema;
 use crate::tools::CallContext;
+use crate::wire::chat::{self, Message, Role, Tweaks, Usage};
+use crate::wire::reply::{Reply, read_reply, replayed_assistant};
 pub use calls::Answer;
 use calls::{Quotable, Repeats, Rules, Turn, TurnResult, answer_calls};
 pub use context::{ContextNote, Counted, Elided};
@@ -488,7 +490,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         // Only its start goes back: a whole cut answer is max_tokens long,
         // and sent again it could crowd the window the retry needs.
         let mut cut = replayed_assistant(&reply, self.spec.replay_thinking);
-        cut.content = crate::text::clip(&cut.content, CUT_ANSWER_REPLAYED_CHARS);
+        cut.content = crate::base::text::clip(&cut.content, CUT_ANSWER_REPLAYED_CHARS);
         self.conv.push(cut);
         self.conv.push(Message::user(
             "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::chat::Usage;
+use crate::wire::chat::Usage;
 
 /// Why a task stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

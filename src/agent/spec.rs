@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::chat::Sampling;
+use crate::base::schema::OutputSchema;
 use crate::config::{AgentProfile, Config, ReplayThinking};
 use crate::inbox::{Expect, Frontmatter, TaskProblem};
-use crate::schema::OutputSchema;
 use crate::tools::ToolName;
+use crate::wire::chat::Sampling;
 
 /// The system prompt used when neither the config nor the task sets one.
 /// Written for a small model: short, ordered, explicit.

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::replay::Count;
+use super::recorded::Count;
 use super::{AttemptError, Endpoint, lock, until};
+use crate::base::lenient;
 use crate::config::EndpointKind;
-use crate::lenient;
 
 /// Whether the server counts: 0 not asked yet, then [`ON`] or [`OFF`] for the run.
 #[derive(Debug, Default)]

@@ -13,7 +13,7 @@
 //! ends, so the records show it even if the run is killed later.
 
 mod count;
-pub mod replay;
+pub mod recorded;
 pub mod runpod;
 
 use std::time::Duration;
@@ -26,12 +26,12 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::ChatResponse;
+use crate::base::http::{Body, RawBody};
+use crate::base::lenient;
+use crate::base::text::clip;
 use crate::config::{EndpointConfig, EndpointKind};
-use crate::http::{Body, RawBody};
-use crate::lenient;
-use crate::text::clip;
-use replay::{Recording, Source};
+use crate::wire::chat::ChatResponse;
+use recorded::{Recording, Source};
 use std::sync::{Arc, Mutex};
 
 /// How a call retries. The defaults are the product's; tests shrink them.
@@ -145,7 +145,7 @@ pub enum CallError {
     #[error("the endpoint rejected the request (HTTP {status}): {message}")]
     Rejected { status: u16, message: String },
     /// The endpoint's answer says the setup is wrong, not the task (a
-    /// refused key, a wrong route: [`crate::setup::is_endpoint_fault`]).
+    /// refused key, a wrong route: [`crate::config::setup::is_endpoint_fault`]).
     /// The run stops; see [`Endpoint::diagnose`].
     #[error("HTTP {status}: {message}")]
     Setup { status: u16, message: String },
@@ -158,7 +158,7 @@ pub enum CallError {
     /// The run is shutting down.
     #[error("interrupted")]
     Interrupted,
-    /// A response body passed [`crate::http::MAX_BODY_BYTES`]: not read
+    /// A response body passed [`crate::base::http::MAX_BODY_BYTES`]: not read
     /// further, and final (the same server would send it again).
     #[error("{0}")]
     TooLarge(String),
@@ -249,7 +249,7 @@ impl AttemptError {
                     new_seed: true,
                     retry_after,
                 },
-                s if crate::setup::is_endpoint_fault(s) => {
+                s if crate::config::setup::is_endpoint_fault(s) => {
                     Next::Fail(CallError::Setup { status: s, message })
                 }
                 s if (400..500).contains(&s) => {
@@ -374,7 +374,7 @@ impl Endpoint {
         })
     }
 
-    /// This endpoint answering from a recorded run (see [`replay`]).
+    /// This endpoint answering from a recorded run (see [`recorded`]).
     pub fn replaying(mut self, recording: Arc<Mutex<Recording>>) -> Self {
         self.recording = Some(recording);
         self
@@ -408,7 +408,7 @@ impl Endpoint {
         if let (Some(r), Source::Recorded { turn, attempts }) = (&self.recording, &source)
             && !attempts.is_empty()
         {
-            lock(r).mismatches.push(replay::Mismatch {
+            lock(r).mismatches.push(recorded::Mismatch {
                 turn: *turn,
                 recorded: None,
                 sent: None,
@@ -489,12 +489,12 @@ impl Endpoint {
     }
 
     /// A refusal that, once the endpoint has answered in this run, is about
-    /// the request and not the setup ([`crate::setup::endpoint_refusal_stops`])
+    /// the request and not the setup ([`crate::config::setup::endpoint_refusal_stops`])
     /// is final for its task instead of stopping the run.
     fn judged(&self, e: CallError) -> CallError {
         match e {
             CallError::Setup { status, message }
-                if !crate::setup::endpoint_refusal_stops(
+                if !crate::config::setup::endpoint_refusal_stops(
                     status,
                     self.answered.load(std::sync::atomic::Ordering::Relaxed),
                 ) =>
@@ -552,7 +552,7 @@ impl Endpoint {
     /// One attempt, from the network or the recording.
     async fn one_attempt(&self, source: &mut Source, sent: &Value, call: &Call<'_>) -> RawAttempt {
         match (source, &self.recording) {
-            (Source::Recorded { turn, attempts }, Some(r)) => replay::answer(
+            (Source::Recorded { turn, attempts }, Some(r)) => recorded::answer(
                 r,
                 *turn,
                 attempts,
@@ -560,7 +560,7 @@ impl Endpoint {
                 self.cfg.kind == EndpointKind::Runpod,
             ),
             (Source::Exhausted, _) => {
-                replay::not_recorded("the recorded run made no further model call")
+                recorded::not_recorded("the recorded run made no further model call")
             }
             _ => self.attempt(sent, call.deadline, call.cancel).await,
         }
@@ -594,7 +594,7 @@ impl Endpoint {
     }
 
     /// Sends a request and classifies the answer; the body is read up to
-    /// [`crate::http::MAX_BODY_BYTES`].
+    /// [`crate::base::http::MAX_BODY_BYTES`].
     pub(crate) async fn send_json(
         &self,
         method: reqwest::Method,
@@ -658,7 +658,10 @@ impl Endpoint {
             .await
             .ok()?;
         let resp = resp.error_for_status().ok()?;
-        let Body::Whole(bytes) = crate::http::read_capped(resp, 1024 * 1024).await.ok()? else {
+        let Body::Whole(bytes) = crate::base::http::read_capped(resp, 1024 * 1024)
+            .await
+            .ok()?
+        else {
             return None;
         };
         let props: Props = serde_json::from_slice(&bytes).ok()?;
@@ -672,13 +675,13 @@ impl Endpoint {
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
             CallError::Setup { status, message } | CallError::Rejected { status, message }
-                if crate::setup::is_endpoint_fault(*status) =>
+                if crate::config::setup::is_endpoint_fault(*status) =>
             {
-                let setup = crate::setup::EndpointSetup {
+                let setup = crate::config::setup::EndpointSetup {
                     kind: self.cfg.kind,
                     key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
                 };
-                crate::setup::endpoint_diagnosis(
+                crate::config::setup::endpoint_diagnosis(
                     setup,
                     *status,
                     &format!("HTTP {status}: {message}"),
@@ -705,12 +708,13 @@ impl Endpoint {
     }
 }
 
-/// Reads an HTTP answer up to [`crate::http::MAX_BODY_BYTES`] and classifies it.
+/// Reads an HTTP answer up to [`crate::base::http::MAX_BODY_BYTES`] and classifies it.
 async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
     let status = resp.status();
     let code = Some(status.as_u16());
-    let retry_after = crate::http::retry_after(resp.headers());
-    let bytes = match crate::http::read_capped(resp, crate::http::MAX_BODY_BYTES).await {
+    let retry_after = crate::base::http::retry_after(resp.headers());
+    let bytes = match crate::base::http::read_capped(resp, crate::base::http::MAX_BODY_BYTES).await
+    {
         Ok(Body::Whole(bytes)) => bytes,
         Ok(Body::TooLarge(first)) => {
             return HttpAnswer {
@@ -718,8 +722,8 @@ async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
                 body: Some(RawBody::text(&String::from_utf8_lossy(&first))),
                 result: Err(AttemptError::TooLarge(format!(
                     "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
-                    crate::http::MAX_BODY_BYTES >> 20,
-                    crate::http::KEPT_OF_OVERSIZED >> 10
+                    crate::base::http::MAX_BODY_BYTES >> 20,
+                    crate::base::http::KEPT_OF_OVERSIZED >> 10
                 ))),
             };
         }
@@ -734,7 +738,7 @@ async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
     // What is not JSON is recorded and quoted only in part.
     let text = |bytes: &[u8]| {
         clip(
-            &String::from_utf8_lossy(crate::text::prefix_bytes_of(bytes, 16 * 1024)),
+            &String::from_utf8_lossy(crate::base::text::prefix_bytes_of(bytes, 16 * 1024)),
             4000,
         )
     };
@@ -830,7 +834,7 @@ impl ServerError {
         let as_text = error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
         let detail = error.and_then(|e| serde_json::from_str::<Detail>(e.get()).ok());
         // The server's words reach logs and terminals: no control characters.
-        let shown = |m: &str, n: usize| crate::text::printable(&clip(m, n)).into_owned();
+        let shown = |m: &str, n: usize| crate::base::text::printable(&clip(m, n)).into_owned();
         match (as_text, detail) {
             (Some(message), _) => ServerError {
                 message: shown(&message, 500),

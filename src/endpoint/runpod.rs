@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{AttemptError, Endpoint, HttpAnswer, JobInfo, RawAttempt, parse_chat, until};
-use crate::http::RawBody;
-use crate::lenient;
-use crate::text::clip;
+use crate::base::http::RawBody;
+use crate::base::lenient;
+use crate::base::text::clip;
 
 /// Consecutive failed status polls before the attempt is given up (and retried).
 const MAX_POLL_ERRORS: u32 = 5;
@@ -76,7 +76,7 @@ pub fn is_job_id(id: &str) -> bool {
 /// What one job answer means.
 pub(crate) enum Judged {
     /// The attempt is over: a chat response or why not.
-    Final(Result<crate::chat::ChatResponse, AttemptError>),
+    Final(Result<crate::wire::chat::ChatResponse, AttemptError>),
     /// Still pending; poll this id.
     Pending(String),
 }
@@ -249,7 +249,9 @@ fn polls_failed(e: AttemptError, id: &str) -> AttemptError {
 /// The chat response inside a completed job's `output`: an object, a
 /// one-element list (some workers wrap it), or a JSON string — unwrapped a
 /// few times at most, each time from its text (no tree is built).
-fn read_output(output: Option<Box<RawValue>>) -> Result<crate::chat::ChatResponse, AttemptError> {
+fn read_output(
+    output: Option<Box<RawValue>>,
+) -> Result<crate::wire::chat::ChatResponse, AttemptError> {
     let bad = |m: &str| Err(AttemptError::BadBody(m.into()));
     let mut output = output.map(RawBody::from);
     for _ in 0..4 {
@@ -309,7 +311,7 @@ fn job_error(error: Option<&RawValue>) -> String {
             Err(_) => detail(raw).unwrap_or_else(|| clip(raw, 500)),
         },
     };
-    crate::text::printable(&clip(&text, 500)).into_owned()
+    crate::base::text::printable(&clip(&text, 500)).into_owned()
 }
 
 /// Asks RunPod to cancel a pending job. Best effort: the outcome is logged.

@@ -6,6 +6,8 @@
 //! still leaves whole, parseable lines. Every line passes through the
 //! redactor first: no secret value reaches a record, whatever produced it.
 
+pub mod metrics;
+pub mod report;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -16,13 +18,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agent::expect::Verdict;
 use crate::agent::{
     Answer, AttemptFailure, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason,
     TaskEvent,
 };
+use crate::base::file::Folder;
 use crate::config::{Redactor, Secret};
-use crate::expect::Verdict;
-use crate::file::Folder;
 use crate::tools::ToolName;
 
 mod read;
@@ -100,7 +102,7 @@ pub struct ConversationLine<'a> {
     pub request: &'a Value,
     pub http_status: Option<u16>,
     /// The raw response body: JSON when it parsed, else a string.
-    pub response: Option<&'a crate::http::RawBody>,
+    pub response: Option<&'a crate::base::http::RawBody>,
     pub error: Option<&'a str>,
     /// The reply's `finish_reason`: `length` marks a reply cut at `max_tokens`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -326,9 +328,9 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Replaces `dir/name` with `bytes`, readable by its owner only (0600):
 /// through a new temporary file and a rename, so a link planted at the
-/// name is replaced, never written through ([`crate::file::replace`]).
+/// name is replaced, never written through ([`crate::base::file::replace`]).
 pub fn replace_private(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    crate::file::replace(dir, name, bytes, 0o600)
+    crate::base::file::replace(dir, name, bytes, 0o600)
 }
 
 impl RunRecord {
@@ -465,7 +467,7 @@ impl RunRecord {
             calls.push_str(&format!(
                 "\n{} more calls past the {} a reply may hold were not read",
                 r.unread_calls,
-                crate::chat::MAX_CALLS_PER_REPLY
+                crate::wire::chat::MAX_CALLS_PER_REPLY
             ));
         }
         self.log(
@@ -474,7 +476,7 @@ impl RunRecord {
                 "turn {turn}: reply ({} prompt + {} completion tokens, finish {}){cut}{recovered}{calls}",
                 r.usage.prompt_tokens,
                 r.usage.completion_tokens,
-                crate::text::printable(&crate::text::clip(r.finish_reason.unwrap_or("-"), 32)),
+                crate::base::text::printable(&crate::base::text::clip(r.finish_reason.unwrap_or("-"), 32)),
                 cut = if r.finish_reason == Some("length") {
                     "; CUT at max_tokens"
                 } else {
@@ -487,7 +489,7 @@ impl RunRecord {
     fn log_answer(&mut self, at: DateTime<Utc>, a: &Answer) {
         self.tool(&ToolLine::of(a));
         let mark = if a.is_error { "error" } else { "ok" };
-        let short = crate::text::clip(&a.text, 200);
+        let short = crate::base::text::clip(&a.text, 200);
         self.log(
             at,
             &format!("tool {} [{}] {mark}: {short}", a.name, a.call_id),

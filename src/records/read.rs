@@ -4,11 +4,11 @@
 //!
 //! - a run is the folder the listing walked (`logs/<task>/<run>/`, real
 //!   folders only), never a path rebuilt from its summary's fields;
-//! - only regular files are opened, never through a link ([`crate::file`]);
+//! - only regular files are opened, never through a link ([`crate::base::file`]);
 //! - every file has a cap, and a record over its cap is marked, not loaded;
 //! - request and response bodies stay text ([`RawValue`]) and are read into
 //!   typed fields, so a record of small values cannot grow into a tree many
-//!   times its size; where a tree is needed, [`crate::http::parse_tree`]
+//!   times its size; where a tree is needed, [`crate::base::http::parse_tree`]
 //!   bounds it;
 //! - one bad folder is reported in one line and the others are read.
 
@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::{Summary, ToolLine, failure_of};
 use crate::agent::AttemptFailure;
-use crate::file::{FileError, Folder};
+use crate::base::file::{FileError, Folder};
 
 /// `summary.json` is read up to this size.
 pub const MAX_SUMMARY_BYTES: u64 = 1 << 20;
@@ -135,16 +135,16 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
     }
     #[derive(Deserialize, Default)]
     struct MessageView {
-        #[serde(default, deserialize_with = "crate::lenient::text")]
+        #[serde(default, deserialize_with = "crate::base::lenient::text")]
         content: Option<String>,
-        #[serde(default, deserialize_with = "crate::lenient::text")]
+        #[serde(default, deserialize_with = "crate::base::lenient::text")]
         reasoning_content: Option<String>,
     }
     #[derive(Deserialize, Default)]
     struct UsageView {
-        #[serde(default, deserialize_with = "crate::lenient::count")]
+        #[serde(default, deserialize_with = "crate::base::lenient::count")]
         prompt_tokens: Option<u64>,
-        #[serde(default, deserialize_with = "crate::lenient::count")]
+        #[serde(default, deserialize_with = "crate::base::lenient::count")]
         completion_tokens: Option<u64>,
     }
     let read = |raw: &RawValue| -> Chat {
@@ -193,11 +193,11 @@ pub fn request_texts(request: &RawValue, n: usize) -> Vec<Option<String>> {
     }
     #[derive(Deserialize, Default)]
     struct MessageText {
-        #[serde(default, deserialize_with = "crate::lenient::text")]
+        #[serde(default, deserialize_with = "crate::base::lenient::text")]
         content: Option<String>,
     }
     fn first_two<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<MessageText>, D::Error> {
-        Ok(crate::lenient::first(d, 2)?.items)
+        Ok(crate::base::lenient::first(d, 2)?.items)
     }
     let mut req: Request = serde_json::from_str(request.get()).unwrap_or_default();
     if let Some(input) = req.input.take() {
@@ -214,7 +214,7 @@ struct FirstOf<T>(Option<T>);
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for FirstOf<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(FirstOf(
-            crate::lenient::first(d, 1)?.items.into_iter().next(),
+            crate::base::lenient::first(d, 1)?.items.into_iter().next(),
         ))
     }
 }

@@ -362,11 +362,11 @@ fn allowed_tool(name: &str, allowed: &[ToolName]) -> Result<ToolName, String> {
 
 /// The arguments as a JSON object (empty text is no arguments).
 fn argument_object(tool: ToolName, arguments: &str) -> Result<Map<String, Value>, String> {
-    if arguments.len() > crate::chat::MAX_ARGUMENT_BYTES {
+    if arguments.len() > crate::wire::chat::MAX_ARGUMENT_BYTES {
         return Err(format!(
             "Arguments are {} bytes; the limit is {} (1 MiB). Expected {}.",
             arguments.len(),
-            crate::chat::MAX_ARGUMENT_BYTES,
+            crate::wire::chat::MAX_ARGUMENT_BYTES,
             tool.signature()
         ));
     }
@@ -484,7 +484,9 @@ fn coerce(kind: Kind, v: &Value) -> Option<Value> {
     match (kind, v) {
         (Kind::Str, Value::String(_)) => Some(v.clone()),
         (Kind::Id, Value::String(s)) if s.trim().is_empty() => Some(v.clone()),
-        (Kind::Id, Value::String(s)) => crate::noteworx::is_path_segment(s).then(|| v.clone()),
+        (Kind::Id, Value::String(s)) => {
+            crate::tools::noteworx::client::is_path_segment(s).then(|| v.clone())
+        }
         (Kind::Str | Kind::Id, Value::Number(n)) => Some(Value::String(n.to_string())),
         (Kind::Int, Value::Number(n)) => n
             .as_u64()
@@ -687,7 +689,7 @@ fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {
 
 /// Describes a call compactly for logs and placeholders: `name {"k":"v"}`.
 pub fn describe_call(name: &str, arguments: &str) -> String {
-    format!("{name} {}", crate::text::clip(arguments, 160))
+    format!("{name} {}", crate::base::text::clip(arguments, 160))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::text::{byte_at, chars};
+use crate::base::text::{byte_at, chars};
 
 /// Strings a chat template turns into control tokens (SPEC §12.7): Gemma
 /// 4's, Gemma 3's and ChatML's. llama-server tokenizes message text with

@@ -21,8 +21,8 @@ use reqwest::redirect::Policy;
 
 use super::ToolOutput;
 use super::text::page;
+use crate::base::text::chars;
 use crate::config::WebfetchConfig;
-use crate::text::chars;
 
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;

@@ -2,8 +2,8 @@
 //! records say, where the task file goes.
 
 use agent_harness::agent::StopReason;
+use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
-use agent_harness::run::RunOutcome;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -49,7 +49,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
 
     assert_eq!(
         outcome,
-        RunOutcome::Finished(agent_harness::run::Tally {
+        RunOutcome::Finished(agent_harness::drain::Tally {
             succeeded: 1,
             ..Default::default()
         })

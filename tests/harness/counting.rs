@@ -2,8 +2,8 @@
 //! "Elision order"), against a llama-server stand-in whose `/apply-template`
 //! and `/tokenize` agree with the `usage` it reports and the window it enforces.
 
+use agent_harness::drain::replay::{ReplayOptions, replay};
 use agent_harness::records::Status;
-use agent_harness::replay::{ReplayOptions, replay};
 use serde_json::{Value, json};
 
 use crate::common::fake_noteworx::{FakeNoteworx, note};
@@ -150,7 +150,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
         &mut out,
     )
     .await;
-    let code = agent_harness::commands::replay_exit(end);
+    let code = agent_harness::app::replay_exit(end);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(code, 0, "{out}");
 }

@@ -371,14 +371,14 @@ async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() 
     let logs = project.root().join("evallogs");
     std::fs::create_dir_all(&logs).unwrap();
     std::os::unix::fs::symlink(project.root(), logs.join("b")).unwrap();
-    let opts = agent_harness::eval::EvalOptions {
+    let opts = agent_harness::drain::eval::EvalOptions {
         dir: suite,
         repeat: 1,
         concurrency: 2,
-        ..agent_harness::eval::EvalOptions::default()
+        ..agent_harness::drain::eval::EvalOptions::default()
     };
 
-    let report = agent_harness::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
+    let report = agent_harness::drain::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
         .await
         .unwrap();
 

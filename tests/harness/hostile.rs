@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
-use agent_harness::harness::Harness;
+use agent_harness::agent::deps::Harness;
+use agent_harness::drain::{RunOptions, RunOutcome, Tally};
 use agent_harness::records::Status;
-use agent_harness::run::{RunOptions, RunOutcome, Tally};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -77,7 +77,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
     project.task("c-after", "Say goodbye.");
     let cfg = project.config(&format!("{}/v1", server.uri()), "");
     let trigger = armed.clone();
-    let clock: agent_harness::harness::Clock = Arc::new(move || {
+    let clock: agent_harness::agent::deps::Clock = Arc::new(move || {
         if trigger.swap(false, Ordering::SeqCst) {
             panic!("injected: the clock broke inside a task");
         }
@@ -88,7 +88,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         .unwrap()
         .with_retry_policy(fast_retries());
 
-    let outcome = agent_harness::run::run(
+    let outcome = agent_harness::app::run_inbox(
         &cfg,
         &h,
         &RunOptions {

@@ -2,8 +2,8 @@
 //! dry runs, retryable tasks and their attempt counts, the reachability check.
 
 use agent_harness::agent::StopReason;
+use agent_harness::drain::{RunOptions, RunOutcome, Tally};
 use agent_harness::records::Status;
-use agent_harness::run::{RunOptions, RunOutcome, Tally};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -122,7 +122,7 @@ async fn a_second_run_while_the_lock_is_held_does_nothing() {
     let project = Project::new();
     project.task("t", "hi");
     let cfg = project.config(&llm.base_url(), "");
-    let _held = agent_harness::lock::RunLock::try_acquire(&cfg.paths.state_dir())
+    let _held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
         .unwrap()
         .unwrap();
 
@@ -419,7 +419,7 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
         concurrency: 1,
         ..RunOptions::default()
     };
-    let outcome = agent_harness::run::run(&cfg, &h, &opts("two"))
+    let outcome = agent_harness::app::run_inbox(&cfg, &h, &opts("two"))
         .await
         .unwrap();
     assert_eq!(outcome.exit_code(), 0);
@@ -428,11 +428,12 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
     let metrics = project.root().join("logs/agent-harness.prom");
     let figures = std::fs::read_to_string(&metrics).unwrap();
     for bad in ["../one", "a/b", "missing"] {
-        let e = agent_harness::run::run(&cfg, &h, &opts(bad))
+        let e = agent_harness::app::run_inbox(&cfg, &h, &opts(bad))
             .await
             .unwrap_err();
         assert!(
-            e.downcast_ref::<agent_harness::run::NameError>().is_some(),
+            e.downcast_ref::<agent_harness::drain::NameError>()
+                .is_some(),
             "{bad}: {e}"
         );
     }

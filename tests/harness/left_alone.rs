@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
+use agent_harness::drain::RunOptions;
 use agent_harness::records::Status;
-use agent_harness::run::RunOptions;
 use serde_json::{Value, json};
 use wiremock::{Request, Respond, ResponseTemplate};
 
@@ -524,7 +524,7 @@ fn run_task_exits_75_while_another_run_holds_the_lock() {
     let project = Project::new();
     project.write_config("http://127.0.0.1:9/v1", "");
     project.task("t", "x");
-    let _lock = agent_harness::lock::RunLock::try_acquire(&project.root().join("tasks"))
+    let _lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
         .unwrap()
         .unwrap();
     let out = bin(&project).args(["run-task", "t"]).output().unwrap();
@@ -587,13 +587,14 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
     assert_eq!(run_all(&cfg).await.exit_code(), 0);
 
     let out = project.root().join("report");
-    let (index, pages) = agent_harness::report::write(
+    let (index, pages) = agent_harness::records::report::write(
         &project.root().join("logs"),
-        &agent_harness::report::ReportOptions {
+        &agent_harness::records::report::ReportOptions {
             out: out.clone(),
             task: None,
             limit: 10,
         },
+        &mut |_| {},
     )
     .unwrap();
     assert_eq!(pages, 1);

@@ -14,9 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
+use agent_harness::app::smoke;
 use agent_harness::config::Config;
 use agent_harness::records::{Status, Summary, ToolLine};
-use agent_harness::smoke;
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -606,9 +606,9 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
 
 async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
     let mut out = Vec::new();
-    let end = agent_harness::replay::replay(
+    let end = agent_harness::drain::replay::replay(
         cfg,
-        &agent_harness::replay::ReplayOptions {
+        &agent_harness::drain::replay::ReplayOptions {
             run_dir: run.to_path_buf(),
             from_turn: None,
             live_writes: false,
@@ -616,7 +616,7 @@ async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
         &mut out,
     )
     .await;
-    let code = agent_harness::commands::replay_exit(end);
+    let code = agent_harness::app::replay_exit(end);
     (code, String::from_utf8(out).unwrap())
 }
 
@@ -650,14 +650,14 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
         ),
     );
     let h = harness(&cfg);
-    let opts = agent_harness::eval::EvalOptions {
+    let opts = agent_harness::drain::eval::EvalOptions {
         dir: suite,
         repeat: 2,
         concurrency: 1,
         ..Default::default()
     };
     let logs = project.root().join("logs/eval/e/v1");
-    let report = agent_harness::eval::run_variant(&cfg, &h, &opts, &[], &logs)
+    let report = agent_harness::drain::eval::run_variant(&cfg, &h, &opts, &[], &logs)
         .await
         .unwrap();
     let tasks: Vec<&str> = report.tasks.iter().map(|t| t.task.as_str()).collect();
@@ -700,7 +700,7 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
 async fn smoke_test_passes(cfg: &Config) {
     let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
     let mut out = Vec::new();
-    let code = agent_harness::commands::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
+    let code = agent_harness::app::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
     let out = String::from_utf8(out).unwrap();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("ok   tool result accepted"), "{out}");
@@ -764,7 +764,7 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
         .as_str()
         .unwrap_or("")
         .to_string();
-    let first_ok = agent_harness::schema::answer_json(&first).is_some_and(|v| {
+    let first_ok = agent_harness::base::schema::answer_json(&first).is_some_and(|v| {
         v.as_object()
             .is_some_and(|o| o.len() == 1 && o.get("answer").is_some_and(Value::is_string))
     });

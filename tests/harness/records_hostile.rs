@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use agent_harness::records::read_summaries;
-use agent_harness::report::{ReportOptions, write as write_report};
+use agent_harness::records::report::{ReportOptions, write as write_report};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -56,6 +56,7 @@ fn report(project: &Project) -> anyhow::Result<(PathBuf, usize)> {
             task: None,
             limit: 100,
         },
+        &mut |_| {},
     )
 }
 
@@ -498,7 +499,7 @@ proptest! {
             out: logs.join("report"),
             task: None,
             limit: 10,
-        }).unwrap();
+        }, &mut |_| {}).unwrap();
         let index = std::fs::read_to_string(index).unwrap();
         prop_assert!(index.contains("20260409T061500Z"));
     }
@@ -532,7 +533,7 @@ async fn a_diff_built_to_be_slow_is_cut_short_and_lines_are_cut_too() {
     assert!(
         text.contains("more line(s) of diff left out"),
         "{}",
-        agent_harness::text::clip(&text, 2000)
+        agent_harness::base::text::clip(&text, 2000)
     );
     assert!(
         text.lines().all(|l| l.chars().count() <= 1000),
@@ -575,7 +576,7 @@ async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
     std::fs::write(elsewhere.join("20260409T061500Z/task.md"), CANARY).unwrap();
     symlink(&elsewhere, logs(&project).join("t")).unwrap();
 
-    let root = agent_harness::file::Folder::open_root(&logs(&project)).unwrap();
+    let root = agent_harness::base::file::Folder::open_root(&logs(&project)).unwrap();
     let read = agent_harness::records::read_listed(&root, &listing.runs[0]);
 
     let e = read.unwrap_err();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::replay::{ReplayOptions, replay};
+use agent_harness::drain::replay::{ReplayOptions, replay};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -41,7 +41,7 @@ async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, Str
         &mut out,
     )
     .await;
-    let code = agent_harness::commands::replay_exit(end);
+    let code = agent_harness::app::replay_exit(end);
     (code, String::from_utf8(out).unwrap())
 }
 

@@ -1,9 +1,9 @@
 //! `test-runpod` (SPEC §2): the three steps, their exit code, and a one-line
 //! diagnosis for each misconfiguration, for both endpoint kinds.
 
+use agent_harness::app::smoke;
 use agent_harness::config::Config;
 use agent_harness::endpoint::Endpoint;
-use agent_harness::smoke;
 use serde_json::json;
 use wiremock::ResponseTemplate;
 
@@ -15,7 +15,7 @@ async fn smoke_test(cfg: &Config) -> (u8, String) {
         .unwrap()
         .with_retry_policy(fast_retries());
     let mut out = Vec::new();
-    let code = agent_harness::commands::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
+    let code = agent_harness::app::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
     (code, String::from_utf8(out).unwrap())
 }
 

@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_harness::agent::deps::{Clock, Harness};
+pub use agent_harness::app::exit::Exit;
 use agent_harness::config::Config;
+use agent_harness::drain::{RunOptions, RunOutcome};
 use agent_harness::endpoint::{Endpoint, RetryPolicy};
-use agent_harness::harness::{Clock, Harness};
 use agent_harness::records::{Summary, ToolLine};
-use agent_harness::run::{RunOptions, RunOutcome};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -419,7 +420,7 @@ pub fn harness(cfg: &Config) -> Harness {
 /// Runs the whole inbox with a fixed clock and fast retries.
 pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
     let h = harness(cfg);
-    agent_harness::run::run(cfg, &h, &opts).await.unwrap()
+    agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap()
 }
 
 pub async fn run_all(cfg: &Config) -> RunOutcome {

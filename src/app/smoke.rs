@@ -3,7 +3,7 @@
 //! answers HTTP; one short completion; one tool-call round trip (the model
 //! is made to call a tool, the result goes back, the server accepts it).
 //! A failure is diagnosed in one line naming what to fix — for a refused
-//! key or a wrong route, the same line a run stops with ([`crate::setup`]).
+//! key or a wrong route, the same line a run stops with ([`crate::config::setup`]).
 //! When noteworx is configured, one listing checks its address and token.
 
 use std::io::Write;
@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{self, Message, Sampling, Tweaks};
 use crate::config::{Config, EndpointKind, NoteworxConfig};
 use crate::endpoint::{CallError, Completion, Endpoint};
-use crate::noteworx::{NoteworxClient, NoteworxError};
-use crate::reply::{read_reply, replayed_assistant};
+use crate::tools::noteworx::client::{NoteworxClient, NoteworxError};
+use crate::wire::chat::{self, Message, Sampling, Tweaks};
+use crate::wire::reply::{read_reply, replayed_assistant};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -60,9 +60,9 @@ async fn noteworx(cfg: &NoteworxConfig) -> Steps {
             t0.elapsed().as_millis()
         )),
         Err(NoteworxError::Status { status, message })
-            if crate::setup::is_noteworx_fault(status) =>
+            if crate::config::setup::is_noteworx_fault(status) =>
         {
-            fail(crate::setup::noteworx_diagnosis(
+            fail(crate::config::setup::noteworx_diagnosis(
                 &cfg.token_env,
                 status,
                 &message,

@@ -63,7 +63,7 @@ impl Progress {
         let mut w = self.make_writer();
         let text: Vec<String> = line
             .split('\n')
-            .map(|l| crate::text::printable(l).into_owned())
+            .map(|l| crate::base::text::printable(l).into_owned())
             .collect();
         let _ = w.write_all(format!("{}\n", text.join("\n")).as_bytes());
     }
@@ -85,7 +85,7 @@ impl Progress {
     pub fn finish(&self, last_line: &str) {
         if let Some((bars, _)) = &self.live {
             let _ = bars.clear();
-            eprintln!("{last_line}");
+            let _ = writeln!(self.make_writer(), "{last_line}");
         }
     }
 }
@@ -183,7 +183,7 @@ mod tests {
         let reply = |turn, total_tokens| {
             TaskEvent::ReplyRead(crate::agent::ReplyFacts {
                 turn,
-                usage: crate::chat::Usage::default(),
+                usage: crate::wire::chat::Usage::default(),
                 total_tokens,
                 finish_reason: Some("stop"),
                 thinking: None,

@@ -36,7 +36,7 @@ impl Harness {
         }
         let noteworx = match &cfg.noteworx {
             Some(n) => Some(tools::noteworx::Noteworx {
-                client: crate::noteworx::NoteworxClient::new(n)?,
+                client: crate::tools::noteworx::client::NoteworxClient::new(n)?,
                 agent_name: n.agent_name.clone(),
                 token_env: n.token_env.clone(),
             }),

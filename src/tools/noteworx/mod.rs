@@ -6,12 +6,14 @@
 //! what to do next. Creating an attachment is idempotent across retried runs:
 //! an attachment with the same note, filename and body is not made twice.
 
+pub mod client;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 
 use super::text::page;
 use super::{Call, CallContext, ToolOutput};
-use crate::noteworx::{
+use crate::tools::noteworx::client::{
     Attachment, ListedAttachment, ListedNote, MAX_LISTED, NewAttachment, Note, NoteworxClient,
     NoteworxError,
 };
@@ -200,10 +202,10 @@ impl Noteworx {
                 None => "noteworx found nothing at that address (404).".to_string(),
             },
             NoteworxError::Status { status, message }
-                if crate::setup::noteworx_refusal_stops(*status, self.client.token_worked()) =>
+                if crate::config::setup::noteworx_refusal_stops(*status, self.client.token_worked()) =>
             {
                 let diagnosis =
-                    crate::setup::noteworx_diagnosis(&self.token_env, *status, message);
+                    crate::config::setup::noteworx_diagnosis(&self.token_env, *status, message);
                 let mut out = ToolOutput::error(format!(
                     "noteworx refused the token ({status}); the run stops so the operator can fix it."
                 ));

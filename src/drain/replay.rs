@@ -14,13 +14,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::deps::{Harness, system_clock};
 use crate::config::Config;
-use crate::endpoint::replay::{Mismatch, RecordedAttempt, Recording};
+use crate::drain::{Mode, TaskEnd, run_tasks};
+use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use crate::endpoint::{Failure, JobInfo};
-use crate::harness::{Harness, system_clock};
 use crate::inbox::InboxEntry;
 use crate::records::{RecordedLine, RecordedRun, Summary, read_run};
-use crate::run::{Mode, TaskEnd, run_tasks};
 use crate::tools::{RecordedResults, ToolOutput};
 
 /// The most memory the recorded tool details of a run may take as trees.
@@ -64,7 +64,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             let _ = writeln!(
                 out,
                 "agent-harness: not a readable run: {}",
-                crate::text::printable(&why)
+                crate::base::text::printable(&why)
             );
             return ReplayEnd::Unreadable;
         }
@@ -73,7 +73,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         let _ = writeln!(
             out,
             "agent-harness: not a readable run: {} is not in a folder named like a task",
-            crate::text::printable(&opts.run_dir.display().to_string())
+            crate::base::text::printable(&opts.run_dir.display().to_string())
         );
         return ReplayEnd::Unreadable;
     };
@@ -81,12 +81,12 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         let _ = writeln!(
             out,
             "agent-harness: not a readable run: {} has no task.md (runs recorded before replay existed cannot be replayed)",
-            crate::text::printable(&opts.run_dir.display().to_string())
+            crate::base::text::printable(&opts.run_dir.display().to_string())
         );
         return ReplayEnd::Unreadable;
     };
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
-    let of = crate::text::printable(&of).into_owned();
+    let of = crate::base::text::printable(&of).into_owned();
     let recording = Recording::new(
         recorded_attempts(&recorded),
         recorded_counts(&recorded),
@@ -106,7 +106,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         logs: cfg.paths.logs.clone(),
         replay_of: Some(of.clone()),
         today: Some(recorded.summary.started_at.date_naive()),
-        progress: crate::progress::Progress::hidden(),
+        progress: crate::display::Progress::hidden(),
     };
     let entry = InboxEntry {
         name,
@@ -168,7 +168,7 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
         attempt: l.attempt,
         request: l.request.clone(),
         http_status: l.http_status,
-        response: l.response.clone().map(crate::http::RawBody::from),
+        response: l.response.clone().map(crate::base::http::RawBody::from),
         error: l.error.clone(),
         failure: l.failure().map(Failure::from),
         retry_after: l.retry_after_ms.map(Duration::from_millis),
@@ -221,7 +221,7 @@ fn replaying_harness(
                 detail: t
                     .detail
                     .as_ref()
-                    .and_then(|d| crate::http::parse_tree(d.get(), &mut budget)),
+                    .and_then(|d| crate::base::http::parse_tree(d.get(), &mut budget)),
                 setup_fault: None,
             };
             (t.call_id.clone(), output)
@@ -246,7 +246,7 @@ fn report(
     let _ = writeln!(
         out,
         "replay of {of} → {}",
-        crate::text::printable(&format!("{}/{}", new.task, new.run_id))
+        crate::base::text::printable(&format!("{}/{}", new.task, new.run_id))
     );
     if let Some(first) = mismatches.first() {
         let _ = writeln!(
@@ -299,7 +299,7 @@ fn describe(m: &Mismatch) -> String {
                 .to_string();
             capped(&diff, MAX_DIFF_LINES)
         }
-        _ => format!("{}\n", crate::text::printable(&m.note)),
+        _ => format!("{}\n", crate::base::text::printable(&m.note)),
     }
 }
 
@@ -311,7 +311,7 @@ fn capped(text: &str, max: usize) -> String {
     for (i, line) in text.lines().enumerate() {
         if i < max {
             // A line of a recorded body can be megabytes long.
-            out.push_str(&crate::text::printable(&crate::text::clip(
+            out.push_str(&crate::base::text::printable(&crate::base::text::clip(
                 line,
                 MAX_DIFF_LINE_CHARS,
             )));

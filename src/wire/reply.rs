@@ -10,11 +10,11 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::chat::{
+use crate::config::ReplayThinking;
+use crate::wire::chat::{
     FinishReason, FunctionCall, MAX_ARGUMENT_BYTES, MAX_CALLS_PER_REPLY, Message, ResponseMessage,
     Role, ToolCall,
 };
-use crate::config::ReplayThinking;
 
 /// A model reply, read.
 #[derive(Debug, Clone, PartialEq)]
@@ -482,9 +482,9 @@ fn replayed_arguments(text: &str, room: usize) -> String {
 fn shorten_strings(v: &mut Value) {
     match v {
         Value::String(s) => {
-            let total = crate::text::chars(s);
+            let total = crate::base::text::chars(s);
             if total > SHORTENED_STRING_CHARS {
-                let cut = crate::text::byte_at(s, SHORTENED_STRING_CHARS);
+                let cut = crate::base::text::byte_at(s, SHORTENED_STRING_CHARS);
                 *s = format!(
                     "{}[… {} more characters not repeated here]",
                     &s[..cut],
@@ -506,13 +506,13 @@ fn is_object_text(text: &str) -> bool {
 
 /// `text` cut to [`MAX_REPLAYED_CHARS`], saying how much was left out.
 fn shortened(text: &str) -> String {
-    let total = crate::text::chars(text);
+    let total = crate::base::text::chars(text);
     if total <= MAX_REPLAYED_CHARS {
         return text.to_string();
     }
     format!(
         "{}\n[{} more characters of this reply are not repeated here]",
-        &text[..crate::text::byte_at(text, MAX_REPLAYED_CHARS)],
+        &text[..crate::base::text::byte_at(text, MAX_REPLAYED_CHARS)],
         total - MAX_REPLAYED_CHARS
     )
 }

@@ -12,9 +12,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::base::http::{Body, MAX_BODY_BYTES, read_capped};
+use crate::base::lenient;
 use crate::config::{NoteworxConfig, Secret};
-use crate::http::{Body, MAX_BODY_BYTES, read_capped};
-use crate::lenient;
 
 /// A note as the API returns it. Every field may be missing, and a field
 /// of the wrong kind is read as absent rather than failing the whole answer.
@@ -271,7 +271,7 @@ impl NoteworxClient {
         if let Some(bad) = segments.iter().find(|s| !is_path_segment(s)) {
             return Err(NoteworxError::BadArgument(format!(
                 "{:?} cannot be part of a noteworx address",
-                crate::text::clip(bad, 80)
+                crate::base::text::clip(bad, 80)
             )));
         }
         let mut url = self.base.clone();
@@ -361,7 +361,7 @@ async fn parse_streaming<T: DeserializeOwned + Send + 'static>(
             Err(NoteworxError::TooLarge)
         }
         Ok(Err(e)) if e.is_io() => Err(NoteworxError::Unreachable("connection dropped".into())),
-        Ok(Err(e)) => Err(NoteworxError::BadResponse(crate::text::clip(
+        Ok(Err(e)) => Err(NoteworxError::BadResponse(crate::base::text::clip(
             &e.to_string(),
             200,
         ))),
@@ -401,12 +401,12 @@ fn error_message(body: &str, status: StatusCode) -> String {
     let text = match serde_json::from_str::<ErrorBody>(body) {
         Ok(ErrorBody {
             error: Value::String(s),
-        }) => crate::text::clip(&s, 300),
-        Ok(ErrorBody { error }) => crate::text::clip(&error.to_string(), 300),
+        }) => crate::base::text::clip(&s, 300),
+        Ok(ErrorBody { error }) => crate::base::text::clip(&error.to_string(), 300),
         Err(_) => status.canonical_reason().unwrap_or("error").to_string(),
     };
     // It reaches logs and terminals too.
-    crate::text::printable(&text).into_owned()
+    crate::base::text::printable(&text).into_owned()
 }
 
 /// A short, secret-free description of a transport failure.

@@ -56,7 +56,7 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         Some(var) => format!("{var} (the variable named by {section} api_key_env)"),
         None => format!("{section} api_key_env: no key is configured, and this server wants one"),
     };
-    let answer = crate::text::printable(answer);
+    let answer = crate::base::text::printable(answer);
     match (status, setup.kind) {
         (401 | 403, _) => format!("the endpoint refused the API key ({answer}); check {key}"),
         (402, _) => format!(
@@ -87,11 +87,11 @@ pub fn noteworx_diagnosis(token_env: &str, status: u16, message: &str) -> String
     let message = if message.trim().is_empty() {
         String::new()
     } else {
-        format!(": {}", crate::text::clip(message.trim(), 200))
+        format!(": {}", crate::base::text::clip(message.trim(), 200))
     };
     format!(
         "noteworx refused the token (HTTP {status}{}); check {token_env} (the variable named by [tools.noteworx] token_env)",
-        crate::text::printable(&message)
+        crate::base::text::printable(&message)
     )
 }
 

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use crate::file::Folder;
+use crate::base::file::Folder;
+use crate::base::text::{printable, short_hash};
 use crate::records::{self, RecordedLine, RecordedRun, Status, Summary, ToolLine};
-use crate::reply::strip_thinking;
-use crate::text::{printable, short_hash};
+use crate::wire::reply::strip_thinking;
 
 /// What `report` was asked.
 #[derive(Debug, Clone)]
@@ -44,22 +44,26 @@ details{margin:.4rem 0;border:1px solid #e3e3e8;border-radius:4px;padding:.2rem 
 /// Writes `index.html` and a page per run under `opts.out`; returns the
 /// index's path and how many run pages were written. Each run is the folder
 /// the listing walked (SPEC §21); a folder that cannot be read or a page
-/// that cannot be written is skipped with a line on stderr, and the rest
-/// of the report is still written.
-pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usize)> {
+/// that cannot be written is skipped with a line given to `warn` (already
+/// made printable), and the rest of the report is still written.
+pub fn write(
+    logs: &Path,
+    opts: &ReportOptions,
+    warn: &mut dyn FnMut(String),
+) -> anyhow::Result<(PathBuf, usize)> {
     let mut listing = records::read_summaries(logs);
     if let Some(t) = &opts.task {
         listing.runs.retain(|r| &r.summary.task == t);
     }
     listing.runs.truncate(opts.limit);
     for why in &listing.skipped {
-        eprintln!("agent-harness: report: skipped {}", printable(why));
+        warn(format!("report: skipped {}", printable(why)));
     }
     for dir in &listing.incomplete {
-        eprintln!(
-            "agent-harness: report: skipped {}: no readable summary.json (a run still going, killed, or not a run)",
+        warn(format!(
+            "report: skipped {}: no readable summary.json (a run still going, killed, or not a run)",
             printable(&dir.display().to_string())
-        );
+        ));
     }
     // The output folder is opened once, its last step not through a link
     // (`logs/report` could have been planted), and every page is written
@@ -84,16 +88,16 @@ pub fn write(logs: &Path, opts: &ReportOptions) -> anyhow::Result<(PathBuf, usiz
         let page = match records::read_listed(&root, run) {
             Ok(recorded) => run_page(&recorded),
             Err(why) => {
-                eprintln!("agent-harness: report: {}", printable(&why));
+                warn(format!("report: {}", printable(&why)));
                 unreadable_page(&run.summary, &why)
             }
         };
         match runs_dir.replace(&name, page.into_string().as_bytes(), 0o600) {
             Ok(()) => pages.push((&run.summary, name)),
-            Err(e) => eprintln!(
-                "agent-harness: report: skipped {}: {e}",
+            Err(e) => warn(format!(
+                "report: skipped {}: {e}",
                 printable(&run.dir.display().to_string())
-            ),
+            )),
         }
     }
     out.replace(
@@ -402,7 +406,7 @@ fn turn_section(t: &TurnView<'_>, calls: &[&ToolLine], elided: &BTreeMap<String,
                 details.call {
                     summary {
                         (c.name) " "
-                        span.meta { (crate::text::clip(&c.arguments, 60)) } " "
+                        span.meta { (crate::base::text::clip(&c.arguments, 60)) } " "
                         span class=(if c.is_error { "failed" } else { "succeeded" }) { (if c.is_error { "error" } else { "ok" }) }
                         @if !c.executed { " " span.mark { "not run" } }
                         @if c.original_chars > c.returned_chars { " " span.mark { "cut: " (c.returned_chars) " of " (c.original_chars) " characters" } }

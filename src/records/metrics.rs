@@ -39,7 +39,9 @@ pub fn last_success(
     if exit_code == 0 {
         return Some(started.timestamp_millis() as f64 / 1000.0 + duration.as_secs_f64());
     }
-    let previous = crate::file::read_regular(path, 1024 * 1024, crate::file::Links::Refuse).ok()?;
+    let previous =
+        crate::base::file::read_regular(path, 1024 * 1024, crate::base::file::Links::Refuse)
+            .ok()?;
     String::from_utf8_lossy(&previous).lines().find_map(|l| {
         let value = l.strip_prefix(LAST_SUCCESS)?.strip_prefix(' ')?;
         value
@@ -156,7 +158,7 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         .unwrap_or_else(|| "agent-harness.prom".into());
     // The folder is the operator's (`[metrics] textfile`): a link there is
     // theirs and is followed; the file itself never is.
-    crate::file::Folder::open_root(&dir)?.replace(&name, text.as_bytes(), 0o644)
+    crate::base::file::Folder::open_root(&dir)?.replace(&name, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::base::lenient::{self, FirstOf};
 use crate::config::ModelConfig;
-use crate::lenient::{self, FirstOf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,6 +7,11 @@
 //! kill at any point leaves the task in the inbox (tried again next run)
 //! and its records readable.
 
+pub mod eval;
+pub mod folders;
+pub mod lock;
+pub mod replay;
+
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -16,13 +21,13 @@ use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::agent::deps::Harness;
+use crate::agent::expect::{self, Evidence, Verdict};
 use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskInput, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
-use crate::expect::{self, Evidence, Verdict};
-use crate::harness::Harness;
+use crate::display::Progress;
+use crate::drain::lock::RunLock;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
-use crate::lock::RunLock;
-use crate::progress::Progress;
 use crate::records::{RunRecord, Status, Summary};
 use crate::tools::{ToolName, Toolbox};
 
@@ -104,21 +109,6 @@ pub enum RunOutcome {
     Finished(Tally),
 }
 
-impl RunOutcome {
-    /// The process exit code (SPEC §2).
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunOutcome::Locked { wanted: None } => 0,
-            RunOutcome::Locked { wanted: Some(_) } => 75,
-            RunOutcome::Unreachable(_) => 75,
-            RunOutcome::Finished(t) if t.setup_fault.is_some() => 2,
-            RunOutcome::Finished(t) if t.failed > 0 => 1,
-            RunOutcome::Finished(t) if t.retry_later + t.interrupted + t.not_started > 0 => 75,
-            RunOutcome::Finished(_) => 0,
-        }
-    }
-}
-
 /// A usage or configuration error found while running (exit 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -152,26 +142,29 @@ pub enum TaskEnd {
     Broken { task: String },
 }
 
-pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
+/// A whole run as it ended: the outcome, or the error that stopped it,
+/// and the figures the metrics textfile is made of.
+pub struct RunEnd {
+    pub result: anyhow::Result<RunOutcome>,
+    pub started: chrono::DateTime<chrono::Utc>,
+    pub duration: std::time::Duration,
+    /// The summaries of the tasks filed in this run.
+    pub summaries: Vec<Summary>,
+}
+
+/// Runs the inbox (or `opts.only`) as `opts` says.
+pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> RunEnd {
     let (started, t0) = ((h.clock)(), Instant::now());
     let (result, summaries) = match drain_inbox(cfg, h, opts).await {
         Ok((outcome, summaries)) => (Ok(outcome), summaries),
         Err(e) => (Err(e), Vec::new()),
     };
-    let exit_code = match &result {
-        // The run holding the lock writes the figures.
-        Ok(RunOutcome::Locked { .. }) => None,
-        Err(e) if e.downcast_ref::<NameError>().is_some() => None,
-        Ok(outcome) => Some(outcome.exit_code()),
-        Err(e) if e.downcast_ref::<UsageError>().is_some() => Some(2),
-        Err(_) => Some(1),
-    };
-    if let Some(exit_code) = exit_code
-        && !opts.dry_run
-    {
-        write_metrics(cfg, started, t0.elapsed(), exit_code, &summaries);
+    RunEnd {
+        result,
+        started,
+        duration: t0.elapsed(),
+        summaries,
     }
-    result
 }
 
 /// The run itself: folders, lock, listing, reachability, tasks.
@@ -180,7 +173,7 @@ async fn drain_inbox(
     h: &Harness,
     opts: &RunOptions,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
-    crate::folders::prepare(cfg).map_err(UsageError)?;
+    crate::drain::folders::prepare(cfg).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
     let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
         let wanted = opts.only.clone();
@@ -256,29 +249,6 @@ async fn drain(
         })
         .collect();
     (RunOutcome::Finished(tally), summaries)
-}
-
-/// The Prometheus textfile of this run, when `[metrics] textfile` is set.
-fn write_metrics(
-    cfg: &Config,
-    started: chrono::DateTime<chrono::Utc>,
-    duration: std::time::Duration,
-    exit_code: u8,
-    summaries: &[Summary],
-) {
-    let Some(path) = &cfg.metrics_textfile else {
-        return;
-    };
-    let text = crate::metrics::render(&crate::metrics::RunFacts {
-        started,
-        duration,
-        exit_code,
-        summaries,
-        last_success: crate::metrics::last_success(path, started, duration, exit_code),
-    });
-    if let Err(e) = crate::metrics::write(path, &text) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");
-    }
 }
 
 /// Runs `entries` (up to `concurrency` at once) as `mode` says, each from
@@ -838,8 +808,8 @@ pub fn check_inbox(
     let mut report = CheckReport {
         config_problems: Toolbox::unknown_profile_tools(cfg)
             .into_iter()
-            .chain(crate::folders::check_inbox(&cfg.paths.inbox).err())
-            .chain(crate::folders::unwritable(cfg, true))
+            .chain(crate::drain::folders::check_inbox(&cfg.paths.inbox).err())
+            .chain(crate::drain::folders::unwritable(cfg, true))
             .map(in_config)
             .collect(),
         config_warnings: Toolbox::unoffered_profile_tools(cfg)
@@ -848,7 +818,7 @@ pub fn check_inbox(
             .collect(),
         ..CheckReport::default()
     };
-    if crate::folders::check_inbox(&cfg.paths.inbox).is_ok()
+    if crate::drain::folders::check_inbox(&cfg.paths.inbox).is_ok()
         && let Err(e) = check_tasks(cfg, offered, today, &mut report)
     {
         report
@@ -872,7 +842,7 @@ fn check_tasks(
     report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
         format!(
             "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder)",
-            crate::text::printable(&p.display().to_string())
+            crate::base::text::printable(&p.display().to_string())
         )
     }));
     let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);

@@ -11,11 +11,11 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::agent::deps::Harness;
 use crate::config::Config;
-use crate::harness::Harness;
+use crate::drain::{Mode, TaskEnd, run_tasks};
 use crate::inbox;
 use crate::records::{Status, Summary};
-use crate::run::{Mode, TaskEnd, run_tasks};
 
 /// What `eval` was asked.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +29,7 @@ pub struct EvalOptions {
     pub matrix: Vec<(String, Vec<String>)>,
     pub live_writes: bool,
     /// The live lines on a terminal.
-    pub progress: crate::progress::Progress,
+    pub progress: crate::display::Progress,
 }
 
 /// The config overrides of each variant: the `--set` pairs, then one value
@@ -274,7 +274,7 @@ pub async fn run_variant(
         .iter()
         .find(|s| s.stop_reason == crate::agent::StopReason::SetupFault)
     {
-        return Err(crate::run::UsageError(format!(
+        return Err(crate::drain::UsageError(format!(
             "setup fault, the eval stopped: {}",
             fault.error.as_deref().unwrap_or("")
         ))
@@ -350,7 +350,7 @@ pub fn table(report: &Report) -> String {
     };
     let header = keep(header.iter().map(|h| h.to_string()).collect());
     let rows: Vec<Vec<String>> = rows.into_iter().map(keep).collect();
-    crate::text::table(&header, &rows)
+    crate::base::text::table(&header, &rows)
 }
 
 fn task_cells(t: &TaskRow, variant: &str) -> Vec<String> {

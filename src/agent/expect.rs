@@ -75,7 +75,7 @@ fn verdict(check: &str, ok: bool, detail: String) -> Verdict {
 }
 
 fn answer_verdict(pattern: &str, answer: Option<&str>) -> Verdict {
-    let shown = crate::text::clip(pattern, 80);
+    let shown = crate::base::text::clip(pattern, 80);
     match (answer_pattern(pattern), answer) {
         (Err(e), _) => verdict("answer_matches", false, e),
         (Ok(_), None) => verdict("answer_matches", false, "there is no final answer".into()),

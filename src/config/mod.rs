@@ -6,6 +6,8 @@
 //! Nothing here reads the process environment directly: callers pass an
 //! `env` lookup, so tests never mutate global state.
 
+pub mod setup;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -171,7 +173,7 @@ pub struct AgentProfile {
     pub max_tokens: Option<u32>,
     pub answer_style: Option<AnswerStyle>,
     pub max_writes: Option<u32>,
-    pub output_schema: Option<crate::schema::OutputSchema>,
+    pub output_schema: Option<crate::base::schema::OutputSchema>,
 }
 
 /// The placeholders a role prompt may hold.
@@ -871,7 +873,7 @@ fn key_line(text: &str, path: &[&str]) -> Option<usize> {
         }
     }
     let (key, _) = table.get_key_value(*last)?;
-    Some(crate::text::line_of(text, key.span().start))
+    Some(crate::base::text::line_of(text, key.span().start))
 }
 
 /// Deserializes TOML text; `Err` is `(line, message naming the key)`.
@@ -879,10 +881,10 @@ pub fn deserialize_toml<T: serde::de::DeserializeOwned>(
     text: &str,
 ) -> Result<T, (Option<usize>, String)> {
     let de = toml::Deserializer::parse(text).map_err(|e| {
-        let line = e.span().map(|s| crate::text::line_of(text, s.start));
+        let line = e.span().map(|s| crate::base::text::line_of(text, s.start));
         (line, e.message().trim().to_string())
     })?;
-    serde_path_to_error::deserialize(de).map_err(|e| crate::text::toml_problem(&e, text))
+    serde_path_to_error::deserialize(de).map_err(|e| crate::base::text::toml_problem(&e, text))
 }
 
 /// Reads the secret named by a `*_env` setting: the environment variable,
@@ -1034,7 +1036,7 @@ fn resolve_agents(
             check_finite(&format!("{at} top_p"), a.top_p)?;
             let output_schema = a
                 .output_schema
-                .map(|p| crate::schema::OutputSchema::load(&resolve_file(base, &p)))
+                .map(|p| crate::base::schema::OutputSchema::load(&resolve_file(base, &p)))
                 .transpose()
                 .map_err(|e| format!("{at} output_schema: {e}"))?;
             let profile = AgentProfile {
@@ -1554,7 +1556,7 @@ mod tests {
 
     #[test]
     fn the_shipped_example_config_is_valid_and_documents_every_section() {
-        let text = include_str!("../config/agent.toml.example");
+        let text = include_str!("../../config/agent.toml.example");
         let c = parse(text).unwrap();
         assert_eq!(c.endpoint.base_url, "https://api.runpod.ai/v2/abc123xyz");
         assert_eq!(c.limits, Limits::default());

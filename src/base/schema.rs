@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::file::{FileError, Links, read_regular};
+use crate::base::file::{FileError, Links, read_regular};
 
 /// The largest schema file read.
 const MAX_SCHEMA_BYTES: u64 = 1024 * 1024;
@@ -92,7 +92,7 @@ impl OutputSchema {
                     at.to_string()
                 };
                 // The error quotes the value, which may be the whole answer.
-                crate::text::clip(&format!("at {at}: {e}"), 300)
+                crate::base::text::clip(&format!("at {at}: {e}"), 300)
             })
             .collect();
         if errors.is_empty() {

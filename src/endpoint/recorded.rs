@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::{AttemptError, Failure, JobInfo, RawAttempt, ServerError, parse_chat, runpod};
-use crate::http::RawBody;
+use crate::base::http::RawBody;
 
 /// The most memory one recorded request may take as a tree to be compared.
 const MAX_REQUEST_TREE_BYTES: usize = 256 << 20;
@@ -173,7 +173,7 @@ pub(crate) fn answer(
     // A record is input too (SPEC §21): its request becomes a tree only
     // within a budget, one at a time.
     let mut budget = MAX_REQUEST_TREE_BYTES;
-    match crate::http::parse_tree(a.request.get(), &mut budget) {
+    match crate::base::http::parse_tree(a.request.get(), &mut budget) {
         Some(recorded) => {
             let (recorded, now) = (without_seed(&recorded), without_seed(sent));
             if recorded != now {
@@ -222,7 +222,7 @@ pub(crate) fn not_recorded(why: &str) -> RawAttempt {
 fn judge(
     a: &RecordedAttempt,
     runpod_kind: bool,
-) -> Result<crate::chat::ChatResponse, AttemptError> {
+) -> Result<crate::wire::chat::ChatResponse, AttemptError> {
     let error = || a.error.clone().unwrap_or_default();
     match a.failure {
         None if runpod_kind => match runpod::judge(a.response.as_ref(), &mut JobInfo::default()) {

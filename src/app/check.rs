@@ -1,0 +1,48 @@
+//! `check`: the config and every inbox task, read as a run would read
+//! them, with nothing run and nothing moved.
+
+use super::exit;
+use crate::agent::deps::system_clock;
+use crate::config::Config;
+use crate::drain;
+use crate::tools::Toolbox;
+
+pub(super) fn check_command(cfg: &Config) -> u8 {
+    let offered = Toolbox::offered_by(cfg);
+    match drain::check_inbox(cfg, &offered, (system_clock())().date_naive()) {
+        Ok(report) => {
+            for line in report
+                .config_problems
+                .iter()
+                .chain(&report.problems)
+                .chain(&report.config_warnings)
+                .chain(&report.warnings)
+            {
+                println!("{}", crate::base::text::printable(line));
+            }
+            let config = match (report.config_problems.len(), report.config_warnings.len()) {
+                (0, 0) => "config ok".to_string(),
+                (0, w) => format!("config ok with {w} warning(s)"),
+                (n, _) => format!("{n} config problem(s)"),
+            };
+            println!(
+                "{}: {config}; {} task file(s), {} with problems, {} with warnings",
+                cfg.path.display(),
+                report.tasks,
+                report.problems.len(),
+                report.warnings.len()
+            );
+            if !report.config_problems.is_empty() {
+                exit::USAGE
+            } else if report.problems.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            }
+        }
+        Err(e) => {
+            eprintln!("agent-harness: {e:#}");
+            exit::FAILED
+        }
+    }
+}

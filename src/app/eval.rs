@@ -1,0 +1,153 @@
+//! `eval`: the suite's configs (with `--set` and `--matrix`), one harness
+//! per variant, the runs, and the table or JSON.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::cli::Command;
+use tokio_util::sync::CancellationToken;
+
+use super::cli::Cli;
+use super::config_error;
+use super::exit;
+use super::run::watch_signals;
+use crate::agent::deps::{Harness, system_clock};
+use crate::config::Config;
+use crate::display::Progress;
+use crate::drain::UsageError;
+
+/// The suite must hold task files; each variant's config must load.
+/// `Err` is the exit code (2).
+fn eval_configs(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    opts: &crate::drain::eval::EvalOptions,
+    progress: &Progress,
+) -> Result<Vec<Variant>, u8> {
+    match crate::inbox::list(&opts.dir) {
+        Ok(tasks) if !tasks.is_empty() => {}
+        Ok(_) => {
+            progress.eprintln(&format!(
+                "agent-harness: no *.md task files in {}",
+                opts.dir.display()
+            ));
+            return Err(exit::USAGE);
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return Err(exit::USAGE);
+        }
+    }
+    let variants = crate::drain::eval::variants(opts).map_err(|e| {
+        progress.eprintln(&format!("agent-harness: {e}"));
+        exit::USAGE
+    })?;
+    variants
+        .into_iter()
+        .map(|set| match Config::load_with(path, env, &set) {
+            Ok(c) => Ok((set, c)),
+            Err(e) => Err(config_error(&e)),
+        })
+        .collect()
+}
+
+/// A harness per variant, each endpoint checked first: `Err` is the exit
+/// code (75 when one does not answer, so nothing is run).
+async fn eval_harnesses(
+    configs: &[Variant],
+    cancel: &CancellationToken,
+    progress: &Progress,
+) -> Result<Vec<Harness>, u8> {
+    let mut harnesses = Vec::new();
+    for (_, cfg) in configs {
+        let h = Harness::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::USAGE
+        })?;
+        if let Err(why) = h.endpoint.ping().await {
+            progress.eprintln(&format!(
+                "agent-harness: the endpoint is unreachable, nothing was run: {why}"
+            ));
+            return Err(exit::TEMPFAIL);
+        }
+        harnesses.push(h);
+    }
+    Ok(harnesses)
+}
+
+/// `eval DIR`: the suite once per variant of the config, then the table
+/// (or the JSON report). Records go to `<logs>/eval/<eval_id>/v<k>/`.
+pub(super) async fn eval_command(
+    cli: &Cli,
+    cfg: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: &Progress,
+    out: &mut dyn Write,
+) -> u8 {
+    let Command::Eval {
+        dir,
+        repeat,
+        concurrency,
+        sets,
+        matrix,
+        live_writes,
+        json,
+    } = &cli.command
+    else {
+        return exit::USAGE;
+    };
+    let opts = crate::drain::eval::EvalOptions {
+        dir: dir.clone(),
+        repeat: *repeat,
+        concurrency: concurrency.map_or(cfg.limits.concurrency, usize::from),
+        sets: sets.clone(),
+        matrix: matrix.clone(),
+        live_writes: *live_writes,
+        progress: progress.clone(),
+    };
+    let configs = match eval_configs(&cli.config, env, &opts, progress) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(watch_signals(cancel.clone()));
+    let harnesses = match eval_harnesses(&configs, &cancel, progress).await {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let eval_dir = match crate::drain::eval::create_eval_dir(&cfg.paths.logs, (system_clock())()) {
+        Ok(d) => d,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::FAILED;
+        }
+    };
+    let mut variants = Vec::new();
+    for (k, ((set, cfg), h)) in configs.iter().zip(&harnesses).enumerate() {
+        let logs = eval_dir.join(format!("v{}", k + 1));
+        match crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await {
+            Ok(v) => variants.push(v),
+            Err(e) => {
+                progress.eprintln(&format!("agent-harness: {e:#}"));
+                return if e.downcast_ref::<UsageError>().is_some() {
+                    exit::USAGE
+                } else {
+                    exit::FAILED
+                };
+            }
+        }
+    }
+    let report = crate::drain::eval::Report {
+        eval_id: eval_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        repeat: opts.repeat,
+        variants,
+    };
+    crate::drain::eval::write_report(&eval_dir, &report, *json, out);
+    exit::OK
+}
+
+/// One eval variant: its `KEY=VALUE` overrides and the config they give.
+type Variant = (Vec<(String, String)>, Config);

@@ -1,0 +1,182 @@
+//! The commands (SPEC §2): each reads the config, does its work, and
+//! returns the process exit code. `main.rs` calls [`main`].
+
+// The one room that prints: every other reports through values, tracing
+// or the display it is handed (the crate root denies print macros).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod check;
+pub mod cli;
+mod eval;
+pub mod exit;
+mod logs;
+mod run;
+pub mod smoke;
+
+use check::check_command;
+use eval::eval_command;
+pub use exit::{replay_exit, smoke_exit};
+use logs::logs_command;
+use run::run_command;
+pub use run::run_inbox;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::app::cli::{Cli, Command};
+use crate::config;
+use crate::config::{Config, ConfigError};
+use crate::display::Progress;
+use crate::drain::RunOptions;
+use crate::endpoint::Endpoint;
+
+/// Runs a parsed command line and returns the process exit code;
+/// `progress` is the live display the binary set up (also its log writer).
+pub fn main(cli: Cli, progress: Progress) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Blocking threads parse noteworx answers as they stream; the
+        // systemd unit's TasksMax= leaves room for this many.
+        .max_blocking_threads(64)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agent-harness: cannot start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let code = runtime.block_on(dispatch(cli, &env, progress));
+    // Work a server could still be holding up (a body streaming to a
+    // parser) never delays the exit: the records are written by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+async fn dispatch(
+    cli: Cli,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    progress: Progress,
+) -> u8 {
+    let logs_only = matches!(cli.command, Command::Runs { .. } | Command::Report { .. });
+    let cfg = match load_config(&cli, env) {
+        Ok(c) => c,
+        Err(e) if logs_only && !cli.config.exists() => {
+            // Without a config they read ./logs.
+            tracing::debug!(error = %e, "no config; reading ./logs");
+            return logs_command(Path::new("logs"), &cli.command);
+        }
+        Err(e) => return config_error(&e),
+    };
+    progress.redact_with(cfg.redactor());
+    let stdout = || Redacting {
+        inner: std::io::stdout(),
+        redactor: cfg.redactor(),
+    };
+    match &cli.command {
+        Command::Run {
+            concurrency,
+            dry_run,
+        } => {
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: concurrency
+                    .map(usize::from)
+                    .unwrap_or(cfg.limits.concurrency),
+                only: None,
+                progress: progress.clone(),
+            };
+            run_command(&cfg, opts, progress).await
+        }
+        Command::RunTask { name, dry_run } => {
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: 1,
+                only: Some(name.clone()),
+                progress: progress.clone(),
+            };
+            run_command(&cfg, opts, progress).await
+        }
+        Command::Check => check_command(&cfg),
+        Command::Replay {
+            run_dir,
+            from_turn,
+            live_writes,
+        } => {
+            let opts = crate::drain::replay::ReplayOptions {
+                run_dir: run_dir.clone(),
+                from_turn: *from_turn,
+                live_writes: *live_writes,
+            };
+            replay_exit(crate::drain::replay::replay(&cfg, &opts, &mut stdout()).await)
+        }
+        Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
+        Command::Runs { .. } | Command::Report { .. } => {
+            logs_command(&cfg.paths.logs, &cli.command)
+        }
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
+            Ok(ep) => smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut stdout()).await),
+            Err(e) => {
+                progress.eprintln(&format!("agent-harness: {e:#}"));
+                exit::FAILED
+            }
+        },
+    }
+}
+
+/// The config: `runs` and `report` read only the logs folder, and a replay
+/// without `--from-turn` contacts nothing, so none of them needs a secret.
+fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let offline = matches!(
+        cli.command,
+        Command::Runs { .. }
+            | Command::Report { .. }
+            | Command::Replay {
+                from_turn: None,
+                ..
+            }
+    );
+    let mut cfg = if offline {
+        Config::load_offline(&cli.config, env)
+    } else {
+        Config::load(&cli.config, env)
+    }?;
+    // Every line printed while an eval runs is redacted of its secret values.
+    if let Command::Eval { sets, matrix, .. } = &cli.command {
+        let pairs: Vec<(String, String)> = sets
+            .iter()
+            .cloned()
+            .chain(
+                matrix
+                    .iter()
+                    .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone()))),
+            )
+            .collect();
+        cfg.setting_secrets = config::setting_secrets(&pairs);
+    }
+    Ok(cfg)
+}
+
+fn config_error(e: &ConfigError) -> u8 {
+    eprintln!("agent-harness: configuration error: {e}");
+    exit::USAGE
+}
+
+/// A writer that redacts every secret from what passes through it.
+struct Redacting<W> {
+    inner: W,
+    redactor: config::Redactor,
+}
+
+impl<W: Write> Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.inner
+            .write_all(self.redactor.redact_str(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}

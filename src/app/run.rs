@@ -1,0 +1,102 @@
+//! `run` and `run-task`: the drain under signal handling, its last line,
+//! its exit code, and the metrics textfile that records both.
+
+use tokio_util::sync::CancellationToken;
+
+use super::exit::{self, Exit};
+use crate::agent::deps::{Harness, system_clock};
+use crate::config::Config;
+use crate::display::Progress;
+use crate::drain::{self, NameError, RunEnd, RunOptions, RunOutcome, lock};
+use crate::records::metrics;
+
+pub(super) async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
+    let cancel = CancellationToken::new();
+    let harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::USAGE;
+        }
+    };
+    tokio::spawn(watch_signals(cancel));
+    let started = std::time::Instant::now();
+    match run_inbox(cfg, &harness, &opts).await {
+        Ok(outcome) => {
+            match &outcome {
+                RunOutcome::Locked { wanted } => progress.eprintln(&format!(
+                    "agent-harness: another run holds the lock {}; {}",
+                    lock::RunLock::path(&cfg.paths.state_dir()).display(),
+                    match wanted {
+                        Some(name) => format!("task {name:?} did not run: try again when it ends"),
+                        None => "nothing to do".into(),
+                    }
+                )),
+                RunOutcome::Unreachable(why) => progress.eprintln(&format!(
+                    "agent-harness: the endpoint is unreachable, no task was touched: {why}"
+                )),
+                RunOutcome::Finished(tally) => progress.finish(&tally.describe(started.elapsed())),
+            }
+            outcome.exit_code()
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::run_error(&e)
+        }
+    }
+}
+
+/// Drains the inbox as `opts` says and, unless it is a dry run, writes the
+/// metrics textfile with the run's exit code. The run that found the lock
+/// taken writes nothing (the run holding it will), nor does a `run-task`
+/// name typed wrong at a prompt: that is no run of the unattended setup.
+pub async fn run_inbox(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
+    let end = drain::run(cfg, h, opts).await;
+    let code = match &end.result {
+        Ok(RunOutcome::Locked { .. }) => None,
+        Err(e) if e.downcast_ref::<NameError>().is_some() => None,
+        Ok(outcome) => Some(outcome.exit_code()),
+        Err(e) => Some(exit::run_error(e)),
+    };
+    if let Some(code) = code
+        && !opts.dry_run
+    {
+        write_metrics(cfg, &end, code);
+    }
+    end.result
+}
+
+/// The Prometheus textfile of this run, when `[metrics] textfile` is set.
+fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8) {
+    let Some(path) = &cfg.metrics_textfile else {
+        return;
+    };
+    let text = metrics::render(&metrics::RunFacts {
+        started: end.started,
+        duration: end.duration,
+        exit_code,
+        summaries: &end.summaries,
+        last_success: metrics::last_success(path, end.started, end.duration, exit_code),
+    });
+    if let Err(e) = metrics::write(path, &text) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");
+    }
+}
+
+/// First SIGINT / SIGTERM: stop starting work and cancel what runs. Second: leave now.
+pub(super) async fn watch_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::warn!("signal received: finishing records and leaving running tasks in the inbox");
+    cancel.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    eprintln!("agent-harness: second signal, exiting at once");
+    std::process::exit(i32::from(exit::TEMPFAIL));
+}
