@@ -1,0 +1,125 @@
+//! `[limits]` and the floors and ceilings of every number a person sets
+//! (SPEC §12.2).
+
+use serde::Deserialize;
+
+/// `[limits]`: the bounds every task runs within. Each has a floor and a
+/// ceiling ([`bounds`]); a value outside them is a configuration error.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Model calls per task.
+    pub max_turns: u32,
+    /// Wall-clock seconds per task, retries and polling included.
+    pub max_wall_secs: u64,
+    /// Prompt + completion tokens summed over a task.
+    pub max_total_tokens: u64,
+    /// Every tool result is cut to this many characters, with a note.
+    pub max_tool_result_chars: usize,
+    /// The model's context window in tokens; 0 = ask the server or do not manage.
+    pub context_tokens: u32,
+    /// Tasks run at once.
+    pub concurrency: usize,
+    /// Runs a retryable task gets before it moves to `failed/`.
+    pub max_attempts: u32,
+    /// Tool calls run from one reply; the rest are answered "not run".
+    pub max_calls_per_turn: u32,
+    /// Write-tool calls run per task; the rest are answered "not run".
+    pub max_writes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_turns: 8,
+            max_wall_secs: 600,
+            max_total_tokens: 60_000,
+            max_tool_result_chars: 6000,
+            context_tokens: 8192,
+            concurrency: 1,
+            max_attempts: 3,
+            max_calls_per_turn: 8,
+            max_writes: 5,
+        }
+    }
+}
+
+/// Floors and ceilings of every number a person sets (SPEC §12.2), as
+/// inclusive `(min, max)` pairs. The config refuses a value outside them
+/// (exit 2); a task file doing so is an invalid task.
+pub mod bounds {
+    pub const MAX_TURNS: (u64, u64) = (1, 1000);
+    pub const MAX_WALL_SECS: (u64, u64) = (1, 86_400);
+    pub const MAX_TOTAL_TOKENS: (u64, u64) = (1, 1_000_000_000);
+    pub const MAX_TOKENS: (u64, u64) = (1, 1_000_000);
+    pub const MAX_TOOL_RESULT_CHARS: (u64, u64) = (200, 1_000_000);
+    pub const CONTEXT_TOKENS: (u64, u64) = (0, 10_000_000);
+    pub const CONCURRENCY: (u64, u64) = (1, 256);
+    pub const MAX_ATTEMPTS: (u64, u64) = (1, 100);
+    pub const MAX_CALLS_PER_TURN: (u64, u64) = (1, 64);
+    pub const MAX_WRITES: (u64, u64) = (0, 1000);
+    pub const TIMEOUT_SECS: (u64, u64) = (1, 3600);
+    pub const POLL_INTERVAL_MS: (u64, u64) = (50, 60_000);
+    /// `[tools.webfetch] max_bytes`: no page is read past what an endpoint body may hold.
+    pub const WEBFETCH_MAX_BYTES: (u64, u64) = (1024, 32 * 1024 * 1024);
+}
+
+/// `Err` names `key` when `value` is outside `(min, max)`.
+pub fn check_range(key: &str, value: u64, (min, max): (u64, u64)) -> Result<(), String> {
+    if value < min {
+        Err(format!("{key} = {value} is below its minimum, {min}"))
+    } else if value > max {
+        Err(format!("{key} = {value} is above its ceiling, {max}"))
+    } else {
+        Ok(())
+    }
+}
+
+/// `Err` names `key` when `value` is `nan` or infinite.
+pub fn check_finite(key: &str, value: Option<f64>) -> Result<(), String> {
+    match value {
+        Some(v) if !v.is_finite() => Err(format!("{key} = {v} is not a finite number")),
+        _ => Ok(()),
+    }
+}
+
+impl Limits {
+    /// Every limit within its bounds; `Err` names the first that is not.
+    pub(super) fn check(&self) -> Result<(), String> {
+        let u = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        for (key, value, range) in [
+            ("max_turns", u64::from(self.max_turns), bounds::MAX_TURNS),
+            ("max_wall_secs", self.max_wall_secs, bounds::MAX_WALL_SECS),
+            (
+                "max_total_tokens",
+                self.max_total_tokens,
+                bounds::MAX_TOTAL_TOKENS,
+            ),
+            (
+                "max_tool_result_chars",
+                u(self.max_tool_result_chars),
+                bounds::MAX_TOOL_RESULT_CHARS,
+            ),
+            (
+                "context_tokens",
+                u64::from(self.context_tokens),
+                bounds::CONTEXT_TOKENS,
+            ),
+            ("concurrency", u(self.concurrency), bounds::CONCURRENCY),
+            (
+                "max_attempts",
+                u64::from(self.max_attempts),
+                bounds::MAX_ATTEMPTS,
+            ),
+            (
+                "max_calls_per_turn",
+                u64::from(self.max_calls_per_turn),
+                bounds::MAX_CALLS_PER_TURN,
+            ),
+            ("max_writes", u64::from(self.max_writes), bounds::MAX_WRITES),
+        ] {
+            check_range(&format!("[limits] {key}"), value, range)?;
+        }
+        Ok(())
+    }
+}

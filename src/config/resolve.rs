@@ -1,0 +1,259 @@
+//! From raw sections to the resolved [`Config`](super::Config) parts:
+//! defaults applied, paths made absolute, URLs and hosts checked, secrets
+//! read through [`Secrets`].
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::raw::*;
+use super::secrets::Secrets;
+use super::*;
+
+/// Request fields the harness owns; `[model.extra]` may not set them.
+pub(super) const RESERVED_EXTRA_KEYS: &[&str] =
+    &["messages", "tools", "stream", "chat_template_kwargs"];
+
+pub(super) fn resolve_endpoint(
+    endpoint: &RawEndpoint,
+    runpod: &RawRunpod,
+    openai: &RawOpenai,
+    secrets: &Secrets<'_>,
+) -> Result<EndpointConfig, String> {
+    match endpoint.kind {
+        EndpointKind::Openai => {
+            let o = openai;
+            if o.base_url.trim().is_empty() {
+                return Err("[openai] base_url is required when [endpoint] kind = \"openai\" (for llama-server: \"http://127.0.0.1:8080/v1\")".into());
+            }
+            check_http_url(&o.base_url, "[openai] base_url")?;
+            check_range(
+                "[openai] request_timeout_secs",
+                o.request_timeout_secs,
+                bounds::TIMEOUT_SECS,
+            )?;
+            Ok(EndpointConfig {
+                kind: EndpointKind::Openai,
+                base_url: o.base_url.trim().trim_end_matches('/').to_string(),
+                api_key: secrets.read("openai", "api_key_env", &o.api_key_env)?,
+                api_key_env: o.api_key_env.clone(),
+                model: Some(o.model.clone()).filter(|m| !m.is_empty()),
+                request_timeout_secs: o.request_timeout_secs,
+                poll_interval_ms: 0,
+            })
+        }
+        EndpointKind::Runpod => {
+            let r = runpod;
+            let base_url = if !r.endpoint_url.trim().is_empty() {
+                check_http_url(&r.endpoint_url, "[runpod] endpoint_url")?;
+                r.endpoint_url.trim().trim_end_matches('/').to_string()
+            } else if !r.endpoint_id.trim().is_empty() {
+                check_http_url(&r.base_url, "[runpod] base_url")?;
+                let id = r.endpoint_id.trim();
+                if id.contains(['/', '?', '#']) || id == "." || id == ".." {
+                    return Err(format!(
+                        "[runpod] endpoint_id {id:?} must be a bare id, not a URL or path (use endpoint_url for a full URL)"
+                    ));
+                }
+                format!("{}/{}", r.base_url.trim().trim_end_matches('/'), id)
+            } else {
+                return Err("[runpod] endpoint_id (or endpoint_url) is required when [endpoint] kind = \"runpod\"; for a llama-server reached directly set [endpoint] kind = \"openai\"".into());
+            };
+            check_range(
+                "[runpod] request_timeout_secs",
+                r.request_timeout_secs,
+                bounds::TIMEOUT_SECS,
+            )?;
+            check_range(
+                "[runpod] poll_interval_ms",
+                r.poll_interval_ms,
+                bounds::POLL_INTERVAL_MS,
+            )?;
+            Ok(EndpointConfig {
+                kind: EndpointKind::Runpod,
+                base_url,
+                api_key: secrets.read("runpod", "api_key_env", &r.api_key_env)?,
+                api_key_env: r.api_key_env.clone(),
+                model: None,
+                request_timeout_secs: r.request_timeout_secs,
+                poll_interval_ms: r.poll_interval_ms,
+            })
+        }
+    }
+}
+
+/// `p` made absolute against the config file's folder.
+pub fn resolve_file(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+pub(super) fn resolve_paths(raw: &RawPaths, base: &Path) -> Paths {
+    let resolve = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+    Paths {
+        inbox: resolve(&raw.inbox),
+        done: resolve(&raw.done),
+        failed: resolve(&raw.failed),
+        logs: resolve(&raw.logs),
+    }
+}
+
+pub(super) fn resolve_model(m: RawModel, context_tokens: u32) -> Result<ModelConfig, String> {
+    check_range(
+        "[model] max_tokens",
+        u64::from(m.max_tokens),
+        bounds::MAX_TOKENS,
+    )?;
+    check_finite("[model] temperature", m.temperature)?;
+    check_finite("[model] top_p", m.top_p)?;
+    if context_tokens != 0 && u64::from(context_tokens) <= u64::from(m.max_tokens) + 256 {
+        return Err(format!(
+            "[limits] context_tokens ({context_tokens}) must leave room for the prompt after [model] max_tokens ({}); raise context_tokens or lower max_tokens",
+            m.max_tokens
+        ));
+    }
+    let extra = to_json_map(m.extra, "[model.extra]")?;
+    if let Some(key) = extra
+        .keys()
+        .find(|k| RESERVED_EXTRA_KEYS.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "[model.extra] may not set {key:?}: the harness builds it (use [model.chat_template_kwargs] for template options)"
+        ));
+    }
+    let chat_template_kwargs = to_json_map(m.chat_template_kwargs, "[model.chat_template_kwargs]")?;
+    if let Some(v) = chat_template_kwargs
+        .get("enable_thinking")
+        .filter(|v| !v.is_boolean())
+    {
+        return Err(format!(
+            "[model.chat_template_kwargs] enable_thinking must be true or false, not {v}"
+        ));
+    }
+    Ok(ModelConfig {
+        temperature: m.temperature,
+        top_p: m.top_p,
+        top_k: m.top_k,
+        max_tokens: m.max_tokens,
+        replay_thinking: m.replay_thinking,
+        chat_template_kwargs,
+        extra,
+    })
+}
+
+pub(super) fn resolve_webfetch(w: RawWebfetch) -> Result<Option<WebfetchConfig>, String> {
+    if !w.enabled {
+        return Ok(None);
+    }
+    check_range(
+        "[tools.webfetch] timeout_secs",
+        w.timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    check_range(
+        "[tools.webfetch] max_bytes",
+        w.max_bytes,
+        bounds::WEBFETCH_MAX_BYTES,
+    )?;
+    Ok(Some(WebfetchConfig {
+        timeout_secs: w.timeout_secs,
+        max_bytes: w.max_bytes,
+        allow_private: w.allow_private,
+        allow_hosts: normalise_hosts(w.allow_hosts),
+        deny_hosts: normalise_hosts(w.deny_hosts),
+    }))
+}
+
+pub(super) fn resolve_noteworx(
+    n: RawNoteworx,
+    secrets: &Secrets<'_>,
+) -> Result<Option<NoteworxConfig>, String> {
+    if !n.enabled || n.base_url.trim().is_empty() {
+        return Ok(None);
+    }
+    check_http_url(&n.base_url, "[tools.noteworx] base_url")?;
+    check_range(
+        "[tools.noteworx] timeout_secs",
+        n.timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    if n.token_env.is_empty() {
+        return Err(
+            "[tools.noteworx] token_env must name the variable holding the noteworx token".into(),
+        );
+    }
+    let token = match secrets.read("tools.noteworx", "token_env", &n.token_env)? {
+        Some(token) => token,
+        // Offline, noteworx is never called: an empty token is never sent.
+        None if secrets.offline => Secret::new(""),
+        None => return Err("noteworx token missing".into()),
+    };
+    Ok(Some(NoteworxConfig {
+        base_url: n.base_url.trim().trim_end_matches('/').to_string(),
+        token,
+        token_env: n.token_env,
+        agent_name: n.agent_name,
+        timeout_secs: n.timeout_secs,
+    }))
+}
+
+pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
+    match reqwest::Url::parse(url.trim()) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        Ok(u) => Err(format!(
+            "{what} must be an http(s) URL, not {:?} (scheme {})",
+            url,
+            u.scheme()
+        )),
+        Err(e) => Err(format!("{what} {url:?} is not a valid URL: {e}")),
+    }
+}
+
+pub(super) fn normalise_hosts(hosts: Vec<String>) -> Vec<String> {
+    let set: BTreeSet<String> = hosts
+        .into_iter()
+        .map(|h| h.trim().trim_start_matches('.').to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
+    set.into_iter().collect()
+}
+
+/// A TOML table as JSON; `nan` and `inf` are refused, naming the key.
+pub(super) fn to_json_map(table: toml::Table, section: &str) -> Result<Map<String, Value>, String> {
+    table
+        .into_iter()
+        .map(|(k, v)| {
+            let value = toml_to_json(v).map_err(|()| {
+                format!("{section} {k} holds nan or inf, which cannot be sent as JSON")
+            })?;
+            Ok((k, value))
+        })
+        .collect()
+}
+
+pub(super) fn toml_to_json(v: toml::Value) -> Result<Value, ()> {
+    Ok(match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => Value::Number(serde_json::Number::from_f64(f).ok_or(())?),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => {
+            Value::Array(a.into_iter().map(toml_to_json).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(t) => Value::Object(
+            t.into_iter()
+                .map(|(k, v)| Ok((k, toml_to_json(v)?)))
+                .collect::<Result<_, ()>>()?,
+        ),
+    })
+}

@@ -1,0 +1,195 @@
+//! Secrets: values read from the environment variables the file names,
+//! never shown by `Debug` or `Display`; the one [`Redactor`] every record
+//! and diagnostic line passes; and which `--set` values look secret.
+
+use std::fmt;
+
+use super::*;
+
+/// A secret read from the environment. Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Replaces every secret value with `***`: the one redactor for records,
+/// tool results and diagnostic lines (SPEC §8, §12.8).
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<Secret>,
+}
+
+impl Redactor {
+    pub fn new(secrets: Vec<Secret>) -> Self {
+        // A value this short would make `***` of ordinary text.
+        let secrets = secrets.into_iter().filter(|s| s.0.len() >= 4).collect();
+        Redactor { secrets }
+    }
+
+    /// `text` with every secret replaced; without a copy when it holds none.
+    pub fn redact(&self, text: String) -> String {
+        let mut out = text;
+        for s in &self.secrets {
+            if out.contains(&s.0) {
+                out = out.replace(&s.0, "***");
+            }
+        }
+        out
+    }
+
+    /// As [`Redactor::redact`], borrowing when nothing changes.
+    pub fn redact_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.secrets.iter().any(|s| text.contains(&s.0)) {
+            std::borrow::Cow::Owned(self.redact(text.to_string()))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        }
+    }
+}
+
+/// Whether a config key names a secret: one of its words (split at `_`,
+/// `-` and `.`) is `key`, `token`, `password`, … — `api_key`, `auth_token`,
+/// but not `max_tokens` or `keep`.
+pub(super) fn secret_key(key: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "key",
+        "apikey",
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "credential",
+        "credentials",
+        "bearer",
+    ];
+    key.to_ascii_lowercase()
+        .split(['_', '-', '.'])
+        .any(|w| WORDS.contains(&w))
+}
+
+/// The secrets in a `--set KEY=VALUE` (SPEC §21), read the way the config
+/// reads the value: each string under a secret-looking key (however deep
+/// in a table), and the user and password of each URL.
+pub(super) fn value_secrets(key: &str, value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::String(s) => {
+            if secret_key(key) {
+                out.push(s.clone());
+            }
+            if let Ok(u) = url::Url::parse(s)
+                && (!u.username().is_empty() || u.password().is_some())
+            {
+                out.push(s.clone());
+                out.extend(u.password().map(str::to_string));
+                out.push(u.username().to_string());
+            }
+        }
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                value_secrets(&format!("{key}.{k}"), v, out);
+            }
+        }
+        toml::Value::Array(a) => a.iter().for_each(|v| value_secrets(key, v, out)),
+        _ => {}
+    }
+}
+
+/// The secrets among `--set` / `--matrix` values, as `eval` applies them.
+pub fn setting_secrets(overrides: &[(String, String)]) -> Vec<Secret> {
+    let mut out = Vec::new();
+    for (key, value) in overrides {
+        value_secrets(key, &setting_value(value), &mut out);
+    }
+    out.into_iter()
+        .filter(|s| !s.is_empty())
+        .map(Secret::new)
+        .collect()
+}
+
+/// Whether a `--set` value is shown as `***` in `eval.json` and the table.
+pub fn is_secret_setting(key: &str, value: &str) -> bool {
+    let mut out = Vec::new();
+    value_secrets(key, &setting_value(value), &mut out);
+    !out.is_empty()
+}
+
+/// A `--set` value as the config reads it: TOML, or else a string.
+pub(super) fn setting_value(value: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()))
+}
+
+/// Reads the secret named by a `*_env` setting: the environment variable,
+/// or else `$CREDENTIALS_DIRECTORY/<VARIABLE>` (systemd `LoadCredential=`).
+pub(super) struct Secrets<'a> {
+    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Nothing will be contacted: a secret that is not set is no error.
+    pub(super) offline: bool,
+}
+
+impl Secrets<'_> {
+    /// `Ok(None)` when `var` is empty (no secret wanted). Never echoes a
+    /// value that does not look like a variable name: it may be the secret.
+    pub(super) fn read(
+        &self,
+        section: &str,
+        key: &str,
+        var: &str,
+    ) -> Result<Option<Secret>, String> {
+        if var.is_empty() {
+            return Ok(None);
+        }
+        if !is_variable_name(var) {
+            return Err(format!(
+                "[{section}] {key} must name an environment variable (A-Z, 0-9 and _, not starting with a digit); \
+                 this value does not look like one, so it is not shown. Did you paste the secret itself? \
+                 Put the secret in a variable and write its name here."
+            ));
+        }
+        let from_env = (self.env)(var).filter(|v| !v.trim().is_empty());
+        let from_credentials = || {
+            let dir = (self.env)("CREDENTIALS_DIRECTORY").filter(|d| !d.is_empty())?;
+            let text = std::fs::read_to_string(Path::new(&dir).join(var)).ok()?;
+            Some(text).filter(|t| !t.trim().is_empty())
+        };
+        match from_env.or_else(from_credentials) {
+            Some(v) => Ok(Some(Secret::new(v.trim()))),
+            None if self.offline => Ok(None),
+            None => Err(format!(
+                "environment variable {var} (named by [{section}] {key}) is not set and no systemd credential {var} was loaded; \
+                 export it, or set {key} = \"\" if the service needs no secret"
+            )),
+        }
+    }
+}
+
+/// `[A-Z_][A-Z0-9_]*`: what a `*_env` setting must hold.
+pub fn is_variable_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}

@@ -1,0 +1,118 @@
+//! `check`'s view of the inbox: every task file read and parsed as a run
+//! would, with nothing run and nothing moved.
+
+use super::*;
+
+/// What `check` found in the inbox.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub tasks: usize,
+    /// `file: message`: problems of the configuration itself (a `run`
+    /// refuses to start with them).
+    pub config_problems: Vec<String>,
+    /// `file: message`: what in the configuration makes some tasks invalid.
+    pub config_warnings: Vec<String>,
+    /// `file:line: message`: each makes the task invalid.
+    pub problems: Vec<String>,
+    /// `file: message`: risks the operator should decide on; not errors.
+    pub warnings: Vec<String>,
+}
+
+/// `check`: validates every inbox task against the config without calling
+/// anything, and warns about tasks that could leak notes.
+pub fn check_inbox(
+    cfg: &Config,
+    offered: &[crate::tools::ToolName],
+    today: chrono::NaiveDate,
+) -> anyhow::Result<CheckReport> {
+    let in_config = |p: String| format!("{}: {p}", cfg.path.display());
+    let mut report = CheckReport {
+        config_problems: Toolbox::unknown_profile_tools(cfg)
+            .into_iter()
+            .chain(crate::drain::folders::check_inbox(&cfg.paths.inbox).err())
+            .chain(crate::drain::folders::unwritable(cfg, true))
+            .map(in_config)
+            .collect(),
+        config_warnings: Toolbox::unoffered_profile_tools(cfg)
+            .into_iter()
+            .map(in_config)
+            .collect(),
+        ..CheckReport::default()
+    };
+    if crate::drain::folders::check_inbox(&cfg.paths.inbox).is_ok()
+        && let Err(e) = check_tasks(cfg, offered, today, &mut report)
+    {
+        report
+            .config_problems
+            .push(format!("{}: [paths] inbox: {e:#}", cfg.path.display()));
+    }
+    Ok(report)
+}
+
+/// `check` for each inbox entry: its problems, its risks, and entries that
+/// will never run.
+pub(super) fn check_tasks(
+    cfg: &Config,
+    offered: &[crate::tools::ToolName],
+    today: chrono::NaiveDate,
+    report: &mut CheckReport,
+) -> anyhow::Result<()> {
+    let entries = inbox::list(&cfg.paths.inbox)
+        .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
+    report.tasks = entries.len();
+    report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
+        format!(
+            "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder)",
+            crate::base::text::printable(&p.display().to_string())
+        )
+    }));
+    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
+    for e in &entries {
+        let result = inbox::read_task(&e.path).and_then(|f| {
+            TaskSpec::resolve(
+                cfg,
+                &TaskInput {
+                    name: &e.name,
+                    frontmatter: &f.frontmatter,
+                    body: &f.body,
+                    offered,
+                    context_tokens,
+                    dry_run: false,
+                    today,
+                },
+            )
+        });
+        match result {
+            Ok(spec) => {
+                if let Some(w) = exfiltration_risk(cfg, &spec.tools) {
+                    report.warnings.push(format!("{}: {w}", e.path.display()));
+                }
+            }
+            Err(p) => {
+                let at = p
+                    .line
+                    .map(|l| format!("{}:{l}", e.path.display()))
+                    .unwrap_or_else(|| e.path.display().to_string());
+                report.problems.push(format!("{at}: {}", p.message));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A task that can read notes and fetch any URL could be talked (by a note
+/// or a page) into fetching a URL that carries note text out.
+pub(super) fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<String> {
+    let reads_notes = tools.iter().any(|t| t.is_noteworx() && !t.is_write());
+    let fetches_anywhere = tools.contains(&ToolName::Webfetch)
+        && cfg
+            .webfetch
+            .as_ref()
+            .is_some_and(|w| w.allow_hosts.is_empty());
+    (reads_notes && fetches_anywhere).then(|| {
+        "warning: this task may read notes and fetch any URL ([tools.webfetch] allow_hosts is empty), \
+         so a fetched page or a note could lead the model to put note text in a URL it fetches; \
+         narrow its tools or set allow_hosts"
+            .to_string()
+    })
+}

@@ -1,0 +1,462 @@
+//! One task from file to records: its attempt counted, its file read and
+//! parsed, the loop run (a panic caught), its expectations judged, its
+//! summary written, and the file moved where the outcome says — or left in
+//! the inbox to be tried again.
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Mutex;
+
+use futures::FutureExt;
+
+use super::*;
+
+/// Where a finished task's file goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Disposition {
+    Done,
+    Failed,
+    /// Stays in the inbox (retryable, interrupted, or a dry run).
+    Keep,
+}
+
+/// What every task of one run shares.
+pub(super) struct Drain<'a> {
+    pub(super) cfg: &'a Config,
+    pub(super) h: &'a Harness,
+    pub(super) context_tokens: Option<u32>,
+    pub(super) attempts: Mutex<Attempts>,
+    pub(super) mode: &'a Mode,
+    /// The first setup fault a task met: the run stops (SPEC §16).
+    pub(super) setup_fault: Mutex<Option<String>>,
+}
+
+/// A task's attempt count: counted before it starts (SPEC §12.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AttemptCount {
+    /// Attempts counted in earlier runs.
+    pub(super) previous: u32,
+    /// The process died on this task in every allowed attempt: not run again.
+    pub(super) exhausted: bool,
+}
+
+impl AttemptCount {
+    /// This run's attempt number, as the summary says it.
+    fn number(self) -> u32 {
+        if self.exhausted {
+            self.previous
+        } else {
+            self.previous.saturating_add(1)
+        }
+    }
+}
+
+/// Where a finished task goes and what its summary says about it: a pure
+/// decision over the outcome and the attempt count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Filing {
+    pub(super) disposition: Disposition,
+    pub(super) status: Status,
+    pub(super) retryable: bool,
+    /// Added to the summary's error.
+    pub(super) note: Option<String>,
+}
+
+pub(super) fn file_outcome(
+    stop: StopReason,
+    retryable: bool,
+    attempt: u32,
+    max_attempts: u32,
+    file: bool,
+) -> Filing {
+    let status = match stop {
+        StopReason::FinalAnswer => Status::Succeeded,
+        StopReason::Interrupted | StopReason::SetupFault => Status::Interrupted,
+        _ => Status::Failed,
+    };
+    let filing = |disposition, retryable, note| Filing {
+        disposition,
+        status,
+        retryable,
+        note,
+    };
+    match stop {
+        _ if !file => filing(Disposition::Keep, retryable, None),
+        StopReason::FinalAnswer => filing(Disposition::Done, false, None),
+        StopReason::Interrupted | StopReason::SetupFault => filing(Disposition::Keep, true, None),
+        _ if retryable && attempt < max_attempts => filing(
+            Disposition::Keep,
+            true,
+            Some(format!(
+                "left in the inbox to be tried again (attempt {attempt} of {max_attempts})"
+            )),
+        ),
+        _ if retryable => filing(
+            Disposition::Failed,
+            false,
+            Some(format!("gave up after {attempt} attempts (max_attempts)")),
+        ),
+        _ => filing(Disposition::Failed, false, None),
+    }
+}
+
+impl Drain<'_> {
+    /// One task from file to records, and the file to where it belongs.
+    /// Never fails the run: a task whose records or file cannot be written
+    /// is logged and counted failed.
+    pub(super) async fn process_task(&self, entry: &InboxEntry) -> TaskEnd {
+        let (cfg, h) = (self.cfg, self.h);
+        let started_at = (h.clock)();
+        let t0 = Instant::now();
+        let mut rec = match RunRecord::create(
+            &self.mode.logs,
+            &entry.name,
+            started_at,
+            cfg.secrets(),
+        ) {
+            Ok(rec) => rec,
+            Err(e) => {
+                tracing::error!(task = %entry.name, error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
+                return TaskEnd::Broken {
+                    task: entry.name.clone(),
+                };
+            }
+        };
+        let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
+        let filed = self
+            .run_and_file(entry, &mut rec, (started_at, t0))
+            .instrument(span.clone())
+            .await;
+        match filed {
+            Ok(summary) => TaskEnd::Filed(Box::new(summary)),
+            Err(e) => {
+                span.in_scope(|| {
+                    tracing::error!(error = %format!("{e:#}"), "the task could not be filed; it stays in the inbox")
+                });
+                TaskEnd::Broken {
+                    task: entry.name.clone(),
+                }
+            }
+        }
+    }
+
+    /// Counts the attempt, runs the task (isolated), writes its summary and files it.
+    async fn run_and_file(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+        (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
+    ) -> anyhow::Result<Summary> {
+        let (cfg, h) = (self.cfg, self.h);
+        let count = self.begin_attempt(&entry.name)?;
+        let ran = if count.exhausted {
+            let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
+            Ran::from(Outcome::failed(StopReason::InternalError, error))
+        } else {
+            self.run_isolated(entry, rec).await
+        };
+        let Ran {
+            outcome,
+            verdicts,
+            agent,
+        } = ran;
+        let outcome = self.stop_on_setup_fault(outcome);
+        if let Some(result) = &outcome.result {
+            rec.result(result)?;
+        }
+        let attempt = count.number();
+        let filing = file_outcome(
+            outcome.stop,
+            outcome.retryable,
+            attempt,
+            cfg.limits.max_attempts,
+            self.mode.file,
+        );
+        let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
+        summary.expectations = verdicts;
+        summary.agent = agent;
+        rec.summary(&summary)?;
+        let moved = match filing.disposition {
+            Disposition::Done => Some(&cfg.paths.done),
+            Disposition::Failed => Some(&cfg.paths.failed),
+            Disposition::Keep => None,
+        }
+        .map(|dir| inbox::move_task(&entry.path, dir, &rec.run_id, &entry.name))
+        .transpose()?;
+        self.settle_attempt(&entry.name, count, &filing)?;
+        let place = moved
+            .as_deref()
+            .map(|p: &Path| p.display().to_string())
+            .unwrap_or_else(|| {
+                if self.mode.file {
+                    "left in the inbox".into()
+                } else {
+                    "not moved".into()
+                }
+            });
+        rec.filed(&summary, &place);
+        tracing::info!(
+            status = summary.status.as_str(),
+            stop_reason = summary.stop_reason.as_str(),
+            turns = summary.turns,
+            tool_errors = summary.tool_errors,
+            tokens = summary.total_tokens,
+            wall_ms = summary.wall_ms,
+            file = %place,
+            error = summary.error.as_deref().unwrap_or("-"),
+            "task finished"
+        );
+        Ok(summary)
+    }
+
+    /// A setup fault stops the run: no further task starts, and the tasks
+    /// in flight (interrupted by it) end as setup faults too.
+    fn stop_on_setup_fault(&self, mut outcome: Outcome) -> Outcome {
+        let mut fault = self
+            .setup_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (outcome.stop, fault.as_ref()) {
+            (StopReason::SetupFault, None) => {
+                let diagnosis = outcome.error.clone().unwrap_or_default();
+                tracing::error!(error = %diagnosis, "setup fault: the run stops and every task stays in the inbox");
+                *fault = Some(diagnosis);
+                self.h.cancel.cancel();
+            }
+            (StopReason::Interrupted, Some(first)) => {
+                outcome.stop = StopReason::SetupFault;
+                outcome.error = Some(format!("stopped by another task's setup fault: {first}"));
+            }
+            _ => {}
+        }
+        outcome
+    }
+
+    /// Reads, resolves and runs the task, and judges its expectations. A
+    /// panic anywhere inside ends this task as `internal_error`; the run
+    /// goes on.
+    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord) -> Ran {
+        let h = self.h;
+        let work = async {
+            let (file, spec) = match self.prepare(entry) {
+                Ok(prepared) => prepared,
+                Err(problem) => return Ran::from(invalid(rec, h, &entry.path, &problem)),
+            };
+            rec.task_file(&file.text);
+            let spec = spec.for_run(&rec.run_id);
+            let live = self.mode.progress.task(&entry.name);
+            let mut evidence = Evidence::default();
+            let mut sink = |event: &TaskEvent<'_>| {
+                rec.record((h.clock)(), event);
+                live.on(event);
+                evidence.on(event);
+            };
+            let outcome = run_task(h, &spec, &mut sink).await;
+            let (outcome, verdicts) = match &spec.expect {
+                Some(expect) => {
+                    let verdicts = expect::verdicts(expect, &evidence, &outcome);
+                    (expectations_met(outcome, &verdicts), Some(verdicts))
+                }
+                None => (outcome, None),
+            };
+            Ran {
+                outcome,
+                verdicts,
+                agent: spec.agent,
+            }
+        };
+        match AssertUnwindSafe(work).catch_unwind().await {
+            Ok(done) => done,
+            Err(panic) => {
+                let error = rec.internal_error((h.clock)(), &panic_message(panic.as_ref()));
+                tracing::error!(error = %error, "internal error; the other tasks go on");
+                Ran::from(Outcome::failed(StopReason::InternalError, error))
+            }
+        }
+    }
+
+    /// The task file read and resolved against the config.
+    fn prepare(&self, entry: &InboxEntry) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
+        let file = inbox::read_task(&entry.path)?;
+        let today = self
+            .mode
+            .today
+            .unwrap_or_else(|| (self.h.clock)().date_naive());
+        let spec = TaskSpec::resolve(
+            self.cfg,
+            &TaskInput {
+                name: &entry.name,
+                frontmatter: &file.frontmatter,
+                body: &file.body,
+                offered: &self.h.toolbox.offered(),
+                context_tokens: self.context_tokens,
+                dry_run: self.mode.dry_run,
+                today,
+            },
+        )?;
+        Ok((file, spec))
+    }
+
+    /// Counts an attempt before the task starts and saves it, so a task that
+    /// kills the process still reaches `max_attempts`. A dry run counts nothing.
+    fn begin_attempt(&self, name: &str) -> anyhow::Result<AttemptCount> {
+        if !self.mode.file {
+            return Ok(AttemptCount {
+                previous: 0,
+                exhausted: false,
+            });
+        }
+        let mut counts = lock_attempts(&self.attempts);
+        let previous = counts.get(name);
+        let exhausted = previous >= self.cfg.limits.max_attempts;
+        if !exhausted {
+            counts.set(name, previous.saturating_add(1));
+            counts.save(&self.cfg.paths.state_dir())?;
+        }
+        Ok(AttemptCount {
+            previous,
+            exhausted,
+        })
+    }
+
+    /// After the task: a filed task's count goes; an interrupted one gets
+    /// its attempt back; a retryable one keeps it.
+    fn settle_attempt(
+        &self,
+        name: &str,
+        count: AttemptCount,
+        filing: &Filing,
+    ) -> anyhow::Result<()> {
+        if !self.mode.file {
+            return Ok(());
+        }
+        let mut counts = lock_attempts(&self.attempts);
+        match (filing.disposition, filing.status) {
+            (Disposition::Keep, Status::Interrupted) if count.previous == 0 => counts.clear(name),
+            (Disposition::Keep, Status::Interrupted) => counts.set(name, count.previous),
+            (Disposition::Keep, _) => {}
+            (Disposition::Done | Disposition::Failed, _) => counts.clear(name),
+        }
+        counts.save(&self.cfg.paths.state_dir())
+    }
+
+    fn summarize(
+        &self,
+        entry: &InboxEntry,
+        rec: &RunRecord,
+        outcome: Outcome,
+        filing: &Filing,
+        attempt: u32,
+        (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
+    ) -> Summary {
+        let runpod = self.cfg.endpoint.kind == EndpointKind::Runpod;
+        let Stats {
+            turns,
+            tool_calls,
+            tool_errors,
+            usage,
+            runpod_exec_ms,
+            runpod_delay_ms,
+            calls_over_budget,
+        } = outcome.stats;
+        let error = match (outcome.error, filing.note.clone()) {
+            (Some(e), Some(k)) => Some(format!("{e}; {k}")),
+            (e, k) => e.or(k),
+        };
+        Summary {
+            task: entry.name.clone(),
+            run_id: rec.run_id.clone(),
+            status: filing.status,
+            stop_reason: outcome.stop,
+            retryable: filing.retryable,
+            attempt,
+            turns,
+            tool_calls,
+            tool_errors,
+            calls_over_budget,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            runpod_exec_ms: runpod_exec_ms.or(runpod.then_some(0)),
+            runpod_delay_ms: runpod_delay_ms.or(runpod.then_some(0)),
+            wall_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+            started_at,
+            finished_at: (self.h.clock)(),
+            final_answer: outcome.final_answer,
+            error,
+            dry_run: self.mode.dry_run,
+            expectations: None,
+            replay_of: self.mode.replay_of.clone(),
+            schema_checked: outcome.result.is_some(),
+            agent: None,
+        }
+    }
+}
+
+/// What running a task gave, for its summary.
+pub(super) struct Ran {
+    pub(super) outcome: Outcome,
+    pub(super) verdicts: Option<Vec<Verdict>>,
+    /// The profile it ran as.
+    pub(super) agent: Option<String>,
+}
+
+impl From<Outcome> for Ran {
+    fn from(outcome: Outcome) -> Ran {
+        Ran {
+            outcome,
+            verdicts: None,
+            agent: None,
+        }
+    }
+}
+
+/// A final answer that misses an expectation is not a success.
+pub(super) fn expectations_met(mut outcome: Outcome, verdicts: &[Verdict]) -> Outcome {
+    let missed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.ok)
+        .map(|v| format!("{} ({})", v.check, v.detail))
+        .collect();
+    if outcome.stop == StopReason::FinalAnswer && !missed.is_empty() {
+        outcome.stop = StopReason::ExpectationFailed;
+        outcome.error = Some(format!("missed expectations: {}", missed.join("; ")));
+    }
+    outcome
+}
+
+/// The text of a panic's payload.
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Why a task the process died on in every allowed attempt is given up.
+pub(super) fn killed_too_often(
+    rec: &mut RunRecord,
+    h: &Harness,
+    starts: u32,
+    max_attempts: u32,
+) -> String {
+    let error = rec.killed_too_often((h.clock)(), starts, max_attempts);
+    tracing::error!(error = %error, "task given up");
+    error
+}
+
+pub(super) fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, Attempts> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(super) fn invalid(
+    rec: &mut RunRecord,
+    h: &Harness,
+    path: &Path,
+    problem: &TaskProblem,
+) -> Outcome {
+    let error = rec.invalid_task((h.clock)(), path, problem);
+    tracing::warn!(error = %error, "invalid task");
+    Outcome::failed(StopReason::InvalidTask, error)
+}

@@ -1,0 +1,202 @@
+//! The lines of `conversation.jsonl` and `tools.jsonl`: one JSON object per
+//! model attempt and per tool call, with the names the SPEC gives them.
+
+use super::*;
+
+/// One line of `conversation.jsonl`: one HTTP attempt of a model call.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationLine<'a> {
+    pub turn: u32,
+    pub attempt: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub latency_ms: u64,
+    /// The body sent (for RunPod, the `{"input": …}` envelope).
+    pub request: &'a Value,
+    pub http_status: Option<u16>,
+    /// The raw response body: JSON when it parsed, else a string.
+    pub response: Option<&'a crate::base::http::RawBody>,
+    pub error: Option<&'a str>,
+    /// The reply's `finish_reason`: `length` marks a reply cut at `max_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<&'a str>,
+    /// How the attempt failed: `transport`, `status`, `job_failed`,
+    /// `job_ended`, `bad_body`, `too_large`, `wall_clock`, `interrupted`,
+    /// `not_recorded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runpod: Option<JobLine<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextLine<'a>>,
+}
+
+/// The `runpod` object of a conversation line.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobLine<'a> {
+    pub job_id: Option<&'a str>,
+    pub status: Option<&'a str>,
+    #[serde(rename = "delayTime")]
+    pub delay_time: Option<u64>,
+    #[serde(rename = "executionTime")]
+    pub execution_time: Option<u64>,
+    /// Status polls made after `/runsync` returned a pending job.
+    pub polls: u32,
+}
+
+/// The `context` object of a conversation line.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextLine<'a> {
+    /// The context window managed (`[limits] context_tokens`, or the server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
+    /// Prompt tokens of the request as sent, as `counted` says.
+    pub prompt_tokens: u64,
+    /// `exact` (the server's template and tokenizer) or `estimated`.
+    pub counted: &'static str,
+    /// The harness's own estimate, before any count.
+    pub estimated_prompt_tokens: u64,
+    /// Every exact count made before this request (several when eliding
+    /// took more than one round).
+    #[serde(skip_serializing_if = "<[u64]>::is_empty")]
+    pub counts: &'a [u64],
+    /// `context_tokens − max_tokens`, when the context is managed.
+    pub budget: Option<u64>,
+    /// Tool results whose bodies were replaced by a placeholder before this request.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub elided_call_ids: &'a [String],
+    /// Assistant turns whose replayed thinking was dropped before this request.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub elided_reasoning: u32,
+}
+
+pub(super) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The record's name for how a prompt was counted.
+pub fn counted_name(c: Counted) -> &'static str {
+    match c {
+        Counted::Exact => "exact",
+        Counted::Estimated => "estimated",
+    }
+}
+
+impl<'a> ConversationLine<'a> {
+    pub fn of(a: &'a ModelAttempt<'a>) -> Self {
+        ConversationLine {
+            turn: a.turn,
+            attempt: a.attempt,
+            started_at: a.started_at,
+            finished_at: a.finished_at,
+            latency_ms: a.latency_ms,
+            request: a.request,
+            http_status: a.http_status,
+            response: a.response,
+            error: a.error.as_deref(),
+            finish_reason: a.finish_reason,
+            error_kind: a.failure.map(failure_name),
+            retry_after_ms: a.retry_after_ms,
+            runpod: a.job.map(|j| JobLine {
+                job_id: j.id,
+                status: j.status,
+                delay_time: j.delay_ms,
+                execution_time: j.execution_ms,
+                polls: j.polls,
+            }),
+            context: a.context.map(|c| ContextLine {
+                context_tokens: c.window,
+                prompt_tokens: c.prompt_tokens,
+                counted: counted_name(c.counted),
+                estimated_prompt_tokens: c.estimated_prompt_tokens,
+                counts: &c.counts,
+                budget: c.budget,
+                elided_call_ids: &c.elided.call_ids,
+                elided_reasoning: c.elided.reasoning,
+            }),
+        }
+    }
+}
+
+/// The names of [`AttemptFailure`] in `conversation.jsonl`'s `error_kind`.
+pub(super) const FAILURE_NAMES: &[(AttemptFailure, &str)] = &[
+    (AttemptFailure::Transport, "transport"),
+    (AttemptFailure::Status, "status"),
+    (AttemptFailure::JobFailed, "job_failed"),
+    (AttemptFailure::JobEnded, "job_ended"),
+    (AttemptFailure::BadBody, "bad_body"),
+    (AttemptFailure::TooLarge, "too_large"),
+    (AttemptFailure::WallClock, "wall_clock"),
+    (AttemptFailure::Interrupted, "interrupted"),
+    (AttemptFailure::NotRecorded, "not_recorded"),
+];
+
+pub(super) fn failure_name(f: AttemptFailure) -> &'static str {
+    FAILURE_NAMES
+        .iter()
+        .find(|(k, _)| *k == f)
+        .map_or("unknown", |(_, n)| n)
+}
+
+pub(super) fn failure_of(name: &str) -> Option<AttemptFailure> {
+    FAILURE_NAMES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(k, _)| *k)
+}
+
+/// One line of `tools.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolLine {
+    pub turn: u32,
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// The result as the model got it.
+    pub result: String,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub original_chars: usize,
+    pub returned_chars: usize,
+    /// False when the call was answered without running the tool (invalid,
+    /// repeated, cut off, over a budget; dry-run writes are still "executed" as intents).
+    pub executed: bool,
+    /// The call was written as text and recovered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
+    /// How many times this exact call (name + arguments) has been asked for in the task.
+    pub repeat: u32,
+    /// Kept as text when read back: a crafted record cannot grow into a tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl ToolLine {
+    pub fn of(a: &Answer) -> Self {
+        ToolLine {
+            turn: a.turn,
+            call_id: a.call_id.clone(),
+            name: a.name.clone(),
+            arguments: a.arguments.clone(),
+            result: a.text.clone(),
+            is_error: a.is_error,
+            duration_ms: a.duration_ms,
+            original_chars: a.original_chars,
+            returned_chars: a.returned_chars,
+            executed: a.executed,
+            recovered: a.recovered,
+            repeat: a.repeat,
+            detail: a
+                .detail
+                .as_ref()
+                .and_then(|d| serde_json::value::to_raw_value(d).ok()),
+        }
+    }
+}
+
+pub(super) fn json_line<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|e| format!("{{\"record_error\":{:?}}}", e.to_string()))
+}

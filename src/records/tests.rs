@@ -1,0 +1,79 @@
+use super::*;
+use chrono::TimeZone;
+use std::os::unix::fs::PermissionsExt;
+
+#[test]
+fn run_ids_are_utc_start_times_and_clashes_get_a_suffix() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+    let a = RunRecord::create(dir.path(), "scan", t, vec![]).unwrap();
+    let b = RunRecord::create(dir.path(), "scan", t, vec![]).unwrap();
+    assert_eq!(a.run_id, "20260409T061500Z");
+    assert_eq!(b.run_id, "20260409T061500Z-2");
+    assert!(
+        dir.path()
+            .join("scan/20260409T061500Z-2/tools.jsonl")
+            .exists()
+    );
+}
+
+#[test]
+fn secrets_never_reach_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+    let mut r = RunRecord::create(dir.path(), "t", t, vec![Secret::new("nwx_topsecret")]).unwrap();
+    r.log(t, "token is nwx_topsecret\nsecond line");
+    let text = std::fs::read_to_string(r.dir.join("run.log")).unwrap();
+    assert_eq!(text, "2026-04-09T06:15:00Z token is ***\n    second line\n");
+}
+
+#[test]
+fn records_are_private_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
+    // SAFETY: umask only changes this process's file-creation mask.
+    let old = unsafe { libc::umask(0o000) };
+    let r = RunRecord::create(dir.path(), "t", t, vec![]);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let r = r.unwrap();
+    r.summary(&Summary {
+        task: "t".into(),
+        run_id: r.run_id.clone(),
+        status: Status::Succeeded,
+        stop_reason: StopReason::FinalAnswer,
+        retryable: false,
+        attempt: 1,
+        turns: 0,
+        tool_calls: 0,
+        tool_errors: 0,
+        calls_over_budget: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        total_tokens: 0,
+        runpod_exec_ms: None,
+        runpod_delay_ms: None,
+        wall_ms: 0,
+        started_at: t,
+        finished_at: t,
+        final_answer: None,
+        error: None,
+        dry_run: false,
+        expectations: None,
+        replay_of: None,
+        schema_checked: false,
+        agent: None,
+    })
+    .unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&r.dir), 0o700);
+    assert_eq!(mode(&dir.path().join("t")), 0o700);
+    for f in [
+        "conversation.jsonl",
+        "tools.jsonl",
+        "run.log",
+        "summary.json",
+    ] {
+        assert_eq!(mode(&r.dir.join(f)), 0o600, "{f}");
+    }
+}
