@@ -3,13 +3,10 @@
 //! run records, the live display — reads the same stream. The loop knows
 //! none of them; the events carry plain facts, no file formats.
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-
 use super::calls::Answer;
 use super::context::{ContextNote, Counted, Elided};
 use super::outcome::Outcome;
-use crate::endpoint::Failure;
+use crate::endpoint::Attempt;
 use crate::tools::ToolName;
 use crate::wire::chat::{ToolCall, Usage};
 
@@ -52,88 +49,14 @@ pub enum TaskEvent<'a> {
     Stopped(&'a Outcome),
 }
 
-/// One HTTP attempt of a model call, as it ended.
-#[derive(Debug, Clone)]
+/// One HTTP attempt of a model call, as the endpoint reported it, with
+/// the turn it belonged to and what the context manager did before it.
+#[derive(Debug, Clone, Copy)]
 pub struct ModelAttempt<'a> {
     pub turn: u32,
-    /// 1 for the first attempt of a call, then 2, 3, … for retries.
-    pub attempt: u32,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: DateTime<Utc>,
-    pub latency_ms: u64,
-    /// The body sent (for RunPod, the `{"input": …}` envelope).
-    pub request: &'a Value,
-    pub http_status: Option<u16>,
-    /// The raw response body: JSON when it parsed, else text.
-    pub response: Option<&'a crate::base::http::RawBody>,
-    pub error: Option<String>,
-    /// What kind of failure it was, when it failed.
-    pub failure: Option<AttemptFailure>,
-    /// The server's `Retry-After`, in milliseconds.
-    pub retry_after_ms: Option<u64>,
-    /// The RunPod job, for the `runpod` kind.
-    pub job: Option<JobFacts<'a>>,
-    /// The reply's `finish_reason`; `length` means it was cut at `max_tokens`.
-    pub finish_reason: Option<&'a str>,
+    pub attempt: &'a Attempt<'a>,
     /// What the context manager did before the request (first attempt only).
     pub context: Option<&'a ContextNote>,
-}
-
-/// How an attempt failed: what a replay needs, with the status and the
-/// body, to judge the recorded answer again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptFailure {
-    Transport,
-    Status,
-    JobFailed,
-    JobEnded,
-    BadBody,
-    TooLarge,
-    WallClock,
-    Interrupted,
-    NotRecorded,
-}
-
-impl From<Failure> for AttemptFailure {
-    fn from(f: Failure) -> Self {
-        match f {
-            Failure::Transport => AttemptFailure::Transport,
-            Failure::Status => AttemptFailure::Status,
-            Failure::JobFailed => AttemptFailure::JobFailed,
-            Failure::JobEnded => AttemptFailure::JobEnded,
-            Failure::BadBody => AttemptFailure::BadBody,
-            Failure::TooLarge => AttemptFailure::TooLarge,
-            Failure::WallClock => AttemptFailure::WallClock,
-            Failure::Interrupted => AttemptFailure::Interrupted,
-            Failure::NotRecorded => AttemptFailure::NotRecorded,
-        }
-    }
-}
-
-impl From<AttemptFailure> for Failure {
-    fn from(f: AttemptFailure) -> Self {
-        match f {
-            AttemptFailure::Transport => Failure::Transport,
-            AttemptFailure::Status => Failure::Status,
-            AttemptFailure::JobFailed => Failure::JobFailed,
-            AttemptFailure::JobEnded => Failure::JobEnded,
-            AttemptFailure::BadBody => Failure::BadBody,
-            AttemptFailure::TooLarge => Failure::TooLarge,
-            AttemptFailure::WallClock => Failure::WallClock,
-            AttemptFailure::Interrupted => Failure::Interrupted,
-            AttemptFailure::NotRecorded => Failure::NotRecorded,
-        }
-    }
-}
-
-/// A RunPod job's facts after one attempt.
-#[derive(Debug, Clone, Copy)]
-pub struct JobFacts<'a> {
-    pub id: Option<&'a str>,
-    pub status: Option<&'a str>,
-    pub delay_ms: Option<u64>,
-    pub execution_ms: Option<u64>,
-    pub polls: u32,
 }
 
 /// What a reply held.

@@ -35,7 +35,7 @@ pub use calls::Answer;
 use calls::{Quotable, Repeats, Rules, Turn, TurnResult, answer_calls};
 pub use context::{ContextNote, Counted, Elided};
 use context::{Conversation, ToolOrigin};
-pub use events::{AttemptFailure, JobFacts, ModelAttempt, ReplyFacts, TaskEvent};
+pub use events::{ModelAttempt, ReplyFacts, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
 pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskInput, TaskSpec};
 
@@ -323,7 +323,11 @@ impl<'a, 's> TaskRun<'a, 's> {
                 add(&mut stats.runpod_exec_ms, job.execution_time);
                 add(&mut stats.runpod_delay_ms, job.delay_time);
             }
-            sink(&TaskEvent::Attempt(model_attempt(turn, a, context.take())));
+            sink(&TaskEvent::Attempt(ModelAttempt {
+                turn,
+                attempt: a,
+                context: context.take(),
+            }));
         };
         h.endpoint
             .chat(body, *deadline, &h.cancel, &*h.clock, &mut on_attempt)
@@ -627,37 +631,5 @@ impl<'a, 's> TaskRun<'a, 's> {
             self.quotable.push(&a.undefanged);
             self.emit(&TaskEvent::ToolAnswered(a));
         }
-    }
-}
-
-/// An endpoint attempt as the loop reports it.
-fn model_attempt<'a>(
-    turn: u32,
-    a: &'a Attempt<'_>,
-    context: Option<&'a ContextNote>,
-) -> ModelAttempt<'a> {
-    ModelAttempt {
-        turn,
-        attempt: a.attempt,
-        started_at: a.started_at,
-        finished_at: a.finished_at,
-        latency_ms: a.latency_ms,
-        request: a.request,
-        http_status: a.http_status,
-        response: a.response.as_ref(),
-        error: a.error.clone(),
-        failure: a.failure.map(AttemptFailure::from),
-        retry_after_ms: a
-            .retry_after
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        job: a.runpod.as_ref().map(|j| JobFacts {
-            id: j.job_id.as_deref(),
-            status: j.status.as_deref(),
-            delay_ms: j.delay_time,
-            execution_ms: j.execution_time,
-            polls: j.polls,
-        }),
-        finish_reason: a.finish_reason.as_deref(),
-        context,
     }
 }

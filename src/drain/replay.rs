@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::deps::{Harness, system_clock};
 use crate::config::Config;
 use crate::drain::{Mode, TaskEnd, run_tasks};
+use crate::endpoint::JobInfo;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
-use crate::endpoint::{Failure, JobInfo};
 use crate::inbox::InboxEntry;
 use crate::records::{RecordedLine, RecordedRun, Summary, read_run};
 use crate::tools::{RecordedResults, ToolOutput};
@@ -170,7 +170,7 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
         http_status: l.http_status,
         response: l.response.clone().map(crate::base::http::RawBody::from),
         error: l.error.clone(),
-        failure: l.failure().map(Failure::from),
+        failure: l.failure(),
         retry_after: l.retry_after_ms.map(Duration::from_millis),
         job: l.runpod.as_ref().map(|j| JobInfo {
             job_id: j.job_id.clone(),

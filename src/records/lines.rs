@@ -2,6 +2,7 @@
 //! model attempt and per tool call, with the names the SPEC gives them.
 
 use super::*;
+use crate::endpoint::Failure;
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.
 #[derive(Debug, Clone, Serialize)]
@@ -85,28 +86,31 @@ pub fn counted_name(c: Counted) -> &'static str {
 }
 
 impl<'a> ConversationLine<'a> {
-    pub fn of(a: &'a ModelAttempt<'a>) -> Self {
+    pub fn of(m: &ModelAttempt<'a>) -> Self {
+        let a = m.attempt;
         ConversationLine {
-            turn: a.turn,
+            turn: m.turn,
             attempt: a.attempt,
             started_at: a.started_at,
             finished_at: a.finished_at,
             latency_ms: a.latency_ms,
             request: a.request,
             http_status: a.http_status,
-            response: a.response,
+            response: a.response.as_ref(),
             error: a.error.as_deref(),
-            finish_reason: a.finish_reason,
+            finish_reason: a.finish_reason.as_deref(),
             error_kind: a.failure.map(failure_name),
-            retry_after_ms: a.retry_after_ms,
-            runpod: a.job.map(|j| JobLine {
-                job_id: j.id,
-                status: j.status,
-                delay_time: j.delay_ms,
-                execution_time: j.execution_ms,
+            retry_after_ms: a
+                .retry_after
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            runpod: a.runpod.as_ref().map(|j| JobLine {
+                job_id: j.job_id.as_deref(),
+                status: j.status.as_deref(),
+                delay_time: j.delay_time,
+                execution_time: j.execution_time,
                 polls: j.polls,
             }),
-            context: a.context.map(|c| ContextLine {
+            context: m.context.map(|c| ContextLine {
                 context_tokens: c.window,
                 prompt_tokens: c.prompt_tokens,
                 counted: counted_name(c.counted),
@@ -120,27 +124,27 @@ impl<'a> ConversationLine<'a> {
     }
 }
 
-/// The names of [`AttemptFailure`] in `conversation.jsonl`'s `error_kind`.
-pub(super) const FAILURE_NAMES: &[(AttemptFailure, &str)] = &[
-    (AttemptFailure::Transport, "transport"),
-    (AttemptFailure::Status, "status"),
-    (AttemptFailure::JobFailed, "job_failed"),
-    (AttemptFailure::JobEnded, "job_ended"),
-    (AttemptFailure::BadBody, "bad_body"),
-    (AttemptFailure::TooLarge, "too_large"),
-    (AttemptFailure::WallClock, "wall_clock"),
-    (AttemptFailure::Interrupted, "interrupted"),
-    (AttemptFailure::NotRecorded, "not_recorded"),
+/// The names of [`Failure`] in `conversation.jsonl`'s `error_kind`.
+pub(super) const FAILURE_NAMES: &[(Failure, &str)] = &[
+    (Failure::Transport, "transport"),
+    (Failure::Status, "status"),
+    (Failure::JobFailed, "job_failed"),
+    (Failure::JobEnded, "job_ended"),
+    (Failure::BadBody, "bad_body"),
+    (Failure::TooLarge, "too_large"),
+    (Failure::WallClock, "wall_clock"),
+    (Failure::Interrupted, "interrupted"),
+    (Failure::NotRecorded, "not_recorded"),
 ];
 
-pub(super) fn failure_name(f: AttemptFailure) -> &'static str {
+pub(super) fn failure_name(f: Failure) -> &'static str {
     FAILURE_NAMES
         .iter()
         .find(|(k, _)| *k == f)
         .map_or("unknown", |(_, n)| n)
 }
 
-pub(super) fn failure_of(name: &str) -> Option<AttemptFailure> {
+pub(super) fn failure_of(name: &str) -> Option<Failure> {
     FAILURE_NAMES
         .iter()
         .find(|(_, n)| *n == name)

@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use crate::agent::expect::Verdict;
 use crate::agent::{
-    Answer, AttemptFailure, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason,
-    TaskEvent,
+    Answer, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
 };
 use crate::base::file::Folder;
 use crate::config::{Redactor, Secret};

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Summary, ToolLine, failure_of};
-use crate::agent::AttemptFailure;
 use crate::base::file::{FileError, Folder};
+use crate::endpoint::Failure;
 
 /// `summary.json` is read up to this size.
 pub const MAX_SUMMARY_BYTES: u64 = 1 << 20;
@@ -73,10 +73,10 @@ pub struct RecordedLine {
 
 impl RecordedLine {
     /// How the attempt failed; an unknown name reads as a transport failure.
-    pub fn failure(&self) -> Option<AttemptFailure> {
+    pub fn failure(&self) -> Option<Failure> {
         self.error_kind
             .as_deref()
-            .map(|k| failure_of(k).unwrap_or(AttemptFailure::Transport))
+            .map(|k| failure_of(k).unwrap_or(Failure::Transport))
     }
 }
 

@@ -1,0 +1,300 @@
+//! What can go wrong with a model call, and what follows from it: each
+//! attempt's failure kind (what a replay needs to judge it again), whether
+//! to retry, the final [`CallError`], and llama-server's error bodies read
+//! into words an operator can act on.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+use super::*;
+
+/// What kind of failure ended an attempt: enough, with the status and the
+/// body, to judge it again when a recorded run is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No HTTP answer (refused, DNS, reset, timeout).
+    Transport,
+    /// An HTTP error status.
+    Status,
+    /// A RunPod job that ended FAILED.
+    JobFailed,
+    /// A RunPod job CANCELLED or TIMED_OUT.
+    JobEnded,
+    /// A 2xx whose body is not a chat response.
+    BadBody,
+    /// A body over the size cap.
+    TooLarge,
+    /// The task's wall clock ran out.
+    WallClock,
+    /// The run is stopping.
+    Interrupted,
+    /// A replay found no recorded answer for the request.
+    NotRecorded,
+}
+
+/// Why a call failed for good.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The task's wall clock ran out while a call was in flight or a job pending.
+    #[error("the task's wall clock ran out during a model call")]
+    WallClock,
+    /// The endpoint stayed unavailable through the retries (or the next retry
+    /// would start after the deadline). Retryable in a later run.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The endpoint rejected the request itself (a 4xx other than 408 and 429). Final.
+    #[error("the endpoint rejected the request (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// The endpoint's answer says the setup is wrong, not the task (a
+    /// refused key, a wrong route: [`crate::config::setup::is_endpoint_fault`]).
+    /// The run stops; see [`Endpoint::diagnose`].
+    #[error("HTTP {status}: {message}")]
+    Setup { status: u16, message: String },
+    /// llama-server's `exceed_context_size_error`.
+    #[error("the prompt ({n_prompt:?} tokens) exceeds the server's context ({n_ctx:?} tokens)")]
+    ContextExceeded {
+        n_prompt: Option<u64>,
+        n_ctx: Option<u64>,
+    },
+    /// The run is shutting down.
+    #[error("interrupted")]
+    Interrupted,
+    /// A response body passed [`crate::base::http::MAX_BODY_BYTES`]: not read
+    /// further, and final (the same server would send it again).
+    #[error("{0}")]
+    TooLarge(String),
+    /// A replay found no recorded answer for a request. Final.
+    #[error("{0}")]
+    NotRecorded(String),
+}
+
+/// What went wrong in one attempt, and so whether to retry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AttemptError {
+    /// No HTTP answer (refused, DNS, reset, timeout).
+    Transport(String),
+    /// An HTTP error status.
+    Status {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+        context: Option<(Option<u64>, Option<u64>)>,
+    },
+    /// A RunPod job that ended FAILED (retried like a 500).
+    JobFailed(String),
+    /// A RunPod job CANCELLED or TIMED_OUT (not retried in the task; retryable).
+    JobEnded(String),
+    /// A 2xx whose body is not a chat response.
+    BadBody(String),
+    /// A body over the size cap.
+    TooLarge(String),
+    WallClock,
+    Interrupted,
+    /// A replay has no recorded answer for this request.
+    NotRecorded(String),
+}
+
+impl AttemptError {
+    pub(super) fn failure(&self) -> Failure {
+        match self {
+            AttemptError::Transport(_) => Failure::Transport,
+            AttemptError::Status { .. } => Failure::Status,
+            AttemptError::JobFailed(_) => Failure::JobFailed,
+            AttemptError::JobEnded(_) => Failure::JobEnded,
+            AttemptError::BadBody(_) => Failure::BadBody,
+            AttemptError::TooLarge(_) => Failure::TooLarge,
+            AttemptError::WallClock => Failure::WallClock,
+            AttemptError::Interrupted => Failure::Interrupted,
+            AttemptError::NotRecorded(_) => Failure::NotRecorded,
+        }
+    }
+
+    pub(super) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AttemptError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+pub(super) enum Next {
+    Retry {
+        new_seed: bool,
+        retry_after: Option<Duration>,
+    },
+    Fail(CallError),
+}
+
+/// Reads a chat response; a body without choices is not one.
+pub(crate) fn parse_chat(body: Option<&RawBody>) -> Result<ChatResponse, AttemptError> {
+    let body = body.ok_or_else(|| AttemptError::BadBody("the reply has no body".into()))?;
+    let r = body
+        .parse::<ChatResponse>()
+        .map_err(|e| AttemptError::BadBody(format!("the reply is not a chat completion: {e}")))?;
+    if r.choices.is_empty() {
+        return Err(AttemptError::BadBody("the reply has no choices".into()));
+    }
+    Ok(r)
+}
+
+/// llama-server's (and OpenAI's) error body: `{"error": {"message", "type", …}}`.
+#[derive(Debug, Default)]
+pub(crate) struct ServerError {
+    pub(super) message: String,
+    pub(super) kind: Option<String>,
+    pub(super) n_prompt_tokens: Option<u64>,
+    pub(super) n_ctx: Option<u64>,
+}
+
+impl ServerError {
+    pub(crate) fn read(parsed: Option<&RawBody>, text: &str, status: StatusCode) -> Self {
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            error: &'a RawValue,
+        }
+        #[derive(Deserialize)]
+        struct Detail {
+            #[serde(default, deserialize_with = "lenient::text_or_empty")]
+            message: String,
+            #[serde(default, rename = "type", deserialize_with = "lenient::text")]
+            kind: Option<String>,
+            #[serde(default, deserialize_with = "lenient::count")]
+            n_prompt_tokens: Option<u64>,
+            #[serde(default, deserialize_with = "lenient::count")]
+            n_ctx: Option<u64>,
+        }
+        let error = parsed
+            .and_then(|b| b.parse::<Envelope>().ok())
+            .map(|e| e.error);
+        let as_text = error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
+        let detail = error.and_then(|e| serde_json::from_str::<Detail>(e.get()).ok());
+        // The server's words reach logs and terminals: no control characters.
+        let shown = |m: &str, n: usize| crate::base::text::printable(&clip(m, n)).into_owned();
+        match (as_text, detail) {
+            (Some(message), _) => ServerError {
+                message: shown(&message, 500),
+                ..Default::default()
+            },
+            (None, Some(d)) => ServerError {
+                message: shown(&d.message, 500),
+                kind: d.kind,
+                n_prompt_tokens: d.n_prompt_tokens,
+                n_ctx: d.n_ctx,
+            },
+            (None, None) => ServerError {
+                message: if text.trim().is_empty() {
+                    status.canonical_reason().unwrap_or("error").to_string()
+                } else {
+                    shown(text.trim(), 300)
+                },
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// A transport failure in words an operator can act on: the host and port,
+/// and for a refused connection, whether the server is running.
+pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
+    let target = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+        .unwrap_or_else(|| "the endpoint".into());
+    if e.is_timeout() {
+        format!("{target} did not answer in time (timeout)")
+    } else if e.is_connect() {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+        let (mut detail, mut refused) = (String::new(), false);
+        while let Some(s) = source {
+            detail = s.to_string();
+            refused |= s
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+            source = s.source();
+        }
+        if refused {
+            format!(
+                "cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?"
+            )
+        } else {
+            format!("cannot connect to {target} ({detail})")
+        }
+    } else {
+        format!(
+            "the connection to {target} failed ({})",
+            if e.is_body() || e.is_decode() {
+                "dropped mid-answer"
+            } else {
+                "request error"
+            }
+        )
+    }
+}
+
+impl AttemptError {
+    pub(super) fn next(self) -> Next {
+        match self {
+            AttemptError::Transport(_) | AttemptError::BadBody(_) => Next::Retry {
+                new_seed: false,
+                retry_after: None,
+            },
+            AttemptError::Status {
+                context: Some((n_prompt, n_ctx)),
+                ..
+            } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
+            AttemptError::Status {
+                status,
+                retry_after,
+                message,
+                ..
+            } => match status {
+                408 | 429 | 502 | 503 | 504 => Next::Retry {
+                    new_seed: false,
+                    retry_after,
+                },
+                500 => Next::Retry {
+                    new_seed: true,
+                    retry_after,
+                },
+                s if crate::config::setup::is_endpoint_fault(s) => {
+                    Next::Fail(CallError::Setup { status: s, message })
+                }
+                s if (400..500).contains(&s) => {
+                    Next::Fail(CallError::Rejected { status: s, message })
+                }
+                _ => Next::Retry {
+                    new_seed: false,
+                    retry_after,
+                },
+            },
+            AttemptError::JobFailed(_) => Next::Retry {
+                new_seed: true,
+                retry_after: None,
+            },
+            AttemptError::JobEnded(m) => Next::Fail(CallError::Unavailable(m)),
+            AttemptError::TooLarge(m) => Next::Fail(CallError::TooLarge(m)),
+            AttemptError::NotRecorded(m) => Next::Fail(CallError::NotRecorded(m)),
+            AttemptError::WallClock => Next::Fail(CallError::WallClock),
+            AttemptError::Interrupted => Next::Fail(CallError::Interrupted),
+        }
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match self {
+            AttemptError::Transport(m)
+            | AttemptError::JobFailed(m)
+            | AttemptError::JobEnded(m)
+            | AttemptError::BadBody(m)
+            | AttemptError::TooLarge(m)
+            | AttemptError::NotRecorded(m) => m.clone(),
+            AttemptError::Status {
+                status, message, ..
+            } => format!("HTTP {status}: {message}"),
+            AttemptError::WallClock => "the task's wall clock ran out".into(),
+            AttemptError::Interrupted => "interrupted".into(),
+        }
+    }
+}

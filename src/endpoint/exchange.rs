@@ -1,0 +1,208 @@
+//! One HTTP exchange of a model call: the retry policy, the attempt as it
+//! ended, the body read up to its cap and classified, and the race with
+//! the run's cancellation and the task's deadline.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+/// How a call retries. The defaults are the product's; tests shrink them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// The first backoff; each retry doubles it.
+    pub base: Duration,
+    /// No single wait is longer (unless the server's `Retry-After` says so).
+    pub cap: Duration,
+    /// Retries after the first attempt of one call.
+    pub max_retries: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(30),
+            max_retries: 5,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `n` (1-based): exponential with jitter in
+    /// [50 %, 100 %], raised to the server's `Retry-After` when it asks for more.
+    pub fn delay(&self, n: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
+        let exp = self
+            .base
+            .saturating_mul(1u32 << (n.saturating_sub(1)).min(16))
+            .min(self.cap);
+        let jittered = exp.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
+        retry_after.map_or(jittered, |ra| ra.max(jittered))
+    }
+}
+
+/// RunPod job facts of one attempt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobInfo {
+    pub job_id: Option<String>,
+    pub status: Option<String>,
+    pub delay_time: Option<u64>,
+    pub execution_time: Option<u64>,
+    /// Status polls made after `/runsync` returned a pending job.
+    pub polls: u32,
+}
+
+/// One HTTP attempt of a model call, as it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt<'a> {
+    pub attempt: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub latency_ms: u64,
+    /// The body sent (for RunPod, the `{"input": …}` envelope).
+    pub request: &'a Value,
+    pub http_status: Option<u16>,
+    /// The raw response body: JSON when it parsed, else a string.
+    pub response: Option<RawBody>,
+    pub error: Option<String>,
+    pub failure: Option<Failure>,
+    /// The server's `Retry-After` on an error status.
+    pub retry_after: Option<Duration>,
+    pub runpod: Option<JobInfo>,
+    /// The reply's `finish_reason` (`stop`, `tool_calls`, `length`), when it is one.
+    pub finish_reason: Option<String>,
+}
+
+/// A successful call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub response: ChatResponse,
+    pub job: Option<JobInfo>,
+}
+
+/// The raw outcome of one attempt before it is judged.
+pub(crate) struct RawAttempt {
+    pub http_status: Option<u16>,
+    pub response: Option<RawBody>,
+    pub job: Option<JobInfo>,
+    pub result: Result<ChatResponse, AttemptError>,
+}
+
+/// One HTTP exchange: `result` is `Ok` for a 2xx whose `body` is JSON.
+/// The body is kept once, for the record and for reading.
+pub(crate) struct HttpAnswer {
+    pub status: Option<u16>,
+    pub body: Option<RawBody>,
+    pub result: Result<(), AttemptError>,
+}
+
+impl HttpAnswer {
+    pub(super) fn failed(e: AttemptError) -> Self {
+        HttpAnswer {
+            status: None,
+            body: None,
+            result: Err(e),
+        }
+    }
+
+    pub(crate) fn into_raw(
+        self,
+        job: Option<JobInfo>,
+        result: Result<ChatResponse, AttemptError>,
+    ) -> RawAttempt {
+        RawAttempt {
+            http_status: self.status,
+            response: self.body,
+            job,
+            result,
+        }
+    }
+}
+
+/// Runs an HTTP exchange unless the run is cancelled or the deadline passes first.
+pub(crate) async fn until(
+    deadline: Instant,
+    cancel: &CancellationToken,
+    exchange: impl std::future::Future<Output = HttpAnswer>,
+) -> HttpAnswer {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => HttpAnswer::failed(AttemptError::Interrupted),
+        _ = tokio::time::sleep_until(deadline) => HttpAnswer::failed(AttemptError::WallClock),
+        answer = exchange => answer,
+    }
+}
+
+/// Reads an HTTP answer up to [`crate::base::http::MAX_BODY_BYTES`] and classifies it.
+pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
+    let status = resp.status();
+    let code = Some(status.as_u16());
+    let retry_after = crate::base::http::retry_after(resp.headers());
+    let bytes = match crate::base::http::read_capped(resp, crate::base::http::MAX_BODY_BYTES).await
+    {
+        Ok(Body::Whole(bytes)) => bytes,
+        Ok(Body::TooLarge(first)) => {
+            return HttpAnswer {
+                status: code,
+                body: Some(RawBody::text(&String::from_utf8_lossy(&first))),
+                result: Err(AttemptError::TooLarge(format!(
+                    "HTTP {status} with a body over {} MiB; it was not read further (the record keeps its first {} KiB)",
+                    crate::base::http::MAX_BODY_BYTES >> 20,
+                    crate::base::http::KEPT_OF_OVERSIZED >> 10
+                ))),
+            };
+        }
+        Err(e) => {
+            return HttpAnswer {
+                status: code,
+                body: None,
+                result: Err(AttemptError::Transport(describe_transport(&e, url))),
+            };
+        }
+    };
+    // What is not JSON is recorded and quoted only in part.
+    let text = |bytes: &[u8]| {
+        clip(
+            &String::from_utf8_lossy(crate::base::text::prefix_bytes_of(bytes, 16 * 1024)),
+            4000,
+        )
+    };
+    let (body, text) = match RawBody::json(bytes) {
+        Ok(body) => (body, String::new()),
+        Err(bytes) => {
+            let text = text(&bytes);
+            (RawBody::text(&text), text)
+        }
+    };
+    let parsed = text.is_empty().then_some(&body);
+    if status.is_success() {
+        let result = match parsed {
+            Some(_) => Ok(()),
+            None => Err(AttemptError::BadBody(format!(
+                "HTTP {status} with a body that is not JSON"
+            ))),
+        };
+        return HttpAnswer {
+            status: code,
+            body: Some(body),
+            result,
+        };
+    }
+    let err = ServerError::read(parsed, &text, status);
+    let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
+        .then_some((err.n_prompt_tokens, err.n_ctx));
+    HttpAnswer {
+        status: code,
+        body: Some(body),
+        result: Err(AttemptError::Status {
+            status: status.as_u16(),
+            message: err.message,
+            retry_after,
+            context,
+        }),
+    }
+}

@@ -1,0 +1,99 @@
+use super::*;
+use reqwest::StatusCode;
+
+#[test]
+fn backoff_doubles_with_jitter_caps_and_honours_retry_after() {
+    let p = RetryPolicy {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(30),
+        max_retries: 5,
+    };
+    assert_eq!(p.delay(1, None, 1.0), Duration::from_secs(1));
+    assert_eq!(p.delay(3, None, 1.0), Duration::from_secs(4));
+    assert_eq!(p.delay(3, None, 0.0), Duration::from_secs(2));
+    assert_eq!(p.delay(10, None, 1.0), Duration::from_secs(30));
+    assert_eq!(
+        p.delay(1, Some(Duration::from_secs(7)), 1.0),
+        Duration::from_secs(7)
+    );
+    assert_eq!(
+        p.delay(4, Some(Duration::from_secs(1)), 1.0),
+        Duration::from_secs(8)
+    );
+}
+
+#[test]
+fn statuses_are_classified_without_reading_messages() {
+    let status = |s: u16| AttemptError::Status {
+        status: s,
+        message: "x".into(),
+        retry_after: None,
+        context: None,
+    };
+    for s in [408, 429, 502, 503, 504] {
+        assert!(
+            matches!(
+                status(s).next(),
+                Next::Retry {
+                    new_seed: false,
+                    ..
+                }
+            ),
+            "{s}"
+        );
+    }
+    assert!(matches!(
+        status(500).next(),
+        Next::Retry { new_seed: true, .. }
+    ));
+    for s in [400, 409, 413, 422] {
+        assert!(
+            matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })),
+            "{s}"
+        );
+    }
+    for s in [401, 402, 403, 404, 405, 407] {
+        assert!(
+            matches!(status(s).next(), Next::Fail(CallError::Setup { status, .. }) if status == s),
+            "{s}"
+        );
+    }
+    let ctx = AttemptError::Status {
+        status: 400,
+        message: "x".into(),
+        retry_after: None,
+        context: Some((Some(3253), Some(2048))),
+    };
+    assert!(matches!(
+        ctx.next(),
+        Next::Fail(CallError::ContextExceeded {
+            n_prompt: Some(3253),
+            n_ctx: Some(2048)
+        })
+    ));
+    assert!(matches!(
+        AttemptError::JobEnded("c".into()).next(),
+        Next::Fail(CallError::Unavailable(_))
+    ));
+    assert!(matches!(
+        AttemptError::JobFailed("f".into()).next(),
+        Next::Retry { new_seed: true, .. }
+    ));
+}
+
+#[test]
+fn llama_server_error_bodies_are_read() {
+    let fixture: Value = serde_json::from_str(include_str!(
+        "../../tests/fixtures/llama-server/context_exceeded.json"
+    ))
+    .unwrap();
+    let e = ServerError::read(
+        Some(&RawBody::from_value(&fixture["response"])),
+        "",
+        StatusCode::BAD_REQUEST,
+    );
+    assert_eq!(e.kind.as_deref(), Some("exceed_context_size_error"));
+    assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(3253), Some(2048)));
+    let e = ServerError::read(None, "<html>bad gateway</html>", StatusCode::BAD_GATEWAY);
+    assert_eq!(e.message, "<html>bad gateway</html>");
+}
