@@ -1,0 +1,145 @@
+//! The network guard: which addresses a fetch may reach, decided on the
+//! address actually connected to — DNS answers filtered in the resolver,
+//! IP literals checked before any connection.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use super::*;
+
+/// The host rules, shared by the first request and every redirect.
+#[derive(Debug, Clone)]
+pub(super) struct Rules {
+    pub(super) allow_private: bool,
+    pub(super) allow_hosts: Vec<String>,
+    pub(super) deny_hosts: Vec<String>,
+}
+
+impl Rules {
+    /// Whether to follow a redirect to `url` after `hops` earlier ones: at
+    /// most [`MAX_REDIRECTS`], each target checked like the first URL.
+    pub(super) fn redirect(&self, hops: usize, url: &Url) -> Result<(), Refused> {
+        if hops > MAX_REDIRECTS {
+            return Err(Refused(format!("more than {MAX_REDIRECTS} redirects")));
+        }
+        self.check(url)
+            .map_err(|refused| Refused(format!("a redirect was refused: {refused}")))
+    }
+
+    /// Checks a URL before any connection: scheme, host lists, IP literals.
+    pub(super) fn check(&self, url: &Url) -> Result<(), Refused> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Refused(format!(
+                "only http and https URLs can be fetched, not {}:",
+                url.scheme()
+            )));
+        }
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => d.trim_end_matches('.').to_ascii_lowercase(),
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(Refused("the URL has no host".into())),
+        };
+        let matches = |h: &String| host == *h || host.ends_with(&format!(".{h}"));
+        if self.deny_hosts.iter().any(matches) {
+            return Err(Refused(format!("{host} is on the deny list")));
+        }
+        if !self.allow_hosts.is_empty() && !self.allow_hosts.iter().any(matches) {
+            return Err(Refused(format!(
+                "{host} is not on the allow list ({})",
+                self.allow_hosts.join(", ")
+            )));
+        }
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(ip) = literal
+            && !self.allow_private
+            && is_forbidden(ip)
+        {
+            return Err(Refused(format!("{ip} is a private or reserved address")));
+        }
+        Ok(())
+    }
+}
+
+/// Loopback, private, link-local (metadata included), CGNAT, unspecified,
+/// multicast, broadcast and other reserved addresses — and the same inside
+/// IPv4-mapped, IPv4-compatible and NAT64 IPv6 forms.
+pub fn is_forbidden(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => forbidden_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = embedded_v4(v6) {
+                return forbidden_v4(v4);
+            }
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
+                || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+                || (s[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
+                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        }
+    }
+}
+
+pub(super) fn forbidden_v4(ip: Ipv4Addr) -> bool {
+    let o = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || ip.is_broadcast()
+        || o[0] == 0 // "this network"
+        || (o[0] == 100 && (o[1] & 0xc0) == 64) // CGNAT 100.64/10
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments
+        || (o[0] == 198 && (o[1] & 0xfe) == 18) // benchmarking 198.18/15
+        || o[0] >= 240 // reserved
+}
+
+/// The IPv4 address inside `::ffff:a.b.c.d`, `::a.b.c.d` or `64:ff9b::a.b.c.d`.
+pub(super) fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let mapped = s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff;
+    let compatible = s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified();
+    let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0];
+    (mapped || compatible || nat64).then_some(tail)
+}
+
+/// Resolves host names and keeps only addresses the guard allows, so the
+/// connection is made to a checked address.
+pub(super) struct GuardedResolver {
+    pub(super) allow_private: bool,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| allow_private || !is_forbidden(a.ip()))
+                .collect();
+            if allowed.is_empty() {
+                let why = if found.is_empty() {
+                    format!("{host} does not resolve")
+                } else {
+                    format!("{host} resolves to a private or reserved address")
+                };
+                return Err(Box::new(Refused(why)) as Box<dyn StdError + Send + Sync>);
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
