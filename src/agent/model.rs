@@ -1,0 +1,285 @@
+//! One model call of the loop: the conversation fitted to the context
+//! window (counted exactly when the server can), the request built and
+//! sent, a context overflow shrunk and retried once, and the reply taken
+//! apart into what is kept and what is sent back.
+
+use serde_json::Value;
+
+use super::*;
+
+impl TaskRun<'_, '_> {
+    /// Makes the next request fit the window. Where the server counts, the
+    /// request is counted as it is, and only when the count is over the
+    /// budget is anything elided (by the estimate, anchored on the count)
+    /// and the request counted again; each round removes at least one more
+    /// thing, or the task stops. Elsewhere the estimate decides.
+    pub(super) async fn fit_context(&mut self, tweaks: Tweaks) -> Result<ContextNote, Stop> {
+        let budget = self.spec.prompt_budget();
+        let mut note = ContextNote {
+            window: self.spec.context_tokens,
+            budget,
+            estimated_prompt_tokens: self.conv.estimate(),
+            ..ContextNote::default()
+        };
+        if let Some(budget) = budget {
+            loop {
+                let Some(n) = self.count_exactly(tweaks).await else {
+                    note.counted = Counted::Estimated;
+                    self.fit_round(budget, &mut note)?;
+                    break;
+                };
+                note.counts.push(n);
+                self.conv.set_exact(n);
+                note.counted = Counted::Exact;
+                if n <= budget {
+                    break;
+                }
+                self.fit_round(budget, &mut note)?;
+            }
+        }
+        note.prompt_tokens = self.conv.estimate();
+        if !note.elided.is_empty() {
+            self.repeats.forget(&note.elided.call_ids);
+            self.emit(&TaskEvent::ContextElided {
+                elided: &note.elided,
+            });
+        }
+        Ok(note)
+    }
+
+    /// One round of eliding until the estimate fits `budget`.
+    pub(super) fn fit_round(&mut self, budget: u64, note: &mut ContextNote) -> Result<(), Stop> {
+        match self.conv.fit(budget) {
+            Ok(elided) => {
+                note.elided.extend(elided);
+                Ok(())
+            }
+            Err(elided) => {
+                note.elided.extend(elided);
+                Err(self.exhausted(budget, note))
+            }
+        }
+    }
+
+    /// The server's count of the request as it would go out now.
+    pub(super) async fn count_exactly(&self, tweaks: Tweaks) -> Option<u64> {
+        let body = self.request_body(tweaks);
+        self.h
+            .endpoint
+            .count_prompt(&body, self.conv.min_tokens(), self.deadline, &self.h.cancel)
+            .await
+    }
+
+    pub(super) fn request_body(&self, tweaks: Tweaks) -> Value {
+        let tools: &[Value] = if self.repair.is_some() {
+            &[]
+        } else {
+            &self.tool_defs
+        };
+        chat::build_request(
+            self.conv.messages(),
+            tools,
+            &self.spec.sampling,
+            tweaks,
+            self.repair.as_ref(),
+        )
+    }
+
+    pub(super) fn exhausted(&self, budget: u64, note: &ContextNote) -> Stop {
+        let how = match note.counted {
+            Counted::Exact => "counts",
+            Counted::Estimated => "needs about",
+        };
+        Stop::failed(
+            StopReason::ContextExhausted,
+            format!(
+                "the prompt {how} {} tokens but only {budget} fit (context_tokens − max_tokens), even after removing {} tool result(s) and the thinking of {} turn(s)",
+                self.conv.estimate(),
+                note.elided.call_ids.len(),
+                note.elided.reasoning
+            ),
+        )
+    }
+
+    /// Sends the conversation; on the server's context error, shrinks once and resends.
+    pub(super) async fn call_model(
+        &mut self,
+        tweaks: Tweaks,
+        mut note: ContextNote,
+    ) -> Result<Completion, Stop> {
+        let turn = self.stats.turns + 1;
+        let mut shrunk = false;
+        loop {
+            debug_assert!(
+                self.conv
+                    .messages()
+                    .last()
+                    .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
+            );
+            let body = self.request_body(tweaks);
+            self.emit(&TaskEvent::RequestSent {
+                turn,
+                messages: self.conv.messages().len(),
+                prompt_tokens: note.prompt_tokens,
+                counted: note.counted,
+            });
+            match self.send(turn, body, &note).await {
+                Ok(c) => return Ok(c),
+                Err(CallError::ContextExceeded { n_prompt, n_ctx }) if !shrunk => {
+                    shrunk = true;
+                    note = self.shrink(n_prompt, n_ctx)?;
+                }
+                Err(e) => return Err(self.call_failed(e)),
+            }
+        }
+    }
+
+    /// One model call with its retries; every attempt is reported as it ends.
+    pub(super) async fn send(
+        &mut self,
+        turn: u32,
+        body: Value,
+        note: &ContextNote,
+    ) -> Result<Completion, CallError> {
+        let TaskRun {
+            h,
+            sink,
+            stats,
+            deadline,
+            ..
+        } = self;
+        let mut context = Some(note);
+        let mut on_attempt = |a: &Attempt<'_>| {
+            if let Some(job) = &a.runpod {
+                let add = |sum: &mut Option<u64>, ms: Option<u64>| {
+                    if let Some(ms) = ms {
+                        let s = sum.get_or_insert(0);
+                        *s = s.saturating_add(ms);
+                    }
+                };
+                add(&mut stats.runpod_exec_ms, job.execution_time);
+                add(&mut stats.runpod_delay_ms, job.delay_time);
+            }
+            sink(&TaskEvent::Attempt(ModelAttempt {
+                turn,
+                attempt: a,
+                context: context.take(),
+            }));
+        };
+        h.endpoint
+            .chat(body, *deadline, &h.cancel, &*h.clock, &mut on_attempt)
+            .await
+    }
+
+    /// After the server said the prompt is over its context: recalibrates
+    /// the estimate to the server's count and elides to fit its window.
+    pub(super) fn shrink(
+        &mut self,
+        n_prompt: Option<u64>,
+        n_ctx: Option<u64>,
+    ) -> Result<ContextNote, Stop> {
+        let estimate = self.conv.estimate();
+        self.conv
+            .calibrate(n_prompt.unwrap_or(estimate.saturating_mul(2)));
+        let budget = n_ctx
+            .map(|n| n.saturating_sub(u64::from(self.spec.sampling.max_tokens)))
+            .into_iter()
+            .chain(self.spec.prompt_budget())
+            .min()
+            .unwrap_or(self.conv.estimate() / 2);
+        self.emit(&TaskEvent::ContextExceeded { n_prompt, n_ctx });
+        match self.conv.fit(budget) {
+            Ok(elided) => {
+                self.repeats.forget(&elided.call_ids);
+                let estimate = self.conv.estimate();
+                Ok(ContextNote {
+                    window: self.spec.context_tokens,
+                    prompt_tokens: estimate,
+                    estimated_prompt_tokens: estimate,
+                    budget: Some(budget),
+                    elided,
+                    ..ContextNote::default()
+                })
+            }
+            Err(_) => Err(Stop::failed(
+                StopReason::ContextExhausted,
+                format!(
+                    "the prompt does not fit the server's context ({n_ctx:?} tokens) even after removing old tool results"
+                ),
+            )),
+        }
+    }
+
+    pub(super) fn call_failed(&self, e: CallError) -> Stop {
+        let stop = |reason| Stop::failed(reason, e.to_string());
+        match &e {
+            CallError::WallClock => Stop::failed(
+                StopReason::MaxWallSecs,
+                format!(
+                    "the task's wall clock (max_wall_secs = {}) ran out during a model call",
+                    self.spec.max_wall.as_secs()
+                ),
+            ),
+            CallError::Unavailable(_) => stop(StopReason::EndpointError).retryable(),
+            CallError::Rejected { .. } | CallError::TooLarge(_) | CallError::NotRecorded(_) => {
+                stop(StopReason::EndpointError)
+            }
+            CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
+            CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
+            CallError::Setup { .. } => Stop::setup_fault(self.h.endpoint.diagnose(&e)),
+        }
+    }
+
+    /// Counts the reply's tokens and reads it.
+    pub(super) fn take_reply(&mut self, c: &Completion) -> Reply {
+        self.stats.turns += 1;
+        let turn = self.stats.turns;
+        let choice = c.response.choices.first().cloned().unwrap_or_default();
+        let quotable = &self.quotable;
+        let quoted = |call: &str| quotable.quotes(call);
+        let reply = read_reply(
+            &choice.message,
+            choice.finish_reason.as_deref(),
+            &format!("recovered-{turn}"),
+            &quoted,
+        );
+        let usage = c
+            .response
+            .usage
+            .unwrap_or_else(|| self.estimated_usage(&reply));
+        self.stats.usage.add(&usage);
+        self.conv
+            .anchor(usage.prompt_tokens, usage.completion_tokens);
+        let total_tokens = self.stats.usage.total_tokens;
+        self.emit(&TaskEvent::ReplyRead(ReplyFacts {
+            turn,
+            usage,
+            total_tokens,
+            finish_reason: choice.finish_reason.as_deref(),
+            thinking: reply.thinking.as_deref(),
+            recovered: reply.recovered,
+            calls: &reply.calls,
+            unread_calls: reply.unread_calls,
+        }));
+        let unread = u32::try_from(reply.unread_calls).unwrap_or(u32::MAX);
+        self.stats.calls_over_budget = self.stats.calls_over_budget.saturating_add(unread);
+        reply
+    }
+
+    /// A server that reports no `usage`: the prompt as estimated, the reply
+    /// at about 3 characters a token.
+    pub(super) fn estimated_usage(&self, reply: &Reply) -> Usage {
+        let out = reply.content.len()
+            + reply.thinking.as_ref().map_or(0, String::len)
+            + reply
+                .calls
+                .iter()
+                .map(|c| c.function.arguments.len())
+                .sum::<usize>();
+        Usage {
+            prompt_tokens: self.conv.estimate(),
+            completion_tokens: (out as u64).div_ceil(3),
+            total_tokens: 0,
+        }
+    }
+}
