@@ -17,8 +17,9 @@ pub fn system_clock() -> Clock {
     Arc::new(Utc::now)
 }
 
-/// What every task of a run shares: the clients, the clock, the stop signal.
-pub struct Harness {
+/// The loop's dependencies, shared by every task of a run: the clients,
+/// the clock, the stop signal, the redactor — and no display.
+pub struct TaskDeps {
     pub endpoint: Endpoint,
     pub toolbox: Toolbox,
     pub clock: Clock,
@@ -28,8 +29,8 @@ pub struct Harness {
     pub redactor: std::sync::Arc<config::Redactor>,
 }
 
-impl Harness {
-    pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<Harness> {
+impl TaskDeps {
+    pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<TaskDeps> {
         let problems = Toolbox::unknown_profile_tools(cfg);
         if !problems.is_empty() {
             anyhow::bail!("{}: {}", cfg.path.display(), problems.join("; "));
@@ -47,7 +48,7 @@ impl Harness {
             .as_ref()
             .map(tools::webfetch::Webfetch::new)
             .transpose()?;
-        Ok(Harness {
+        Ok(TaskDeps {
             endpoint: Endpoint::new(&cfg.endpoint)?,
             toolbox: Toolbox {
                 webfetch,

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::agent::deps::Harness;
+use crate::agent::deps::TaskDeps;
 use crate::base::schema::OutputSchema;
 use crate::endpoint::{Attempt, CallError, Completion};
 use crate::tools::CallContext;
@@ -46,7 +46,7 @@ pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
 
 /// Runs one task to its end and reports every step to `sink`, the last
 /// being [`TaskEvent::Stopped`]. Never returns without an outcome.
-pub async fn run_task(h: &Harness, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outcome {
+pub async fn run_task(h: &TaskDeps, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outcome {
     let mut run = TaskRun::new(h, spec, sink);
     let Err(stop) = run.run().await;
     let outcome = Outcome {
@@ -63,7 +63,7 @@ pub async fn run_task(h: &Harness, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outc
 
 /// The state of one task run, with a method per step of the loop.
 struct TaskRun<'a, 's> {
-    h: &'a Harness,
+    h: &'a TaskDeps,
     spec: &'a TaskSpec,
     sink: &'a mut Sink<'s>,
     conv: Conversation,
@@ -84,7 +84,7 @@ struct TaskRun<'a, 's> {
 }
 
 impl<'a, 's> TaskRun<'a, 's> {
-    fn new(h: &'a Harness, spec: &'a TaskSpec, sink: &'a mut Sink<'s>) -> Self {
+    fn new(h: &'a TaskDeps, spec: &'a TaskSpec, sink: &'a mut Sink<'s>) -> Self {
         let now = Instant::now();
         // max_wall is bounded by the config, but no number may crash the run.
         let deadline = now

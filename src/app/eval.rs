@@ -11,7 +11,7 @@ use super::cli::Cli;
 use super::config_error;
 use super::exit;
 use super::run::watch_signals;
-use crate::agent::deps::{Harness, system_clock};
+use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
 use crate::display::Progress;
 use crate::drain::UsageError;
@@ -57,10 +57,10 @@ async fn eval_harnesses(
     configs: &[Variant],
     cancel: &CancellationToken,
     progress: &Progress,
-) -> Result<Vec<Harness>, u8> {
+) -> Result<Vec<TaskDeps>, u8> {
     let mut harnesses = Vec::new();
     for (_, cfg) in configs {
-        let h = Harness::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+        let h = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         })?;

@@ -4,7 +4,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::exit::{self, Exit};
-use crate::agent::deps::{Harness, system_clock};
+use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
 use crate::display::Progress;
 use crate::drain::{self, NameError, RunEnd, RunOptions, RunOutcome, lock};
@@ -12,7 +12,7 @@ use crate::records::metrics;
 
 pub(super) async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
-    let harness = match Harness::new(cfg, system_clock(), cancel.clone()) {
+    let harness = match TaskDeps::new(cfg, system_clock(), cancel.clone()) {
         Ok(h) => h,
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
@@ -50,7 +50,11 @@ pub(super) async fn run_command(cfg: &Config, opts: RunOptions, progress: Progre
 /// metrics textfile with the run's exit code. The run that found the lock
 /// taken writes nothing (the run holding it will), nor does a `run-task`
 /// name typed wrong at a prompt: that is no run of the unattended setup.
-pub async fn run_inbox(cfg: &Config, h: &Harness, opts: &RunOptions) -> anyhow::Result<RunOutcome> {
+pub async fn run_inbox(
+    cfg: &Config,
+    h: &TaskDeps,
+    opts: &RunOptions,
+) -> anyhow::Result<RunOutcome> {
     let end = drain::run(cfg, h, opts).await;
     let code = match &end.result {
         Ok(RunOutcome::Locked { .. }) => None,

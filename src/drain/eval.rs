@@ -11,7 +11,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::agent::deps::Harness;
+use crate::agent::deps::TaskDeps;
 use crate::config::Config;
 use crate::drain::{Mode, TaskEnd, run_tasks};
 use crate::inbox;
@@ -242,7 +242,7 @@ fn totals(rows: &[TaskRow]) -> Totals {
 /// Runs the suite once for one variant; its records go under `logs`.
 pub async fn run_variant(
     cfg: &Config,
-    h: &Harness,
+    h: &TaskDeps,
     opts: &EvalOptions,
     set: &[(String, String)],
     logs: &Path,

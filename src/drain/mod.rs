@@ -25,7 +25,7 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::agent::deps::Harness;
+use crate::agent::deps::TaskDeps;
 use crate::agent::expect::{self, Evidence, Verdict};
 use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskInput, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
@@ -148,7 +148,7 @@ pub struct RunEnd {
 }
 
 /// Runs the inbox (or `opts.only`) as `opts` says.
-pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> RunEnd {
+pub async fn run(cfg: &Config, h: &TaskDeps, opts: &RunOptions) -> RunEnd {
     let (started, t0) = ((h.clock)(), Instant::now());
     let (result, summaries) = match drain_inbox(cfg, h, opts).await {
         Ok((outcome, summaries)) => (Ok(outcome), summaries),
@@ -165,7 +165,7 @@ pub async fn run(cfg: &Config, h: &Harness, opts: &RunOptions) -> RunEnd {
 /// The run itself: folders, lock, listing, reachability, tasks.
 async fn drain_inbox(
     cfg: &Config,
-    h: &Harness,
+    h: &TaskDeps,
     opts: &RunOptions,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     crate::drain::folders::prepare(cfg).map_err(UsageError)?;
@@ -214,7 +214,7 @@ fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
 /// Runs the listed tasks and tallies them.
 async fn drain(
     cfg: &Config,
-    h: &Harness,
+    h: &TaskDeps,
     opts: &RunOptions,
     entries: Vec<InboxEntry>,
 ) -> (RunOutcome, Vec<Summary>) {
@@ -250,7 +250,7 @@ async fn drain(
 /// file to records; the endpoint is not checked first.
 pub async fn run_tasks(
     cfg: &Config,
-    h: &Harness,
+    h: &TaskDeps,
     entries: Vec<InboxEntry>,
     mode: &Mode,
     concurrency: usize,
@@ -286,7 +286,7 @@ pub async fn run_tasks(
 }
 
 /// The context window every task of the run manages, if any.
-async fn context_window(cfg: &Config, h: &Harness) -> Option<u32> {
+async fn context_window(cfg: &Config, h: &TaskDeps) -> Option<u32> {
     match cfg.limits.context_tokens {
         0 if cfg.endpoint.kind == EndpointKind::Openai => {
             let n = h.endpoint.discover_context().await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::deps::{Harness, system_clock};
+use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
 use crate::drain::{Mode, TaskEnd, run_tasks};
 use crate::endpoint::JobInfo;
@@ -205,8 +205,8 @@ fn replaying_harness(
     run: &RecordedRun,
     recording: Arc<std::sync::Mutex<Recording>>,
     from_turn: Option<u32>,
-) -> anyhow::Result<Harness> {
-    let mut h = Harness::new(cfg, system_clock(), CancellationToken::new())?;
+) -> anyhow::Result<TaskDeps> {
+    let mut h = TaskDeps::new(cfg, system_clock(), CancellationToken::new())?;
     h.endpoint = h.endpoint.replaying(recording);
     // Details become trees within one budget for the whole run (SPEC §21).
     let mut budget = MAX_DETAIL_TREE_BYTES;

@@ -23,7 +23,7 @@ pub(super) enum Disposition {
 /// What every task of one run shares.
 pub(super) struct Drain<'a> {
     pub(super) cfg: &'a Config,
-    pub(super) h: &'a Harness,
+    pub(super) h: &'a TaskDeps,
     pub(super) context_tokens: Option<u32>,
     pub(super) attempts: Mutex<Attempts>,
     pub(super) mode: &'a Mode,
@@ -437,7 +437,7 @@ pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Why a task the process died on in every allowed attempt is given up.
 pub(super) fn killed_too_often(
     rec: &mut RunRecord,
-    h: &Harness,
+    h: &TaskDeps,
     starts: u32,
     max_attempts: u32,
 ) -> String {
@@ -452,7 +452,7 @@ pub(super) fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, At
 
 pub(super) fn invalid(
     rec: &mut RunRecord,
-    h: &Harness,
+    h: &TaskDeps,
     path: &Path,
     problem: &TaskProblem,
 ) -> Outcome {

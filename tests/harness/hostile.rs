@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
-use agent_harness::agent::deps::Harness;
+use agent_harness::agent::deps::TaskDeps;
 use agent_harness::drain::{RunOptions, RunOutcome, Tally};
 use agent_harness::records::Status;
 use chrono::{TimeZone, Utc};
@@ -83,7 +83,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         }
         Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap()
     });
-    let mut h = Harness::new(&cfg, clock, CancellationToken::new()).unwrap();
+    let mut h = TaskDeps::new(&cfg, clock, CancellationToken::new()).unwrap();
     h.endpoint = agent_harness::endpoint::Endpoint::new(&cfg.endpoint)
         .unwrap()
         .with_retry_policy(fast_retries());

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_harness::agent::deps::{Clock, Harness};
+use agent_harness::agent::deps::{Clock, TaskDeps};
 pub use agent_harness::app::exit::Exit;
 use agent_harness::config::Config;
 use agent_harness::drain::{RunOptions, RunOutcome};
@@ -409,8 +409,8 @@ pub fn fast_retries() -> RetryPolicy {
     }
 }
 
-pub fn harness(cfg: &Config) -> Harness {
-    let mut h = Harness::new(cfg, fixed_clock(), CancellationToken::new()).unwrap();
+pub fn harness(cfg: &Config) -> TaskDeps {
+    let mut h = TaskDeps::new(cfg, fixed_clock(), CancellationToken::new()).unwrap();
     h.endpoint = Endpoint::new(&cfg.endpoint)
         .unwrap()
         .with_retry_policy(fast_retries());
