@@ -1,3 +1,5 @@
+//! Unit tests of `config`.
+
 use super::*;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {

@@ -1,3 +1,5 @@
+//! Unit tests of `drain`.
+
 use super::task::*;
 use super::*;
 use std::time::Duration;

@@ -1,3 +1,5 @@
+//! Unit tests of `endpoint`.
+
 use super::*;
 use reqwest::StatusCode;
 

@@ -1,3 +1,5 @@
+//! Unit tests of `inbox`.
+
 use super::*;
 
 #[test]

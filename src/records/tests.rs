@@ -1,3 +1,5 @@
+//! Unit tests of `records`.
+
 use super::*;
 use chrono::TimeZone;
 use std::os::unix::fs::PermissionsExt;

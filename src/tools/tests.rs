@@ -1,3 +1,5 @@
+//! Unit tests of `tools`.
+
 use super::*;
 use serde_json::json;
 

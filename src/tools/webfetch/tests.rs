@@ -1,3 +1,5 @@
+//! Unit tests of `tools::webfetch`.
+
 use super::*;
 
 fn rules(allow_private: bool, allow: &[&str], deny: &[&str]) -> Rules {

@@ -1,3 +1,5 @@
+//! Unit tests of `wire::reply`.
+
 use super::text_calls::*;
 use super::*;
 use serde_json::json;
