@@ -1,5 +1,5 @@
-//! `eval`: the suite's configs (with `--set` and `--matrix`), one harness
-//! per variant, the runs, and the table or JSON.
+//! `eval`: the suite's configs (with `--set` and `--matrix`), the task
+//! dependencies of each variant, the runs, and the table or JSON.
 
 use std::io::Write;
 use std::path::Path;
@@ -51,14 +51,14 @@ fn eval_configs(
         .collect()
 }
 
-/// A harness per variant, each endpoint checked first: `Err` is the exit
+/// The task dependencies of each variant, each endpoint checked first: `Err` is the exit
 /// code (75 when one does not answer, so nothing is run).
-async fn eval_harnesses(
+async fn eval_deps(
     configs: &[Variant],
     cancel: &CancellationToken,
     progress: &Progress,
 ) -> Result<Vec<TaskDeps>, u8> {
-    let mut harnesses = Vec::new();
+    let mut deps = Vec::new();
     for (_, cfg) in configs {
         let h = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
             progress.eprintln(&format!("agent-harness: {e:#}"));
@@ -70,9 +70,9 @@ async fn eval_harnesses(
             ));
             return Err(exit::TEMPFAIL);
         }
-        harnesses.push(h);
+        deps.push(h);
     }
-    Ok(harnesses)
+    Ok(deps)
 }
 
 /// `eval DIR`: the suite once per variant of the config, then the table
@@ -111,7 +111,7 @@ pub(super) async fn eval_command(
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));
-    let harnesses = match eval_harnesses(&configs, &cancel, progress).await {
+    let deps = match eval_deps(&configs, &cancel, progress).await {
         Ok(h) => h,
         Err(code) => return code,
     };
@@ -123,7 +123,7 @@ pub(super) async fn eval_command(
         }
     };
     let mut variants = Vec::new();
-    for (k, ((set, cfg), h)) in configs.iter().zip(&harnesses).enumerate() {
+    for (k, ((set, cfg), h)) in configs.iter().zip(&deps).enumerate() {
         let logs = eval_dir.join(format!("v{}", k + 1));
         match crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await {
             Ok(v) => variants.push(v),

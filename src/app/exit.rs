@@ -36,7 +36,7 @@ impl Exit for RunOutcome {
 
 /// A run that stopped on an error: 2 for a usage or setup error (a path, a
 /// name), 1 for anything else.
-pub fn run_error(e: &anyhow::Error) -> u8 {
+pub(super) fn run_error(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<NameError>().is_some() {
         USAGE
     } else {

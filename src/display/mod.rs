@@ -85,7 +85,10 @@ impl Progress {
     pub fn finish(&self, last_line: &str) {
         if let Some((bars, _)) = &self.live {
             let _ = bars.clear();
-            let _ = writeln!(self.make_writer(), "{last_line}");
+            // One write, through the redactor like every other line.
+            let _ = self
+                .make_writer()
+                .write_all(format!("{last_line}\n").as_bytes());
         }
     }
 }
