@@ -27,8 +27,11 @@ pub enum Command {
         /// Run the loop but turn every write tool into a logged intent; move no files, count no attempts.
         #[arg(long)]
         dry_run: bool,
+        /// Print each task's summary as one JSON line on stdout as the task ends.
+        #[arg(long)]
+        json: bool,
     },
-    /// Run one inbox entry: NAME is the file name without .md.
+    /// Run one inbox entry and print its answer: NAME is the file name without .md.
     RunTask {
         /// The task's file name without .md (no path separators, no ..).
         name: String,

@@ -78,6 +78,7 @@ async fn dispatch(
         Command::Run {
             concurrency,
             dry_run,
+            json,
         } => {
             let opts = RunOptions {
                 dry_run: *dry_run,
@@ -86,17 +87,22 @@ async fn dispatch(
                     .unwrap_or(cfg.limits.concurrency),
                 only: None,
                 progress: progress.clone(),
+                on_end: json.then(|| run::summary_lines(cfg.redactor())),
             };
             run_command(&cfg, opts, progress).await
         }
         Command::RunTask { name, dry_run } => {
+            let answer = run::Answer::default();
             let opts = RunOptions {
                 dry_run: *dry_run,
                 concurrency: 1,
                 only: Some(name.clone()),
                 progress: progress.clone(),
+                on_end: Some(answer.keeper()),
             };
-            run_command(&cfg, opts, progress).await
+            let code = run_command(&cfg, opts, progress).await;
+            answer.print(&cfg.redactor());
+            code
         }
         Command::Check => check_command(&cfg),
         Command::Replay {

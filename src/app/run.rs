@@ -1,13 +1,16 @@
 //! `run` and `run-task`: the drain under signal handling, its last line,
 //! its exit code, and the metrics textfile that records both.
 
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
 use tokio_util::sync::CancellationToken;
 
 use super::exit::{self, Exit};
 use crate::agent::deps::{TaskDeps, system_clock};
-use crate::config::Config;
+use crate::config::{Config, Redactor};
 use crate::display::Progress;
-use crate::drain::{self, NameError, RunEnd, RunOptions, RunOutcome, lock};
+use crate::drain::{self, NameError, OnEnd, RunEnd, RunOptions, RunOutcome, lock};
 use crate::records::metrics;
 
 pub(super) async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
@@ -103,4 +106,48 @@ pub(super) async fn watch_signals(cancel: CancellationToken) {
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     eprintln!("agent-harness: second signal, exiting at once");
     std::process::exit(i32::from(exit::TEMPFAIL));
+}
+
+/// `run --json`: each task's summary as one JSON line on stdout, redacted,
+/// as the task ends. A reader that went away stops nothing.
+pub(super) fn summary_lines(redactor: Redactor) -> OnEnd {
+    OnEnd(Arc::new(move |summary, _| {
+        if let Ok(line) = serde_json::to_string(summary) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", redactor.redact(line));
+            let _ = out.flush();
+        }
+    }))
+}
+
+/// `run-task`'s answer: kept as the task ends, printed on stdout once the
+/// run is over — the text of the final answer, or for a structured answer
+/// the JSON `result.json` holds.
+#[derive(Clone, Default)]
+pub(super) struct Answer(Arc<Mutex<Option<String>>>);
+
+impl Answer {
+    pub(super) fn keeper(&self) -> OnEnd {
+        let kept = self.0.clone();
+        OnEnd(Arc::new(move |summary, result| {
+            let text = match result {
+                Some(value) => serde_json::to_string_pretty(value).ok(),
+                None => summary.final_answer.clone(),
+            };
+            *kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = text;
+        }))
+    }
+
+    pub(super) fn print(&self, redactor: &Redactor) {
+        let kept = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(text) = kept.as_deref() {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", redactor.redact_str(text.trim_end()));
+        }
+    }
 }

@@ -258,6 +258,7 @@ pub async fn run_variant(
         replay_of: None,
         today: None,
         progress: opts.progress.clone(),
+        on_end: None,
     };
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();

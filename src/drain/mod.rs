@@ -44,6 +44,22 @@ pub struct RunOptions {
     pub only: Option<String>,
     /// The live lines on a terminal (hidden unless the binary draws them).
     pub progress: Progress,
+    /// Told of each task as it ends (`run --json`, `run-task`'s answer).
+    pub on_end: Option<OnEnd>,
+}
+
+/// A task's end, for whoever asked to be told: its summary and, for a
+/// structured answer, the JSON that matched the schema.
+#[derive(Clone)]
+pub struct OnEnd(pub std::sync::Arc<EndFn>);
+
+/// What [`OnEnd`] calls.
+pub type EndFn = dyn Fn(&Summary, Option<&serde_json::Value>) + Send + Sync;
+
+impl std::fmt::Debug for OnEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnEnd")
+    }
 }
 
 /// How a batch of tasks is handled: by `run`, `eval` and `replay` alike.
@@ -62,6 +78,8 @@ pub struct Mode {
     pub today: Option<chrono::NaiveDate>,
     /// The live lines on a terminal: the drain draws them, the loop never sees them.
     pub progress: Progress,
+    /// Told of each task filed.
+    pub on_end: Option<OnEnd>,
 }
 
 /// What the run did, by task.
@@ -225,6 +243,7 @@ async fn drain(
         replay_of: None,
         today: None,
         progress: opts.progress.clone(),
+        on_end: opts.on_end.clone(),
     };
     let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);

@@ -107,6 +107,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         replay_of: Some(of.clone()),
         today: Some(recorded.summary.started_at.date_naive()),
         progress: crate::display::Progress::hidden(),
+        on_end: None,
     };
     let entry = InboxEntry {
         name,

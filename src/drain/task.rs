@@ -164,6 +164,10 @@ impl Drain<'_> {
         if let Some(result) = &outcome.result {
             rec.result(result)?;
         }
+        if let Some(answer) = &outcome.final_answer {
+            rec.answer(answer)?;
+        }
+        let result = outcome.result.clone();
         let attempt = count.number();
         let filing = file_outcome(
             outcome.stop,
@@ -195,6 +199,9 @@ impl Drain<'_> {
                 }
             });
         rec.filed(&summary, &place);
+        if let Some(on_end) = &self.mode.on_end {
+            (on_end.0)(&summary, result.as_ref());
+        }
         tracing::info!(
             status = summary.status.as_str(),
             stop_reason = summary.stop_reason.as_str(),

@@ -311,6 +311,17 @@ impl RunRecord {
         }
     }
 
+    /// Writes `answer.md`: the final answer as text (SPEC §17).
+    pub fn answer(&self, text: &str) -> anyhow::Result<()> {
+        let mut text = self.redactor.redact_str(text).into_owned();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        self.folder
+            .replace("answer.md", text.as_bytes(), 0o600)
+            .with_context(|| format!("writing {}/answer.md", self.dir.display()))
+    }
+
     /// Writes `result.json`: a final answer that matched its output schema.
     pub fn result(&self, value: &Value) -> anyhow::Result<()> {
         let text = self.redactor.redact(serde_json::to_string_pretty(value)?);

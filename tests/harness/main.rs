@@ -11,6 +11,7 @@ mod eval;
 mod hostile;
 mod inbox_runs;
 mod left_alone;
+mod left_alone_ii;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;
