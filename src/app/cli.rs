@@ -39,6 +39,16 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Move a failed task back into the inbox, its attempt count reset.
+    #[command(group = clap::ArgGroup::new("which").required(true))]
+    Requeue {
+        /// A task name (its newest failed file) or a run id (YYYYMMDDTHHMMSSZ).
+        #[arg(group = "which")]
+        target: Option<String>,
+        /// Every failed task (the newest file of each).
+        #[arg(long, group = "which")]
+        all_failed: bool,
+    },
     /// Smoke-test the endpoint: reachability, one completion, one tool-call round trip.
     TestRunpod,
     /// Validate the config and every inbox task without calling anything.

@@ -10,6 +10,7 @@ pub mod cli;
 mod eval;
 pub mod exit;
 mod logs;
+mod requeue;
 mod run;
 pub mod smoke;
 
@@ -17,6 +18,7 @@ use check::check_command;
 use eval::eval_command;
 pub use exit::{replay_exit, smoke_exit};
 use logs::logs_command;
+use requeue::requeue_command;
 use run::run_command;
 pub use run::run_inbox;
 
@@ -105,6 +107,9 @@ async fn dispatch(
             code
         }
         Command::Check => check_command(&cfg),
+        Command::Requeue { target, all_failed } => {
+            requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
+        }
         Command::Replay {
             run_dir,
             from_turn,

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod folders;
 pub mod lock;
 pub mod replay;
+pub mod requeue;
 mod task;
 
 pub use check::{CheckReport, check_inbox};

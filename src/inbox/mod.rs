@@ -7,6 +7,12 @@
 //! Parsing is pure ([`parse_task`]) so it is tested on strings; the I/O
 //! wrappers add the file-level checks (size, UTF-8).
 
+mod attempts;
+mod filing;
+
+pub use attempts::Attempts;
+pub use filing::{MAX_FILE_NAME, filed_readings, fit_file_name, move_task};
+
 use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -344,147 +350,6 @@ fn read_inbox(inbox: &Path) -> anyhow::Result<Vec<Result<InboxEntry, PathBuf>>> 
         });
     }
     Ok(entries)
-}
-
-/// The longest file name most file systems take.
-pub const MAX_FILE_NAME: usize = 255;
-
-/// `prefix + name + suffix`, with `name` shortened when the whole would pass
-/// 255 bytes: cut at a character boundary, then `~` and 8 hex digits of a
-/// hash of the full name, so two long names stay apart (SPEC §12.5).
-pub fn fit_file_name(prefix: &str, name: &str, suffix: &str) -> String {
-    if prefix.len() + name.len() + suffix.len() <= MAX_FILE_NAME {
-        return format!("{prefix}{name}{suffix}");
-    }
-    let tag = format!("~{:08x}", short_hash(name));
-    let room = MAX_FILE_NAME.saturating_sub(prefix.len() + tag.len() + suffix.len());
-    format!("{prefix}{}{tag}{suffix}", prefix_bytes(name, room))
-}
-
-/// Moves a finished task file to `dir/<run_id>-<name>.md` by atomic rename,
-/// creating `dir` when missing. A clash never overwrites: `-2`, `-3`, … are
-/// added. Callers hold the run lock, so nobody else writes to `dir`. A
-/// symbolic link moves as the link; its target is never touched.
-pub fn move_task(from: &Path, dir: &Path, run_id: &str, name: &str) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let prefix = format!("{run_id}-");
-    let target = (1..10_000)
-        .map(|n| {
-            let suffix = if n == 1 {
-                ".md".to_string()
-            } else {
-                format!("-{n}.md")
-            };
-            dir.join(fit_file_name(&prefix, name, &suffix))
-        })
-        .find(|p| std::fs::symlink_metadata(p).is_err())
-        .context("no free file name")?;
-    match std::fs::rename(from, &target) {
-        Ok(()) => Ok(target),
-        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
-            move_across_devices(from, &target, run_id)?;
-            Ok(target)
-        }
-        Err(e) => {
-            Err(e).with_context(|| format!("moving {} to {}", from.display(), target.display()))
-        }
-    }
-}
-
-/// A move between file systems: a copy under a temporary name, renamed into
-/// place, then the original removed, so the target never appears half-written.
-/// A link is made anew pointing where it pointed; a FIFO or device becomes an
-/// empty file (its contents are never read).
-fn move_across_devices(from: &Path, target: &Path, run_id: &str) -> anyhow::Result<()> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".agent-harness-move-{run_id}.tmp"));
-    let kind = std::fs::symlink_metadata(from)
-        .with_context(|| format!("reading {}", from.display()))?
-        .file_type();
-    if kind.is_symlink() {
-        let points_to = std::fs::read_link(from)?;
-        std::os::unix::fs::symlink(&points_to, &tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-    } else if kind.is_file() {
-        std::fs::copy(from, &tmp)
-            .with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
-    } else {
-        std::fs::write(&tmp, "").with_context(|| format!("creating {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))?;
-    std::fs::remove_file(from).with_context(|| format!("removing {}", from.display()))
-}
-
-/// Attempt counts of retryable tasks, by task name: `<state_dir>/.agent-harness-attempts.json`.
-#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Attempts {
-    #[serde(flatten)]
-    counts: BTreeMap<String, u32>,
-}
-
-impl Attempts {
-    pub fn path(state_dir: &Path) -> PathBuf {
-        state_dir.join(".agent-harness-attempts.json")
-    }
-
-    /// Loads the counts; a missing or unreadable file counts as empty (and is logged).
-    pub fn load(state_dir: &Path) -> Attempts {
-        let path = Self::path(state_dir);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "attempt state unreadable; starting from zero");
-                Attempts::default()
-            }),
-            Err(_) => Attempts::default(),
-        }
-    }
-
-    /// Attempts already counted for `name` in earlier runs.
-    pub fn get(&self, name: &str) -> u32 {
-        self.counts.get(name).copied().unwrap_or(0)
-    }
-
-    pub fn set(&mut self, name: &str, count: u32) {
-        self.counts.insert(name.to_string(), count);
-    }
-
-    pub fn clear(&mut self, name: &str) {
-        self.counts.remove(name);
-    }
-
-    /// Keeps the counts of the names `keep` accepts; says whether any went.
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) -> bool {
-        let before = self.counts.len();
-        self.counts.retain(|name, _| keep(name));
-        self.counts.len() != before
-    }
-
-    /// Writes the state atomically (temporary file, then rename).
-    pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
-        let path = Self::path(state_dir);
-        if self.counts.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(e).with_context(|| format!("removing {}", path.display()))
-                }
-                _ => Ok(()),
-            };
-        }
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        let tmp = path.with_extension("json.tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::io::Write::write_all(&mut file, &serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

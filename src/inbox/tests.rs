@@ -358,3 +358,44 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_filed_name_reads_back_as_its_run_id_and_task() {
+    assert_eq!(
+        filed_readings("20260409T061500Z-scan.md"),
+        [("20260409T061500Z".to_string(), "scan".to_string())]
+    );
+    assert_eq!(
+        filed_readings("20260409T061500Z-2-scan.md"),
+        [
+            ("20260409T061500Z-2".to_string(), "scan".to_string()),
+            ("20260409T061500Z".to_string(), "2-scan".to_string())
+        ]
+    );
+    for not_filed in [
+        "scan.md",
+        "20260409T061500Z.md",
+        "20260409T061500Z-.md",
+        "2026040XT061500Z-a.md",
+        "20260409T061500Z-a.txt",
+        "é",
+    ] {
+        assert!(filed_readings(not_filed).is_empty(), "{not_filed}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn every_name_move_task_writes_reads_back(
+        name in "[a-z0-9][a-z0-9_.-]{0,40}",
+        stamp in "[0-9]{8}T[0-9]{6}Z",
+        clash in proptest::option::of(2u32..50),
+    ) {
+        let run_id = match clash {
+            Some(n) => format!("{stamp}-{n}"),
+            None => stamp,
+        };
+        let file = fit_file_name(&format!("{run_id}-"), &name, ".md");
+        proptest::prop_assert!(filed_readings(&file).contains(&(run_id, name)));
+    }
+}

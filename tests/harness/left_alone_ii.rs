@@ -139,3 +139,160 @@ async fn run_json_prints_one_summary_per_line_as_each_task_ends() {
         "without --json, run prints nothing on stdout"
     );
 }
+
+/// Puts `files` in `tasks/failed/` as a run would have left them.
+fn failed(project: &Project, files: &[&str]) {
+    let dir = project.root().join("tasks/failed");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in files {
+        std::fs::write(dir.join(f), format!("task from {f}")).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attempt() {
+    let llm = FakeLlm::start(vec![
+        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
+        ok(final_answer("done now")),
+    ])
+    .await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    project.task("flaky", "Answer.");
+    let first = run_bin(&project, &["run"]).await;
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    assert_eq!(project.failed().len(), 1);
+    // A count left behind (by hand, or an older version) is reset too.
+    std::fs::write(
+        project.root().join("tasks/.agent-harness-attempts.json"),
+        r#"{"flaky": 7}"#,
+    )
+    .unwrap();
+
+    let out = run_bin(&project, &["requeue", "flaky"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.inbox(), ["flaky.md"]);
+    assert!(project.failed().is_empty());
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("tasks/failed/") && printed.ends_with("tasks/inbox/flaky.md\n"),
+        "{printed}"
+    );
+    assert!(
+        !project
+            .root()
+            .join("tasks/.agent-harness-attempts.json")
+            .exists()
+    );
+    let again = run_bin(&project, &["run", "--json"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
+    assert_eq!(
+        (summary["status"].as_str(), summary["attempt"].as_u64()),
+        (Some("succeeded"), Some(1))
+    );
+}
+
+#[test]
+fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    failed(
+        &project,
+        &[
+            "20260401T060000Z-scan.md",
+            "20260408T060000Z-scan.md",
+            "20260408T060000Z-2-scan.md",
+            "20260409T061500Z-2026-report.md",
+            "20260409T061500Z-other.md",
+        ],
+    );
+    // `…Z-2-scan` is run `…Z-2` of `scan`: its run folder says so.
+    std::fs::create_dir_all(project.root().join("logs/scan/20260408T060000Z-2")).unwrap();
+
+    let out = bin(&project).args(["requeue", "scan"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/scan.md")).unwrap(),
+        "task from 20260408T060000Z-2-scan.md"
+    );
+
+    // The inbox holds scan.md now: the next one is refused, and stays.
+    let out = bin(&project).args(["requeue", "scan"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("scan.md is already in the inbox"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(project.failed().len(), 4);
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/scan.md")).unwrap(),
+        "task from 20260408T060000Z-2-scan.md",
+        "never overwritten"
+    );
+
+    // A run id names every task of that run; a date-like name stays whole.
+    let out = bin(&project)
+        .args(["requeue", "20260409T061500Z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.inbox(), ["2026-report.md", "other.md", "scan.md"]);
+
+    let out = bin(&project)
+        .args(["requeue", "nothing-like-it"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("matches task \"nothing-like-it\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    failed(
+        &project,
+        &[
+            "20260401T060000Z-a.md",
+            "20260402T060000Z-a.md",
+            "20260403T060000Z-b.md",
+        ],
+    );
+    let lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+        .unwrap()
+        .unwrap();
+    let out = bin(&project)
+        .args(["requeue", "--all-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("another run holds the lock"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(project.inbox().is_empty());
+    drop(lock);
+
+    let out = bin(&project)
+        .args(["requeue", "--all-failed"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/a.md")).unwrap(),
+        "task from 20260402T060000Z-a.md"
+    );
+    assert_eq!(project.failed(), ["20260401T060000Z-a.md"]);
+
+    let out = bin(&project).args(["requeue"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a target is required");
+}

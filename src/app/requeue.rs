@@ -1,0 +1,57 @@
+//! `requeue`: a failed task back into the inbox, and what the operator is
+//! told about each.
+
+use super::exit;
+use crate::config::Config;
+use crate::display::Progress;
+use crate::drain::lock;
+use crate::drain::requeue::{RequeueOutcome, Target, requeue};
+
+/// `requeue NAME|RUN_ID|--all-failed`: prints each move; exit 1 when a task
+/// was left in `failed/` because the inbox holds one of its name, 75 when a
+/// run holds the lock, 2 when nothing in `failed/` matches.
+pub(super) fn requeue_command(
+    cfg: &Config,
+    target: Option<&str>,
+    all_failed: bool,
+    progress: &Progress,
+) -> u8 {
+    let target = match target {
+        Some(arg) if !all_failed => Target::of(arg),
+        _ => Target::AllFailed,
+    };
+    match requeue(cfg, &target) {
+        Ok(RequeueOutcome::Locked) => {
+            progress.eprintln(&format!(
+                "agent-harness: another run holds the lock {}; nothing was moved: try again when it ends",
+                lock::RunLock::path(&cfg.paths.state_dir()).display()
+            ));
+            exit::TEMPFAIL
+        }
+        Ok(RequeueOutcome::Done { moved, refused }) => {
+            for m in &moved {
+                println!(
+                    "{} → {}",
+                    crate::base::text::printable(&m.from.display().to_string()),
+                    crate::base::text::printable(&m.to.display().to_string())
+                );
+            }
+            for task in &refused {
+                progress.eprintln(&format!(
+                    "agent-harness: {}.md is already in the inbox; task {task:?} stays in {}",
+                    task,
+                    cfg.paths.failed.display()
+                ));
+            }
+            if refused.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            }
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::run_error(&e)
+        }
+    }
+}
