@@ -49,6 +49,12 @@ pub enum Command {
         #[arg(long, group = "which")]
         all_failed: bool,
     },
+    /// Remove run folders and done/ files past [retention], as each run does at its end.
+    Prune {
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Smoke-test the endpoint: reachability, one completion, one tool-call round trip.
     TestRunpod,
     /// Validate the config and every inbox task without calling anything.

@@ -10,17 +10,17 @@ pub mod cli;
 mod eval;
 pub mod exit;
 mod logs;
-mod requeue;
 mod run;
 pub mod smoke;
+mod upkeep;
 
 use check::check_command;
 use eval::eval_command;
 pub use exit::{replay_exit, smoke_exit};
 use logs::logs_command;
-use requeue::requeue_command;
 use run::run_command;
 pub use run::run_inbox;
+use upkeep::{prune_command, requeue_command};
 
 use std::io::Write;
 use std::path::Path;
@@ -107,6 +107,7 @@ async fn dispatch(
             code
         }
         Command::Check => check_command(&cfg),
+        Command::Prune { dry_run } => prune_command(&cfg, *dry_run, &progress),
         Command::Requeue { target, all_failed } => {
             requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
         }

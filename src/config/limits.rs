@@ -62,6 +62,9 @@ pub mod bounds {
     pub const POLL_INTERVAL_MS: (u64, u64) = (50, 60_000);
     /// `[tools.webfetch] max_bytes`: no page is read past what an endpoint body may hold.
     pub const WEBFETCH_MAX_BYTES: (u64, u64) = (1024, 32 * 1024 * 1024);
+    /// `[retention] keep_days`: 0 keeps everything; a century at most.
+    pub const KEEP_DAYS: (u64, u64) = (0, 36_500);
+    pub const KEEP_RUNS: (u64, u64) = (0, 1_000_000);
 }
 
 /// `Err` names `key` when `value` is outside `(min, max)`.
@@ -121,5 +124,40 @@ impl Limits {
             check_range(&format!("[limits] {key}"), value, range)?;
         }
         Ok(())
+    }
+}
+
+/// `[retention]` (SPEC §17): run folders (evals included) older than
+/// `keep_days` go at the end of each run, but for the newest `keep_runs`
+/// of each task; `done/` files older than `keep_days` too. `keep_days = 0`
+/// keeps everything.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retention {
+    pub keep_days: u32,
+    pub keep_runs: u32,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_days: 90,
+            keep_runs: 10,
+        }
+    }
+}
+
+impl Retention {
+    pub(super) fn check(&self) -> Result<(), String> {
+        check_range(
+            "[retention] keep_days",
+            u64::from(self.keep_days),
+            bounds::KEEP_DAYS,
+        )?;
+        check_range(
+            "[retention] keep_runs",
+            u64::from(self.keep_runs),
+            bounds::KEEP_RUNS,
+        )
     }
 }

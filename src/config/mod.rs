@@ -13,7 +13,7 @@ mod resolve;
 mod secrets;
 pub mod setup;
 
-pub use limits::{Limits, bounds, check_finite, check_range};
+pub use limits::{Limits, Retention, bounds, check_finite, check_range};
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
 pub use resolve::resolve_file;
@@ -72,6 +72,8 @@ pub struct Config {
     pub system_prompt: Option<String>,
     /// `[metrics] textfile`: where each run's Prometheus figures go; `None` when disabled.
     pub metrics_textfile: Option<PathBuf>,
+    /// `[retention]`: how long run folders and `done/` files are kept.
+    pub retention: Retention,
     /// `[agents.NAME]` profiles, by name.
     pub agents: std::collections::BTreeMap<String, AgentProfile>,
     /// Secret-looking `--set` values (`eval`): redacted like the others.
@@ -245,6 +247,7 @@ impl Config {
         let err = |m: String| ConfigError::new(path, located(text, m));
         let limits = raw.limits;
         limits.check().map_err(err)?;
+        raw.retention.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
         let paths = resolve_paths(&raw.paths, base);
         let agents = resolve_agents(raw.agents, base, limits.context_tokens).map_err(err)?;
@@ -265,6 +268,7 @@ impl Config {
             noteworx: resolve_noteworx(raw.tools.noteworx, secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
+            retention: raw.retention,
             agents,
             setting_secrets: Vec::new(),
         })

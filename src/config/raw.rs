@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) metrics: RawMetrics,
     #[serde(default)]
+    pub(super) retention: Retention,
+    #[serde(default)]
     pub(super) agents: std::collections::BTreeMap<String, RawAgent>,
 }
 

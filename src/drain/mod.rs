@@ -11,6 +11,7 @@ mod check;
 pub mod eval;
 pub mod folders;
 pub mod lock;
+pub mod prune;
 pub mod replay;
 pub mod requeue;
 mod task;
@@ -208,14 +209,40 @@ async fn drain_inbox(
             .into());
         }
     }
-    Ok(if entries.is_empty() {
+    let ended = if entries.is_empty() {
         tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty");
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = h.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
     } else {
         drain(cfg, h, opts, entries).await
-    })
+    };
+    if !opts.dry_run {
+        retain(cfg, h);
+    }
+    Ok(ended)
+}
+
+/// `[retention]` applied at the end of a run, still under its lock.
+fn retain(cfg: &Config, h: &TaskDeps) {
+    let pruned = prune::prune(
+        &cfg.paths.logs,
+        &cfg.paths.done,
+        &cfg.retention,
+        (h.clock)(),
+        false,
+    );
+    if !pruned.removed.is_empty() {
+        tracing::info!(
+            removed = pruned.removed.len(),
+            keep_days = cfg.retention.keep_days,
+            keep_runs = cfg.retention.keep_runs,
+            "retention: old run folders and done/ files removed"
+        );
+    }
+    for why in &pruned.failed {
+        tracing::warn!(error = %why, "retention: cannot remove");
+    }
 }
 
 /// Drops the attempt counts of tasks no longer in the inbox (removed by

@@ -9,6 +9,7 @@ use super::lock::RunLock;
 use super::{UsageError, folders};
 use crate::config::Config;
 use crate::inbox::{self, Attempts};
+use crate::records::run_order;
 
 /// Which failed tasks go back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,18 +151,10 @@ fn choose(mut filed: Vec<Filed>, target: &Target) -> Vec<Filed> {
     filed.sort_by(|a, b| {
         a.task
             .cmp(&b.task)
-            .then(order(&b.run_id).cmp(&order(&a.run_id)))
+            .then(run_order(&b.run_id).cmp(&run_order(&a.run_id)))
     });
     filed.dedup_by(|later, first| later.task == first.task);
     filed
-}
-
-/// A run id in time order: the stamp, then the clash number.
-fn order(run_id: &str) -> (&str, u32) {
-    match run_id.split_once('-') {
-        Some((stamp, n)) => (stamp, n.parse().unwrap_or(0)),
-        None => (run_id, 1),
-    }
 }
 
 /// Renames `from` to `to` unless `to` exists (`RENAME_NOREPLACE`: no gap

@@ -296,3 +296,177 @@ fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
     let out = bin(&project).args(["requeue"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a target is required");
 }
+
+/// A run id `days` days and `hours` hours before 2026-04-09T06:15:00Z (the tests' clock).
+fn run_id_before(days: i64, hours: i64) -> String {
+    let t = chrono::DateTime::parse_from_rfc3339("2026-04-09T06:15:00Z").unwrap()
+        - chrono::Duration::days(days)
+        - chrono::Duration::hours(hours);
+    t.format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+fn make_runs(project: &Project, task: &str, ids: &[String]) {
+    for id in ids {
+        let dir = project.root().join("logs").join(task).join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("summary.json"), "{}").unwrap();
+    }
+}
+
+fn runs_of(project: &Project, task: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(project.root().join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_run_prunes_by_age_but_keeps_the_newest_runs_of_each_task_and_all_of_failed() {
+    let llm = FakeLlm::replies(vec![final_answer("ok")]).await;
+    let project = Project::new();
+    // 12 old runs of `scan` (200 days and more), 3 recent ones.
+    let old: Vec<String> = (0..12).map(|i| run_id_before(200 + i, 0)).collect();
+    let recent: Vec<String> = (0..3).map(|i| run_id_before(i, 1)).collect();
+    make_runs(&project, "scan", &old);
+    make_runs(&project, "scan", &recent);
+    let evals: Vec<String> = (0..12).map(|i| run_id_before(400 + i, 0)).collect();
+    make_runs(&project, "eval", &evals);
+    make_runs(&project, "eval", &[run_id_before(1, 0)]);
+    let done = project.root().join("tasks/done");
+    let failed = project.root().join("tasks/failed");
+    std::fs::create_dir_all(&done).unwrap();
+    std::fs::create_dir_all(&failed).unwrap();
+    let old_done = done.join(format!("{}-scan.md", run_id_before(100, 0)));
+    let new_done = done.join(format!("{}-scan.md", run_id_before(10, 0)));
+    let old_failed = failed.join(format!("{}-scan.md", run_id_before(300, 0)));
+    for f in [&old_done, &new_done, &old_failed] {
+        std::fs::write(f, "x").unwrap();
+    }
+    // Nothing named otherwise, and nothing behind a link, is touched.
+    std::fs::write(project.root().join("logs/scan/notes.txt"), "mine").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join(run_id_before(500, 0))).unwrap();
+    std::os::unix::fs::symlink(outside.path(), project.root().join("logs/linked")).unwrap();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), "");
+    assert_eq!(cfg.retention.keep_days, 90);
+    assert_eq!(cfg.retention.keep_runs, 10);
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+
+    let mut kept: Vec<String> = old[..7].to_vec();
+    kept.extend(recent.iter().cloned());
+    kept.push("notes.txt".into());
+    kept.sort();
+    assert_eq!(
+        runs_of(&project, "scan"),
+        kept,
+        "the newest 10 of scan, and its other files"
+    );
+    let mut kept_evals: Vec<String> = evals[..9].to_vec();
+    kept_evals.push(run_id_before(1, 0));
+    kept_evals.sort();
+    assert_eq!(
+        runs_of(&project, "eval"),
+        kept_evals,
+        "evals by the same rules"
+    );
+    assert_eq!(
+        runs_of(&project, "t").len(),
+        1,
+        "this run's own folder stays"
+    );
+    assert!(!old_done.exists() && new_done.exists());
+    assert!(old_failed.exists(), "failed/ is never pruned");
+    assert!(
+        outside.path().join(run_id_before(500, 0)).exists(),
+        "a link is not followed"
+    );
+}
+
+#[tokio::test]
+async fn keep_days_0_keeps_everything_and_a_dry_run_prunes_nothing() {
+    let llm = FakeLlm::replies(vec![final_answer("ok"), final_answer("ok")]).await;
+    let project = Project::new();
+    let old: Vec<String> = (0..15).map(|i| run_id_before(300 + i, 0)).collect();
+    make_runs(&project, "scan", &old);
+    project.task("t", "Answer.");
+    let cfg = project.config(
+        &llm.base_url(),
+        "[retention]\nkeep_days = 0\nkeep_runs = 0\n",
+    );
+    run_all(&cfg).await;
+    assert_eq!(runs_of(&project, "scan").len(), 15);
+
+    project.task("u", "Answer.");
+    let cfg = project.config(&llm.base_url(), "[retention]\nkeep_runs = 0\n");
+    run(
+        &cfg,
+        agent_harness::drain::RunOptions {
+            dry_run: true,
+            concurrency: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        runs_of(&project, "scan").len(),
+        15,
+        "a dry run deletes nothing"
+    );
+}
+
+#[test]
+fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[retention]\nkeep_days = 30\nkeep_runs = 5\n",
+    );
+    // A year of hourly runs, up to now.
+    let now = chrono::Utc::now();
+    let ids: Vec<String> = (0..24 * 365)
+        .map(|h| {
+            (now - chrono::Duration::hours(h))
+                .format("%Y%m%dT%H%M%SZ")
+                .to_string()
+        })
+        .collect();
+    make_runs(&project, "hourly", &ids);
+
+    let out = bin(&project).args(["prune", "--dry-run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed = stdout(&out);
+    let would = listed
+        .lines()
+        .filter(|l| l.starts_with("would remove "))
+        .count();
+    assert_eq!(
+        runs_of(&project, "hourly").len(),
+        24 * 365,
+        "nothing removed yet"
+    );
+
+    let out = bin(&project).arg("prune").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let removed = stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("removed "))
+        .count();
+    assert_eq!(removed, would, "prune removes what --dry-run listed");
+    let left = runs_of(&project, "hourly").len();
+    assert!(
+        (30 * 24..=30 * 24 + 1).contains(&left),
+        "30 days of hourly runs are left, not a year: {left}"
+    );
+    assert_eq!(left + removed, 24 * 365);
+
+    let lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+        .unwrap()
+        .unwrap();
+    let out = bin(&project).arg("prune").output().unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    drop(lock);
+}

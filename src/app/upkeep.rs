@@ -1,10 +1,12 @@
-//! `requeue`: a failed task back into the inbox, and what the operator is
-//! told about each.
+//! The folders' upkeep: `requeue` (a failed task back into the inbox) and
+//! `prune` (what `[retention]` lets go), and what the operator is told.
 
 use super::exit;
+use crate::agent::deps::system_clock;
 use crate::config::Config;
 use crate::display::Progress;
 use crate::drain::lock;
+use crate::drain::prune::prune;
 use crate::drain::requeue::{RequeueOutcome, Target, requeue};
 
 /// `requeue NAME|RUN_ID|--all-failed`: prints each move; exit 1 when a task
@@ -53,5 +55,48 @@ pub(super) fn requeue_command(
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::run_error(&e)
         }
+    }
+}
+
+/// `prune [--dry-run]`: under the lock, prints each path removed (or, with
+/// `--dry-run`, that would be); exit 1 when one could not be removed, 75
+/// when a run holds the lock.
+pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) -> u8 {
+    let state_dir = cfg.paths.state_dir();
+    let _lock = match lock::RunLock::try_acquire(&state_dir) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            progress.eprintln(&format!(
+                "agent-harness: another run holds the lock {}; nothing was removed",
+                lock::RunLock::path(&state_dir).display()
+            ));
+            return exit::TEMPFAIL;
+        }
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::FAILED;
+        }
+    };
+    let pruned = prune(
+        &cfg.paths.logs,
+        &cfg.paths.done,
+        &cfg.retention,
+        (system_clock())(),
+        dry_run,
+    );
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for path in &pruned.removed {
+        println!(
+            "{verb} {}",
+            crate::base::text::printable(&path.display().to_string())
+        );
+    }
+    for why in &pruned.failed {
+        progress.eprintln(&format!("agent-harness: cannot remove {why}"));
+    }
+    if pruned.failed.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILED
     }
 }
