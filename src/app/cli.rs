@@ -39,6 +39,23 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Run one task given here and print its answer: no inbox file, no lock, records under logs/<NAME>/.
+    Exec {
+        /// The task's text (frontmatter allowed), or - to read it from stdin.
+        prompt: String,
+        /// Run it as this [agents.NAME] profile.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// Offer only these tools (comma-separated).
+        #[arg(long, value_name = "A,B", value_delimiter = ',')]
+        tools: Option<Vec<String>>,
+        /// The task's name, for its records.
+        #[arg(long, value_name = "NAME", default_value = "exec")]
+        name: String,
+        /// Write tools become logged intents.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Move a failed task back into the inbox, its attempt count reset.
     #[command(group = clap::ArgGroup::new("which").required(true))]
     Requeue {

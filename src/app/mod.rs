@@ -18,7 +18,6 @@ use check::check_command;
 use eval::eval_command;
 pub use exit::{replay_exit, smoke_exit};
 use logs::logs_command;
-use run::run_command;
 pub use run::run_inbox;
 use upkeep::{prune_command, requeue_command};
 
@@ -29,7 +28,6 @@ use crate::app::cli::{Cli, Command};
 use crate::config;
 use crate::config::{Config, ConfigError};
 use crate::display::Progress;
-use crate::drain::RunOptions;
 use crate::endpoint::Endpoint;
 
 /// Runs a parsed command line and returns the process exit code;
@@ -77,34 +75,8 @@ async fn dispatch(
         redactor: cfg.redactor(),
     };
     match &cli.command {
-        Command::Run {
-            concurrency,
-            dry_run,
-            json,
-        } => {
-            let opts = RunOptions {
-                dry_run: *dry_run,
-                concurrency: concurrency
-                    .map(usize::from)
-                    .unwrap_or(cfg.limits.concurrency),
-                only: None,
-                progress: progress.clone(),
-                on_end: json.then(|| run::summary_lines(cfg.redactor())),
-            };
-            run_command(&cfg, opts, progress).await
-        }
-        Command::RunTask { name, dry_run } => {
-            let answer = run::Answer::default();
-            let opts = RunOptions {
-                dry_run: *dry_run,
-                concurrency: 1,
-                only: Some(name.clone()),
-                progress: progress.clone(),
-                on_end: Some(answer.keeper()),
-            };
-            let code = run_command(&cfg, opts, progress).await;
-            answer.print(&cfg.redactor());
-            code
+        Command::Run { .. } | Command::RunTask { .. } | Command::Exec { .. } => {
+            run::command(&cfg, &cli.command, progress).await
         }
         Command::Check => check_command(&cfg),
         Command::Prune { dry_run } => prune_command(&cfg, *dry_run, &progress),

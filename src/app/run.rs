@@ -1,11 +1,13 @@
-//! `run` and `run-task`: the drain under signal handling, its last line,
-//! its exit code, and the metrics textfile that records both.
+//! `run`, `run-task` and `exec`: the drain under signal handling, its last
+//! line, its exit code, the metrics textfile that records both, and what
+//! goes to stdout (`--json` lines, the answer).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use super::cli::Command;
 use super::exit::{self, Exit};
 use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::{Config, Redactor};
@@ -13,7 +15,71 @@ use crate::display::Progress;
 use crate::drain::{self, NameError, OnEnd, RunEnd, RunOptions, RunOutcome, lock};
 use crate::records::metrics;
 
-pub(super) async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
+/// `run`, `run-task` or `exec`, as the command line says.
+pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
+    match command {
+        Command::Run {
+            concurrency,
+            dry_run,
+            json,
+        } => {
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: concurrency
+                    .map(usize::from)
+                    .unwrap_or(cfg.limits.concurrency),
+                only: None,
+                progress: progress.clone(),
+                on_end: json.then(|| summary_lines(cfg.redactor())),
+            };
+            run_command(cfg, opts, progress).await
+        }
+        Command::RunTask { name, dry_run } => {
+            let answer = Answer::default();
+            let opts = RunOptions {
+                dry_run: *dry_run,
+                concurrency: 1,
+                only: Some(name.clone()),
+                progress: progress.clone(),
+                on_end: Some(answer.keeper()),
+            };
+            let code = run_command(cfg, opts, progress).await;
+            answer.print(&cfg.redactor());
+            code
+        }
+        Command::Exec {
+            prompt,
+            agent,
+            tools,
+            name,
+            dry_run,
+        } => {
+            let text = match task_text(prompt) {
+                Ok(text) => text,
+                Err(e) => {
+                    progress.eprintln(&format!("agent-harness: {e}"));
+                    return exit::USAGE;
+                }
+            };
+            let answer = Answer::default();
+            let opts = drain::exec::ExecOptions {
+                name: name.clone(),
+                text,
+                agent: agent.clone(),
+                tools: tools.clone(),
+                dry_run: *dry_run,
+                progress: progress.clone(),
+                on_end: Some(answer.keeper()),
+            };
+            let code = exec_command(cfg, &opts, progress).await;
+            answer.print(&cfg.redactor());
+            code
+        }
+        _ => exit::USAGE,
+    }
+}
+
+async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
     let harness = match TaskDeps::new(cfg, system_clock(), cancel.clone()) {
         Ok(h) => h,
@@ -148,6 +214,49 @@ impl Answer {
         if let Some(text) = kept.as_deref() {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", redactor.redact_str(text.trim_end()));
+        }
+    }
+}
+
+/// `exec`'s task text: the argument, or with `-` stdin — at most a task
+/// file's size, UTF-8.
+pub(super) fn task_text(prompt: &str) -> Result<String, String> {
+    if prompt != "-" {
+        return Ok(prompt.to_string());
+    }
+    let cap = crate::inbox::MAX_TASK_BYTES;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), cap + 1),
+        &mut bytes,
+    )
+    .map_err(|e| format!("reading the task from stdin: {e}"))?;
+    if bytes.len() as u64 > cap {
+        return Err(format!("the task on stdin is over {cap} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "the task on stdin is not valid UTF-8".to_string())
+}
+
+/// `exec`: the one task under signal handling; its exit code is the task's.
+pub(super) async fn exec_command(
+    cfg: &Config,
+    opts: &drain::exec::ExecOptions,
+    progress: Progress,
+) -> u8 {
+    let cancel = CancellationToken::new();
+    let deps = match TaskDeps::new(cfg, system_clock(), cancel.clone()) {
+        Ok(d) => d,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return exit::USAGE;
+        }
+    };
+    tokio::spawn(watch_signals(cancel));
+    match drain::exec::exec(cfg, &deps, opts).await {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            exit::run_error(&e)
         }
     }
 }

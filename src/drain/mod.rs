@@ -9,6 +9,7 @@
 
 mod check;
 pub mod eval;
+pub mod exec;
 pub mod folders;
 pub mod lock;
 pub mod prune;

@@ -8,9 +8,11 @@
 //! wrappers add the file-level checks (size, UTF-8).
 
 mod attempts;
+mod compose;
 mod filing;
 
 pub use attempts::Attempts;
+pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_readings, fit_file_name, move_task};
 
 use std::collections::BTreeMap;

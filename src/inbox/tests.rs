@@ -399,3 +399,23 @@ proptest::proptest! {
         proptest::prop_assert!(filed_readings(&file).contains(&(run_id, name)));
     }
 }
+
+#[test]
+fn keys_set_from_flags_win_over_the_frontmatter_and_keep_the_body() {
+    let agent = |s: &str| toml::Value::String(s.into());
+    let plain = with_keys("Do it.\n", &[("agent", agent("scout"))]).unwrap();
+    assert_eq!(plain, "+++\nagent = \"scout\"\n+++\nDo it.\n");
+    let text = "+++\nagent = \"old\"\nmax_turns = 2\n+++\nBody\n+++\nnot frontmatter\n";
+    let set = with_keys(text, &[("agent", agent("new"))]).unwrap();
+    let task = parse_task(&set).unwrap();
+    assert_eq!(task.frontmatter.agent.as_deref(), Some("new"));
+    assert_eq!(task.frontmatter.max_turns, Some(2));
+    assert_eq!(task.body, "Body\n+++\nnot frontmatter\n");
+    assert_eq!(
+        with_keys(text, &[]).unwrap(),
+        text,
+        "no flag, the text as given"
+    );
+    assert!(with_keys("+++\nmax_turns = 2\nDo it.", &[("agent", agent("a"))]).is_err());
+    assert!(with_keys("", &[]).is_err());
+}

@@ -1,0 +1,71 @@
+//! `exec` (SPEC §17): one task given on the command line — no inbox file,
+//! no lock, nothing filed in `done/` or `failed/` — run as any task is and
+//! recorded under `logs/<name>/`.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+
+use super::*;
+
+/// One `exec`.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOptions {
+    /// The task's name: its records go to `logs/<name>/`.
+    pub name: String,
+    /// The task file's text: a body, perhaps with `+++` frontmatter.
+    pub text: String,
+    /// `--agent` and `--tools`, set over what the frontmatter says.
+    pub agent: Option<String>,
+    pub tools: Option<Vec<String>>,
+    pub dry_run: bool,
+    pub progress: Progress,
+    pub on_end: Option<OnEnd>,
+}
+
+/// Runs the task; a name, a text or a flag that makes no task is a
+/// [`UsageError`], and nothing runs.
+pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Result<RunOutcome> {
+    inbox::check_task_name(&opts.name)
+        .map_err(|e| UsageError(format!("--name {:?}: {e}", opts.name)))?;
+    let mut keys = Vec::new();
+    if let Some(agent) = &opts.agent {
+        keys.push(("agent", toml::Value::String(agent.clone())));
+    }
+    if let Some(tools) = &opts.tools {
+        let list = tools.iter().cloned().map(toml::Value::String).collect();
+        keys.push(("tools", toml::Value::Array(list)));
+    }
+    let text = inbox::with_keys(&opts.text, &keys)
+        .map_err(|problem| UsageError(format!("the task given is invalid: {problem}")))?;
+    crate::records::create_private_dir(&cfg.paths.logs)
+        .with_context(|| format!("creating {}", cfg.paths.logs.display()))?;
+    // The task is read from a file like any other: one in a private folder
+    // of its own, gone when the run is.
+    let dir = tempfile::Builder::new()
+        .prefix(".agent-harness-exec-")
+        .tempdir()
+        .context("creating a temporary folder for the task")?;
+    let path = dir.path().join(format!("{}.md", opts.name));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let mode = Mode {
+        dry_run: opts.dry_run,
+        file: false,
+        logs: cfg.paths.logs.clone(),
+        replay_of: None,
+        today: None,
+        progress: opts.progress.clone(),
+        on_end: opts.on_end.clone(),
+    };
+    let entry = InboxEntry {
+        name: opts.name.clone(),
+        path,
+    };
+    let ends = run_tasks(cfg, h, vec![entry], &mode, 1).await;
+    Ok(RunOutcome::Finished(Tally::of(&ends)))
+}
