@@ -212,8 +212,19 @@ impl Answer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(text) = kept.as_deref() {
+            let text = redactor.redact_str(text.trim_end());
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", redactor.redact_str(text.trim_end()));
+            // On a terminal, what the model wrote cannot move the cursor,
+            // retitle the window or write the clipboard; a pipe gets it as is.
+            let _ = if std::io::IsTerminal::is_terminal(&out) {
+                let lines: Vec<String> = text
+                    .split('\n')
+                    .map(|l| crate::base::text::printable(l).into_owned())
+                    .collect();
+                writeln!(out, "{}", lines.join("\n"))
+            } else {
+                writeln!(out, "{text}")
+            };
         }
     }
 }
@@ -223,6 +234,9 @@ impl Answer {
 pub(super) fn task_text(prompt: &str) -> Result<String, String> {
     if prompt != "-" {
         return Ok(prompt.to_string());
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err("`exec -` reads the task from stdin, which is a terminal: pipe the task in, or give it as the argument".into());
     }
     let cap = crate::inbox::MAX_TASK_BYTES;
     let mut bytes = Vec::new();

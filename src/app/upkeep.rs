@@ -1,6 +1,8 @@
 //! The folders' upkeep: `requeue` (a failed task back into the inbox) and
 //! `prune` (what `[retention]` lets go), and what the operator is told.
 
+use std::io::Write;
+
 use super::exit;
 use crate::agent::deps::system_clock;
 use crate::config::Config;
@@ -30,13 +32,30 @@ pub(super) fn requeue_command(
             ));
             exit::TEMPFAIL
         }
-        Ok(RequeueOutcome::Done { moved, refused }) => {
+        Ok(RequeueOutcome::Done {
+            moved,
+            refused,
+            shortened,
+            error,
+        }) => {
+            let mut out = std::io::stdout().lock();
             for m in &moved {
-                println!(
+                // A reader that went away does not undo a move.
+                let _ = writeln!(
+                    out,
                     "{} → {}",
                     crate::base::text::printable(&m.from.display().to_string()),
                     crate::base::text::printable(&m.to.display().to_string())
                 );
+            }
+            for path in &shortened {
+                progress.eprintln(&format!(
+                    "agent-harness: {}: its name was shortened to fit 255 bytes and does not hold the task's: move it into the inbox by hand, under the name its run's summary.json gives",
+                    path.display()
+                ));
+            }
+            if let Some(e) = &error {
+                progress.eprintln(&format!("agent-harness: {e}"));
             }
             for task in &refused {
                 progress.eprintln(&format!(
@@ -45,7 +64,7 @@ pub(super) fn requeue_command(
                     cfg.paths.failed.display()
                 ));
             }
-            if refused.is_empty() {
+            if refused.is_empty() && shortened.is_empty() && error.is_none() {
                 exit::OK
             } else {
                 exit::FAILED
@@ -77,16 +96,12 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
             return exit::FAILED;
         }
     };
-    let pruned = prune(
-        &cfg.paths.logs,
-        &cfg.paths.done,
-        &cfg.retention,
-        (system_clock())(),
-        dry_run,
-    );
+    let pruned = prune(&cfg.paths, &cfg.retention, (system_clock())(), dry_run);
     let verb = if dry_run { "would remove" } else { "removed" };
+    let mut out = std::io::stdout().lock();
     for path in &pruned.removed {
-        println!(
+        let _ = writeln!(
+            out,
             "{verb} {}",
             crate::base::text::printable(&path.display().to_string())
         );
@@ -94,7 +109,10 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
     for why in &pruned.failed {
         progress.eprintln(&format!("agent-harness: cannot remove {why}"));
     }
-    if pruned.failed.is_empty() {
+    if let Some(why) = &pruned.skipped {
+        progress.eprintln(&format!("agent-harness: {why}"));
+    }
+    if pruned.failed.is_empty() && pruned.skipped.is_none() {
         exit::OK
     } else {
         exit::FAILED

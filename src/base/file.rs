@@ -177,6 +177,51 @@ impl Folder {
         Ok(out)
     }
 
+    /// Removes `name` here and, when it is a real folder, everything in
+    /// it, each step through an opened folder: a link is removed as a
+    /// link, never followed, whatever is renamed meanwhile.
+    pub fn remove_tree(&self, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        let sub = match self.sub(name) {
+            Ok(sub) => sub,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
+                return Ok(rustix::fs::unlinkat(
+                    &self.fd,
+                    name,
+                    rustix::fs::AtFlags::empty(),
+                )?);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&sub.fd)? {
+            let entry = entry?;
+            let entry_name = entry.file_name().to_string_lossy().into_owned();
+            if entry_name != "." && entry_name != ".." {
+                names.push(entry.file_name().to_owned());
+            }
+        }
+        for entry in names {
+            match rustix::fs::unlinkat(&sub.fd, entry.as_c_str(), rustix::fs::AtFlags::empty()) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::ISDIR | rustix::io::Errno::PERM) => match entry.to_str() {
+                    Ok(n) => sub.remove_tree(n)?,
+                    Err(_) => rustix::fs::unlinkat(
+                        &sub.fd,
+                        entry.as_c_str(),
+                        rustix::fs::AtFlags::REMOVEDIR,
+                    )?,
+                },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(rustix::fs::unlinkat(
+            &self.fd,
+            name,
+            rustix::fs::AtFlags::REMOVEDIR,
+        )?)
+    }
+
     /// The sub-folder `name`; a link is refused.
     pub fn sub(&self, name: &str) -> io::Result<Folder> {
         check_name(name)?;
@@ -312,6 +357,30 @@ fn kind_of(t: FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_tree_removes_a_tree_and_never_what_a_link_in_it_points_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), "keep").unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(run.join("a/b")).unwrap();
+        std::fs::write(run.join("a/b/f.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), run.join("a/link")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("top-link")).unwrap();
+        let folder = Folder::open(dir.path()).unwrap();
+
+        folder.remove_tree("run").unwrap();
+        folder.remove_tree("top-link").unwrap();
+
+        assert!(!run.exists());
+        assert!(std::fs::symlink_metadata(dir.path().join("top-link")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("keep.txt")).unwrap(),
+            "keep"
+        );
+        assert!(folder.remove_tree("..").is_err());
+    }
 
     #[test]
     fn an_opened_folder_keeps_its_writes_and_reads_when_its_path_is_swapped_for_a_link() {

@@ -30,6 +30,7 @@ pub fn check_inbox(
         config_problems: Toolbox::unknown_profile_tools(cfg)
             .into_iter()
             .chain(crate::drain::folders::check_inbox(&cfg.paths.inbox).err())
+            .chain(crate::drain::folders::clashes(cfg))
             .chain(crate::drain::folders::unwritable(cfg, true))
             .map(in_config)
             .collect(),

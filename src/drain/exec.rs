@@ -27,6 +27,7 @@ pub struct ExecOptions {
 pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Result<RunOutcome> {
     inbox::check_task_name(&opts.name)
         .map_err(|e| UsageError(format!("--name {:?}: {e}", opts.name)))?;
+    check_flags(cfg, opts).map_err(UsageError)?;
     let mut keys = Vec::new();
     if let Some(agent) = &opts.agent {
         keys.push(("agent", toml::Value::String(agent.clone())));
@@ -68,4 +69,30 @@ pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Res
     };
     let ends = run_tasks(cfg, h, vec![entry], &mode, 1).await;
     Ok(RunOutcome::Finished(Tally::of(&ends)))
+}
+
+/// `--agent` names a profile of the config; `--tools` names tools, none empty.
+fn check_flags(cfg: &Config, opts: &ExecOptions) -> Result<(), String> {
+    if let Some(agent) = &opts.agent
+        && !cfg.agents.contains_key(agent)
+    {
+        let known: Vec<&str> = cfg.agents.keys().map(String::as_str).collect();
+        return Err(format!(
+            "--agent {agent:?}: no such [agents.NAME] profile (the config has: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    for tool in opts.tools.iter().flatten() {
+        if ToolName::parse(tool).is_none() {
+            return Err(format!(
+                "--tools: {tool:?} is not a tool (tools: {})",
+                ToolName::list(&ToolName::ALL)
+            ));
+        }
+    }
+    Ok(())
 }

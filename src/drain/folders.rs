@@ -65,12 +65,37 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
     }
     // The metrics folder is not among them: a run that cannot write its
     // figures still does its tasks (and warns); `check` names it.
-    let problems = unwritable(cfg, false);
+    let mut problems = clashes(cfg);
+    problems.extend(unwritable(cfg, false));
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems.join("; "))
     }
+}
+
+/// The inbox, `done/` and `failed/` must be three folders: a task filed in
+/// one that is another would run again, or be taken for what it is not
+/// (and retention prunes `done/`, never `failed/`).
+pub fn clashes(cfg: &Config) -> Vec<String> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let keys = [
+        ("[paths] inbox", &cfg.paths.inbox),
+        ("[paths] done", &cfg.paths.done),
+        ("[paths] failed", &cfg.paths.failed),
+    ];
+    let mut problems = Vec::new();
+    for (i, (a, pa)) in keys.iter().enumerate() {
+        for (b, pb) in &keys[i + 1..] {
+            if real(pa) == real(pb) {
+                problems.push(format!(
+                    "{a} and {b} are the same folder {}: each must be a folder of its own",
+                    shown(pa).display()
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// Every folder a run writes to that this user could not write (or, when

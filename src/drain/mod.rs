@@ -226,13 +226,7 @@ async fn drain_inbox(
 
 /// `[retention]` applied at the end of a run, still under its lock.
 fn retain(cfg: &Config, h: &TaskDeps) {
-    let pruned = prune::prune(
-        &cfg.paths.logs,
-        &cfg.paths.done,
-        &cfg.retention,
-        (h.clock)(),
-        false,
-    );
+    let pruned = prune::prune(&cfg.paths, &cfg.retention, (h.clock)(), false);
     if !pruned.removed.is_empty() {
         tracing::info!(
             removed = pruned.removed.len(),
@@ -241,8 +235,8 @@ fn retain(cfg: &Config, h: &TaskDeps) {
             "retention: old run folders and done/ files removed"
         );
     }
-    for why in &pruned.failed {
-        tracing::warn!(error = %why, "retention: cannot remove");
+    for why in pruned.failed.iter().chain(&pruned.skipped) {
+        tracing::warn!(error = %why, "retention: cannot prune");
     }
 }
 

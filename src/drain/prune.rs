@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use crate::base::file::Folder;
 use crate::config::Retention;
 use crate::inbox;
 use crate::records::{run_order, run_time};
@@ -17,22 +18,31 @@ pub struct Pruned {
     pub removed: Vec<PathBuf>,
     /// Paths that could not be removed, with why.
     pub failed: Vec<String>,
+    /// Why nothing was removed at all (a clock behind the records).
+    pub skipped: Option<String>,
 }
 
 /// A run folder or a `done/` file, with its start time.
 struct Dated {
-    path: PathBuf,
-    run_id: String,
+    /// The task folder it is in (`None`: a `done/` file).
+    task: Option<String>,
+    name: String,
     started: DateTime<Utc>,
 }
 
+/// How far ahead of the clock a run id may be before the clock is not
+/// trusted to prune: a clock that went back would otherwise make every
+/// record look old.
+const CLOCK_SLACK_HOURS: i64 = 1;
+
 /// Prunes `logs` (each `logs/<task>/<run_id>/`, `logs/eval/<run_id>/`
-/// alike) and `done` as `retention` says, at `now`. Links are never
-/// followed nor removed; a folder is removed whole, without following any
-/// link inside it.
+/// alike) and `done` as `retention` says, at `now`. Below `logs` nothing
+/// is followed: each folder is opened, and removed through the opened
+/// parent, whatever is renamed meanwhile. `done` is left alone when it is
+/// the `failed` folder or the inbox. When a run id lies ahead of `now`,
+/// the clock is wrong, and nothing is removed.
 pub fn prune(
-    logs: &Path,
-    done: &Path,
+    paths: &crate::config::Paths,
     retention: &Retention,
     now: DateTime<Utc>,
     dry_run: bool,
@@ -43,74 +53,134 @@ pub fn prune(
     }
     let cutoff = now - chrono::Duration::days(i64::from(retention.keep_days));
     let keep_runs = usize::try_from(retention.keep_runs).unwrap_or(usize::MAX);
-    for task_dir in real_folders(logs) {
-        let mut runs: Vec<Dated> = real_folders(&task_dir)
-            .into_iter()
-            .filter_map(|path| {
-                let name = path.file_name()?.to_str()?.to_string();
-                let started = run_time(&name)?;
-                Some(Dated {
-                    path,
-                    run_id: name,
-                    started,
-                })
-            })
-            .collect();
-        runs.sort_by(|a, b| run_order(&b.run_id).cmp(&run_order(&a.run_id)));
-        for run in runs.into_iter().skip(keep_runs) {
-            if run.started < cutoff {
-                remove(&run.path, true, dry_run, &mut pruned);
-            }
+    let root = Folder::open_root(&paths.logs).ok();
+    let mut old = Vec::new();
+    let mut newest: Option<DateTime<Utc>> = None;
+    for (task, mut runs) in root.as_ref().map(task_runs).unwrap_or_default() {
+        runs.sort_by(|a, b| run_order(&b.name).cmp(&run_order(&a.name)));
+        newest = newest.max(runs.first().map(|r| r.started));
+        old.extend(
+            runs.into_iter()
+                .skip(keep_runs)
+                .filter(|r| r.started < cutoff)
+                .map(|r| Dated {
+                    task: Some(task.clone()),
+                    ..r
+                }),
+        );
+    }
+    let separate = [&paths.failed, &paths.inbox]
+        .iter()
+        .all(|other| !same_folder(&paths.done, other));
+    let done = if separate {
+        done_files(&paths.done)
+    } else {
+        Vec::new()
+    };
+    for d in done {
+        newest = newest.max(Some(d.started));
+        if d.started < cutoff {
+            old.push(d);
         }
     }
-    for (path, started) in done_files(done) {
-        if started < cutoff {
-            remove(&path, false, dry_run, &mut pruned);
-        }
+    if let Some(t) = newest.filter(|t| *t > now + chrono::Duration::hours(CLOCK_SLACK_HOURS)) {
+        pruned.skipped = Some(format!(
+            "a run id ({}) lies ahead of the clock ({}): the clock is not trusted to prune, nothing was removed",
+            t.to_rfc3339(),
+            now.to_rfc3339()
+        ));
+        return pruned;
+    }
+    for d in old {
+        remove(paths, root.as_ref(), &d, dry_run, &mut pruned);
     }
     pruned
 }
 
-/// The folders directly in `dir` that are folders, not links to one.
-fn real_folders(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut folders: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
-    folders.sort();
-    folders
+/// Each real task folder under `logs` with its run folders (named by a
+/// run id); links are neither listed nor followed.
+fn task_runs(root: &Folder) -> Vec<(String, Vec<Dated>)> {
+    let mut tasks: Vec<(String, Vec<Dated>)> = Vec::new();
+    for (task, is_folder) in root.folders_and_links().unwrap_or_default() {
+        let Some(folder) = is_folder.then(|| root.sub(&task).ok()).flatten() else {
+            continue;
+        };
+        let runs = folder
+            .folders_and_links()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, is_folder)| *is_folder)
+            .filter_map(|(name, _)| {
+                Some(Dated {
+                    task: None,
+                    started: run_time(&name)?,
+                    name,
+                })
+            })
+            .collect();
+        tasks.push((task, runs));
+    }
+    tasks.sort_by(|a, b| a.0.cmp(&b.0));
+    tasks
 }
 
 /// Each `done/` file named `<run_id>-<name>.md`, with its run's start time.
-fn done_files(done: &Path) -> Vec<(PathBuf, DateTime<Utc>)> {
+fn done_files(done: &Path) -> Vec<Dated> {
     let Ok(entries) = std::fs::read_dir(done) else {
         return Vec::new();
     };
-    let mut files: Vec<(PathBuf, DateTime<Utc>)> = entries
+    let mut files: Vec<Dated> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
             let (run_id, _) = inbox::filed_readings(&name).pop()?;
-            Some((e.path(), run_time(&run_id)?))
+            Some(Dated {
+                task: None,
+                started: run_time(&run_id)?,
+                name,
+            })
         })
         .collect();
-    files.sort();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
     files
 }
 
-fn remove(path: &Path, folder: bool, dry_run: bool, pruned: &mut Pruned) {
-    let result = match (dry_run, folder) {
-        (true, _) => Ok(()),
-        (false, true) => std::fs::remove_dir_all(path),
-        (false, false) => std::fs::remove_file(path),
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+fn remove(
+    paths: &crate::config::Paths,
+    root: Option<&Folder>,
+    d: &Dated,
+    dry_run: bool,
+    pruned: &mut Pruned,
+) {
+    let (path, result) = match (&d.task, root) {
+        (Some(task), Some(root)) => (
+            paths.logs.join(task).join(&d.name),
+            if dry_run {
+                Ok(())
+            } else {
+                root.sub(task).and_then(|t| t.remove_tree(&d.name))
+            },
+        ),
+        _ => {
+            let path = paths.done.join(&d.name);
+            let result = if dry_run {
+                Ok(())
+            } else {
+                std::fs::remove_file(&path)
+            };
+            (path, result)
+        }
     };
     match result {
-        Ok(()) => pruned.removed.push(path.to_path_buf()),
+        Ok(()) => pruned.removed.push(path),
         Err(e) => pruned.failed.push(format!("{}: {e}", path.display())),
     }
 }

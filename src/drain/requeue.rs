@@ -49,6 +49,11 @@ pub enum RequeueOutcome {
         moved: Vec<Move>,
         /// Tasks left in `failed/` because the inbox holds one of that name.
         refused: Vec<String>,
+        /// Files whose name was shortened to fit: the task's name is not
+        /// in it, so they are left for the operator to move.
+        shortened: Vec<PathBuf>,
+        /// The move that failed, which stopped the rest (the moves before it stand).
+        error: Option<String>,
     },
 }
 
@@ -82,8 +87,13 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
         .into());
     }
     let mut attempts = Attempts::load(&state_dir);
-    let (mut moved, mut refused) = (Vec::new(), Vec::new());
+    let (mut moved, mut refused, mut error) = (Vec::new(), Vec::new(), None);
+    let mut short = Vec::new();
     for f in chosen {
+        if shortened(&f) {
+            short.push(f.path);
+            continue;
+        }
         let to = cfg.paths.inbox.join(format!("{}.md", f.task));
         match move_without_replacing(&f.path, &to) {
             Ok(true) => {
@@ -95,11 +105,19 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
                 });
             }
             Ok(false) => refused.push(f.task),
-            Err(e) => return Err(e),
+            Err(e) => {
+                error = Some(format!("{e:#}"));
+                break;
+            }
         }
     }
     attempts.save(&state_dir)?;
-    Ok(RequeueOutcome::Done { moved, refused })
+    Ok(RequeueOutcome::Done {
+        moved,
+        refused,
+        shortened: short,
+        error,
+    })
 }
 
 /// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md`; of two
@@ -155,6 +173,18 @@ fn choose(mut filed: Vec<Filed>, target: &Target) -> Vec<Filed> {
     });
     filed.dedup_by(|later, first| later.task == first.task);
     filed
+}
+
+/// A file name [`inbox::fit_file_name`] shortened (`…~1a2b3c4d.md` at the
+/// length limit): the task's own name is not in it, so it is not guessed.
+fn shortened(f: &Filed) -> bool {
+    let file_len = f.path.file_name().map_or(0, |n| n.len());
+    let tagged = f.task.len() > 9
+        && f.task.as_bytes()[f.task.len() - 9] == b'~'
+        && f.task[f.task.len() - 8..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit());
+    tagged && file_len + 8 >= inbox::MAX_FILE_NAME
 }
 
 /// Renames `from` to `to` unless `to` exists (`RENAME_NOREPLACE`: no gap

@@ -548,6 +548,9 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         &["exec", "--name", "../up", "Answer."][..],
         &["exec", "  \n"][..],
         &["exec", "+++\nmax_turns = 0\n+++\nAnswer."][..],
+        &["exec", "--tools", "", "Answer."][..],
+        &["exec", "--tools", "webfetch,,shell", "Answer."][..],
+        &["exec", "--agent", "nobody", "Answer."][..],
     ] {
         let out = run_bin(&project, args).await;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -569,4 +572,87 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         1,
         "only the first exec called the model"
     );
+}
+
+#[test]
+fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[retention]\nkeep_days = 1\nkeep_runs = 0\n",
+    );
+    let now = chrono::Utc::now();
+    let old = (now - chrono::Duration::days(30))
+        .format("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let ahead = (now + chrono::Duration::days(2))
+        .format("%Y%m%dT%H%M%SZ")
+        .to_string();
+    make_runs(&project, "t", &[old.clone(), ahead.clone()]);
+
+    let out = bin(&project).arg("prune").output().unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lies ahead of the clock"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
+    let mut both = vec![old, ahead];
+    both.sort();
+    assert_eq!(runs_of(&project, "t"), both, "nothing removed");
+}
+
+#[tokio::test]
+async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.write_config(
+        &llm.base_url(),
+        "[paths]\ndone = \"tasks/archive\"\nfailed = \"tasks/archive\"\n",
+    );
+    project.task("t", "Answer.");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[paths] done and [paths] failed are the same folder"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(project.inbox(), ["t.md"]);
+    assert!(llm.requests().await.is_empty());
+    let check = run_bin(&project, &["check"]).await;
+    assert_eq!(check.status.code(), Some(2));
+    assert!(
+        stdout(&check).contains("are the same folder"),
+        "{}",
+        stdout(&check)
+    );
+}
+
+#[test]
+fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let long = "a".repeat(300);
+    let file = agent_harness::inbox::fit_file_name("20260409T061500Z-", &long, ".md");
+    assert!(file.len() <= 255 && file.contains('~'));
+    failed(&project, &[&file]);
+
+    let out = bin(&project)
+        .args(["requeue", "--all-failed"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was shortened to fit 255 bytes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(project.inbox().is_empty());
+    assert_eq!(project.failed(), [file]);
 }
