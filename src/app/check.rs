@@ -9,7 +9,7 @@ use crate::tools::Toolbox;
 
 pub(super) fn check_command(cfg: &Config) -> u8 {
     let offered = Toolbox::offered_by(cfg);
-    match drain::check_inbox(cfg, &offered, (system_clock())().date_naive()) {
+    match drain::check_inbox(cfg, &offered, (system_clock())()) {
         Ok(report) => {
             for line in report
                 .config_problems
@@ -17,6 +17,7 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
                 .chain(&report.problems)
                 .chain(&report.config_warnings)
                 .chain(&report.warnings)
+                .chain(&report.recurring)
             {
                 println!("{}", crate::base::text::printable(line));
             }
@@ -25,8 +26,12 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
                 (0, w) => format!("config ok with {w} warning(s)"),
                 (n, _) => format!("{n} config problem(s)"),
             };
+            let recurring = match report.recurring.len() {
+                0 => String::new(),
+                n => format!("; {n} recurring task(s) scheduled"),
+            };
             println!(
-                "{}: {config}; {} task file(s), {} with problems, {} with warnings",
+                "{}: {config}; {} task file(s), {} with problems, {} with warnings{recurring}",
                 cfg.path.display(),
                 report.tasks,
                 report.problems.len(),

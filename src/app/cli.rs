@@ -38,6 +38,9 @@ pub enum Command {
         /// As for run: write tools become logged intents, the file stays put.
         #[arg(long)]
         dry_run: bool,
+        /// NAME is a recurring task: run it now, its slots left as they are.
+        #[arg(long)]
+        recurring: bool,
     },
     /// Run one task given here and print its answer: no inbox file, no lock, records under logs/<NAME>/.
     Exec {

@@ -29,17 +29,23 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                     .map(usize::from)
                     .unwrap_or(cfg.limits.concurrency),
                 only: None,
+                recurring: false,
                 progress: progress.clone(),
                 on_end: json.then(|| summary_lines(cfg.redactor())),
             };
             run_command(cfg, opts, progress).await
         }
-        Command::RunTask { name, dry_run } => {
+        Command::RunTask {
+            name,
+            dry_run,
+            recurring,
+        } => {
             let answer = Answer::default();
             let opts = RunOptions {
                 dry_run: *dry_run,
                 concurrency: 1,
                 only: Some(name.clone()),
+                recurring: *recurring,
                 progress: progress.clone(),
                 on_end: Some(answer.keeper()),
             };

@@ -74,6 +74,8 @@ pub struct Config {
     pub metrics_textfile: Option<PathBuf>,
     /// `[retention]`: how long run folders and `done/` files are kept.
     pub retention: Retention,
+    /// `[schedule] timezone`: recurring tasks' schedules are read in it.
+    pub timezone: chrono_tz::Tz,
     /// `[agents.NAME]` profiles, by name.
     pub agents: std::collections::BTreeMap<String, AgentProfile>,
     /// Secret-looking `--set` values (`eval`): redacted like the others.
@@ -102,6 +104,8 @@ pub struct Paths {
     pub done: PathBuf,
     pub failed: PathBuf,
     pub logs: PathBuf,
+    /// Recurring task files: read, never moved (SPEC §17).
+    pub recurring: PathBuf,
 }
 
 impl Paths {
@@ -269,6 +273,17 @@ impl Config {
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
             retention: raw.retention,
+            timezone: raw
+                .schedule
+                .timezone
+                .parse()
+                .map_err(|_| {
+                    format!(
+                        "[schedule] timezone: {:?} is not an IANA time zone name (e.g. \"Europe/Berlin\", \"UTC\")",
+                        raw.schedule.timezone
+                    )
+                })
+                .map_err(err)?,
             agents,
             setting_secrets: Vec::new(),
         })

@@ -33,6 +33,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) retention: Retention,
     #[serde(default)]
+    pub(super) schedule: RawSchedule,
+    #[serde(default)]
     pub(super) agents: std::collections::BTreeMap<String, RawAgent>,
 }
 
@@ -128,6 +130,7 @@ pub(super) struct RawPaths {
     pub(super) done: PathBuf,
     pub(super) failed: PathBuf,
     pub(super) logs: PathBuf,
+    pub(super) recurring: PathBuf,
 }
 
 impl Default for RawPaths {
@@ -137,6 +140,7 @@ impl Default for RawPaths {
             done: "tasks/done".into(),
             failed: "tasks/failed".into(),
             logs: "logs".into(),
+            recurring: "tasks/recurring".into(),
         }
     }
 }
@@ -310,4 +314,20 @@ pub fn deserialize_toml<T: serde::de::DeserializeOwned>(
         (line, e.message().trim().to_string())
     })?;
     serde_path_to_error::deserialize(de).map_err(|e| crate::base::text::toml_problem(&e, text))
+}
+
+/// `[schedule]`: how recurring tasks' schedules are read.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawSchedule {
+    /// An IANA time zone name.
+    pub(super) timezone: String,
+}
+
+impl Default for RawSchedule {
+    fn default() -> Self {
+        RawSchedule {
+            timezone: "UTC".into(),
+        }
+    }
 }

@@ -104,6 +104,7 @@ pub(super) fn resolve_paths(raw: &RawPaths, base: &Path) -> Paths {
         done: resolve(&raw.done),
         failed: resolve(&raw.failed),
         logs: resolve(&raw.logs),
+        recurring: resolve(&raw.recurring),
     }
 }
 

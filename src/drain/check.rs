@@ -16,6 +16,8 @@ pub struct CheckReport {
     pub problems: Vec<String>,
     /// `file: message`: risks the operator should decide on; not errors.
     pub warnings: Vec<String>,
+    /// Each recurring task: `NAME: next due …` (a bad schedule is a problem).
+    pub recurring: Vec<String>,
 }
 
 /// `check`: validates every inbox task against the config without calling
@@ -23,8 +25,9 @@ pub struct CheckReport {
 pub fn check_inbox(
     cfg: &Config,
     offered: &[crate::tools::ToolName],
-    today: chrono::NaiveDate,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<CheckReport> {
+    let today = now.date_naive();
     let in_config = |p: String| format!("{}: {p}", cfg.path.display());
     let mut report = CheckReport {
         config_problems: Toolbox::unknown_profile_tools(cfg)
@@ -47,6 +50,7 @@ pub fn check_inbox(
             .config_problems
             .push(format!("{}: [paths] inbox: {e:#}", cfg.path.display()));
     }
+    check_recurring(cfg, now, &mut report);
     Ok(report)
 }
 
@@ -70,6 +74,12 @@ pub(super) fn check_tasks(
     let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
     for e in &entries {
         let result = inbox::read_task(&e.path).and_then(|f| {
+            if f.frontmatter.schedule.is_some() {
+                return Err(TaskProblem::new(
+                    None,
+                    "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
+                ));
+            }
             TaskSpec::resolve(
                 cfg,
                 &TaskInput {
@@ -116,4 +126,28 @@ pub(super) fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<Stri
          narrow its tools or set allow_hosts"
             .to_string()
     })
+}
+
+/// Each recurring task's schedule read, and when it is next due.
+pub(super) fn check_recurring(
+    cfg: &Config,
+    now: chrono::DateTime<chrono::Utc>,
+    report: &mut CheckReport,
+) {
+    let tasks = recurring::list(cfg);
+    let state = recurring::State::load(&cfg.paths.state_dir());
+    for (task, (name, when)) in tasks
+        .iter()
+        .zip(recurring::next_due(cfg, &tasks, now, &state))
+    {
+        match when {
+            Ok(when) => report.recurring.push(format!(
+                "{}: recurring {name}: {when}",
+                task.entry.path.display()
+            )),
+            Err(why) => report
+                .problems
+                .push(format!("{}: {why}", task.entry.path.display())),
+        }
+    }
 }

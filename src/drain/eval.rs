@@ -259,6 +259,7 @@ pub async fn run_variant(
         today: None,
         progress: opts.progress.clone(),
         on_end: None,
+        slot: None,
     };
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();

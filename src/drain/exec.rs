@@ -62,6 +62,7 @@ pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Res
         today: None,
         progress: opts.progress.clone(),
         on_end: opts.on_end.clone(),
+        slot: None,
     };
     let entry = InboxEntry {
         name: opts.name.clone(),

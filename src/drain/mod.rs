@@ -13,6 +13,7 @@ pub mod exec;
 pub mod folders;
 pub mod lock;
 pub mod prune;
+pub mod recurring;
 pub mod replay;
 pub mod requeue;
 mod task;
@@ -43,8 +44,11 @@ use crate::tools::{ToolName, Toolbox};
 pub struct RunOptions {
     pub dry_run: bool,
     pub concurrency: usize,
-    /// `run-task NAME`: only this inbox entry.
+    /// `run-task NAME`: only this inbox entry (or, with `recurring`, this
+    /// recurring task, now).
     pub only: Option<String>,
+    /// `run-task --recurring NAME`.
+    pub recurring: bool,
     /// The live lines on a terminal (hidden unless the binary draws them).
     pub progress: Progress,
     /// Told of each task as it ends (`run --json`, `run-task`'s answer).
@@ -83,6 +87,19 @@ pub struct Mode {
     pub progress: Progress,
     /// Told of each task filed.
     pub on_end: Option<OnEnd>,
+    /// A recurring task's slot: what its body's `{{date}}` and
+    /// `{{last_success}}` say, and its summary's `slot` (SPEC §17).
+    pub slot: Option<Slot>,
+}
+
+/// The scheduled time a recurring task runs for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// `at`'s date in the schedule's time zone.
+    pub date: chrono::NaiveDate,
+    /// The date of the last slot that succeeded.
+    pub last_success: Option<chrono::NaiveDate>,
 }
 
 /// What the run did, by task.
@@ -195,28 +212,38 @@ async fn drain_inbox(
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
-    let mut entries = inbox::list(&cfg.paths.inbox)?;
-    if !opts.dry_run {
-        forget_absent(&state_dir, &entries);
-    }
-    if let Some(name) = &opts.only {
-        inbox::check_task_name(name).map_err(NameError)?;
-        entries.retain(|e| &e.name == name);
-        if entries.is_empty() {
-            return Err(NameError(format!(
-                "no task {name:?} in the inbox {}",
-                cfg.paths.inbox.display()
-            ))
-            .into());
-        }
-    }
-    let ended = if entries.is_empty() {
-        tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty");
+    let recurring::ToRun {
+        entries,
+        due,
+        mut state,
+    } = recurring::to_run(cfg, h, opts, &state_dir)?;
+    let ended = if entries.is_empty() && due.is_empty() {
+        tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty and no recurring task is due");
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = h.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
     } else {
-        drain(cfg, h, opts, entries).await
+        let (mut outcome, mut summaries) = if entries.is_empty() {
+            (RunOutcome::Finished(Tally::default()), Vec::new())
+        } else {
+            drain(cfg, h, opts, entries).await
+        };
+        if let RunOutcome::Finished(tally) = &mut outcome
+            && tally.setup_fault.is_none()
+        {
+            let settle = !opts.dry_run && !opts.recurring;
+            let (more, ran) = recurring::run_recurring(
+                cfg,
+                h,
+                opts,
+                due,
+                settle.then_some((&mut state, state_dir.as_path())),
+            )
+            .await;
+            tally.absorb(&more);
+            summaries.extend(ran);
+        }
+        (outcome, summaries)
     };
     if !opts.dry_run {
         retain(cfg, h);
@@ -267,6 +294,7 @@ async fn drain(
         today: None,
         progress: opts.progress.clone(),
         on_end: opts.on_end.clone(),
+        slot: None,
     };
     let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);
@@ -348,6 +376,18 @@ async fn context_window(cfg: &Config, h: &TaskDeps) -> Option<u32> {
 }
 
 impl Tally {
+    /// Adds another part of the same run.
+    fn absorb(&mut self, other: &Tally) {
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.retry_later += other.retry_later;
+        self.interrupted += other.interrupted;
+        self.not_started += other.not_started;
+        if self.setup_fault.is_none() {
+            self.setup_fault.clone_from(&other.setup_fault);
+        }
+    }
+
     fn of(ends: &[TaskEnd]) -> Tally {
         let mut tally = Tally::default();
         for end in ends {

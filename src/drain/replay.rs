@@ -108,6 +108,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         today: Some(recorded.summary.started_at.date_naive()),
         progress: crate::display::Progress::hidden(),
         on_end: None,
+        slot: None,
     };
     let entry = InboxEntry {
         name,

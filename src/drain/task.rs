@@ -287,7 +287,31 @@ impl Drain<'_> {
 
     /// The task file read and resolved against the config.
     fn prepare(&self, entry: &InboxEntry) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
-        let file = inbox::read_task(&entry.path)?;
+        let mut file = inbox::read_task(&entry.path)?;
+        match (&self.mode.slot, &file.frontmatter.schedule) {
+            (None, Some(_)) => {
+                return Err(TaskProblem::new(
+                    None,
+                    "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(TaskProblem::new(
+                    None,
+                    "frontmatter: schedule: a recurring task needs one",
+                ));
+            }
+            (Some(slot), Some(_)) => {
+                let last = slot
+                    .last_success
+                    .map_or_else(|| "never".to_string(), |d| d.to_string());
+                file.body = file
+                    .body
+                    .replace("{{date}}", &slot.date.to_string())
+                    .replace("{{last_success}}", &last);
+            }
+            (None, None) => {}
+        }
         let today = self
             .mode
             .today
@@ -399,6 +423,8 @@ impl Drain<'_> {
             replay_of: self.mode.replay_of.clone(),
             schema_checked: outcome.result.is_some(),
             agent: None,
+            recurring: self.mode.slot.is_some(),
+            slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
         }
     }
 }

@@ -10,10 +10,12 @@
 mod attempts;
 mod compose;
 mod filing;
+mod schedule;
 
 pub use attempts::Attempts;
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_readings, fit_file_name, move_task};
+pub use schedule::Schedule;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -53,6 +55,8 @@ pub struct Frontmatter {
     pub agent: Option<String>,
     /// A JSON Schema file its final answer must match (relative to the config's folder).
     pub output_schema: Option<PathBuf>,
+    /// When a recurring task is due; only in `[paths] recurring` (SPEC §17).
+    pub schedule: Option<String>,
 }
 
 /// The `[expect]` table: what a task must achieve for a final answer to be
@@ -118,6 +122,9 @@ impl Frontmatter {
             }
         }
         check_finite("temperature", self.temperature).map_err(|m| ("temperature", m))?;
+        if let Some(s) = &self.schedule {
+            Schedule::parse(s).map_err(|m| ("schedule", m))?;
+        }
         check_finite("top_p", self.top_p).map_err(|m| ("top_p", m))?;
         if let Some(p) = self
             .expect

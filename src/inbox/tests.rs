@@ -419,3 +419,64 @@ fn keys_set_from_flags_win_over_the_frontmatter_and_keep_the_body() {
     assert!(with_keys("+++\nmax_turns = 2\nDo it.", &[("agent", agent("a"))]).is_err());
     assert!(with_keys("", &[]).is_err());
 }
+
+#[test]
+fn a_schedule_is_five_cron_fields_or_one_of_four_nicknames_read_in_a_time_zone() {
+    use chrono::TimeZone;
+    for ok in [
+        "* * * * *",
+        "0 6 * * MON",
+        "*/15 8-18 * * 1-5",
+        "@hourly",
+        "@DAILY",
+        "@weekly",
+        "@monthly",
+    ] {
+        assert!(Schedule::parse(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "",
+        "* * * *",
+        "0 0 6 * * MON",
+        "@yearly",
+        "@reboot",
+        "61 * * * *",
+        "x y z w v",
+    ] {
+        assert!(Schedule::parse(bad).is_err(), "{bad}");
+    }
+    let now = chrono::Utc.with_ymd_and_hms(2026, 3, 29, 12, 0, 0).unwrap();
+    let berlin: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
+    let s = Schedule::parse("0 6 * * *").unwrap();
+    // The day Berlin moves to summer time: 06:00 CEST is 04:00 UTC.
+    assert_eq!(
+        s.latest(now, berlin).unwrap(),
+        chrono::Utc.with_ymd_and_hms(2026, 3, 29, 4, 0, 0).unwrap()
+    );
+    assert_eq!(
+        s.next_after(now, berlin).unwrap(),
+        chrono::Utc.with_ymd_and_hms(2026, 3, 30, 4, 0, 0).unwrap()
+    );
+    let weekly = Schedule::parse("@weekly").unwrap();
+    let utc = chrono_tz::Tz::UTC;
+    assert_eq!(
+        weekly.latest(now, utc).unwrap(),
+        chrono::Utc.with_ymd_and_hms(2026, 3, 29, 0, 0, 0).unwrap(),
+        "2026-03-29 is a Sunday"
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_latest_slot_is_never_after_now_and_the_next_never_before(
+        minute in 0u32..60, hour in 0u32..24, secs in 0i64..400_000_000,
+    ) {
+        let now = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
+        let s = Schedule::parse(&format!("{minute} {hour} * * *")).unwrap();
+        let tz: chrono_tz::Tz = "America/New_York".parse().unwrap();
+        let latest = s.latest(now, tz).unwrap();
+        let next = s.next_after(now, tz).unwrap();
+        proptest::prop_assert!(latest <= now && next > now);
+        proptest::prop_assert!(next - latest <= chrono::Duration::hours(25));
+    }
+}

@@ -197,6 +197,8 @@ mod tests {
             replay_of: None,
             schema_checked: false,
             agent: None,
+            recurring: false,
+            slot: None,
         }
     }
 

@@ -92,6 +92,11 @@ pub struct Summary {
     /// The `[agents.NAME]` profile the task ran as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// A recurring task (SPEC §17), run for `slot` (RFC 3339).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recurring: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ fn records_are_private_whatever_the_umask() {
         replay_of: None,
         schema_checked: false,
         agent: None,
+        recurring: false,
+        slot: None,
     })
     .unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

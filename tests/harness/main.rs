@@ -16,6 +16,7 @@ mod noteworx_tools;
 mod profiles;
 mod real_stack;
 mod records_hostile;
+mod recurring;
 mod replay;
 mod report;
 mod runpod;

@@ -1,0 +1,356 @@
+//! Recurring tasks (SPEC §17): files in `[paths] recurring` that never
+//! move, each run when a time of its `schedule` has passed since the slot
+//! it last ran for — missed slots collapse into one run, a new file waits
+//! for its next scheduled time — with their slots kept in a state file
+//! beside the inbox, written whole (a new file, then a rename).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, forget_absent, run_tasks,
+};
+use crate::agent::deps::TaskDeps;
+use crate::config::Config;
+use crate::inbox::{self, InboxEntry, Schedule};
+use crate::records::{Status, Summary};
+
+/// What a run has to do: inbox entries, then recurring tasks due.
+pub(super) struct ToRun {
+    pub(super) entries: Vec<InboxEntry>,
+    pub(super) due: Vec<(InboxEntry, Slot)>,
+    pub(super) state: State,
+}
+
+const STATE_FILE: &str = ".agent-harness-recurring.json";
+
+/// The slots of every recurring task, by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    #[serde(flatten)]
+    tasks: BTreeMap<String, TaskState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct TaskState {
+    /// When the file was first seen: no slot at or before it is due.
+    since: DateTime<Utc>,
+    /// The last slot run for good (succeeded, failed, or given up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    done: Option<DateTime<Utc>>,
+    /// The slot `attempts` were spent on, still due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<DateTime<Utc>>,
+    #[serde(default)]
+    attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_success: Option<NaiveDate>,
+}
+
+impl State {
+    /// The state beside the inbox; a missing or unreadable file is empty
+    /// (every task is then first seen now: none runs at once).
+    pub fn load(state_dir: &Path) -> State {
+        let path = state_dir.join(STATE_FILE);
+        match crate::base::file::read_regular(&path, 16 << 20, crate::base::file::Links::Refuse) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
+                State::default()
+            }),
+            Err(_) => State::default(),
+        }
+    }
+
+    pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        crate::base::file::replace(state_dir, STATE_FILE, (text + "\n").as_bytes(), 0o600)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", state_dir.join(STATE_FILE).display()))
+    }
+
+    fn last_success(&self, name: &str) -> Option<NaiveDate> {
+        self.tasks.get(name).and_then(|t| t.last_success)
+    }
+}
+
+/// A recurring task file and its schedule, or why it has none that works.
+#[derive(Debug, Clone)]
+pub struct Recurring {
+    pub entry: InboxEntry,
+    pub schedule: Result<Schedule, String>,
+}
+
+/// Every recurring task file, oldest name first; no folder, none.
+pub fn list(cfg: &Config) -> Vec<Recurring> {
+    let entries = match inbox::list(&cfg.paths.recurring) {
+        Ok(entries) => entries,
+        Err(e) => {
+            if cfg.paths.recurring.exists() {
+                tracing::warn!(error = %format!("{e:#}"), "cannot read the recurring tasks");
+            }
+            return Vec::new();
+        }
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let schedule = inbox::read_task(&entry.path)
+                .map_err(|p| p.to_string())
+                .and_then(|task| match task.frontmatter.schedule {
+                    Some(s) => Schedule::parse(&s),
+                    None => Err("frontmatter: schedule: a recurring task needs one".into()),
+                });
+            Recurring { entry, schedule }
+        })
+        .collect()
+}
+
+/// The tasks due at `now`, each with the slot it runs for. A task seen for
+/// the first time is recorded, not run; names gone from the folder are
+/// forgotten; a file without a working schedule is logged and skipped.
+pub fn due(
+    cfg: &Config,
+    tasks: &[Recurring],
+    now: DateTime<Utc>,
+    state: &mut State,
+) -> Vec<(InboxEntry, Slot)> {
+    state
+        .tasks
+        .retain(|name, _| tasks.iter().any(|t| &t.entry.name == name));
+    let mut due = Vec::new();
+    for task in tasks {
+        let schedule = match &task.schedule {
+            Ok(s) => s,
+            Err(why) => {
+                tracing::warn!(task = %task.entry.name, error = %why, "recurring task not run");
+                continue;
+            }
+        };
+        let Some(seen) = state.tasks.get(&task.entry.name) else {
+            state.tasks.insert(
+                task.entry.name.clone(),
+                TaskState {
+                    since: now,
+                    done: None,
+                    pending: None,
+                    attempts: 0,
+                    last_success: None,
+                },
+            );
+            continue;
+        };
+        let after = seen.done.map_or(seen.since, |d| d.max(seen.since));
+        if let Some(at) = schedule.latest(now, cfg.timezone).filter(|at| *at > after) {
+            due.push((
+                task.entry.clone(),
+                slot(cfg, at, state.last_success(&task.entry.name)),
+            ));
+        }
+    }
+    due
+}
+
+/// `run-task --recurring NAME`: the task now, whatever its slots say.
+pub fn now_slot(
+    cfg: &Config,
+    tasks: &[Recurring],
+    name: &str,
+    now: DateTime<Utc>,
+    state: &State,
+) -> Result<(InboxEntry, Slot), UsageError> {
+    let task = tasks.iter().find(|t| t.entry.name == name).ok_or_else(|| {
+        UsageError(format!(
+            "no recurring task {name:?} in {}",
+            cfg.paths.recurring.display()
+        ))
+    })?;
+    task.schedule
+        .as_ref()
+        .map_err(|why| UsageError(format!("{}: {why}", task.entry.path.display())))?;
+    Ok((task.entry.clone(), slot(cfg, now, state.last_success(name))))
+}
+
+fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slot {
+    Slot {
+        at,
+        date: at.with_timezone(&cfg.timezone).date_naive(),
+        last_success,
+    }
+}
+
+/// After a task ran for `slot`: a success or a final failure marks the slot
+/// done; a retryable failure keeps it due until `max_attempts`; a run that
+/// was interrupted or stopped by a setup fault counts nothing.
+pub fn settle_slot(
+    state: &mut State,
+    name: &str,
+    slot: &Slot,
+    summary: &Summary,
+    max_attempts: u32,
+) {
+    let Some(task) = state.tasks.get_mut(name) else {
+        return;
+    };
+    let finish = |task: &mut TaskState| {
+        task.done = Some(slot.at);
+        task.pending = None;
+        task.attempts = 0;
+    };
+    match (summary.status, summary.retryable) {
+        (Status::Interrupted, _) => {}
+        (Status::Succeeded, _) => {
+            finish(task);
+            task.last_success = Some(slot.date);
+        }
+        (Status::Failed, true) => {
+            if task.pending != Some(slot.at) {
+                task.pending = Some(slot.at);
+                task.attempts = 0;
+            }
+            task.attempts = task.attempts.saturating_add(1);
+            if task.attempts >= max_attempts {
+                finish(task);
+            }
+        }
+        (Status::Failed, false) => finish(task),
+    }
+}
+
+/// When each recurring task is next due, for `check`: `Err` for a file
+/// without a working schedule.
+pub fn next_due(
+    cfg: &Config,
+    tasks: &[Recurring],
+    now: DateTime<Utc>,
+    state: &State,
+) -> Vec<(String, Result<String, String>)> {
+    tasks
+        .iter()
+        .map(|t| {
+            let when = t.schedule.clone().and_then(|s| {
+                let after = state
+                    .tasks
+                    .get(&t.entry.name)
+                    .map(|seen| seen.done.map_or(seen.since, |d| d.max(seen.since)));
+                match (after, s.latest(now, cfg.timezone)) {
+                    (Some(after), Some(at)) if at > after => Ok(format!(
+                        "due now (slot {})",
+                        at.with_timezone(&cfg.timezone).to_rfc3339()
+                    )),
+                    _ => s
+                        .next_after(now, cfg.timezone)
+                        .map(|at| {
+                            format!("next due {}", at.with_timezone(&cfg.timezone).to_rfc3339())
+                        })
+                        .ok_or_else(|| "the schedule never comes round".to_string()),
+                }
+            });
+            (t.entry.name.clone(), when)
+        })
+        .collect()
+}
+
+/// The inbox entries and the recurring tasks due, as `opts` asks; the
+/// recurring state with any task seen for the first time recorded.
+pub(super) fn to_run(
+    cfg: &Config,
+    h: &TaskDeps,
+    opts: &RunOptions,
+    state_dir: &Path,
+) -> anyhow::Result<ToRun> {
+    let mut state = State::load(state_dir);
+    let tasks = list(cfg);
+    let now = (h.clock)();
+    if opts.recurring {
+        let name = opts.only.as_deref().unwrap_or_default();
+        inbox::check_task_name(name).map_err(NameError)?;
+        let one = now_slot(cfg, &tasks, name, now, &state).map_err(|e| NameError(e.0))?;
+        return Ok(ToRun {
+            entries: Vec::new(),
+            due: vec![one],
+            state,
+        });
+    }
+    let mut entries = inbox::list(&cfg.paths.inbox)?;
+    if !opts.dry_run {
+        forget_absent(state_dir, &entries);
+    }
+    if let Some(name) = &opts.only {
+        inbox::check_task_name(name).map_err(NameError)?;
+        entries.retain(|e| &e.name == name);
+        if entries.is_empty() {
+            return Err(NameError(format!(
+                "no task {name:?} in the inbox {}",
+                cfg.paths.inbox.display()
+            ))
+            .into());
+        }
+        return Ok(ToRun {
+            entries,
+            due: Vec::new(),
+            state,
+        });
+    }
+    let due = due(cfg, &tasks, now, &mut state);
+    if !opts.dry_run {
+        state.save(state_dir)?;
+    }
+    Ok(ToRun {
+        entries,
+        due,
+        state,
+    })
+}
+
+/// The recurring tasks due, one after another, each for its slot; with
+/// `settle`, each slot's state saved as its task ends.
+pub(super) async fn run_recurring(
+    cfg: &Config,
+    h: &TaskDeps,
+    opts: &RunOptions,
+    due: Vec<(InboxEntry, Slot)>,
+    mut settle: Option<(&mut State, &Path)>,
+) -> (Tally, Vec<Summary>) {
+    let mut ends = Vec::new();
+    for (entry, slot) in due {
+        if h.cancel.is_cancelled() {
+            ends.push(TaskEnd::NotStarted);
+            continue;
+        }
+        let mode = Mode {
+            dry_run: opts.dry_run,
+            file: false,
+            logs: cfg.paths.logs.clone(),
+            replay_of: None,
+            today: Some(slot.date),
+            progress: opts.progress.clone(),
+            on_end: opts.on_end.clone(),
+            slot: Some(slot.clone()),
+        };
+        let name = entry.name.clone();
+        for end in run_tasks(cfg, h, vec![entry], &mode, 1).await {
+            if let (TaskEnd::Filed(summary), Some((state, dir))) = (&end, settle.as_mut()) {
+                settle_slot(state, &name, &slot, summary, cfg.limits.max_attempts);
+                if let Err(e) = state.save(dir) {
+                    tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
+                }
+            }
+            ends.push(end);
+        }
+        // A setup fault stops the run: no further task starts.
+        if Tally::of(&ends).setup_fault.is_some() {
+            break;
+        }
+    }
+    let tally = Tally::of(&ends);
+    let summaries = ends
+        .into_iter()
+        .filter_map(|e| match e {
+            TaskEnd::Filed(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    (tally, summaries)
+}

@@ -1,0 +1,365 @@
+//! Recurring tasks (SPEC §17): due once per slot, missed slots collapsed,
+//! never on first sight, the slot in the body and the summary, retried
+//! until max_attempts, read in the configured time zone.
+
+use std::sync::{Arc, Mutex};
+
+use agent_harness::agent::StopReason;
+use agent_harness::app::run_inbox;
+use agent_harness::drain::{RunOptions, RunOutcome, Tally};
+use agent_harness::records::Status;
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Value, json};
+
+use crate::cli::{bin, stderr, stdout};
+use crate::common::*;
+
+/// A clock the test moves.
+struct Clock(Arc<Mutex<DateTime<Utc>>>);
+
+impl Clock {
+    fn at(t: DateTime<Utc>) -> Clock {
+        Clock(Arc::new(Mutex::new(t)))
+    }
+    fn set(&self, t: DateTime<Utc>) {
+        *self.0.lock().unwrap() = t;
+    }
+}
+
+fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
+}
+
+fn recurring(project: &Project, name: &str, text: &str) {
+    let dir = project.root().join("tasks/recurring");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
+}
+
+/// One `run` at the clock's time; the summaries of what it ran.
+async fn run_at(cfg: &agent_harness::config::Config, clock: &Clock) -> (RunOutcome, Vec<Value>) {
+    let mut h = harness(cfg);
+    let t = clock.0.clone();
+    h.clock = Arc::new(move || *t.lock().unwrap());
+    let before = summaries(cfg);
+    let outcome = run_inbox(
+        cfg,
+        &h,
+        &RunOptions {
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let after = summaries(cfg);
+    (outcome, after.into_iter().skip(before.len()).collect())
+}
+
+/// Every summary under logs/, oldest run first.
+fn summaries(cfg: &agent_harness::config::Config) -> Vec<Value> {
+    let mut all = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(&cfg.paths.logs) else {
+        return all;
+    };
+    for task in tasks.flatten().filter(|t| t.path().is_dir()) {
+        for run in std::fs::read_dir(task.path()).unwrap().flatten() {
+            if let Ok(text) = std::fs::read_to_string(run.path().join("summary.json")) {
+                all.push(serde_json::from_str::<Value>(&text).unwrap());
+            }
+        }
+    }
+    all.sort_by_key(|s| s["run_id"].as_str().unwrap_or_default().to_string());
+    all
+}
+
+fn ran(outcome: &RunOutcome) -> usize {
+    match outcome {
+        RunOutcome::Finished(t) => t.succeeded + t.failed + t.retry_later + t.interrupted,
+        _ => 0,
+    }
+}
+
+#[tokio::test]
+async fn every_minute_runs_once_per_minute_and_not_on_first_sight() {
+    let llm = FakeLlm::replies(vec![final_answer("a"), final_answer("b")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "tick",
+        "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
+    );
+    let cfg = project.config(&llm.base_url(), "");
+    let clock = Clock::at(utc(2026, 4, 9, 12, 0, 30));
+
+    let (first, _) = run_at(&cfg, &clock).await;
+    assert_eq!(
+        ran(&first),
+        0,
+        "first sight: due at its next scheduled time, not at once"
+    );
+    clock.set(utc(2026, 4, 9, 12, 0, 50));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        0,
+        "no slot since it was seen"
+    );
+
+    clock.set(utc(2026, 4, 9, 12, 1, 10));
+    let (third, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(
+        third,
+        RunOutcome::Finished(Tally {
+            succeeded: 1,
+            ..Tally::default()
+        })
+    );
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["task"], "tick");
+    assert_eq!(runs[0]["recurring"], true);
+    assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
+    clock.set(utc(2026, 4, 9, 12, 1, 40));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        0,
+        "the 12:01 slot is done: not twice"
+    );
+
+    clock.set(utc(2026, 4, 9, 12, 2, 5));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        1,
+        "the next minute's slot"
+    );
+    assert_eq!(llm.requests().await.len(), 2);
+    assert!(
+        project.root().join("tasks/recurring/tick.md").exists(),
+        "never moved"
+    );
+    assert!(project.done().is_empty() && project.failed().is_empty());
+}
+
+#[tokio::test]
+async fn a_week_of_missed_daily_slots_is_one_run_with_the_slot_in_its_body() {
+    let llm = FakeLlm::replies(vec![final_answer("scanned"), final_answer("again")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "scan",
+        "+++\nschedule = \"@daily\"\n+++\nScan the week up to {{date}}; last good scan: {{last_success}}.",
+    );
+    let cfg = project.config(&llm.base_url(), "");
+    let clock = Clock::at(utc(2026, 4, 1, 10, 0, 0));
+    run_at(&cfg, &clock).await;
+
+    // The machine was off for a week.
+    clock.set(utc(2026, 4, 8, 10, 0, 0));
+    let (outcome, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(ran(&outcome), 1, "seven missed slots, one run");
+    assert_eq!(runs[0]["slot"], "2026-04-08T00:00:00+00:00");
+    clock.set(utc(2026, 4, 8, 23, 0, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+    clock.set(utc(2026, 4, 9, 0, 30, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 1);
+
+    let asked: Vec<String> = llm
+        .requests()
+        .await
+        .iter()
+        .map(|r| {
+            messages(r).last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "Scan the week up to 2026-04-08; last good scan: never.",
+            "Scan the week up to 2026-04-09; last good scan: 2026-04-08."
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
+    let llm = FakeLlm::start(vec![
+        wiremock::ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "busy"}})),
+    ])
+    .await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "flaky",
+        "+++\nschedule = \"@hourly\"\n+++\nDo it.",
+    );
+    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
+    run_at(&cfg, &clock).await;
+
+    clock.set(utc(2026, 4, 9, 10, 5, 0));
+    let (first, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(first.exit_code(), 75, "{first:?}");
+    assert_eq!(
+        (runs[0]["status"].as_str(), runs[0]["retryable"].as_bool()),
+        (Some("failed"), Some(true))
+    );
+    clock.set(utc(2026, 4, 9, 10, 20, 0));
+    let (second, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(ran(&second), 1, "the 10:00 slot is still due");
+    assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
+    clock.set(utc(2026, 4, 9, 10, 40, 0));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        0,
+        "given up after max_attempts = 2"
+    );
+    clock.set(utc(2026, 4, 9, 11, 1, 0));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        1,
+        "the next slot is a new start"
+    );
+}
+
+#[tokio::test]
+async fn the_schedule_is_read_in_the_configured_time_zone() {
+    let llm = FakeLlm::replies(vec![final_answer("morning")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "morning",
+        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning, {{date}}.",
+    );
+    let cfg = project.config(
+        &llm.base_url(),
+        "[schedule]\ntimezone = \"America/New_York\"\n",
+    );
+    let clock = Clock::at(utc(2026, 4, 9, 3, 0, 0));
+    run_at(&cfg, &clock).await;
+    // 06:00 in New York (EDT, UTC-4) is 10:00 UTC.
+    clock.set(utc(2026, 4, 9, 9, 59, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+    clock.set(utc(2026, 4, 9, 10, 0, 30));
+    let (_, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
+}
+
+#[tokio::test]
+async fn schedule_belongs_to_recurring_tasks_only() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.task("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.");
+    let cfg = project.config(&llm.base_url(), "");
+    run_all(&cfg).await;
+    let s = project.summary("inboxed");
+    assert_eq!(
+        (s.status, s.stop_reason),
+        (Status::Failed, StopReason::InvalidTask)
+    );
+    assert!(
+        s.error.unwrap().contains("only a recurring task"),
+        "schedule in the inbox"
+    );
+    assert!(llm.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
+    );
+    recurring(
+        &project,
+        "weekly",
+        "+++\nschedule = \"0 6 * * MON\"\n+++\nScan.",
+    );
+    recurring(
+        &project,
+        "broken",
+        "+++\nschedule = \"61 * * * *\"\n+++\nScan.",
+    );
+    recurring(
+        &project,
+        "six",
+        "+++\nschedule = \"0 0 6 * * MON\"\n+++\nScan.",
+    );
+    recurring(&project, "none", "Scan.");
+
+    let out = bin(&project).arg("check").output().unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let weekly = text
+        .lines()
+        .find(|l| l.contains("recurring weekly: next due"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        weekly.contains("T06:00:00+0"),
+        "read in Berlin time: {weekly}"
+    );
+    assert!(
+        text.contains("broken.md: line 2: frontmatter: schedule = \"61 * * * *\": "),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "six.md: line 2: frontmatter: schedule = \"0 0 6 * * MON\": expected five cron fields"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("none.md: frontmatter: schedule: a recurring task needs one"),
+        "{text}"
+    );
+    assert!(text.contains("1 recurring task(s) scheduled"), "{text}");
+
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[schedule]\ntimezone = \"Mars/Olympus\"\n",
+    );
+    let out = bin(&project).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("[schedule] timezone"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn run_task_recurring_runs_it_now_and_leaves_its_slots_alone() {
+    let llm = FakeLlm::replies(vec![final_answer("now"), final_answer("later")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "scan",
+        "+++\nschedule = \"@daily\"\n+++\nScan {{date}}.",
+    );
+    project.write_config(&llm.base_url(), "");
+
+    let mut cmd = bin(&project);
+    cmd.args(["run-task", "--recurring", "scan"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "now\n");
+    assert!(
+        !project
+            .root()
+            .join("tasks/.agent-harness-recurring.json")
+            .exists(),
+        "no slot state written"
+    );
+    let mut cmd = bin(&project);
+    cmd.args(["run-task", "--recurring", "nothing"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
