@@ -363,3 +363,40 @@ async fn run_task_recurring_runs_it_now_and_leaves_its_slots_alone() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn the_readme_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_lists_it() {
+    let llm = FakeLlm::replies(vec![final_answer("week 1"), final_answer("week 2")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "weekly-scan",
+        "+++\nschedule = \"0 6 * * MON\"\n+++\n# Weekly research scan ({{date}})\nFind the notes changed since {{last_success}}.",
+    );
+    let cfg = project.config(
+        &llm.base_url(),
+        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
+    );
+    // An hourly timer, 7 minutes past each hour, for two weeks from Wednesday 2026-04-01.
+    let clock = Clock::at(utc(2026, 4, 1, 0, 7, 0));
+    let mut slots = Vec::new();
+    for hour in 0..14 * 24 {
+        clock.set(utc(2026, 4, 1, 0, 7, 0) + chrono::Duration::hours(hour));
+        for s in run_at(&cfg, &clock).await.1 {
+            slots.push(s["slot"].as_str().unwrap().to_string());
+        }
+    }
+    // Mondays 06:00 in Berlin (CEST, UTC+2).
+    assert_eq!(
+        slots,
+        ["2026-04-06T04:00:00+00:00", "2026-04-13T04:00:00+00:00"]
+    );
+
+    let out = bin(&project)
+        .args(["runs", "--task", "weekly-scan", "--json"])
+        .output()
+        .unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.len(), 2, "{}", stdout(&out));
+    assert!(listed.iter().all(|s| s["recurring"] == true));
+}
