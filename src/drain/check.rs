@@ -50,7 +50,7 @@ pub fn check_inbox(
             .config_problems
             .push(format!("{}: [paths] inbox: {e:#}", cfg.path.display()));
     }
-    check_recurring(cfg, now, &mut report);
+    check_recurring(cfg, offered, now, &mut report);
     Ok(report)
 }
 
@@ -128,26 +128,57 @@ pub(super) fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<Stri
     })
 }
 
-/// Each recurring task's schedule read, and when it is next due.
+/// Each recurring task read as a run would (its schedule, its frontmatter
+/// against the config), when it is next due, and a name it shares with an
+/// inbox task (their runs would share `logs/NAME/`).
 pub(super) fn check_recurring(
     cfg: &Config,
+    offered: &[crate::tools::ToolName],
     now: chrono::DateTime<chrono::Utc>,
     report: &mut CheckReport,
 ) {
-    let tasks = recurring::list(cfg);
+    let Some(tasks) = recurring::list(cfg) else {
+        if cfg.paths.recurring.exists() {
+            report.problems.push(format!(
+                "{}: [paths] recurring: cannot be listed",
+                cfg.paths.recurring.display()
+            ));
+        }
+        return;
+    };
     let state = recurring::State::load(&cfg.paths.state_dir());
+    let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
+    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
     for (task, (name, when)) in tasks
         .iter()
         .zip(recurring::next_due(cfg, &tasks, now, &state))
     {
-        match when {
-            Ok(when) => report.recurring.push(format!(
-                "{}: recurring {name}: {when}",
-                task.entry.path.display()
-            )),
-            Err(why) => report
-                .problems
-                .push(format!("{}: {why}", task.entry.path.display())),
+        let path = task.entry.path.display();
+        let resolved = inbox::read_task(&task.entry.path).and_then(|f| {
+            TaskSpec::resolve(
+                cfg,
+                &TaskInput {
+                    name: &name,
+                    frontmatter: &f.frontmatter,
+                    body: &f.body,
+                    offered,
+                    context_tokens,
+                    dry_run: false,
+                    today: now.date_naive(),
+                },
+            )
+        });
+        match (when, resolved) {
+            (Err(why), _) => report.problems.push(format!("{path}: {why}")),
+            (Ok(_), Err(p)) => report.problems.push(format!("{path}: {p}")),
+            (Ok(when), Ok(_)) => report
+                .recurring
+                .push(format!("{path}: recurring {name}: {when}")),
+        }
+        if inboxed.iter().any(|e| e.name == name) {
+            report.warnings.push(format!(
+                "{path}: warning: an inbox task has the same name; their runs share logs/{name}/"
+            ));
         }
     }
 }

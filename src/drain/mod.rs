@@ -10,6 +10,7 @@
 mod check;
 pub mod eval;
 pub mod exec;
+mod filing;
 pub mod folders;
 pub mod lock;
 pub mod prune;
@@ -19,6 +20,7 @@ pub mod requeue;
 mod task;
 
 pub use check::{CheckReport, check_inbox};
+use filing::*;
 use task::*;
 
 use std::path::{Path, PathBuf};
@@ -100,6 +102,9 @@ pub struct Slot {
     pub date: chrono::NaiveDate,
     /// The date of the last slot that succeeded.
     pub last_success: Option<chrono::NaiveDate>,
+    /// This run's attempt at the slot, counted before it started; 0 when
+    /// the run settles no slot (`run-task --recurring`, a dry run, a replay).
+    pub attempt: u32,
 }
 
 /// What the run did, by task.

@@ -55,12 +55,20 @@ impl State {
     /// (every task is then first seen now: none runs at once).
     pub fn load(state_dir: &Path) -> State {
         let path = state_dir.join(STATE_FILE);
+        let unreadable = |e: String| {
+            tracing::warn!(path = %path.display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
+            State::default()
+        };
         match crate::base::file::read_regular(&path, 16 << 20, crate::base::file::Links::Refuse) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string()))
+            }
+            Err(crate::base::file::FileError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
                 State::default()
-            }),
-            Err(_) => State::default(),
+            }
+            Err(e) => unreadable(e.to_string()),
         }
     }
 
@@ -82,18 +90,20 @@ pub struct Recurring {
     pub schedule: Result<Schedule, String>,
 }
 
-/// Every recurring task file, oldest name first; no folder, none.
-pub fn list(cfg: &Config) -> Vec<Recurring> {
+/// Every recurring task file, oldest name first; `None` when the folder
+/// cannot be listed (missing, or unreadable: logged), which is not the
+/// same as empty — no slot is forgotten for it.
+pub fn list(cfg: &Config) -> Option<Vec<Recurring>> {
     let entries = match inbox::list(&cfg.paths.recurring) {
         Ok(entries) => entries,
         Err(e) => {
             if cfg.paths.recurring.exists() {
                 tracing::warn!(error = %format!("{e:#}"), "cannot read the recurring tasks");
             }
-            return Vec::new();
+            return None;
         }
     };
-    entries
+    let listed = entries
         .into_iter()
         .map(|entry| {
             let schedule = inbox::read_task(&entry.path)
@@ -104,7 +114,8 @@ pub fn list(cfg: &Config) -> Vec<Recurring> {
                 });
             Recurring { entry, schedule }
         })
-        .collect()
+        .collect();
+    Some(listed)
 }
 
 /// The tasks due at `now`, each with the slot it runs for. A task seen for
@@ -128,19 +139,33 @@ pub fn due(
                 continue;
             }
         };
-        let Some(seen) = state.tasks.get(&task.entry.name) else {
+        let Some(seen) = state.tasks.get_mut(&task.entry.name) else {
+            // First due at its next scheduled time after it was put there
+            // (its file's time, when that is not ahead of the clock).
+            let added = std::fs::symlink_metadata(&task.entry.path)
+                .and_then(|m| m.modified())
+                .map(DateTime::<Utc>::from)
+                .map_or(now, |t| t.min(now));
             state.tasks.insert(
                 task.entry.name.clone(),
                 TaskState {
-                    since: now,
+                    since: added,
                     done: None,
                     pending: None,
                     attempts: 0,
                     last_success: None,
                 },
             );
+            if let Some(at) = schedule.latest(now, cfg.timezone).filter(|at| *at > added) {
+                due.push((task.entry.clone(), slot(cfg, at, None)));
+            }
             continue;
         };
+        if seen.since > now || seen.done.is_some_and(|d| d > now) {
+            tracing::warn!(task = %task.entry.name, "a recurring slot lies ahead of the clock (the clock went back): counting from now");
+            seen.since = seen.since.min(now);
+            seen.done = seen.done.map(|d| d.min(now));
+        }
         let after = seen.done.map_or(seen.since, |d| d.max(seen.since));
         if let Some(at) = schedule.latest(now, cfg.timezone).filter(|at| *at > after) {
             due.push((
@@ -177,44 +202,48 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
         at,
         date: at.with_timezone(&cfg.timezone).date_naive(),
         last_success,
+        attempt: 0,
     }
 }
 
-/// After a task ran for `slot`: a success or a final failure marks the slot
-/// done; a retryable failure keeps it due until `max_attempts`; a run that
-/// was interrupted or stopped by a setup fault counts nothing.
-pub fn settle_slot(
-    state: &mut State,
-    name: &str,
-    slot: &Slot,
-    summary: &Summary,
-    max_attempts: u32,
-) {
-    let Some(task) = state.tasks.get_mut(name) else {
-        return;
-    };
-    let finish = |task: &mut TaskState| {
+/// Counts an attempt at `slot` before its task starts (SPEC §12.1: a task
+/// that kills the process still reaches `max_attempts`); `None` when the
+/// slot has had them all, and is given up.
+fn begin_slot(state: &mut State, name: &str, slot: &Slot, max_attempts: u32) -> Option<u32> {
+    let task = state.tasks.get_mut(name)?;
+    if task.pending != Some(slot.at) {
+        task.pending = Some(slot.at);
+        task.attempts = 0;
+    }
+    if task.attempts >= max_attempts {
         task.done = Some(slot.at);
         task.pending = None;
         task.attempts = 0;
+        return None;
+    }
+    task.attempts += 1;
+    Some(task.attempts)
+}
+
+/// After a task ran for `slot` (its attempt counted): a success or a final
+/// failure (a retryable one at its last attempt included) marks the slot
+/// done; another retryable failure keeps it due; a run that was
+/// interrupted or stopped by a setup fault gives its attempt back.
+pub fn settle_slot(state: &mut State, name: &str, slot: &Slot, summary: &Summary) {
+    let Some(task) = state.tasks.get_mut(name) else {
+        return;
     };
     match (summary.status, summary.retryable) {
-        (Status::Interrupted, _) => {}
-        (Status::Succeeded, _) => {
-            finish(task);
-            task.last_success = Some(slot.date);
-        }
-        (Status::Failed, true) => {
-            if task.pending != Some(slot.at) {
-                task.pending = Some(slot.at);
-                task.attempts = 0;
+        (Status::Interrupted, _) => task.attempts = task.attempts.saturating_sub(1),
+        (Status::Succeeded, _) | (Status::Failed, false) => {
+            if summary.status == Status::Succeeded {
+                task.last_success = Some(slot.date);
             }
-            task.attempts = task.attempts.saturating_add(1);
-            if task.attempts >= max_attempts {
-                finish(task);
-            }
+            task.done = Some(slot.at);
+            task.pending = None;
+            task.attempts = 0;
         }
-        (Status::Failed, false) => finish(task),
+        (Status::Failed, true) => {}
     }
 }
 
@@ -266,7 +295,8 @@ pub(super) fn to_run(
     if opts.recurring {
         let name = opts.only.as_deref().unwrap_or_default();
         inbox::check_task_name(name).map_err(NameError)?;
-        let one = now_slot(cfg, &tasks, name, now, &state).map_err(|e| NameError(e.0))?;
+        let one = now_slot(cfg, tasks.as_deref().unwrap_or_default(), name, now, &state)
+            .map_err(|e| NameError(e.0))?;
         return Ok(ToRun {
             entries: Vec::new(),
             due: vec![one],
@@ -293,9 +323,13 @@ pub(super) fn to_run(
             state,
         });
     }
-    let due = due(cfg, &tasks, now, &mut state);
-    if !opts.dry_run {
-        state.save(state_dir)?;
+    // A folder that cannot be listed is no empty one: its slots are kept.
+    let due = match &tasks {
+        Some(tasks) => due(cfg, tasks, now, &mut state),
+        None => Vec::new(),
+    };
+    if !opts.dry_run && tasks.is_some() {
+        save(&state, state_dir);
     }
     Ok(ToRun {
         entries,
@@ -314,10 +348,27 @@ pub(super) async fn run_recurring(
     mut settle: Option<(&mut State, &Path)>,
 ) -> (Tally, Vec<Summary>) {
     let mut ends = Vec::new();
-    for (entry, slot) in due {
+    for (entry, mut slot) in due {
         if h.cancel.is_cancelled() {
             ends.push(TaskEnd::NotStarted);
             continue;
+        }
+        if let Some((state, dir)) = settle.as_mut() {
+            let begun = begin_slot(state, &entry.name, &slot, cfg.limits.max_attempts);
+            save(state, dir);
+            match begun {
+                Some(n) => slot.attempt = n,
+                None => {
+                    tracing::error!(
+                        task = %entry.name,
+                        slot = %slot.at.to_rfc3339(),
+                        max_attempts = cfg.limits.max_attempts,
+                        "the process was killed in every allowed attempt at this recurring slot (out of memory, a crash, or SIGKILL): the slot is given up"
+                    );
+                    ends.push(TaskEnd::Broken { task: entry.name });
+                    continue;
+                }
+            }
         }
         let mode = Mode {
             dry_run: opts.dry_run,
@@ -332,10 +383,8 @@ pub(super) async fn run_recurring(
         let name = entry.name.clone();
         for end in run_tasks(cfg, h, vec![entry], &mode, 1).await {
             if let (TaskEnd::Filed(summary), Some((state, dir))) = (&end, settle.as_mut()) {
-                settle_slot(state, &name, &slot, summary, cfg.limits.max_attempts);
-                if let Err(e) = state.save(dir) {
-                    tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
-                }
+                settle_slot(state, &name, &slot, summary);
+                save(state, dir);
             }
             ends.push(end);
         }
@@ -353,4 +402,12 @@ pub(super) async fn run_recurring(
         })
         .collect();
     (tally, summaries)
+}
+
+/// Saves the state; a failure is logged, never the end of the run (the
+/// inbox tasks go on; the slots are counted again from the old state).
+fn save(state: &State, dir: &Path) {
+    if let Err(e) = state.save(dir) {
+        tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
+    }
 }

@@ -108,7 +108,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         today: Some(recorded.summary.started_at.date_naive()),
         progress: crate::display::Progress::hidden(),
         on_end: None,
-        slot: None,
+        slot: recorded_slot(cfg, &recorded.summary),
     };
     let entry = InboxEntry {
         name,
@@ -328,4 +328,22 @@ fn capped(text: &str, max: usize) -> String {
         ));
     }
     out
+}
+
+/// A recurring run's slot, as its summary recorded it: the same body again.
+fn recorded_slot(cfg: &Config, s: &crate::records::Summary) -> Option<super::Slot> {
+    if !s.recurring {
+        return None;
+    }
+    let at = s
+        .slot
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or(s.started_at, |t| t.with_timezone(&chrono::Utc));
+    Some(super::Slot {
+        at,
+        date: at.with_timezone(&cfg.timezone).date_naive(),
+        last_success: s.last_success,
+        attempt: 0,
+    })
 }

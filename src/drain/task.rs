@@ -11,15 +11,6 @@ use futures::FutureExt;
 
 use super::*;
 
-/// Where a finished task's file goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Disposition {
-    Done,
-    Failed,
-    /// Stays in the inbox (retryable, interrupted, or a dry run).
-    Keep,
-}
-
 /// What every task of one run shares.
 pub(super) struct Drain<'a> {
     pub(super) cfg: &'a Config,
@@ -48,55 +39,6 @@ impl AttemptCount {
         } else {
             self.previous.saturating_add(1)
         }
-    }
-}
-
-/// Where a finished task goes and what its summary says about it: a pure
-/// decision over the outcome and the attempt count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Filing {
-    pub(super) disposition: Disposition,
-    pub(super) status: Status,
-    pub(super) retryable: bool,
-    /// Added to the summary's error.
-    pub(super) note: Option<String>,
-}
-
-pub(super) fn file_outcome(
-    stop: StopReason,
-    retryable: bool,
-    attempt: u32,
-    max_attempts: u32,
-    file: bool,
-) -> Filing {
-    let status = match stop {
-        StopReason::FinalAnswer => Status::Succeeded,
-        StopReason::Interrupted | StopReason::SetupFault => Status::Interrupted,
-        _ => Status::Failed,
-    };
-    let filing = |disposition, retryable, note| Filing {
-        disposition,
-        status,
-        retryable,
-        note,
-    };
-    match stop {
-        _ if !file => filing(Disposition::Keep, retryable, None),
-        StopReason::FinalAnswer => filing(Disposition::Done, false, None),
-        StopReason::Interrupted | StopReason::SetupFault => filing(Disposition::Keep, true, None),
-        _ if retryable && attempt < max_attempts => filing(
-            Disposition::Keep,
-            true,
-            Some(format!(
-                "left in the inbox to be tried again (attempt {attempt} of {max_attempts})"
-            )),
-        ),
-        _ if retryable => filing(
-            Disposition::Failed,
-            false,
-            Some(format!("gave up after {attempt} attempts (max_attempts)")),
-        ),
-        _ => filing(Disposition::Failed, false, None),
     }
 }
 
@@ -171,14 +113,7 @@ impl Drain<'_> {
             tracing::warn!(error = %format!("{e:#}"), "cannot write answer.md");
         }
         let result = outcome.result.clone();
-        let attempt = count.number();
-        let filing = file_outcome(
-            outcome.stop,
-            outcome.retryable,
-            attempt,
-            cfg.limits.max_attempts,
-            self.mode.file,
-        );
+        let (filing, attempt) = self.filing(&outcome, count);
         let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
         summary.expectations = verdicts;
         summary.agent = agent;
@@ -283,6 +218,24 @@ impl Drain<'_> {
                 Ran::from(Outcome::failed(StopReason::InternalError, error))
             }
         }
+    }
+
+    /// Where the task goes, and its attempt number.
+    fn filing(&self, outcome: &Outcome, count: AttemptCount) -> (Filing, u32) {
+        let max = self.cfg.limits.max_attempts;
+        let counted_slot = self.mode.slot.as_ref().filter(|s| s.attempt > 0);
+        let attempt = counted_slot.map_or_else(|| count.number(), |s| s.attempt);
+        let mut filing = file_outcome(
+            outcome.stop,
+            outcome.retryable,
+            attempt,
+            max,
+            self.mode.file || counted_slot.is_some(),
+        );
+        if let Some(slot) = counted_slot {
+            slot_filing(&mut filing, slot, max);
+        }
+        (filing, attempt)
     }
 
     /// The task file read and resolved against the config.
@@ -425,6 +378,7 @@ impl Drain<'_> {
             agent: None,
             recurring: self.mode.slot.is_some(),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
+            last_success: self.mode.slot.as_ref().and_then(|s| s.last_success),
         }
     }
 }

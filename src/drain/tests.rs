@@ -1,6 +1,6 @@
 //! Unit tests of `drain`.
 
-use super::task::*;
+use super::filing::*;
 use super::*;
 use std::time::Duration;
 

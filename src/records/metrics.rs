@@ -199,6 +199,7 @@ mod tests {
             agent: None,
             recurring: false,
             slot: None,
+            last_success: None,
         }
     }
 

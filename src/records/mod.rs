@@ -97,6 +97,10 @@ pub struct Summary {
     pub recurring: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
+    /// A recurring task's `{{last_success}}` (absent: `never`), so a replay
+    /// sends the same body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<chrono::NaiveDate>,
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ fn records_are_private_whatever_the_umask() {
         agent: None,
         recurring: false,
         slot: None,
+        last_success: None,
     })
     .unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

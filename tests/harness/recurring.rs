@@ -202,13 +202,39 @@ async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
     let (first, runs) = run_at(&cfg, &clock).await;
     assert_eq!(first.exit_code(), 75, "{first:?}");
     assert_eq!(
-        (runs[0]["status"].as_str(), runs[0]["retryable"].as_bool()),
-        (Some("failed"), Some(true))
+        (
+            runs[0]["status"].as_str(),
+            runs[0]["retryable"].as_bool(),
+            runs[0]["attempt"].as_u64()
+        ),
+        (Some("failed"), Some(true), Some(1))
+    );
+    assert!(
+        runs[0]["error"].as_str().unwrap().contains("stays due"),
+        "{}",
+        runs[0]
     );
     clock.set(utc(2026, 4, 9, 10, 20, 0));
     let (second, runs) = run_at(&cfg, &clock).await;
     assert_eq!(ran(&second), 1, "the 10:00 slot is still due");
     assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
+    assert_eq!(
+        second.exit_code(),
+        1,
+        "the last attempt fails for good: {second:?}"
+    );
+    assert_eq!(
+        (runs[0]["retryable"].as_bool(), runs[0]["attempt"].as_u64()),
+        (Some(false), Some(2))
+    );
+    assert!(
+        runs[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("gave up on the slot"),
+        "{}",
+        runs[0]
+    );
     clock.set(utc(2026, 4, 9, 10, 40, 0));
     assert_eq!(
         ran(&run_at(&cfg, &clock).await.0),
@@ -399,4 +425,186 @@ async fn the_readme_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_
     let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed.len(), 2, "{}", stdout(&out));
     assert!(listed.iter().all(|s| s["recurring"] == true));
+}
+
+fn state_file(project: &Project) -> std::path::PathBuf {
+    project.root().join("tasks/.agent-harness-recurring.json")
+}
+
+fn read_state(project: &Project) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(state_file(project)).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and_the_rest_run() {
+    let llm = FakeLlm::replies(vec![final_answer("other ran")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "a-killer",
+        "+++\nschedule = \"@hourly\"\n+++\nEat memory.",
+    );
+    recurring(
+        &project,
+        "b-other",
+        "+++\nschedule = \"@hourly\"\n+++\nDo it.",
+    );
+    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    // As runs leave it when the process dies in the task: both attempts at
+    // the 10:00 slot counted before the task started, none settled.
+    std::fs::write(
+        state_file(&project),
+        json!({
+            "a-killer": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z",
+                         "pending": "2026-04-09T10:00:00Z", "attempts": 2},
+            "b-other": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let clock = Clock::at(utc(2026, 4, 9, 10, 30, 0));
+
+    let (outcome, runs) = run_at(&cfg, &clock).await;
+
+    assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["task"], "b-other");
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "the killer did not run a third time"
+    );
+    assert_eq!(
+        read_state(&project)["a-killer"]["done"],
+        "2026-04-09T10:00:00Z"
+    );
+    clock.set(utc(2026, 4, 9, 10, 50, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+}
+
+#[tokio::test]
+async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is_not_its_fault() {
+    let llm = FakeLlm::start(vec![
+        wiremock::ResponseTemplate::new(401)
+            .set_body_json(json!({"error": {"message": "bad key"}})),
+    ])
+    .await;
+    let project = Project::new();
+    recurring(&project, "t", "+++\nschedule = \"@hourly\"\n+++\nDo it.");
+    let cfg = project.config(&llm.base_url(), "");
+    std::fs::write(
+        state_file(&project),
+        json!({"t": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}}).to_string(),
+    )
+    .unwrap();
+    let clock = Clock::at(utc(2026, 4, 9, 10, 30, 0));
+
+    let (outcome, runs) = run_at(&cfg, &clock).await;
+
+    assert_eq!(
+        outcome.exit_code(),
+        2,
+        "a refused key is a setup fault: {outcome:?}"
+    );
+    assert_eq!(runs[0]["stop_reason"], "setup_fault");
+    let state = read_state(&project);
+    assert_eq!(
+        (&state["t"]["pending"], &state["t"]["attempts"]),
+        (&json!("2026-04-09T10:00:00Z"), &json!(0)),
+        "counted, then given back: {state}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_put_there_before_a_slot_runs_for_it_at_the_next_run() {
+    let llm = FakeLlm::replies(vec![final_answer("morning")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "daily",
+        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
+    );
+    let file = std::fs::File::options()
+        .write(true)
+        .open(project.root().join("tasks/recurring/daily.md"))
+        .unwrap();
+    file.set_modified(utc(2026, 4, 9, 5, 30, 0).into()).unwrap();
+    let cfg = project.config(&llm.base_url(), "");
+    let clock = Clock::at(utc(2026, 4, 9, 6, 5, 0));
+
+    let (_, runs) = run_at(&cfg, &clock).await;
+
+    assert_eq!(runs.len(), 1, "added at 05:30, the 06:00 slot is its first");
+    assert_eq!(runs[0]["slot"], "2026-04-09T06:00:00+00:00");
+}
+
+#[tokio::test]
+async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets_nothing() {
+    let llm = FakeLlm::replies(vec![final_answer("inbox ran")]).await;
+    let project = Project::new();
+    recurring(&project, "r", "+++\nschedule = \"@hourly\"\n+++\nDo it.");
+    let cfg = project.config(&llm.base_url(), "");
+    let seen = json!({"r": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}});
+    std::fs::write(state_file(&project), seen.to_string()).unwrap();
+    // The folder is gone for a run (an unmounted disk): no slot is forgotten.
+    let away = project.root().join("tasks/recurring-away");
+    std::fs::rename(project.root().join("tasks/recurring"), &away).unwrap();
+    let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
+    run_at(&cfg, &clock).await;
+    assert_eq!(read_state(&project), seen);
+    std::fs::rename(&away, project.root().join("tasks/recurring")).unwrap();
+
+    // A state file that cannot be written keeps no inbox task from running.
+    std::fs::remove_file(state_file(&project)).unwrap();
+    std::fs::create_dir(state_file(&project)).unwrap();
+    project.task("t", "Answer.");
+    let (outcome, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(runs[0]["task"], "t");
+}
+
+#[tokio::test]
+async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
+    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "r",
+        "+++\nschedule = \"@daily\"\n+++\nFor {{date}}, since {{last_success}}.",
+    );
+    let cfg = project.config(&llm.base_url(), "");
+    project.write_config(&llm.base_url(), "");
+    std::fs::write(
+        state_file(&project),
+        json!({"r": {"since": "2026-01-01T00:00:00Z", "done": "2027-04-10T00:00:00Z",
+                     "last_success": "2027-04-10"}})
+        .to_string(),
+    )
+    .unwrap();
+    let clock = Clock::at(utc(2026, 4, 9, 12, 0, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0, "counted from now");
+    clock.set(utc(2026, 4, 10, 1, 0, 0));
+    let (_, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(
+        runs.len(),
+        1,
+        "the next slot after now runs, not a year later"
+    );
+    let dir = project
+        .root()
+        .join("logs/r")
+        .join(runs[0]["run_id"].as_str().unwrap());
+
+    let mut cmd = bin(&project);
+    cmd.args(["replay", dir.to_str().unwrap()]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
 }
