@@ -142,10 +142,7 @@ pub fn due(
         let Some(seen) = state.tasks.get_mut(&task.entry.name) else {
             // First due at its next scheduled time after it was put there
             // (its file's time, when that is not ahead of the clock).
-            let added = std::fs::symlink_metadata(&task.entry.path)
-                .and_then(|m| m.modified())
-                .map(DateTime::<Utc>::from)
-                .map_or(now, |t| t.min(now));
+            let added = added_at(&task.entry.path, now);
             state.tasks.insert(
                 task.entry.name.clone(),
                 TaskState {
@@ -195,6 +192,15 @@ pub fn now_slot(
         .as_ref()
         .map_err(|why| UsageError(format!("{}: {why}", task.entry.path.display())))?;
     Ok((task.entry.clone(), slot(cfg, now, state.last_success(name))))
+}
+
+/// When a recurring file was put there: its file time, or `now` when
+/// that is ahead of the clock (or unknown).
+fn added_at(path: &Path, now: DateTime<Utc>) -> DateTime<Utc> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .map(DateTime::<Utc>::from)
+        .map_or(now, |t| t.min(now))
 }
 
 fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slot {
@@ -259,12 +265,12 @@ pub fn next_due(
         .iter()
         .map(|t| {
             let when = t.schedule.clone().and_then(|s| {
-                let after = state
-                    .tasks
-                    .get(&t.entry.name)
-                    .map(|seen| seen.done.map_or(seen.since, |d| d.max(seen.since)));
+                let after = match state.tasks.get(&t.entry.name) {
+                    Some(seen) => seen.done.map_or(seen.since, |d| d.max(seen.since)),
+                    None => added_at(&t.entry.path, now),
+                };
                 match (after, s.latest(now, cfg.timezone)) {
-                    (Some(after), Some(at)) if at > after => Ok(format!(
+                    (after, Some(at)) if at > after => Ok(format!(
                         "due now (slot {})",
                         at.with_timezone(&cfg.timezone).to_rfc3339()
                     )),
