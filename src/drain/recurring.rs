@@ -164,7 +164,14 @@ pub fn due(
             seen.done = seen.done.map(|d| d.min(now));
         }
         let after = seen.done.map_or(seen.since, |d| d.max(seen.since));
-        if let Some(at) = schedule.latest(now, cfg.timezone).filter(|at| *at > after) {
+        // When the clocks go back, an hour's times come twice: a slot at
+        // the wall-clock time of the one done is that slot again.
+        let wall = |t: DateTime<Utc>| t.with_timezone(&cfg.timezone).naive_local();
+        let repeated = |at: &DateTime<Utc>| seen.done.is_some_and(|d| wall(d) == wall(*at));
+        if let Some(at) = schedule
+            .latest(now, cfg.timezone)
+            .filter(|at| *at > after && !repeated(at))
+        {
             due.push((
                 task.entry.clone(),
                 slot(cfg, at, state.last_success(&task.entry.name)),

@@ -608,3 +608,34 @@ async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
         stderr(&out)
     );
 }
+
+#[tokio::test]
+async fn the_hour_that_comes_twice_in_autumn_runs_its_slot_once() {
+    let llm = FakeLlm::replies(vec![final_answer("once"), final_answer("twice?")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "night",
+        "+++\nschedule = \"30 2,14 * * *\"\n+++\nNight shift.",
+    );
+    let cfg = project.config(
+        &llm.base_url(),
+        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
+    );
+    let clock = Clock::at(utc(2026, 10, 24, 13, 0, 0));
+    run_at(&cfg, &clock).await;
+    // 2026-10-25: 02:30 CEST is 00:30Z; the clocks go back at 01:00Z, and
+    // 02:30 CET (01:30Z) is the same wall-clock time again.
+    clock.set(utc(2026, 10, 25, 0, 45, 0));
+    let (_, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["slot"], "2026-10-25T00:30:00+00:00");
+    clock.set(utc(2026, 10, 25, 1, 45, 0));
+    assert_eq!(
+        ran(&run_at(&cfg, &clock).await.0),
+        0,
+        "02:30 once, not twice"
+    );
+    clock.set(utc(2026, 10, 25, 13, 45, 0));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 1, "14:30 as usual");
+}
