@@ -253,13 +253,8 @@ pub async fn run_variant(
         .collect();
     let mode = Mode {
         dry_run: !opts.live_writes,
-        file: false,
         logs: logs.to_path_buf(),
-        replay_of: None,
-        today: None,
-        progress: opts.progress.clone(),
-        on_end: None,
-        slot: None,
+        ..Mode::new(cfg, opts.progress.clone())
     };
     let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();

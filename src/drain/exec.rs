@@ -56,13 +56,8 @@ pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Res
         .with_context(|| format!("writing {}", path.display()))?;
     let mode = Mode {
         dry_run: opts.dry_run,
-        file: false,
-        logs: cfg.paths.logs.clone(),
-        replay_of: None,
-        today: None,
-        progress: opts.progress.clone(),
         on_end: opts.on_end.clone(),
-        slot: None,
+        ..Mode::new(cfg, opts.progress.clone())
     };
     let entry = InboxEntry {
         name: opts.name.clone(),

@@ -107,6 +107,23 @@ pub struct Slot {
     pub attempt: u32,
 }
 
+impl Mode {
+    /// A batch that files nothing, writes for real, and records under the
+    /// config's logs folder; callers change what differs.
+    pub fn new(cfg: &Config, progress: Progress) -> Mode {
+        Mode {
+            dry_run: false,
+            file: false,
+            logs: cfg.paths.logs.clone(),
+            replay_of: None,
+            today: None,
+            progress,
+            on_end: None,
+            slot: None,
+        }
+    }
+}
+
 /// What the run did, by task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -294,12 +311,8 @@ async fn drain(
     let mode = Mode {
         dry_run: opts.dry_run,
         file: !opts.dry_run,
-        logs: cfg.paths.logs.clone(),
-        replay_of: None,
-        today: None,
-        progress: opts.progress.clone(),
         on_end: opts.on_end.clone(),
-        slot: None,
+        ..Mode::new(cfg, opts.progress.clone())
     };
     let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);
@@ -311,14 +324,17 @@ async fn drain(
         not_started = tally.not_started,
         "run finished"
     );
-    let summaries = ends
-        .into_iter()
+    (RunOutcome::Finished(tally), filed(ends))
+}
+
+/// The summaries of the tasks that were filed.
+fn filed(ends: Vec<TaskEnd>) -> Vec<Summary> {
+    ends.into_iter()
         .filter_map(|e| match e {
             TaskEnd::Filed(s) => Some(*s),
             _ => None,
         })
-        .collect();
-    (RunOutcome::Finished(tally), summaries)
+        .collect()
 }
 
 /// Runs `entries` (up to `concurrency` at once) as `mode` says, each from

@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, forget_absent, run_tasks,
+    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, forget_absent, run_tasks,
 };
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
@@ -385,16 +385,15 @@ pub(super) async fn run_recurring(
         }
         let mode = Mode {
             dry_run: opts.dry_run,
-            file: false,
-            logs: cfg.paths.logs.clone(),
-            replay_of: None,
             today: Some(slot.date),
-            progress: opts.progress.clone(),
             on_end: opts.on_end.clone(),
             slot: Some(slot.clone()),
+            ..Mode::new(cfg, opts.progress.clone())
         };
         let name = entry.name.clone();
-        for end in run_tasks(cfg, h, vec![entry], &mode, 1).await {
+        let these = run_tasks(cfg, h, vec![entry], &mode, 1).await;
+        let fault = Tally::of(&these).setup_fault.is_some();
+        for end in these {
             if let (TaskEnd::Filed(summary), Some((state, dir))) = (&end, settle.as_mut()) {
                 settle_slot(state, &name, &slot, summary);
                 save(state, dir);
@@ -402,19 +401,11 @@ pub(super) async fn run_recurring(
             ends.push(end);
         }
         // A setup fault stops the run: no further task starts.
-        if Tally::of(&ends).setup_fault.is_some() {
+        if fault {
             break;
         }
     }
-    let tally = Tally::of(&ends);
-    let summaries = ends
-        .into_iter()
-        .filter_map(|e| match e {
-            TaskEnd::Filed(s) => Some(*s),
-            _ => None,
-        })
-        .collect();
-    (tally, summaries)
+    (Tally::of(&ends), filed(ends))
 }
 
 /// Saves the state; a failure is logged, never the end of the run (the

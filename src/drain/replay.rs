@@ -102,13 +102,10 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
     };
     let mode = Mode {
         dry_run: !opts.live_writes,
-        file: false,
-        logs: cfg.paths.logs.clone(),
         replay_of: Some(of.clone()),
         today: Some(recorded.summary.started_at.date_naive()),
-        progress: crate::display::Progress::hidden(),
-        on_end: None,
         slot: recorded_slot(cfg, &recorded.summary),
+        ..Mode::new(cfg, crate::display::Progress::hidden())
     };
     let entry = InboxEntry {
         name,
