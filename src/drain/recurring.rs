@@ -153,7 +153,7 @@ pub fn due(
                     last_success: None,
                 },
             );
-            if let Some(at) = schedule.latest(now, cfg.timezone).filter(|at| *at > added) {
+            if let Some(at) = due_slot(cfg, schedule, added, None, now) {
                 due.push((task.entry.clone(), slot(cfg, at, None)));
             }
             continue;
@@ -163,15 +163,7 @@ pub fn due(
             seen.since = seen.since.min(now);
             seen.done = seen.done.map(|d| d.min(now));
         }
-        let after = seen.done.map_or(seen.since, |d| d.max(seen.since));
-        // When the clocks go back, an hour's times come twice: a slot at
-        // the wall-clock time of the one done is that slot again.
-        let wall = |t: DateTime<Utc>| t.with_timezone(&cfg.timezone).naive_local();
-        let repeated = |at: &DateTime<Utc>| seen.done.is_some_and(|d| wall(d) == wall(*at));
-        if let Some(at) = schedule
-            .latest(now, cfg.timezone)
-            .filter(|at| *at > after && !repeated(at))
-        {
+        if let Some(at) = due_slot(cfg, schedule, seen.since, seen.done, now) {
             due.push((
                 task.entry.clone(),
                 slot(cfg, at, state.last_success(&task.entry.name)),
@@ -199,6 +191,24 @@ pub fn now_slot(
         .as_ref()
         .map_err(|why| UsageError(format!("{}: {why}", task.entry.path.display())))?;
     Ok((task.entry.clone(), slot(cfg, now, state.last_success(name))))
+}
+
+/// The slot a task is due for at `now`: the latest scheduled time, when
+/// it is later than `since` and than the slot `done` — and, when the
+/// clocks went back and an hour's times came twice, not at the wall-clock
+/// time of `done` (that slot again).
+fn due_slot(
+    cfg: &Config,
+    schedule: &Schedule,
+    since: DateTime<Utc>,
+    done: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let after = done.map_or(since, |d| d.max(since));
+    let wall = |t: DateTime<Utc>| t.with_timezone(&cfg.timezone).naive_local();
+    schedule
+        .latest(now, cfg.timezone)
+        .filter(|at| *at > after && done.is_none_or(|d| wall(d) != wall(*at)))
 }
 
 /// When a recurring file was put there: its file time, or `now` when
@@ -272,16 +282,16 @@ pub fn next_due(
         .iter()
         .map(|t| {
             let when = t.schedule.clone().and_then(|s| {
-                let after = match state.tasks.get(&t.entry.name) {
-                    Some(seen) => seen.done.map_or(seen.since, |d| d.max(seen.since)),
-                    None => added_at(&t.entry.path, now),
+                let (since, done) = match state.tasks.get(&t.entry.name) {
+                    Some(seen) => (seen.since, seen.done),
+                    None => (added_at(&t.entry.path, now), None),
                 };
-                match (after, s.latest(now, cfg.timezone)) {
-                    (after, Some(at)) if at > after => Ok(format!(
+                match due_slot(cfg, &s, since, done, now) {
+                    Some(at) => Ok(format!(
                         "due now (slot {})",
                         at.with_timezone(&cfg.timezone).to_rfc3339()
                     )),
-                    _ => s
+                    None => s
                         .next_after(now, cfg.timezone)
                         .map(|at| {
                             format!("next due {}", at.with_timezone(&cfg.timezone).to_rfc3339())
@@ -303,13 +313,12 @@ pub(super) fn to_run(
     state_dir: &Path,
 ) -> anyhow::Result<ToRun> {
     let mut state = State::load(state_dir);
-    let tasks = list(cfg);
     let now = (h.clock)();
     if opts.recurring {
         let name = opts.only.as_deref().unwrap_or_default();
         inbox::check_task_name(name).map_err(NameError)?;
-        let one = now_slot(cfg, tasks.as_deref().unwrap_or_default(), name, now, &state)
-            .map_err(|e| NameError(e.0))?;
+        let tasks = list(cfg).unwrap_or_default();
+        let one = now_slot(cfg, &tasks, name, now, &state).map_err(|e| NameError(e.0))?;
         return Ok(ToRun {
             entries: Vec::new(),
             due: vec![one],
@@ -337,6 +346,7 @@ pub(super) fn to_run(
         });
     }
     // A folder that cannot be listed is no empty one: its slots are kept.
+    let tasks = list(cfg);
     let due = match &tasks {
         Some(tasks) => due(cfg, tasks, now, &mut state),
         None => Vec::new(),
@@ -368,7 +378,13 @@ pub(super) async fn run_recurring(
         }
         if let Some((state, dir)) = settle.as_mut() {
             let begun = begin_slot(state, &entry.name, &slot, cfg.limits.max_attempts);
-            save(state, dir);
+            if !save(state, dir) {
+                // Unsaved, the slot would be run again by every run: it is
+                // not run, and the run says so (exit 1).
+                tracing::error!(task = %entry.name, "recurring task not run: its slot's attempt cannot be saved");
+                ends.push(TaskEnd::Broken { task: entry.name });
+                continue;
+            }
             match begun {
                 Some(n) => slot.attempt = n,
                 None => {
@@ -396,7 +412,11 @@ pub(super) async fn run_recurring(
         for end in these {
             if let (TaskEnd::Filed(summary), Some((state, dir))) = (&end, settle.as_mut()) {
                 settle_slot(state, &name, &slot, summary);
-                save(state, dir);
+                if !save(state, dir) {
+                    // The slot may run again: this run does not pass as a success.
+                    ends.push(TaskEnd::Broken { task: name.clone() });
+                    continue;
+                }
             }
             ends.push(end);
         }
@@ -408,10 +428,14 @@ pub(super) async fn run_recurring(
     (Tally::of(&ends), filed(ends))
 }
 
-/// Saves the state; a failure is logged, never the end of the run (the
-/// inbox tasks go on; the slots are counted again from the old state).
-fn save(state: &State, dir: &Path) {
-    if let Err(e) = state.save(dir) {
-        tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
+/// Saves the state; a failure is logged and said, never the end of the
+/// run (the inbox tasks go on; no recurring task starts unsaved).
+fn save(state: &State, dir: &Path) -> bool {
+    match state.save(dir) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
+            false
+        }
     }
 }

@@ -9,7 +9,7 @@ use super::lock::RunLock;
 use super::{UsageError, folders};
 use crate::config::Config;
 use crate::inbox::{self, Attempts};
-use crate::records::run_order;
+use crate::records::{run_order, run_time};
 
 /// Which failed tasks go back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,9 +25,10 @@ pub enum Target {
 impl Target {
     /// `requeue ARG`: a run id (`YYYYMMDDTHHMMSSZ`, perhaps `-N`) or a task name.
     pub fn of(arg: &str) -> Target {
-        match inbox::filed_readings(&format!("{arg}-x.md")).first() {
-            Some((run_id, _)) if run_id == arg => Target::RunId(arg.to_string()),
-            _ => Target::Name(arg.to_string()),
+        if run_time(arg).is_some() {
+            Target::RunId(arg.to_string())
+        } else {
+            Target::Name(arg.to_string())
         }
     }
 }

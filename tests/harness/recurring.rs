@@ -639,3 +639,35 @@ async fn the_hour_that_comes_twice_in_autumn_runs_its_slot_once() {
     clock.set(utc(2026, 10, 25, 13, 45, 0));
     assert_eq!(ran(&run_at(&cfg, &clock).await.0), 1, "14:30 as usual");
 }
+
+#[tokio::test]
+async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
+    let llm = FakeLlm::replies(vec![final_answer("inbox ran"), final_answer("slot ran")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "daily",
+        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
+    );
+    std::fs::File::options()
+        .write(true)
+        .open(project.root().join("tasks/recurring/daily.md"))
+        .unwrap()
+        .set_modified(utc(2026, 4, 9, 5, 30, 0).into())
+        .unwrap();
+    std::fs::create_dir(state_file(&project)).unwrap();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), "");
+    let clock = Clock::at(utc(2026, 4, 9, 6, 5, 0));
+
+    let (outcome, runs) = run_at(&cfg, &clock).await;
+
+    assert_eq!(
+        outcome.exit_code(),
+        1,
+        "unsaved, it would run again every run: {outcome:?}"
+    );
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["task"], "t", "the inbox still ran");
+    assert_eq!(llm.requests().await.len(), 1, "the recurring task did not");
+}
