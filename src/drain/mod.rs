@@ -83,7 +83,8 @@ pub struct Mode {
     pub logs: PathBuf,
     /// `<task>/<run_id>` of the run this one replays, for its summary.
     pub replay_of: Option<String>,
-    /// The date role prompts see (`{{date}}`); a replay keeps the recorded one.
+    /// The date role prompts see (`{{date}}`); a replay keeps the recorded
+    /// one; a slot's date wins over both.
     pub today: Option<chrono::NaiveDate>,
     /// The live lines on a terminal: the drain draws them, the loop never sees them.
     pub progress: Progress,

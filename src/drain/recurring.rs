@@ -401,7 +401,6 @@ pub(super) async fn run_recurring(
         }
         let mode = Mode {
             dry_run: opts.dry_run,
-            today: Some(slot.date),
             on_end: opts.on_end.clone(),
             slot: Some(slot.clone()),
             ..Mode::new(cfg, opts.progress.clone())

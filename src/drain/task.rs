@@ -265,9 +265,9 @@ impl Drain<'_> {
             }
             (None, None) => {}
         }
-        let today = self
-            .mode
-            .today
+        // A recurring task's date is its slot's, in a replay too.
+        let today = (self.mode.slot.as_ref().map(|s| s.date))
+            .or(self.mode.today)
             .unwrap_or_else(|| (self.h.clock)().date_naive());
         let spec = TaskSpec::resolve(
             self.cfg,
