@@ -30,10 +30,19 @@ fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
 }
 
+/// A recurring task file, its file time ahead of every clock here, so
+/// that it counts as first seen when a run first sees it.
 fn recurring(project: &Project, name: &str, text: &str) {
     let dir = project.root().join("tasks/recurring");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
+    let path = dir.join(format!("{name}.md"));
+    std::fs::write(&path, text).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(utc(2040, 1, 1, 0, 0, 0).into())
+        .unwrap();
 }
 
 /// One `run` at the clock's time; the summaries of what it ran.
