@@ -20,10 +20,14 @@
 //!    turn, and the scan again with every request counted exactly;
 //! 6. records — `report` over a run of many tool lines, at two sizes (it
 //!    must be linear), and over a `conversation.jsonl` just under its cap
-//!    made of small values (it must cost about its size, not a tree's).
+//!    made of small values (it must cost about its size, not a tree's);
+//! 7. resume — a six-turn task with two attachment writes, SIGKILLed three
+//!    times mid-call (in turns 2, 4 and 5) and run again until done:
+//!    model requests and wall time, resumed from its records (SPEC §18)
+//!    against restarted from turn 1 (`[limits] resume = false`).
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile`, `-- counting` or `-- records` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting`, `-- records` or `-- resume` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -62,6 +66,8 @@ struct Sizes {
     record_lines: [usize; 2],
     /// MiB of the conversation of small values the report reads.
     record_mib: usize,
+    /// How long the endpoint takes to answer each call of the resumed task.
+    resume_latency: Duration,
 }
 
 const FULL: Sizes = Sizes {
@@ -75,6 +81,7 @@ const FULL: Sizes = Sizes {
     expanding_mib: 30,
     record_lines: [60_000, 120_000],
     record_mib: 60,
+    resume_latency: Duration::from_millis(500),
 };
 
 const QUICK: Sizes = Sizes {
@@ -88,6 +95,7 @@ const QUICK: Sizes = Sizes {
     expanding_mib: 2,
     record_lines: [1_000, 2_000],
     record_mib: 2,
+    resume_latency: Duration::from_millis(30),
 };
 
 fn main() {
@@ -130,6 +138,134 @@ fn main() {
     }
     if wanted("records") {
         records(&sizes);
+    }
+    if wanted("resume") {
+        rt.block_on(resume(&sizes));
+    }
+}
+
+/// The six-turn task of the resume benchmark: four reads, two writes.
+fn six_turns(latency: Duration) -> Vec<wiremock::ResponseTemplate> {
+    let call = |id: &str, name: &str, args: Value| ok(tool_calls(&[(id, name, args)]));
+    vec![
+        call(
+            "c1",
+            "noteworx_list_notes",
+            json!({"tag": "research-active"}),
+        ),
+        call("c2", "noteworx_read_note", json!({"slug": "n1"})),
+        call(
+            "c3",
+            "noteworx_create_attachment",
+            json!({"slug": "n1", "filename": "a.md", "content": "First."}),
+        ),
+        call("c4", "noteworx_search_notes", json!({"query": "llama"})),
+        call(
+            "c5",
+            "noteworx_create_attachment",
+            json!({"slug": "n1", "filename": "b.md", "content": "Second."}),
+        ),
+        ok(final_answer("Two attachments.")),
+    ]
+    .into_iter()
+    .map(|r| r.set_delay(latency))
+    .collect()
+}
+
+/// Runs the six-turn task to its end, SIGKILLing each run in the model
+/// call of the next turn in `kill_in`; returns (requests, wall, attachments).
+async fn killed_and_run_again(
+    resume: bool,
+    latency: Duration,
+    kill_in: &[usize],
+) -> (usize, Duration, usize) {
+    let notes = FakeNoteworx::start(vec![note(
+        "n1",
+        "Serving small models",
+        &["research-active"],
+        "Notes.",
+    )])
+    .await;
+    let project = Project::new();
+    project.task("scan", "Read, attach twice, answer.");
+    let mut requests = 0;
+    let mut wall = Duration::ZERO;
+    for kill in kill_in.iter().map(Some).chain([None]) {
+        let llm = FakeLlm::by_progress(six_turns(latency)).await;
+        let extra = format!(
+            "{}\n[limits]\nmax_turns = 10\nmax_attempts = 10\nresume = {resume}\n",
+            notes.config_section()
+        );
+        project.write_config(&llm.base_url(), &extra);
+        let start = Instant::now();
+        let mut child = Command::new(BIN)
+            .arg("run")
+            .current_dir(project.root())
+            .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
+            .env("AGENT_HARNESS_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if let Some(turn) = kill {
+            // Killed once the call of `turn` is in flight.
+            loop {
+                let in_turn = llm.requests().await.last().map(|b| {
+                    1 + b["messages"]
+                        .as_array()
+                        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
+                });
+                if in_turn >= Some(*turn) {
+                    break;
+                }
+                assert!(
+                    child.try_wait().unwrap().is_none(),
+                    "the run ended before turn {turn}"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            child.kill().unwrap();
+        }
+        let status = child.wait().unwrap();
+        wall += start.elapsed();
+        requests += llm.requests().await.len();
+        if kill.is_none() {
+            assert_eq!(status.code(), Some(0));
+        }
+    }
+    assert_eq!(project.done().len(), 1, "the task ended");
+    (requests, wall, notes.attachments("n1").len())
+}
+
+async fn resume(sizes: &Sizes) {
+    let latency = sizes.resume_latency;
+    let kills = [2, 4, 5];
+    let (base_requests, base_wall, base_attachments) =
+        killed_and_run_again(true, latency, &[]).await;
+    let (r_requests, r_wall, r_attachments) = killed_and_run_again(true, latency, &kills).await;
+    let (f_requests, f_wall, f_attachments) = killed_and_run_again(false, latency, &kills).await;
+    assert_eq!((base_requests, base_attachments), (6, 2));
+    assert_eq!(
+        (r_requests, r_attachments),
+        (6 + kills.len(), 2),
+        "one request lost per kill"
+    );
+    assert_eq!(
+        (f_requests, f_attachments),
+        (2 + 4 + 5 + 6, 2),
+        "restarted from turn 1 each time"
+    );
+    println!(
+        "\n7. resume: a six-turn task (2 writes), {} ms a model call, SIGKILLed mid-call in turns 2, 4 and 5",
+        latency.as_millis()
+    );
+    println!("                         requests   wall (all runs)   attachments");
+    for (label, n, wall, att) in [
+        ("never killed", base_requests, base_wall, base_attachments),
+        ("killed 3×, resumed", r_requests, r_wall, r_attachments),
+        ("killed 3×, restarted", f_requests, f_wall, f_attachments),
+    ] {
+        println!("   {label:<22} {n:>6}   {:>12.0} ms   {att:>8}", ms(wall));
     }
 }
 

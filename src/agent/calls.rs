@@ -100,6 +100,9 @@ pub struct Answer {
     pub over_budget: bool,
     /// The service refused the setup: the run stops (SPEC §16).
     pub setup_fault: Option<String>,
+    /// Answered from a recording (a replay, or the records a task resumes
+    /// from): the tool did not run now.
+    pub recorded: bool,
 }
 
 /// The turn's calls were answered, or a call repeated too often.
@@ -168,25 +171,62 @@ pub struct Rules<'a> {
     pub redactor: &'a Redactor,
 }
 
-pub async fn answer_calls(
-    turn: Turn<'_>,
+/// The calls of a turn, each judged: run, refused, or over a budget.
+pub struct Planned<'t> {
+    plans: Vec<(&'t ToolCall, Plan, u32)>,
+}
+
+impl Planned<'_> {
+    /// The write calls about to be sent: each is recorded as an intent
+    /// first (SPEC §18), so a crash between sending and recording is known.
+    /// A dry run sends nothing, and a call answered from the records is
+    /// not sent again.
+    pub fn writes_to_send(&self, turn: u32, toolbox: &Toolbox, dry_run: bool) -> Vec<&ToolCall> {
+        if dry_run {
+            return Vec::new();
+        }
+        self.plans
+            .iter()
+            .filter(|(call, plan, _)| {
+                matches!(plan, Plan::Run(c) if c.tool().is_write())
+                    && !toolbox.answers_from_record(turn, &call.id)
+            })
+            .map(|(call, _, _)| *call)
+            .collect()
+    }
+}
+
+/// Judges every call of the turn; a call asked for too often stops the
+/// task before any runs.
+pub fn plan_calls<'t>(
+    turn: &Turn<'t>,
     rules: &Rules<'_>,
-    toolbox: &Toolbox,
-    ctx: &CallContext,
     repeats: &mut Repeats,
-) -> TurnResult {
+) -> Result<Planned<'t>, TurnResult> {
     let mut plans = Vec::with_capacity(turn.calls.len());
     for (i, call) in turn.calls.iter().enumerate() {
         let (count, first_id) = repeats.bump(call);
         if count >= REPEAT_STOP_AT {
-            return loop_detected(&turn, i, count, plans, repeats, rules);
+            return Err(loop_detected(turn, i, count, plans, repeats, rules));
         }
-        let plan = judge(&turn, i, count, &first_id, rules, repeats);
+        let plan = judge(turn, i, count, &first_id, rules, repeats);
         plans.push((call, plan, count));
     }
+    Ok(Planned { plans })
+}
 
+/// Runs the planned calls (concurrently) and shapes each result for the model.
+pub async fn run_calls(
+    turn: &Turn<'_>,
+    planned: Planned<'_>,
+    rules: &Rules<'_>,
+    toolbox: &Toolbox,
+    ctx: &CallContext,
+) -> TurnResult {
+    let plans = planned.plans;
     let runs = plans.iter().map(|(call, plan, _)| async move {
         let started = Instant::now();
+        let recorded = toolbox.answers_from_record(ctx.turn, &call.id);
         let output = match plan {
             Plan::Run(c) => {
                 let ctx = CallContext {
@@ -197,20 +237,19 @@ pub async fn answer_calls(
             }
             Plan::Refuse(message) | Plan::OverBudget(message) => ToolOutput::error(message.clone()),
         };
-        (
-            output,
-            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        )
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        (output, ms, recorded)
     });
     let outputs = futures::future::join_all(runs).await;
 
     let answers = plans
         .into_iter()
         .zip(outputs)
-        .map(|((call, plan, count), (output, duration_ms))| {
+        .map(|((call, plan, count), (output, duration_ms, recorded))| {
             let executed = matches!(plan, Plan::Run(_));
-            let mut a = answer(&turn, call, count, executed, output, duration_ms, rules);
+            let mut a = answer(turn, call, count, executed, output, duration_ms, rules);
             a.over_budget = matches!(plan, Plan::OverBudget(_));
+            a.recorded = recorded && executed;
             a
         })
         .collect();
@@ -329,6 +368,7 @@ fn answer(
         detail: output.detail,
         over_budget: false,
         setup_fault: output.setup_fault,
+        recorded: false,
     }
 }
 

@@ -60,4 +60,23 @@ impl TaskDeps {
             cancel,
         })
     }
+
+    /// These dependencies with model calls and tool results answered from
+    /// a recording first (a replay, or a task resuming from its records).
+    pub fn answering_from(
+        &self,
+        recording: Arc<std::sync::Mutex<crate::endpoint::recorded::Recording>>,
+        results: tools::RecordedResults,
+    ) -> TaskDeps {
+        TaskDeps {
+            endpoint: self.endpoint.clone().replaying(recording),
+            toolbox: Toolbox {
+                recorded: Some(Arc::new(results)),
+                ..self.toolbox.clone()
+            },
+            clock: self.clock.clone(),
+            cancel: self.cancel.clone(),
+            redactor: self.redactor.clone(),
+        }
+    }
 }

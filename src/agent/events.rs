@@ -43,6 +43,9 @@ pub enum TaskEvent<'a> {
     /// The final answer did not match the output schema: it is asked for
     /// once more, the schema as `response_format`.
     AnswerRejected { errors: &'a [String] },
+    /// A write call is about to be sent: recorded before it goes, so a
+    /// crash between sending and recording its result is known (SPEC §18).
+    WriteIntent { turn: u32, call: &'a ToolCall },
     /// One tool call was answered (run, or refused with the reason).
     ToolAnswered(&'a Answer),
     /// The task ended.

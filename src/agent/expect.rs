@@ -162,6 +162,7 @@ mod tests {
             detail,
             over_budget: false,
             setup_fault: None,
+            recorded: false,
         }
     }
 

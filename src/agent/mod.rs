@@ -34,7 +34,7 @@ use crate::tools::CallContext;
 use crate::wire::chat::{self, Message, Role, Tweaks, Usage};
 use crate::wire::reply::{Reply, read_reply, replayed_assistant};
 pub use calls::Answer;
-use calls::{Quotable, Repeats, Rules, Turn, TurnResult, answer_calls};
+use calls::{Quotable, Repeats, Rules, Turn, TurnResult, plan_calls, run_calls};
 pub use context::{ContextNote, Counted, Elided};
 use context::{Conversation, ToolOrigin};
 pub use events::{ModelAttempt, ReplyFacts, TaskEvent};
@@ -196,8 +196,31 @@ impl<'a, 's> TaskRun<'a, 's> {
             max_chars: self.spec.max_tool_result_chars,
             redactor: &self.h.redactor,
         };
-        let work = answer_calls(turn, &rules, &self.h.toolbox, &ctx, &mut self.repeats);
-        let result = tokio::select! {
+        let result = match plan_calls(&turn, &rules, &mut self.repeats) {
+            Ok(planned) => {
+                for call in planned.writes_to_send(turn.number, &self.h.toolbox, ctx.dry_run) {
+                    self.emit(&TaskEvent::WriteIntent {
+                        turn: turn.number,
+                        call,
+                    });
+                }
+                self.run_calls(&turn, planned, &rules, &ctx).await?
+            }
+            Err(loop_detected) => loop_detected,
+        };
+        self.take_answers(result)
+    }
+
+    /// Runs the planned calls within the wall clock and the stop signal.
+    async fn run_calls(
+        &self,
+        turn: &Turn<'_>,
+        planned: calls::Planned<'_>,
+        rules: &Rules<'_>,
+        ctx: &CallContext,
+    ) -> Result<TurnResult, Stop> {
+        let work = run_calls(turn, planned, rules, &self.h.toolbox, ctx);
+        Ok(tokio::select! {
             biased;
             _ = self.h.cancel.cancelled() => return Err(self.call_failed(CallError::Interrupted)),
             _ = tokio::time::sleep_until(self.deadline) => {
@@ -207,7 +230,11 @@ impl<'a, 's> TaskRun<'a, 's> {
                 ));
             }
             r = work => r,
-        };
+        })
+    }
+
+    /// The answers of a turn into the records and the conversation.
+    fn take_answers(&mut self, result: TurnResult) -> Result<(), Stop> {
         match result {
             TurnResult::Answered(answers) => {
                 self.record_answers(&answers);

@@ -269,6 +269,13 @@ impl Folder {
         rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
+    /// When `name` here was last written (a link is not followed).
+    pub fn modified(&self, name: &str) -> Option<std::time::SystemTime> {
+        let st = rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let secs = u64::try_from(st.st_mtime).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+    }
+
     /// The bytes of the regular file `name` here, at most `cap` of them:
     /// the rules of [`read_regular`] (no link, no FIFO or device).
     pub fn read(&self, name: &str, cap: u64) -> Result<Vec<u8>, FileError> {

@@ -26,6 +26,8 @@ pub struct Limits {
     pub max_calls_per_turn: u32,
     /// Write-tool calls run per task; the rest are answered "not run".
     pub max_writes: u32,
+    /// A task that did not finish goes on from its records (SPEC §18).
+    pub resume: bool,
 }
 
 impl Default for Limits {
@@ -40,6 +42,7 @@ impl Default for Limits {
             max_attempts: 3,
             max_calls_per_turn: 8,
             max_writes: 5,
+            resume: true,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod prune;
 pub mod recurring;
 pub mod replay;
 pub mod requeue;
+mod resume;
 mod task;
 
 pub use check::{CheckReport, check_inbox};

@@ -20,7 +20,7 @@ use crate::drain::{Mode, TaskEnd, run_tasks};
 use crate::endpoint::JobInfo;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use crate::inbox::InboxEntry;
-use crate::records::{RecordedLine, RecordedRun, Summary, read_run};
+use crate::records::{RecordedLine, RecordedRun, Summary, ToolLine, read_run};
 use crate::tools::{RecordedResults, ToolOutput};
 
 /// The most memory the recorded tool details of a run may take as trees.
@@ -88,10 +88,10 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
     let of = format!("{}/{}", recorded.summary.task, recorded.summary.run_id);
     let of = crate::base::text::printable(&of).into_owned();
     let recording = Recording::new(
-        recorded_attempts(&recorded),
-        recorded_counts(&recorded),
+        recorded.attempts.iter().map(recorded_attempt).collect(),
+        recorded_counts(&recorded.attempts),
         opts.from_turn,
-        recorded_window(&recorded),
+        recorded_window(&recorded.attempts),
     );
     let h = match replaying_harness(cfg, &recorded, recording.clone(), opts.from_turn) {
         Ok(h) => h,
@@ -156,12 +156,8 @@ fn task_name(run: &RecordedRun) -> Option<String> {
     crate::inbox::check_task_name(&name).ok().map(|()| name)
 }
 
-/// The recorded attempts as the endpoint replays them.
-fn recorded_attempts(run: &RecordedRun) -> Vec<RecordedAttempt> {
-    run.attempts.iter().map(recorded_attempt).collect()
-}
-
-fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
+/// A recorded attempt as the endpoint replays it.
+pub(super) fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
     RecordedAttempt {
         turn: l.turn,
         attempt: l.attempt,
@@ -181,19 +177,19 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
     }
 }
 
-/// The context window the recorded run managed (it may have come from the
-/// server, which a replay does not ask).
 /// The exact prompt counts of the recorded run, by turn.
-fn recorded_counts(run: &RecordedRun) -> Vec<(u32, u64)> {
-    run.attempts
+pub(super) fn recorded_counts(attempts: &[RecordedLine]) -> Vec<(u32, u64)> {
+    attempts
         .iter()
         .filter_map(|l| Some((l.turn, l.context.as_ref()?)))
         .flat_map(|(turn, c)| c.counts.iter().map(move |n| (turn, *n)))
         .collect()
 }
 
-fn recorded_window(run: &RecordedRun) -> Option<u32> {
-    run.attempts
+/// The context window the recorded run managed (it may have come from the
+/// server, which a replay does not ask).
+pub(super) fn recorded_window(attempts: &[RecordedLine]) -> Option<u32> {
+    attempts
         .iter()
         .find_map(|l| l.context.as_ref().and_then(|c| c.context_tokens))
 }
@@ -205,12 +201,20 @@ fn replaying_harness(
     recording: Arc<std::sync::Mutex<Recording>>,
     from_turn: Option<u32>,
 ) -> anyhow::Result<TaskDeps> {
-    let mut h = TaskDeps::new(cfg, system_clock(), CancellationToken::new())?;
-    h.endpoint = h.endpoint.replaying(recording);
-    // Details become trees within one budget for the whole run (SPEC §21).
+    let h = TaskDeps::new(cfg, system_clock(), CancellationToken::new())?;
+    let results = RecordedResults {
+        results: recorded_results(&run.tools),
+        live_from_turn: from_turn,
+        missing_run_live: false,
+    };
+    Ok(h.answering_from(recording, results))
+}
+
+/// The results of the tools a recorded run ran, by turn and call id; their
+/// details become trees within one budget for the whole run (SPEC §21).
+pub(super) fn recorded_results(tools: &[ToolLine]) -> HashMap<(u32, String), ToolOutput> {
     let mut budget = MAX_DETAIL_TREE_BYTES;
-    let results: HashMap<String, ToolOutput> = run
-        .tools
+    tools
         .iter()
         .filter(|t| t.executed)
         .map(|t| {
@@ -223,14 +227,9 @@ fn replaying_harness(
                     .and_then(|d| crate::base::http::parse_tree(d.get(), &mut budget)),
                 setup_fault: None,
             };
-            (t.call_id.clone(), output)
+            ((t.turn, t.call_id.clone()), output)
         })
-        .collect();
-    h.toolbox.recorded = Some(Arc::new(RecordedResults {
-        results,
-        live_from_turn: from_turn,
-    }));
-    Ok(h)
+        .collect()
 }
 
 /// Prints what the replay found.

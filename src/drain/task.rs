@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use futures::FutureExt;
 
+use super::resume::ResumeNote;
 use super::*;
 
 /// What every task of one run shares.
@@ -95,12 +96,15 @@ impl Drain<'_> {
             let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
             Ran::from(Outcome::failed(StopReason::InternalError, error))
         } else {
-            self.run_isolated(entry, rec).await
+            let unsettled =
+                count.previous > 0 || self.mode.slot.as_ref().is_some_and(|s| s.attempt > 1);
+            self.run_isolated(entry, rec, unsettled).await
         };
         let Ran {
             outcome,
             verdicts,
             agent,
+            resume,
         } = ran;
         let outcome = self.stop_on_setup_fault(outcome);
         if let Some(result) = &outcome.result {
@@ -117,6 +121,12 @@ impl Drain<'_> {
         let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
         summary.expectations = verdicts;
         summary.agent = agent;
+        summary.wall_ms = summary
+            .wall_ms
+            .saturating_add(u64::try_from(resume.wall_before.as_millis()).unwrap_or(u64::MAX));
+        summary.resumed_from = resume.from;
+        summary.resumed_turns = resume.turns;
+        summary.resume_refused = resume.refused;
         rec.summary(&summary)?;
         let moved = match filing.disposition {
             Disposition::Done => Some(&cfg.paths.done),
@@ -180,15 +190,19 @@ impl Drain<'_> {
     /// Reads, resolves and runs the task, and judges its expectations. A
     /// panic anywhere inside ends this task as `internal_error`; the run
     /// goes on.
-    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord) -> Ran {
+    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord, unsettled: bool) -> Ran {
         let h = self.h;
         let work = async {
-            let (file, spec) = match self.prepare(entry) {
+            let p = match self.prepare_resumed(entry, &rec.run_id, unsettled).await {
                 Ok(prepared) => prepared,
                 Err(problem) => return Ran::from(invalid(rec, h, &entry.path, &problem)),
             };
-            rec.task_file(&file.text);
-            let spec = spec.for_run(&rec.run_id);
+            rec.task_file(&p.file.text);
+            let mut spec = p.spec;
+            self.start_record(rec, &spec, &p.note, p.found.as_ref());
+            spec.max_wall = spec.max_wall.saturating_sub(p.note.wall_before);
+            let resumed = p.found.as_ref().map(|f| f.deps(h, true));
+            let deps = resumed.as_ref().map_or(h, |(d, _)| d);
             let live = self.mode.progress.task(&entry.name);
             let mut evidence = Evidence::default();
             let mut sink = |event: &TaskEvent<'_>| {
@@ -196,7 +210,11 @@ impl Drain<'_> {
                 live.on(event);
                 evidence.on(event);
             };
-            let outcome = run_task(h, &spec, &mut sink).await;
+            let outcome = run_task(deps, &spec, &mut sink).await;
+            let mut resume = p.note;
+            if let Some((_, recording)) = &resumed {
+                resume.turns = super::resume::answered_turns(recording);
+            }
             let (outcome, verdicts) = match &spec.expect {
                 Some(expect) => {
                     let verdicts = expect::verdicts(expect, &evidence, &outcome);
@@ -208,6 +226,7 @@ impl Drain<'_> {
                 outcome,
                 verdicts,
                 agent: spec.agent,
+                resume,
             }
         };
         match AssertUnwindSafe(work).catch_unwind().await {
@@ -239,7 +258,11 @@ impl Drain<'_> {
     }
 
     /// The task file read and resolved against the config.
-    fn prepare(&self, entry: &InboxEntry) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
+    pub(super) fn prepare(
+        &self,
+        entry: &InboxEntry,
+        resumed_today: Option<chrono::NaiveDate>,
+    ) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
         let mut file = inbox::read_task(&entry.path)?;
         match (&self.mode.slot, &file.frontmatter.schedule) {
             (None, Some(_)) => {
@@ -265,10 +288,7 @@ impl Drain<'_> {
             }
             (None, None) => {}
         }
-        // A recurring task's date is its slot's, in a replay too.
-        let today = (self.mode.slot.as_ref().map(|s| s.date))
-            .or(self.mode.today)
-            .unwrap_or_else(|| (self.h.clock)().date_naive());
+        let today = self.today(resumed_today);
         let spec = TaskSpec::resolve(
             self.cfg,
             &TaskInput {
@@ -282,6 +302,16 @@ impl Drain<'_> {
             },
         )?;
         Ok((file, spec))
+    }
+
+    /// The date the task's prompts are built with: a recurring task's slot
+    /// date (in a replay too), else the date of the run it resumes, a
+    /// replay's recorded date, or today.
+    pub(super) fn today(&self, resumed: Option<chrono::NaiveDate>) -> chrono::NaiveDate {
+        (self.mode.slot.as_ref().map(|s| s.date))
+            .or(resumed)
+            .or(self.mode.today)
+            .unwrap_or_else(|| (self.h.clock)().date_naive())
     }
 
     /// Counts an attempt before the task starts and saves it, so a task that
@@ -379,6 +409,9 @@ impl Drain<'_> {
             recurring: self.mode.slot.is_some(),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
             last_success: self.mode.slot.as_ref().and_then(|s| s.last_success),
+            resumed_from: None,
+            resumed_turns: 0,
+            resume_refused: None,
         }
     }
 }
@@ -389,6 +422,8 @@ pub(super) struct Ran {
     pub(super) verdicts: Option<Vec<Verdict>>,
     /// The profile it ran as.
     pub(super) agent: Option<String>,
+    /// What it went on from (SPEC §18).
+    pub(super) resume: ResumeNote,
 }
 
 impl From<Outcome> for Ran {
@@ -397,6 +432,7 @@ impl From<Outcome> for Ran {
             outcome,
             verdicts: None,
             agent: None,
+            resume: ResumeNote::default(),
         }
     }
 }

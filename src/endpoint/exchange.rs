@@ -75,6 +75,9 @@ pub struct Attempt<'a> {
     pub runpod: Option<JobInfo>,
     /// The reply's `finish_reason` (`stop`, `tool_calls`, `length`), when it is one.
     pub finish_reason: Option<String>,
+    /// Answered from a recording (a replay, or the records a task resumes
+    /// from), not from the network.
+    pub recorded: bool,
 }
 
 /// A successful call.

@@ -157,11 +157,15 @@ impl Endpoint {
                     .ok()
                     .and_then(|r| r.choices.first()?.finish_reason.as_deref())
                     .map(|f| clip(f, 32)),
+                recorded: !matches!(source, Source::Live),
             });
             let error = match raw.result {
                 Ok(response) => {
-                    self.answered
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    // Only the network tells that the key and route work.
+                    if matches!(source, Source::Live) {
+                        self.answered
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     return Ok(Completion {
                         response,
                         job: raw.job,

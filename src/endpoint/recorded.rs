@@ -52,6 +52,11 @@ pub struct Recording {
     calls: VecDeque<VecDeque<RecordedAttempt>>,
     /// From this turn on, calls go to the live endpoint (`--from-turn`).
     live_from_turn: Option<u32>,
+    /// Once every recorded call is answered, calls go to the live
+    /// endpoint: a task resuming from its records (SPEC §18).
+    then_live: bool,
+    /// The turns whose model calls were answered from the recording.
+    answered_turns: std::collections::BTreeSet<u32>,
     /// The context window the recorded run managed.
     pub window: Option<u32>,
     /// The exact prompt counts the recorded run made, by turn, in order.
@@ -86,10 +91,37 @@ impl Recording {
         Arc::new(Mutex::new(Recording {
             calls,
             live_from_turn,
+            then_live: false,
+            answered_turns: Default::default(),
             window,
             counts: counts.into(),
             mismatches: Vec::new(),
         }))
+    }
+
+    /// The records a task resumes from (SPEC §18): every recorded call is
+    /// answered in order, then the endpoint is asked. With `then_live`
+    /// false, a call past the recording is not sent (the check made before
+    /// a resume).
+    pub fn resume(
+        attempts: Vec<RecordedAttempt>,
+        counts: Vec<(u32, u64)>,
+        window: Option<u32>,
+        then_live: bool,
+    ) -> Arc<Mutex<Recording>> {
+        let r = Recording::new(attempts, counts, None, window);
+        lock(&r).then_live = then_live;
+        r
+    }
+
+    /// How many turns were answered from the recording.
+    pub fn answered_turns(&self) -> u32 {
+        u32::try_from(self.answered_turns.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the next call goes to the live endpoint.
+    fn live_next(&self) -> bool {
+        self.live_from_turn.is_some() || self.then_live
     }
 
     /// The next prompt count of the call about to be made: the recorded
@@ -98,7 +130,7 @@ impl Recording {
         let turn = self.calls.front().and_then(|c| c.front()).map(|a| a.turn);
         match turn {
             Some(t) if self.live_from_turn.is_some_and(|n| t >= n) => Count::Live,
-            None if self.live_from_turn.is_some() => Count::Live,
+            None if self.live_next() => Count::Live,
             Some(t) if self.counts.front().is_some_and(|(ct, _)| *ct == t) => self
                 .counts
                 .pop_front()
@@ -114,12 +146,13 @@ impl Recording {
             Some(call) if !call.front().is_some_and(|a| live_now(a.turn)) => {
                 let call = self.calls.pop_front().unwrap_or_default();
                 let turn = call.front().map_or(0, |a| a.turn);
+                self.answered_turns.insert(turn);
                 Source::Recorded {
                     turn,
                     attempts: call,
                 }
             }
-            _ if self.live_from_turn.is_some() => Source::Live,
+            _ if self.live_next() => Source::Live,
             _ => Source::Exhausted,
         }
     }
@@ -135,6 +168,10 @@ pub(crate) enum Source {
     },
     /// A replay with nothing left to answer.
     Exhausted,
+}
+
+fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
+    r.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `body` without its `seed` (top level, or inside RunPod's `input`).

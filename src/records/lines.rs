@@ -32,6 +32,9 @@ pub struct ConversationLine<'a> {
     pub runpod: Option<JobLine<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextLine<'a>>,
+    /// Answered from the records of the run this one resumed (SPEC §18).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 /// The `runpod` object of a conversation line.
@@ -120,6 +123,7 @@ impl<'a> ConversationLine<'a> {
                 elided_call_ids: &c.elided.call_ids,
                 elided_reasoning: c.elided.reasoning,
             }),
+            resumed: false,
         }
     }
 }
@@ -175,6 +179,9 @@ pub struct ToolLine {
     /// Kept as text when read back: a crafted record cannot grow into a tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Box<serde_json::value::RawValue>>,
+    /// Answered from the records of the run this one resumed (SPEC §18).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 impl ToolLine {
@@ -196,8 +203,45 @@ impl ToolLine {
                 .detail
                 .as_ref()
                 .and_then(|d| serde_json::value::to_raw_value(d).ok()),
+            resumed: false,
         }
     }
+}
+
+/// One line of `intents.jsonl`: a write call about to be sent (SPEC §18).
+/// Its result follows in `tools.jsonl`; an intent without one was sent,
+/// or about to be, when the process died.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntentLine {
+    pub turn: u32,
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    pub at: DateTime<Utc>,
+}
+
+/// `start.json`: what a run knew as it began, written before its first
+/// request, so a run killed before its summary can still be resumed from
+/// (SPEC §18).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartLine {
+    pub task: String,
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    /// A dry run's records are never resumed from, nor a replay's.
+    pub dry_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+    /// The date the task's prompts were built with: a resumed task keeps it.
+    pub today: chrono::NaiveDate,
+    /// A recurring task's slot (RFC 3339), as its summary would say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    /// Wall time the task used in earlier runs.
+    #[serde(default)]
+    pub wall_ms_before: u64,
 }
 
 pub(super) fn json_line<T: Serialize>(value: &T) -> String {

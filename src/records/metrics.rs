@@ -200,6 +200,9 @@ mod tests {
             recurring: false,
             slot: None,
             last_success: None,
+            resumed_from: None,
+            resumed_turns: 0,
+            resume_refused: None,
         }
     }
 

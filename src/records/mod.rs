@@ -8,11 +8,13 @@
 
 mod lines;
 pub mod metrics;
+mod partial;
 mod read;
 mod record;
 pub mod report;
 
 pub use lines::*;
+pub use partial::*;
 pub use read::*;
 pub use record::*;
 
@@ -33,6 +35,7 @@ use crate::agent::{
 use crate::base::file::Folder;
 use crate::config::{Redactor, Secret};
 use crate::tools::ToolName;
+use crate::wire::chat::ToolCall;
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +104,15 @@ pub struct Summary {
     /// sends the same body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success: Option<chrono::NaiveDate>,
+    /// The run whose records this one went on from (SPEC §18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    /// The turns answered from those records.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumed_turns: u32,
+    /// Why the task started fresh although it had records to go on from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_refused: Option<String>,
 }
 
 #[cfg(test)]

@@ -69,6 +69,9 @@ pub struct RecordedLine {
     pub runpod: Option<RecordedJob>,
     #[serde(default)]
     pub context: Option<RecordedContext>,
+    /// Answered from the records of the run it resumed (SPEC §18).
+    #[serde(default)]
+    pub resumed: bool,
 }
 
 impl RecordedLine {
@@ -228,7 +231,7 @@ where
 }
 
 /// How a record file was found.
-enum Record {
+pub(super) enum Record {
     Absent,
     Text(String),
     /// Not loaded: why, in one line.
@@ -237,7 +240,7 @@ enum Record {
 
 /// A record file of an opened run folder: a regular file (no link
 /// followed), at most `cap` bytes.
-fn read_record(folder: &Folder, name: &str, cap: u64) -> Record {
+pub(super) fn read_record(folder: &Folder, name: &str, cap: u64) -> Record {
     match folder.read(name, cap) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => Record::Text(text),
@@ -252,7 +255,7 @@ fn read_record(folder: &Folder, name: &str, cap: u64) -> Record {
 }
 
 /// Reads `summary.json` of an opened run folder (`dir` names it in messages).
-fn read_summary_in(folder: &Folder, dir: &Path) -> Result<Summary, String> {
+pub(super) fn read_summary_in(folder: &Folder, dir: &Path) -> Result<Summary, String> {
     match read_record(folder, "summary.json", MAX_SUMMARY_BYTES) {
         Record::Text(text) => {
             serde_json::from_str(&text).map_err(|e| format!("{}/summary.json: {e}", dir.display()))

@@ -31,7 +31,15 @@ pub struct RunRecord {
     conversation: File,
     tools: File,
     log: File,
+    /// `intents.jsonl`, made at the first write call.
+    intents: Option<File>,
     redactor: Redactor,
+    /// The run this one resumes from (SPEC §18).
+    resuming: Option<String>,
+    /// The first line not answered from those records was noted in `run.log`.
+    live_noted: bool,
+    /// Lines written since the files were last flushed to disk.
+    unsynced: bool,
 }
 
 /// The run id for a start time: `YYYYMMDDTHHMMSSZ`.
@@ -131,11 +139,64 @@ impl RunRecord {
             conversation: open("conversation.jsonl")?,
             tools: open("tools.jsonl")?,
             log: open("run.log")?,
+            intents: None,
             dir,
             run_id,
             folder,
             redactor: Redactor::new(secrets),
+            resuming: None,
+            live_noted: false,
+            unsynced: false,
         })
+    }
+
+    /// Writes `start.json` (SPEC §18) and, when this run goes on from
+    /// another's records, notes it: the lines answered from them are marked
+    /// `"resumed": true`, and `run.log` says where they end.
+    pub fn start(&mut self, at: DateTime<Utc>, start: &StartLine, resumed_turns: u32) {
+        let text = self.redactor.redact(json_line(start));
+        if let Err(e) = self
+            .folder
+            .replace("start.json", (text + "\n").as_bytes(), 0o600)
+        {
+            tracing::error!(file = "start.json", error = %e, "cannot write a run record");
+        }
+        if let Some(from) = &start.resumed_from {
+            self.log(
+                at,
+                &format!(
+                    "resuming from run {from}: {resumed_turns} turn(s) recorded whole there are answered from its records, no request sent and no tool run for them"
+                ),
+            );
+            self.resuming = Some(from.clone());
+        }
+        self.sync();
+    }
+
+    /// Flushes the record lines written so far to disk: called at each turn
+    /// boundary, so a power cut loses at most the turn under way.
+    fn sync(&mut self) {
+        if !std::mem::take(&mut self.unsynced) {
+            return;
+        }
+        for (name, file) in [
+            ("conversation.jsonl", &self.conversation),
+            ("tools.jsonl", &self.tools),
+        ] {
+            if let Err(e) = file.sync_data() {
+                tracing::warn!(file = name, error = %e, "cannot flush a run record to disk");
+            }
+        }
+    }
+
+    /// The first answer that did not come from the resumed records: the
+    /// run log says where they ended.
+    fn note_live(&mut self, at: DateTime<Utc>, what: &str) {
+        if let Some(from) = self.resuming.clone()
+            && !std::mem::replace(&mut self.live_noted, true)
+        {
+            self.log(at, &format!("the records of run {from} end here; {what}"));
+        }
     }
 
     /// Writes what one event of the task adds to the records, stamped `at`.
@@ -151,14 +212,17 @@ impl RunRecord {
                 messages,
                 prompt_tokens,
                 counted,
-            } => self.log(
+            } => {
+                self.sync();
+                self.log(
                 at,
                 &format!(
                     "turn {turn}: request with {messages} messages, {}{prompt_tokens} prompt tokens",
                     if *counted == Counted::Exact { "" } else { "~" }
                 ),
-            ),
-            TaskEvent::Attempt(a) => self.conversation(&ConversationLine::of(a)),
+            )
+            }
+            TaskEvent::Attempt(a) => self.attempt(at, a),
             TaskEvent::ContextExceeded { n_prompt, n_ctx } => self.log(
                 at,
                 &format!(
@@ -185,6 +249,7 @@ impl RunRecord {
                     errors.join("\n- ")
                 ),
             ),
+            TaskEvent::WriteIntent { turn, call } => self.intent(at, *turn, call),
             TaskEvent::ToolAnswered(a) => self.log_answer(at, a),
             TaskEvent::Stopped(outcome) => self.log_stop(at, outcome),
         }
@@ -233,8 +298,56 @@ impl RunRecord {
         );
     }
 
+    fn attempt(&mut self, at: DateTime<Utc>, a: &ModelAttempt<'_>) {
+        let mut line = ConversationLine::of(a);
+        if a.attempt.recorded && self.resuming.is_some() {
+            line.resumed = true;
+        } else if self.resuming.is_some() {
+            self.note_live(at, &format!("turn {} is asked of the model", a.turn));
+        }
+        self.conversation(&line);
+    }
+
+    /// Records a write call before it is sent, and flushes it to disk.
+    fn intent(&mut self, at: DateTime<Utc>, turn: u32, call: &ToolCall) {
+        if self.intents.is_none() {
+            match self.folder.create_file("intents.jsonl", 0o600) {
+                Ok(f) => self.intents = Some(f),
+                Err(e) => {
+                    tracing::error!(file = "intents.jsonl", error = %e, "cannot write a run record");
+                    return;
+                }
+            }
+        }
+        let line = json_line(&IntentLine {
+            turn,
+            call_id: call.id.clone(),
+            name: call.function.name.clone(),
+            arguments: call.function.arguments.clone(),
+            at,
+        });
+        if let Some(file) = &mut self.intents {
+            write_line(file, line, &self.redactor, "intents.jsonl");
+            if let Err(e) = file.sync_data() {
+                tracing::warn!(file = "intents.jsonl", error = %e, "cannot flush a run record to disk");
+            }
+        }
+    }
+
     fn log_answer(&mut self, at: DateTime<Utc>, a: &Answer) {
-        self.tool(&ToolLine::of(a));
+        let mut line = ToolLine::of(a);
+        if a.recorded && self.resuming.is_some() {
+            line.resumed = true;
+        } else if a.executed && self.resuming.is_some() {
+            self.note_live(
+                at,
+                &format!(
+                    "call {} of turn {} has no recorded result and runs now",
+                    a.call_id, a.turn
+                ),
+            );
+        }
+        self.tool(&line);
         let mark = if a.is_error { "error" } else { "ok" };
         let short = crate::base::text::clip(&a.text, 200);
         self.log(
@@ -253,6 +366,7 @@ impl RunRecord {
     }
 
     fn conversation(&mut self, line: &ConversationLine<'_>) {
+        self.unsynced = true;
         let text = json_line(line);
         write_line(
             &mut self.conversation,
@@ -263,6 +377,7 @@ impl RunRecord {
     }
 
     fn tool(&mut self, line: &ToolLine) {
+        self.unsynced = true;
         let text = json_line(line);
         write_line(&mut self.tools, text, &self.redactor, "tools.jsonl");
     }
@@ -302,6 +417,11 @@ impl RunRecord {
             format!("the harness failed inside this task (a bug; please report it): {panic}");
         self.log(at, &error);
         error
+    }
+
+    /// A line of its own in `run.log`.
+    pub fn note(&mut self, at: DateTime<Utc>, text: &str) {
+        self.log(at, text);
     }
 
     /// The run's last line: how the task ended and where its file went.

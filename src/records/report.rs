@@ -297,6 +297,12 @@ fn run_page(run: &RecordedRun) -> Markup {
     let message = |i: usize| texts.get(i).cloned().flatten();
     let task_text = message(1).or_else(|| run.task_text.clone());
     let elided = elided_before(&run.attempts);
+    // Where the records a resumed run went on from end (SPEC §18).
+    let first_live = s
+        .resumed_from
+        .as_ref()
+        .and_then(|_| run.attempts.iter().find(|l| !l.resumed))
+        .map(|l| l.turn);
     // Each turn's calls, grouped once: the page is linear in the records.
     let mut calls: BTreeMap<u32, Vec<&ToolLine>> = BTreeMap::new();
     for c in &run.tools {
@@ -324,7 +330,16 @@ fn run_page(run: &RecordedRun) -> Markup {
                 }
                 h2 { "Task" }
                 pre { (task_text.unwrap_or_else(|| "(not recorded)".into())) }
+                @if let Some(from) = &s.resumed_from {
+                    p.mark { "Resumed from run " (from) ": " (s.resumed_turns) " turn(s) answered from its records, no request sent and no tool run for them." }
+                }
+                @if let Some(why) = &s.resume_refused {
+                    p.mark { "Not resumed from " (why) "; the task started fresh." }
+                }
                 @for turn in turns(&run.attempts) {
+                    @if first_live == Some(turn.turn) {
+                        p.mark { "The records of run " (s.resumed_from.as_deref().unwrap_or("")) " end here: from turn " (turn.turn) " on, the model was asked live." }
+                    }
                     (turn_section(&turn, calls.get(&turn.turn).map_or(&[][..], Vec::as_slice), &elided))
                 }
                 (outcome_section(s))
@@ -395,6 +410,7 @@ fn turn_section(t: &TurnView<'_>, calls: &[&ToolLine], elided: &BTreeMap<String,
             p.meta {
                 (usage.0) " prompt + " (usage.1) " completion tokens, " (t.latency_ms) " ms"
                 @if t.attempts > 1 { ", " (t.attempts) " attempts" }
+                @if t.last.resumed { ", " span.mark { "from the records" } }
                 @if t.last.finish_reason.as_deref() == Some("length") { " " span.mark { "CUT at max_tokens" } }
                 @if let Some(e) = &t.last.error { " — " span.failed { (e) } }
             }
@@ -409,6 +425,7 @@ fn turn_section(t: &TurnView<'_>, calls: &[&ToolLine], elided: &BTreeMap<String,
                         span.meta { (crate::base::text::clip(&c.arguments, 60)) } " "
                         span class=(if c.is_error { "failed" } else { "succeeded" }) { (if c.is_error { "error" } else { "ok" }) }
                         @if !c.executed { " " span.mark { "not run" } }
+                        @if c.resumed { " " span.mark { "from the records" } }
                         @if c.original_chars > c.returned_chars { " " span.mark { "cut: " (c.returned_chars) " of " (c.original_chars) " characters" } }
                         @if let Some(turn) = elided.get(&c.call_id) { " " span.mark { "elided from the context before turn " (turn) } }
                     }

@@ -68,6 +68,9 @@ fn records_are_private_whatever_the_umask() {
         recurring: false,
         slot: None,
         last_success: None,
+        resumed_from: None,
+        resumed_turns: 0,
+        resume_refused: None,
     })
     .unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -17,6 +17,8 @@ pub use catalog::*;
 pub use validate::*;
 
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// What a tool gave back, before the loop cuts it to size.
@@ -82,13 +84,36 @@ pub struct Toolbox {
     pub recorded: Option<std::sync::Arc<RecordedResults>>,
 }
 
-/// The tool results of a recorded run, by call id: a replay answers with
-/// them instead of running the tools.
+/// The tool results of a recorded run, by turn and call id: a replay (and
+/// a task resuming from its records) answers with them instead of running
+/// the tools.
 #[derive(Debug, Default)]
 pub struct RecordedResults {
-    pub results: std::collections::HashMap<String, ToolOutput>,
-    /// From this turn on, tools run for real (`replay --from-turn`).
+    pub results: std::collections::HashMap<(u32, String), ToolOutput>,
+    /// From this turn on, tools run for real (`replay --from-turn`, or the
+    /// turn after the last recorded reply of a resumed task).
     pub live_from_turn: Option<u32>,
+    /// A call with no recorded result runs for real (a resumed task: the
+    /// process died before its result was written); in a replay it is an
+    /// error result.
+    pub missing_run_live: bool,
+}
+
+impl RecordedResults {
+    /// The recorded answer to call `call_id` of `turn`, when the recording
+    /// gives one; `None` when the call runs for real.
+    fn answer(&self, turn: u32, call_id: &str) -> Option<Cow<'_, ToolOutput>> {
+        if self.live_from_turn.is_some_and(|n| turn >= n) {
+            return None;
+        }
+        match self.results.get(&(turn, call_id.to_string())) {
+            Some(output) => Some(Cow::Borrowed(output)),
+            None if self.missing_run_live => None,
+            None => Some(Cow::Owned(ToolOutput::error(format!(
+                "replay: the recording has no result for call {call_id}"
+            )))),
+        }
+    }
 }
 
 impl Toolbox {
@@ -131,18 +156,21 @@ impl Toolbox {
             .collect()
     }
 
+    /// Whether call `call_id` of `turn` is answered from a recording
+    /// rather than run.
+    pub fn answers_from_record(&self, turn: u32, call_id: &str) -> bool {
+        self.recorded_answer(turn, call_id).is_some()
+    }
+
+    fn recorded_answer(&self, turn: u32, call_id: &str) -> Option<Cow<'_, ToolOutput>> {
+        self.recorded.as_ref()?.answer(turn, call_id)
+    }
+
     /// Runs a validated call. Never panics and never returns a Rust error:
     /// every failure is an error result for the model.
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
-        if let Some(rec) = &self.recorded
-            && rec.live_from_turn.is_none_or(|n| ctx.turn < n)
-        {
-            return rec.results.get(&ctx.call_id).cloned().unwrap_or_else(|| {
-                ToolOutput::error(format!(
-                    "replay: the recording has no result for call {}",
-                    ctx.call_id
-                ))
-            });
+        if let Some(output) = self.recorded_answer(ctx.turn, &ctx.call_id) {
+            return output.into_owned();
         }
         let not_configured = |what: &str| {
             ToolOutput::error(format!(

@@ -19,6 +19,7 @@ mod records_hostile;
 mod recurring;
 mod replay;
 mod report;
+mod resume;
 mod runpod;
 mod signals;
 mod small_models;

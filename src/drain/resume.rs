@@ -1,0 +1,524 @@
+//! Resume, don't restart (SPEC §18): a task that did not finish goes on
+//! from the records of its newest run folder that holds a whole turn. The
+//! model calls recorded there are answered from them, in order; the tool
+//! results recorded there likewise; a call of the last recorded turn with
+//! no recorded result runs (a write sent but not recorded is sent again,
+//! and the attachment rule keeps it single); then the loop goes on live.
+//!
+//! Before anything goes live, the recorded part is run once in memory with
+//! the current config and nothing live behind it: when a request it builds
+//! differs from the recorded one (a changed prompt, tools, model or limit),
+//! the task starts fresh and says why.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::Mode;
+use super::replay::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
+use super::task::Drain;
+use crate::agent::deps::TaskDeps;
+use crate::agent::{TaskSpec, run_task};
+use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
+use crate::inbox::{InboxEntry, TaskProblem};
+use crate::records::{PartialRun, RunRecord, StartLine, Status, read_partial, task_runs};
+use crate::tools::{RecordedResults, ToolOutput};
+
+/// The records a task can go on from.
+#[derive(Debug)]
+pub(super) struct Found {
+    pub(super) run_id: String,
+    /// The recorded model calls to answer, up to the last that got a reply.
+    attempts: Vec<RecordedAttempt>,
+    counts: Vec<(u32, u64)>,
+    window: Option<u32>,
+    results: HashMap<(u32, String), ToolOutput>,
+    /// The turn after the last recorded reply: its tools run live.
+    live_from_turn: u32,
+    /// Wall time the task used in the runs before.
+    pub(super) wall_before: Duration,
+    /// The date its prompts were built with.
+    pub(super) today: NaiveDate,
+    /// Write calls recorded as intents with no recorded result.
+    pub(super) resent: Vec<String>,
+}
+
+/// How a task with records to go on from starts.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ResumeNote {
+    pub(super) from: Option<String>,
+    pub(super) turns: u32,
+    pub(super) refused: Option<String>,
+    pub(super) wall_before: Duration,
+}
+
+impl Mode {
+    /// Whether a task of this batch may go on from earlier records: a real
+    /// run of an inbox task or of a recurring task's counted slot; never a
+    /// dry run, a replay, an eval or `exec`.
+    pub(super) fn may_resume(&self) -> bool {
+        !self.dry_run
+            && self.replay_of.is_none()
+            && (self.file || self.slot.as_ref().is_some_and(|s| s.attempt > 0))
+    }
+}
+
+/// The records task `name` goes on from, if any: the newest run folder
+/// (other than `own`) that holds a whole turn, when the runs since the
+/// task last ended say it did not finish. `unsettled`: an attempt of this
+/// task was counted and never settled (the process died after a summary
+/// was written, before the file moved).
+pub(super) fn find(
+    mode: &Mode,
+    name: &str,
+    own: &str,
+    unsettled: bool,
+    now: DateTime<Utc>,
+) -> Option<Found> {
+    let task_dir = crate::inbox::fit_file_name("", name, "");
+    let (folder, runs) = task_runs(&mode.logs, &task_dir).ok()?;
+    let slot = mode.slot.as_ref().map(|s| s.at.to_rfc3339());
+    for run_id in runs.iter().filter(|r| *r != own) {
+        let run = match read_partial(&folder, run_id) {
+            Ok(run) => run,
+            Err(why) => {
+                tracing::warn!(run = %run_id, error = %why, "a run folder of this task cannot be read: the task starts fresh");
+                return None;
+            }
+        };
+        let Some(start) = &run.start else {
+            if run.summary.is_some() {
+                return None; // a finished run recorded before resume existed
+            }
+            continue; // killed before its first request
+        };
+        if start.dry_run || start.replay_of.is_some() {
+            continue;
+        }
+        if start.slot != slot {
+            return None; // another slot of a recurring task
+        }
+        let unfinished = match &run.summary {
+            None => true,
+            Some(s) => {
+                s.status == Status::Interrupted
+                    || (s.status == Status::Failed && s.retryable)
+                    || unsettled
+            }
+        };
+        if !unfinished {
+            return None;
+        }
+        if let Some(found) = found_in(run, now) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// What a run folder gives to go on from; `None` without a whole turn.
+fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
+    let start = run.start.as_ref()?;
+    // A call is whole when its last attempt got a reply; what follows the
+    // last whole call (a call cut by the kill, a failed retryable call) is
+    // asked again.
+    let calls_end = {
+        let mut end = None;
+        for (i, l) in run.attempts.iter().enumerate() {
+            let next_starts_call = run.attempts.get(i + 1).is_none_or(|n| n.attempt <= 1);
+            if next_starts_call && l.failure().is_none() && l.response.is_some() {
+                end = Some(i + 1);
+            }
+        }
+        end?
+    };
+    let kept = &run.attempts[..calls_end];
+    let last_turn = kept.last()?.turn;
+    let tools: Vec<_> = run
+        .tools
+        .iter()
+        .filter(|t| t.turn <= last_turn)
+        .cloned()
+        .collect();
+    let answered: std::collections::HashSet<(u32, &str)> =
+        tools.iter().map(|t| (t.turn, t.call_id.as_str())).collect();
+    let resent = run
+        .intents
+        .iter()
+        .filter(|i| i.turn <= last_turn && !answered.contains(&(i.turn, i.call_id.as_str())))
+        .map(|i| {
+            crate::base::text::printable(&format!("{} [{}] of turn {}", i.name, i.call_id, i.turn))
+                .into_owned()
+        })
+        .collect();
+    let wall_before = match &run.summary {
+        Some(s) => Duration::from_millis(s.wall_ms),
+        None => {
+            let started: SystemTime = start.started_at.min(now).into();
+            let ended = run.last_written.unwrap_or(started).min(now.into());
+            Duration::from_millis(start.wall_ms_before)
+                .saturating_add(ended.duration_since(started).unwrap_or_default())
+        }
+    };
+    Some(Found {
+        run_id: run.run_id.clone(),
+        attempts: kept.iter().map(recorded_attempt).collect(),
+        counts: recorded_counts(kept),
+        window: recorded_window(kept),
+        results: recorded_results(&tools),
+        live_from_turn: last_turn.saturating_add(1),
+        wall_before,
+        today: start.today,
+        resent,
+    })
+}
+
+impl Found {
+    /// The task's dependencies answering from these records; with `live`,
+    /// the endpoint and the tools take over where the records end.
+    pub(super) fn deps(&self, h: &TaskDeps, live: bool) -> (TaskDeps, Arc<Mutex<Recording>>) {
+        let recording = Recording::resume(
+            self.attempts.clone(),
+            self.counts.clone(),
+            self.window,
+            live,
+        );
+        let results = RecordedResults {
+            results: self.results.clone(),
+            live_from_turn: live.then_some(self.live_from_turn),
+            missing_run_live: live,
+        };
+        (h.answering_from(recording.clone(), results), recording)
+    }
+
+    /// Runs the recorded part once in memory, nothing live behind it:
+    /// `Err` says why the records cannot be gone on from with this config.
+    pub(super) async fn check(&self, h: &TaskDeps, spec: &TaskSpec) -> Result<u32, String> {
+        let (probe, recording) = self.deps(h, false);
+        run_task(&probe, spec, &mut |_| {}).await;
+        let r = recording
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match r.mismatches.first() {
+            None => Ok(r.answered_turns()),
+            Some(m) => Err(refusal(m)),
+        }
+    }
+}
+
+/// Why a recorded turn cannot be answered from the records, in one line.
+fn refusal(m: &Mismatch) -> String {
+    match (&m.recorded, &m.sent) {
+        (Some(recorded), Some(sent)) => format!(
+            "the request of turn {} differs from the recorded one at {} (a changed prompt, tools, model or limit)",
+            m.turn,
+            first_difference(recorded, sent)
+        ),
+        _ => format!(
+            "turn {}: {}",
+            m.turn,
+            crate::base::text::printable(&crate::base::text::clip(&m.note, 200))
+        ),
+    }
+}
+
+/// The path of the first place two JSON values differ: `messages[0].content`.
+pub(super) fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let mut path = String::new();
+    let (mut a, mut b) = (a, b);
+    loop {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                let Some(k) = keys.into_iter().find(|k| x.get(*k) != y.get(*k)) else {
+                    break;
+                };
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => {
+                        path.push_str(&format!(".{}", crate::base::text::clip(k, 40)));
+                        (a, b) = (p, q);
+                    }
+                    _ => {
+                        path.push_str(&format!(".{}", crate::base::text::clip(k, 40)));
+                        break;
+                    }
+                }
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                let Some(i) = (0..x.len().max(y.len())).find(|i| x.get(*i) != y.get(*i)) else {
+                    break;
+                };
+                path.push_str(&format!("[{i}]"));
+                match (x.get(i), y.get(i)) {
+                    (Some(p), Some(q)) => (a, b) = (p, q),
+                    _ => break,
+                }
+            }
+            _ => break,
+        }
+    }
+    let path = path.trim_start_matches('.');
+    crate::base::text::printable(if path.is_empty() { "the top" } else { path }).into_owned()
+}
+
+impl Drain<'_> {
+    /// Writes `start.json` and what the run goes on from (SPEC §18).
+    pub(super) fn start_record(
+        &self,
+        rec: &mut RunRecord,
+        spec: &TaskSpec,
+        note: &ResumeNote,
+        found: Option<&Found>,
+    ) {
+        let now = (self.h.clock)();
+        let start = StartLine {
+            task: spec.name.clone(),
+            run_id: rec.run_id.clone(),
+            started_at: now,
+            dry_run: self.mode.dry_run,
+            replay_of: self.mode.replay_of.clone(),
+            today: self.today(found.map(|f| f.today)),
+            slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
+            resumed_from: note.from.clone(),
+            wall_ms_before: u64::try_from(note.wall_before.as_millis()).unwrap_or(u64::MAX),
+        };
+        rec.start(now, &start, note.turns);
+        if let Some(why) = &note.refused {
+            rec.note(
+                now,
+                &format!("not resumed from {why}; the task starts fresh"),
+            );
+            tracing::warn!(reason = %why, "not resumed; the task starts fresh");
+        }
+        for call in found.map(|f| f.resent.as_slice()).unwrap_or_default() {
+            rec.note(
+                now,
+                &format!(
+                    "write call {call} was recorded as about to be sent, but not its result: it runs again with the recorded arguments (an attachment with the same name and text is found, not created twice)"
+                ),
+            );
+        }
+    }
+}
+
+/// The turns a resumed task answered from its records.
+pub(super) fn answered_turns(r: &Mutex<Recording>) -> u32 {
+    r.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .answered_turns()
+}
+
+/// A task's file and spec, and the records it goes on from.
+pub(super) struct Prepared {
+    pub(super) file: crate::inbox::TaskFile,
+    pub(super) spec: TaskSpec,
+    pub(super) found: Option<Found>,
+    pub(super) note: ResumeNote,
+}
+
+impl Drain<'_> {
+    /// Reads and resolves the task, finds the records it may go on from,
+    /// and checks them against the spec; refused records leave a fresh
+    /// task and the reason.
+    pub(super) async fn prepare_resumed(
+        &self,
+        entry: &InboxEntry,
+        run_id: &str,
+        unsettled: bool,
+    ) -> Result<Prepared, TaskProblem> {
+        let now = (self.h.clock)();
+        let found = (self.cfg.limits.resume && self.mode.may_resume())
+            .then(|| find(self.mode, &entry.name, run_id, unsettled, now))
+            .flatten();
+        let (file, spec) = self.prepare(entry, found.as_ref().map(|f| f.today))?;
+        let spec = spec.for_run(run_id);
+        let Some(found) = found else {
+            return Ok(Prepared {
+                file,
+                spec,
+                found: None,
+                note: ResumeNote::default(),
+            });
+        };
+        match found.check(self.h, &spec).await {
+            Ok(turns) => {
+                let note = ResumeNote {
+                    from: Some(found.run_id.clone()),
+                    turns,
+                    refused: None,
+                    wall_before: found.wall_before,
+                };
+                Ok(Prepared {
+                    file,
+                    spec,
+                    found: Some(found),
+                    note,
+                })
+            }
+            Err(why) => {
+                let (file, spec) = self.prepare(entry, None)?;
+                Ok(Prepared {
+                    file,
+                    spec: spec.for_run(run_id),
+                    found: None,
+                    note: ResumeNote {
+                        refused: Some(format!("run {}: {why}", found.run_id)),
+                        ..ResumeNote::default()
+                    },
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{IntentLine, RecordedLine, StartLine, ToolLine};
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    fn line(turn: u32, attempt: u32, failure: Option<&str>) -> RecordedLine {
+        let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_string()).unwrap();
+        RecordedLine {
+            turn,
+            attempt,
+            latency_ms: 5,
+            request: raw("{}"),
+            http_status: Some(if failure.is_some() { 503 } else { 200 }),
+            response: failure.is_none().then(|| raw("{\"choices\":[]}")),
+            error: failure.map(str::to_string),
+            error_kind: failure.map(|_| "status".to_string()),
+            finish_reason: None,
+            retry_after_ms: None,
+            runpod: None,
+            context: None,
+            resumed: false,
+        }
+    }
+
+    fn tool(turn: u32, id: &str) -> ToolLine {
+        ToolLine {
+            turn,
+            call_id: id.into(),
+            name: "noteworx_create_attachment".into(),
+            arguments: "{}".into(),
+            result: "ok".into(),
+            is_error: false,
+            duration_ms: 1,
+            original_chars: 2,
+            returned_chars: 2,
+            executed: true,
+            recovered: false,
+            repeat: 1,
+            detail: None,
+            resumed: false,
+        }
+    }
+
+    fn partial(attempts: Vec<RecordedLine>, tools: Vec<ToolLine>) -> PartialRun {
+        let at = chrono::Utc.with_ymd_and_hms(2026, 4, 9, 6, 0, 0).unwrap();
+        PartialRun {
+            run_id: "20260409T060000Z".into(),
+            start: Some(StartLine {
+                task: "t".into(),
+                run_id: "20260409T060000Z".into(),
+                started_at: at,
+                dry_run: false,
+                replay_of: None,
+                today: at.date_naive(),
+                slot: None,
+                resumed_from: None,
+                wall_ms_before: 1000,
+            }),
+            attempts,
+            tools,
+            last_written: Some((at + chrono::Duration::seconds(30)).into()),
+            ..PartialRun::default()
+        }
+    }
+
+    #[test]
+    fn what_follows_the_last_reply_is_asked_again() {
+        let now = chrono::Utc.with_ymd_and_hms(2026, 4, 9, 7, 0, 0).unwrap();
+        // Turn 2 was retried and answered; turn 3's call failed for good.
+        let run = partial(
+            vec![
+                line(1, 1, None),
+                line(2, 1, Some("busy")),
+                line(2, 2, None),
+                line(3, 1, Some("busy")),
+                line(3, 2, Some("busy")),
+            ],
+            vec![tool(1, "a"), tool(2, "b")],
+        );
+        let mut run = run;
+        run.intents = vec![intent(2, "b"), intent(2, "c"), intent(3, "d")];
+        let found = found_in(run, now).unwrap();
+        assert_eq!(
+            found.attempts.len(),
+            3,
+            "the failed call of turn 3 is not kept"
+        );
+        assert_eq!(found.live_from_turn, 3);
+        assert_eq!(found.results.len(), 2);
+        assert_eq!(found.resent, ["noteworx_create_attachment [c] of turn 2"]);
+        assert_eq!(
+            found.wall_before,
+            Duration::from_secs(31),
+            "1 s before, 30 s in the killed run"
+        );
+
+        // A call cut by the kill on its first attempt, and a run with no reply at all.
+        let cut = partial(
+            vec![line(1, 1, None), line(2, 1, Some("interrupted"))],
+            vec![],
+        );
+        assert_eq!(found_in(cut, now).unwrap().attempts.len(), 1);
+        assert!(found_in(partial(vec![line(1, 1, Some("busy"))], vec![]), now).is_none());
+        assert!(found_in(partial(vec![], vec![]), now).is_none());
+
+        // A refused context, shrunk and sent again in the same turn: both kept.
+        let shrunk = partial(vec![line(1, 1, Some("exceeds")), line(1, 1, None)], vec![]);
+        assert_eq!(found_in(shrunk, now).unwrap().attempts.len(), 2);
+    }
+
+    #[test]
+    fn a_crafted_start_cannot_overflow_the_wall_time() {
+        let now = chrono::Utc.with_ymd_and_hms(2026, 4, 9, 7, 0, 0).unwrap();
+        let mut run = partial(vec![line(1, 1, None)], vec![]);
+        if let Some(s) = &mut run.start {
+            s.wall_ms_before = u64::MAX;
+            s.started_at = now + chrono::Duration::days(400);
+        }
+        run.last_written = Some(std::time::UNIX_EPOCH);
+        let found = found_in(run, now).unwrap();
+        assert_eq!(found.wall_before, Duration::from_millis(u64::MAX));
+    }
+
+    fn intent(turn: u32, id: &str) -> IntentLine {
+        IntentLine {
+            turn,
+            call_id: id.into(),
+            name: "noteworx_create_attachment".into(),
+            arguments: "{}".into(),
+            at: chrono::DateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn the_first_difference_is_named_by_its_path() {
+        let a = json!({"model": "m", "messages": [{"role": "system", "content": "A"}, {"content": "T"}]});
+        let b = json!({"model": "m", "messages": [{"role": "system", "content": "B"}, {"content": "T"}]});
+        assert_eq!(first_difference(&a, &b), "messages[0].content");
+        let c = json!({"model": "m", "messages": [{"role": "system", "content": "A"}]});
+        assert_eq!(first_difference(&a, &c), "messages[1]");
+        assert_eq!(first_difference(&json!({"t": 1}), &json!({"u": 1})), "t");
+        assert_eq!(first_difference(&json!(1), &json!(2)), "the top");
+    }
+}

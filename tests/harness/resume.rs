@@ -1,0 +1,687 @@
+//! Resume, don't restart (SPEC §18): a task that did not finish goes on
+//! from its records — the turns recorded whole are answered from them, no
+//! request sent and no tool run — and a kill at any instant costs at most
+//! the one model call it cut.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_harness::agent::StopReason;
+use agent_harness::drain::RunOptions;
+use agent_harness::records::{Status, Summary};
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
+
+use crate::common::fake_noteworx::{self, FakeNoteworx, note};
+use crate::common::*;
+
+/// A six-turn task: four reads and two attachments, then the answer.
+fn six_turns() -> Vec<Value> {
+    let call = |id: &str, name: &str, args: Value| tool_calls(&[(id, name, args)]);
+    vec![
+        call("c1", "noteworx_list_notes", json!({"tag": "research"})),
+        call("c2", "noteworx_read_note", json!({"slug": "eval"})),
+        call(
+            "c3",
+            "noteworx_create_attachment",
+            json!({"slug": "eval", "filename": "summary.md", "content": "First summary."}),
+        ),
+        call("c4", "noteworx_search_notes", json!({"query": "held-out"})),
+        call(
+            "c5",
+            "noteworx_create_attachment",
+            json!({"slug": "eval", "filename": "ideas.md", "content": "Two ideas."}),
+        ),
+        final_answer("Two attachments written."),
+    ]
+}
+
+const TASK: &str = "Summarise my research notes and suggest ideas.";
+
+async fn notes() -> FakeNoteworx {
+    FakeNoteworx::start(vec![note(
+        "eval",
+        "Evaluation methods",
+        &["research"],
+        "Use held-out sets.",
+    )])
+    .await
+}
+
+fn config(project: &Project, llm: &FakeLlm, notes: &FakeNoteworx, extra: &str) -> String {
+    let text = format!(
+        "{}\n[limits]\nmax_turns = 10\nmax_attempts = 100\n{extra}",
+        notes.config_section()
+    );
+    project.write_config(&llm.base_url(), &text);
+    text
+}
+
+/// The replies of [`six_turns`], each after `delay`; reply `fail_at` (by
+/// tool results seen) is a 503 instead.
+fn served(delay: Duration, fail_at: Option<usize>) -> Vec<ResponseTemplate> {
+    six_turns()
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if Some(i) == fail_at {
+                ResponseTemplate::new(503)
+            } else {
+                ok(r).set_delay(delay)
+            }
+        })
+        .collect()
+}
+
+/// The run folders of a task, oldest first.
+fn run_dirs(project: &Project, task: &str) -> Vec<std::path::PathBuf> {
+    let mut runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs
+}
+
+fn flagged(lines: &[Value]) -> usize {
+    lines.iter().filter(|l| l["resumed"] == true).count()
+}
+
+#[tokio::test]
+async fn a_retryable_failure_goes_on_from_its_records() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    // Run 1: three turns, then the endpoint fails for good (retryable).
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    let first = project.summary("scan");
+    assert_eq!(
+        (first.status, first.retryable, first.turns),
+        (Status::Failed, true, 3)
+    );
+    assert_eq!(notes.attachments("eval").len(), 1);
+
+    // Run 2, on a server of its own: only the turns not recorded are asked.
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let dirs = run_dirs(&project, "scan");
+    assert_eq!(dirs.len(), 2);
+    let s = project.summary_in(&dirs[1]);
+    assert_eq!(
+        (s.status, s.stop_reason, s.turns, s.tool_calls),
+        (Status::Succeeded, StopReason::FinalAnswer, 6, 5)
+    );
+    assert_eq!(s.resumed_from.as_deref(), Some(RUN_ID));
+    assert_eq!(s.resumed_turns, 3, "the reply of turn 3 was recorded whole");
+    assert_eq!(llm2.requests().await.len(), 3, "turns 4 to 6 only");
+    let all: u64 = six_turns()
+        .iter()
+        .map(|r| r["usage"]["total_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(s.total_tokens, all, "tokens count over the whole task");
+    assert_eq!(notes.attachments("eval").len(), 2, "each attachment once");
+
+    // The new run's folder is complete on its own, the resumed part marked.
+    let conversation = jsonl(&dirs[1].join("conversation.jsonl"));
+    assert_eq!(conversation.len(), 6);
+    assert_eq!(flagged(&conversation), 3);
+    assert!(conversation[..3].iter().all(|l| l["resumed"] == true));
+    let tools = jsonl(&dirs[1].join("tools.jsonl"));
+    assert_eq!((tools.len(), flagged(&tools)), (5, 3));
+    let log = std::fs::read_to_string(dirs[1].join("run.log")).unwrap();
+    assert!(
+        log.contains(&format!("resuming from run {RUN_ID}: 3 turn(s)")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "the records of run {RUN_ID} end here; turn 4 is asked of the model"
+        )),
+        "{log}"
+    );
+    let start: Value =
+        serde_json::from_str(&std::fs::read_to_string(dirs[1].join("start.json")).unwrap())
+            .unwrap();
+    assert_eq!(start["resumed_from"], RUN_ID);
+    assert_eq!(project.done().len(), 1);
+    assert!(project.done()[0].starts_with(&format!("{}-scan", s.run_id)));
+}
+
+#[tokio::test]
+async fn a_changed_system_prompt_starts_fresh_and_says_why() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let extra = "[prompt]\nsystem = \"You are a careful research assistant.\"\n";
+    let text = config(&project, &llm2, &notes, "");
+    let cfg = project.config(&llm2.base_url(), &format!("{extra}{text}"));
+    run_all(&cfg).await;
+    let dirs = run_dirs(&project, "scan");
+    let s = project.summary_in(&dirs[1]);
+    assert_eq!(s.status, Status::Succeeded);
+    assert_eq!(s.resumed_from, None);
+    let why = s.resume_refused.expect("the summary says why");
+    assert!(
+        why.contains(RUN_ID) && why.contains("turn 1") && why.contains("messages[0].content"),
+        "{why}"
+    );
+    assert_eq!(llm2.requests().await.len(), 6, "every turn asked again");
+    assert_eq!(
+        notes.attachments("eval").len(),
+        2,
+        "the attachment rule keeps the first one single"
+    );
+    let log = std::fs::read_to_string(dirs[1].join("run.log")).unwrap();
+    assert!(log.contains("the task starts fresh"), "{log}");
+}
+
+#[tokio::test]
+async fn resume_false_starts_fresh() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let text = config(&project, &llm2, &notes, "resume = false\n");
+    let cfg = project.config(&llm2.base_url(), &text);
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(s.status, Status::Succeeded);
+    assert_eq!((s.resumed_from, s.resume_refused), (None, None));
+    assert_eq!(s.turns, 6);
+    assert_eq!(llm2.requests().await.len(), 6);
+}
+
+#[tokio::test]
+async fn a_finished_task_of_the_same_name_is_never_resumed_from() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    assert_eq!(project.done().len(), 1);
+
+    // The same task dropped in again is a new task: asked from turn 1.
+    project.task("scan", TASK);
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
+    assert_eq!(llm2.requests().await.len(), 6);
+}
+
+#[tokio::test]
+async fn a_dry_run_neither_resumes_nor_is_resumed_from() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let dry = RunOptions {
+        dry_run: true,
+        concurrency: 1,
+        ..RunOptions::default()
+    };
+    run(&cfg, dry.clone()).await;
+    assert!(notes.attachments("eval").is_empty());
+
+    // A real run after a dry one asks every turn: the dry run's "would
+    // create" results are not what a write returns.
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(s.resumed_from, None);
+    assert_eq!(notes.attachments("eval").len(), 1);
+
+    // A dry run after it does not go on from the real run's records.
+    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
+    run(&cfg, dry).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[2]);
+    assert_eq!((s.resumed_from, s.dry_run), (None, true));
+    assert_eq!(llm3.requests().await.len(), 6);
+}
+
+/// `agent-harness run` in the project; its stderr goes to `stderr.log` there.
+fn spawn_run(project: &Project) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(project.root().join("stderr.log"))
+        .unwrap();
+    Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .env("NO_COLOR", "1")
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+fn stderr_log(project: &Project) -> String {
+    std::fs::read_to_string(project.root().join("stderr.log")).unwrap_or_default()
+}
+
+fn send(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{signal}");
+}
+
+async fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(start.elapsed() < limit, "still running after {limit:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let mut replies = served(Duration::ZERO, None);
+    replies[3] = ok(six_turns()[3].clone()).set_delay(Duration::from_secs(60));
+    let llm = FakeLlm::by_progress(replies).await;
+    config(&project, &llm, &notes, "");
+    let mut child = spawn_run(&project);
+    let start = Instant::now();
+    while llm.requests().await.len() < 4 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "turn 4 never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    send(&child, "TERM");
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(10)).await,
+        Some(75)
+    );
+    let first = project.summary_in(&run_dirs(&project, "scan")[0]);
+    assert_eq!(first.status, Status::Interrupted);
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    config(&project, &llm2, &notes, "");
+    let mut child = spawn_run(&project);
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(30)).await,
+        Some(0)
+    );
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!((s.status, s.turns), (Status::Succeeded, 6));
+    assert_eq!(s.resumed_from.as_deref(), Some(first.run_id.as_str()));
+    assert_eq!(s.resumed_turns, 3);
+    assert_eq!(
+        llm2.requests().await.len(),
+        3,
+        "the cut call and the two after it"
+    );
+    assert_eq!(notes.attachments("eval").len(), 2);
+    assert!(
+        s.wall_ms >= first.wall_ms,
+        "wall time sums over the runs: {} < {}",
+        s.wall_ms,
+        first.wall_ms
+    );
+
+    // The report shows where the recorded part ends.
+    let made = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .args(["report", "--out", "report"])
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(made.status.code(), Some(0));
+    let pages: String = walk_html(&project.root().join("report"));
+    let marker = format!(
+        "The records of run {} end here: from turn 4 on, the model was asked live.",
+        first.run_id
+    );
+    assert_eq!(pages.matches(&marker).count(), 1, "{pages}");
+    assert!(pages.contains("3 turn(s) answered from its records"));
+}
+
+/// Every HTML file under `dir`, concatenated.
+fn walk_html(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.push_str(&walk_html(&p));
+        } else if p.extension().is_some_and(|x| x == "html") {
+            out.push_str(&std::fs::read_to_string(&p).unwrap());
+        }
+    }
+    out
+}
+
+/// Runs the six-turn task under `agent-harness run`, SIGKILLing it at
+/// seeded random instants and starting it again until it is done; returns
+/// the model requests made and the kills that hit a running process.
+async fn kill_loop(seed: Option<u64>, delay: Duration) -> (usize, usize, usize) {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(delay, None)).await;
+    config(&project, &llm, &notes, "");
+    let mut rng = fastrand::Rng::with_seed(seed.unwrap_or(0));
+    let mut kills = 0;
+    for _ in 0..200 {
+        if !project.done().is_empty() {
+            break;
+        }
+        let mut child = spawn_run(&project);
+        let at = match seed {
+            Some(_) => Duration::from_millis(rng.u64(0..700)),
+            None => Duration::from_secs(60),
+        };
+        let start = Instant::now();
+        while start.elapsed() < at && child.try_wait().unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if child.try_wait().unwrap().is_none() {
+            send(&child, "KILL");
+            kills += 1;
+        }
+        wait_exit(&mut child, Duration::from_secs(10)).await;
+    }
+    assert_eq!(
+        project.done().len(),
+        1,
+        "the task ended: {:?}\n{}",
+        project.inbox(),
+        stderr_log(&project)
+    );
+    assert!(project.failed().is_empty() && project.inbox().is_empty());
+    let dirs = run_dirs(&project, "scan");
+    let last = project.summary_in(dirs.last().unwrap());
+    assert_eq!(
+        (last.status, last.turns),
+        (Status::Succeeded, 6),
+        "seed {seed:?}"
+    );
+    (
+        llm.requests().await.len(),
+        kills,
+        notes.attachments("eval").len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_killed_at_random_instants_writes_each_attachment_once_and_asks_at_most_once_more_per_kill()
+ {
+    // An unkilled run, for the figures to match.
+    let (requests, kills, attachments) = kill_loop(None, Duration::ZERO).await;
+    assert_eq!((requests, kills, attachments), (6, 0, 2));
+    for seed in [7, 42, 1234] {
+        let (requests, kills, attachments) =
+            kill_loop(Some(seed), Duration::from_millis(250)).await;
+        eprintln!("seed {seed}: {kills} kills, {requests} requests");
+        assert!(kills >= 2, "seed {seed}: the loop killed {kills} time(s)");
+        assert_eq!(attachments, 2, "seed {seed}: {kills} kills");
+        assert!(
+            requests <= 6 + kills,
+            "seed {seed}: {requests} requests for 6 turns and {kills} kills"
+        );
+    }
+}
+
+/// One `run` of `cfg` at `at`; the summary of the recurring task it ran.
+async fn run_recurring_at(
+    cfg: &agent_harness::config::Config,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Summary {
+    let mut h = harness(cfg);
+    h.clock = std::sync::Arc::new(move || at);
+    agent_harness::app::run_inbox(
+        cfg,
+        &h,
+        &RunOptions {
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let id = agent_harness::records::run_id_for(at);
+    let text =
+        std::fs::read_to_string(cfg.paths.logs.join("news").join(id).join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fresh() {
+    use chrono::TimeZone;
+    let utc = |h: u32, m: u32| chrono::Utc.with_ymd_and_hms(2026, 4, 9, h, m, 0).unwrap();
+    let notes = notes().await;
+    let project = Project::new();
+    let dir = project.root().join("tasks/recurring");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("news.md");
+    std::fs::write(&path, format!("+++\nschedule = \"@hourly\"\n+++\n{TASK}")).unwrap();
+    // First seen before the 10:00 slot.
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(utc(9, 0).into())
+        .unwrap();
+
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let first = run_recurring_at(&cfg, utc(10, 5)).await;
+    assert_eq!((first.retryable, first.attempt), (true, 1));
+
+    // The 10:00 slot again: it goes on from its records, as attempt 2.
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(5))).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    let second = run_recurring_at(&cfg, utc(10, 20)).await;
+    assert_eq!(second.slot, first.slot);
+    assert_eq!(second.resumed_from.as_deref(), Some(first.run_id.as_str()));
+    assert_eq!((second.resumed_turns, second.attempt), (3, 2));
+    assert_eq!(
+        llm2.requests().await.len(),
+        2 + 4,
+        "turns 4 and 5, then turn 6 failing"
+    );
+    assert!(second.retryable);
+
+    // The 11:00 slot is a new run of the task: asked from turn 1.
+    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
+    let third = run_recurring_at(&cfg, utc(11, 5)).await;
+    assert_ne!(third.slot, second.slot);
+    assert_eq!(
+        (third.resumed_from, third.status),
+        (None, Status::Succeeded)
+    );
+    assert_eq!(llm3.requests().await.len(), 6);
+    assert_eq!(
+        notes.attachments("eval").len(),
+        2,
+        "the attachment rule across slots"
+    );
+}
+
+#[tokio::test]
+async fn limits_count_over_the_whole_task_across_resumes() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    let first = project.summary("scan");
+
+    // Four turns in all: the three recorded ones count.
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let text = config(&project, &llm2, &notes, "").replace("max_turns = 10", "max_turns = 4");
+    let cfg = project.config(&llm2.base_url(), &text);
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(s.resumed_turns, 3);
+    assert_eq!((s.stop_reason, s.turns), (StopReason::MaxTurns, 4));
+    assert_eq!(llm2.requests().await.len(), 1);
+    assert!(
+        s.wall_ms >= first.wall_ms,
+        "{} < {}",
+        s.wall_ms,
+        first.wall_ms
+    );
+}
+
+#[tokio::test]
+async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_asking_again() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    // As the process would have left it, killed between summary.json and
+    // the move: the file still in the inbox, its attempt not settled.
+    let done = project.root().join("tasks/done").join(&project.done()[0]);
+    std::fs::rename(&done, project.root().join("tasks/inbox/scan.md")).unwrap();
+    std::fs::write(
+        project.root().join("tasks/.agent-harness-attempts.json"),
+        r#"{"scan": 1}"#,
+    )
+    .unwrap();
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(
+        (s.status, s.resumed_turns, s.turns),
+        (Status::Succeeded, 6, 6)
+    );
+    assert_eq!(s.final_answer.as_deref(), Some("Two attachments written."));
+    assert!(llm2.requests().await.is_empty(), "nothing asked again");
+    assert_eq!(notes.attachments("eval").len(), 2);
+    assert_eq!((project.inbox().len(), project.done().len()), (0, 1));
+}
+
+#[tokio::test]
+async fn records_that_cannot_be_trusted_start_the_task_fresh() {
+    for plant in ["link", "garbage", "fifo"] {
+        let notes = notes().await;
+        let project = Project::new();
+        project.task("scan", TASK);
+        let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+        let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+        run_all(&cfg).await;
+        let dir = project.run_dir("scan");
+        match plant {
+            "link" => {
+                std::fs::remove_file(dir.join("start.json")).unwrap();
+                std::os::unix::fs::symlink("/etc/passwd", dir.join("start.json")).unwrap();
+            }
+            "garbage" => {
+                std::fs::write(dir.join("conversation.jsonl"), "{\"turn\": 1e999999}\n").unwrap()
+            }
+            _ => {
+                std::fs::remove_file(dir.join("tools.jsonl")).unwrap();
+                let made = Command::new("mkfifo")
+                    .arg(dir.join("tools.jsonl"))
+                    .status()
+                    .unwrap();
+                assert!(made.success());
+            }
+        }
+        let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+        let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+        run_all(&cfg).await;
+        let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+        assert_eq!(
+            (s.status, s.resumed_from),
+            (Status::Succeeded, None),
+            "{plant}"
+        );
+        assert_eq!(llm2.requests().await.len(), 6, "{plant}");
+    }
+}
+
+#[tokio::test]
+async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_attachment_rule() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    let dir = project.run_dir("scan");
+    let intents = jsonl(&dir.join("intents.jsonl"));
+    assert_eq!(
+        intents.len(),
+        1,
+        "the one write was recorded before it went"
+    );
+    assert_eq!(
+        (intents[0]["call_id"].as_str(), intents[0]["turn"].as_u64()),
+        (Some("c3"), Some(3))
+    );
+    // As if the process died after sending the write, before its result
+    // was recorded: tools.jsonl without its last line, no summary.
+    let tools = std::fs::read_to_string(dir.join("tools.jsonl")).unwrap();
+    let kept: String = tools.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("tools.jsonl"), kept).unwrap();
+    std::fs::remove_file(dir.join("summary.json")).unwrap();
+    assert_eq!(notes.attachments("eval").len(), 1);
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let new = &run_dirs(&project, "scan")[1];
+    let s = project.summary_in(new);
+    assert_eq!((s.status, s.resumed_turns), (Status::Succeeded, 3));
+    assert_eq!(llm2.requests().await.len(), 3);
+    assert_eq!(
+        notes.attachments("eval").len(),
+        2,
+        "summary.md once, ideas.md once"
+    );
+    let log = std::fs::read_to_string(new.join("run.log")).unwrap();
+    assert!(
+        log.contains("write call noteworx_create_attachment [c3] of turn 3 was recorded as about to be sent, but not its result"),
+        "{log}"
+    );
+    assert!(
+        log.contains("call c3 of turn 3 has no recorded result and runs now"),
+        "{log}"
+    );
+    let c3 = jsonl(&new.join("tools.jsonl"))
+        .into_iter()
+        .find(|l| l["call_id"] == "c3")
+        .unwrap();
+    assert!(c3["resumed"].is_null(), "run now, not from the records");
+    assert!(
+        c3["result"].as_str().unwrap().contains("already exists"),
+        "{c3}"
+    );
+}
