@@ -112,6 +112,9 @@ pub enum Command {
         /// Print the report as one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Exit 1 when the pass rate of any variant is below R (0 to 1).
+        #[arg(long, value_name = "R", value_parser = rate)]
+        min_pass_rate: Option<f64>,
     },
     /// Write a static HTML report of recent runs (index.html and a page per run).
     Report {
@@ -144,6 +147,16 @@ fn key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// A pass rate: a number from 0 to 1.
+fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a pass rate from 0 to 1 (0.8 is 80 %)"
+        )),
     }
 }
 

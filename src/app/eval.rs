@@ -92,6 +92,7 @@ pub(super) async fn eval_command(
         matrix,
         live_writes,
         json,
+        min_pass_rate,
     } = &cli.command
     else {
         return exit::USAGE;
@@ -137,16 +138,49 @@ pub(super) async fn eval_command(
             }
         }
     }
-    let report = crate::drain::eval::Report {
+    let report = crate::records::Report {
         eval_id: eval_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         repeat: opts.repeat,
+        comparison: crate::drain::eval::comparison(&opts, &variants),
         variants,
     };
     crate::drain::eval::write_report(&eval_dir, &report, *json, out);
-    exit::OK
+    gate(&report, *min_pass_rate, progress)
+}
+
+/// `--min-pass-rate R` (SPEC §20): exit 1 when a variant's pass rate (its
+/// passes over its runs, unrounded) is below R, naming each such variant.
+fn gate(report: &crate::records::Report, min: Option<f64>, progress: &Progress) -> u8 {
+    let Some(min) = min else {
+        return exit::OK;
+    };
+    let mut code = exit::OK;
+    for v in &report.variants {
+        let t = &v.totals;
+        let rate = if t.runs == 0 {
+            0.0
+        } else {
+            f64::from(t.passes) / f64::from(t.runs)
+        };
+        if rate < min {
+            let name = crate::drain::eval::variant_name(&v.set);
+            progress.eprintln(&format!(
+                "agent-harness: pass rate {}/{} = {rate:.3} is below --min-pass-rate {min}{}",
+                t.passes,
+                t.runs,
+                if name == "-" {
+                    String::new()
+                } else {
+                    format!(" ({name})")
+                }
+            ));
+            code = exit::FAILED;
+        }
+    }
+    code
 }
 
 /// One eval variant: its `KEY=VALUE` overrides and the config they give.

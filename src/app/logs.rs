@@ -19,9 +19,17 @@ pub(super) fn logs_command(logs: &Path, command: &Command) -> u8 {
             };
             let mut warn = |line: String| eprintln!("agent-harness: {line}");
             match crate::records::report::write(logs, &opts, &mut warn) {
-                Ok((index, pages)) => {
-                    let shown = std::fs::canonicalize(&index).unwrap_or(index);
-                    println!("report of {pages} run(s): file://{}", shown.display());
+                Ok(written) => {
+                    let shown = std::fs::canonicalize(&written.index).unwrap_or(written.index);
+                    let evals = match written.evals {
+                        0 => String::new(),
+                        n => format!(" and {n} eval(s)"),
+                    };
+                    println!(
+                        "report of {} run(s){evals}: file://{}",
+                        written.runs,
+                        shown.display()
+                    );
                     exit::OK
                 }
                 Err(e) => {

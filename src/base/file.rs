@@ -273,7 +273,10 @@ impl Folder {
     pub fn modified(&self, name: &str) -> Option<std::time::SystemTime> {
         let st = rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
         let secs = u64::try_from(st.st_mtime).ok()?;
-        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+        let nanos = u32::try_from(st.st_mtime_nsec)
+            .unwrap_or(0)
+            .min(999_999_999);
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
     }
 
     /// The bytes of the regular file `name` here, at most `cap` of them:

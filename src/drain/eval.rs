@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
+use super::stats::{compare, median, most_common, round3, wilson};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
 use crate::drain::{Mode, TaskEnd, run_tasks};
 use crate::inbox;
-use crate::records::{Status, Summary};
+use crate::records::{Comparison, Report, Status, Summary, TaskRow, Totals, VariantReport};
 
 /// What `eval` was asked.
 #[derive(Debug, Clone, Default)]
@@ -84,82 +84,6 @@ pub fn shown_settings(set: &[(String, String)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The report: the SPEC's JSON shape.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    pub eval_id: String,
-    pub repeat: u32,
-    pub variants: Vec<VariantReport>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VariantReport {
-    pub set: BTreeMap<String, String>,
-    pub tasks: Vec<TaskRow>,
-    pub totals: Totals,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskRow {
-    pub task: String,
-    pub runs: u32,
-    pub passes: u32,
-    pub pass_rate: f64,
-    pub ci_low: f64,
-    pub ci_high: f64,
-    pub median_turns: u32,
-    pub median_tokens: u64,
-    pub median_wall_ms: u64,
-    pub stop_reasons: BTreeMap<String, u32>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Totals {
-    pub runs: u32,
-    pub passes: u32,
-    pub pass_rate: f64,
-    pub ci_low: f64,
-    pub ci_high: f64,
-}
-
-/// The 95 % Wilson score interval of `passes` out of `runs`: sound for
-/// the small counts an eval has (a plain ±1.96σ would leave [0, 1]).
-pub fn wilson(passes: u32, runs: u32) -> (f64, f64) {
-    if runs == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (f64::from(passes), f64::from(runs), 1.959_963_984_540_054);
-    let p = k / n;
-    let denom = 1.0 + z * z / n;
-    let center = (p + z * z / (2.0 * n)) / denom;
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-    // At 0 or all passes the bound is exactly 0 or 1; floating point says 1e-17 off.
-    let low = if passes == 0 {
-        0.0
-    } else {
-        (center - half).max(0.0)
-    };
-    let high = if passes >= runs {
-        1.0
-    } else {
-        (center + half).min(1.0)
-    };
-    (low, high)
-}
-
-/// Three decimals, as the report shows rates.
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-/// The lower middle value (an eval's counts are small; no halves).
-fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
-    v.sort_unstable();
-    v.get(v.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or_default()
-}
-
 /// One row per task (in name order) from the summaries of its runs.
 pub fn rows(summaries: &[Summary], broken: &BTreeMap<String, u32>) -> Vec<TaskRow> {
     let mut by_task: BTreeMap<&str, Vec<&Summary>> = BTreeMap::new();
@@ -204,6 +128,11 @@ fn row(task: &str, runs: &[&Summary], lost: u32) -> TaskRow {
     if lost > 0 {
         stop_reasons.insert("not_recorded".to_string(), lost);
     }
+    let failures = runs
+        .iter()
+        .filter(|s| s.status != Status::Succeeded)
+        .flat_map(|s| failure_labels(s))
+        .chain((0..lost).map(|_| "not_recorded".to_string()));
     TaskRow {
         task: task.to_string(),
         runs: n,
@@ -215,16 +144,69 @@ fn row(task: &str, runs: &[&Summary], lost: u32) -> TaskRow {
         }),
         ci_low: round3(low),
         ci_high: round3(high),
+        pass_hat_k: u32::from(n > 0 && passes == n),
         median_turns: median(runs.iter().map(|s| s.turns).collect()),
         median_tokens: median(runs.iter().map(|s| s.total_tokens).collect()),
         median_wall_ms: median(runs.iter().map(|s| s.wall_ms).collect()),
         stop_reasons,
+        top_failure: most_common(failures),
     }
+}
+
+/// Why a run did not pass, by name: each missed expectation
+/// (`tools_called: webfetch`, `answer_matches`), else its stop reason.
+fn failure_labels(s: &Summary) -> Vec<String> {
+    let missed: Vec<String> = s
+        .expectations
+        .iter()
+        .flatten()
+        .filter(|v| !v.ok)
+        .map(
+            |v| match v.detail.strip_prefix("never ran without error: ") {
+                Some(rest) if v.check == "tools_called" => {
+                    format!("tools_called: {}", rest.split(';').next().unwrap_or(rest))
+                }
+                _ => v.check.clone(),
+            },
+        )
+        .collect();
+    if s.stop_reason == crate::agent::StopReason::ExpectationFailed && !missed.is_empty() {
+        missed
+    } else {
+        vec![s.stop_reason.as_str().to_string()]
+    }
+}
+
+/// Each task's runs, passed or not, in the order they started: run ids
+/// are start times, so their order is the repeat index. A run lost
+/// without a summary counts as not passed, after the others.
+fn outcomes(summaries: &[Summary], broken: &BTreeMap<String, u32>) -> BTreeMap<String, Vec<bool>> {
+    let mut by_task: BTreeMap<String, Vec<&Summary>> = BTreeMap::new();
+    for s in summaries {
+        by_task.entry(s.task.clone()).or_default().push(s);
+    }
+    let mut out: BTreeMap<String, Vec<bool>> = by_task
+        .into_iter()
+        .map(|(task, mut runs)| {
+            runs.sort_by(|a, b| {
+                crate::records::run_order(&a.run_id).cmp(&crate::records::run_order(&b.run_id))
+            });
+            let passed = runs.iter().map(|s| s.status == Status::Succeeded).collect();
+            (task, passed)
+        })
+        .collect();
+    for (task, lost) in broken {
+        out.entry(task.clone())
+            .or_default()
+            .extend((0..*lost).map(|_| false));
+    }
+    out
 }
 
 fn totals(rows: &[TaskRow]) -> Totals {
     let runs = rows.iter().map(|r| r.runs).sum();
     let passes = rows.iter().map(|r| r.passes).sum();
+    let reliable: u32 = rows.iter().map(|r| r.pass_hat_k).sum();
     let (low, high) = wilson(passes, runs);
     Totals {
         runs,
@@ -236,7 +218,24 @@ fn totals(rows: &[TaskRow]) -> Totals {
         }),
         ci_low: round3(low),
         ci_high: round3(high),
+        pass_hat_k: round3(if rows.is_empty() {
+            0.0
+        } else {
+            f64::from(reliable) / rows.len() as f64
+        }),
     }
+}
+
+/// The paired comparison of a two-value `--matrix` (SPEC §20): its two
+/// variants, pair by pair; `None` for any other matrix.
+pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comparison> {
+    let [(key, values)] = opts.matrix.as_slice() else {
+        return None;
+    };
+    let ([va, vb], [a, b]) = (values.as_slice(), variants) else {
+        return None;
+    };
+    Some(compare(key, (va, a), (vb, b)))
 }
 
 /// Runs the suite once for one variant; its records go under `logs`.
@@ -282,7 +281,18 @@ pub async fn run_variant(
         set: shown_settings(set),
         totals: totals(&tasks),
         tasks,
+        outcomes: outcomes(&summaries, &broken),
     })
+}
+
+/// A variant as the table names it: its settings, `-` when it has none.
+pub fn variant_name(set: &BTreeMap<String, String>) -> String {
+    let v: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.join(" ")
+    }
 }
 
 /// The report as a table: one row per task and variant, then the totals.
@@ -297,17 +307,11 @@ pub fn table(report: &Report) -> String {
         "TURNS",
         "TOKENS",
         "WALL",
+        "PASS^K",
         "STOP REASONS",
+        "MOSTLY FAILS ON",
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
-    let variant_name = |set: &BTreeMap<String, String>| {
-        let v: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(" ")
-        }
-    };
     let mut tasks: Vec<&str> = report
         .variants
         .iter()
@@ -332,6 +336,8 @@ pub fn table(report: &Report) -> String {
             format!("{:.3}–{:.3}", t.ci_low, t.ci_high),
             String::new(),
             String::new(),
+            String::new(),
+            format!("{:.3}", t.pass_hat_k),
             String::new(),
             String::new(),
         ]);
@@ -365,8 +371,33 @@ fn task_cells(t: &TaskRow, variant: &str) -> Vec<String> {
         t.median_turns.to_string(),
         t.median_tokens.to_string(),
         format!("{:.1}s", t.median_wall_ms as f64 / 1000.0),
+        t.pass_hat_k.to_string(),
         reasons.join(", "),
+        t.top_failure.clone().unwrap_or_else(|| "-".into()),
     ]
+}
+
+/// The paired comparison in words: the counts, the difference with its
+/// interval, the p-value, and the verdict line.
+pub fn comparison_text(c: &Comparison) -> String {
+    format!(
+        "paired comparison, {key}={a} (A) against {key}={b} (B), over {pairs} pair(s) of the same task and repeat:\n\
+         \x20 A passed and B did not: {ao}; B passed and A did not: {bo}\n\
+         \x20 difference in pass rate (A − B): {d:+.3}, 95% CI {lo:+.3} to {hi:+.3} (Newcombe's paired score interval)\n\
+         \x20 exact McNemar p = {p:.4}\n\
+         {verdict}\n",
+        key = c.key,
+        a = c.a,
+        b = c.b,
+        pairs = c.pairs,
+        ao = c.a_only,
+        bo = c.b_only,
+        d = c.difference,
+        lo = c.ci_low,
+        hi = c.ci_high,
+        p = c.p_value,
+        verdict = c.verdict,
+    )
 }
 
 /// `<logs>/eval/<eval_id>/`, the eval id being the start time (a clash
@@ -409,10 +440,15 @@ pub fn write_report(dir: &Path, report: &Report, json: bool, out: &mut dyn Write
     } else {
         write!(
             out,
-            "eval {}: {} run(s) of each task per variant\n{}records: {}\n",
+            "eval {}: {} run(s) of each task per variant\n{}{}records: {}\n",
             report.eval_id,
             report.repeat,
             table(report),
+            report
+                .comparison
+                .as_ref()
+                .map(comparison_text)
+                .unwrap_or_default(),
             dir.display()
         )
     };

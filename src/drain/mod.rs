@@ -18,6 +18,7 @@ pub mod recurring;
 pub mod replay;
 pub mod requeue;
 mod resume;
+pub mod stats;
 mod task;
 
 pub use check::{CheckReport, check_inbox};

@@ -23,7 +23,9 @@ use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use crate::inbox::{InboxEntry, TaskProblem};
-use crate::records::{PartialRun, RunRecord, StartLine, Status, read_partial, task_runs};
+use crate::records::{
+    PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines, task_runs,
+};
 use crate::tools::{RecordedResults, ToolOutput};
 
 /// The records a task can go on from.
@@ -43,6 +45,8 @@ pub(super) struct Found {
     pub(super) today: NaiveDate,
     /// Write calls recorded as intents with no recorded result.
     pub(super) resent: Vec<String>,
+    /// The run those records went on from, when they did.
+    resumed_from: Option<String>,
 }
 
 /// How a task with records to go on from starts.
@@ -52,6 +56,8 @@ pub(super) struct ResumeNote {
     pub(super) turns: u32,
     pub(super) refused: Option<String>,
     pub(super) wall_before: Duration,
+    /// The tokens and time of the runs before, for the metrics.
+    pub(super) earlier: crate::records::Earlier,
 }
 
 impl Mode {
@@ -80,7 +86,7 @@ pub(super) fn find(
     let task_dir = crate::inbox::fit_file_name("", name, "");
     let (folder, runs) = task_runs(&mode.logs, &task_dir).ok()?;
     let slot = mode.slot.as_ref().map(|s| s.at.to_rfc3339());
-    for run_id in runs.iter().filter(|r| *r != own) {
+    for (i, run_id) in runs.iter().filter(|r| *r != own).enumerate() {
         let run = match read_partial(&folder, run_id) {
             Ok(run) => run,
             Err(why) => {
@@ -97,25 +103,64 @@ pub(super) fn find(
         if start.dry_run || start.replay_of.is_some() {
             continue;
         }
-        if start.slot != slot {
-            return None; // another slot of a recurring task
+        if !start.resumable || start.slot != slot {
+            return None; // `exec`'s, or another slot of a recurring task
         }
+        // A summary that says the task ended stops the search — but for the
+        // newest run when its attempt never settled: the process died after
+        // writing it, before the file moved.
         let unfinished = match &run.summary {
             None => true,
             Some(s) => {
                 s.status == Status::Interrupted
                     || (s.status == Status::Failed && s.retryable)
-                    || unsettled
+                    || (unsettled && i == 0)
             }
         };
         if !unfinished {
             return None;
         }
+        let mut run = run;
+        if let Err(why) = read_partial_lines(&folder, &mut run) {
+            tracing::warn!(run = %run_id, error = %why, "a run folder of this task cannot be read: the task starts fresh");
+            return None;
+        }
         if let Some(found) = found_in(run, now) {
-            return Some(found);
+            return Some(fuller_source(&folder, found, now));
         }
     }
     None
+}
+
+/// A resumed run killed while it wrote the turns it answered from its
+/// source can hold fewer of them than that source: the fuller records are
+/// gone on from (following `resumed_from`, a few steps at most), with the
+/// time of the newer run.
+fn fuller_source(
+    folder: &crate::base::file::Folder,
+    mut found: Found,
+    now: DateTime<Utc>,
+) -> Found {
+    for _ in 0..8 {
+        let Some(source) = found.resumed_from.clone() else {
+            break;
+        };
+        let older = read_partial(folder, &source)
+            .and_then(|mut run| read_partial_lines(folder, &mut run).map(|()| run))
+            .ok()
+            .and_then(|run| found_in(run, now));
+        match older {
+            Some(older) if older.attempts.len() > found.attempts.len() => {
+                found = Found {
+                    wall_before: found.wall_before,
+                    run_id: found.run_id,
+                    ..older
+                };
+            }
+            _ => break,
+        }
+    }
+    found
 }
 
 /// What a run folder gives to go on from; `None` without a whole turn.
@@ -136,10 +181,12 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
     };
     let kept = &run.attempts[..calls_end];
     let last_turn = kept.last()?.turn;
+    // A result the service refused for the setup (a notes token) is asked
+    // again once the setup is fixed.
     let tools: Vec<_> = run
         .tools
         .iter()
-        .filter(|t| t.turn <= last_turn)
+        .filter(|t| t.turn <= last_turn && !t.setup_fault)
         .cloned()
         .collect();
     let answered: std::collections::HashSet<(u32, &str)> =
@@ -172,6 +219,10 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
         wall_before,
         today: start.today,
         resent,
+        resumed_from: start
+            .resumed_from
+            .clone()
+            .filter(|r| crate::records::run_time(r).is_some()),
     })
 }
 
@@ -282,6 +333,7 @@ impl Drain<'_> {
             started_at: now,
             dry_run: self.mode.dry_run,
             replay_of: self.mode.replay_of.clone(),
+            resumable: self.mode.may_resume(),
             today: self.today(found.map(|f| f.today)),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
             resumed_from: note.from.clone(),
@@ -311,6 +363,45 @@ pub(super) fn answered_turns(r: &Mutex<Recording>) -> u32 {
     r.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .answered_turns()
+}
+
+/// What is left of a resumed task's wall clock; at least a second, so the
+/// turns answered from the records (at once) are answered and the task
+/// ends on its first live step, its counts whole.
+pub(super) fn wall_left(max_wall: Duration, before: Duration) -> Duration {
+    max_wall.saturating_sub(before).max(Duration::from_secs(1))
+}
+
+/// The tokens of the replies a task's events say were answered from the
+/// records: with the earlier runs' time, what the metrics leave out.
+#[derive(Debug, Default)]
+pub(super) struct Replayed {
+    tokens: crate::records::Earlier,
+    from_records: bool,
+}
+
+impl Replayed {
+    pub(super) fn on(&mut self, event: &crate::agent::TaskEvent<'_>) {
+        use crate::agent::TaskEvent;
+        match event {
+            TaskEvent::Attempt(a) => self.from_records = a.attempt.recorded,
+            TaskEvent::ReplyRead(r) if self.from_records => {
+                let t = &mut self.tokens;
+                t.prompt_tokens = t.prompt_tokens.saturating_add(r.usage.prompt_tokens);
+                t.completion_tokens = t
+                    .completion_tokens
+                    .saturating_add(r.usage.completion_tokens);
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn earlier(&self, wall_before: Duration) -> crate::records::Earlier {
+        crate::records::Earlier {
+            wall_ms: u64::try_from(wall_before.as_millis()).unwrap_or(u64::MAX),
+            ..self.tokens
+        }
+    }
 }
 
 /// A task's file and spec, and the records it goes on from.
@@ -352,6 +443,7 @@ impl Drain<'_> {
                     turns,
                     refused: None,
                     wall_before: found.wall_before,
+                    ..ResumeNote::default()
                 };
                 Ok(Prepared {
                     file,
@@ -418,6 +510,7 @@ mod tests {
             repeat: 1,
             detail: None,
             resumed: false,
+            setup_fault: false,
         }
     }
 
@@ -431,6 +524,7 @@ mod tests {
                 started_at: at,
                 dry_run: false,
                 replay_of: None,
+                resumable: true,
                 today: at.date_naive(),
                 slot: None,
                 resumed_from: None,

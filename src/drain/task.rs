@@ -127,6 +127,7 @@ impl Drain<'_> {
         summary.resumed_from = resume.from;
         summary.resumed_turns = resume.turns;
         summary.resume_refused = resume.refused;
+        summary.earlier = resume.earlier;
         rec.summary(&summary)?;
         let moved = match filing.disposition {
             Disposition::Done => Some(&cfg.paths.done),
@@ -200,18 +201,23 @@ impl Drain<'_> {
             rec.task_file(&p.file.text);
             let mut spec = p.spec;
             self.start_record(rec, &spec, &p.note, p.found.as_ref());
-            spec.max_wall = spec.max_wall.saturating_sub(p.note.wall_before);
+            if p.found.is_some() {
+                spec.max_wall = super::resume::wall_left(spec.max_wall, p.note.wall_before);
+            }
             let resumed = p.found.as_ref().map(|f| f.deps(h, true));
             let deps = resumed.as_ref().map_or(h, |(d, _)| d);
             let live = self.mode.progress.task(&entry.name);
             let mut evidence = Evidence::default();
+            let mut replayed = super::resume::Replayed::default();
             let mut sink = |event: &TaskEvent<'_>| {
                 rec.record((h.clock)(), event);
                 live.on(event);
                 evidence.on(event);
+                replayed.on(event);
             };
             let outcome = run_task(deps, &spec, &mut sink).await;
             let mut resume = p.note;
+            resume.earlier = replayed.earlier(resume.wall_before);
             if let Some((_, recording)) = &resumed {
                 resume.turns = super::resume::answered_turns(recording);
             }
@@ -412,6 +418,7 @@ impl Drain<'_> {
             resumed_from: None,
             resumed_turns: 0,
             resume_refused: None,
+            earlier: crate::records::Earlier::default(),
         }
     }
 }

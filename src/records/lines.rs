@@ -182,6 +182,9 @@ pub struct ToolLine {
     /// Answered from the records of the run this one resumed (SPEC §18).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
+    /// The service refused the setup on this call: a resume runs it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub setup_fault: bool,
 }
 
 impl ToolLine {
@@ -204,6 +207,7 @@ impl ToolLine {
                 .as_ref()
                 .and_then(|d| serde_json::value::to_raw_value(d).ok()),
             resumed: false,
+            setup_fault: a.setup_fault.is_some(),
         }
     }
 }
@@ -232,6 +236,9 @@ pub struct StartLine {
     pub dry_run: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// A later run of the task may go on from these records: false for
+    /// `exec`, an eval, a replay, a dry run, `run-task --recurring`.
+    pub resumable: bool,
     /// The date the task's prompts were built with: a resumed task keeps it.
     pub today: chrono::NaiveDate,
     /// A recurring task's slot (RFC 3339), as its summary would say it.

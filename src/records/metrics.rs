@@ -87,19 +87,21 @@ pub fn render(facts: &RunFacts<'_>) -> String {
     let _ = writeln!(
         out,
         "agent_harness_last_run_tokens{{kind=\"prompt\"}} {}",
-        sum(|s| s.prompt_tokens)
+        sum(|s| s.prompt_tokens.saturating_sub(s.earlier.prompt_tokens))
     );
     let _ = writeln!(
         out,
         "agent_harness_last_run_tokens{{kind=\"completion\"}} {}",
-        sum(|s| s.completion_tokens)
+        sum(|s| s
+            .completion_tokens
+            .saturating_sub(s.earlier.completion_tokens))
     );
     let seconds = |ms: u64| ms as f64 / 1000.0;
     for (name, help, value) in [
         (
             "agent_harness_last_run_task_seconds",
             "Wall-clock seconds the last run's tasks took, summed.",
-            seconds(sum(|s| s.wall_ms)),
+            seconds(sum(|s| s.wall_ms.saturating_sub(s.earlier.wall_ms))),
         ),
         (
             "agent_harness_last_run_start_time_seconds",
@@ -203,6 +205,7 @@ mod tests {
             resumed_from: None,
             resumed_turns: 0,
             resume_refused: None,
+            earlier: crate::records::Earlier::default(),
         }
     }
 

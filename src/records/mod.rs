@@ -6,13 +6,17 @@
 //! still leaves whole, parseable lines. Every line passes through the
 //! redactor first: no secret value reaches a record, whatever produced it.
 
+mod evals;
 mod lines;
 pub mod metrics;
 mod partial;
 mod read;
 mod record;
 pub mod report;
+mod report_evals;
+mod report_index;
 
+pub use evals::*;
 pub use lines::*;
 pub use partial::*;
 pub use read::*;
@@ -54,6 +58,14 @@ impl Status {
             Status::Interrupted => "interrupted",
         }
     }
+}
+
+/// The share of a resumed task's counts that its earlier runs used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Earlier {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub wall_ms: u64,
 }
 
 /// `summary.json`.
@@ -113,6 +125,11 @@ pub struct Summary {
     /// Why the task started fresh although it had records to go on from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_refused: Option<String>,
+    /// What of the counts above earlier runs used (a resumed task's
+    /// summary covers the whole task): the metrics count this run's share.
+    /// Not in the file.
+    #[serde(skip)]
+    pub earlier: Earlier,
 }
 
 #[cfg(test)]

@@ -42,8 +42,11 @@ pub fn task_runs(logs: &Path, task_dir: &str) -> std::io::Result<(Folder, Vec<St
     Ok((folder, runs))
 }
 
-/// Reads run `run_id` of an opened task folder. `Err` when its summary
-/// or start file is there but unreadable: such a folder is not resumed from.
+/// Reads run `run_id` of an opened task folder: its summary and start
+/// file only (`attempts`, `tools`, `intents` stay empty until
+/// [`read_partial_lines`]), so a folder that is not gone on from costs two
+/// small reads. `Err` when its summary or start file is there but
+/// unreadable: such a folder is not resumed from.
 pub fn read_partial(task: &Folder, run_id: &str) -> Result<PartialRun, String> {
     let dir = Path::new(run_id);
     let folder = task.sub(run_id).map_err(|e| format!("{run_id}: {e}"))?;
@@ -58,19 +61,28 @@ pub fn read_partial(task: &Folder, run_id: &str) -> Result<PartialRun, String> {
         }
         Record::Refused(why) => return Err(format!("{run_id}: {why}")),
     };
-    let last_written = ["run.log", "conversation.jsonl", "tools.jsonl"]
-        .iter()
-        .filter_map(|f| folder.modified(f))
-        .max();
     Ok(PartialRun {
         run_id: run_id.to_string(),
         summary,
         start,
-        attempts: whole_lines(&folder, "conversation.jsonl", MAX_CONVERSATION_BYTES)?,
-        tools: whole_lines(&folder, "tools.jsonl", MAX_TOOLS_BYTES)?,
-        intents: whole_lines(&folder, "intents.jsonl", MAX_TOOLS_BYTES)?,
-        last_written,
+        ..PartialRun::default()
     })
+}
+
+/// Reads the whole lines of a run [`read_partial`] read, and when its
+/// records were last written.
+pub fn read_partial_lines(task: &Folder, run: &mut PartialRun) -> Result<(), String> {
+    let folder = task
+        .sub(&run.run_id)
+        .map_err(|e| format!("{}: {e}", run.run_id))?;
+    run.last_written = ["run.log", "conversation.jsonl", "tools.jsonl"]
+        .iter()
+        .filter_map(|f| folder.modified(f))
+        .max();
+    run.attempts = whole_lines(&folder, "conversation.jsonl", MAX_CONVERSATION_BYTES)?;
+    run.tools = whole_lines(&folder, "tools.jsonl", MAX_TOOLS_BYTES)?;
+    run.intents = whole_lines(&folder, "intents.jsonl", MAX_TOOLS_BYTES)?;
+    Ok(())
 }
 
 /// The whole lines of a JSONL record, up to the first that is cut short

@@ -375,10 +375,15 @@ impl Listing {
 /// during the walk is not followed either. A missing, half-written or
 /// foreign summary never stops the listing: its folder is named instead.
 pub fn read_summaries(logs: &Path) -> Listing {
+    match Folder::open_root(logs) {
+        Ok(root) => read_summaries_in(&root, logs),
+        Err(_) => Listing::default(),
+    }
+}
+
+/// [`read_summaries`] from an opened folder (`logs` names it in messages).
+pub fn read_summaries_in(root: &Folder, logs: &Path) -> Listing {
     let mut out = Listing::default();
-    let Ok(root) = Folder::open_root(logs) else {
-        return out;
-    };
     for (task, real) in root.folders_and_links().unwrap_or_default() {
         let task_path = logs.join(&task);
         let folder = if real { root.sub(&task).ok() } else { None };

@@ -41,8 +41,16 @@ details{margin:.4rem 0;border:1px solid #e3e3e8;border-radius:4px;padding:.2rem 
 .filters{margin:.6rem 0} .filters label{cursor:pointer;margin-right:.6rem;color:#0b57d0}
 ";
 
-/// Writes `index.html` and a page per run under `opts.out`; returns the
-/// index's path and how many run pages were written. Each run is the folder
+/// What `report` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub index: PathBuf,
+    pub runs: usize,
+    pub evals: usize,
+}
+
+/// Writes `index.html`, a page per run and a page per eval (with the pages
+/// of its runs) under `opts.out`. Each run is the folder
 /// the listing walked (SPEC §21); a folder that cannot be read or a page
 /// that cannot be written is skipped with a line given to `warn` (already
 /// made printable), and the rest of the report is still written.
@@ -50,7 +58,7 @@ pub fn write(
     logs: &Path,
     opts: &ReportOptions,
     warn: &mut dyn FnMut(String),
-) -> anyhow::Result<(PathBuf, usize)> {
+) -> anyhow::Result<Written> {
     let mut listing = records::read_summaries(logs);
     if let Some(t) = &opts.task {
         listing.runs.retain(|r| &r.summary.task == t);
@@ -100,13 +108,27 @@ pub fn write(
             )),
         }
     }
+    // Evals are listed whole; a task filter is about runs.
+    let mut evals = if opts.task.is_none() {
+        records::read_evals(logs)
+    } else {
+        Vec::new()
+    };
+    evals.truncate(opts.limit);
+    let evals = super::report_evals::write_eval_pages(&evals, &runs_dir, warn);
     out.replace(
         "index.html",
-        index_page(&pages).into_string().as_bytes(),
+        super::report_index::index_page(&pages, &evals)
+            .into_string()
+            .as_bytes(),
         0o600,
     )
     .with_context(|| format!("writing {}", opts.out.join("index.html").display()))?;
-    Ok((opts.out.join("index.html"), pages.len()))
+    Ok(Written {
+        index: opts.out.join("index.html"),
+        runs: pages.len(),
+        evals: evals.len(),
+    })
 }
 
 /// `out` and `out/runs`, made when missing (0700) and opened: `out`'s
@@ -143,7 +165,7 @@ fn output_folders(out: &Path) -> anyhow::Result<(Folder, Folder)> {
 
 /// `<task>--<run>.html` from the walked folder's names, made safe for a
 /// file name and a link: a name that had to change gets a hash of itself.
-fn page_name(dir: &Path) -> String {
+pub(super) fn page_name(dir: &Path) -> String {
     let part = |p: Option<&std::ffi::OsStr>| {
         let name = p
             .map(|n| n.to_string_lossy().into_owned())
@@ -169,7 +191,7 @@ fn page_name(dir: &Path) -> String {
     format!("{task}--{}.html", part(dir.file_name()))
 }
 
-fn head(title: &str) -> Markup {
+pub(super) fn head(title: &str) -> Markup {
     html! {
         head {
             meta charset="utf-8";
@@ -180,99 +202,7 @@ fn head(title: &str) -> Markup {
     }
 }
 
-/// The filters' radios (`(id, group)`) and the CSS that makes them work:
-/// radios sit right before the table (the `~` selectors need siblings);
-/// their labels, in the filter lines, are what a reader clicks.
-fn filter_rules(tasks: usize, statuses: &[&str]) -> (Vec<(String, &'static str)>, String) {
-    let mut css =
-        String::from(".filters+.filters{margin-top:0} input.f{position:absolute;opacity:0}\n");
-    let mut radios = vec![("task-all".to_string(), "task")];
-    for i in 0..tasks {
-        css.push_str(&format!(
-            "#task-{i}:checked~table tbody tr:not(.t{i}){{display:none}}\n"
-        ));
-        radios.push((format!("task-{i}"), "task"));
-    }
-    radios.push(("status-all".to_string(), "status"));
-    for st in statuses {
-        css.push_str(&format!(
-            "#status-{st}:checked~table tbody tr:not(.s-{st}){{display:none}}\n"
-        ));
-        radios.push((format!("status-{st}"), "status"));
-    }
-    for (id, _) in &radios {
-        css.push_str(&format!(
-            "#{id}:checked~.filters label[for={id}]{{font-weight:700;text-decoration:underline}}\n"
-        ));
-    }
-    (radios, css)
-}
-
-/// The runs table with its CSS-only filters: a radio per task and per
-/// status, each hiding the rows it does not match.
-fn index_page(pages: &[(&Summary, String)]) -> Markup {
-    let tasks: Vec<&str> = pages
-        .iter()
-        .map(|(s, _)| s.task.as_str())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let task_class = |t: &str| format!("t{}", tasks.iter().position(|x| *x == t).unwrap_or(0));
-    let statuses = ["succeeded", "failed", "interrupted"];
-    let (radios, css) = filter_rules(tasks.len(), &statuses);
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            (head("agent-harness runs"))
-            body {
-                h1 { "agent-harness runs" }
-                p.meta { (pages.len()) " run(s), newest first." }
-                style { (PreEscaped(css)) }
-                @for (id, group) in &radios {
-                    @if id.ends_with("-all") {
-                        input.f type="radio" name=(group) id=(id) checked;
-                    } @else {
-                        input.f type="radio" name=(group) id=(id);
-                    }
-                }
-                div.filters {
-                    "Task: "
-                    label for="task-all" { "all" } " "
-                    @for (i, t) in tasks.iter().enumerate() {
-                        label for=(format!("task-{i}")) { (t) } " "
-                    }
-                }
-                div.filters {
-                    "Status: "
-                    label for="status-all" { "all" } " "
-                    @for st in statuses {
-                        label for=(format!("status-{st}")) { (st) } " "
-                    }
-                }
-                table {
-                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tool errors" } th { "Tokens" } th { "Wall" } th { "Started" } } }
-                    tbody {
-                        @for (s, page) in pages {
-                            tr class=(format!("{} s-{}", task_class(&s.task), s.status.as_str())) {
-                                td { (s.task) }
-                                td { a href=(format!("runs/{page}")) { (s.run_id) } }
-                                td class=(s.status.as_str()) { (s.status.as_str()) @if s.replay_of.is_some() { " (replay)" } @else if s.dry_run { " (dry)" } }
-                                td { (s.stop_reason.as_str()) }
-                                td { (s.turns) }
-                                td class=(if s.tool_errors > 0 { "failed" } else { "" }) { (s.tool_errors) }
-                                td { (s.total_tokens) }
-                                td { (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
-                                td { (s.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn unreadable_page(s: &Summary, why: &str) -> Markup {
+pub(super) fn unreadable_page(s: &Summary, why: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -287,7 +217,7 @@ fn unreadable_page(s: &Summary, why: &str) -> Markup {
 }
 
 /// One run: prompt, turns, summary, outcome.
-fn run_page(run: &RecordedRun) -> Markup {
+pub(super) fn run_page(run: &RecordedRun) -> Markup {
     let s = &run.summary;
     let texts = run
         .attempts

@@ -71,6 +71,7 @@ fn records_are_private_whatever_the_umask() {
         resumed_from: None,
         resumed_turns: 0,
         resume_refused: None,
+        earlier: Earlier::default(),
     })
     .unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

@@ -168,16 +168,20 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
         v["tasks"],
         json!([
             {"task": "plain", "runs": 2, "passes": 0, "pass_rate": 0.0, "ci_low": 0.0, "ci_high": 0.658,
-             "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][0]["median_wall_ms"],
-             "stop_reasons": {"expectation_failed": 2}},
+             "pass_hat_k": 0, "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][0]["median_wall_ms"],
+             "stop_reasons": {"expectation_failed": 2}, "top_failure": "answer_matches"},
             {"task": "read", "runs": 2, "passes": 2, "pass_rate": 1.0, "ci_low": 0.342, "ci_high": 1.0,
-             "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][1]["median_wall_ms"],
+             "pass_hat_k": 1, "median_turns": 3, "median_tokens": 400, "median_wall_ms": v["tasks"][1]["median_wall_ms"],
              "stop_reasons": {"final_answer": 2}}
         ])
     );
     assert_eq!(
         v["totals"],
-        json!({"runs": 4, "passes": 2, "pass_rate": 0.5, "ci_low": 0.15, "ci_high": 0.85})
+        json!({"runs": 4, "passes": 2, "pass_rate": 0.5, "ci_low": 0.15, "ci_high": 0.85, "pass_hat_k": 0.5})
+    );
+    assert!(
+        report.get("comparison").is_none(),
+        "no two-value matrix, no comparison"
     );
     assert!(notes.attachments("n").is_empty(), "writes are dry-run");
     assert!(

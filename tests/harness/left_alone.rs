@@ -587,7 +587,7 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
     assert_eq!(run_all(&cfg).await.exit_code(), 0);
 
     let out = project.root().join("report");
-    let (index, pages) = agent_harness::records::report::write(
+    let written = agent_harness::records::report::write(
         &project.root().join("logs"),
         &agent_harness::records::report::ReportOptions {
             out: out.clone(),
@@ -597,6 +597,7 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
         &mut |_| {},
     )
     .unwrap();
+    let (index, pages) = (written.index, written.runs);
     assert_eq!(pages, 1);
     let index = std::fs::read_to_string(index).unwrap();
     assert!(index.contains("<th>Tool errors</th>"), "{index}");

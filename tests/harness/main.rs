@@ -8,6 +8,7 @@ mod agent_loop;
 mod cli;
 mod counting;
 mod eval;
+mod eval_decides;
 mod hostile;
 mod inbox_runs;
 mod left_alone;

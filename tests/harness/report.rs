@@ -33,7 +33,7 @@ fn chromium() -> PathBuf {
 
 /// Chromium's DOM of `page` after load, and the URLs the page itself asked
 /// for (browser-initiated requests of Chromium's own services excluded).
-fn render(page: &Path, work: &Path) -> (String, Vec<String>) {
+pub(crate) fn render(page: &Path, work: &Path) -> (String, Vec<String>) {
     let netlog = work.join(format!(
         "netlog-{}.json",
         page.file_stem().unwrap().to_string_lossy()

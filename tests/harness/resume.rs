@@ -122,6 +122,24 @@ async fn a_retryable_failure_goes_on_from_its_records() {
         .map(|r| r["usage"]["total_tokens"].as_u64().unwrap())
         .sum();
     assert_eq!(s.total_tokens, all, "tokens count over the whole task");
+    // The metrics count what this run used: turns 4 to 6.
+    let prom = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let live = &six_turns()[3..];
+    let used = |kind: &str| {
+        live.iter()
+            .map(|r| r["usage"][kind].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert!(
+        prom.contains(&format!(
+            "agent_harness_last_run_tokens{{kind=\"prompt\"}} {}",
+            used("prompt_tokens")
+        )) && prom.contains(&format!(
+            "agent_harness_last_run_tokens{{kind=\"completion\"}} {}",
+            used("completion_tokens")
+        )),
+        "{prom}"
+    );
     assert_eq!(notes.attachments("eval").len(), 2, "each attachment once");
 
     // The new run's folder is complete on its own, the resumed part marked.
@@ -684,4 +702,150 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
         c3["result"].as_str().unwrap().contains("already exists"),
         "{c3}"
     );
+}
+
+/// A new task dropped in under a finished task's name fails before its
+/// first reply (endpoint down: retryable); its next attempt must not be
+/// answered from the *old, finished* task's records.
+#[tokio::test]
+async fn a_task_dropped_in_again_never_goes_on_from_the_finished_one_before_it() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    assert_eq!(project.done().len(), 1);
+
+    // The same task again (a daily drop): the endpoint is down on its first call.
+    project.task("scan", TASK);
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(0))).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s2 = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(
+        (s2.status, s2.retryable, s2.turns),
+        (Status::Failed, true, 0)
+    );
+
+    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
+    run_all(&cfg).await;
+    let s3 = project.summary_in(&run_dirs(&project, "scan")[2]);
+    assert_eq!(
+        (s3.resumed_from.clone(), llm3.requests().await.len()),
+        (None, 6),
+        "answered from the finished task's records: {s3:?}"
+    );
+}
+
+/// An interrupted or retryably failed `exec --name scan` is not the inbox
+/// task `scan`: the inbox task must not go on from exec's records.
+#[tokio::test]
+async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
+    let notes = notes().await;
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let h = harness(&cfg);
+    let opts = agent_harness::drain::exec::ExecOptions {
+        name: "scan".into(),
+        text: TASK.into(),
+        ..Default::default()
+    };
+    agent_harness::drain::exec::exec(&cfg, &h, &opts)
+        .await
+        .unwrap();
+    let e = project.summary_in(&run_dirs(&project, "scan")[0]);
+    assert_eq!((e.status, e.retryable), (Status::Failed, true));
+
+    project.task("scan", TASK);
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    assert_eq!(
+        s.resumed_from, None,
+        "went on from exec's run {:?}",
+        s.resumed_from
+    );
+}
+
+/// A write refused with 401 is a setup fault: the run stops and the task
+/// stays for the operator to fix the token. After the fix, the write must
+/// be sent, not answered from the records (the 401).
+#[tokio::test]
+async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("w", "Attach a summary.");
+    let replies = || {
+        vec![
+            ok(tool_calls(&[(
+                "c1",
+                "noteworx_create_attachment",
+                json!({"slug": "eval", "filename": "summary.md", "content": "S."}),
+            )])),
+            ok(final_answer("Done.")),
+        ]
+    };
+    let llm = FakeLlm::by_progress(replies()).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    notes.fail_next(&[401]);
+    run_all(&cfg).await;
+    let s1 = project.summary("w");
+    assert_eq!(s1.stop_reason, StopReason::SetupFault);
+    assert!(notes.attachments("eval").is_empty());
+
+    // The operator fixes the token; the task runs again.
+    let llm2 = FakeLlm::by_progress(replies()).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s2 = project.summary_in(&run_dirs(&project, "w")[1]);
+    assert_eq!(s2.status, Status::Succeeded);
+    assert_eq!(
+        notes.attachments("eval").len(),
+        1,
+        "the write was never sent again (resumed_from {:?}, resumed_turns {})",
+        s2.resumed_from,
+        s2.resumed_turns
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller_records() {
+    let notes = notes().await;
+    let project = Project::new();
+    project.task("scan", TASK);
+    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
+    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    run_all(&cfg).await;
+    // A run that went on from it, killed after writing one of its three
+    // answered turns: its folder holds one whole turn, no summary.
+    let a = project.run_dir("scan");
+    let b = a.with_file_name(format!("{RUN_ID}-2"));
+    std::fs::create_dir(&b).unwrap();
+    let first_line = |name: &str| {
+        let text = std::fs::read_to_string(a.join(name)).unwrap();
+        format!("{}\n", text.lines().next().unwrap())
+    };
+    std::fs::write(
+        b.join("conversation.jsonl"),
+        first_line("conversation.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(b.join("tools.jsonl"), first_line("tools.jsonl")).unwrap();
+    let mut start: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("start.json")).unwrap()).unwrap();
+    start["run_id"] = json!(format!("{RUN_ID}-2"));
+    start["resumed_from"] = json!(RUN_ID);
+    std::fs::write(b.join("start.json"), start.to_string()).unwrap();
+
+    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
+    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    run_all(&cfg).await;
+    let s = project.summary_in(&run_dirs(&project, "scan")[2]);
+    assert_eq!(s.resumed_turns, 3, "the three turns of the first run");
+    assert_eq!(llm2.requests().await.len(), 3);
+    assert_eq!(notes.attachments("eval").len(), 2);
 }

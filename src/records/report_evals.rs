@@ -1,0 +1,205 @@
+//! The evals in the report (SPEC §20): a page per eval under `logs/eval/`
+//! with its table, its paired comparison, and a link to the page of every
+//! run it made; the index lists them. `eval.json` and the runs are read as
+//! untrusted input, like every record.
+
+use maud::{DOCTYPE, Markup, html};
+
+use super::report::{head, page_name, run_page, unreadable_page};
+use crate::base::file::Folder;
+use crate::base::text::{printable, short_hash};
+use crate::records::{self, Comparison, ListedEval, Report, VariantReport};
+
+/// An eval as the index lists it.
+pub(super) struct EvalEntry {
+    pub(super) id: String,
+    pub(super) page: String,
+    pub(super) report: Option<Report>,
+    pub(super) runs: usize,
+}
+
+/// Writes each eval's page and the pages of its runs into `runs_dir`.
+pub(super) fn write_eval_pages(
+    evals: &[ListedEval],
+    runs_dir: &Folder,
+    warn: &mut dyn FnMut(String),
+) -> Vec<EvalEntry> {
+    let mut out = Vec::new();
+    for e in evals {
+        let tag = format!("eval-{}", safe(&e.id));
+        let mut links: Vec<Vec<(String, String, String)>> = Vec::new();
+        for (k, (folder, runs)) in e.variants.iter().enumerate() {
+            let mut pages = Vec::new();
+            for run in runs {
+                let name = format!("{tag}-v{}-{}", k + 1, page_name(&run.dir));
+                let page = match records::read_listed(folder, run) {
+                    Ok(recorded) => run_page(&recorded),
+                    Err(why) => {
+                        warn(format!("report: {}", printable(&why)));
+                        unreadable_page(&run.summary, &why)
+                    }
+                };
+                match runs_dir.replace(&name, page.into_string().as_bytes(), 0o600) {
+                    Ok(()) => pages.push((
+                        name,
+                        format!("{} {}", run.summary.task, run.summary.run_id),
+                        run.summary.status.as_str().to_string(),
+                    )),
+                    Err(err) => warn(format!(
+                        "report: skipped {}: {err}",
+                        printable(&run.dir.display().to_string())
+                    )),
+                }
+            }
+            links.push(pages);
+        }
+        if let Err(why) = &e.report {
+            warn(format!("report: {}", printable(why)));
+        }
+        let report = e.report.as_ref().ok();
+        let page = format!("{tag}.html");
+        let html = eval_page(&e.id, report, e.report.as_ref().err(), &links);
+        if let Err(err) = runs_dir.replace(&page, html.into_string().as_bytes(), 0o600) {
+            warn(format!(
+                "report: skipped {}: {err}",
+                printable(&e.dir.display().to_string())
+            ));
+            continue;
+        }
+        out.push(EvalEntry {
+            id: e.id.clone(),
+            page,
+            report: report.cloned(),
+            runs: links.iter().map(Vec::len).sum(),
+        });
+    }
+    out
+}
+
+/// A folder name fit for a file name and a link (a hash when it changed).
+fn safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    if s == name && !s.is_empty() {
+        s
+    } else {
+        format!("{s}-{:08x}", short_hash(name))
+    }
+}
+
+fn eval_page(
+    id: &str,
+    report: Option<&Report>,
+    unreadable: Option<&String>,
+    links: &[Vec<(String, String, String)>],
+) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            (head(&format!("eval {id}")))
+            body {
+                p { a href="../index.html" { "All runs" } }
+                h1 { "eval " (id) }
+                @if let Some(why) = unreadable { p.mark { "Its eval.json could not be read: " (why) } }
+                @if let Some(r) = report {
+                    p.meta { (r.repeat) " run(s) of each task per variant, " (r.variants.len()) " variant(s)." }
+                    @if let Some(c) = &r.comparison { (comparison(c)) }
+                    @for (k, v) in r.variants.iter().enumerate() {
+                        (variant_table(k, v))
+                    }
+                }
+                h2 { "Runs" }
+                @for (k, pages) in links.iter().enumerate() {
+                    h3 { "Variant " (k + 1) }
+                    ul {
+                        @for (page, label, status) in pages {
+                            li { a href=(page) { (label) } " " span class=(status.as_str()) { (status) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn comparison(c: &Comparison) -> Markup {
+    html! {
+        h2 { "A against B" }
+        p {
+            strong { (c.verdict) }
+            " — " (c.key) "=" (c.a) " (A) against " (c.key) "=" (c.b) " (B) over " (c.pairs) " pair(s) of the same task and repeat: "
+            "A alone passed " (c.a_only) ", B alone " (c.b_only) "; difference in pass rate (A − B) "
+            (format!("{:+.3}", c.difference)) ", 95 % CI " (format!("{:+.3} to {:+.3}", c.ci_low, c.ci_high))
+            " (Newcombe's paired score interval); exact McNemar p = " (format!("{:.4}", c.p_value)) "."
+        }
+    }
+}
+
+fn variant_table(k: usize, v: &VariantReport) -> Markup {
+    let name: Vec<String> = v.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let t = &v.totals;
+    html! {
+        h2 { "Variant " (k + 1) @if !name.is_empty() { ": " (name.join(" ")) } }
+        table {
+            thead { tr { th { "Task" } th { "Passes" } th { "Rate" } th { "95 % CI" } th { "pass^k" } th { "Turns" } th { "Tokens" } th { "Stop reasons" } th { "Mostly fails on" } } }
+            tbody {
+                @for r in &v.tasks {
+                    tr {
+                        td { (r.task) }
+                        td { (r.passes) "/" (r.runs) }
+                        td class=(if r.passes == r.runs { "succeeded" } else { "failed" }) { (format!("{:.3}", r.pass_rate)) }
+                        td { (format!("{:.3}–{:.3}", r.ci_low, r.ci_high)) }
+                        td { (r.pass_hat_k) }
+                        td { (r.median_turns) }
+                        td { (r.median_tokens) }
+                        td { (r.stop_reasons.iter().map(|(s, n)| format!("{s} {n}")).collect::<Vec<_>>().join(", ")) }
+                        td { (r.top_failure.as_deref().unwrap_or("-")) }
+                    }
+                }
+                tr {
+                    th { "Total" }
+                    th { (t.passes) "/" (t.runs) }
+                    th { (format!("{:.3}", t.pass_rate)) }
+                    th { (format!("{:.3}–{:.3}", t.ci_low, t.ci_high)) }
+                    th { (format!("{:.3}", t.pass_hat_k)) }
+                    th {} th {} th {} th {}
+                }
+            }
+        }
+    }
+}
+
+/// The index's list of evals: each one's totals per variant and verdict.
+pub(super) fn evals_section(evals: &[EvalEntry]) -> Markup {
+    html! {
+        @if !evals.is_empty() {
+            h2 { "Evals" }
+            table {
+                thead { tr { th { "Eval" } th { "Runs" } th { "Pass rate by variant" } th { "Verdict" } } }
+                tbody {
+                    @for e in evals {
+                        tr {
+                            td { a href=(format!("runs/{}", e.page)) { (e.id) } }
+                            td { (e.runs) }
+                            td {
+                                @if let Some(r) = &e.report {
+                                    (r.variants.iter().map(|v| format!("{}/{} ({:.3})", v.totals.passes, v.totals.runs, v.totals.pass_rate)).collect::<Vec<_>>().join(" · "))
+                                } @else { "(eval.json unreadable)" }
+                            }
+                            td { (e.report.as_ref().and_then(|r| r.comparison.as_ref()).map_or("-", |c| c.verdict.as_str())) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
