@@ -125,6 +125,9 @@ pub(super) async fn eval_command(
     };
     let mut variants = Vec::new();
     for (k, ((set, cfg), h)) in configs.iter().zip(&deps).enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
         let logs = eval_dir.join(format!("v{}", k + 1));
         match crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await {
             Ok(v) => variants.push(v),
@@ -148,7 +151,22 @@ pub(super) async fn eval_command(
         variants,
     };
     crate::drain::eval::write_report(&eval_dir, &report, *json, out);
-    gate(&report, *min_pass_rate, progress)
+    finish(&report, cancel.is_cancelled(), *min_pass_rate, progress)
+}
+
+/// The eval's exit code: 75 when a signal cut it short (runs cut short
+/// count as failures: the figures are not the suite's), else the gate's.
+fn finish(
+    report: &crate::records::Report,
+    stopped: bool,
+    min_pass_rate: Option<f64>,
+    progress: &Progress,
+) -> u8 {
+    if stopped {
+        progress.eprintln("agent-harness: the eval was stopped by a signal; its figures cover only the runs that ended, and decide nothing");
+        return exit::TEMPFAIL;
+    }
+    gate(report, min_pass_rate, progress)
 }
 
 /// `--min-pass-rate R` (SPEC §20): exit 1 when a variant's pass rate (its
@@ -168,7 +186,7 @@ fn gate(report: &crate::records::Report, min: Option<f64>, progress: &Progress) 
         if rate < min {
             let name = crate::drain::eval::variant_name(&v.set);
             progress.eprintln(&format!(
-                "agent-harness: pass rate {}/{} = {rate:.3} is below --min-pass-rate {min}{}",
+                "agent-harness: pass rate {}/{} = {rate:.4} is below --min-pass-rate {min}{}",
                 t.passes,
                 t.runs,
                 if name == "-" {

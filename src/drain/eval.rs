@@ -85,7 +85,7 @@ pub fn shown_settings(set: &[(String, String)]) -> BTreeMap<String, String> {
 }
 
 /// One row per task (in name order) from the summaries of its runs.
-pub fn rows(summaries: &[Summary], broken: &BTreeMap<String, u32>) -> Vec<TaskRow> {
+pub fn rows(summaries: &[Summary], broken: &BTreeMap<String, u32>, repeat: u32) -> Vec<TaskRow> {
     let mut by_task: BTreeMap<&str, Vec<&Summary>> = BTreeMap::new();
     for s in summaries {
         by_task.entry(&s.task).or_default().push(s);
@@ -103,12 +103,12 @@ pub fn rows(summaries: &[Summary], broken: &BTreeMap<String, u32>) -> Vec<TaskRo
         .map(|task| {
             let runs = by_task.get(task).cloned().unwrap_or_default();
             let lost = broken.get(task).copied().unwrap_or(0);
-            row(task, &runs, lost)
+            row(task, &runs, lost, repeat)
         })
         .collect()
 }
 
-fn row(task: &str, runs: &[&Summary], lost: u32) -> TaskRow {
+fn row(task: &str, runs: &[&Summary], lost: u32, repeat: u32) -> TaskRow {
     let n = u32::try_from(runs.len())
         .unwrap_or(u32::MAX)
         .saturating_add(lost);
@@ -144,7 +144,8 @@ fn row(task: &str, runs: &[&Summary], lost: u32) -> TaskRow {
         }),
         ci_low: round3(low),
         ci_high: round3(high),
-        pass_hat_k: u32::from(n > 0 && passes == n),
+        // Every one of its k runs passed: fewer runs than k is not k passes.
+        pass_hat_k: u32::from(n >= repeat.max(1) && passes == n),
         median_turns: median(runs.iter().map(|s| s.turns).collect()),
         median_tokens: median(runs.iter().map(|s| s.total_tokens).collect()),
         median_wall_ms: median(runs.iter().map(|s| s.wall_ms).collect()),
@@ -235,7 +236,15 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
     let ([va, vb], [a, b]) = (values.as_slice(), variants) else {
         return None;
     };
-    Some(compare(key, (va, a), (vb, b)))
+    // A secret-looking value is named as every record names it: `***`.
+    let shown = |v: &str| {
+        if crate::config::is_secret_setting(key, v) {
+            "***".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    Some(compare(key, (&shown(va), a), (&shown(vb), b)))
 }
 
 /// Runs the suite once for one variant; its records go under `logs`.
@@ -276,7 +285,7 @@ pub async fn run_variant(
         ))
         .into());
     }
-    let tasks = rows(&summaries, &broken);
+    let tasks = rows(&summaries, &broken, opts.repeat);
     Ok(VariantReport {
         set: shown_settings(set),
         totals: totals(&tasks),

@@ -12,7 +12,7 @@ use super::{ListedRun, read_summaries_in};
 use crate::base::file::Folder;
 
 /// `eval.json` is read up to this size.
-pub const MAX_EVAL_BYTES: u64 = 8 << 20;
+pub const MAX_EVAL_BYTES: u64 = 2 << 20;
 
 /// The report: the SPEC's JSON shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,7 +94,7 @@ pub struct Comparison {
 /// One eval under `logs/eval/`, read back for the report.
 #[derive(Debug)]
 pub struct ListedEval {
-    /// `logs/eval/<eval_id>`, for messages and page names.
+    /// `logs/eval/<eval_id>`, for messages.
     pub dir: PathBuf,
     /// The folder's name (never a field of its `eval.json`).
     pub id: String,
@@ -103,14 +103,18 @@ pub struct ListedEval {
     /// The runs of each variant folder (`v1`, `v2`, …), in variant order,
     /// with the opened variant folder they were listed from.
     pub variants: Vec<(Folder, Vec<ListedRun>)>,
+    /// What was skipped in it, one line each (a link, a run without a
+    /// readable summary).
+    pub skipped: Vec<String>,
 }
 
-/// The evals under `logs/eval/`, newest first, walked through opened
-/// folders (a link is never followed): each one's `eval.json` and runs.
-pub fn read_evals(logs: &Path) -> Vec<ListedEval> {
-    let Ok(root) = Folder::open_root(logs).and_then(|l| l.sub("eval")) else {
-        return Vec::new();
-    };
+/// The evals under `logs/eval/`, newest first, at most `limit` of them:
+/// the opened `eval` folder and the names of the evals' folders (real
+/// ones), and a line for each link skipped. Nothing is read yet: each eval
+/// is read by [`read_eval`] when its turn comes, one at a time.
+pub fn list_evals(logs: &Path, limit: usize) -> Option<(Folder, Vec<String>, Vec<String>)> {
+    let root = Folder::open_root(logs).and_then(|l| l.sub("eval")).ok()?;
+    // A link here is named by the listing of `logs/` already.
     let mut ids: Vec<String> = root
         .folders_and_links()
         .unwrap_or_default()
@@ -118,41 +122,57 @@ pub fn read_evals(logs: &Path) -> Vec<ListedEval> {
         .filter(|(_, real)| *real)
         .map(|(name, _)| name)
         .collect();
+    let skipped = Vec::new();
     ids.sort_by(|a, b| b.cmp(a));
-    ids.into_iter()
-        .filter_map(|id| {
-            let folder = root.sub(&id).ok()?;
-            let dir = logs.join("eval").join(&id);
-            let report = match read_record(&folder, "eval.json", MAX_EVAL_BYTES) {
-                Record::Text(text) => serde_json::from_str(&text)
-                    .map_err(|e| format!("{}/eval.json: {e}", dir.display())),
-                Record::Absent => Err(format!("{}/eval.json is missing", dir.display())),
-                Record::Refused(why) => Err(format!("{}: {why}", dir.display())),
-            };
-            let mut names: Vec<String> = folder
-                .folders_and_links()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(n, real)| *real && variant_number(n).is_some())
-                .map(|(n, _)| n)
-                .collect();
-            names.sort_by_key(|n| variant_number(n));
-            let variants = names
-                .into_iter()
-                .filter_map(|n| {
-                    let v = folder.sub(&n).ok()?;
-                    let listing = read_summaries_in(&v, &dir.join(&n));
-                    Some((v, listing.runs))
-                })
-                .collect();
-            Some(ListedEval {
-                dir,
-                id,
-                report,
-                variants,
-            })
-        })
-        .collect()
+    ids.truncate(limit);
+    Some((root, ids, skipped))
+}
+
+/// Reads eval `id` of the opened `eval` folder: its `eval.json` (capped,
+/// typed) and the runs of its variant folders, walked like `logs/`.
+pub fn read_eval(root: &Folder, logs: &Path, id: &str) -> Option<ListedEval> {
+    let folder = root.sub(id).ok()?;
+    let dir = logs.join("eval").join(id);
+    let report = match read_record(&folder, "eval.json", MAX_EVAL_BYTES) {
+        Record::Text(text) => {
+            serde_json::from_str(&text).map_err(|e| format!("{}/eval.json: {e}", dir.display()))
+        }
+        Record::Absent => Err(format!("{}/eval.json is missing", dir.display())),
+        Record::Refused(why) => Err(format!("{}: {why}", dir.display())),
+    };
+    let mut names = Vec::new();
+    let mut skipped = Vec::new();
+    for (n, real) in folder.folders_and_links().unwrap_or_default() {
+        match (real, variant_number(&n)) {
+            (true, Some(_)) => names.push(n),
+            (false, Some(_)) => skipped.push(format!(
+                "{}: a symbolic link, not followed",
+                dir.join(&n).display()
+            )),
+            _ => {}
+        }
+    }
+    names.sort_by_key(|n| variant_number(n));
+    let mut variants = Vec::new();
+    for n in names {
+        let Ok(v) = folder.sub(&n) else { continue };
+        let listing = read_summaries_in(&v, &dir.join(&n));
+        skipped.extend(listing.skipped);
+        skipped.extend(listing.incomplete.iter().map(|d| {
+            format!(
+                "{}: no readable summary.json (killed, or not a run)",
+                d.display()
+            )
+        }));
+        variants.push((v, listing.runs));
+    }
+    Some(ListedEval {
+        dir,
+        id: id.to_string(),
+        report,
+        variants,
+        skipped,
+    })
 }
 
 /// `v3` → 3.

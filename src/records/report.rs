@@ -108,14 +108,15 @@ pub fn write(
             )),
         }
     }
-    // Evals are listed whole; a task filter is about runs.
-    let mut evals = if opts.task.is_none() {
-        records::read_evals(logs)
+    // Evals are listed whole, one read at a time; a task filter is about runs.
+    let evals = if opts.task.is_none() {
+        let evals_dir = out
+            .sub_or_create("evals", 0o700)
+            .with_context(|| format!("{}: cannot make it", opts.out.join("evals").display()))?;
+        super::report_evals::write_evals(logs, opts.limit, &evals_dir, warn)
     } else {
         Vec::new()
     };
-    evals.truncate(opts.limit);
-    let evals = super::report_evals::write_eval_pages(&evals, &runs_dir, warn);
     out.replace(
         "index.html",
         super::report_index::index_page(&pages, &evals)

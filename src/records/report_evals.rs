@@ -10,70 +10,113 @@ use crate::base::file::Folder;
 use crate::base::text::{printable, short_hash};
 use crate::records::{self, Comparison, ListedEval, Report, VariantReport};
 
-/// An eval as the index lists it.
+/// An eval as the index lists it: what its page says in one row.
 pub(super) struct EvalEntry {
     pub(super) id: String,
     pub(super) page: String,
-    pub(super) report: Option<Report>,
+    /// Each variant's passes, runs and pass rate; `None` when its
+    /// `eval.json` could not be read.
+    pub(super) totals: Option<Vec<(u32, u32, f64)>>,
+    pub(super) verdict: Option<String>,
     pub(super) runs: usize,
 }
 
-/// Writes each eval's page and the pages of its runs into `runs_dir`.
-pub(super) fn write_eval_pages(
-    evals: &[ListedEval],
-    runs_dir: &Folder,
+/// Writes a page for each of the newest `limit` evals under `logs/eval/`
+/// into `dir` (`evals/` of the report), with the pages of their runs, one
+/// eval read at a time; returns what the index lists of them.
+pub(super) fn write_evals(
+    logs: &std::path::Path,
+    limit: usize,
+    dir: &Folder,
     warn: &mut dyn FnMut(String),
 ) -> Vec<EvalEntry> {
-    let mut out = Vec::new();
-    for e in evals {
-        let tag = format!("eval-{}", safe(&e.id));
-        let mut links: Vec<Vec<(String, String, String)>> = Vec::new();
-        for (k, (folder, runs)) in e.variants.iter().enumerate() {
-            let mut pages = Vec::new();
-            for run in runs {
-                let name = format!("{tag}-v{}-{}", k + 1, page_name(&run.dir));
-                let page = match records::read_listed(folder, run) {
-                    Ok(recorded) => run_page(&recorded),
-                    Err(why) => {
-                        warn(format!("report: {}", printable(&why)));
-                        unreadable_page(&run.summary, &why)
-                    }
-                };
-                match runs_dir.replace(&name, page.into_string().as_bytes(), 0o600) {
-                    Ok(()) => pages.push((
-                        name,
-                        format!("{} {}", run.summary.task, run.summary.run_id),
-                        run.summary.status.as_str().to_string(),
-                    )),
-                    Err(err) => warn(format!(
-                        "report: skipped {}: {err}",
-                        printable(&run.dir.display().to_string())
-                    )),
-                }
-            }
-            links.push(pages);
-        }
-        if let Err(why) = &e.report {
-            warn(format!("report: {}", printable(why)));
-        }
-        let report = e.report.as_ref().ok();
-        let page = format!("{tag}.html");
-        let html = eval_page(&e.id, report, e.report.as_ref().err(), &links);
-        if let Err(err) = runs_dir.replace(&page, html.into_string().as_bytes(), 0o600) {
-            warn(format!(
-                "report: skipped {}: {err}",
-                printable(&e.dir.display().to_string())
-            ));
-            continue;
-        }
-        out.push(EvalEntry {
-            id: e.id.clone(),
-            page,
-            report: report.cloned(),
-            runs: links.iter().map(Vec::len).sum(),
-        });
+    let Some((root, ids, skipped)) = records::list_evals(logs, limit) else {
+        return Vec::new();
+    };
+    for why in skipped {
+        warn(format!("report: skipped {}", printable(&why)));
     }
-    out
+    let mut names = std::collections::BTreeSet::new();
+    ids.iter()
+        .filter_map(|id| records::read_eval(&root, logs, id))
+        .filter_map(|e| write_eval(&e, dir, &mut names, warn))
+        .collect()
+}
+
+/// One eval's page and the pages of its runs.
+fn write_eval(
+    e: &ListedEval,
+    dir: &Folder,
+    names: &mut std::collections::BTreeSet<String>,
+    warn: &mut dyn FnMut(String),
+) -> Option<EvalEntry> {
+    for why in &e.skipped {
+        warn(format!("report: skipped {}", printable(why)));
+    }
+    let tag = safe(&e.id);
+    let mut links: Vec<Vec<(String, String, String)>> = Vec::new();
+    for (k, (folder, runs)) in e.variants.iter().enumerate() {
+        let mut pages = Vec::new();
+        for run in runs {
+            let mut name = format!("{tag}-v{}-{}", k + 1, page_name(&run.dir));
+            if !names.insert(name.clone()) {
+                let whole = run.dir.display().to_string();
+                name = format!(
+                    "{}-{:08x}.html",
+                    name.trim_end_matches(".html"),
+                    short_hash(&whole)
+                );
+                names.insert(name.clone());
+            }
+            let page = match records::read_listed(folder, run) {
+                Ok(recorded) => run_page(&recorded),
+                Err(why) => {
+                    warn(format!("report: {}", printable(&why)));
+                    unreadable_page(&run.summary, &why)
+                }
+            };
+            match dir.replace(&name, page.into_string().as_bytes(), 0o600) {
+                Ok(()) => pages.push((
+                    name,
+                    format!("{} {}", run.summary.task, run.summary.run_id),
+                    run.summary.status.as_str().to_string(),
+                )),
+                Err(err) => warn(format!(
+                    "report: skipped {}: {err}",
+                    printable(&run.dir.display().to_string())
+                )),
+            }
+        }
+        links.push(pages);
+    }
+    if let Err(why) = &e.report {
+        warn(format!("report: {}", printable(why)));
+    }
+    let report = e.report.as_ref().ok();
+    let page = format!("{tag}.html");
+    names.insert(page.clone());
+    let html = eval_page(&e.id, report, e.report.as_ref().err(), &links);
+    if let Err(err) = dir.replace(&page, html.into_string().as_bytes(), 0o600) {
+        warn(format!(
+            "report: skipped {}: {err}",
+            printable(&e.dir.display().to_string())
+        ));
+        return None;
+    }
+    Some(EvalEntry {
+        id: e.id.clone(),
+        page,
+        totals: report.map(|r| {
+            r.variants
+                .iter()
+                .map(|v| (v.totals.passes, v.totals.runs, v.totals.pass_rate))
+                .collect()
+        }),
+        verdict: report
+            .and_then(|r| r.comparison.as_ref())
+            .map(|c| c.verdict.clone()),
+        runs: links.iter().map(Vec::len).sum(),
+    })
 }
 
 /// A folder name fit for a file name and a link (a hash when it changed).
@@ -188,14 +231,14 @@ pub(super) fn evals_section(evals: &[EvalEntry]) -> Markup {
                 tbody {
                     @for e in evals {
                         tr {
-                            td { a href=(format!("runs/{}", e.page)) { (e.id) } }
+                            td { a href=(format!("evals/{}", e.page)) { (e.id) } }
                             td { (e.runs) }
                             td {
-                                @if let Some(r) = &e.report {
-                                    (r.variants.iter().map(|v| format!("{}/{} ({:.3})", v.totals.passes, v.totals.runs, v.totals.pass_rate)).collect::<Vec<_>>().join(" · "))
+                                @if let Some(totals) = &e.totals {
+                                    (totals.iter().map(|(p, n, r)| format!("{p}/{n} ({r:.3})")).collect::<Vec<_>>().join(" · "))
                                 } @else { "(eval.json unreadable)" }
                             }
-                            td { (e.report.as_ref().and_then(|r| r.comparison.as_ref()).map_or("-", |c| c.verdict.as_str())) }
+                            td { (e.verdict.as_deref().unwrap_or("-")) }
                         }
                     }
                 }

@@ -186,7 +186,7 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
     assert_eq!(below.status.code(), Some(1));
     let err = String::from_utf8_lossy(&below.stderr).into_owned();
     assert!(
-        err.contains("pass rate 0/2 = 0.000 is below --min-pass-rate 0.8 (model.temperature=0.9)"),
+        err.contains("pass rate 0/2 = 0.0000 is below --min-pass-rate 0.8 (model.temperature=0.9)"),
         "{err}"
     );
     assert!(
@@ -276,8 +276,8 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
         index.contains("missed expectations: answer_matches"),
         "the failed run's error: {index}"
     );
-    let page = format!("eval-{eval_id}.html");
-    assert!(index.contains(&format!("href=\"runs/{page}\"")), "{index}");
+    let page = format!("{eval_id}.html");
+    assert!(index.contains(&format!("href=\"evals/{page}\"")), "{index}");
     // Four pairs all one way are not enough at 95 % (p = 2/16).
     assert!(
         index.contains("0/4 (0.000) · 4/4 (1.000)")
@@ -286,7 +286,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
     );
 
     let (eval_page, requests) =
-        crate::report::render(&out_dir.join("runs").join(&page), work.path());
+        crate::report::render(&out_dir.join("evals").join(&page), work.path());
     assert!(requests.is_empty(), "{requests:?}");
     assert!(
         eval_page.contains("A against B") && eval_page.contains("exact McNemar p = 0.1250"),
@@ -300,7 +300,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
         .split("href=\"")
         .skip(1)
         .filter_map(|s| s.split('"').next())
-        .filter(|l| l.starts_with("eval-"))
+        .filter(|l| l.starts_with(&format!("{eval_id}-v")))
         .collect();
     assert_eq!(
         links.len(),
@@ -308,7 +308,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
         "2 tasks × 2 repeats × 2 variants: {links:?}"
     );
     for l in links {
-        let run = std::fs::read_to_string(out_dir.join("runs").join(l)).unwrap();
+        let run = std::fs::read_to_string(out_dir.join("evals").join(l)).unwrap();
         assert!(run.contains("Say right."), "{l}");
     }
 }
@@ -349,14 +349,48 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
     assert_eq!(err.matches("eval.json").count(), 4, "one line each: {err}");
     let index = std::fs::read_to_string(project.root().join("report/index.html")).unwrap();
     assert_eq!(index.matches("(eval.json unreadable)").count(), 4);
-    let page = std::fs::read_to_string(
-        project
-            .root()
-            .join("report/runs/eval-20261104T000000Z.html"),
-    )
-    .unwrap();
+    let page =
+        std::fs::read_to_string(project.root().join("report/evals/20261104T000000Z.html")).unwrap();
     assert!(
         page.contains("could not be read") && !page.contains("root:"),
         "{page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_matrix_value_never_reaches_the_comparison() {
+    let (project, _server) = project().await;
+    let out = eval(
+        &project,
+        &[
+            "--repeat",
+            "1",
+            "--matrix",
+            "model.extra.api_key=sekrit-aaaa,sekrit-bbbb",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    let c = &report["comparison"];
+    assert_eq!(
+        (c["a"].as_str(), c["b"].as_str()),
+        (Some("***"), Some("***"))
+    );
+    let eval_json = std::fs::read_to_string(
+        project
+            .root()
+            .join("logs/eval")
+            .join(report["eval_id"].as_str().unwrap())
+            .join("eval.json"),
+    )
+    .unwrap();
+    assert!(
+        !eval_json.contains("sekrit") && !String::from_utf8_lossy(&out.stdout).contains("sekrit")
     );
 }
