@@ -166,6 +166,33 @@ async fn a_retryable_failure_goes_on_from_its_records() {
     assert_eq!(start["resumed_from"], RUN_ID);
     assert_eq!(project.done().len(), 1);
     assert!(project.done()[0].starts_with(&format!("{}-scan", s.run_id)));
+
+    // Complete on its own: the resumed run replays, every request matching,
+    // with no endpoint and no notes service behind it.
+    let port = closed_port();
+    let offline = project.config(
+        &format!("http://127.0.0.1:{port}/v1"),
+        &format!(
+            "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n[limits]\nmax_turns = 10\n"
+        ),
+    );
+    let mut out = Vec::new();
+    let end = agent_harness::drain::replay::replay(
+        &offline,
+        &agent_harness::drain::replay::ReplayOptions {
+            run_dir: dirs[1].clone(),
+            from_turn: None,
+            live_writes: false,
+        },
+        &mut out,
+    )
+    .await;
+    let said = String::from_utf8(out).unwrap();
+    assert_eq!(agent_harness::app::replay_exit(end), 0, "{said}");
+    assert!(
+        said.contains("every request matched the recording"),
+        "{said}"
+    );
 }
 
 #[tokio::test]
