@@ -19,6 +19,16 @@ pub struct Verdict {
     pub detail: String,
 }
 
+/// How a `tools_called` verdict's detail names the tools that never ran
+/// without error: `never ran without error: webfetch; ran: none`.
+pub const NEVER_RAN: &str = "never ran without error: ";
+
+/// The tools a missed `tools_called` verdict names, from its detail.
+pub fn tools_never_ran(v: &Verdict) -> Option<&str> {
+    let rest = v.detail.strip_prefix(NEVER_RAN)?;
+    (v.check == "tools_called").then(|| rest.split(';').next().unwrap_or(rest))
+}
+
 /// The verdict on every expectation the table sets, in the table's order.
 pub fn verdicts(expect: &Expect, evidence: &Evidence, outcome: &Outcome) -> Vec<Verdict> {
     let mut out = Vec::new();
@@ -61,7 +71,7 @@ fn tools_verdict(tools: &[String], evidence: &Evidence) -> Verdict {
     };
     let detail = match missing.as_slice() {
         [] => format!("ran without error: {ran}"),
-        m => format!("never ran without error: {}; ran: {ran}", m.join(", ")),
+        m => format!("{NEVER_RAN}{}; ran: {ran}", m.join(", ")),
     };
     verdict("tools_called", missing.is_empty(), detail)
 }
@@ -164,6 +174,15 @@ mod tests {
             setup_fault: None,
             recorded: false,
         }
+    }
+
+    #[test]
+    fn a_missed_tools_called_verdict_names_its_tools() {
+        let tools = ["webfetch".to_string(), "noteworx_read_note".to_string()];
+        let v = tools_verdict(&tools, &Evidence::default());
+        assert_eq!(tools_never_ran(&v), Some("webfetch, noteworx_read_note"));
+        let other = verdict("answer_matches", false, format!("{NEVER_RAN}x"));
+        assert_eq!(tools_never_ran(&other), None);
     }
 
     #[test]

@@ -162,14 +162,10 @@ fn failure_labels(s: &Summary) -> Vec<String> {
         .iter()
         .flatten()
         .filter(|v| !v.ok)
-        .map(
-            |v| match v.detail.strip_prefix("never ran without error: ") {
-                Some(rest) if v.check == "tools_called" => {
-                    format!("tools_called: {}", rest.split(';').next().unwrap_or(rest))
-                }
-                _ => v.check.clone(),
-            },
-        )
+        .map(|v| match crate::agent::expect::tools_never_ran(v) {
+            Some(tools) => format!("tools_called: {tools}"),
+            None => v.check.clone(),
+        })
         .collect();
     if s.stop_reason == crate::agent::StopReason::ExpectationFailed && !missed.is_empty() {
         missed

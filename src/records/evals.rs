@@ -110,9 +110,9 @@ pub struct ListedEval {
 
 /// The evals under `logs/eval/`, newest first, at most `limit` of them:
 /// the opened `eval` folder and the names of the evals' folders (real
-/// ones), and a line for each link skipped. Nothing is read yet: each eval
-/// is read by [`read_eval`] when its turn comes, one at a time.
-pub fn list_evals(logs: &Path, limit: usize) -> Option<(Folder, Vec<String>, Vec<String>)> {
+/// ones). Nothing is read yet: each eval is read by [`read_eval`] when its
+/// turn comes, one at a time.
+pub fn list_evals(logs: &Path, limit: usize) -> Option<(Folder, Vec<String>)> {
     let root = Folder::open_root(logs).and_then(|l| l.sub("eval")).ok()?;
     // A link here is named by the listing of `logs/` already.
     let mut ids: Vec<String> = root
@@ -122,10 +122,9 @@ pub fn list_evals(logs: &Path, limit: usize) -> Option<(Folder, Vec<String>, Vec
         .filter(|(_, real)| *real)
         .map(|(name, _)| name)
         .collect();
-    let skipped = Vec::new();
     ids.sort_by(|a, b| b.cmp(a));
     ids.truncate(limit);
-    Some((root, ids, skipped))
+    Some((root, ids))
 }
 
 /// Reads eval `id` of the opened `eval` folder: its `eval.json` (capped,

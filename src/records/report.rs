@@ -81,31 +81,9 @@ pub fn write(
     let mut pages = Vec::new();
     let mut names = BTreeSet::new();
     for run in &listing.runs {
-        let mut name = page_name(&run.dir);
-        if !names.insert(name.clone()) {
-            // `a--b/c` and `a/b--c` make the same name: the second gets a
-            // hash of its whole path.
-            let whole = run.dir.display().to_string();
-            name = format!(
-                "{}-{:08x}.html",
-                name.trim_end_matches(".html"),
-                short_hash(&whole)
-            );
-            names.insert(name.clone());
-        }
-        let page = match records::read_listed(&root, run) {
-            Ok(recorded) => run_page(&recorded),
-            Err(why) => {
-                warn(format!("report: {}", printable(&why)));
-                unreadable_page(&run.summary, &why)
-            }
-        };
-        match runs_dir.replace(&name, page.into_string().as_bytes(), 0o600) {
-            Ok(()) => pages.push((&run.summary, name)),
-            Err(e) => warn(format!(
-                "report: skipped {}: {e}",
-                printable(&run.dir.display().to_string())
-            )),
+        let name = page_name(&run.dir);
+        if let Some(name) = write_run_page(&root, run, name, &mut names, &runs_dir, warn) {
+            pages.push((&run.summary, name));
         }
     }
     // Evals are listed whole, one read at a time; a task filter is about runs.
@@ -164,32 +142,79 @@ fn output_folders(out: &Path) -> anyhow::Result<(Folder, Folder)> {
     Ok((out_folder, runs))
 }
 
+/// Writes the page of listed run `run` (its folder opened from `root`)
+/// into `dir` as `name`, or, when another page took that name (`a--b/c`
+/// and `a/b--c` make the same), as `name` with a hash of the run's whole
+/// path; returns the name written. A run that cannot be read gets a page
+/// saying why; a page that cannot be written is skipped, each with a line
+/// given to `warn`.
+pub(super) fn write_run_page(
+    root: &Folder,
+    run: &records::ListedRun,
+    name: String,
+    names: &mut BTreeSet<String>,
+    dir: &Folder,
+    warn: &mut dyn FnMut(String),
+) -> Option<String> {
+    let mut name = name;
+    if !names.insert(name.clone()) {
+        let whole = run.dir.display().to_string();
+        name = format!(
+            "{}-{:08x}.html",
+            name.trim_end_matches(".html"),
+            short_hash(&whole)
+        );
+        names.insert(name.clone());
+    }
+    let page = match records::read_listed(root, run) {
+        Ok(recorded) => run_page(&recorded),
+        Err(why) => {
+            warn(format!("report: {}", printable(&why)));
+            unreadable_page(&run.summary, &why)
+        }
+    };
+    match dir.replace(&name, page.into_string().as_bytes(), 0o600) {
+        Ok(()) => Some(name),
+        Err(e) => {
+            warn(format!(
+                "report: skipped {}: {e}",
+                printable(&run.dir.display().to_string())
+            ));
+            None
+        }
+    }
+}
+
 /// `<task>--<run>.html` from the walked folder's names, made safe for a
-/// file name and a link: a name that had to change gets a hash of itself.
+/// file name and a link.
 pub(super) fn page_name(dir: &Path) -> String {
     let part = |p: Option<&std::ffi::OsStr>| {
-        let name = p
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(80)
-            .collect();
-        if safe == name && !safe.is_empty() {
-            safe
-        } else {
-            format!("{safe}-{:08x}", short_hash(&name))
-        }
+        safe_name(&p.map(|n| n.to_string_lossy()).unwrap_or_default())
     };
     let task = part(dir.parent().and_then(Path::file_name));
     format!("{task}--{}.html", part(dir.file_name()))
+}
+
+/// A folder's name fit for a file name and a link: ASCII letters, digits,
+/// `-` and `_`, at most 80 of them; a name that had to change gets a hash
+/// of itself.
+pub(super) fn safe_name(name: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    if safe == name && !safe.is_empty() {
+        safe
+    } else {
+        format!("{safe}-{:08x}", short_hash(name))
+    }
 }
 
 pub(super) fn head(title: &str) -> Markup {

@@ -5,9 +5,9 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::report::{head, page_name, run_page, unreadable_page};
+use super::report::{head, page_name, safe_name, write_run_page};
 use crate::base::file::Folder;
-use crate::base::text::{printable, short_hash};
+use crate::base::text::printable;
 use crate::records::{self, Comparison, ListedEval, Report, VariantReport};
 
 /// An eval as the index lists it: what its page says in one row.
@@ -30,12 +30,9 @@ pub(super) fn write_evals(
     dir: &Folder,
     warn: &mut dyn FnMut(String),
 ) -> Vec<EvalEntry> {
-    let Some((root, ids, skipped)) = records::list_evals(logs, limit) else {
+    let Some((root, ids)) = records::list_evals(logs, limit) else {
         return Vec::new();
     };
-    for why in skipped {
-        warn(format!("report: skipped {}", printable(&why)));
-    }
     let mut names = std::collections::BTreeSet::new();
     ids.iter()
         .filter_map(|id| records::read_eval(&root, logs, id))
@@ -53,38 +50,18 @@ fn write_eval(
     for why in &e.skipped {
         warn(format!("report: skipped {}", printable(why)));
     }
-    let tag = safe(&e.id);
+    let tag = safe_name(&e.id);
     let mut links: Vec<Vec<(String, String, String)>> = Vec::new();
     for (k, (folder, runs)) in e.variants.iter().enumerate() {
         let mut pages = Vec::new();
         for run in runs {
-            let mut name = format!("{tag}-v{}-{}", k + 1, page_name(&run.dir));
-            if !names.insert(name.clone()) {
-                let whole = run.dir.display().to_string();
-                name = format!(
-                    "{}-{:08x}.html",
-                    name.trim_end_matches(".html"),
-                    short_hash(&whole)
-                );
-                names.insert(name.clone());
-            }
-            let page = match records::read_listed(folder, run) {
-                Ok(recorded) => run_page(&recorded),
-                Err(why) => {
-                    warn(format!("report: {}", printable(&why)));
-                    unreadable_page(&run.summary, &why)
-                }
-            };
-            match dir.replace(&name, page.into_string().as_bytes(), 0o600) {
-                Ok(()) => pages.push((
+            let name = format!("{tag}-v{}-{}", k + 1, page_name(&run.dir));
+            if let Some(name) = write_run_page(folder, run, name, names, dir, warn) {
+                pages.push((
                     name,
                     format!("{} {}", run.summary.task, run.summary.run_id),
                     run.summary.status.as_str().to_string(),
-                )),
-                Err(err) => warn(format!(
-                    "report: skipped {}: {err}",
-                    printable(&run.dir.display().to_string())
-                )),
+                ));
             }
         }
         links.push(pages);
@@ -117,26 +94,6 @@ fn write_eval(
             .map(|c| c.verdict.clone()),
         runs: links.iter().map(Vec::len).sum(),
     })
-}
-
-/// A folder name fit for a file name and a link (a hash when it changed).
-fn safe(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(80)
-        .collect();
-    if s == name && !s.is_empty() {
-        s
-    } else {
-        format!("{s}-{:08x}", short_hash(name))
-    }
 }
 
 fn eval_page(
