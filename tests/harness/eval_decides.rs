@@ -53,14 +53,10 @@ async fn project() -> (Project, MockServer) {
 }
 
 fn eval(project: &Project, args: &[&str]) -> Output {
-    assert_cmd::Command::cargo_bin("agent-harness")
-        .unwrap()
+    crate::cli::bin(project)
         .arg("eval")
         .arg("suite")
         .args(args)
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .env("NO_COLOR", "1")
         .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap()
@@ -247,15 +243,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
         "t",
         "+++\ntools = []\ntemperature = 0.9\n[expect]\nanswer_matches = \"^right$\"\n+++\nSay right.\n",
     );
-    let bin = |args: &[&str]| {
-        assert_cmd::Command::cargo_bin("agent-harness")
-            .unwrap()
-            .args(args)
-            .current_dir(project.root())
-            .env_remove("AGENT_HARNESS_CONFIG")
-            .output()
-            .unwrap()
-    };
+    let bin = |args: &[&str]| crate::cli::bin(&project).args(args).output().unwrap();
     assert_eq!(bin(&["run"]).status.code(), Some(1));
     let made = bin(&["report", "--out", "report"]);
     let said = String::from_utf8_lossy(&made.stdout).into_owned();
@@ -332,11 +320,8 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
     std::os::unix::fs::symlink("/etc", linked.join("v1")).unwrap();
     std::os::unix::fs::symlink("/etc", evals.join("20261105T000000Z")).unwrap();
 
-    let made = assert_cmd::Command::cargo_bin("agent-harness")
-        .unwrap()
+    let made = crate::cli::bin(&project)
         .args(["report", "--out", "report"])
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
     assert_eq!(made.status.code(), Some(0));

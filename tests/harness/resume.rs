@@ -48,13 +48,51 @@ async fn notes() -> FakeNoteworx {
     .await
 }
 
-fn config(project: &Project, llm: &FakeLlm, notes: &FakeNoteworx, extra: &str) -> String {
-    let text = format!(
+/// The TOML of these tests beside `[endpoint]`: the notes service, room
+/// for six turns and many attempts, then `extra`.
+fn toml(notes: &FakeNoteworx, extra: &str) -> String {
+    format!(
         "{}\n[limits]\nmax_turns = 10\nmax_attempts = 100\n{extra}",
         notes.config_section()
-    );
+    )
+}
+
+/// Writes `agent.toml` for the binary; returns its TOML beside `[endpoint]`.
+fn config(project: &Project, llm: &FakeLlm, notes: &FakeNoteworx, extra: &str) -> String {
+    let text = toml(notes, extra);
     project.write_config(&llm.base_url(), &text);
     text
+}
+
+/// The six-turn task `scan` in a project of its own, beside its notes service.
+struct Scan {
+    notes: FakeNoteworx,
+    project: Project,
+}
+
+impl Scan {
+    async fn new() -> Scan {
+        let scan = Scan {
+            notes: notes().await,
+            project: Project::new(),
+        };
+        scan.project.task("scan", TASK);
+        scan
+    }
+
+    /// The config of a run against `llm`, `extra` appended.
+    fn config(&self, llm: &FakeLlm, extra: &str) -> agent_harness::config::Config {
+        self.project
+            .config(&llm.base_url(), &toml(&self.notes, extra))
+    }
+
+    /// One in-process `run` against an endpoint of its own whose reply
+    /// `fail_at` is a 503; returns the endpoint, to count what it was asked.
+    async fn run(&self, fail_at: Option<usize>, extra: &str) -> FakeLlm {
+        let llm = FakeLlm::by_progress(served(Duration::ZERO, fail_at)).await;
+        run_all(&self.config(&llm, extra)).await;
+        llm
+    }
 }
 
 /// The replies of [`six_turns`], each after `delay`; reply `fail_at` (by
@@ -89,13 +127,10 @@ fn flagged(lines: &[Value]) -> usize {
 
 #[tokio::test]
 async fn a_retryable_failure_goes_on_from_its_records() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
     // Run 1: three turns, then the endpoint fails for good (retryable).
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    scan.run(Some(3), "").await;
     let first = project.summary("scan");
     assert_eq!(
         (first.status, first.retryable, first.turns),
@@ -104,10 +139,8 @@ async fn a_retryable_failure_goes_on_from_its_records() {
     assert_eq!(notes.attachments("eval").len(), 1);
 
     // Run 2, on a server of its own: only the turns not recorded are asked.
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let dirs = run_dirs(&project, "scan");
+    let llm2 = scan.run(None, "").await;
+    let dirs = run_dirs(project, "scan");
     assert_eq!(dirs.len(), 2);
     let s = project.summary_in(&dirs[1]);
     assert_eq!(
@@ -197,19 +230,17 @@ async fn a_retryable_failure_goes_on_from_its_records() {
 
 #[tokio::test]
 async fn a_changed_system_prompt_starts_fresh_and_says_why() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
+    scan.run(Some(3), "").await;
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let extra = "[prompt]\nsystem = \"You are a careful research assistant.\"\n";
-    let text = config(&project, &llm2, &notes, "");
-    let cfg = project.config(&llm2.base_url(), &format!("{extra}{text}"));
-    run_all(&cfg).await;
-    let dirs = run_dirs(&project, "scan");
+    let llm2 = scan
+        .run(
+            None,
+            "[prompt]\nsystem = \"You are a careful research assistant.\"\n",
+        )
+        .await;
+    let dirs = run_dirs(project, "scan");
     let s = project.summary_in(&dirs[1]);
     assert_eq!(s.status, Status::Succeeded);
     assert_eq!(s.resumed_from, None);
@@ -230,18 +261,12 @@ async fn a_changed_system_prompt_starts_fresh_and_says_why() {
 
 #[tokio::test]
 async fn resume_false_starts_fresh() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let project = &scan.project;
+    scan.run(Some(3), "").await;
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let text = config(&project, &llm2, &notes, "resume = false\n");
-    let cfg = project.config(&llm2.base_url(), &text);
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    let llm2 = scan.run(None, "resume = false\n").await;
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!(s.status, Status::Succeeded);
     assert_eq!((s.resumed_from, s.resume_refused), (None, None));
     assert_eq!(s.turns, 6);
@@ -250,31 +275,25 @@ async fn resume_false_starts_fresh() {
 
 #[tokio::test]
 async fn a_finished_task_of_the_same_name_is_never_resumed_from() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let project = &scan.project;
+    scan.run(None, "").await;
     assert_eq!(project.done().len(), 1);
 
     // The same task dropped in again is a new task: asked from turn 1.
     project.task("scan", TASK);
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    let llm2 = scan.run(None, "").await;
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
     assert_eq!(llm2.requests().await.len(), 6);
 }
 
 #[tokio::test]
 async fn a_dry_run_neither_resumes_nor_is_resumed_from() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
     let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let cfg = scan.config(&llm, "");
     let dry = RunOptions {
         dry_run: true,
         concurrency: 1,
@@ -285,18 +304,15 @@ async fn a_dry_run_neither_resumes_nor_is_resumed_from() {
 
     // A real run after a dry one asks every turn: the dry run's "would
     // create" results are not what a write returns.
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    scan.run(Some(3), "").await;
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!(s.resumed_from, None);
     assert_eq!(notes.attachments("eval").len(), 1);
 
     // A dry run after it does not go on from the real run's records.
     let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
-    run(&cfg, dry).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[2]);
+    run(&scan.config(&llm3, ""), dry).await;
+    let s = project.summary_in(&run_dirs(project, "scan")[2]);
     assert_eq!((s.resumed_from, s.dry_run), (None, true));
     assert_eq!(llm3.requests().await.len(), 6);
 }
@@ -346,14 +362,13 @@ async fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
     let mut replies = served(Duration::ZERO, None);
     replies[3] = ok(six_turns()[3].clone()).set_delay(Duration::from_secs(60));
     let llm = FakeLlm::by_progress(replies).await;
-    config(&project, &llm, &notes, "");
-    let mut child = spawn_run(&project);
+    config(project, &llm, notes, "");
+    let mut child = spawn_run(project);
     let start = Instant::now();
     while llm.requests().await.len() < 4 {
         assert!(
@@ -367,17 +382,17 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
         wait_exit(&mut child, Duration::from_secs(10)).await,
         Some(75)
     );
-    let first = project.summary_in(&run_dirs(&project, "scan")[0]);
+    let first = project.summary_in(&run_dirs(project, "scan")[0]);
     assert_eq!(first.status, Status::Interrupted);
 
     let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    config(&project, &llm2, &notes, "");
-    let mut child = spawn_run(&project);
+    config(project, &llm2, notes, "");
+    let mut child = spawn_run(project);
     assert_eq!(
         wait_exit(&mut child, Duration::from_secs(30)).await,
         Some(0)
     );
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!((s.status, s.turns), (Status::Succeeded, 6));
     assert_eq!(s.resumed_from.as_deref(), Some(first.run_id.as_str()));
     assert_eq!(s.resumed_turns, 3);
@@ -395,10 +410,8 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
     );
 
     // The report shows where the recorded part ends.
-    let made = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+    let made = crate::cli::bin(project)
         .args(["report", "--out", "report"])
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
     assert_eq!(made.status.code(), Some(0));
@@ -429,18 +442,17 @@ fn walk_html(dir: &std::path::Path) -> String {
 /// seeded random instants and starting it again until it is done; returns
 /// the model requests made and the kills that hit a running process.
 async fn kill_loop(seed: Option<u64>, delay: Duration) -> (usize, usize, usize) {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
     let llm = FakeLlm::by_progress(served(delay, None)).await;
-    config(&project, &llm, &notes, "");
+    config(project, &llm, notes, "");
     let mut rng = fastrand::Rng::with_seed(seed.unwrap_or(0));
     let mut kills = 0;
     for _ in 0..200 {
         if !project.done().is_empty() {
             break;
         }
-        let mut child = spawn_run(&project);
+        let mut child = spawn_run(project);
         let at = match seed {
             Some(_) => Duration::from_millis(rng.u64(0..700)),
             None => Duration::from_secs(60),
@@ -460,10 +472,10 @@ async fn kill_loop(seed: Option<u64>, delay: Duration) -> (usize, usize, usize) 
         1,
         "the task ended: {:?}\n{}",
         project.inbox(),
-        stderr_log(&project)
+        stderr_log(project)
     );
     assert!(project.failed().is_empty() && project.inbox().is_empty());
-    let dirs = run_dirs(&project, "scan");
+    let dirs = run_dirs(project, "scan");
     let last = project.summary_in(dirs.last().unwrap());
     assert_eq!(
         (last.status, last.turns),
@@ -538,13 +550,13 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
         .unwrap();
 
     let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
     let first = run_recurring_at(&cfg, utc(10, 5)).await;
     assert_eq!((first.retryable, first.attempt), (true, 1));
 
     // The 10:00 slot again: it goes on from its records, as attempt 2.
     let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(5))).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    let cfg = project.config(&llm2.base_url(), &toml(&notes, ""));
     let second = run_recurring_at(&cfg, utc(10, 20)).await;
     assert_eq!(second.slot, first.slot);
     assert_eq!(second.resumed_from.as_deref(), Some(first.run_id.as_str()));
@@ -558,7 +570,7 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
 
     // The 11:00 slot is a new run of the task: asked from turn 1.
     let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
+    let cfg = project.config(&llm3.base_url(), &toml(&notes, ""));
     let third = run_recurring_at(&cfg, utc(11, 5)).await;
     assert_ne!(third.slot, second.slot);
     assert_eq!(
@@ -575,20 +587,16 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
 
 #[tokio::test]
 async fn limits_count_over_the_whole_task_across_resumes() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
+    scan.run(Some(3), "").await;
     let first = project.summary("scan");
 
     // Four turns in all: the three recorded ones count.
     let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let text = config(&project, &llm2, &notes, "").replace("max_turns = 10", "max_turns = 4");
-    let cfg = project.config(&llm2.base_url(), &text);
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    let text = toml(notes, "").replace("max_turns = 10", "max_turns = 4");
+    run_all(&project.config(&llm2.base_url(), &text)).await;
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!(s.resumed_turns, 3);
     assert_eq!((s.stop_reason, s.turns), (StopReason::MaxTurns, 4));
     assert_eq!(llm2.requests().await.len(), 1);
@@ -602,12 +610,9 @@ async fn limits_count_over_the_whole_task_across_resumes() {
 
 #[tokio::test]
 async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_asking_again() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
+    scan.run(None, "").await;
     // As the process would have left it, killed between summary.json and
     // the move: the file still in the inbox, its attempt not settled.
     let done = project.root().join("tasks/done").join(&project.done()[0]);
@@ -618,10 +623,8 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
     )
     .unwrap();
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    let llm2 = scan.run(None, "").await;
+    let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!(
         (s.status, s.resumed_turns, s.turns),
         (Status::Succeeded, 6, 6)
@@ -635,12 +638,9 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
 #[tokio::test]
 async fn records_that_cannot_be_trusted_start_the_task_fresh() {
     for plant in ["link", "garbage", "fifo"] {
-        let notes = notes().await;
-        let project = Project::new();
-        project.task("scan", TASK);
-        let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-        let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-        run_all(&cfg).await;
+        let scan = Scan::new().await;
+        let project = &scan.project;
+        scan.run(Some(3), "").await;
         let dir = project.run_dir("scan");
         match plant {
             "link" => {
@@ -659,10 +659,8 @@ async fn records_that_cannot_be_trusted_start_the_task_fresh() {
                 assert!(made.success());
             }
         }
-        let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-        let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-        run_all(&cfg).await;
-        let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+        let llm2 = scan.run(None, "").await;
+        let s = project.summary_in(&run_dirs(project, "scan")[1]);
         assert_eq!(
             (s.status, s.resumed_from),
             (Status::Succeeded, None),
@@ -674,12 +672,9 @@ async fn records_that_cannot_be_trusted_start_the_task_fresh() {
 
 #[tokio::test]
 async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_attachment_rule() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
+    scan.run(Some(3), "").await;
     let dir = project.run_dir("scan");
     let intents = jsonl(&dir.join("intents.jsonl"));
     assert_eq!(
@@ -699,10 +694,8 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
     std::fs::remove_file(dir.join("summary.json")).unwrap();
     assert_eq!(notes.attachments("eval").len(), 1);
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let new = &run_dirs(&project, "scan")[1];
+    let llm2 = scan.run(None, "").await;
+    let new = &run_dirs(project, "scan")[1];
     let s = project.summary_in(new);
     assert_eq!((s.status, s.resumed_turns), (Status::Succeeded, 3));
     assert_eq!(llm2.requests().await.len(), 3);
@@ -736,29 +729,22 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
 /// answered from the *old, finished* task's records.
 #[tokio::test]
 async fn a_task_dropped_in_again_never_goes_on_from_the_finished_one_before_it() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let project = &scan.project;
+    scan.run(None, "").await;
     assert_eq!(project.done().len(), 1);
 
     // The same task again (a daily drop): the endpoint is down on its first call.
     project.task("scan", TASK);
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(0))).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let s2 = project.summary_in(&run_dirs(&project, "scan")[1]);
+    scan.run(Some(0), "").await;
+    let s2 = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!(
         (s2.status, s2.retryable, s2.turns),
         (Status::Failed, true, 0)
     );
 
-    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm3.base_url(), &config(&project, &llm3, &notes, ""));
-    run_all(&cfg).await;
-    let s3 = project.summary_in(&run_dirs(&project, "scan")[2]);
+    let llm3 = scan.run(None, "").await;
+    let s3 = project.summary_in(&run_dirs(project, "scan")[2]);
     assert_eq!(
         (s3.resumed_from.clone(), llm3.requests().await.len()),
         (None, 6),
@@ -773,7 +759,7 @@ async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
     let notes = notes().await;
     let project = Project::new();
     let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
     let h = harness(&cfg);
     let opts = agent_harness::drain::exec::ExecOptions {
         name: "scan".into(),
@@ -788,8 +774,7 @@ async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
 
     project.task("scan", TASK);
     let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
+    run_all(&project.config(&llm2.base_url(), &toml(&notes, ""))).await;
     let s = project.summary_in(&run_dirs(&project, "scan")[1]);
     assert_eq!(
         s.resumed_from, None,
@@ -817,7 +802,7 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
         ]
     };
     let llm = FakeLlm::by_progress(replies()).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
+    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
     notes.fail_next(&[401]);
     run_all(&cfg).await;
     let s1 = project.summary("w");
@@ -826,7 +811,7 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
 
     // The operator fixes the token; the task runs again.
     let llm2 = FakeLlm::by_progress(replies()).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
+    let cfg = project.config(&llm2.base_url(), &toml(&notes, ""));
     run_all(&cfg).await;
     let s2 = project.summary_in(&run_dirs(&project, "w")[1]);
     assert_eq!(s2.status, Status::Succeeded);
@@ -841,12 +826,9 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
 
 #[tokio::test]
 async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller_records() {
-    let notes = notes().await;
-    let project = Project::new();
-    project.task("scan", TASK);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &config(&project, &llm, &notes, ""));
-    run_all(&cfg).await;
+    let scan = Scan::new().await;
+    let (notes, project) = (&scan.notes, &scan.project);
+    scan.run(Some(3), "").await;
     // A run that went on from it, killed after writing one of its three
     // answered turns: its folder holds one whole turn, no summary.
     let a = project.run_dir("scan");
@@ -868,10 +850,8 @@ async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller
     start["resumed_from"] = json!(RUN_ID);
     std::fs::write(b.join("start.json"), start.to_string()).unwrap();
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm2.base_url(), &config(&project, &llm2, &notes, ""));
-    run_all(&cfg).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[2]);
+    let llm2 = scan.run(None, "").await;
+    let s = project.summary_in(&run_dirs(project, "scan")[2]);
     assert_eq!(s.resumed_turns, 3, "the three turns of the first run");
     assert_eq!(llm2.requests().await.len(), 3);
     assert_eq!(notes.attachments("eval").len(), 2);
