@@ -227,27 +227,31 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
 }
 
 impl Found {
-    /// The task's dependencies answering from these records; with `live`,
-    /// the endpoint and the tools take over where the records end.
-    pub(super) fn deps(&self, h: &TaskDeps, live: bool) -> (TaskDeps, Arc<Mutex<Recording>>) {
-        let recording = Recording::resume(
-            self.attempts.clone(),
-            self.counts.clone(),
+    /// The task's dependencies answering from these records, then live
+    /// where the records end (the records move into them).
+    pub(super) fn into_deps(self, h: &TaskDeps) -> (TaskDeps, Arc<Mutex<Recording>>) {
+        let live_from_turn = Some(self.live_from_turn);
+        answering(
+            h,
+            self.attempts,
+            self.counts,
             self.window,
-            live,
-        );
-        let results = RecordedResults {
-            results: self.results.clone(),
-            live_from_turn: live.then_some(self.live_from_turn),
-            missing_run_live: live,
-        };
-        (h.answering_from(recording.clone(), results), recording)
+            self.results,
+            live_from_turn,
+        )
     }
 
     /// Runs the recorded part once in memory, nothing live behind it:
     /// `Err` says why the records cannot be gone on from with this config.
     pub(super) async fn check(&self, h: &TaskDeps, spec: &TaskSpec) -> Result<u32, String> {
-        let (probe, recording) = self.deps(h, false);
+        let (probe, recording) = answering(
+            h,
+            self.attempts.clone(),
+            self.counts.clone(),
+            self.window,
+            self.results.clone(),
+            None,
+        );
         run_task(&probe, spec, &mut |_| {}).await;
         let r = recording
             .lock()
@@ -257,6 +261,29 @@ impl Found {
             Some(m) => Err(refusal(m)),
         }
     }
+}
+
+/// Dependencies whose endpoint and tools answer from recorded calls and
+/// results; from `live_from_turn` on (and once the calls run out) they go
+/// live, and a call of an earlier turn with no recorded result runs. With
+/// `None`, nothing goes live: a call past the records is not sent and a
+/// missing result is an error result.
+fn answering(
+    h: &TaskDeps,
+    attempts: Vec<RecordedAttempt>,
+    counts: Vec<(u32, u64)>,
+    window: Option<u32>,
+    results: HashMap<(u32, String), ToolOutput>,
+    live_from_turn: Option<u32>,
+) -> (TaskDeps, Arc<Mutex<Recording>>) {
+    let live = live_from_turn.is_some();
+    let recording = Recording::resume(attempts, counts, window, live);
+    let results = RecordedResults {
+        results,
+        live_from_turn,
+        missing_run_live: live,
+    };
+    (h.answering_from(recording.clone(), results), recording)
 }
 
 /// Why a recorded turn cannot be answered from the records, in one line.

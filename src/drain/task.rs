@@ -204,7 +204,7 @@ impl Drain<'_> {
             if p.found.is_some() {
                 spec.max_wall = super::resume::wall_left(spec.max_wall, p.note.wall_before);
             }
-            let resumed = p.found.as_ref().map(|f| f.deps(h, true));
+            let resumed = p.found.map(|f| f.into_deps(h));
             let deps = resumed.as_ref().map_or(h, |(d, _)| d);
             let live = self.mode.progress.task(&entry.name);
             let mut evidence = Evidence::default();

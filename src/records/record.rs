@@ -170,7 +170,6 @@ impl RunRecord {
             );
             self.resuming = Some(from.clone());
         }
-        self.sync();
     }
 
     /// Flushes the record lines written so far to disk: called at each turn
