@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::base::text::chars;
 use crate::config::Redactor;
 use crate::tools::text::{cut, defang};
-use crate::tools::{self, CallContext, ToolName, ToolOutput, Toolbox};
+use crate::tools::{self, CallContext, Tool, ToolOutput, Toolbox};
 use crate::wire::chat::ToolCall;
 
 /// The call count at which a repeated call is answered without running.
@@ -164,7 +164,7 @@ impl Quotable {
 
 /// The task's budgets and how results are shaped for the model.
 pub struct Rules<'a> {
-    pub allowed: &'a [ToolName],
+    pub allowed: &'a [Tool],
     pub max_calls_per_turn: u32,
     pub max_writes: u32,
     pub max_chars: usize,
@@ -291,7 +291,7 @@ fn judge(
             Plan::OverBudget(format!(
                 "not run: this task's write budget ({}) is spent. Do not call {} again; finish with what you have.",
                 rules.max_writes,
-                c.tool().as_str()
+                c.tool().name()
             ))
         }
         Ok(c) => {

@@ -30,6 +30,13 @@ pub struct TaskDeps {
 }
 
 impl TaskDeps {
+    /// Stops what the run started for its tasks (MCP servers) before exit.
+    pub async fn shutdown(&self) {
+        if let Some(mcp) = &self.toolbox.mcp {
+            mcp.stop().await;
+        }
+    }
+
     pub fn new(cfg: &Config, clock: Clock, cancel: CancellationToken) -> anyhow::Result<TaskDeps> {
         let problems = Toolbox::unknown_profile_tools(cfg);
         if !problems.is_empty() {
@@ -54,6 +61,12 @@ impl TaskDeps {
                 webfetch,
                 noteworx,
                 recorded: None,
+                mcp: (!cfg.mcp.is_empty()).then(|| {
+                    std::sync::Arc::new(tools::mcp::McpServers::new(
+                        &cfg.mcp,
+                        std::sync::Arc::new(cfg.redactor()),
+                    ))
+                }),
             },
             redactor: std::sync::Arc::new(cfg.redactor()),
             clock,

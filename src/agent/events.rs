@@ -7,17 +7,14 @@ use super::calls::Answer;
 use super::context::{ContextNote, Counted, Elided};
 use super::outcome::Outcome;
 use crate::endpoint::Attempt;
-use crate::tools::ToolName;
+use crate::tools::Tool;
 use crate::wire::chat::{ToolCall, Usage};
 
 /// One step of a task, in the order it happened.
 #[derive(Debug)]
 pub enum TaskEvent<'a> {
     /// The task began, offering these tools.
-    Started {
-        task: &'a str,
-        tools: &'a [ToolName],
-    },
+    Started { task: &'a str, tools: &'a [Tool] },
     /// Old tool results were replaced by placeholders so the next request fits.
     ContextElided { elided: &'a Elided },
     /// A request is about to go out.

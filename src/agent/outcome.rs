@@ -32,6 +32,9 @@ pub enum StopReason {
     SetupFault,
     /// The answer was cut at `max_tokens`, even when asked again for a shorter one.
     AnswerTruncated,
+    /// An MCP server the task may use did not start, or died (SPEC §19):
+    /// retryable, never run with its tools missing.
+    ToolServerUnavailable,
 }
 
 impl StopReason {
@@ -52,6 +55,7 @@ impl StopReason {
             StopReason::InvalidAnswer => "invalid_answer",
             StopReason::SetupFault => "setup_fault",
             StopReason::AnswerTruncated => "answer_truncated",
+            StopReason::ToolServerUnavailable => "tool_server_unavailable",
         }
     }
 }

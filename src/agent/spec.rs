@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::base::schema::OutputSchema;
 use crate::config::{AgentProfile, Config, ReplayThinking};
 use crate::inbox::{Expect, Frontmatter, TaskProblem};
-use crate::tools::ToolName;
+use crate::tools::{Tool, ToolName, mcp};
 use crate::wire::chat::Sampling;
 
 /// The system prompt used when neither the config nor the task sets one.
@@ -33,7 +33,7 @@ pub struct TaskSpec {
     pub run_id: String,
     pub body: String,
     pub system_prompt: String,
-    pub tools: Vec<ToolName>,
+    pub tools: Vec<Tool>,
     pub sampling: Sampling,
     pub max_turns: u32,
     pub max_wall: Duration,
@@ -61,8 +61,13 @@ pub struct TaskInput<'a> {
     pub name: &'a str,
     pub frontmatter: &'a Frontmatter,
     pub body: &'a str,
-    /// The tools the configuration offers.
-    pub offered: &'a [ToolName],
+    /// The tools the configuration offers, with the tools of the MCP
+    /// servers the task may use when they were started.
+    pub offered: &'a [Tool],
+    /// Whether those servers were started and their tools are in
+    /// `offered`; when not (`check`), a `SERVER__tool` the configuration
+    /// allows is taken on trust.
+    pub mcp_listed: bool,
     /// The context window managed, if any.
     pub context_tokens: Option<u32>,
     pub dry_run: bool,
@@ -71,21 +76,31 @@ pub struct TaskInput<'a> {
 }
 
 impl TaskSpec {
+    /// The tools a task names: its own `tools`, else its profile's; `None`
+    /// when neither names any (every offered tool).
+    pub fn tool_names<'c>(
+        cfg: &'c Config,
+        fm: &'c Frontmatter,
+    ) -> Result<Option<&'c [String]>, TaskProblem> {
+        let profile = profile(cfg, fm.agent.as_deref())?;
+        Ok(fm
+            .tools
+            .as_deref()
+            .or(profile.and_then(|p| p.tools.as_deref())))
+    }
+
     /// Applies a task's frontmatter, over its agent profile, over the config.
     /// A task naming a tool the configuration does not offer, or an unknown
     /// profile, is invalid.
     pub fn resolve(cfg: &Config, input: &TaskInput<'_>) -> Result<TaskSpec, TaskProblem> {
         let fm = input.frontmatter;
         let profile = profile(cfg, fm.agent.as_deref())?;
-        let names = fm
-            .tools
-            .as_deref()
-            .or(profile.and_then(|p| p.tools.as_deref()));
+        let names = TaskSpec::tool_names(cfg, fm)?;
         let tools_from = match (&fm.tools, profile) {
             (None, Some(p)) => format!("[agents.{}] tools", p.name),
             _ => "frontmatter".to_string(),
         };
-        let tools = allowed_tools(names, input.offered, &tools_from)?;
+        let tools = allowed_tools(cfg, names, input, &tools_from)?;
         let sampling = sampling(cfg, fm, profile, input.context_tokens)?;
         if let Some(expected) = fm.expect.as_ref().and_then(|e| e.tools_called.as_ref()) {
             expected_tools(expected, &tools)?;
@@ -142,46 +157,86 @@ impl TaskSpec {
 /// The task's `tools` list within what the configuration offers (all of it
 /// when the task names none).
 fn allowed_tools(
+    cfg: &Config,
     names: Option<&[String]>,
-    offered: &[ToolName],
+    input: &TaskInput<'_>,
     from: &str,
-) -> Result<Vec<ToolName>, TaskProblem> {
+) -> Result<Vec<Tool>, TaskProblem> {
+    let offered = input.offered;
     let Some(names) = names else {
         return Ok(offered.to_vec());
     };
-    let mut tools = Vec::new();
+    let mut tools: Vec<Tool> = Vec::new();
     for n in names {
-        let why = match ToolName::parse(n) {
-            Some(t) if offered.contains(&t) => {
-                if !tools.contains(&t) {
-                    tools.push(t);
-                }
-                continue;
-            }
-            Some(_) => format!(
-                "tool {n:?} is not offered by this configuration (offered: {})",
-                ToolName::list(offered)
-            ),
-            None => format!(
-                "{n:?} is not a tool (tools: {})",
-                ToolName::list(&ToolName::ALL)
-            ),
+        let found = match Tool::find(offered, n) {
+            Some(t) => Ok(t.clone()),
+            None => unoffered(cfg, n, input),
         };
-        return Err(TaskProblem::new(None, format!("{from}: {why}")));
+        match found {
+            Ok(t) if !tools.contains(&t) => tools.push(t),
+            Ok(_) => {}
+            Err(why) => return Err(TaskProblem::new(None, format!("{from}: {why}"))),
+        }
     }
     Ok(tools)
 }
 
+/// A named tool that is not among the offered ones: a `SERVER__tool` the
+/// configuration allows while its server is not started (`check`), or why
+/// the task cannot have it.
+fn unoffered(cfg: &Config, n: &str, input: &TaskInput<'_>) -> Result<Tool, String> {
+    if ToolName::parse(n).is_some() {
+        return Err(format!(
+            "tool {n:?} is not offered by this configuration (offered: {})",
+            Tool::list(input.offered)
+        ));
+    }
+    match mcp::configured(&cfg.mcp, n) {
+        Some(Err(why)) => Err(why),
+        Some(Ok(server)) if input.mcp_listed => {
+            let listed: Vec<&Tool> = input
+                .offered
+                .iter()
+                .filter(|t| matches!(t, Tool::Mcp(m) if m.server == server.name))
+                .collect();
+            Err(format!(
+                "MCP server {} does not list the tool {n:?} (it offers: {})",
+                server.name,
+                if listed.is_empty() {
+                    "none".to_string()
+                } else {
+                    listed
+                        .iter()
+                        .map(|t| t.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ))
+        }
+        Some(Ok(server)) => {
+            let tool = &n[server.name.len() + crate::config::MCP_SEPARATOR.len()..];
+            Ok(Tool::Mcp(std::sync::Arc::new(mcp::McpTool::declared(
+                &server.name,
+                tool,
+            ))))
+        }
+        None => Err(format!(
+            "{n:?} is not a tool (tools: {}, or SERVER__tool of an [mcp.servers.SERVER])",
+            ToolName::list(&ToolName::ALL)
+        )),
+    }
+}
+
 /// `[expect] tools_called` may name only tools the task can call: any other
 /// could never pass.
-fn expected_tools(expected: &[String], tools: &[ToolName]) -> Result<(), TaskProblem> {
+fn expected_tools(expected: &[String], tools: &[Tool]) -> Result<(), TaskProblem> {
     for name in expected {
-        if !ToolName::parse(name).is_some_and(|t| tools.contains(&t)) {
+        if Tool::find(tools, name).is_none() {
             return Err(TaskProblem::new(
                 None,
                 format!(
                     "frontmatter: [expect] tools_called names {name:?}, which this task cannot call (its tools: {})",
-                    ToolName::list(tools)
+                    Tool::list(tools)
                 ),
             ));
         }
@@ -218,7 +273,7 @@ fn system_prompt(
     cfg: &Config,
     input: &TaskInput<'_>,
     profile: Option<&AgentProfile>,
-    tools: &[ToolName],
+    tools: &[Tool],
     schema: Option<&OutputSchema>,
 ) -> String {
     let role = profile.and_then(|p| {
@@ -226,7 +281,7 @@ fn system_prompt(
             r.replace("{{agent}}", &p.name)
                 .replace("{{task}}", input.name)
                 .replace("{{date}}", &input.today.format("%Y-%m-%d").to_string())
-                .replace("{{tools}}", &ToolName::list(tools))
+                .replace("{{tools}}", &Tool::list(tools))
         })
     });
     let mut prompt = input

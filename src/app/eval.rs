@@ -129,7 +129,9 @@ pub(super) async fn eval_command(
             break;
         }
         let logs = eval_dir.join(format!("v{}", k + 1));
-        match crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await {
+        let ran = crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await;
+        h.shutdown().await;
+        match ran {
             Ok(v) => variants.push(v),
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));

@@ -96,7 +96,9 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     };
     tokio::spawn(watch_signals(cancel));
     let started = std::time::Instant::now();
-    match run_inbox(cfg, &harness, &opts).await {
+    let ran = run_inbox(cfg, &harness, &opts).await;
+    harness.shutdown().await;
+    match ran {
         Ok(outcome) => {
             match &outcome {
                 RunOutcome::Locked { wanted } => progress.eprintln(&format!(
@@ -177,6 +179,7 @@ pub(super) async fn watch_signals(cancel: CancellationToken) {
     cancel.cancel();
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     eprintln!("agent-harness: second signal, exiting at once");
+    crate::tools::mcp::kill_all();
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 
@@ -272,7 +275,9 @@ pub(super) async fn exec_command(
         }
     };
     tokio::spawn(watch_signals(cancel));
-    match drain::exec::exec(cfg, &deps, opts).await {
+    let ran = drain::exec::exec(cfg, &deps, opts).await;
+    deps.shutdown().await;
+    match ran {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));

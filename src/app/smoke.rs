@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, EndpointKind, NoteworxConfig};
 use crate::endpoint::{CallError, Completion, Endpoint};
+use crate::tools::mcp::McpServers;
 use crate::tools::noteworx::client::{NoteworxClient, NoteworxError};
 use crate::wire::chat::{self, Message, Sampling, Tweaks};
 use crate::wire::reply::{read_reply, replayed_assistant};
@@ -39,7 +40,45 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         Some(n) => report(out, noteworx(n).await),
         None => true,
     };
-    endpoint && notes
+    let mut servers = true;
+    for server in &cfg.mcp {
+        servers &= report(out, mcp_server(cfg, &server.name).await);
+    }
+    endpoint && notes && servers
+}
+
+/// One MCP server started (as a run would) and its tools listed (SPEC §19).
+async fn mcp_server(cfg: &Config, name: &str) -> Steps {
+    let servers = McpServers::new(&cfg.mcp, std::sync::Arc::new(cfg.redactor()));
+    let t0 = Instant::now();
+    let (ready, up) = servers.ready(&[name]).await;
+    servers.stop().await;
+    let redact = |s: String| cfg.redactor().redact(s);
+    let notes: String = ready
+        .notes
+        .into_iter()
+        .skip(1)
+        .map(|n| format!("     {}\n", redact(n)))
+        .collect();
+    match up {
+        Ok(()) => Ok(format!(
+            "ok   mcp {name}: started in {} ms; tools: {}\n{notes}",
+            t0.elapsed().as_millis(),
+            list(&ready.tools)
+        )),
+        Err(e) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.0))),
+    }
+}
+
+fn list(tools: &[std::sync::Arc<crate::tools::mcp::McpTool>]) -> String {
+    if tools.is_empty() {
+        return "none".into();
+    }
+    tools
+        .iter()
+        .map(|t| format!("{}{}", t.name, if t.write { " (write)" } else { "" }))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One `GET /api/notes?limit=1` with the token: the notes service is there

@@ -7,6 +7,7 @@
 //! `env` lookup, so tests never mutate global state.
 
 mod limits;
+mod mcp;
 mod profiles;
 mod raw;
 mod resolve;
@@ -14,6 +15,7 @@ mod secrets;
 pub mod setup;
 
 pub use limits::{Limits, Retention, bounds, check_finite, check_range};
+pub use mcp::{MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, is_function_name};
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
 pub use resolve::resolve_file;
@@ -80,6 +82,8 @@ pub struct Config {
     pub agents: std::collections::BTreeMap<String, AgentProfile>,
     /// Secret-looking `--set` values (`eval`): redacted like the others.
     pub setting_secrets: Vec<Secret>,
+    /// `[mcp.servers.NAME]`, in name order.
+    pub mcp: Vec<McpServerConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -286,6 +290,7 @@ impl Config {
                 .map_err(err)?,
             agents,
             setting_secrets: Vec::new(),
+            mcp: mcp::resolve_mcp(raw.mcp, base, secrets).map_err(err)?,
         })
     }
 
@@ -301,6 +306,10 @@ impl Config {
             .iter()
             .chain(self.noteworx.as_ref().map(|n| &n.token))
             .chain(&self.setting_secrets)
+            .chain(self.mcp.iter().flat_map(|s| match &s.transport {
+                McpTransport::Stdio { passed, .. } => passed.iter().map(|(_, v)| v).collect(),
+                McpTransport::Http { .. } => Vec::new(),
+            }))
             .cloned()
             .collect()
     }

@@ -36,6 +36,8 @@ pub(super) struct RawConfig {
     pub(super) schedule: RawSchedule,
     #[serde(default)]
     pub(super) agents: std::collections::BTreeMap<String, RawAgent>,
+    #[serde(default)]
+    pub(super) mcp: super::mcp::RawMcp,
 }
 
 /// `[agents.NAME]`: a named profile a task picks with `agent = "NAME"`.

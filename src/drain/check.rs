@@ -24,7 +24,7 @@ pub struct CheckReport {
 /// anything, and warns about tasks that could leak notes.
 pub fn check_inbox(
     cfg: &Config,
-    offered: &[crate::tools::ToolName],
+    offered: &[crate::tools::Tool],
     now: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<CheckReport> {
     let today = now.date_naive();
@@ -58,7 +58,7 @@ pub fn check_inbox(
 /// will never run.
 pub(super) fn check_tasks(
     cfg: &Config,
-    offered: &[crate::tools::ToolName],
+    offered: &[crate::tools::Tool],
     today: chrono::NaiveDate,
     report: &mut CheckReport,
 ) -> anyhow::Result<()> {
@@ -87,6 +87,7 @@ pub(super) fn check_tasks(
                     frontmatter: &f.frontmatter,
                     body: &f.body,
                     offered,
+                    mcp_listed: false,
                     context_tokens,
                     dry_run: false,
                     today,
@@ -113,9 +114,9 @@ pub(super) fn check_tasks(
 
 /// A task that can read notes and fetch any URL could be talked (by a note
 /// or a page) into fetching a URL that carries note text out.
-pub(super) fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<String> {
+pub(super) fn exfiltration_risk(cfg: &Config, tools: &[Tool]) -> Option<String> {
     let reads_notes = tools.iter().any(|t| t.is_noteworx() && !t.is_write());
-    let fetches_anywhere = tools.contains(&ToolName::Webfetch)
+    let fetches_anywhere = tools.contains(&Tool::Builtin(ToolName::Webfetch))
         && cfg
             .webfetch
             .as_ref()
@@ -133,7 +134,7 @@ pub(super) fn exfiltration_risk(cfg: &Config, tools: &[ToolName]) -> Option<Stri
 /// inbox task (their runs would share `logs/NAME/`).
 pub(super) fn check_recurring(
     cfg: &Config,
-    offered: &[crate::tools::ToolName],
+    offered: &[crate::tools::Tool],
     now: chrono::DateTime<chrono::Utc>,
     report: &mut CheckReport,
 ) {
@@ -162,6 +163,7 @@ pub(super) fn check_recurring(
                     frontmatter: &f.frontmatter,
                     body: &f.body,
                     offered,
+                    mcp_listed: false,
                     context_tokens,
                     dry_run: false,
                     today: now.date_naive(),

@@ -13,6 +13,7 @@ pub mod exec;
 mod filing;
 pub mod folders;
 pub mod lock;
+mod prepare;
 pub mod prune;
 pub mod recurring;
 pub mod replay;
@@ -41,7 +42,7 @@ use crate::display::Progress;
 use crate::drain::lock::RunLock;
 use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
 use crate::records::{RunRecord, Status, Summary};
-use crate::tools::{ToolName, Toolbox};
+use crate::tools::{Tool, ToolName, Toolbox};
 
 /// Options of one `run` / `run-task` invocation.
 #[derive(Debug, Clone, Default)]

@@ -112,6 +112,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         path: task_file,
     };
     let ends = run_tasks(cfg, &h, vec![entry], &mode, 1).await;
+    h.shutdown().await;
     let Some(TaskEnd::Filed(new)) = ends.into_iter().next() else {
         let _ = writeln!(
             out,

@@ -22,7 +22,6 @@ use super::task::Drain;
 use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
-use crate::inbox::{InboxEntry, TaskProblem};
 use crate::records::{
     PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines, task_runs,
 };
@@ -427,70 +426,6 @@ impl Replayed {
         crate::records::Earlier {
             wall_ms: u64::try_from(wall_before.as_millis()).unwrap_or(u64::MAX),
             ..self.tokens
-        }
-    }
-}
-
-/// A task's file and spec, and the records it goes on from.
-pub(super) struct Prepared {
-    pub(super) file: crate::inbox::TaskFile,
-    pub(super) spec: TaskSpec,
-    pub(super) found: Option<Found>,
-    pub(super) note: ResumeNote,
-}
-
-impl Drain<'_> {
-    /// Reads and resolves the task, finds the records it may go on from,
-    /// and checks them against the spec; refused records leave a fresh
-    /// task and the reason.
-    pub(super) async fn prepare_resumed(
-        &self,
-        entry: &InboxEntry,
-        run_id: &str,
-        unsettled: bool,
-    ) -> Result<Prepared, TaskProblem> {
-        let now = (self.h.clock)();
-        let found = (self.cfg.limits.resume && self.mode.may_resume())
-            .then(|| find(self.mode, &entry.name, run_id, unsettled, now))
-            .flatten();
-        let (file, spec) = self.prepare(entry, found.as_ref().map(|f| f.today))?;
-        let spec = spec.for_run(run_id);
-        let Some(found) = found else {
-            return Ok(Prepared {
-                file,
-                spec,
-                found: None,
-                note: ResumeNote::default(),
-            });
-        };
-        match found.check(self.h, &spec).await {
-            Ok(turns) => {
-                let note = ResumeNote {
-                    from: Some(found.run_id.clone()),
-                    turns,
-                    refused: None,
-                    wall_before: found.wall_before,
-                    ..ResumeNote::default()
-                };
-                Ok(Prepared {
-                    file,
-                    spec,
-                    found: Some(found),
-                    note,
-                })
-            }
-            Err(why) => {
-                let (file, spec) = self.prepare(entry, None)?;
-                Ok(Prepared {
-                    file,
-                    spec: spec.for_run(run_id),
-                    found: None,
-                    note: ResumeNote {
-                        refused: Some(format!("run {}: {why}", found.run_id)),
-                        ..ResumeNote::default()
-                    },
-                })
-            }
         }
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use futures::FutureExt;
 
+use super::prepare::{Unready, unavailable};
 use super::resume::ResumeNote;
 use super::*;
 
@@ -194,9 +195,19 @@ impl Drain<'_> {
     async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord, unsettled: bool) -> Ran {
         let h = self.h;
         let work = async {
-            let p = match self.prepare_resumed(entry, &rec.run_id, unsettled).await {
+            let mut notes = Vec::new();
+            let prepared = self
+                .prepare_resumed(entry, &rec.run_id, unsettled, &mut notes)
+                .await;
+            for line in notes {
+                rec.note((h.clock)(), &line);
+            }
+            let p = match prepared {
                 Ok(prepared) => prepared,
-                Err(problem) => return Ran::from(invalid(rec, h, &entry.path, &problem)),
+                Err(Unready::Invalid(problem)) => {
+                    return Ran::from(invalid(rec, h, &entry.path, &problem));
+                }
+                Err(Unready::Unavailable(why)) => return Ran::from(unavailable(rec, h, why)),
             };
             rec.task_file(&p.file.text);
             let mut spec = p.spec;
@@ -216,6 +227,7 @@ impl Drain<'_> {
                 replayed.on(event);
             };
             let outcome = run_task(deps, &spec, &mut sink).await;
+            self.log_tool_servers(rec, &spec);
             let mut resume = p.note;
             resume.earlier = replayed.earlier(resume.wall_before);
             if let Some((_, recording)) = &resumed {
@@ -261,63 +273,6 @@ impl Drain<'_> {
             slot_filing(&mut filing, slot, max);
         }
         (filing, attempt)
-    }
-
-    /// The task file read and resolved against the config.
-    pub(super) fn prepare(
-        &self,
-        entry: &InboxEntry,
-        resumed_today: Option<chrono::NaiveDate>,
-    ) -> Result<(inbox::TaskFile, TaskSpec), TaskProblem> {
-        let mut file = inbox::read_task(&entry.path)?;
-        match (&self.mode.slot, &file.frontmatter.schedule) {
-            (None, Some(_)) => {
-                return Err(TaskProblem::new(
-                    None,
-                    "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
-                ));
-            }
-            (Some(_), None) => {
-                return Err(TaskProblem::new(
-                    None,
-                    "frontmatter: schedule: a recurring task needs one",
-                ));
-            }
-            (Some(slot), Some(_)) => {
-                let last = slot
-                    .last_success
-                    .map_or_else(|| "never".to_string(), |d| d.to_string());
-                file.body = file
-                    .body
-                    .replace("{{date}}", &slot.date.to_string())
-                    .replace("{{last_success}}", &last);
-            }
-            (None, None) => {}
-        }
-        let today = self.today(resumed_today);
-        let spec = TaskSpec::resolve(
-            self.cfg,
-            &TaskInput {
-                name: &entry.name,
-                frontmatter: &file.frontmatter,
-                body: &file.body,
-                offered: &self.h.toolbox.offered(),
-                context_tokens: self.context_tokens,
-                dry_run: self.mode.dry_run,
-                today,
-            },
-        )?;
-        Ok((file, spec))
-    }
-
-    /// The date the task's prompts are built with: a recurring task's slot
-    /// date (in a replay too), else the date of the run it resumes, a
-    /// replay's recorded date, or today.
-    pub(super) fn today(&self, resumed: Option<chrono::NaiveDate>) -> chrono::NaiveDate {
-        (self.mode.slot.as_ref().map(|s| s.date))
-            .or(resumed)
-            .or(self.mode.today)
-            .unwrap_or_else(|| (self.h.clock)().date_naive())
     }
 
     /// Counts an attempt before the task starts and saves it, so a task that

@@ -38,7 +38,7 @@ use crate::agent::{
 };
 use crate::base::file::Folder;
 use crate::config::{Redactor, Secret};
-use crate::tools::ToolName;
+use crate::tools::Tool;
 use crate::wire::chat::ToolCall;
 
 /// How a task ended.

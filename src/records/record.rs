@@ -202,7 +202,7 @@ impl RunRecord {
     pub fn record(&mut self, at: DateTime<Utc>, event: &TaskEvent<'_>) {
         match event {
             TaskEvent::Started { task, tools } => {
-                let list = ToolName::list(tools);
+                let list = Tool::list(tools);
                 self.log(at, &format!("task {task} started; tools: {list}"));
             }
             TaskEvent::ContextElided { elided } => self.log(at, &elided_line(elided)),

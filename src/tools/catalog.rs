@@ -277,3 +277,65 @@ impl SearchMode {
         SearchMode::ALL.into_iter().find(|m| m.as_str() == s)
     }
 }
+
+/// A tool a task may be offered: one of the seven, or one an MCP server
+/// lists (SPEC §19). Two tools are the same when their names are.
+#[derive(Debug, Clone)]
+pub enum Tool {
+    Builtin(ToolName),
+    Mcp(std::sync::Arc<super::mcp::McpTool>),
+}
+
+impl PartialEq for Tool {
+    fn eq(&self, other: &Tool) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl From<ToolName> for Tool {
+    fn from(t: ToolName) -> Tool {
+        Tool::Builtin(t)
+    }
+}
+
+impl Tool {
+    /// The name the model calls it by.
+    pub fn name(&self) -> &str {
+        match self {
+            Tool::Builtin(t) => t.as_str(),
+            Tool::Mcp(m) => &m.name,
+        }
+    }
+
+    pub fn definition(&self) -> Value {
+        match self {
+            Tool::Builtin(t) => t.definition(),
+            Tool::Mcp(m) => m.definition(),
+        }
+    }
+
+    /// Counts against `max_writes`; an intent under `--dry-run`.
+    pub fn is_write(&self) -> bool {
+        match self {
+            Tool::Builtin(t) => t.is_write(),
+            Tool::Mcp(m) => m.write,
+        }
+    }
+
+    pub fn is_noteworx(&self) -> bool {
+        matches!(self, Tool::Builtin(t) if t.is_noteworx())
+    }
+
+    /// The tool named `name` among `tools`.
+    pub fn find<'t>(tools: &'t [Tool], name: &str) -> Option<&'t Tool> {
+        tools.iter().find(|t| t.name() == name)
+    }
+
+    /// `tools` for a message: their names comma-separated, or `none`.
+    pub fn list(tools: &[Tool]) -> String {
+        if tools.is_empty() {
+            return "none".to_string();
+        }
+        tools.iter().map(Tool::name).collect::<Vec<_>>().join(", ")
+    }
+}

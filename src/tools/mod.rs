@@ -8,6 +8,7 @@
 //! Every failure here is a tool result for the model, never a crash.
 
 mod catalog;
+pub mod mcp;
 pub mod noteworx;
 pub mod text;
 mod validate;
@@ -82,6 +83,8 @@ pub struct Toolbox {
     pub noteworx: Option<noteworx::Noteworx>,
     /// A replay: calls are answered from a recorded run, not run.
     pub recorded: Option<std::sync::Arc<RecordedResults>>,
+    /// The configured MCP servers, started as tasks need them.
+    pub mcp: Option<std::sync::Arc<mcp::McpServers>>,
 }
 
 /// The tool results of a recorded run, by turn and call id: a replay (and
@@ -118,12 +121,12 @@ impl RecordedResults {
 
 impl Toolbox {
     /// The tools offered to the model (before a task narrows them).
-    pub fn offered(&self) -> Vec<ToolName> {
+    pub fn offered(&self) -> Vec<Tool> {
         offered(self.webfetch.is_some(), self.noteworx.is_some())
     }
 
     /// The tools a configuration offers, without building any client.
-    pub fn offered_by(cfg: &crate::config::Config) -> Vec<ToolName> {
+    pub fn offered_by(cfg: &crate::config::Config) -> Vec<Tool> {
         offered(cfg.webfetch.is_some(), cfg.noteworx.is_some())
     }
 
@@ -131,12 +134,18 @@ impl Toolbox {
     /// typo): a configuration error, one message each.
     pub fn unknown_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
         profile_tools(cfg)
-            .filter(|(_, t)| ToolName::parse(t).is_none())
-            .map(|(name, t)| {
-                format!(
-                    "[agents.{name}] tools: {t:?} is not a tool (tools: {})",
-                    ToolName::list(&ToolName::ALL)
-                )
+            .filter_map(|(name, t)| {
+                if ToolName::parse(t).is_some() {
+                    return None;
+                }
+                Some(match mcp::configured(&cfg.mcp, t) {
+                    Some(Ok(_)) => return None,
+                    Some(Err(why)) => format!("[agents.{name}] tools: {why}"),
+                    None => format!(
+                        "[agents.{name}] tools: {t:?} is not a tool (tools: {}, or SERVER__tool of an [mcp.servers.SERVER])",
+                        ToolName::list(&ToolName::ALL)
+                    ),
+                })
             })
             .collect()
     }
@@ -146,11 +155,13 @@ impl Toolbox {
     pub fn unoffered_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
         let offered = Self::offered_by(cfg);
         profile_tools(cfg)
-            .filter(|(_, t)| ToolName::parse(t).is_some_and(|t| !offered.contains(&t)))
+            .filter(|(_, t)| {
+                ToolName::parse(t).is_some_and(|t| !offered.contains(&Tool::Builtin(t)))
+            })
             .map(|(name, t)| {
                 format!(
                     "[agents.{name}] tools: {t:?} is not offered by this configuration (offered: {}): a task naming this profile is invalid",
-                    ToolName::list(&offered)
+                    Tool::list(&offered)
                 )
             })
             .collect()
@@ -183,6 +194,18 @@ impl Toolbox {
                 Some(w) => w.fetch(url, *offset, ctx.max_chars, &ctx.redactor).await,
                 None => not_configured("webfetch"),
             },
+            Call::Mcp { tool, arguments } if tool.write && ctx.dry_run => ToolOutput::ok(format!(
+                "Dry run: {} was NOT called (nothing was changed). Treat it as done and continue.",
+                tool.name
+            ))
+            .with_detail(serde_json::json!({
+                "dry_run": true,
+                "intent": {"server": tool.server, "tool": tool.tool, "arguments": arguments},
+            })),
+            Call::Mcp { tool, arguments } => match &self.mcp {
+                Some(servers) => servers.call(tool, arguments.clone()).await,
+                None => not_configured("MCP"),
+            },
             _ => match &self.noteworx {
                 Some(n) => n.run(call, ctx).await,
                 None => not_configured("noteworx"),
@@ -201,10 +224,11 @@ fn profile_tools(cfg: &crate::config::Config) -> impl Iterator<Item = (&str, &st
     })
 }
 
-fn offered(webfetch: bool, noteworx: bool) -> Vec<ToolName> {
+fn offered(webfetch: bool, noteworx: bool) -> Vec<Tool> {
     ToolName::ALL
         .into_iter()
         .filter(|t| if t.is_noteworx() { noteworx } else { webfetch })
+        .map(Tool::Builtin)
         .collect()
 }
 

@@ -3,7 +3,15 @@
 use super::*;
 use serde_json::json;
 
-const ALL: &[ToolName] = &ToolName::ALL;
+const ALL: &[Tool] = &[
+    Tool::Builtin(ToolName::Webfetch),
+    Tool::Builtin(ToolName::NoteworxListNotes),
+    Tool::Builtin(ToolName::NoteworxSearchNotes),
+    Tool::Builtin(ToolName::NoteworxReadNote),
+    Tool::Builtin(ToolName::NoteworxListAttachments),
+    Tool::Builtin(ToolName::NoteworxReadAttachment),
+    Tool::Builtin(ToolName::NoteworxCreateAttachment),
+];
 
 #[test]
 fn every_tool_has_a_schema_with_its_required_keys() {
@@ -37,7 +45,10 @@ fn an_unknown_tool_lists_the_allowed_ones() {
     let e = validate(
         "read_file",
         "{}",
-        &[ToolName::Webfetch, ToolName::NoteworxReadNote],
+        &[
+            Tool::Builtin(ToolName::Webfetch),
+            Tool::Builtin(ToolName::NoteworxReadNote),
+        ],
     )
     .unwrap_err();
     assert_eq!(
@@ -51,7 +62,7 @@ fn a_tool_the_task_does_not_allow_is_refused() {
     let e = validate(
         "webfetch",
         r#"{"url":"http://x"}"#,
-        &[ToolName::NoteworxReadNote],
+        &[Tool::Builtin(ToolName::NoteworxReadNote)],
     )
     .unwrap_err();
     assert!(

@@ -40,11 +40,16 @@ pub enum Call {
         filename: String,
         content: String,
     },
+    /// A tool of an MCP server; its arguments go as the model wrote them.
+    Mcp {
+        tool: std::sync::Arc<mcp::McpTool>,
+        arguments: Map<String, Value>,
+    },
 }
 
 impl Call {
-    pub fn tool(&self) -> ToolName {
-        match self {
+    pub fn tool(&self) -> Tool {
+        Tool::Builtin(match self {
             Call::Webfetch { .. } => ToolName::Webfetch,
             Call::ListNotes { .. } => ToolName::NoteworxListNotes,
             Call::SearchNotes { .. } => ToolName::NoteworxSearchNotes,
@@ -52,54 +57,57 @@ impl Call {
             Call::ListAttachments { .. } => ToolName::NoteworxListAttachments,
             Call::ReadAttachment { .. } => ToolName::NoteworxReadAttachment,
             Call::CreateAttachment { .. } => ToolName::NoteworxCreateAttachment,
-        }
+            Call::Mcp { tool, .. } => return Tool::Mcp(tool.clone()),
+        })
     }
 }
 
 /// Checks a call the model made against the task's allowed tools and the
 /// tool's parameters. `Err` is the message to answer the model with.
-pub fn validate(name: &str, arguments: &str, allowed: &[ToolName]) -> Result<Call, String> {
-    let tool = allowed_tool(name, allowed)?;
-    let args = argument_object(tool, arguments)?;
-    let values = checked_arguments(tool, &args)?;
-    Ok(typed_call(tool, &values))
+pub fn validate(name: &str, arguments: &str, allowed: &[Tool]) -> Result<Call, String> {
+    match allowed_tool(name, allowed)? {
+        Tool::Builtin(tool) => {
+            let args = argument_object(arguments, || tool.signature())?;
+            let values = checked_arguments(*tool, &args)?;
+            Ok(typed_call(*tool, &values))
+        }
+        Tool::Mcp(tool) => {
+            let signature = || format!("{}{{arguments as its schema says}}", tool.name);
+            Ok(Call::Mcp {
+                tool: tool.clone(),
+                arguments: argument_object(arguments, signature)?,
+            })
+        }
+    }
 }
 
 /// The tool a call names, when the task allows it.
-pub(super) fn allowed_tool(name: &str, allowed: &[ToolName]) -> Result<ToolName, String> {
-    let allowed_list = || {
-        allowed
-            .iter()
-            .map(|t| t.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let Some(tool) = ToolName::parse(name) else {
+pub(super) fn allowed_tool<'t>(name: &str, allowed: &'t [Tool]) -> Result<&'t Tool, String> {
+    if let Some(tool) = Tool::find(allowed, name) {
+        return Ok(tool);
+    }
+    let listed = Tool::list(allowed);
+    if ToolName::parse(name).is_some() {
         return Err(format!(
-            "Unknown tool {name:?}. The tools you can call are: {}.",
-            allowed_list()
-        ));
-    };
-    if !allowed.contains(&tool) {
-        return Err(format!(
-            "Tool {name} is not available in this task. The tools you can call are: {}.",
-            allowed_list()
+            "Tool {name} is not available in this task. The tools you can call are: {listed}."
         ));
     }
-    Ok(tool)
+    Err(format!(
+        "Unknown tool {name:?}. The tools you can call are: {listed}."
+    ))
 }
 
 /// The arguments as a JSON object (empty text is no arguments).
 pub(super) fn argument_object(
-    tool: ToolName,
     arguments: &str,
+    signature: impl Fn() -> String,
 ) -> Result<Map<String, Value>, String> {
     if arguments.len() > crate::wire::chat::MAX_ARGUMENT_BYTES {
         return Err(format!(
             "Arguments are {} bytes; the limit is {} (1 MiB). Expected {}.",
             arguments.len(),
             crate::wire::chat::MAX_ARGUMENT_BYTES,
-            tool.signature()
+            signature()
         ));
     }
     match arguments.trim() {
@@ -109,11 +117,11 @@ pub(super) fn argument_object(
             Ok(other) => Err(format!(
                 "Arguments must be a JSON object, not {}. Expected {}.",
                 kind_of(&other),
-                tool.signature()
+                signature()
             )),
             Err(e) => Err(format!(
                 "Arguments are not valid JSON ({e}). Expected {}.",
-                tool.signature()
+                signature()
             )),
         },
     }

@@ -6,16 +6,6 @@ use serde_json::{Value, json};
 use crate::cli::{bin, stderr, stdout};
 use crate::common::*;
 
-/// The one run folder of `task` (the binary runs on the real clock).
-fn the_run_dir(project: &Project, task: &str) -> std::path::PathBuf {
-    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs[0].clone()
-}
-
 async fn run_bin(project: &Project, args: &[&str]) -> std::process::Output {
     let mut cmd = bin(project);
     cmd.args(args);

@@ -13,6 +13,7 @@ mod hostile;
 mod inbox_runs;
 mod left_alone;
 mod left_alone_ii;
+mod mcp;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;

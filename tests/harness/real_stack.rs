@@ -37,26 +37,6 @@ impl Drop for Service {
     }
 }
 
-/// The cached parts, as `scripts/stack paths` reports them.
-fn stack_paths() -> HashMap<String, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("scripts/stack"))
-        .arg("paths")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the real stack is not installed; run scripts/stack install (or scripts/test): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 fn spawn(name: &str, cmd: &mut Command, logs: &Path) -> Service {
     let log = logs.join(format!("{name}.log"));
     let file = std::fs::File::create(&log).unwrap();

@@ -43,6 +43,9 @@ pub struct Signature<'a> {
 impl Noteworx {
     pub async fn run(&self, call: &Call, ctx: &CallContext) -> ToolOutput {
         let result = match call {
+            Call::Mcp { tool, .. } => {
+                return ToolOutput::error(format!("{} is no noteworx tool", tool.name));
+            }
             Call::ListNotes { space, tag, limit } => self
                 .client
                 .list_notes(space.as_deref(), tag.as_deref(), Some(listed(*limit, 20)))

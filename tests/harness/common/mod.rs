@@ -6,7 +6,7 @@
 pub mod fake_noteworx;
 pub mod fake_runpod;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -454,4 +454,34 @@ pub fn sent_chat(line: &Value) -> &Value {
 /// The messages of a recorded request body.
 pub fn messages(body: &Value) -> &Vec<Value> {
     body["messages"].as_array().unwrap()
+}
+
+/// The cached parts, as `scripts/stack paths` reports them.
+pub fn stack_paths() -> HashMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(root.join("scripts/stack"))
+        .arg("paths")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the real stack is not installed; run scripts/stack install (or scripts/test): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The one run folder of `task` (the binary runs on the real clock).
+pub fn the_run_dir(project: &Project, task: &str) -> std::path::PathBuf {
+    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
 }

@@ -1,0 +1,229 @@
+//! `[mcp.servers.NAME]`: the MCP servers whose tools tasks may use (SPEC
+//! §19) — how each is reached, what of the environment it gets, its
+//! timeouts, and which of its tools are offered and which count as writes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::secrets::Secrets;
+use super::*;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    #[serde(default)]
+    pub(super) servers: BTreeMap<String, RawMcpServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcpServer {
+    command: Option<Vec<String>>,
+    url: Option<String>,
+    #[serde(default)]
+    env_pass: Vec<String>,
+    #[serde(default = "default_startup_timeout")]
+    startup_timeout_secs: u64,
+    #[serde(default = "default_call_timeout")]
+    call_timeout_secs: u64,
+    tools: Option<Vec<String>>,
+    write_tools: Option<Vec<String>>,
+}
+
+fn default_startup_timeout() -> u64 {
+    20
+}
+
+fn default_call_timeout() -> u64 {
+    60
+}
+
+/// The longest name offered to the model, `SERVER__tool` (what OpenAI-style
+/// function names allow).
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// Between a server's name and its tool's in the name the model sees.
+pub const MCP_SEPARATOR: &str = "__";
+
+/// One configured MCP server.
+#[derive(Debug, Clone)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub transport: McpTransport,
+    /// Start, `initialize` and `tools/list`, together.
+    pub startup_timeout: Duration,
+    /// One `tools/call`.
+    pub call_timeout: Duration,
+    /// Only these tools are offered; `None`: every tool it lists.
+    pub tools: Option<Vec<String>>,
+    /// These tools are writes; `None`: every tool not annotated read-only.
+    pub write_tools: Option<Vec<String>>,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC lines on stdin/stdout.
+    Stdio {
+        program: PathBuf,
+        args: Vec<String>,
+        /// The working directory: the config file's folder.
+        dir: PathBuf,
+        /// PATH and HOME of the harness, when set.
+        inherited: Vec<(String, String)>,
+        /// `env_pass`: each a secret (redacted everywhere).
+        passed: Vec<(String, Secret)>,
+    },
+    /// Streamable HTTP.
+    Http { url: String },
+}
+
+impl McpServerConfig {
+    /// Whether the allowlist lets `tool` be offered.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|n| n == tool))
+    }
+}
+
+/// A name fit for a function name in the chat template: ASCII letters,
+/// digits, `_` and `-`.
+pub fn is_function_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A server name: a function-name fragment without `__`, so that
+/// `SERVER__tool` splits one way only.
+fn is_server_name(name: &str) -> bool {
+    is_function_name(name)
+        && name.len() <= 32
+        && !name.contains(MCP_SEPARATOR)
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+}
+
+pub(super) fn resolve_mcp(
+    raw: RawMcp,
+    base: &Path,
+    secrets: &Secrets<'_>,
+) -> Result<Vec<McpServerConfig>, String> {
+    raw.servers
+        .into_iter()
+        .map(|(name, s)| resolve_server(name, s, base, secrets))
+        .collect()
+}
+
+fn resolve_server(
+    name: String,
+    s: RawMcpServer,
+    base: &Path,
+    secrets: &Secrets<'_>,
+) -> Result<McpServerConfig, String> {
+    let at = format!("[mcp.servers.{name}]");
+    if !is_server_name(&name) {
+        return Err(format!(
+            "{at}: the name must be 1-32 ASCII letters, digits, - and single _ (not __, not at either end): its tools are offered as NAME__tool"
+        ));
+    }
+    check_range(
+        &format!("{at} startup_timeout_secs"),
+        s.startup_timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    check_range(
+        &format!("{at} call_timeout_secs"),
+        s.call_timeout_secs,
+        bounds::TIMEOUT_SECS,
+    )?;
+    for (key, list) in [("tools", &s.tools), ("write_tools", &s.write_tools)] {
+        for tool in list.iter().flatten() {
+            if !is_function_name(tool)
+                || name.len() + MCP_SEPARATOR.len() + tool.len() > MAX_TOOL_NAME
+            {
+                return Err(format!(
+                    "{at} {key}: {tool:?} cannot be offered: {name}{MCP_SEPARATOR}{tool} must be at most {MAX_TOOL_NAME} ASCII letters, digits, _ and -"
+                ));
+            }
+        }
+    }
+    let transport = match (s.command, s.url) {
+        (Some(command), None) => stdio(&at, command, s.env_pass, base, secrets)?,
+        (None, Some(url)) if s.env_pass.is_empty() => {
+            check_http_url(&url, &format!("{at} url"))?;
+            McpTransport::Http {
+                url: url.trim().to_string(),
+            }
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "{at} env_pass: only a server started with `command` gets an environment"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{at}: set exactly one of `command` (a program and its arguments, started over stdio) or `url` (streamable HTTP)"
+            ));
+        }
+    };
+    Ok(McpServerConfig {
+        name,
+        transport,
+        startup_timeout: Duration::from_secs(s.startup_timeout_secs),
+        call_timeout: Duration::from_secs(s.call_timeout_secs),
+        tools: s.tools,
+        write_tools: s.write_tools,
+    })
+}
+
+fn stdio(
+    at: &str,
+    command: Vec<String>,
+    env_pass: Vec<String>,
+    base: &Path,
+    secrets: &Secrets<'_>,
+) -> Result<McpTransport, String> {
+    let mut parts = command.into_iter();
+    let program = parts
+        .next()
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| format!("{at} command: the first item must be the program to start"))?;
+    // `./server.py` is the config's neighbour; a bare name is looked up in PATH.
+    let program = if program.contains('/') {
+        resolve_file(base, Path::new(&program))
+    } else {
+        PathBuf::from(program)
+    };
+    let mut passed = Vec::new();
+    for var in env_pass {
+        if matches!(var.as_str(), "PATH" | "HOME") {
+            continue;
+        }
+        let section = &at[1..at.len() - 1];
+        if let Some(value) = secrets.read(section, "env_pass", &var)? {
+            passed.push((var, value));
+        }
+    }
+    let inherited = ["PATH", "HOME"]
+        .into_iter()
+        .filter_map(|k| (secrets.env)(k).map(|v| (k.to_string(), v)))
+        .collect();
+    Ok(McpTransport::Stdio {
+        program,
+        args: parts.collect(),
+        // A config named without a folder lives in the working directory.
+        dir: if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base.to_path_buf()
+        },
+        inherited,
+        passed,
+    })
+}

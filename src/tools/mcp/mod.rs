@@ -1,0 +1,365 @@
+//! Tools from MCP servers (SPEC §19), on the official Rust SDK (`rmcp`).
+//!
+//! [`McpServers`] holds a run's configured servers. Each is started once,
+//! when the first task that may use it asks ([`McpServers::ready`]): spawn
+//! (or connect), `initialize` and `tools/list`, all within
+//! `startup_timeout_secs`. A server that does not come up, or that died,
+//! answers every later task with [`Unavailable`] — never a task run with its
+//! tools silently missing. [`McpServers::stop`] ends them all before exit.
+
+mod listing;
+mod process;
+mod result;
+
+pub use listing::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, MAX_TOOLS, McpTool, Offer};
+pub use process::kill_all;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use serde_json::{Map, Value};
+
+use crate::config::{McpServerConfig, McpTransport, Redactor};
+use crate::tools::ToolOutput;
+use process::{Process, Stderr};
+
+/// JSON-RPC lines longer than this are dropped by the transport (an
+/// endpoint body's cap, SPEC §12.3).
+const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The MCP servers of one run.
+pub struct McpServers {
+    servers: Vec<Server>,
+    redactor: Arc<Redactor>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.servers.iter().map(|s| s.cfg.name.as_str()).collect();
+        f.debug_struct("McpServers")
+            .field("servers", &names)
+            .finish()
+    }
+}
+
+struct Server {
+    cfg: McpServerConfig,
+    state: tokio::sync::Mutex<State>,
+    stderr: Arc<Mutex<Stderr>>,
+    /// The process while it starts: a start that fails or runs out of
+    /// time kills it and waits for it.
+    starting: Mutex<Option<Process>>,
+}
+
+enum State {
+    NotStarted,
+    Up(Box<Up>),
+    /// It did not start, or it died: why, for every task that may use it.
+    Down(String),
+}
+
+struct Up {
+    service: RunningService<RoleClient, ()>,
+    process: Option<Process>,
+    tools: Vec<Arc<McpTool>>,
+}
+
+/// A server a task may use is not there; the task ends retryable
+/// `tool_server_unavailable` with this message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unavailable(pub String);
+
+/// The tools of the servers a task may use, and what their start wrote.
+#[derive(Debug, Default)]
+pub struct Ready {
+    pub tools: Vec<Arc<McpTool>>,
+    /// `run.log` lines: a start, tools left out, stderr.
+    pub notes: Vec<String>,
+}
+
+impl McpServers {
+    pub fn new(servers: &[McpServerConfig], redactor: Arc<Redactor>) -> McpServers {
+        let servers = servers
+            .iter()
+            .map(|cfg| Server {
+                cfg: cfg.clone(),
+                state: tokio::sync::Mutex::new(State::NotStarted),
+                stderr: Arc::default(),
+                starting: Mutex::new(None),
+            })
+            .collect();
+        McpServers { servers, redactor }
+    }
+
+    /// Starts the named servers that have not started, in order, and gives
+    /// their tools. The first that is not up ends the task.
+    pub async fn ready(&self, names: &[&str]) -> (Ready, Result<(), Unavailable>) {
+        let mut ready = Ready::default();
+        for server in self
+            .servers
+            .iter()
+            .filter(|s| names.contains(&s.cfg.name.as_str()))
+        {
+            let up = server.ready(&self.redactor, &mut ready.notes).await;
+            ready.notes.extend(server.stderr_lines());
+            match up {
+                Ok(tools) => ready.tools.extend(tools),
+                Err(e) => return (ready, Err(e)),
+            }
+        }
+        (ready, Ok(()))
+    }
+
+    /// Stderr lines the named servers wrote since they were last taken.
+    pub fn stderr(&self, names: &[&str]) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|s| names.contains(&s.cfg.name.as_str()))
+            .flat_map(Server::stderr_lines)
+            .collect()
+    }
+
+    /// Calls `tool` with `arguments`. Every failure is an error result: a
+    /// timeout for this call, a dead server for this call and (as
+    /// [`Unavailable`]) for every later task.
+    pub async fn call(&self, tool: &McpTool, arguments: Map<String, Value>) -> ToolOutput {
+        let Some(server) = self.servers.iter().find(|s| s.cfg.name == tool.server) else {
+            return ToolOutput::error(format!("No MCP server {} is configured.", tool.server));
+        };
+        let peer = match &*server.state.lock().await {
+            State::Up(up) => up.service.peer().clone(),
+            State::Down(why) => {
+                return ToolOutput::error(format!("{why}. Do not call its tools again."));
+            }
+            State::NotStarted => {
+                return ToolOutput::error(format!("MCP server {} was not started.", tool.server));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.tool.clone());
+        params.arguments = Some(arguments);
+        let limit = server.cfg.call_timeout;
+        match tokio::time::timeout(limit, peer.call_tool(params)).await {
+            Ok(Ok(answer)) => result::output(answer),
+            Ok(Err(ServiceError::McpError(e))) => ToolOutput::error(format!(
+                "{} refused the call: {}",
+                tool.name,
+                crate::base::text::clip(&e.message, 2000)
+            )),
+            Ok(Err(e)) => {
+                let why = format!("MCP server {} stopped answering ({e})", tool.server);
+                server.went_down(&why).await;
+                ToolOutput::error(format!("{why}. Do not call its tools again."))
+            }
+            Err(_) => ToolOutput::error(format!(
+                "{} did not answer within {} s (call_timeout_secs); it was given up.",
+                tool.name,
+                limit.as_secs()
+            )),
+        }
+    }
+
+    /// Stops every started server: the connection closed, then its process
+    /// group sent SIGTERM and, 2 s later, SIGKILL.
+    pub async fn stop(&self) {
+        let stops = self.servers.iter().map(|s| async move {
+            let state =
+                std::mem::replace(&mut *s.state.lock().await, State::Down("stopped".into()));
+            if let State::Up(up) = state {
+                let Up {
+                    service, process, ..
+                } = *up;
+                let _ = tokio::time::timeout(Duration::from_secs(1), service.cancel()).await;
+                if let Some(p) = process {
+                    p.stop().await;
+                }
+            }
+        });
+        futures::future::join_all(stops).await;
+    }
+}
+
+impl Server {
+    async fn ready(
+        &self,
+        redactor: &Redactor,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<Arc<McpTool>>, Unavailable> {
+        let name = &self.cfg.name;
+        let mut state = self.state.lock().await;
+        if let State::Up(up) = &mut *state {
+            let exited = up.process.as_mut().and_then(Process::exited);
+            if let Some(status) = exited.or_else(|| {
+                up.service
+                    .is_transport_closed()
+                    .then(|| "its connection closed".to_string())
+            }) {
+                *state = State::Down(format!("MCP server {name} died ({status})"));
+            }
+        }
+        if matches!(*state, State::NotStarted) {
+            let t0 = Instant::now();
+            let started =
+                tokio::time::timeout(self.cfg.startup_timeout, self.start(redactor)).await;
+            let process = lock(&self.starting).take();
+            if let (Some(p), Ok(Err(_)) | Err(_)) = (process, &started) {
+                p.kill().await;
+            }
+            *state = match started {
+                Ok(Ok((up, left_out))) => {
+                    notes.push(format!(
+                        "MCP server {name} started in {} ms; tools: {}",
+                        t0.elapsed().as_millis(),
+                        list(&up.tools)
+                    ));
+                    notes.extend(
+                        left_out
+                            .into_iter()
+                            .map(|l| format!("MCP server {name}: {l}")),
+                    );
+                    State::Up(Box::new(up))
+                }
+                Ok(Err(why)) => State::Down(format!("MCP server {name} did not start: {why}")),
+                Err(_) => State::Down(format!(
+                    "MCP server {name} did not start and list its tools within {} s (startup_timeout_secs)",
+                    self.cfg.startup_timeout.as_secs()
+                )),
+            };
+        }
+        match &*state {
+            State::Up(up) => Ok(up.tools.clone()),
+            State::Down(why) => {
+                let tail = lock(&self.stderr).tail();
+                Err(Unavailable(if tail.is_empty() {
+                    format!("{why}; it wrote nothing to stderr")
+                } else {
+                    format!("{why}; its stderr ends: {tail}")
+                }))
+            }
+            State::NotStarted => Err(Unavailable(format!("MCP server {name} was not started"))),
+        }
+    }
+
+    /// Spawns or connects, initializes, and lists the tools.
+    async fn start(&self, redactor: &Redactor) -> Result<(Up, Vec<String>), String> {
+        let service = match &self.cfg.transport {
+            McpTransport::Stdio { program, .. } => {
+                let (process, stdout, stdin) = process::spawn(&self.cfg.transport, &self.stderr)
+                    .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+                *lock(&self.starting) = Some(process);
+                let transport =
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
+                        .with_max_line_length(MAX_LINE_BYTES);
+                ().serve(transport).await.map_err(|e| e.to_string())?
+            }
+            McpTransport::Http { url } => {
+                // The SDK's HTTP client brings no TLS provider of its own;
+                // the one reqwest already uses here is installed once.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                ().serve(transport).await.map_err(|e| e.to_string())?
+            }
+        };
+        let listed = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let Offer { tools, left_out } = listing::offer(&self.cfg, listed, redactor);
+        let process = lock(&self.starting).take();
+        Ok((
+            Up {
+                service,
+                process,
+                tools,
+            },
+            left_out,
+        ))
+    }
+
+    async fn went_down(&self, why: &str) {
+        let mut state = self.state.lock().await;
+        if matches!(*state, State::Up(_)) {
+            // The process (if any) is killed as `Up` drops.
+            *state = State::Down(why.to_string());
+        }
+    }
+
+    fn stderr_lines(&self) -> Vec<String> {
+        let (lines, left_out) = lock(&self.stderr).take();
+        let name = &self.cfg.name;
+        let mut out: Vec<String> = lines
+            .into_iter()
+            .map(|l| format!("MCP server {name} stderr: {l}"))
+            .collect();
+        if left_out > 0 {
+            out.push(format!(
+                "MCP server {name} stderr: {left_out} more line(s) left out"
+            ));
+        }
+        out
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn list(tools: &[Arc<McpTool>]) -> String {
+    if tools.is_empty() {
+        return "none".into();
+    }
+    tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A tool name of the form `SERVER__tool` checked against the config:
+/// `None` when the name is not of that form, else its server or why the
+/// configuration cannot offer it.
+pub fn configured<'c>(
+    servers: &'c [McpServerConfig],
+    name: &str,
+) -> Option<Result<&'c McpServerConfig, String>> {
+    let (server, tool) = name.split_once(crate::config::MCP_SEPARATOR)?;
+    let Some(cfg) = servers.iter().find(|s| s.name == server) else {
+        let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        return Some(Err(format!(
+            "{name:?} names MCP server {server:?}, which is not configured (servers: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    };
+    if !cfg.allows(tool) {
+        return Some(Err(format!(
+            "{name:?}: {tool:?} is not on the tools allowlist of [mcp.servers.{server}] ({})",
+            cfg.tools.as_deref().unwrap_or_default().join(", ")
+        )));
+    }
+    Some(Ok(cfg))
+}
+
+/// The servers a task may use: those its `tools` name, or every server
+/// when it names none.
+pub fn servers_for<'c>(servers: &'c [McpServerConfig], names: Option<&[String]>) -> Vec<&'c str> {
+    servers
+        .iter()
+        .filter(|s| {
+            names.is_none_or(|names| {
+                names.iter().any(|n| {
+                    n.split_once(crate::config::MCP_SEPARATOR)
+                        .is_some_and(|(server, _)| server == s.name)
+                })
+            })
+        })
+        .map(|s| s.name.as_str())
+        .collect()
+}

@@ -1,0 +1,203 @@
+//! A stdio server's process: started in a process group of its own with
+//! only PATH, HOME and `env_pass` of the environment, its stderr read into
+//! a capped tail and a capped backlog for `run.log`, and its whole group
+//! stopped — SIGTERM, then SIGKILL after 2 s — however the run ends.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use crate::config::McpTransport;
+
+/// Characters of one stderr line kept.
+const LINE_CHARS: usize = 400;
+/// Lines kept for the message of a server that failed.
+const TAIL_LINES: usize = 12;
+/// Bytes of stderr waiting for a task's `run.log`; the rest is counted.
+const BACKLOG_BYTES: usize = 16 * 1024;
+/// How long a server has to leave after SIGTERM.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// What a server wrote to stderr.
+#[derive(Debug, Default)]
+pub struct Stderr {
+    tail: VecDeque<String>,
+    backlog: Vec<String>,
+    backlog_bytes: usize,
+    left_out: u64,
+}
+
+impl Stderr {
+    fn push(&mut self, line: &[u8]) {
+        let line = crate::base::text::clip(String::from_utf8_lossy(line).trim_end(), LINE_CHARS);
+        if self.tail.len() == TAIL_LINES {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(line.clone());
+        if self.backlog_bytes + line.len() <= BACKLOG_BYTES {
+            self.backlog_bytes += line.len();
+            self.backlog.push(line);
+        } else {
+            self.left_out += 1;
+        }
+    }
+
+    /// The last lines, joined, for an error message.
+    pub fn tail(&self) -> String {
+        self.tail.iter().cloned().collect::<Vec<_>>().join(" | ")
+    }
+
+    /// The lines written since the last call, and how many were left out.
+    pub fn take(&mut self) -> (Vec<String>, u64) {
+        self.backlog_bytes = 0;
+        (
+            std::mem::take(&mut self.backlog),
+            std::mem::take(&mut self.left_out),
+        )
+    }
+}
+
+/// Every server group this process started and has not stopped: killed
+/// at once when a second signal ends the process without unwinding.
+static GROUPS: Mutex<Vec<rustix::process::Pid>> = Mutex::new(Vec::new());
+
+fn groups() -> std::sync::MutexGuard<'static, Vec<rustix::process::Pid>> {
+    GROUPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SIGKILL to every server group still running: for an exit that skips
+/// the orderly stop.
+pub fn kill_all() {
+    for group in groups().drain(..) {
+        signal_group(group, rustix::process::Signal::KILL);
+    }
+}
+
+/// A started server process. Dropping it kills its process group.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    group: Option<rustix::process::Pid>,
+}
+
+/// Starts `program args` for stdio: stdin/stdout are the transport.
+pub fn spawn(
+    transport: &McpTransport,
+    stderr: &Arc<Mutex<Stderr>>,
+) -> std::io::Result<(Process, ChildStdout, ChildStdin)> {
+    let McpTransport::Stdio {
+        program,
+        args,
+        dir,
+        inherited,
+        passed,
+    } = transport
+    else {
+        return Err(std::io::Error::other("not a stdio server"));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(inherited.iter().map(|(k, v)| (k, v)))
+        .envs(passed.iter().map(|(k, v)| (k, v.expose())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    groups().extend(group);
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err(std::io::Error::other("the server's stdio was not opened"));
+    };
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(read_stderr(err, Arc::clone(stderr)));
+    }
+    Ok((Process { child, group }, stdout, stdin))
+}
+
+async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
+    let mut buf = vec![0u8; 8192];
+    let mut line = Vec::new();
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                super::lock(&into).push(&line);
+                line.clear();
+            } else if line.len() < LINE_CHARS * 4 {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        super::lock(&into).push(&line);
+    }
+}
+
+impl Process {
+    /// Whether the server process has ended.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// SIGTERM to the group; SIGKILL to what is left after 2 s.
+    pub async fn stop(mut self) {
+        let Some(group) = self.group.take() else {
+            return;
+        };
+        signal_group(group, rustix::process::Signal::TERM);
+        let _ = tokio::time::timeout(GRACE, self.child.wait()).await;
+        // Children of the server may outlive it: the group goes whole.
+        signal_group(group, rustix::process::Signal::KILL);
+        forget(group);
+        let _ = self.child.wait().await;
+    }
+}
+
+impl Process {
+    /// SIGKILL to the group, and the process waited for.
+    pub async fn kill(mut self) {
+        if let Some(group) = self.group.take() {
+            signal_group(group, rustix::process::Signal::KILL);
+            forget(group);
+        }
+        let _ = self.child.wait().await;
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            signal_group(group, rustix::process::Signal::KILL);
+            forget(group);
+        }
+    }
+}
+
+fn forget(group: rustix::process::Pid) {
+    groups().retain(|g| *g != group);
+}
+
+fn signal_group(group: rustix::process::Pid, signal: rustix::process::Signal) {
+    // ESRCH: the group is gone already.
+    let _ = rustix::process::kill_process_group(group, signal);
+}

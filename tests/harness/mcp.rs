@@ -1,0 +1,598 @@
+//! Tools from MCP servers (SPEC §19), against a real MCP server nobody here
+//! wrote the protocol of: `tests/mcp/test_server.py` on the official Python
+//! SDK (PyPI `mcp`, installed by `scripts/stack install`), started by the
+//! harness as a run would start it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_harness::agent::StopReason;
+use agent_harness::config::Config;
+use agent_harness::drain::RunOptions;
+use agent_harness::drain::RunOutcome;
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+
+use crate::cli::bin;
+use crate::common::*;
+
+/// The secret a test passes to the server with `env_pass`.
+const PASSED: &str = "mcp-passed-secret-0451";
+
+fn mcp_python() -> String {
+    stack_paths()
+        .remove("MCP_PYTHON")
+        .expect("scripts/stack paths names MCP_PYTHON")
+}
+
+fn test_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/test_server.py")
+}
+
+/// `[mcp.servers.NAME]` running the test server with `args`, plus `extra` keys.
+fn server(name: &str, args: &[&str], extra: &str) -> String {
+    let mut command = vec![mcp_python(), test_server().display().to_string()];
+    command.extend(args.iter().map(|a| a.to_string()));
+    format!(
+        "[mcp.servers.{name}]\ncommand = {}\n{extra}\n",
+        serde_json::to_string(&command).unwrap()
+    )
+}
+
+/// The tests' environment, with PATH and the passed secret.
+fn env(key: &str) -> Option<String> {
+    match key {
+        "MCP_TEST_TOKEN" => Some(PASSED.to_string()),
+        "PATH" | "HOME" => std::env::var(key).ok(),
+        _ => test_env(key),
+    }
+}
+
+fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
+    let p = project.write_config(&llm.base_url(), extra);
+    Config::load(&p, &env).unwrap()
+}
+
+/// Runs the inbox and stops the servers, as `run` does.
+async fn run_and_stop(cfg: &Config, opts: RunOptions) -> RunOutcome {
+    let h = harness(cfg);
+    let out = agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap();
+    h.shutdown().await;
+    out
+}
+
+async fn run_one(cfg: &Config) -> RunOutcome {
+    run_and_stop(
+        cfg,
+        RunOptions {
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await
+}
+
+/// Whether process `pid` is gone (a zombie counts as gone).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn pid_file(project: &Project, name: &str) -> PathBuf {
+    project.root().join(format!("{name}.pid"))
+}
+
+fn tools_offered(request: &Value) -> Vec<Value> {
+    request["tools"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged() {
+    let project = Project::new();
+    let pid = pid_file(&project, "t");
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
+        final_answer("alpha is 42"),
+    ])
+    .await;
+    let extra = server("t", &["--pid-file", &pid.display().to_string()], "");
+    let cfg = config(&project, &llm, &extra);
+    project.task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.");
+    let outcome = run_one(&cfg).await;
+    assert!(
+        matches!(outcome, RunOutcome::Finished(ref t) if t.succeeded == 1),
+        "{outcome:?}\n{}",
+        project.run_log("look")
+    );
+
+    let requests = llm.requests().await;
+    let offered = tools_offered(&requests[0]);
+    assert_eq!(offered.len(), 1, "{offered:?}");
+    let f = &offered[0]["function"];
+    assert_eq!(f["name"], "t__lookup");
+    assert_eq!(f["description"], "Look up the value stored under a key.");
+    assert_eq!(f["parameters"]["type"], "object");
+    assert_eq!(f["parameters"]["properties"]["key"]["type"], "string");
+    assert_eq!(f["parameters"]["required"], json!(["key"]));
+
+    let lines = project.tool_lines("look");
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].name, "t__lookup");
+    assert!(!lines[0].is_error);
+    assert_eq!(lines[0].result, "the value of alpha is 42");
+    let log = project.run_log("look");
+    assert!(log.contains("MCP server t started in"), "{log}");
+    assert!(
+        log.contains("tools: t__lookup, t__slow, t__fail, t__delete_item, t__big, t__env, t__die"),
+        "{log}"
+    );
+    assert!(log.contains("MCP server t stderr: lookup alpha"), "{log}");
+    assert!(
+        gone(&std::fs::read_to_string(&pid).unwrap()),
+        "the server outlived the run"
+    );
+}
+
+#[tokio::test]
+async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let extra = format!(
+        "{}{}",
+        server("t", &[], "tools = [\"lookup\", \"fail\"]"),
+        server("u", &[], "")
+    );
+    let cfg = config(&project, &llm, &extra);
+    project.task("a-all", "Use what you have.");
+    project.task("b-off-list", "+++\ntools = [\"t__big\"]\n+++\nGo.");
+    project.task("c-unlisted", "+++\ntools = [\"u__nosuch\"]\n+++\nGo.");
+    project.task("d-no-server", "+++\ntools = [\"v__lookup\"]\n+++\nGo.");
+
+    // `check` starts nothing: it judges names by the configuration alone.
+    let report = agent_harness::drain::check_inbox(
+        &cfg,
+        &agent_harness::tools::Toolbox::offered_by(&cfg),
+        fixed_clock()(),
+    )
+    .unwrap();
+    let problems = report.problems.join("\n");
+    assert!(
+        problems.contains("b-off-list.md")
+            && problems.contains("not on the tools allowlist of [mcp.servers.t]"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("d-no-server.md")
+            && problems.contains("MCP server \"v\", which is not configured"),
+        "{problems}"
+    );
+    assert!(
+        !problems.contains("a-all") && !problems.contains("c-unlisted"),
+        "{problems}"
+    );
+
+    run_one(&cfg).await;
+    let offered: Vec<String> = tools_offered(&llm.requests().await[0])
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let mcp: Vec<&String> = offered.iter().filter(|n| n.contains("__")).collect();
+    assert_eq!(mcp[..2], ["t__lookup", "t__fail"], "{offered:?}");
+    assert_eq!(
+        mcp.len(),
+        2 + 7,
+        "t's allowlist, then every tool of u: {offered:?}"
+    );
+    assert_eq!(project.summary("a-all").status, Status::Succeeded);
+    for (task, why) in [
+        ("b-off-list", "not on the tools allowlist"),
+        (
+            "c-unlisted",
+            "MCP server u does not list the tool \"u__nosuch\"",
+        ),
+        ("d-no-server", "not configured"),
+    ] {
+        let s = project.summary(task);
+        assert_eq!(s.stop_reason, StopReason::InvalidTask, "{task}");
+        assert!(
+            s.error.as_deref().unwrap().contains(why),
+            "{task}: {:?}",
+            s.error
+        );
+    }
+}
+
+#[tokio::test]
+async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_is_passed() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[
+            ("c1", "t__big", json!({})),
+            ("c2", "t__env", json!({"name": "MCP_TEST_TOKEN"})),
+            ("c3", "t__env", json!({"name": "CARGO_MANIFEST_DIR"})),
+        ]),
+        final_answer("done"),
+    ])
+    .await;
+    let extra = format!(
+        "[limits]\nmax_tool_result_chars = 3000\n{}",
+        server("t", &[], "env_pass = [\"MCP_TEST_TOKEN\"]")
+    );
+    let cfg = config(&project, &llm, &extra);
+    project.task("hostile", "+++\ntools = [\"t__big\", \"t__env\"]\n+++\nGo.");
+    run_one(&cfg).await;
+
+    let lines = project.tool_lines("hostile");
+    let big = &lines[0];
+    assert!(big.original_chars > 200_000, "{}", big.original_chars);
+    assert!(big.returned_chars <= 3000, "{}", big.returned_chars);
+    assert!(big.result.contains("[cut: "), "{}", big.result);
+    assert!(!big.result.contains("<|turn>"));
+    assert!(big.result.contains("<\u{2060}|turn>"));
+    let sent = llm.requests().await[1].to_string();
+    assert!(
+        !sent.contains("<|turn>system"),
+        "a control token reached the model"
+    );
+
+    assert!(
+        lines[1].result.starts_with("MCP_TEST_TOKEN=***"),
+        "{}",
+        lines[1].result
+    );
+    assert!(
+        !project.all_records().contains(PASSED),
+        "the passed secret is in the records"
+    );
+    assert!(
+        !sent.contains(PASSED),
+        "the passed secret reached the model"
+    );
+    // Nothing of the harness's environment but PATH, HOME and env_pass.
+    let (value, names) = lines[2].result.split_once("; set: ").unwrap();
+    assert_eq!(value, "CARGO_MANIFEST_DIR=(unset)");
+    // Python itself adds LC_CTYPE under a C locale (PEP 538).
+    for name in names.split(',') {
+        assert!(
+            ["HOME", "LC_CTYPE", "MCP_TEST_TOKEN", "PATH"].contains(&name),
+            "{names}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_up() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[
+            ("c1", "t__fail", json!({"reason": "no such key"})),
+            ("c2", "t__slow", json!({"seconds": 20})),
+            ("c3", "t__lookup", json!({"key": 7})),
+        ]),
+        tool_calls(&[("c4", "t__lookup", json!({"key": "after"}))]),
+        final_answer("done"),
+    ])
+    .await;
+    let cfg = config(&project, &llm, &server("t", &[], "call_timeout_secs = 1"));
+    project.task(
+        "errors",
+        "+++\ntools = [\"t__fail\", \"t__slow\", \"t__lookup\"]\n+++\nGo.",
+    );
+    let t0 = std::time::Instant::now();
+    run_one(&cfg).await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "the slow call was waited for"
+    );
+
+    let lines = project.tool_lines("errors");
+    assert!(lines[0].is_error, "{:?}", lines[0]);
+    assert!(
+        lines[0].result.contains("Error executing tool fail"),
+        "{}",
+        lines[0].result
+    );
+    assert!(lines[1].is_error);
+    assert!(
+        lines[1]
+            .result
+            .contains("did not answer within 1 s (call_timeout_secs)"),
+        "{}",
+        lines[1].result
+    );
+    // Arguments go as the model wrote them; the server judges them.
+    assert!(lines[2].is_error, "{:?}", lines[2]);
+    // The server is still up after a timed-out call.
+    assert_eq!(lines[3].result, "the value of after is 42");
+    assert_eq!(project.summary("errors").status, Status::Succeeded);
+}
+
+#[tokio::test]
+async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
+    let project = Project::new();
+    let markers = project.root().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let marker_dir = markers.display().to_string();
+    let script = || {
+        vec![
+            tool_calls(&[
+                ("c1", "t__delete_item", json!({"name": "one"})),
+                ("c2", "t__delete_item", json!({"name": "two"})),
+                ("c3", "t__lookup", json!({"key": "k"})),
+            ]),
+            final_answer("done"),
+        ]
+    };
+    let extra = format!(
+        "[limits]\nmax_writes = 1\n{}",
+        server("t", &["--marker-dir", &marker_dir], "")
+    );
+    let task = "+++\ntools = [\"t__delete_item\", \"t__lookup\"]\n+++\nDelete.";
+
+    let llm = FakeLlm::replies(script()).await;
+    let cfg = config(&project, &llm, &extra);
+    project.task("dry", task);
+    run_and_stop(
+        &cfg,
+        RunOptions {
+            concurrency: 1,
+            dry_run: true,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_dir(&markers).unwrap().count(),
+        0,
+        "a dry run called a write tool"
+    );
+    let lines = project.tool_lines("dry");
+    assert!(
+        lines[0]
+            .result
+            .starts_with("Dry run: t__delete_item was NOT called"),
+        "{}",
+        lines[0].result
+    );
+    let detail: Value = serde_json::from_str(lines[0].detail.as_ref().unwrap().get()).unwrap();
+    assert_eq!(detail["intent"]["arguments"]["name"], "one");
+    assert!(
+        lines[1].result.contains("write budget (1) is spent"),
+        "{}",
+        lines[1].result
+    );
+    assert!(
+        !lines[2].is_error,
+        "a read-only tool is no write: {}",
+        lines[2].result
+    );
+
+    std::fs::remove_dir_all(project.root().join("logs")).unwrap();
+    let llm = FakeLlm::replies(script()).await;
+    let cfg = config(&project, &llm, &extra);
+    run_one(&cfg).await;
+    let deleted: Vec<String> = std::fs::read_dir(&markers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(deleted, ["deleted-one"]);
+    let intents = std::fs::read_to_string(project.run_dir("dry").join("intents.jsonl")).unwrap();
+    assert!(intents.contains("t__delete_item"), "{intents}");
+}
+
+#[tokio::test]
+async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_others_run() {
+    let project = Project::new();
+    let slow_pid = pid_file(&project, "slow");
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let extra = format!(
+        "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
+        server(
+            "slow",
+            &[
+                "--delay",
+                "30",
+                "--pid-file",
+                &slow_pid.display().to_string()
+            ],
+            "startup_timeout_secs = 2"
+        )
+    );
+    let cfg = config(&project, &llm, &extra);
+    project.task("a-gone", "+++\ntools = [\"gone__x\"]\n+++\nGo.");
+    project.task("b-slow", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.");
+    project.task("c-slow-again", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.");
+    project.task("d-plain", "+++\ntools = []\n+++\nGo.");
+    let t0 = std::time::Instant::now();
+    let outcome = run_one(&cfg).await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the slow server was waited for twice"
+    );
+    let RunOutcome::Finished(tally) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        (tally.succeeded, tally.retry_later, tally.failed),
+        (1, 3, 0)
+    );
+    assert_eq!(
+        project.inbox(),
+        ["a-gone.md", "b-slow.md", "c-slow-again.md"]
+    );
+
+    let gone = project.summary("a-gone");
+    assert_eq!(gone.stop_reason, StopReason::ToolServerUnavailable);
+    assert!(gone.retryable);
+    let error = gone.error.unwrap();
+    assert!(
+        error.contains("MCP server gone did not start: cannot run /nonexistent/mcp-server"),
+        "{error}"
+    );
+    let slow = project.summary("b-slow").error.unwrap();
+    assert!(
+        slow.contains("MCP server slow did not start and list its tools within 2 s"),
+        "{slow}"
+    );
+    assert!(
+        slow.contains("its stderr ends: test server starting (delay 30.0 s)"),
+        "{slow}"
+    );
+    assert!(
+        project
+            .summary("c-slow-again")
+            .error
+            .unwrap()
+            .contains("within 2 s")
+    );
+    assert!(
+        project
+            .run_log("b-slow")
+            .contains("tool_server_unavailable")
+            || project.run_log("b-slow").contains("stays in the inbox")
+    );
+    assert!(
+        gone_pid(&slow_pid),
+        "the slow server outlived its start-up timeout"
+    );
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "only the plain task asked the model"
+    );
+}
+
+fn gone_pid(file: &Path) -> bool {
+    gone(&std::fs::read_to_string(file).unwrap())
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_task_is_an_error_for_that_call_and_unavailable_after() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "t__die", json!({}))])),
+        ok(final_answer("it died")),
+    ])
+    .await;
+    let cfg = config(&project, &llm, &server("t", &[], ""));
+    project.task("a-dies", "+++\ntools = [\"t__die\"]\n+++\nGo.");
+    project.task("b-after", "+++\ntools = [\"t__lookup\"]\n+++\nGo.");
+    run_one(&cfg).await;
+    let lines = project.tool_lines("a-dies");
+    assert!(lines[0].is_error);
+    assert!(
+        lines[0].result.contains("MCP server t stopped answering"),
+        "{}",
+        lines[0].result
+    );
+    let after = project.summary("b-after");
+    assert_eq!(after.stop_reason, StopReason::ToolServerUnavailable);
+    assert!(
+        after
+            .error
+            .unwrap()
+            .contains("MCP server t stopped answering")
+    );
+    assert_eq!(project.inbox(), ["b-after.md"]);
+}
+
+#[tokio::test]
+async fn the_streamable_http_transport_calls_a_tool() {
+    let project = Project::new();
+    let port = closed_port();
+    let mut child = std::process::Command::new(mcp_python())
+        .arg(test_server())
+        .args(["--http", &port.to_string()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "h__lookup", json!({"key": "web"}))]),
+        final_answer("done"),
+    ])
+    .await;
+    let extra =
+        format!("[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\"]\n");
+    let cfg = config(&project, &llm, &extra);
+    project.task("web", "Look it up.");
+    run_one(&cfg).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(up, "the HTTP test server did not listen");
+    let lines = project.tool_lines("web");
+    assert_eq!(
+        lines[0].result,
+        "the value of web is 42",
+        "{}",
+        project.run_log("web")
+    );
+}
+
+/// The binary: no server process is left after SIGTERM, nor after a
+/// task's wall clock runs out in the middle of a call.
+#[test]
+fn no_server_process_outlives_the_binary() {
+    let project = Project::new();
+    let pid = pid_file(&project, "t");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let llm = rt.block_on(FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "t__slow", json!({"seconds": 60}))])),
+        ok(final_answer("done")),
+    ]));
+    let extra = format!(
+        "[limits]\nmax_wall_secs = 3\n{}",
+        server("t", &["--pid-file", &pid.display().to_string()], "")
+    );
+    project.write_config(&llm.base_url(), &extra);
+    project.task("wall", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
+    let out = bin(&project).arg("run").output().unwrap();
+    let wall = project.summary_in(&the_run_dir(&project, "wall"));
+    assert_eq!(
+        wall.stop_reason,
+        StopReason::MaxWallSecs,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        gone_pid(&pid),
+        "the server outlived the run after the wall clock ran out"
+    );
+
+    std::fs::remove_file(&pid).unwrap();
+    let extra = format!(
+        "[limits]\nmax_wall_secs = 120\n{}",
+        server("t", &["--pid-file", &pid.display().to_string()], "")
+    );
+    project.write_config(&llm.base_url(), &extra);
+    project.task("term", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .arg("run")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the slow call is under way.
+    let calling = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rt.block_on(llm.requests()).len() >= 2 && pid.exists()
+    });
+    assert!(calling, "the task never called the slow tool");
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(75));
+    assert!(gone_pid(&pid), "the server outlived SIGTERM");
+}
