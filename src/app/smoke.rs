@@ -57,7 +57,7 @@ async fn mcp_server(cfg: &Config, name: &str) -> Steps {
     let notes: String = ready
         .notes
         .into_iter()
-        .skip(1)
+        .filter(|n| !n.starts_with(&format!("MCP server {name} started")))
         .map(|n| format!("     {}\n", redact(n)))
         .collect();
     match up {

@@ -227,3 +227,162 @@ fn stdio(
         passed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+
+    fn parse(servers: &str) -> Result<Config, String> {
+        let env = |k: &str| match k {
+            "RUNPOD_API_KEY" => Some("rp_secret".to_string()),
+            "GITHUB_TOKEN" => Some("ghp_passed_value".to_string()),
+            "PATH" => Some("/usr/bin:/bin".to_string()),
+            _ => None,
+        };
+        let text = format!("[runpod]\nendpoint_id = \"e\"\n{servers}");
+        Config::parse(
+            &text,
+            Path::new("/etc/ah/agent.toml"),
+            Path::new("/etc/ah"),
+            &env,
+        )
+        .map_err(|e| e.message)
+    }
+
+    #[test]
+    fn a_stdio_server_gets_path_home_and_its_passed_variables_as_secrets() {
+        let cfg = parse(
+            "[mcp.servers.files]\ncommand = [\"./bin/server\", \"--root\", \"/srv\"]\nenv_pass = [\"GITHUB_TOKEN\"]\ntools = [\"read_file\"]\nwrite_tools = []\n",
+        )
+        .unwrap();
+        let s = &cfg.mcp[0];
+        assert_eq!(s.name, "files");
+        assert_eq!(s.startup_timeout.as_secs(), 20);
+        assert_eq!(s.call_timeout.as_secs(), 60);
+        assert!(s.allows("read_file") && !s.allows("write_file"));
+        assert_eq!(s.write_tools.as_deref(), Some(&[][..]));
+        let McpTransport::Stdio {
+            program,
+            args,
+            dir,
+            inherited,
+            passed,
+        } = &s.transport
+        else {
+            panic!("{:?}", s.transport)
+        };
+        assert_eq!(program, Path::new("/etc/ah/bin/server"));
+        assert_eq!(args, &["--root", "/srv"]);
+        assert_eq!(dir, Path::new("/etc/ah"));
+        assert_eq!(
+            inherited,
+            &[("PATH".to_string(), "/usr/bin:/bin".to_string())]
+        );
+        assert_eq!(passed[0].0, "GITHUB_TOKEN");
+        assert!(
+            cfg.redactor()
+                .redact("token ghp_passed_value".into())
+                .ends_with("***")
+        );
+        let bare = parse("[mcp.servers.t]\ncommand = [\"uvx\", \"mcp-server-time\"]\n").unwrap();
+        let McpTransport::Stdio { program, .. } = &bare.mcp[0].transport else {
+            panic!()
+        };
+        assert_eq!(
+            program,
+            Path::new("uvx"),
+            "a bare name is looked up in PATH"
+        );
+    }
+
+    #[test]
+    fn every_misconfigured_server_is_an_error_naming_it() {
+        let cases = [
+            ("[mcp.servers.a]\n", "set exactly one of `command`"),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n",
+                "set exactly one",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = []\n",
+                "the first item must be the program",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\" \"]\n",
+                "the first item must be the program",
+            ),
+            (
+                "[mcp.servers.a__b]\ncommand = [\"x\"]\n",
+                "[mcp.servers.a__b]: the name",
+            ),
+            ("[mcp.servers._a]\ncommand = [\"x\"]\n", "the name must be"),
+            (
+                "[mcp.servers.\"a b\"]\ncommand = [\"x\"]\n",
+                "the name must be",
+            ),
+            (
+                "[mcp.servers.a]\nurl = \"ftp://h/mcp\"\n",
+                "must be an http(s) URL",
+            ),
+            (
+                "[mcp.servers.a]\nurl = \"http://h/mcp\"\nenv_pass = [\"GITHUB_TOKEN\"]\n",
+                "only a server started with `command`",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nenv_pass = [\"UNSET_VAR\"]\n",
+                "environment variable UNSET_VAR",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nenv_pass = [\"ghp_literal-secret\"]\n",
+                "does not look like one",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nstartup_timeout_secs = 0\n",
+                "startup_timeout_secs = 0 is below its minimum",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\ncall_timeout_secs = 99999\n",
+                "call_timeout_secs = 99999 is above its ceiling, 3600",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\ntools = [\"read file\"]\n",
+                "tools: \"read file\" cannot be offered",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nwrite_tools = [\"../x\"]\n",
+                "write_tools: \"../x\" cannot be offered",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = [\"x\"]\nsurprise = 1\n",
+                "surprise: unknown key (expected one of command, url, env_pass",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(text)
+                .err()
+                .unwrap_or_else(|| panic!("accepted: {text}"));
+            assert!(e.contains(want), "{text}\n→ {e}");
+            assert!(
+                !e.contains("ghp_literal-secret"),
+                "a pasted secret echoed: {e}"
+            );
+        }
+        let long = format!("[mcp.servers.{}]\ncommand = [\"x\"]\n", "s".repeat(33));
+        assert!(parse(&long).unwrap_err().contains("1-32"));
+        let too_long_tool = format!(
+            "[mcp.servers.abc]\ncommand = [\"x\"]\ntools = [\"{}\"]\n",
+            "t".repeat(60)
+        );
+        assert!(parse(&too_long_tool).unwrap_err().contains("at most 64"));
+    }
+
+    #[test]
+    fn function_names_are_ascii_words_of_64_at_most() {
+        for ok in ["a", "read_file", "get-time", "A1", &"x".repeat(64)] {
+            assert!(is_function_name(ok), "{ok}");
+        }
+        for bad in ["", "a b", "a.b", "ä", "a/b", "<|turn>", &"x".repeat(65)] {
+            assert!(!is_function_name(bad), "{bad}");
+        }
+    }
+}

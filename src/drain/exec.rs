@@ -83,11 +83,18 @@ fn check_flags(cfg: &Config, opts: &ExecOptions) -> Result<(), String> {
         ));
     }
     for tool in opts.tools.iter().flatten() {
-        if ToolName::parse(tool).is_none() {
-            return Err(format!(
-                "--tools: {tool:?} is not a tool (tools: {})",
-                ToolName::list(&ToolName::ALL)
-            ));
+        match (
+            ToolName::parse(tool),
+            crate::tools::mcp::configured(&cfg.mcp, tool),
+        ) {
+            (Some(_), _) | (None, Some(Ok(_))) => {}
+            (None, Some(Err(why))) => return Err(format!("--tools: {why}")),
+            (None, None) => {
+                return Err(format!(
+                    "--tools: {tool:?} is not a tool (tools: {}, or SERVER__tool of an [mcp.servers.SERVER])",
+                    ToolName::list(&ToolName::ALL)
+                ));
+            }
         }
     }
     Ok(())

@@ -42,7 +42,10 @@ impl Drain<'_> {
         if servers.is_empty() {
             return Ok(offered);
         }
-        let (ready, up) = mcp.ready(&servers).await;
+        let (ready, up) = tokio::select! {
+            r = mcp.ready(&servers) => r,
+            () = self.h.cancel.cancelled() => return Err(Unready::Interrupted),
+        };
         notes.extend(ready.notes);
         up.map_err(|u| Unready::Unavailable(u.0))?;
         offered.extend(ready.tools.into_iter().map(Tool::Mcp));
@@ -119,6 +122,8 @@ pub(super) enum Unready {
     /// An MCP server it may use is not there: retryable
     /// `tool_server_unavailable` (SPEC §19).
     Unavailable(String),
+    /// The run was stopped while its MCP servers started.
+    Interrupted,
 }
 
 impl From<TaskProblem> for Unready {

@@ -208,6 +208,10 @@ impl Drain<'_> {
                     return Ran::from(invalid(rec, h, &entry.path, &problem));
                 }
                 Err(Unready::Unavailable(why)) => return Ran::from(unavailable(rec, h, why)),
+                Err(Unready::Interrupted) => {
+                    let why = "stopped by a signal while its MCP servers started";
+                    return Ran::from(Outcome::failed(StopReason::Interrupted, why.into()));
+                }
             };
             rec.task_file(&p.file.text);
             let mut spec = p.spec;

@@ -1,5 +1,6 @@
-//! The seven tools (SPEC §7): their names, the short descriptions a small
-//! model reads, their parameters, argument validation, and dispatch.
+//! The seven built-in tools (SPEC §7) and those of MCP servers (SPEC §19,
+//! [`mcp`]): names, the short descriptions a small model reads,
+//! parameters, argument validation, and dispatch.
 //!
 //! Each tool's parameters are declared once ([`Param`]); that table yields
 //! both the JSON schema sent to the model and the validator, which names

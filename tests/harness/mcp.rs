@@ -536,6 +536,53 @@ async fn the_streamable_http_transport_calls_a_tool() {
     );
 }
 
+#[tokio::test]
+async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
+    let llm = FakeLlm::replies(vec![
+        final_answer("Hello."),
+        tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
+        final_answer("It is noon in Paris."),
+    ])
+    .await;
+    let project = Project::new();
+    let extra = format!(
+        "{}[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n",
+        server(
+            "t",
+            &["--delay", "0.1"],
+            "tools = [\"lookup\", \"delete_item\", \"missing\"]"
+        )
+    );
+    let cfg = config(&project, &llm, &extra);
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let mut out = Vec::new();
+    let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(!passed, "{out}");
+    assert_eq!(agent_harness::app::smoke_exit(passed), 1);
+    let ok = out
+        .lines()
+        .find(|l| l.starts_with("ok   mcp t: started in"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        ok.ends_with("tools: t__lookup, t__delete_item (write)"),
+        "{ok}"
+    );
+    assert!(out.contains("MCP server t: tool \"missing\" is on the tools allowlist but the server does not offer it"), "{out}");
+    assert!(
+        out.contains("MCP server t stderr: test server starting (delay 0.1 s)"),
+        "{out}"
+    );
+    let fail = out
+        .lines()
+        .find(|l| l.starts_with("FAIL mcp gone:"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        fail.contains("cannot run /nonexistent/mcp-server"),
+        "{fail}"
+    );
+}
+
 /// The binary: no server process is left after SIGTERM, nor after a
 /// task's wall clock runs out in the middle of a call.
 #[test]

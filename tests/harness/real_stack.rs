@@ -178,6 +178,17 @@ fn tasks(project: &Project, page_url: &str) {
         "plain",
         "+++\ntools = []\n+++\nSay in one sentence what a batch job is.",
     );
+    project.task(
+        "clock",
+        "+++\ntools = [\"time__get_current_time\"]\n+++\nWhat time is it in Tokyo (Asia/Tokyo) now?",
+    );
+}
+
+/// SPEC §19: PyPI's reference time server (`mcp-server-time`), its tool
+/// offered to every run of the real stack.
+fn time_server() -> String {
+    let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
+    format!("[mcp.servers.time]\ncommand = [{program:?}]\ntools = [\"get_current_time\"]\n")
 }
 
 /// SPEC §16 on the real server: each line records the reply's own
@@ -395,6 +406,28 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
     check_task(project, "page", &["webfetch"], runpod);
     let plain = check_task(project, "plain", &[], runpod);
     assert_eq!(plain.tool_calls, 0, "a task without tools gets no tool run");
+    let clock = check_task(project, "clock", &["time__get_current_time"], runpod);
+    assert!(
+        clock.tool_calls > 0,
+        "tool_choice = required makes the model call the MCP tool"
+    );
+    let ran: Vec<ToolLine> = project
+        .tool_lines("clock")
+        .into_iter()
+        .filter(|t| t.executed && t.name == "time__get_current_time")
+        .collect();
+    assert!(!ran.is_empty(), "the loop called the MCP server's tool");
+    for t in &ran {
+        // The server answered: a time, or its own complaint about the arguments.
+        assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
+    }
+    assert!(
+        project
+            .run_log("clock")
+            .contains("MCP server time started in"),
+        "{}",
+        project.run_log("clock")
+    );
 
     for (slug, list) in &nwx.state.lock().unwrap().attachments {
         for a in list {
@@ -693,8 +726,9 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     let cfg = project.config(
         base_url,
         &format!(
-            "{MODEL}context_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
-            nwx.config_section()
+            "{MODEL}context_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n{}",
+            nwx.config_section(),
+            time_server()
         ),
     );
     smoke_test_passes(&cfg).await;
@@ -877,8 +911,9 @@ async fn runpod_kind(worker_url: &str, page_url: &str) {
         &path,
         format!(
             "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_url = \"{worker_url}\"\napi_key_env = \"\"\n\
-             {MODEL}context_tokens = 8192\n{}[tools.webfetch]\nallow_private = true\n",
-            nwx.config_section()
+             {MODEL}context_tokens = 8192\n{}[tools.webfetch]\nallow_private = true\n{}",
+            nwx.config_section(),
+            time_server()
         ),
     )
     .unwrap();

@@ -26,9 +26,10 @@ use crate::config::{McpServerConfig, McpTransport, Redactor};
 use crate::tools::ToolOutput;
 use process::{Process, Stderr};
 
-/// JSON-RPC lines longer than this are dropped by the transport (an
-/// endpoint body's cap, SPEC §12.3).
-const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+/// JSON-RPC lines longer than this are dropped by the transport: a result
+/// is cut to at most 10^6 characters anyway, and a listing this long
+/// would already be refused, so nothing bigger is ever parsed (SPEC §12.3).
+const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The MCP servers of one run.
 pub struct McpServers {
@@ -165,6 +166,11 @@ impl McpServers {
     /// group sent SIGTERM and, 2 s later, SIGKILL.
     pub async fn stop(&self) {
         let stops = self.servers.iter().map(|s| async move {
+            // A start cut short by a signal left its process here.
+            let starting = lock(&s.starting).take();
+            if let Some(p) = starting {
+                p.kill().await;
+            }
             let state =
                 std::mem::replace(&mut *s.state.lock().await, State::Down("stopped".into()));
             if let State::Up(up) = state {
@@ -363,3 +369,6 @@ pub fn servers_for<'c>(servers: &'c [McpServerConfig], names: Option<&[String]>)
         .map(|s| s.name.as_str())
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
