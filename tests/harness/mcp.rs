@@ -634,12 +634,94 @@ fn no_server_process_outlives_the_binary() {
     });
     assert!(calling, "the task never called the slow tool");
     std::thread::sleep(Duration::from_millis(500));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(75));
+    signal(&child, rustix::process::Signal::TERM);
+    assert_eq!(wait_at_most(&mut child, Duration::from_secs(15)), Some(75));
     assert!(gone_pid(&pid), "the server outlived SIGTERM");
+}
+
+fn signal(child: &std::process::Child, signal: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
+}
+
+/// The exit status of `child`, waiting at most `limit`.
+fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
+    let project = Project::new();
+    let pid = pid_file(&project, "t");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let llm = rt.block_on(FakeLlm::replies(vec![final_answer("done")]));
+    let args = ["--delay", "60", "--pid-file", &pid.display().to_string()];
+    project.write_config(
+        &llm.base_url(),
+        &server("t", &args, "startup_timeout_secs = 120"),
+    );
+    project.task("waits", "+++\ntools = [\"t__lookup\"]\n+++\nGo.");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .arg("run")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        pid.exists()
+    });
+    assert!(started, "the server was never started");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, rustix::process::Signal::TERM);
+    let code = wait_at_most(&mut child, Duration::from_secs(15));
+    assert_eq!(code, Some(75), "the run waited for the slow start");
+    assert_eq!(project.inbox(), ["waits.md"]);
+    let s = project.summary_in(&the_run_dir(&project, "waits"));
+    assert_eq!(s.stop_reason, StopReason::Interrupted);
+    assert!(gone_pid(&pid), "the half-started server outlived the run");
+    assert!(rt.block_on(llm.requests()).is_empty());
+}
+
+#[test]
+fn exec_takes_mcp_tool_names_the_configuration_allows() {
+    let project = Project::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let llm = rt.block_on(FakeLlm::replies(vec![
+        tool_calls(&[("c1", "t__lookup", json!({"key": "exec"}))]),
+        final_answer("exec is 42"),
+    ]));
+    project.write_config(&llm.base_url(), &server("t", &[], "tools = [\"lookup\"]"));
+    let out = bin(&project)
+        .args(["exec", "--tools", "t__big", "Go."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "--tools: \"t__big\": \"big\" is not on the tools allowlist of [mcp.servers.t] (lookup)"
+        ),
+        "{err}"
+    );
+    let out = bin(&project)
+        .args(["exec", "--tools", "t__lookup", "Look up exec."])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exec is 42");
 }
