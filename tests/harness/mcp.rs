@@ -620,13 +620,7 @@ fn no_server_process_outlives_the_binary() {
     );
     project.write_config(&llm.base_url(), &extra);
     project.task("term", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .arg("run")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&project);
     // Wait until the slow call is under way.
     let calling = (0..300).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
@@ -637,6 +631,17 @@ fn no_server_process_outlives_the_binary() {
     signal(&child, rustix::process::Signal::TERM);
     assert_eq!(wait_at_most(&mut child, Duration::from_secs(15)), Some(75));
     assert!(gone_pid(&pid), "the server outlived SIGTERM");
+}
+
+/// `agent-harness run` in the project, in the background.
+fn spawn_run(project: &Project) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .arg("run")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 fn signal(child: &std::process::Child, signal: rustix::process::Signal) {
@@ -669,13 +674,7 @@ fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
         &server("t", &args, "startup_timeout_secs = 120"),
     );
     project.task("waits", "+++\ntools = [\"t__lookup\"]\n+++\nGo.");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .arg("run")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&project);
     let started = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         pid.exists()
