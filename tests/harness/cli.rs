@@ -378,7 +378,10 @@ fn the_shipped_example_inbox_passes_check() {
     let profiles = &example[example.find("[agents.").unwrap()..];
     project.write_config(
         "http://127.0.0.1:9/v1",
-        &format!("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}"),
+        &format!(
+            "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}\
+             [mcp.servers.time]\ncommand = [\"mcp-server-time\"]\ntools = [\"get_current_time\"]\n"
+        ),
     );
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox");
     let mut names = Vec::new();

@@ -178,17 +178,54 @@ fn tasks(project: &Project, page_url: &str) {
         "plain",
         "+++\ntools = []\n+++\nSay in one sentence what a batch job is.",
     );
+}
+
+/// SPEC §19 on the real server: PyPI's reference time server
+/// (`mcp-server-time`), started by the harness, its tool offered to the
+/// model and called by the loop. One call per reply (`parallel_tool_calls
+/// = false`: llama-server then parses at most one), so a 270M model's
+/// habit of repeating a call within one reply cannot stop the task before
+/// the call runs.
+async fn mcp_tool_on_the_real_server(base_url: &str) {
+    let project = Project::new();
+    let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
+    let cfg = project.config(
+        base_url,
+        &format!(
+            "[model]\nmax_tokens = 128\ntemperature = 0.8\n[model.extra]\ntool_choice = \"required\"\n\
+             parallel_tool_calls = false\nseed = 7\n[limits]\nmax_turns = 2\ncontext_tokens = 0\n\
+             [mcp.servers.time]\ncommand = [{program:?}]\ntools = [\"get_current_time\"]\n"
+        ),
+    );
     project.task(
         "clock",
         "+++\ntools = [\"time__get_current_time\"]\n+++\nWhat time is it in Tokyo (Asia/Tokyo) now?",
     );
-}
-
-/// SPEC §19: PyPI's reference time server (`mcp-server-time`), its tool
-/// offered to every run of the real stack.
-fn time_server() -> String {
-    let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
-    format!("[mcp.servers.time]\ncommand = [{program:?}]\ntools = [\"get_current_time\"]\n")
+    smoke_test_passes(&cfg).await;
+    run_all(&cfg).await;
+    let log = project.run_log("clock");
+    assert!(log.contains("MCP server time started in"), "{log}");
+    let clock = check_task(&project, "clock", &["time__get_current_time"], false);
+    let ran: Vec<ToolLine> = project
+        .tool_lines("clock")
+        .into_iter()
+        .filter(|t| t.executed && t.name == "time__get_current_time")
+        .collect();
+    assert!(
+        !ran.is_empty(),
+        "the loop called the MCP server's tool: {clock:?}\n{log}"
+    );
+    for t in &ran {
+        // The server answered: a time, or its own complaint about the arguments.
+        assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
+    }
+    let requests = jsonl(&project.run_dir("clock").join("conversation.jsonl"));
+    let offered = &sent_chat(&requests[0])["tools"][0]["function"];
+    assert_eq!(offered["name"], "time__get_current_time");
+    assert_eq!(
+        offered["parameters"]["required"],
+        serde_json::json!(["timezone"])
+    );
 }
 
 /// SPEC §16 on the real server: each line records the reply's own
@@ -406,28 +443,6 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
     check_task(project, "page", &["webfetch"], runpod);
     let plain = check_task(project, "plain", &[], runpod);
     assert_eq!(plain.tool_calls, 0, "a task without tools gets no tool run");
-    let clock = check_task(project, "clock", &["time__get_current_time"], runpod);
-    assert!(
-        clock.tool_calls > 0,
-        "tool_choice = required makes the model call the MCP tool"
-    );
-    let ran: Vec<ToolLine> = project
-        .tool_lines("clock")
-        .into_iter()
-        .filter(|t| t.executed && t.name == "time__get_current_time")
-        .collect();
-    assert!(!ran.is_empty(), "the loop called the MCP server's tool");
-    for t in &ran {
-        // The server answered: a time, or its own complaint about the arguments.
-        assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
-    }
-    assert!(
-        project
-            .run_log("clock")
-            .contains("MCP server time started in"),
-        "{}",
-        project.run_log("clock")
-    );
 
     for (slug, list) in &nwx.state.lock().unwrap().attachments {
         for a in list {
@@ -726,9 +741,8 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     let cfg = project.config(
         base_url,
         &format!(
-            "{MODEL}context_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n{}",
-            nwx.config_section(),
-            time_server()
+            "{MODEL}context_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
+            nwx.config_section()
         ),
     );
     smoke_test_passes(&cfg).await;
@@ -746,6 +760,7 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     );
     forged_turns_never_reach_the_tokenizer(base_url).await;
     structured_answer_on_the_real_server(base_url).await;
+    mcp_tool_on_the_real_server(base_url).await;
 }
 
 /// SPEC §15 on the real server: a task whose answer must match a small
@@ -911,9 +926,8 @@ async fn runpod_kind(worker_url: &str, page_url: &str) {
         &path,
         format!(
             "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_url = \"{worker_url}\"\napi_key_env = \"\"\n\
-             {MODEL}context_tokens = 8192\n{}[tools.webfetch]\nallow_private = true\n{}",
-            nwx.config_section(),
-            time_server()
+             {MODEL}context_tokens = 8192\n{}[tools.webfetch]\nallow_private = true\n",
+            nwx.config_section()
         ),
     )
     .unwrap();
