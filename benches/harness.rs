@@ -24,10 +24,15 @@
 //! 7. resume — a six-turn task with two attachment writes, SIGKILLed three
 //!    times mid-call (in turns 2, 4 and 5) and run again until done:
 //!    model requests and wall time, resumed from its records (SPEC §18)
-//!    against restarted from turn 1 (`[limits] resume = false`).
+//!    against restarted from turn 1 (`[limits] resume = false`);
+//! 8. mcp — the tests' MCP server (official Python SDK) started by the
+//!    binary: its start-up (spawn, `initialize`, `tools/list`) as `run.log`
+//!    says it, one `tools/call` round trip, and the harness's peak memory
+//!    when a result is text just under the 4 MiB line cap, text over it,
+//!    and many small JSON values (skipped when the stack is not installed).
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile`, `-- counting`, `-- records` or `-- resume` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume` or `-- mcp` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -68,6 +73,8 @@ struct Sizes {
     record_mib: usize,
     /// How long the endpoint takes to answer each call of the resumed task.
     resume_latency: Duration,
+    /// Calls of the MCP round-trip task.
+    mcp_calls: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -82,6 +89,7 @@ const FULL: Sizes = Sizes {
     record_lines: [60_000, 120_000],
     record_mib: 60,
     resume_latency: Duration::from_millis(500),
+    mcp_calls: 50,
 };
 
 const QUICK: Sizes = Sizes {
@@ -96,6 +104,7 @@ const QUICK: Sizes = Sizes {
     record_lines: [1_000, 2_000],
     record_mib: 2,
     resume_latency: Duration::from_millis(30),
+    mcp_calls: 3,
 };
 
 fn main() {
@@ -141,6 +150,112 @@ fn main() {
     }
     if wanted("resume") {
         rt.block_on(resume(&sizes));
+    }
+    if wanted("mcp") {
+        rt.block_on(mcp(&sizes));
+    }
+}
+
+/// `[mcp.servers.t]` running the tests' server, when the stack has the SDK.
+fn mcp_server() -> Option<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("scripts/stack"))
+        .arg("paths")
+        .output()
+        .ok()?;
+    let paths = String::from_utf8(out.stdout).ok()?;
+    let python = paths.lines().find_map(|l| l.strip_prefix("MCP_PYTHON="))?;
+    let server = root.join("tests/mcp/test_server.py");
+    Some(format!(
+        "[mcp.servers.t]\ncommand = [{python:?}, {:?}]\ncall_timeout_secs = 3\n",
+        server.display().to_string()
+    ))
+}
+
+async fn mcp(sizes: &Sizes) {
+    let Some(server) = mcp_server() else {
+        println!("\n8. mcp: skipped (scripts/stack install puts the MCP SDK in its cache)");
+        return;
+    };
+    let n = sizes.mcp_calls;
+    let mut replies: Vec<_> = (0..n)
+        .map(|i| {
+            let args = json!({"key": format!("k{i}")});
+            ok(tool_calls(&[(&format!("c{i}"), "t__lookup", args)]))
+        })
+        .collect();
+    replies.push(ok(final_answer("done")));
+    let llm = FakeLlm::by_progress(replies).await;
+    let project = Project::new();
+    project.task("calls", "+++\ntools = [\"t__lookup\"]\n+++\nLook up.");
+    let limits = format!("[limits]\nmax_turns = {}\n", n + 1);
+    project.write_config(&llm.base_url(), &format!("{limits}{server}"));
+    let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+    assert_eq!(cost.code, 0, "the MCP task succeeds");
+    let dir = single_run(project.root(), "calls");
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap();
+    let started: f64 = log
+        .split("MCP server t started in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap();
+    let calls: Vec<Duration> = common::jsonl(&dir.join("tools.jsonl"))
+        .iter()
+        .map(|l| Duration::from_millis(l["duration_ms"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(calls.len(), n);
+    println!("\n8. mcp: the tests' server on the official Python SDK, stdio");
+    println!("   start-up  {started:7.1} ms    (spawn + initialize + tools/list)");
+    println!(
+        "   call      {:7.1} ms median over {n} calls (tools/call round trip)",
+        ms(median(calls))
+    );
+    println!(
+        "   run       {:7.1} ms wall, {:.1} MiB peak RSS of the harness",
+        ms(cost.wall),
+        cost.peak_rss_kib as f64 / 1024.0
+    );
+    for (tool, args, what) in [
+        (
+            "t__huge",
+            json!({"kib": 1800}),
+            "1.8 MiB of text (a 3.6 MiB line: text + structured copy)",
+        ),
+        (
+            "t__huge",
+            json!({"kib": 3000}),
+            "3 MiB of text (a 6 MiB line: over the cap, dropped)",
+        ),
+        (
+            "t__nested",
+            json!({"n": 400_000}),
+            "400,000 empty lists (a 2.7 MiB line of small values)",
+        ),
+    ] {
+        let llm = FakeLlm::by_progress(vec![
+            ok(tool_calls(&[("c1", tool, args)])),
+            ok(final_answer("done")),
+        ])
+        .await;
+        let project = Project::new();
+        project.task("big", &format!("+++\ntools = [\"{tool}\"]\n+++\nGo."));
+        project.write_config(&llm.base_url(), &server);
+        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        assert_eq!(cost.code, 0, "{what}");
+        let line = &common::jsonl(&single_run(project.root(), "big").join("tools.jsonl"))[0];
+        let dropped = line["is_error"] == true;
+        assert_eq!(dropped, what.contains("dropped"), "{what}: {line}");
+        println!(
+            "   {what}: {:.1} MiB peak RSS, {:.0} ms wall{}",
+            cost.peak_rss_kib as f64 / 1024.0,
+            ms(cost.wall),
+            if dropped {
+                " (the call ran into call_timeout_secs = 3)"
+            } else {
+                ""
+            }
+        );
     }
 }
 

@@ -11,7 +11,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = agent_harness::app::cli::Cli::parse();
     let filter = EnvFilter::try_from_env("AGENT_HARNESS_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("agent_harness=info,warn"));
+        .unwrap_or_else(|_| EnvFilter::new("agent_harness=info,rmcp=off,warn"));
     let terminal =
         std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         .with_ansi(ansi)
         .with_target(false)
         .init();
+    // rmcp is off: its warnings quote whatever an MCP server sent (any
+    // number of lines, megabytes each); the harness says what matters.
     // A panic is a bug: one line through the log (and its redaction), and
     // the task it happened in ends as `internal_error` while the run goes on.
     std::panic::set_hook(Box::new(|info| {

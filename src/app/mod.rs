@@ -93,6 +93,7 @@ async fn dispatch(
                 from_turn: *from_turn,
                 live_writes: *live_writes,
             };
+            tokio::spawn(run::exit_on_signal());
             replay_exit(crate::drain::replay::replay(&cfg, &opts, &mut stdout()).await)
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
@@ -100,7 +101,10 @@ async fn dispatch(
             logs_command(&cfg.paths.logs, &cli.command)
         }
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
-            Ok(ep) => smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut stdout()).await),
+            Ok(ep) => {
+                tokio::spawn(run::exit_on_signal());
+                smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut stdout()).await)
+            }
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));
                 exit::FAILED

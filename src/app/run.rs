@@ -183,6 +183,22 @@ pub(super) async fn watch_signals(cancel: CancellationToken) {
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 
+/// For commands without an orderly stop (`test-runpod`, `replay`): a
+/// signal kills the MCP servers they started, then the process (75).
+pub(super) async fn exit_on_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    crate::tools::mcp::kill_all();
+    eprintln!("agent-harness: stopped by a signal");
+    std::process::exit(i32::from(exit::TEMPFAIL));
+}
+
 /// `run --json`: each task's summary as one JSON line on stdout, redacted,
 /// as the task ends. A reader that went away stops nothing.
 pub(super) fn summary_lines(redactor: Redactor) -> OnEnd {

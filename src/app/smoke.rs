@@ -66,7 +66,7 @@ async fn mcp_server(cfg: &Config, name: &str) -> Steps {
             t0.elapsed().as_millis(),
             list(&ready.tools)
         )),
-        Err(e) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.0))),
+        Err(e) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.why))),
     }
 }
 

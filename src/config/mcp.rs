@@ -81,6 +81,26 @@ pub enum McpTransport {
 }
 
 impl McpServerConfig {
+    /// What must never be recorded: `env_pass` values, and a key put in a
+    /// `url` (its password, its query values).
+    pub fn secrets(&self) -> Vec<Secret> {
+        match &self.transport {
+            McpTransport::Stdio { passed, .. } => passed.iter().map(|(_, v)| v.clone()).collect(),
+            McpTransport::Http { url } => reqwest::Url::parse(url).map_or_else(
+                |_| Vec::new(),
+                |u| {
+                    let query = u.query_pairs().map(|(_, v)| v.into_owned());
+                    u.password()
+                        .map(str::to_string)
+                        .into_iter()
+                        .chain(query)
+                        .map(Secret::new)
+                        .collect()
+                },
+            ),
+        }
+    }
+
     /// Whether the allowlist lets `tool` be offered.
     pub fn allows(&self, tool: &str) -> bool {
         self.tools

@@ -306,11 +306,8 @@ impl Config {
             .iter()
             .chain(self.noteworx.as_ref().map(|n| &n.token))
             .chain(&self.setting_secrets)
-            .chain(self.mcp.iter().flat_map(|s| match &s.transport {
-                McpTransport::Stdio { passed, .. } => passed.iter().map(|(_, v)| v).collect(),
-                McpTransport::Http { .. } => Vec::new(),
-            }))
             .cloned()
+            .chain(self.mcp.iter().flat_map(McpServerConfig::secrets))
             .collect()
     }
 }

@@ -13,16 +13,34 @@ impl Drain<'_> {
         let Some(mcp) = &self.h.toolbox.mcp else {
             return;
         };
-        let mut servers: Vec<&str> = Vec::new();
-        for tool in &spec.tools {
-            if let Tool::Mcp(m) = tool
-                && !servers.contains(&m.server.as_str())
-            {
-                servers.push(&m.server);
-            }
-        }
-        for line in mcp.stderr(&servers) {
+        for line in mcp.stderr(&servers_of(spec)) {
             rec.note((self.h.clock)(), &line);
+        }
+    }
+
+    /// A task that may use a server that died while it ran does not pass
+    /// as done, nor fail for good: it ends retryable
+    /// `tool_server_unavailable` (SPEC §19).
+    pub(super) async fn unless_server_died(&self, spec: &TaskSpec, outcome: Outcome) -> Outcome {
+        let Some(mcp) = &self.h.toolbox.mcp else {
+            return outcome;
+        };
+        if matches!(
+            outcome.stop,
+            StopReason::SetupFault | StopReason::Interrupted
+        ) {
+            return outcome;
+        }
+        let Some(down) = mcp.down(&servers_of(spec)).await else {
+            return outcome;
+        };
+        Outcome {
+            stop: StopReason::ToolServerUnavailable,
+            final_answer: None,
+            error: Some(format!("{} while the task ran", down.why)),
+            retryable: true,
+            result: None,
+            ..outcome
         }
     }
 
@@ -47,7 +65,10 @@ impl Drain<'_> {
             () = self.h.cancel.cancelled() => return Err(Unready::Interrupted),
         };
         notes.extend(ready.notes);
-        up.map_err(|u| Unready::Unavailable(u.0))?;
+        up.map_err(|u| match u.setup_fault {
+            true => Unready::SetupFault(u.why),
+            false => Unready::Unavailable(u.why),
+        })?;
         offered.extend(ready.tools.into_iter().map(Tool::Mcp));
         Ok(offered)
     }
@@ -124,6 +145,8 @@ pub(super) enum Unready {
     Unavailable(String),
     /// The run was stopped while its MCP servers started.
     Interrupted,
+    /// The configuration names tools a server does not list: the run stops.
+    SetupFault(String),
 }
 
 impl From<TaskProblem> for Unready {
@@ -206,4 +229,17 @@ impl Drain<'_> {
             }
         }
     }
+}
+
+/// The MCP servers whose tools a task was given.
+fn servers_of(spec: &TaskSpec) -> Vec<&str> {
+    let mut servers: Vec<&str> = Vec::new();
+    for tool in &spec.tools {
+        if let Tool::Mcp(m) = tool
+            && !servers.contains(&m.server.as_str())
+        {
+            servers.push(&m.server);
+        }
+    }
+    servers
 }

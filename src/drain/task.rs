@@ -208,6 +208,10 @@ impl Drain<'_> {
                     return Ran::from(invalid(rec, h, &entry.path, &problem));
                 }
                 Err(Unready::Unavailable(why)) => return Ran::from(unavailable(rec, h, why)),
+                Err(Unready::SetupFault(why)) => {
+                    rec.note((h.clock)(), &why);
+                    return Ran::from(Outcome::failed(StopReason::SetupFault, why));
+                }
                 Err(Unready::Interrupted) => {
                     let why = "stopped by a signal while its MCP servers started";
                     return Ran::from(Outcome::failed(StopReason::Interrupted, why.into()));
@@ -231,6 +235,7 @@ impl Drain<'_> {
                 replayed.on(event);
             };
             let outcome = run_task(deps, &spec, &mut sink).await;
+            let outcome = self.unless_server_died(&spec, outcome).await;
             self.log_tool_servers(rec, &spec);
             let mut resume = p.note;
             resume.earlier = replayed.earlier(resume.wall_before);

@@ -14,6 +14,7 @@ mod inbox_runs;
 mod left_alone;
 mod left_alone_ii;
 mod mcp;
+mod mcp_hostile;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;

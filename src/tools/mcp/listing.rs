@@ -63,13 +63,31 @@ impl McpTool {
 /// What a listing gave: the tools to offer and a line per tool left out.
 #[derive(Debug, Default)]
 pub struct Offer {
+    /// In name order: the same listing in another order offers the same.
     pub tools: Vec<Arc<McpTool>>,
     pub left_out: Vec<String>,
+    /// Names in `tools` or `write_tools` the server does not list: the
+    /// configuration is wrong (a typo in `write_tools` would make a write a
+    /// read).
+    pub unlisted: Vec<String>,
+    /// What the server lists, for that message (the first 32 names).
+    pub listed: Vec<String>,
 }
 
 /// The listed tools this configuration offers.
 pub fn offer(cfg: &McpServerConfig, listed: Vec<rmcp::model::Tool>, redactor: &Redactor) -> Offer {
     let mut offer = Offer::default();
+    let names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
+    for wanted in cfg.tools.iter().chain(&cfg.write_tools).flatten() {
+        if !names.contains(wanted) && !offer.unlisted.contains(wanted) {
+            offer.unlisted.push(wanted.clone());
+        }
+    }
+    offer.listed = names
+        .iter()
+        .take(32)
+        .map(|n| crate::base::text::clip(n, 80))
+        .collect();
     for t in listed {
         let name = t.name.to_string();
         if !cfg.allows(&name) {
@@ -107,24 +125,18 @@ pub fn offer(cfg: &McpServerConfig, listed: Vec<rmcp::model::Tool>, redactor: &R
             Some(writes) => writes.contains(&name),
             None => t.annotations.as_ref().and_then(|a| a.read_only_hint) != Some(true),
         };
-        let description = t.description.as_deref().unwrap_or_default();
-        let description = crate::base::text::clip(description.trim(), DESCRIPTION_CHARS);
+        // Redacted before it is cut: no part of a secret is left at the cut.
+        let description = clean(t.description.as_deref().unwrap_or_default(), redactor);
         offer.tools.push(Arc::new(McpTool {
             server: cfg.name.clone(),
             tool: name,
             name: full,
-            description: clean(&description, redactor),
+            description: crate::base::text::clip(description.trim(), DESCRIPTION_CHARS),
             schema,
             write,
         }));
     }
-    for wanted in cfg.tools.iter().flatten() {
-        if !offer.tools.iter().any(|t| &t.tool == wanted) {
-            offer.left_out.push(format!(
-                "tool {wanted:?} is on the tools allowlist but the server does not offer it"
-            ));
-        }
-    }
+    offer.tools.sort_by(|a, b| a.name.cmp(&b.name));
     offer
 }
 

@@ -7,6 +7,7 @@
 //! answers every later task with [`Unavailable`] — never a task run with its
 //! tools silently missing. [`McpServers::stop`] ends them all before exit.
 
+mod answers;
 mod listing;
 mod process;
 mod result;
@@ -59,7 +60,7 @@ enum State {
     NotStarted,
     Up(Box<Up>),
     /// It did not start, or it died: why, for every task that may use it.
-    Down(String),
+    Down(Unavailable),
 }
 
 struct Up {
@@ -68,10 +69,28 @@ struct Up {
     tools: Vec<Arc<McpTool>>,
 }
 
-/// A server a task may use is not there; the task ends retryable
-/// `tool_server_unavailable` with this message.
+/// A server a task may use is not there: the task ends retryable
+/// `tool_server_unavailable` with this message — or, when the
+/// configuration names tools the server does not list, as a setup fault
+/// that stops the run (SPEC §16).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Unavailable(pub String);
+pub struct Unavailable {
+    pub why: String,
+    pub setup_fault: bool,
+}
+
+impl Unavailable {
+    fn new(why: impl Into<String>) -> Unavailable {
+        Unavailable {
+            why: why.into(),
+            setup_fault: false,
+        }
+    }
+}
+
+/// Pages of `tools/list` read at most: a server that pages on and on is
+/// cut short (the rest is said, not read).
+const MAX_PAGES: usize = 8;
 
 /// The tools of the servers a task may use, and what their start wrote.
 #[derive(Debug, Default)]
@@ -88,7 +107,7 @@ impl McpServers {
             .map(|cfg| Server {
                 cfg: cfg.clone(),
                 state: tokio::sync::Mutex::new(State::NotStarted),
-                stderr: Arc::default(),
+                stderr: Arc::new(Mutex::new(Stderr::new(Arc::clone(&redactor)))),
                 starting: Mutex::new(None),
             })
             .collect();
@@ -108,10 +127,29 @@ impl McpServers {
             ready.notes.extend(server.stderr_lines());
             match up {
                 Ok(tools) => ready.tools.extend(tools),
-                Err(e) => return (ready, Err(e)),
+                Err(mut e) => {
+                    // It may quote the server: no terminal escape gets through.
+                    e.why = crate::base::text::printable(&e.why).into_owned();
+                    return (ready, Err(e));
+                }
             }
         }
         (ready, Ok(()))
+    }
+
+    /// Why one of the named servers is down, if one is: a task that may
+    /// use it does not pass as done (SPEC §19).
+    pub async fn down(&self, names: &[&str]) -> Option<Unavailable> {
+        for server in self
+            .servers
+            .iter()
+            .filter(|s| names.contains(&s.cfg.name.as_str()))
+        {
+            if let State::Down(why) = &*server.state.lock().await {
+                return Some(why.clone());
+            }
+        }
+        None
     }
 
     /// Stderr lines the named servers wrote since they were last taken.
@@ -132,8 +170,8 @@ impl McpServers {
         };
         let peer = match &*server.state.lock().await {
             State::Up(up) => up.service.peer().clone(),
-            State::Down(why) => {
-                return ToolOutput::error(format!("{why}. Do not call its tools again."));
+            State::Down(down) => {
+                return ToolOutput::error(format!("{}. Do not call its tools again.", down.why));
             }
             State::NotStarted => {
                 return ToolOutput::error(format!("MCP server {} was not started.", tool.server));
@@ -144,16 +182,20 @@ impl McpServers {
         let limit = server.cfg.call_timeout;
         match tokio::time::timeout(limit, peer.call_tool(params)).await {
             Ok(Ok(answer)) => result::output(answer),
-            Ok(Err(ServiceError::McpError(e))) => ToolOutput::error(format!(
-                "{} refused the call: {}",
-                tool.name,
-                crate::base::text::clip(&e.message, 2000)
-            )),
-            Ok(Err(e)) => {
+            // The loop redacts, then cuts: nothing is clipped before that.
+            Ok(Err(ServiceError::McpError(e))) => {
+                ToolOutput::error(format!("{} refused the call: {}", tool.name, e.message))
+            }
+            Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                 let why = format!("MCP server {} stopped answering ({e})", tool.server);
                 server.went_down(&why).await;
                 ToolOutput::error(format!("{why}. Do not call its tools again."))
             }
+            Ok(Err(e)) => ToolOutput::error(format!(
+                "{} gave no usable answer: {}",
+                tool.name,
+                crate::base::text::clip(&e.to_string(), 300)
+            )),
             Err(_) => ToolOutput::error(format!(
                 "{} did not answer within {} s (call_timeout_secs); it was given up.",
                 tool.name,
@@ -171,8 +213,10 @@ impl McpServers {
             if let Some(p) = starting {
                 p.kill().await;
             }
-            let state =
-                std::mem::replace(&mut *s.state.lock().await, State::Down("stopped".into()));
+            let state = std::mem::replace(
+                &mut *s.state.lock().await,
+                State::Down(Unavailable::new("stopped at the end of the run")),
+            );
             if let State::Up(up) = state {
                 let Up {
                     service, process, ..
@@ -202,7 +246,9 @@ impl Server {
                     .is_transport_closed()
                     .then(|| "its connection closed".to_string())
             }) {
-                *state = State::Down(format!("MCP server {name} died ({status})"));
+                *state = State::Down(Unavailable::new(format!(
+                    "MCP server {name} died ({status})"
+                )));
             }
         }
         if matches!(*state, State::NotStarted) {
@@ -227,38 +273,47 @@ impl Server {
                     );
                     State::Up(Box::new(up))
                 }
-                Ok(Err(why)) => State::Down(format!("MCP server {name} did not start: {why}")),
-                Err(_) => State::Down(format!(
+                Ok(Err(down)) => State::Down(down),
+                Err(_) => State::Down(Unavailable::new(format!(
                     "MCP server {name} did not start and list its tools within {} s (startup_timeout_secs)",
                     self.cfg.startup_timeout.as_secs()
-                )),
+                ))),
             };
         }
         match &*state {
             State::Up(up) => Ok(up.tools.clone()),
-            State::Down(why) => {
+            State::Down(down) if down.setup_fault => Err(down.clone()),
+            State::Down(down) => {
                 let tail = lock(&self.stderr).tail();
-                Err(Unavailable(if tail.is_empty() {
-                    format!("{why}; it wrote nothing to stderr")
+                let why = if tail.is_empty() {
+                    format!("{}; it wrote nothing to stderr", down.why)
                 } else {
-                    format!("{why}; its stderr ends: {tail}")
-                }))
+                    format!("{}; its stderr ends: {tail}", down.why)
+                };
+                Err(Unavailable::new(why))
             }
-            State::NotStarted => Err(Unavailable(format!("MCP server {name} was not started"))),
+            State::NotStarted => Err(Unavailable::new(format!(
+                "MCP server {name} was not started"
+            ))),
         }
     }
 
     /// Spawns or connects, initializes, and lists the tools.
-    async fn start(&self, redactor: &Redactor) -> Result<(Up, Vec<String>), String> {
+    async fn start(&self, redactor: &Redactor) -> Result<(Up, Vec<String>), Unavailable> {
+        let name = &self.cfg.name;
+        let failed =
+            |why: String| Unavailable::new(format!("MCP server {name} did not start: {why}"));
         let service = match &self.cfg.transport {
             McpTransport::Stdio { program, .. } => {
                 let (process, stdout, stdin) = process::spawn(&self.cfg.transport, &self.stderr)
-                    .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+                    .map_err(|e| failed(format!("cannot run {}: {e}", program.display())))?;
                 *lock(&self.starting) = Some(process);
                 let transport =
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
                         .with_max_line_length(MAX_LINE_BYTES);
-                ().serve(transport).await.map_err(|e| e.to_string())?
+                ().serve(answers::Answers(transport))
+                    .await
+                    .map_err(|e| failed(short(&e.to_string())))?
             }
             McpTransport::Http { url } => {
                 // The SDK's HTTP client brings no TLS provider of its own;
@@ -266,23 +321,36 @@ impl Server {
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
-                ().serve(transport).await.map_err(|e| e.to_string())?
+                ().serve(answers::Answers(transport))
+                    .await
+                    .map_err(|e| failed(short(&e.to_string())))?
             }
         };
-        let listed = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        let Offer { tools, left_out } = listing::offer(&self.cfg, listed, redactor);
+        let (listed, more) = list_tools(&service).await.map_err(failed)?;
+        let mut offer = listing::offer(&self.cfg, listed, redactor);
+        if more {
+            offer.left_out.push(format!(
+                "the listing goes on past {MAX_PAGES} pages; the rest was not read"
+            ));
+        }
+        if !offer.unlisted.is_empty() {
+            return Err(Unavailable {
+                why: format!(
+                    "MCP server {name} does not list {} (it lists: {}): fix [mcp.servers.{name}] tools / write_tools",
+                    offer.unlisted.join(", "),
+                    offer.listed.join(", ")
+                ),
+                setup_fault: true,
+            });
+        }
         let process = lock(&self.starting).take();
         Ok((
             Up {
                 service,
                 process,
-                tools,
+                tools: offer.tools,
             },
-            left_out,
+            offer.left_out,
         ))
     }
 
@@ -290,7 +358,7 @@ impl Server {
         let mut state = self.state.lock().await;
         if matches!(*state, State::Up(_)) {
             // The process (if any) is killed as `Up` drops.
-            *state = State::Down(why.to_string());
+            *state = State::Down(Unavailable::new(why));
         }
     }
 
@@ -308,6 +376,37 @@ impl Server {
         }
         out
     }
+}
+
+/// `tools/list`, page by page, at most [`MAX_PAGES`] pages and
+/// [`MAX_TOOLS`] × 2 tools; `true` when the listing went on.
+async fn list_tools(
+    service: &RunningService<RoleClient, ()>,
+) -> Result<(Vec<rmcp::model::Tool>, bool), String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let page = service
+            .peer()
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {}", short(&e.to_string())))?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok((tools, false));
+        }
+        if tools.len() >= MAX_TOOLS * 2 {
+            break;
+        }
+    }
+    Ok((tools, true))
+}
+
+/// An SDK error for a message: its first 300 characters.
+fn short(e: &str) -> String {
+    crate::base::text::clip(e, 300)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -333,6 +432,11 @@ pub fn configured<'c>(
     name: &str,
 ) -> Option<Result<&'c McpServerConfig, String>> {
     let (server, tool) = name.split_once(crate::config::MCP_SEPARATOR)?;
+    if !crate::config::is_function_name(tool) {
+        return Some(Err(format!(
+            "{name:?}: after SERVER__ comes the name of one of its tools"
+        )));
+    }
     let Some(cfg) = servers.iter().find(|s| s.name == server) else {
         let known: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
         return Some(Err(format!(

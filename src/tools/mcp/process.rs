@@ -15,6 +15,9 @@ use crate::config::McpTransport;
 
 /// Characters of one stderr line kept.
 const LINE_CHARS: usize = 400;
+/// Bytes of one stderr line read: well past what is kept, so a secret
+/// that straddles this cut is past the kept part too.
+const RAW_LINE_BYTES: usize = 8 * 1024;
 /// Lines kept for the message of a server that failed.
 const TAIL_LINES: usize = 12;
 /// Bytes of stderr waiting for a task's `run.log`; the rest is counted.
@@ -22,9 +25,11 @@ const BACKLOG_BYTES: usize = 16 * 1024;
 /// How long a server has to leave after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);
 
-/// What a server wrote to stderr.
+/// What a server wrote to stderr: each line redacted, then its control
+/// characters escaped, then cut (so no part of a secret survives a cut).
 #[derive(Debug, Default)]
 pub struct Stderr {
+    redactor: Arc<crate::config::Redactor>,
     tail: VecDeque<String>,
     backlog: Vec<String>,
     backlog_bytes: usize,
@@ -32,8 +37,17 @@ pub struct Stderr {
 }
 
 impl Stderr {
+    pub fn new(redactor: Arc<crate::config::Redactor>) -> Stderr {
+        Stderr {
+            redactor,
+            ..Stderr::default()
+        }
+    }
+
     fn push(&mut self, line: &[u8]) {
-        let line = crate::base::text::clip(String::from_utf8_lossy(line).trim_end(), LINE_CHARS);
+        let line = String::from_utf8_lossy(line);
+        let line = self.redactor.redact_str(line.trim_end());
+        let line = crate::base::text::clip(&crate::base::text::printable(&line), LINE_CHARS);
         if self.tail.len() == TAIL_LINES {
             self.tail.pop_front();
         }
@@ -139,7 +153,7 @@ async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
             if b == b'\n' {
                 super::lock(&into).push(&line);
                 line.clear();
-            } else if line.len() < LINE_CHARS * 4 {
+            } else if line.len() < RAW_LINE_BYTES {
                 line.push(b);
             }
         }

@@ -65,13 +65,39 @@ fn names_that_are_no_function_names_or_repeat_are_left_out_and_said() {
 #[test]
 fn the_allowlist_filters_and_names_what_the_server_lacks() {
     let listed = vec![tool("a", object(), None), tool("b", object(), None)];
-    let offer = listing::offer(&server(Some(&["b", "c"]), None), listed, &redactor());
+    let offer = listing::offer(
+        &server(Some(&["b", "c"]), Some(&["d"])),
+        listed,
+        &redactor(),
+    );
     let names: Vec<&str> = offer.tools.iter().map(|t| t.tool.as_str()).collect();
     assert_eq!(names, ["b"]);
     assert_eq!(
-        offer.left_out,
-        ["tool \"c\" is on the tools allowlist but the server does not offer it"]
+        offer.unlisted,
+        ["c", "d"],
+        "names the server lacks: a setup fault"
     );
+    assert_eq!(offer.listed, ["a", "b"]);
+}
+
+#[test]
+fn a_secret_at_the_description_cut_is_redacted_before_the_cut() {
+    let mut t = tool("t", object(), None);
+    t.description = Some(format!("{} sk-listed-secret", "d".repeat(1010)).into());
+    let offer = listing::offer(&server(None, None), vec![t], &redactor());
+    let description = &offer.tools[0].description;
+    assert!(!description.contains("sk-li"), "{description}");
+}
+
+#[test]
+fn the_offer_does_not_depend_on_the_listing_order() {
+    let a = || tool("alpha", object(), Some(true));
+    let b = || tool("beta", object(), Some(true));
+    let one = listing::offer(&server(None, None), vec![a(), b()], &redactor());
+    let two = listing::offer(&server(None, None), vec![b(), a()], &redactor());
+    let names = |o: &Offer| o.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&one), ["srv__alpha", "srv__beta"]);
+    assert_eq!(names(&one), names(&two));
 }
 
 #[test]
@@ -208,6 +234,8 @@ fn configured_names_split_at_the_first_separator_and_follow_the_allowlist() {
         "{unknown}"
     );
     assert!(configured(&servers, "srv__read__x").unwrap().is_err());
+    let empty = configured(&servers, "srv__").unwrap().unwrap_err();
+    assert!(empty.contains("after SERVER__ comes the name"), "{empty}");
 
     let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(servers_for(&servers, None), ["srv"]);

@@ -1,0 +1,359 @@
+//! MCP servers as hostile input (SPEC §12, §19): a raw JSON-RPC server
+//! (`tests/mcp/hostile_server.py`) that pages forever, floods requests,
+//! notifications and stderr, dies mid-call, answers malformed results,
+//! leaks the secret it is passed, or never answers — and configuration
+//! mistakes that must not pass as success.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_harness::agent::StopReason;
+use agent_harness::config::Config;
+use agent_harness::drain::{RunOptions, RunOutcome};
+use agent_harness::records::Status;
+use serde_json::json;
+
+use crate::common::*;
+
+const PASSED: &str = "SECRETabcdefghijklmnopqrstuvwxyz0123456789";
+
+fn python() -> String {
+    stack_paths().remove("MCP_PYTHON").unwrap()
+}
+
+fn hostile() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py")
+}
+
+fn server(name: &str, modes: &[&str], extra: &str) -> String {
+    let mut command = vec![python(), hostile().display().to_string()];
+    command.extend(modes.iter().map(|m| m.to_string()));
+    format!(
+        "[mcp.servers.{name}]\ncommand = {}\n{extra}\n",
+        serde_json::to_string(&command).unwrap()
+    )
+}
+
+fn env(key: &str) -> Option<String> {
+    match key {
+        "MCP_TOKEN" => Some(PASSED.to_string()),
+        "PATH" | "HOME" => std::env::var(key).ok(),
+        _ => test_env(key),
+    }
+}
+
+fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
+    let p = project.write_config(&llm.base_url(), extra);
+    Config::load(&p, &env).unwrap()
+}
+
+async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
+    let h = harness(cfg);
+    let out = agent_harness::app::run_inbox(
+        cfg,
+        &h,
+        &RunOptions {
+            concurrency: 1,
+            dry_run,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    h.shutdown().await;
+    out
+}
+
+fn gone(pid_file: &Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// A typo in `write_tools` would make the real write tool a read, sent
+/// under --dry-run: a name the server does not list is a setup fault, the
+/// run stops before any request and the task stays in the inbox.
+#[tokio::test]
+async fn a_write_tools_typo_is_a_setup_fault_and_nothing_is_sent() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "h__write_file", json!({}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let cfg = config(
+        &project,
+        &llm,
+        &server("h", &[], "write_tools = [\"write_fil\"]"),
+    );
+    project.task("w", "+++\ntools = [\"h__write_file\"]\n+++\nWrite.");
+    let outcome = run(&cfg, true).await;
+    assert!(
+        matches!(outcome, RunOutcome::Finished(ref t) if t.setup_fault.is_some()),
+        "{outcome:?}"
+    );
+    assert!(project.tool_lines("w").is_empty(), "a tool was called");
+    assert!(llm.requests().await.is_empty());
+    let s = project.summary("w");
+    assert_eq!(s.stop_reason, StopReason::SetupFault);
+    let error = s.error.unwrap();
+    assert!(
+        error.contains("MCP server h does not list write_fil (it lists: echo, write_file): fix [mcp.servers.h] tools / write_tools"),
+        "{error}"
+    );
+    assert_eq!(project.inbox(), ["w.md"]);
+}
+
+/// A listing that pages on and on is read for 8 pages at most (the rest is
+/// said, not read): its memory is bounded, not its start-up time.
+#[tokio::test]
+async fn endless_pagination_is_cut_short() {
+    let project = Project::new();
+    let count = project.root().join("pages");
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let modes = ["endlesspages", &format!("count={}", count.display())];
+    let cfg = config(
+        &project,
+        &llm,
+        &server("h", &modes, "startup_timeout_secs = 5"),
+    );
+    project.task("p", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    run(&cfg, false).await;
+    let pages = std::fs::read_to_string(&count).unwrap().len();
+    // Each page is 1500 tools, 3 MB: the first already holds more than
+    // MAX_TOOLS tools.
+    assert!(pages <= 8, "{pages} pages of tools/list were read and kept");
+    let log = project.run_log("p");
+    assert!(log.contains("the listing goes on past 8 pages"), "{log}");
+}
+
+/// Runs the binary; gives its peak memory (KiB, its own VmHWM, polled)
+/// and its stderr.
+fn measured(project: &Project) -> (u64, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
+    let mut peak = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        let kib = std::fs::read_to_string(&status).ok().and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+        peak = peak.max(kib.unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (peak, reader.join().unwrap())
+}
+
+/// Requests a server sends on its own (a million pings) are dropped as
+/// they are read: the harness's memory stays bounded and the real call is
+/// answered.
+#[test]
+fn a_request_flood_does_not_grow_memory() {
+    let project = Project::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let llm = rt.block_on(FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
+        ok(final_answer("done")),
+    ]));
+    project.write_config(
+        &llm.base_url(),
+        &server(
+            "h",
+            &["pingflood", "flood=1000000"],
+            "call_timeout_secs = 10",
+        ),
+    );
+    project.task("f", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    let (rss, _) = measured(&project);
+    assert!(rss < 200 * 1024, "peak memory {} MiB", rss / 1024);
+    let lines = jsonl(&the_run_dir(&project, "f").join("tools.jsonl"));
+    assert_eq!(lines[0]["result"], "called echo", "{lines:?}");
+}
+
+/// What a server sends never reaches the harness's own stderr (the
+/// journal) by the SDK's warnings: 20 notifications of 1 MB each before
+/// `initialize` is answered leave it short.
+#[test]
+fn a_server_cannot_flood_the_harness_stderr() {
+    let project = Project::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let llm = rt.block_on(FakeLlm::by_progress(vec![ok(final_answer("done"))]));
+    project.write_config(
+        &llm.base_url(),
+        &server("h", &["preinitspam", "flood=20"], ""),
+    );
+    project.task("s", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    let (_, stderr) = measured(&project);
+    assert!(
+        stderr.len() < 256 * 1024,
+        "{} bytes on the harness's stderr",
+        stderr.len()
+    );
+}
+
+/// SPEC §19: a server that dies while a task may use it ends that task
+/// retryable, even when the model answered after the failed call.
+#[tokio::test]
+async fn a_server_dying_mid_task_does_not_pass_as_success() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let cfg = config(&project, &llm, &server("h", &["exitcall"], ""));
+    project.task("d", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    let outcome = run(&cfg, false).await;
+    let s = project.summary("d");
+    assert_ne!(s.status, Status::Succeeded, "{outcome:?}");
+    assert_eq!(s.stop_reason, StopReason::ToolServerUnavailable);
+    assert_eq!(project.inbox(), ["d.md"]);
+}
+
+/// One malformed result (an unknown content type) is an error for that
+/// call only: the server stays up for the next.
+#[tokio::test]
+async fn a_malformed_result_is_an_error_for_that_call_only() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "h__echo", json!({"text": "weird"}))])),
+        ok(tool_calls(&[("c2", "h__echo", json!({"text": "fine"}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let cfg = config(&project, &llm, &server("h", &["weird"], ""));
+    project.task("m", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    run(&cfg, false).await;
+    let lines = project.tool_lines("m");
+    assert!(lines[0].is_error);
+    assert_eq!(lines[1].result, "called echo", "{}", lines[1].result);
+}
+
+/// `test-runpod` stopped by SIGTERM while a server hangs in its start
+/// leaves no server behind (it is in its own process group, out of reach
+/// of a terminal's Ctrl-C).
+#[test]
+fn test_runpod_stopped_by_sigterm_leaves_no_server() {
+    let project = Project::new();
+    let pid = project.root().join("srv.pid");
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        &server(
+            "h",
+            &["noinit", "ignoreeof", &format!("pid={}", pid.display())],
+            "",
+        ),
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .arg("test-runpod")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        pid.exists()
+    });
+    assert!(started);
+    std::thread::sleep(Duration::from_millis(300));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let left = !gone(&pid);
+    if left {
+        let p = std::fs::read_to_string(&pid).unwrap();
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(p.trim().parse().unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    assert!(!left, "the server outlived test-runpod's SIGTERM");
+}
+
+/// A key in a streamable-HTTP `url` (a query value or a password) is a
+/// secret: redacted from summary.json and run.log.
+#[tokio::test]
+async fn a_key_in_the_url_is_redacted() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5\n";
+    let cfg = config(&project, &llm, extra);
+    project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
+    run(&cfg, false).await;
+    let error = project.summary("u").error.unwrap();
+    assert!(!error.contains("URLKEY1234"), "{error}");
+    assert!(!project.run_log("u").contains("URLKEY1234"));
+}
+
+/// A passed secret that a server puts where a line or a description is cut
+/// is redacted before the cut: no part of it reaches run.log or the model.
+#[tokio::test]
+async fn no_part_of_a_passed_secret_is_recorded() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let cfg = config(
+        &project,
+        &llm,
+        &server("h", &["leak"], "env_pass = [\"MCP_TOKEN\"]"),
+    );
+    project.task("l", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    run(&cfg, false).await;
+    let head = &PASSED[..8];
+    let requests = serde_json::to_string(&llm.requests().await).unwrap();
+    assert!(
+        !requests.contains(head),
+        "part of the secret was sent to the model"
+    );
+    assert!(
+        !project.run_log("l").contains(&PASSED[..4]),
+        "part of the secret is in run.log"
+    );
+}
+
+/// An allowlist that names a tool the server does not list (a typo) fails
+/// `test-runpod`, naming it.
+#[tokio::test]
+async fn test_runpod_fails_an_allowlist_the_server_does_not_meet() {
+    let llm = FakeLlm::replies(vec![
+        final_answer("Hello."),
+        tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
+        final_answer("It is noon in Paris."),
+    ])
+    .await;
+    let project = Project::new();
+    let cfg = config(&project, &llm, &server("h", &[], "tools = [\"ecko\"]"));
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let mut out = Vec::new();
+    let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
+    let out = String::from_utf8(out).unwrap();
+    assert!(!passed, "test-runpod passed:\n{out}");
+    assert!(
+        out.contains("FAIL mcp h: MCP server h does not list ecko"),
+        "{out}"
+    );
+}
