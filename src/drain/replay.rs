@@ -262,6 +262,14 @@ fn report(
             }
         );
         let _ = write!(out, "{}", describe(first));
+    } else if new.turns == 0 && recorded.turns > 0 {
+        // A task that could not start (an MCP server down) sent nothing.
+        let why = new.error.as_deref().unwrap_or("the task did not start");
+        let _ = writeln!(
+            out,
+            "no request was sent: {}",
+            crate::base::text::printable(why)
+        );
     } else {
         let _ = writeln!(out, "every request matched the recording");
     }

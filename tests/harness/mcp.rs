@@ -729,3 +729,56 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exec is 42");
 }
+
+async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
+    let mut out = Vec::new();
+    let opts = agent_harness::drain::replay::ReplayOptions {
+        run_dir: dir.to_path_buf(),
+        from_turn: None,
+        live_writes: false,
+    };
+    let end = agent_harness::drain::replay::replay(cfg, &opts, &mut out).await;
+    (
+        agent_harness::app::replay_exit(end),
+        String::from_utf8(out).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_records() {
+    let project = Project::new();
+    let markers = project.root().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let args = ["--marker-dir", &markers.display().to_string()];
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "t__delete_item", json!({"name": "once"}))]),
+        final_answer("deleted"),
+    ])
+    .await;
+    let cfg = config(&project, &llm, &server("t", &args, ""));
+    project.task(
+        "del",
+        "+++\ntools = [\"t__delete_item\"]\n+++\nDelete once.",
+    );
+    run_one(&cfg).await;
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1);
+    std::fs::remove_file(markers.join("deleted-once")).unwrap();
+
+    let (code, out) = replay_of(&cfg, &project.run_dir("del")).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("every request matched the recording"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&markers).unwrap().count(),
+        0,
+        "a replay called the write tool again"
+    );
+
+    let broken = "[mcp.servers.t]\ncommand = [\"/nonexistent/mcp-server\"]\n";
+    let cfg = config(&project, &llm, broken);
+    let (code, out) = replay_of(&cfg, &project.run_dir("del")).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("no request was sent: MCP server t did not start"),
+        "{out}"
+    );
+}
