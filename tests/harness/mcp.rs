@@ -521,12 +521,14 @@ async fn the_streamable_http_transport_calls_a_tool() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "h__lookup", json!({"key": "web"}))]),
+        tool_calls(&[("c1", "h__huge", json!({"kib": 3000}))]),
+        tool_calls(&[("c2", "h__lookup", json!({"key": "web"}))]),
         final_answer("done"),
     ])
     .await;
-    let extra =
-        format!("[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\"]\n");
+    let extra = format!(
+        "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\", \"huge\"]\n"
+    );
     let cfg = config(&project, &llm, &extra);
     project.task("web", "Look it up.");
     run_one(&cfg).await;
@@ -534,12 +536,21 @@ async fn the_streamable_http_transport_calls_a_tool() {
     let _ = child.wait();
     assert!(up, "the HTTP test server did not listen");
     let lines = project.tool_lines("web");
+    // A 6 MiB answer (3 MiB of text, twice) is read and cut.
+    assert!(!lines[0].is_error, "{:?}", lines[0]);
+    assert!(
+        lines[0].original_chars > 3_000_000,
+        "{}",
+        lines[0].original_chars
+    );
+    assert!(lines[0].result.contains("[cut: "));
     assert_eq!(
-        lines[0].result,
+        lines[1].result,
         "the value of web is 42",
         "{}",
         project.run_log("web")
     );
+    assert_eq!(project.summary("web").status, Status::Succeeded);
 }
 
 #[tokio::test]

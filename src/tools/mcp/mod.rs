@@ -32,6 +32,12 @@ use process::{Process, Stderr};
 /// would already be refused, so nothing bigger is ever parsed (SPEC §12.3).
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
+/// The same bound over streamable HTTP, where the SDK ends the connection
+/// on a bigger answer (the server is then down for the run): twice the
+/// line's, so a text result the Python SDK sends twice (as text and as
+/// structured content) still fits.
+const MAX_HTTP_BYTES: usize = 8 * 1024 * 1024;
+
 /// The MCP servers of one run.
 pub struct McpServers {
     servers: Vec<Server>,
@@ -319,8 +325,13 @@ impl Server {
                 // The SDK's HTTP client brings no TLS provider of its own;
                 // the one reqwest already uses here is installed once.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport =
-                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                let limits =
+                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                        url.as_str(),
+                    )
+                    .max_sse_event_size(MAX_HTTP_BYTES)
+                    .max_json_response_size(MAX_HTTP_BYTES);
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(limits);
                 ().serve(answers::Answers(transport))
                     .await
                     .map_err(|e| failed(short(&e.to_string())))?
