@@ -82,23 +82,37 @@ pub enum McpTransport {
 
 impl McpServerConfig {
     /// What must never be recorded: `env_pass` values, and a key put in a
-    /// `url` (its password, its query values).
+    /// `url`: its password (or a username standing alone, `https://TOKEN@h/`)
+    /// and the values of query keys that name a secret (`api_key`,
+    /// `token`, … — the rule `--set` uses), as written and decoded.
     pub fn secrets(&self) -> Vec<Secret> {
-        match &self.transport {
-            McpTransport::Stdio { passed, .. } => passed.iter().map(|(_, v)| v.clone()).collect(),
-            McpTransport::Http { url } => reqwest::Url::parse(url).map_or_else(
-                |_| Vec::new(),
-                |u| {
-                    let query = u.query_pairs().map(|(_, v)| v.into_owned());
-                    u.password()
-                        .map(str::to_string)
-                        .into_iter()
-                        .chain(query)
-                        .map(Secret::new)
-                        .collect()
-                },
-            ),
+        let url = match &self.transport {
+            McpTransport::Stdio { passed, .. } => {
+                return passed.iter().map(|(_, v)| v.clone()).collect();
+            }
+            McpTransport::Http { url } => url,
+        };
+        let Ok(u) = reqwest::Url::parse(url) else {
+            return Vec::new();
+        };
+        let mut values: Vec<String> = Vec::new();
+        match u.password() {
+            Some(p) => values.push(p.to_string()),
+            None if !u.username().is_empty() => values.push(u.username().to_string()),
+            None => {}
         }
+        for pair in u.query().unwrap_or_default().split('&') {
+            let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+            if super::secrets::secret_key(key) {
+                values.push(raw.to_string());
+            }
+        }
+        for (key, value) in u.query_pairs() {
+            if super::secrets::secret_key(&key) {
+                values.push(value.into_owned());
+            }
+        }
+        values.into_iter().map(Secret::new).collect()
     }
 
     /// Whether the allowlist lets `tool` be offered.
@@ -394,6 +408,25 @@ mod tests {
             "t".repeat(60)
         );
         assert!(parse(&too_long_tool).unwrap_err().contains("at most 64"));
+    }
+
+    #[test]
+    fn keys_in_a_url_are_secrets_and_other_query_values_are_not() {
+        let secrets = |url: &str| -> Vec<String> {
+            let cfg = parse(&format!("[mcp.servers.w]\nurl = \"{url}\"\n")).unwrap();
+            cfg.mcp[0]
+                .secrets()
+                .iter()
+                .map(|s| s.expose().to_string())
+                .collect()
+        };
+        assert_eq!(
+            secrets("https://h/mcp?api_key=k3y%2Bplus&transport=stream"),
+            ["k3y%2Bplus", "k3y+plus"]
+        );
+        assert_eq!(secrets("https://user:pa55word@h/mcp"), ["pa55word"]);
+        assert_eq!(secrets("https://TOKEN123@h/mcp"), ["TOKEN123"]);
+        assert!(secrets("https://h/mcp?transport=stream&v=2").is_empty());
     }
 
     #[test]

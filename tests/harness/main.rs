@@ -15,6 +15,7 @@ mod left_alone;
 mod left_alone_ii;
 mod mcp;
 mod mcp_hostile;
+mod mcp_hostile_ii;
 mod noteworx_tools;
 mod profiles;
 mod real_stack;

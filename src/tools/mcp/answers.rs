@@ -1,14 +1,55 @@
-//! The server's side of a connection, read for answers only: responses and
-//! errors pass; requests and notifications a server sends on its own
-//! (pings, sampling, progress, logging) are dropped as they are read, so a
-//! server cannot make the client hold or answer a flood of them.
+//! The server's side of a connection, read mostly for answers: responses
+//! and errors pass; notifications a server sends on its own (progress,
+//! logging, list changes) are dropped as they are read; its requests
+//! (ping, sampling, roots) pass to the SDK, which answers them, at a
+//! bounded rate — a flood of them is dropped, so a server cannot make the
+//! client hold or answer any number of them.
+
+use std::time::Instant;
 
 use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
-/// A client transport that passes on only answers to its own requests.
-pub struct Answers<T>(pub T);
+/// Requests of a server answered per second, and in a burst.
+const RATE: f64 = 16.0;
+const BURST: f64 = 64.0;
+/// Requests of a server answered in all (a ping every 15 s for 40 hours).
+const LIFETIME: u32 = 10_000;
+
+/// A client transport that passes on answers, and the server's requests
+/// within a budget.
+pub struct Answers<T> {
+    inner: T,
+    tokens: f64,
+    refilled: Instant,
+    passed: u32,
+}
+
+impl<T> Answers<T> {
+    pub fn new(inner: T) -> Answers<T> {
+        Answers {
+            inner,
+            tokens: BURST,
+            refilled: Instant::now(),
+            passed: 0,
+        }
+    }
+
+    /// Whether one more request of the server may be answered now.
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let earned = now.duration_since(self.refilled).as_secs_f64() * RATE;
+        self.tokens = (self.tokens + earned).min(BURST);
+        self.refilled = now;
+        if self.tokens < 1.0 || self.passed >= LIFETIME {
+            return false;
+        }
+        self.tokens -= 1.0;
+        self.passed += 1;
+        true
+    }
+}
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Answers<T> {
     type Error = T::Error;
@@ -17,13 +58,16 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Answers<T> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.0.send(item)
+        self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let mut dropped = 0u32;
         loop {
-            match self.0.receive().await? {
+            match self.inner.receive().await? {
+                JsonRpcMessage::Request(r) if self.take() => {
+                    return Some(JsonRpcMessage::Request(r));
+                }
                 JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => {
                     dropped = dropped.wrapping_add(1);
                     if dropped.is_multiple_of(256) {
@@ -37,6 +81,6 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Answers<T> {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.0.close()
+        self.inner.close()
     }
 }

@@ -14,6 +14,8 @@ use crate::config::{MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, Redactor, is_
 pub const MAX_TOOLS: usize = 128;
 /// Characters of a description offered to the model.
 const DESCRIPTION_CHARS: usize = 1024;
+/// Lines saying which tools were not offered, at most (then a count).
+const MAX_NOTES: usize = 20;
 /// Bytes of an input schema, as JSON.
 pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
 /// Nesting of an input schema.
@@ -75,19 +77,23 @@ pub struct Offer {
 }
 
 /// The listed tools this configuration offers.
-pub fn offer(cfg: &McpServerConfig, listed: Vec<rmcp::model::Tool>, redactor: &Redactor) -> Offer {
+pub fn offer(
+    cfg: &McpServerConfig,
+    mut listed: Vec<rmcp::model::Tool>,
+    redactor: &Redactor,
+) -> Offer {
     let mut offer = Offer::default();
+    // In name order before any cap: another order offers the same.
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    // A name is the server's text: redacted before it is cut or shown.
+    let shown = |name: &str| crate::base::text::clip(&redactor.redact_str(name), 80);
     let names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
     for wanted in cfg.tools.iter().chain(&cfg.write_tools).flatten() {
         if !names.contains(wanted) && !offer.unlisted.contains(wanted) {
             offer.unlisted.push(wanted.clone());
         }
     }
-    offer.listed = names
-        .iter()
-        .take(32)
-        .map(|n| crate::base::text::clip(n, 80))
-        .collect();
+    offer.listed = names.iter().take(32).map(|n| shown(n)).collect();
     for t in listed {
         let name = t.name.to_string();
         if !cfg.allows(&name) {
@@ -106,7 +112,7 @@ pub fn offer(cfg: &McpServerConfig, listed: Vec<rmcp::model::Tool>, redactor: &R
             None
         };
         if let Some(why) = why {
-            let shown = crate::base::text::clip(&name, 80);
+            let shown = shown(&name);
             offer
                 .left_out
                 .push(format!("tool {shown:?} not offered: {why}"));
@@ -136,7 +142,13 @@ pub fn offer(cfg: &McpServerConfig, listed: Vec<rmcp::model::Tool>, redactor: &R
             write,
         }));
     }
-    offer.tools.sort_by(|a, b| a.name.cmp(&b.name));
+    if offer.left_out.len() > MAX_NOTES {
+        let more = offer.left_out.len() - MAX_NOTES;
+        offer.left_out.truncate(MAX_NOTES);
+        offer
+            .left_out
+            .push(format!("and {more} more tool(s) not offered"));
+    }
     offer
 }
 

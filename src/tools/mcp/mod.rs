@@ -11,6 +11,7 @@ mod answers;
 mod listing;
 mod process;
 mod result;
+mod server;
 
 pub use listing::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, MAX_TOOLS, McpTool, Offer};
 pub use process::kill_all;
@@ -94,10 +95,6 @@ impl Unavailable {
     }
 }
 
-/// Pages of `tools/list` read at most: a server that pages on and on is
-/// cut short (the rest is said, not read).
-const MAX_PAGES: usize = 8;
-
 /// The tools of the servers a task may use, and what their start wrote.
 #[derive(Debug, Default)]
 pub struct Ready {
@@ -151,8 +148,10 @@ impl McpServers {
             .iter()
             .filter(|s| names.contains(&s.cfg.name.as_str()))
         {
-            if let State::Down(why) = &*server.state.lock().await {
-                return Some(why.clone());
+            let mut state = server.state.lock().await;
+            Server::notice_death(&server.cfg.name, &mut state);
+            if let State::Down(down) = &*state {
+                return Some(down.clone());
             }
         }
         None
@@ -192,7 +191,11 @@ impl McpServers {
             Ok(Err(ServiceError::McpError(e))) => {
                 ToolOutput::error(format!("{} refused the call: {}", tool.name, e.message))
             }
-            Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+            // A closed connection, or a send that failed because the process
+            // is gone, is a death; a send refused once (an HTTP 500) is not.
+            Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))))
+                if matches!(e, ServiceError::TransportClosed) || server.died().await =>
+            {
                 let why = format!("MCP server {} stopped answering ({e})", tool.server);
                 server.went_down(&why).await;
                 ToolOutput::error(format!("{why}. Do not call its tools again."))
@@ -237,202 +240,8 @@ impl McpServers {
     }
 }
 
-impl Server {
-    async fn ready(
-        &self,
-        redactor: &Redactor,
-        notes: &mut Vec<String>,
-    ) -> Result<Vec<Arc<McpTool>>, Unavailable> {
-        let name = &self.cfg.name;
-        let mut state = self.state.lock().await;
-        if let State::Up(up) = &mut *state {
-            let exited = up.process.as_mut().and_then(Process::exited);
-            if let Some(status) = exited.or_else(|| {
-                up.service
-                    .is_transport_closed()
-                    .then(|| "its connection closed".to_string())
-            }) {
-                *state = State::Down(Unavailable::new(format!(
-                    "MCP server {name} died ({status})"
-                )));
-            }
-        }
-        if matches!(*state, State::NotStarted) {
-            let t0 = Instant::now();
-            let started =
-                tokio::time::timeout(self.cfg.startup_timeout, self.start(redactor)).await;
-            let process = lock(&self.starting).take();
-            if let (Some(p), Ok(Err(_)) | Err(_)) = (process, &started) {
-                p.kill().await;
-            }
-            *state = match started {
-                Ok(Ok((up, left_out))) => {
-                    notes.push(format!(
-                        "MCP server {name} started in {} ms; tools: {}",
-                        t0.elapsed().as_millis(),
-                        list(&up.tools)
-                    ));
-                    notes.extend(
-                        left_out
-                            .into_iter()
-                            .map(|l| format!("MCP server {name}: {l}")),
-                    );
-                    State::Up(Box::new(up))
-                }
-                Ok(Err(down)) => State::Down(down),
-                Err(_) => State::Down(Unavailable::new(format!(
-                    "MCP server {name} did not start and list its tools within {} s (startup_timeout_secs)",
-                    self.cfg.startup_timeout.as_secs()
-                ))),
-            };
-        }
-        match &*state {
-            State::Up(up) => Ok(up.tools.clone()),
-            State::Down(down) if down.setup_fault => Err(down.clone()),
-            State::Down(down) => {
-                let tail = lock(&self.stderr).tail();
-                let why = if tail.is_empty() {
-                    format!("{}; it wrote nothing to stderr", down.why)
-                } else {
-                    format!("{}; its stderr ends: {tail}", down.why)
-                };
-                Err(Unavailable::new(why))
-            }
-            State::NotStarted => Err(Unavailable::new(format!(
-                "MCP server {name} was not started"
-            ))),
-        }
-    }
-
-    /// Spawns or connects, initializes, and lists the tools.
-    async fn start(&self, redactor: &Redactor) -> Result<(Up, Vec<String>), Unavailable> {
-        let name = &self.cfg.name;
-        let failed =
-            |why: String| Unavailable::new(format!("MCP server {name} did not start: {why}"));
-        let service = match &self.cfg.transport {
-            McpTransport::Stdio { program, .. } => {
-                let (process, stdout, stdin) = process::spawn(&self.cfg.transport, &self.stderr)
-                    .map_err(|e| failed(format!("cannot run {}: {e}", program.display())))?;
-                *lock(&self.starting) = Some(process);
-                let transport =
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
-                        .with_max_line_length(MAX_LINE_BYTES);
-                ().serve(answers::Answers(transport))
-                    .await
-                    .map_err(|e| failed(short(&e.to_string())))?
-            }
-            McpTransport::Http { url } => {
-                // The SDK's HTTP client brings no TLS provider of its own;
-                // the one reqwest already uses here is installed once.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let limits =
-                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                        url.as_str(),
-                    )
-                    .max_sse_event_size(MAX_HTTP_BYTES)
-                    .max_json_response_size(MAX_HTTP_BYTES);
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(limits);
-                ().serve(answers::Answers(transport))
-                    .await
-                    .map_err(|e| failed(short(&e.to_string())))?
-            }
-        };
-        let (listed, more) = list_tools(&service).await.map_err(failed)?;
-        let mut offer = listing::offer(&self.cfg, listed, redactor);
-        if more {
-            offer.left_out.push(format!(
-                "the listing goes on past {MAX_PAGES} pages; the rest was not read"
-            ));
-        }
-        if !offer.unlisted.is_empty() {
-            return Err(Unavailable {
-                why: format!(
-                    "MCP server {name} does not list {} (it lists: {}): fix [mcp.servers.{name}] tools / write_tools",
-                    offer.unlisted.join(", "),
-                    offer.listed.join(", ")
-                ),
-                setup_fault: true,
-            });
-        }
-        let process = lock(&self.starting).take();
-        Ok((
-            Up {
-                service,
-                process,
-                tools: offer.tools,
-            },
-            offer.left_out,
-        ))
-    }
-
-    async fn went_down(&self, why: &str) {
-        let mut state = self.state.lock().await;
-        if matches!(*state, State::Up(_)) {
-            // The process (if any) is killed as `Up` drops.
-            *state = State::Down(Unavailable::new(why));
-        }
-    }
-
-    fn stderr_lines(&self) -> Vec<String> {
-        let (lines, left_out) = lock(&self.stderr).take();
-        let name = &self.cfg.name;
-        let mut out: Vec<String> = lines
-            .into_iter()
-            .map(|l| format!("MCP server {name} stderr: {l}"))
-            .collect();
-        if left_out > 0 {
-            out.push(format!(
-                "MCP server {name} stderr: {left_out} more line(s) left out"
-            ));
-        }
-        out
-    }
-}
-
-/// `tools/list`, page by page, at most [`MAX_PAGES`] pages and
-/// [`MAX_TOOLS`] × 2 tools; `true` when the listing went on.
-async fn list_tools(
-    service: &RunningService<RoleClient, ()>,
-) -> Result<(Vec<rmcp::model::Tool>, bool), String> {
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for _ in 0..MAX_PAGES {
-        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
-        let page = service
-            .peer()
-            .list_tools(Some(params))
-            .await
-            .map_err(|e| format!("tools/list failed: {}", short(&e.to_string())))?;
-        tools.extend(page.tools);
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            return Ok((tools, false));
-        }
-        if tools.len() >= MAX_TOOLS * 2 {
-            break;
-        }
-    }
-    Ok((tools, true))
-}
-
-/// An SDK error for a message: its first 300 characters.
-fn short(e: &str) -> String {
-    crate::base::text::clip(e, 300)
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn list(tools: &[Arc<McpTool>]) -> String {
-    if tools.is_empty() {
-        return "none".into();
-    }
-    tools
-        .iter()
-        .map(|t| t.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A tool name of the form `SERVER__tool` checked against the config:

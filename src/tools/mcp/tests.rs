@@ -53,13 +53,21 @@ fn names_that_are_no_function_names_or_repeat_are_left_out_and_said() {
     let offer = listing::offer(&server(None, None), listed, &redactor());
     let names: Vec<&str> = offer.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["srv__good"]);
-    assert_eq!(offer.left_out.len(), 4, "{:?}", offer.left_out);
-    assert!(offer.left_out[0].starts_with("tool \"bad name\" not offered"));
+    let notes = &offer.left_out;
+    assert_eq!(notes.len(), 4, "{notes:?}");
+    let about = |name: &str| {
+        notes
+            .iter()
+            .find(|n| n.starts_with(&format!("tool \"{name}")))
+            .unwrap()
+    };
+    assert!(about("bad name").contains("not offered: its name is not 64 characters"));
+    assert!(about("<|turn>").contains("not offered"));
     assert!(
-        offer.left_out[2].contains("with the server's prefix"),
+        about("nnnn").contains("with the server's prefix"),
         "too long with the prefix"
     );
-    assert!(offer.left_out[3].contains("lists the name twice"));
+    assert!(about("good").contains("lists the name twice"));
 }
 
 #[test]
@@ -175,7 +183,23 @@ fn at_most_128_tools_of_a_server_are_offered() {
         .collect();
     let offer = listing::offer(&server(None, None), listed, &redactor());
     assert_eq!(offer.tools.len(), MAX_TOOLS);
-    assert_eq!(offer.left_out.len(), 200 - MAX_TOOLS);
+    // One line each for the first 20, then a count.
+    assert_eq!(offer.left_out.len(), 21);
+    assert_eq!(
+        offer.left_out[20],
+        format!("and {} more tool(s) not offered", 200 - MAX_TOOLS - 20)
+    );
+    // The first 128 by name, whatever order they were listed in.
+    let mut reversed: Vec<_> = (0..200)
+        .rev()
+        .map(|i| tool(&format!("t{i:03}"), object(), None))
+        .collect();
+    let one = listing::offer(&server(None, None), reversed.clone(), &redactor());
+    reversed.reverse();
+    let two = listing::offer(&server(None, None), reversed, &redactor());
+    let names = |o: &Offer| o.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&one), names(&two));
+    assert_eq!(names(&one)[127], "srv__t127");
 }
 
 #[test]
