@@ -203,7 +203,7 @@ impl McpServers {
             Ok(Err(e)) => ToolOutput::error(format!(
                 "{} gave no usable answer: {}",
                 tool.name,
-                crate::base::text::clip(&e.to_string(), 300)
+                server::short(&e.to_string(), &self.redactor)
             )),
             Err(_) => ToolOutput::error(format!(
                 "{} did not answer within {} s (call_timeout_secs); it was given up.",

@@ -228,7 +228,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// An SDK error for a message: redacted first, then its first 100 and
 /// last 200 characters (the cause is at the end, after type names).
-fn short(e: &str, redactor: &Redactor) -> String {
+pub(super) fn short(e: &str, redactor: &Redactor) -> String {
     let e = redactor.redact_str(e);
     let n = e.chars().count();
     if n <= 300 {
