@@ -14,55 +14,20 @@ use agent_harness::records::Status;
 use serde_json::{Value, json};
 
 use crate::cli::bin;
+use crate::common::mcp::*;
 use crate::common::*;
-
-/// The secret a test passes to the server with `env_pass`.
-const PASSED: &str = "mcp-passed-secret-0451";
-
-fn mcp_python() -> String {
-    stack_paths()
-        .remove("MCP_PYTHON")
-        .expect("scripts/stack paths names MCP_PYTHON")
-}
-
-fn test_server() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/test_server.py")
-}
 
 /// `[mcp.servers.NAME]` running the test server with `args`, plus `extra` keys.
 fn server(name: &str, args: &[&str], extra: &str) -> String {
-    let mut command = vec![mcp_python(), test_server().display().to_string()];
-    command.extend(args.iter().map(|a| a.to_string()));
-    format!(
-        "[mcp.servers.{name}]\ncommand = {}\n{extra}\n",
-        serde_json::to_string(&command).unwrap()
-    )
-}
-
-/// The tests' environment, with PATH and the passed secret.
-fn env(key: &str) -> Option<String> {
-    match key {
-        "MCP_TEST_TOKEN" => Some(PASSED.to_string()),
-        "PATH" | "HOME" => std::env::var(key).ok(),
-        _ => test_env(key),
-    }
+    mcp_server(name, "test_server.py", args, extra)
 }
 
 fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    let p = project.write_config(&llm.base_url(), extra);
-    Config::load(&p, &env).unwrap()
-}
-
-/// Runs the inbox and stops the servers, as `run` does.
-async fn run_and_stop(cfg: &Config, opts: RunOptions) -> RunOutcome {
-    let h = harness(cfg);
-    let out = agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap();
-    h.shutdown().await;
-    out
+    mcp_config(project, llm, extra)
 }
 
 async fn run_one(cfg: &Config) -> RunOutcome {
-    run_and_stop(
+    run_stopping(
         cfg,
         RunOptions {
             concurrency: 1,
@@ -70,16 +35,6 @@ async fn run_one(cfg: &Config) -> RunOutcome {
         },
     )
     .await
-}
-
-/// Whether process `pid` is gone (a zombie counts as gone).
-fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
 }
 
 fn pid_file(project: &Project, name: &str) -> PathBuf {
@@ -131,10 +86,7 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
         "{log}"
     );
     assert!(log.contains("MCP server t stderr: lookup alpha"), "{log}");
-    assert!(
-        gone(&std::fs::read_to_string(&pid).unwrap()),
-        "the server outlived the run"
-    );
+    assert!(pid_file_gone(&pid), "the server outlived the run");
 }
 
 #[tokio::test]
@@ -336,7 +288,7 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
     let llm = FakeLlm::replies(script()).await;
     let cfg = config(&project, &llm, &extra);
     project.task("dry", task);
-    run_and_stop(
+    run_stopping(
         &cfg,
         RunOptions {
             concurrency: 1,
@@ -456,7 +408,7 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
             || project.run_log("b-slow").contains("stays in the inbox")
     );
     assert!(
-        gone_pid(&slow_pid),
+        pid_file_gone(&slow_pid),
         "the slow server outlived its start-up timeout"
     );
     assert_eq!(
@@ -464,10 +416,6 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         1,
         "only the plain task asked the model"
     );
-}
-
-fn gone_pid(file: &Path) -> bool {
-    gone(&std::fs::read_to_string(file).unwrap())
 }
 
 #[tokio::test]
@@ -511,7 +459,7 @@ async fn the_streamable_http_transport_calls_a_tool() {
     let project = Project::new();
     let port = closed_port();
     let mut child = std::process::Command::new(mcp_python())
-        .arg(test_server())
+        .arg(mcp_script("test_server.py"))
         .args(["--http", &port.to_string()])
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -625,7 +573,7 @@ fn no_server_process_outlives_the_binary() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        gone_pid(&pid),
+        pid_file_gone(&pid),
         "the server outlived the run after the wall clock ran out"
     );
 
@@ -646,7 +594,7 @@ fn no_server_process_outlives_the_binary() {
     std::thread::sleep(Duration::from_millis(500));
     signal(&child, rustix::process::Signal::TERM);
     assert_eq!(wait_at_most(&mut child, Duration::from_secs(15)), Some(75));
-    assert!(gone_pid(&pid), "the server outlived SIGTERM");
+    assert!(pid_file_gone(&pid), "the server outlived SIGTERM");
 }
 
 /// `agent-harness run` in the project, in the background.
@@ -703,7 +651,10 @@ fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
     assert_eq!(project.inbox(), ["waits.md"]);
     let s = project.summary_in(&the_run_dir(&project, "waits"));
     assert_eq!(s.stop_reason, StopReason::Interrupted);
-    assert!(gone_pid(&pid), "the half-started server outlived the run");
+    assert!(
+        pid_file_gone(&pid),
+        "the half-started server outlived the run"
+    );
     assert!(rt.block_on(llm.requests()).is_empty());
 }
 

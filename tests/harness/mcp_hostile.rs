@@ -4,7 +4,6 @@
 //! leaks the secret it is passed, or never answers — and configuration
 //! mistakes that must not pass as success.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
@@ -13,65 +12,25 @@ use agent_harness::drain::{RunOptions, RunOutcome};
 use agent_harness::records::Status;
 use serde_json::json;
 
+use crate::common::mcp::*;
 use crate::common::*;
 
-const PASSED: &str = "SECRETabcdefghijklmnopqrstuvwxyz0123456789";
-
-fn python() -> String {
-    stack_paths().remove("MCP_PYTHON").unwrap()
-}
-
-fn hostile() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/hostile_server.py")
-}
-
+/// `[mcp.servers.NAME]` running the hostile server in `modes`.
 fn server(name: &str, modes: &[&str], extra: &str) -> String {
-    let mut command = vec![python(), hostile().display().to_string()];
-    command.extend(modes.iter().map(|m| m.to_string()));
-    format!(
-        "[mcp.servers.{name}]\ncommand = {}\n{extra}\n",
-        serde_json::to_string(&command).unwrap()
-    )
-}
-
-fn env(key: &str) -> Option<String> {
-    match key {
-        "MCP_TOKEN" => Some(PASSED.to_string()),
-        "PATH" | "HOME" => std::env::var(key).ok(),
-        _ => test_env(key),
-    }
+    mcp_server(name, "hostile_server.py", modes, extra)
 }
 
 fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    let p = project.write_config(&llm.base_url(), extra);
-    Config::load(&p, &env).unwrap()
+    mcp_config(project, llm, extra)
 }
 
 async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
-    let h = harness(cfg);
-    let out = agent_harness::app::run_inbox(
-        cfg,
-        &h,
-        &RunOptions {
-            concurrency: 1,
-            dry_run,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    h.shutdown().await;
-    out
-}
-
-fn gone(pid_file: &Path) -> bool {
-    let pid = std::fs::read_to_string(pid_file).unwrap();
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
+    let opts = RunOptions {
+        concurrency: 1,
+        dry_run,
+        ..RunOptions::default()
+    };
+    run_stopping(cfg, opts).await
 }
 
 /// A typo in `write_tools` would make the real write tool a read, sent
@@ -287,7 +246,7 @@ fn test_runpod_stopped_by_sigterm_leaves_no_server() {
     .unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(2500));
-    let left = !gone(&pid);
+    let left = !pid_file_gone(&pid);
     if left {
         let p = std::fs::read_to_string(&pid).unwrap();
         let _ = rustix::process::kill_process(

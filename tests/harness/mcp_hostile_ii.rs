@@ -11,58 +11,23 @@ use agent_harness::drain::{RunOptions, RunOutcome};
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
+use crate::common::mcp::*;
 use crate::common::*;
 
-const PASSED: &str = "SECRETabcdefghijklmnopqrstuvwxyz0123456789";
-
-fn python() -> String {
-    stack_paths().remove("MCP_PYTHON").unwrap()
-}
-
-fn script(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp")
-        .join(name)
-        .display()
-        .to_string()
-}
-
 fn server(name: &str, file: &str, modes: &[&str], extra: &str) -> String {
-    let mut command = vec![python(), script(file)];
-    command.extend(modes.iter().map(|m| m.to_string()));
-    format!(
-        "[mcp.servers.{name}]\ncommand = {}\n{extra}\n",
-        serde_json::to_string(&command).unwrap()
-    )
-}
-
-fn env(key: &str) -> Option<String> {
-    match key {
-        "MCP_TOKEN" => Some(PASSED.to_string()),
-        "PATH" | "HOME" => std::env::var(key).ok(),
-        _ => test_env(key),
-    }
+    mcp_server(name, file, modes, extra)
 }
 
 fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    let p = project.write_config(&llm.base_url(), extra);
-    Config::load(&p, &env).unwrap()
+    mcp_config(project, llm, extra)
 }
 
 async fn run_n(cfg: &Config, concurrency: usize) -> RunOutcome {
-    let h = harness(cfg);
-    let out = agent_harness::app::run_inbox(
-        cfg,
-        &h,
-        &RunOptions {
-            concurrency,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    h.shutdown().await;
-    out
+    let opts = RunOptions {
+        concurrency,
+        ..RunOptions::default()
+    };
+    run_stopping(cfg, opts).await
 }
 
 fn names(request: &Value) -> Vec<String> {
@@ -291,7 +256,7 @@ async fn concurrency_four_one_server_dies() {
         .display()
         .to_string();
     let command = vec![
-        python(),
+        mcp_python(),
         hostile,
         "exitcall".into(),
         format!("pid={}", pid.display()),
@@ -331,7 +296,7 @@ async fn a_setup_fault_leaves_no_server_process() {
         .display()
         .to_string();
     let command = vec![
-        python(),
+        mcp_python(),
         hostile,
         "ignoreeof".into(),
         format!("pid={}", pid.display()),
@@ -357,9 +322,7 @@ async fn a_setup_fault_leaves_no_server_process() {
         matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_some()),
         "{out:?}"
     );
-    let p = std::fs::read_to_string(&pid).unwrap();
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", p.trim()));
-    let alive = stat.is_ok_and(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'));
+    let alive = !pid_file_gone(&pid);
     h.shutdown().await;
     assert!(!alive, "the server outlived its setup fault");
     assert_eq!(project.inbox(), ["x.md"]);
@@ -388,8 +351,8 @@ async fn an_http_start_error_keeps_its_cause_and_no_part_of_a_key() {
 async fn one_http_500_does_not_take_the_server_down_for_the_run() {
     let project = Project::new();
     let port = closed_port();
-    let mut child = std::process::Command::new(python())
-        .arg(script("http_server.py"))
+    let mut child = std::process::Command::new(mcp_python())
+        .arg(mcp_script("http_server.py"))
         .arg(port.to_string())
         .spawn()
         .unwrap();
@@ -416,8 +379,9 @@ async fn one_http_500_does_not_take_the_server_down_for_the_run() {
     assert_eq!(lines[1].result, "called echo", "{:?}", s.error);
 }
 
-/// A single tools/list page of 40,000 small tools (under 4 MiB) is cut to
-/// what is read, and run.log gets a bounded number of lines about it.
+/// A single tools/list page of 30,000 small tools (under 4 MiB) is cut to
+/// 256 read and 128 offered, and run.log gets a bounded number of lines
+/// about it.
 #[tokio::test]
 async fn a_huge_single_page_listing() {
     let project = Project::new();
@@ -436,6 +400,12 @@ async fn a_huge_single_page_listing() {
     run_n(&cfg, 1).await;
     let log = project.run_log("x");
     let n = log.lines().filter(|l| l.contains("not offered")).count();
-    eprintln!("run.log: {} bytes, {} 'not offered' lines", log.len(), n);
-    assert!(log.len() < 256 * 1024, "run.log {} bytes", log.len());
+    assert!(n <= 21, "{n} lines about tools not offered");
+    assert!(log.len() < 64 * 1024, "run.log {} bytes", log.len());
+    assert!(
+        log.contains("the listing goes on past the 256 tools read"),
+        "{log}"
+    );
+    let offered = llm.requests().await[0]["tools"].as_array().unwrap().len();
+    assert_eq!(offered, 128 + 1, "128 of the server's, and webfetch");
 }

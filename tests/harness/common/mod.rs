@@ -5,6 +5,7 @@
 
 pub mod fake_noteworx;
 pub mod fake_runpod;
+pub mod mcp;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
