@@ -211,8 +211,8 @@ async fn list_tools(
     Ok((tools, true))
 }
 
-/// An error and its sources, `: `-joined (the SDK's HTTP errors keep the
-/// cause, "Connection refused", in a source).
+/// An error and its sources, `: `-joined: a cause kept only in a source
+/// (an I/O error under the SDK's) is not lost.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
