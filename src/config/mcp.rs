@@ -66,18 +66,22 @@ pub struct McpServerConfig {
 #[derive(Debug, Clone)]
 pub enum McpTransport {
     /// A child process speaking JSON-RPC lines on stdin/stdout.
-    Stdio {
-        program: PathBuf,
-        args: Vec<String>,
-        /// The working directory: the config file's folder.
-        dir: PathBuf,
-        /// PATH and HOME of the harness, when set.
-        inherited: Vec<(String, String)>,
-        /// `env_pass`: each a secret (redacted everywhere).
-        passed: Vec<(String, Secret)>,
-    },
+    Stdio(StdioCommand),
     /// Streamable HTTP.
     Http { url: String },
+}
+
+/// How a stdio server is started.
+#[derive(Debug, Clone)]
+pub struct StdioCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The working directory: the config file's folder.
+    pub dir: PathBuf,
+    /// PATH and HOME of the harness, when set.
+    pub inherited: Vec<(String, String)>,
+    /// `env_pass`: each a secret (redacted everywhere).
+    pub passed: Vec<(String, Secret)>,
 }
 
 impl McpServerConfig {
@@ -87,8 +91,8 @@ impl McpServerConfig {
     /// `token`, … — the rule `--set` uses), as written and decoded.
     pub fn secrets(&self) -> Vec<Secret> {
         let url = match &self.transport {
-            McpTransport::Stdio { passed, .. } => {
-                return passed.iter().map(|(_, v)| v.clone()).collect();
+            McpTransport::Stdio(command) => {
+                return command.passed.iter().map(|(_, v)| v.clone()).collect();
             }
             McpTransport::Http { url } => url,
         };
@@ -248,7 +252,7 @@ fn stdio(
         .into_iter()
         .filter_map(|k| (secrets.env)(k).map(|v| (k.to_string(), v)))
         .collect();
-    Ok(McpTransport::Stdio {
+    Ok(McpTransport::Stdio(StdioCommand {
         program,
         args: parts.collect(),
         // A config named without a folder lives in the working directory.
@@ -259,7 +263,7 @@ fn stdio(
         },
         inherited,
         passed,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -295,13 +299,13 @@ mod tests {
         assert_eq!(s.call_timeout.as_secs(), 60);
         assert!(s.allows("read_file") && !s.allows("write_file"));
         assert_eq!(s.write_tools.as_deref(), Some(&[][..]));
-        let McpTransport::Stdio {
+        let McpTransport::Stdio(StdioCommand {
             program,
             args,
             dir,
             inherited,
             passed,
-        } = &s.transport
+        }) = &s.transport
         else {
             panic!("{:?}", s.transport)
         };
@@ -319,7 +323,7 @@ mod tests {
                 .ends_with("***")
         );
         let bare = parse("[mcp.servers.t]\ncommand = [\"uvx\", \"mcp-server-time\"]\n").unwrap();
-        let McpTransport::Stdio { program, .. } = &bare.mcp[0].transport else {
+        let McpTransport::Stdio(StdioCommand { program, .. }) = &bare.mcp[0].transport else {
             panic!()
         };
         assert_eq!(

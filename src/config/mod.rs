@@ -15,7 +15,9 @@ mod secrets;
 pub mod setup;
 
 pub use limits::{Limits, Retention, bounds, check_finite, check_range};
-pub use mcp::{MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, is_function_name};
+pub use mcp::{
+    MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, StdioCommand, is_function_name,
+};
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
 pub use resolve::resolve_file;

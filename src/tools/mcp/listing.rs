@@ -155,7 +155,7 @@ pub fn offer(
 /// The input schema, when it is small and shallow enough to send: an
 /// object schema, every string in it defanged and redacted.
 fn schema(schema: &Map<String, Value>, redactor: &Redactor) -> Result<Map<String, Value>, String> {
-    let depth = depth(&Value::Object(schema.clone()), 0);
+    let depth = schema.values().map(|v| depth(v, 1)).max().unwrap_or(0);
     if depth > MAX_SCHEMA_DEPTH {
         return Err(format!(
             "its input schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
@@ -170,10 +170,7 @@ fn schema(schema: &Map<String, Value>, redactor: &Redactor) -> Result<Map<String
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         return Err("its input schema is not of type object".into());
     }
-    match cleaned(Value::Object(schema.clone()), redactor) {
-        Value::Object(m) => Ok(m),
-        _ => Err("its input schema is not an object".into()),
-    }
+    Ok(cleaned_map(schema, redactor))
 }
 
 /// Levels of nesting, counted no further than one past the limit.
@@ -189,20 +186,23 @@ fn depth(v: &Value, at: usize) -> usize {
     inner.unwrap_or(at)
 }
 
-fn cleaned(v: Value, redactor: &Redactor) -> Value {
+/// A copy of a schema (its keys too) with every string [`clean`].
+fn cleaned_map(m: &Map<String, Value>, redactor: &Redactor) -> Map<String, Value> {
+    m.iter()
+        .map(|(k, v)| (clean(k, redactor), cleaned(v, redactor)))
+        .collect()
+}
+
+fn cleaned(v: &Value, redactor: &Redactor) -> Value {
     match v {
-        Value::String(s) => Value::String(clean(&s, redactor)),
-        Value::Array(a) => Value::Array(a.into_iter().map(|v| cleaned(v, redactor)).collect()),
-        Value::Object(m) => Value::Object(
-            m.into_iter()
-                .map(|(k, v)| (clean(&k, redactor), cleaned(v, redactor)))
-                .collect(),
-        ),
-        other => other,
+        Value::String(s) => Value::String(clean(s, redactor)),
+        Value::Array(a) => Value::Array(a.iter().map(|v| cleaned(v, redactor)).collect()),
+        Value::Object(m) => Value::Object(cleaned_map(m, redactor)),
+        other => other.clone(),
     }
 }
 
 /// Text from a server made safe for the prompt: no secret, no control token.
 fn clean(text: &str, redactor: &Redactor) -> String {
-    super::super::text::defang(&redactor.redact_str(text)).into_owned()
+    crate::tools::text::defang(&redactor.redact_str(text)).into_owned()
 }

@@ -117,15 +117,18 @@ impl McpServers {
         McpServers { servers, redactor }
     }
 
+    /// The servers named, in configuration order.
+    fn named<'a>(&'a self, names: &'a [&str]) -> impl Iterator<Item = &'a Server> {
+        self.servers
+            .iter()
+            .filter(|s| names.contains(&s.cfg.name.as_str()))
+    }
+
     /// Starts the named servers that have not started, in order, and gives
     /// their tools. The first that is not up ends the task.
     pub async fn ready(&self, names: &[&str]) -> (Ready, Result<(), Unavailable>) {
         let mut ready = Ready::default();
-        for server in self
-            .servers
-            .iter()
-            .filter(|s| names.contains(&s.cfg.name.as_str()))
-        {
+        for server in self.named(names) {
             let up = server.ready(&self.redactor, &mut ready.notes).await;
             ready.notes.extend(server.stderr_lines());
             match up {
@@ -143,11 +146,7 @@ impl McpServers {
     /// Why one of the named servers is down, if one is: a task that may
     /// use it does not pass as done (SPEC §19).
     pub async fn down(&self, names: &[&str]) -> Option<Unavailable> {
-        for server in self
-            .servers
-            .iter()
-            .filter(|s| names.contains(&s.cfg.name.as_str()))
-        {
+        for server in self.named(names) {
             let mut state = server.state.lock().await;
             Server::notice_death(&server.cfg.name, &mut state);
             if let State::Down(down) = &*state {
@@ -159,11 +158,7 @@ impl McpServers {
 
     /// Stderr lines the named servers wrote since they were last taken.
     pub fn stderr(&self, names: &[&str]) -> Vec<String> {
-        self.servers
-            .iter()
-            .filter(|s| names.contains(&s.cfg.name.as_str()))
-            .flat_map(Server::stderr_lines)
-            .collect()
+        self.named(names).flat_map(Server::stderr_lines).collect()
     }
 
     /// Calls `tool` with `arguments`. Every failure is an error result: a

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::config::McpTransport;
+use crate::config::StdioCommand;
 
 /// Characters of one stderr line kept.
 const LINE_CHARS: usize = 400;
@@ -102,19 +102,16 @@ pub struct Process {
 
 /// Starts `program args` for stdio: stdin/stdout are the transport.
 pub fn spawn(
-    transport: &McpTransport,
+    command: &StdioCommand,
     stderr: &Arc<Mutex<Stderr>>,
 ) -> std::io::Result<(Process, ChildStdout, ChildStdin)> {
-    let McpTransport::Stdio {
+    let StdioCommand {
         program,
         args,
         dir,
         inherited,
         passed,
-    } = transport
-    else {
-        return Err(std::io::Error::other("not a stdio server"));
-    };
+    } = command;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(dir)
@@ -175,35 +172,31 @@ impl Process {
 
     /// SIGTERM to the group; SIGKILL to what is left after 2 s.
     pub async fn stop(mut self) {
-        let Some(group) = self.group.take() else {
-            return;
-        };
-        signal_group(group, rustix::process::Signal::TERM);
-        let _ = tokio::time::timeout(GRACE, self.child.wait()).await;
+        if let Some(group) = self.group {
+            signal_group(group, rustix::process::Signal::TERM);
+            let _ = tokio::time::timeout(GRACE, self.child.wait()).await;
+        }
         // Children of the server may outlive it: the group goes whole.
-        signal_group(group, rustix::process::Signal::KILL);
-        forget(group);
-        let _ = self.child.wait().await;
+        self.kill().await;
     }
-}
 
-impl Process {
     /// SIGKILL to the group, and the process waited for.
     pub async fn kill(mut self) {
+        self.kill_group();
+        let _ = self.child.wait().await;
+    }
+
+    fn kill_group(&mut self) {
         if let Some(group) = self.group.take() {
             signal_group(group, rustix::process::Signal::KILL);
             forget(group);
         }
-        let _ = self.child.wait().await;
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        if let Some(group) = self.group.take() {
-            signal_group(group, rustix::process::Signal::KILL);
-            forget(group);
-        }
+        self.kill_group();
     }
 }
 

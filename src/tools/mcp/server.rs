@@ -71,9 +71,11 @@ impl Server {
         let failed =
             |why: String| Unavailable::new(format!("MCP server {name} did not start: {why}"));
         let service = match &self.cfg.transport {
-            McpTransport::Stdio { program, .. } => {
-                let (process, stdout, stdin) = process::spawn(&self.cfg.transport, &self.stderr)
-                    .map_err(|e| failed(format!("cannot run {}: {e}", program.display())))?;
+            McpTransport::Stdio(command) => {
+                let (process, stdout, stdin) =
+                    process::spawn(command, &self.stderr).map_err(|e| {
+                        failed(format!("cannot run {}: {e}", command.program.display()))
+                    })?;
                 *lock(&self.starting) = Some(process);
                 let transport =
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
