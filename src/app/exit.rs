@@ -25,7 +25,7 @@ impl Exit for RunOutcome {
             RunOutcome::Locked { wanted: Some(_) } => TEMPFAIL,
             RunOutcome::Unreachable(_) => TEMPFAIL,
             RunOutcome::Finished(t) if t.setup_fault.is_some() => USAGE,
-            RunOutcome::Finished(t) if t.failed > 0 => FAILED,
+            RunOutcome::Finished(t) if t.failed > 0 || !t.problems.is_empty() => FAILED,
             RunOutcome::Finished(t) if t.retry_later + t.interrupted + t.not_started > 0 => {
                 TEMPFAIL
             }

@@ -52,21 +52,28 @@ async fn mcp_server(cfg: &Config, name: &str) -> Steps {
     let servers = McpServers::new(&cfg.mcp, std::sync::Arc::new(cfg.redactor()));
     let t0 = Instant::now();
     let (ready, up) = servers.ready(&[name]).await;
+    let problems = servers.problems();
     servers.stop().await;
     let redact = |s: String| cfg.redactor().redact(s);
     let notes: String = ready
         .notes
         .into_iter()
         .filter(|n| !n.starts_with(&format!("MCP server {name} started")))
+        .filter(|n| !problems.contains(n))
         .map(|n| format!("     {}\n", redact(n)))
         .collect();
-    match up {
-        Ok(()) => Ok(format!(
+    match (up, problems.first()) {
+        (Ok(()), None) => Ok(format!(
             "ok   mcp {name}: started in {} ms; tools: {}\n{notes}",
             t0.elapsed().as_millis(),
             list(&ready.tools)
         )),
-        Err(e) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.why))),
+        (Ok(()), Some(problem)) => Err(format!(
+            "{notes}FAIL mcp {name}: {}; it started, tools: {}\n",
+            redact(problem.clone()),
+            list(&ready.tools)
+        )),
+        (Err(e), _) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.why))),
     }
 }
 

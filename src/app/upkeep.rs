@@ -36,6 +36,7 @@ pub(super) fn requeue_command(
             moved,
             refused,
             shortened,
+            unnamed,
             error,
         }) => {
             let mut out = std::io::stdout().lock();
@@ -51,20 +52,29 @@ pub(super) fn requeue_command(
             for path in &shortened {
                 progress.eprintln(&format!(
                     "agent-harness: {}: its name was shortened to fit 255 bytes and does not hold the task's: move it into the inbox by hand, under the name its run's summary.json gives",
-                    path.display()
+                    crate::base::text::printable(&path.display().to_string())
+                ));
+            }
+            for path in &unnamed {
+                progress.eprintln(&format!(
+                    "agent-harness: {}: not named like a filed task (<run_id>-NAME.md); it stays where it is",
+                    crate::base::text::printable(&path.display().to_string())
                 ));
             }
             if let Some(e) = &error {
-                progress.eprintln(&format!("agent-harness: {e}"));
+                progress.eprintln(&format!(
+                    "agent-harness: {}",
+                    crate::base::text::printable(e)
+                ));
             }
             for task in &refused {
                 progress.eprintln(&format!(
                     "agent-harness: {}.md is already in the inbox; task {task:?} stays in {}",
-                    task,
+                    crate::base::text::printable(task),
                     cfg.paths.failed.display()
                 ));
             }
-            if refused.is_empty() && shortened.is_empty() && error.is_none() {
+            if refused.is_empty() && shortened.is_empty() && unnamed.is_empty() && error.is_none() {
                 exit::OK
             } else {
                 exit::FAILED

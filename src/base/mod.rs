@@ -2,10 +2,12 @@
 //! knows the product — characters and lines ([`text`]), capped HTTP bodies
 //! ([`http`]), reading server fields without building what is not kept
 //! ([`lenient`]), opening named local files only when they are regular
-//! ones ([`file`]), and the JSON Schemas final answers must match
-//! ([`schema`]).
+//! ones ([`file`]), an opened folder that writes, moves and removes
+//! without ever following a link ([`folder`]), and the JSON Schemas final
+//! answers must match ([`schema`]).
 
 pub mod file;
+pub mod folder;
 pub mod http;
 pub mod lenient;
 pub mod schema;

@@ -34,6 +34,7 @@ pub fn check_inbox(
             .into_iter()
             .chain(crate::drain::folders::check_inbox(&cfg.paths.inbox).err())
             .chain(crate::drain::folders::clashes(cfg))
+            .chain(crate::drain::folders::linked(cfg))
             .chain(crate::drain::folders::unwritable(cfg, true))
             .map(in_config)
             .collect(),

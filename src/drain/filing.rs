@@ -63,20 +63,25 @@ pub(super) fn file_outcome(
 }
 
 /// A recurring task's file never moves; its retries are its slot's.
-pub(super) fn slot_filing(filing: &mut Filing, slot: &super::Slot, max_attempts: u32) {
+pub(super) fn slot_filing(
+    filing: &mut Filing,
+    slot: &super::Slot,
+    attempt: u32,
+    max_attempts: u32,
+) {
     filing.disposition = Disposition::Keep;
     if filing.note.is_some() {
         filing.note = Some(if filing.retryable {
             format!(
                 "the slot {} stays due, to be tried again at the next run (attempt {} of {max_attempts})",
                 slot.at.to_rfc3339(),
-                slot.attempt
+                attempt
             )
         } else {
             format!(
                 "gave up on the slot {} after {} attempts (max_attempts)",
                 slot.at.to_rfc3339(),
-                slot.attempt
+                attempt
             )
         });
     }

@@ -66,6 +66,7 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
     // The metrics folder is not among them: a run that cannot write its
     // figures still does its tasks (and warns); `check` names it.
     let mut problems = clashes(cfg);
+    problems.extend(linked(cfg));
     problems.extend(unwritable(cfg, false));
     if problems.is_empty() {
         Ok(())
@@ -96,6 +97,32 @@ pub fn clashes(cfg: &Config) -> Vec<String> {
         }
     }
     problems
+}
+
+/// A task folder in the folder holding the inbox that is a symbolic link:
+/// nothing is followed there (SPEC §21; another user who may write there
+/// could point it anywhere), so each must be a real folder, or be named
+/// in the config where it really is.
+pub fn linked(cfg: &Config) -> Vec<String> {
+    let state = cfg.paths.state_dir();
+    [
+        ("[paths] inbox", &cfg.paths.inbox),
+        ("[paths] done", &cfg.paths.done),
+        ("[paths] failed", &cfg.paths.failed),
+        ("[paths] recurring", &cfg.paths.recurring),
+    ]
+    .into_iter()
+    .filter(|(_, dir)| dir.parent() == Some(state.as_path()))
+    .filter(|(_, dir)| std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()))
+    .map(|(key, dir)| {
+        let target = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        format!(
+            "{key}: {} is a symbolic link inside the folder that holds the inbox, where no link is followed: set {key} to {} itself, or link the folder that holds the inbox instead",
+            shown(dir).display(),
+            target.display()
+        )
+    })
+    .collect()
 }
 
 /// Every folder a run writes to that this user could not write (or, when

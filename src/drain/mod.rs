@@ -12,6 +12,7 @@ pub mod eval;
 pub mod exec;
 mod filing;
 pub mod folders;
+mod ledger;
 pub mod lock;
 mod prepare;
 pub mod prune;
@@ -24,6 +25,7 @@ mod task;
 
 pub use check::{CheckReport, check_inbox};
 use filing::*;
+use ledger::Ledger;
 use task::*;
 
 use std::path::{Path, PathBuf};
@@ -106,9 +108,6 @@ pub struct Slot {
     pub date: chrono::NaiveDate,
     /// The date of the last slot that succeeded.
     pub last_success: Option<chrono::NaiveDate>,
-    /// This run's attempt at the slot, counted before it started; 0 when
-    /// the run settles no slot (`run-task --recurring`, a dry run, a replay).
-    pub attempt: u32,
 }
 
 impl Mode {
@@ -141,6 +140,10 @@ pub struct Tally {
     pub not_started: usize,
     /// The diagnosis of the setup fault that stopped the run (SPEC §16).
     pub setup_fault: Option<String>,
+    /// What the run met besides its tasks that the operator must fix: an
+    /// inbox entry that will never run, a state file that cannot be saved.
+    /// The run exits 1 for them when nothing worse happened (SPEC §22).
+    pub problems: Vec<String>,
 }
 
 impl Tally {
@@ -155,6 +158,9 @@ impl Tally {
             parts.push(format!("{later} left in the inbox for a later run"));
         }
         let mut text = format!("{} in {:.1}s", parts.join(", "), elapsed.as_secs_f64());
+        for problem in &self.problems {
+            text.push_str(&format!("\nproblem: {problem}"));
+        }
         if let Some(fault) = &self.setup_fault {
             text.push_str(&format!(
                 "\nsetup fault, the run stopped and nothing was filed for it: {fault}"
@@ -234,16 +240,21 @@ async fn drain_inbox(
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     crate::drain::folders::prepare(cfg).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
-    let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
+    // A lock that cannot be taken is a fault of the setup (a read-only
+    // folder, a link planted at its name): the run stops, naming it.
+    let lock = RunLock::try_acquire(&state_dir)
+        .map_err(|e| UsageError(format!("[paths] inbox: cannot take the run lock: {e:#}")))?;
+    let Some(_lock) = lock else {
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
     let recurring::ToRun {
         entries,
         due,
-        mut state,
+        state,
+        problems,
     } = recurring::to_run(cfg, h, opts, &state_dir)?;
-    let ended = if entries.is_empty() && due.is_empty() {
+    let mut ended = if entries.is_empty() && due.is_empty() {
         tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty and no recurring task is due");
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = h.endpoint.ping().await {
@@ -258,19 +269,20 @@ async fn drain_inbox(
             && tally.setup_fault.is_none()
         {
             let settle = !opts.dry_run && !opts.recurring;
-            let (more, ran) = recurring::run_recurring(
-                cfg,
-                h,
-                opts,
-                due,
-                settle.then_some((&mut state, state_dir.as_path())),
-            )
-            .await;
+            let state = Mutex::new(state);
+            let (more, ran) =
+                recurring::run_recurring(cfg, h, opts, due, settle.then_some(&state)).await;
             tally.absorb(&more);
             summaries.extend(ran);
         }
         (outcome, summaries)
     };
+    if let RunOutcome::Finished(tally) = &mut ended.0 {
+        tally.problems.extend(problems);
+        if let Some(mcp) = &h.toolbox.mcp {
+            tally.problems.extend(mcp.problems());
+        }
+    }
     if !opts.dry_run {
         retain(cfg, h);
     }
@@ -342,7 +354,8 @@ fn filed(ends: Vec<TaskEnd>) -> Vec<Summary> {
 }
 
 /// Runs `entries` (up to `concurrency` at once) as `mode` says, each from
-/// file to records; the endpoint is not checked first.
+/// file to records; the endpoint is not checked first. A real run
+/// (`mode.file`) counts their attempts beside the inbox.
 pub async fn run_tasks(
     cfg: &Config,
     h: &TaskDeps,
@@ -350,11 +363,16 @@ pub async fn run_tasks(
     mode: &Mode,
     concurrency: usize,
 ) -> Vec<TaskEnd> {
+    let ledger = if mode.file {
+        Ledger::Inbox(Mutex::new(Attempts::load(&cfg.paths.state_dir())))
+    } else {
+        Ledger::Uncounted
+    };
     let drain = Drain {
         cfg,
         h,
         context_tokens: context_window(cfg, h).await,
-        attempts: Mutex::new(Attempts::load(&cfg.paths.state_dir())),
+        ledger,
         mode,
         setup_fault: Mutex::new(None),
     };
@@ -378,6 +396,26 @@ pub async fn run_tasks(
         .buffer_unordered(concurrency)
         .collect()
         .await
+}
+
+/// Runs a recurring task for the slot `mode` names; with `settle`, the
+/// slot's attempt is counted and settled in that state.
+async fn run_slot(
+    cfg: &Config,
+    h: &TaskDeps,
+    entry: InboxEntry,
+    mode: &Mode,
+    settle: Option<&Mutex<recurring::State>>,
+) -> Vec<TaskEnd> {
+    let drain = Drain {
+        cfg,
+        h,
+        context_tokens: context_window(cfg, h).await,
+        ledger: settle.map_or(Ledger::Uncounted, Ledger::Slot),
+        mode,
+        setup_fault: Mutex::new(None),
+    };
+    vec![drain.process_task(&entry).await]
 }
 
 /// The context window every task of the run manages, if any.
@@ -411,6 +449,7 @@ impl Tally {
         if self.setup_fault.is_none() {
             self.setup_fault.clone_from(&other.setup_fault);
         }
+        self.problems.extend(other.problems.iter().cloned());
     }
 
     fn of(ends: &[TaskEnd]) -> Tally {

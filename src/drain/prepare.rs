@@ -3,6 +3,7 @@
 //! offered with the configuration's, and everything resolved into a
 //! [`TaskSpec`] — or the reason it cannot start.
 
+use super::ledger::AttemptCount;
 use super::resume::{Found, ResumeNote, find};
 use super::task::Drain;
 use super::*;
@@ -65,10 +66,7 @@ impl Drain<'_> {
             () = self.h.cancel.cancelled() => return Err(Unready::Interrupted),
         };
         notes.extend(ready.notes);
-        up.map_err(|u| match u.setup_fault {
-            true => Unready::SetupFault(u.why),
-            false => Unready::Unavailable(u.why),
-        })?;
+        up.map_err(|u| Unready::Unavailable(u.why))?;
         offered.extend(ready.tools.into_iter().map(Tool::Mcp));
         Ok(offered)
     }
@@ -145,8 +143,6 @@ pub(super) enum Unready {
     Unavailable(String),
     /// The run was stopped while its MCP servers started.
     Interrupted,
-    /// The configuration names tools a server does not list: the run stops.
-    SetupFault(String),
 }
 
 impl From<TaskProblem> for Unready {
@@ -180,12 +176,13 @@ impl Drain<'_> {
         &self,
         entry: &InboxEntry,
         run_id: &str,
-        unsettled: bool,
+        count: &AttemptCount,
         notes: &mut Vec<String>,
     ) -> Result<Prepared, Unready> {
         let now = (self.h.clock)();
-        let found = (self.cfg.limits.resume && self.mode.may_resume())
-            .then(|| find(self.mode, &entry.name, run_id, unsettled, now))
+        let unsettled = count.previous > 0;
+        let found = (self.cfg.limits.resume && self.may_resume())
+            .then(|| find(self.mode, &entry.name, &count.runs, run_id, unsettled, now))
             .flatten();
         let (file, spec) = self
             .prepare(entry, found.as_ref().map(|f| f.today), notes)

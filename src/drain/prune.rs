@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use crate::base::file::Folder;
+use crate::base::folder::{Folder, Kind};
 use crate::config::Retention;
 use crate::inbox;
 use crate::records::{run_order, run_time};
@@ -72,11 +72,10 @@ pub fn prune(
     let separate = [&paths.failed, &paths.inbox]
         .iter()
         .all(|other| !same_folder(&paths.done, other));
-    let done = if separate {
-        done_files(&paths.done)
-    } else {
-        Vec::new()
-    };
+    let done_folder = separate
+        .then(|| crate::inbox::state::task_folder(paths, &paths.done).ok())
+        .flatten();
+    let done = done_folder.as_ref().map(done_files).unwrap_or_default();
     for d in done {
         newest = newest.max(Some(d.started));
         if d.started < cutoff {
@@ -92,7 +91,13 @@ pub fn prune(
         return pruned;
     }
     for d in old {
-        remove(paths, root.as_ref(), &d, dry_run, &mut pruned);
+        remove(
+            paths,
+            (root.as_ref(), done_folder.as_ref()),
+            &d,
+            dry_run,
+            &mut pruned,
+        );
     }
     pruned
 }
@@ -124,16 +129,16 @@ fn task_runs(root: &Folder) -> Vec<(String, Vec<Dated>)> {
     tasks
 }
 
-/// Each `done/` file named `<run_id>-<name>.md`, with its run's start time.
-fn done_files(done: &Path) -> Vec<Dated> {
-    let Ok(entries) = std::fs::read_dir(done) else {
-        return Vec::new();
-    };
-    let mut files: Vec<Dated> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+/// Each `done/` file named `<run_id>-<name>.md`, with its run's start
+/// time; nothing in it is followed.
+fn done_files(done: &Folder) -> Vec<Dated> {
+    let mut files: Vec<Dated> = done
+        .entries()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.kind != Kind::Folder)
         .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
+            let name = e.name.into_string().ok()?;
             let (run_id, _) = inbox::filed_readings(&name).pop()?;
             Some(Dated {
                 task: None,
@@ -155,29 +160,29 @@ fn same_folder(a: &Path, b: &Path) -> bool {
 
 fn remove(
     paths: &crate::config::Paths,
-    root: Option<&Folder>,
+    (logs, done): (Option<&Folder>, Option<&Folder>),
     d: &Dated,
     dry_run: bool,
     pruned: &mut Pruned,
 ) {
-    let (path, result) = match (&d.task, root) {
-        (Some(task), Some(root)) => (
+    let (path, result) = match (&d.task, logs, done) {
+        (Some(task), Some(logs), _) => (
             paths.logs.join(task).join(&d.name),
             if dry_run {
                 Ok(())
             } else {
-                root.sub(task).and_then(|t| t.remove_tree(&d.name))
+                logs.sub(task).and_then(|t| t.remove_tree(&d.name))
             },
         ),
-        _ => {
-            let path = paths.done.join(&d.name);
-            let result = if dry_run {
+        (None, _, Some(done)) => (
+            paths.done.join(&d.name),
+            if dry_run {
                 Ok(())
             } else {
-                std::fs::remove_file(&path)
-            };
-            (path, result)
-        }
+                done.remove_file(d.name.as_ref())
+            },
+        ),
+        _ => return,
     };
     match result {
         Ok(()) => pruned.removed.push(path),

@@ -10,8 +10,9 @@ use std::path::Path;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::ledger::AttemptCount;
 use super::{
-    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, forget_absent, run_tasks,
+    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, forget_absent, run_slot,
 };
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
@@ -23,15 +24,24 @@ pub(super) struct ToRun {
     pub(super) entries: Vec<InboxEntry>,
     pub(super) due: Vec<(InboxEntry, Slot)>,
     pub(super) state: State,
+    /// What the operator must fix that no task's record says (SPEC §22).
+    pub(super) problems: Vec<String>,
 }
 
 const STATE_FILE: &str = ".agent-harness-recurring.json";
+
+/// A bigger state file is not read.
+const MAX_STATE_BYTES: u64 = 16 << 20;
 
 /// The slots of every recurring task, by name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
     #[serde(flatten)]
     tasks: BTreeMap<String, TaskState>,
+    /// The file was there but could not be read: a task it does not know
+    /// is first seen now, not when its file was put there.
+    #[serde(skip)]
+    unreadable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,35 +56,40 @@ struct TaskState {
     pending: Option<DateTime<Utc>>,
     #[serde(default)]
     attempts: u32,
+    /// The runs of those attempts, oldest first: the only run folders the
+    /// slot's next attempt may go on from (SPEC §21).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    runs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_success: Option<NaiveDate>,
 }
 
 impl State {
-    /// The state beside the inbox; a missing or unreadable file is empty
-    /// (every task is then first seen now: none runs at once).
+    /// The state beside the inbox. A missing file is empty: every task is
+    /// first seen now and runs at its first scheduled time after its file
+    /// was put there. A file that cannot be read is empty too, with a
+    /// warning, and then every task waits for its next slot — never a slot
+    /// that may already be done.
     pub fn load(state_dir: &Path) -> State {
-        let path = state_dir.join(STATE_FILE);
-        let unreadable = |e: String| {
-            tracing::warn!(path = %path.display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
-            State::default()
+        let unreadable = |e: &str| {
+            tracing::warn!(path = %state_dir.join(STATE_FILE).display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
+            State {
+                unreadable: true,
+                ..State::default()
+            }
         };
-        match crate::base::file::read_regular(&path, 16 << 20, crate::base::file::Links::Refuse) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string()))
+        match inbox::state::read(state_dir, STATE_FILE, MAX_STATE_BYTES) {
+            inbox::state::Stored::Absent => State::default(),
+            inbox::state::Stored::Bytes(bytes) => {
+                serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
             }
-            Err(crate::base::file::FileError::Io(e))
-                if e.kind() == std::io::ErrorKind::NotFound =>
-            {
-                State::default()
-            }
-            Err(e) => unreadable(e.to_string()),
+            inbox::state::Stored::Unreadable(why) => unreadable(&why),
         }
     }
 
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(self)?;
-        crate::base::file::replace(state_dir, STATE_FILE, (text + "\n").as_bytes(), 0o600)
+        inbox::state::write(state_dir, STATE_FILE, (text + "\n").as_bytes())
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", state_dir.join(STATE_FILE).display()))
     }
 
@@ -141,8 +156,13 @@ pub fn due(
         };
         let Some(seen) = state.tasks.get_mut(&task.entry.name) else {
             // First due at its next scheduled time after it was put there
-            // (its file's time, when that is not ahead of the clock).
-            let added = added_at(&task.entry.path, now);
+            // (its file's time, when that is not ahead of the clock) — or,
+            // when the state could not be read, after now.
+            let added = if state.unreadable {
+                now
+            } else {
+                added_at(&task.entry.path, now)
+            };
             state.tasks.insert(
                 task.entry.name.clone(),
                 TaskState {
@@ -150,6 +170,7 @@ pub fn due(
                     done: None,
                     pending: None,
                     attempts: 0,
+                    runs: Vec::new(),
                     last_success: None,
                 },
             );
@@ -225,28 +246,61 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
         at,
         date: at.with_timezone(&cfg.timezone).date_naive(),
         last_success,
-        attempt: 0,
     }
 }
 
-/// Counts an attempt at `slot` before its task starts (SPEC §12.1: a task
-/// that kills the process still reaches `max_attempts`); `None` when the
-/// slot has had them all, and is given up.
-fn begin_slot(state: &mut State, name: &str, slot: &Slot, max_attempts: u32) -> Option<u32> {
-    let task = state.tasks.get_mut(name)?;
+/// Counts an attempt at `slot`, made in run `run_id`, before its task
+/// starts (SPEC §12.1: a task that kills the process still reaches
+/// `max_attempts`); exhausted when the slot has had them all, and is
+/// given up.
+pub(super) fn begin_slot(
+    state: &mut State,
+    name: &str,
+    slot: &Slot,
+    max_attempts: u32,
+    run_id: &str,
+) -> AttemptCount {
+    let Some(task) = state.tasks.get_mut(name) else {
+        return AttemptCount::UNCOUNTED;
+    };
     if task.pending != Some(slot.at) {
         task.pending = Some(slot.at);
         task.attempts = 0;
+        task.runs.clear();
     }
-    if task.attempts >= max_attempts {
+    let previous = task.attempts;
+    let runs = task.runs.clone();
+    if previous >= max_attempts {
+        tracing::error!(
+            task = %name,
+            slot = %slot.at.to_rfc3339(),
+            max_attempts,
+            "the process was killed in every allowed attempt at this recurring slot (out of memory, a crash, or SIGKILL): the slot is given up"
+        );
         task.done = Some(slot.at);
         task.pending = None;
         task.attempts = 0;
-        return None;
+        task.runs.clear();
+        return AttemptCount {
+            previous,
+            exhausted: true,
+            runs,
+        };
     }
     task.attempts += 1;
-    Some(task.attempts)
+    task.runs.push(run_id.to_string());
+    let over = task.runs.len().saturating_sub(MAX_RUNS);
+    task.runs.drain(..over);
+    AttemptCount {
+        previous,
+        exhausted: false,
+        runs,
+    }
 }
+
+/// Run folders kept per slot (its attempts are at most `max_attempts`,
+/// but an interrupted attempt gives its count back).
+const MAX_RUNS: usize = 16;
 
 /// After a task ran for `slot` (its attempt counted): a success or a final
 /// failure (a retryable one at its last attempt included) marks the slot
@@ -265,6 +319,7 @@ pub fn settle_slot(state: &mut State, name: &str, slot: &Slot, summary: &Summary
             task.done = Some(slot.at);
             task.pending = None;
             task.attempts = 0;
+            task.runs.clear();
         }
         (Status::Failed, true) => {}
     }
@@ -323,6 +378,7 @@ pub(super) fn to_run(
             entries: Vec::new(),
             due: vec![one],
             state,
+            problems: Vec::new(),
         });
     }
     let mut entries = inbox::list(&cfg.paths.inbox)?;
@@ -343,98 +399,66 @@ pub(super) fn to_run(
             entries,
             due: Vec::new(),
             state,
+            problems: Vec::new(),
         });
     }
     // A folder that cannot be listed is no empty one: its slots are kept.
     let tasks = list(cfg);
-    let due = match &tasks {
+    let mut due = match &tasks {
         Some(tasks) => due(cfg, tasks, now, &mut state),
         None => Vec::new(),
     };
-    if !opts.dry_run && tasks.is_some() {
-        save(&state, state_dir);
+    let mut problems = Vec::new();
+    if let Some(tasks) = tasks.as_ref().filter(|_| !opts.dry_run)
+        && let Err(e) = state.save(state_dir)
+    {
+        tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state; no recurring task runs");
+        // Unsaved, no slot could be counted or marked done: none runs,
+        // and while there are recurring tasks the run says so (exit 1).
+        if !tasks.is_empty() {
+            problems.push(format!(
+                "the recurring state cannot be saved, so no recurring task runs: {e:#}"
+            ));
+        }
+        due.clear();
     }
     Ok(ToRun {
         entries,
         due,
         state,
+        problems,
     })
 }
 
 /// The recurring tasks due, one after another, each for its slot; with
-/// `settle`, each slot's state saved as its task ends.
+/// `settle`, each slot's attempt counted and settled in the state beside
+/// the inbox as its task starts and ends.
 pub(super) async fn run_recurring(
     cfg: &Config,
     h: &TaskDeps,
     opts: &RunOptions,
     due: Vec<(InboxEntry, Slot)>,
-    mut settle: Option<(&mut State, &Path)>,
+    settle: Option<&std::sync::Mutex<State>>,
 ) -> (Tally, Vec<Summary>) {
     let mut ends = Vec::new();
-    for (entry, mut slot) in due {
+    for (entry, slot) in due {
         if h.cancel.is_cancelled() {
             ends.push(TaskEnd::NotStarted);
             continue;
         }
-        if let Some((state, dir)) = settle.as_mut() {
-            let begun = begin_slot(state, &entry.name, &slot, cfg.limits.max_attempts);
-            if !save(state, dir) {
-                // Unsaved, the slot would be run again by every run: it is
-                // not run, and the run says so (exit 1).
-                tracing::error!(task = %entry.name, "recurring task not run: its slot's attempt cannot be saved");
-                ends.push(TaskEnd::Broken { task: entry.name });
-                continue;
-            }
-            match begun {
-                Some(n) => slot.attempt = n,
-                None => {
-                    tracing::error!(
-                        task = %entry.name,
-                        slot = %slot.at.to_rfc3339(),
-                        max_attempts = cfg.limits.max_attempts,
-                        "the process was killed in every allowed attempt at this recurring slot (out of memory, a crash, or SIGKILL): the slot is given up"
-                    );
-                    ends.push(TaskEnd::Broken { task: entry.name });
-                    continue;
-                }
-            }
-        }
         let mode = Mode {
             dry_run: opts.dry_run,
             on_end: opts.on_end.clone(),
-            slot: Some(slot.clone()),
+            slot: Some(slot),
             ..Mode::new(cfg, opts.progress.clone())
         };
-        let name = entry.name.clone();
-        let these = run_tasks(cfg, h, vec![entry], &mode, 1).await;
+        let these = run_slot(cfg, h, entry, &mode, settle).await;
         let fault = Tally::of(&these).setup_fault.is_some();
-        for end in these {
-            if let (TaskEnd::Filed(summary), Some((state, dir))) = (&end, settle.as_mut()) {
-                settle_slot(state, &name, &slot, summary);
-                if !save(state, dir) {
-                    // The slot may run again: this run does not pass as a success.
-                    ends.push(TaskEnd::Broken { task: name.clone() });
-                    continue;
-                }
-            }
-            ends.push(end);
-        }
+        ends.extend(these);
         // A setup fault stops the run: no further task starts.
         if fault {
             break;
         }
     }
     (Tally::of(&ends), filed(ends))
-}
-
-/// Saves the state; a failure is logged and said, never the end of the
-/// run (the inbox tasks go on; no recurring task starts unsaved).
-fn save(state: &State, dir: &Path) -> bool {
-    match state.save(dir) {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
-            false
-        }
-    }
 }

@@ -349,6 +349,5 @@ fn recorded_slot(cfg: &Config, s: &crate::records::Summary) -> Option<super::Slo
         at,
         date: at.with_timezone(&cfg.timezone).date_naive(),
         last_success: s.last_success,
-        attempt: 0,
     })
 }

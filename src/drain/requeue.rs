@@ -1,13 +1,17 @@
 //! `requeue` (SPEC §17): a failed task back into the inbox, under the run
 //! lock, its attempt count reset, never over a task already there.
 
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
 use anyhow::Context;
 
 use super::lock::RunLock;
 use super::{UsageError, folders};
+use crate::base::folder::Kind;
 use crate::config::Config;
+use crate::inbox::state::task_folder;
 use crate::inbox::{self, Attempts};
 use crate::records::{run_order, run_time};
 
@@ -53,6 +57,9 @@ pub enum RequeueOutcome {
         /// Files whose name was shortened to fit: the task's name is not
         /// in it, so they are left for the operator to move.
         shortened: Vec<PathBuf>,
+        /// Files of `failed/` the target names that are not a filed task's
+        /// name (`<run_id>-NAME.md`, NAME a task name), left where they are.
+        unnamed: Vec<PathBuf>,
         /// The move that failed, which stopped the rest (the moves before it stand).
         error: Option<String>,
     },
@@ -62,8 +69,13 @@ pub enum RequeueOutcome {
 #[derive(Debug, Clone)]
 struct Filed {
     path: PathBuf,
+    /// Its name as the folder holds it: bytes, not always UTF-8.
+    file: OsString,
     run_id: String,
+    /// Its task's name as text (a byte that is no character read as U+FFFD).
     task: String,
+    /// The name it had in the inbox: its own name's bytes after `<run_id>-`.
+    inbox_name: OsString,
 }
 
 /// Moves the failed files `target` names back into the inbox. Naming
@@ -74,8 +86,22 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
     let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
         return Ok(RequeueOutcome::Locked);
     };
-    let chosen = choose(failed_files(cfg)?, target);
-    if chosen.is_empty() {
+    let (filed, unnamed) = failed_files(cfg)?;
+    let chosen = choose(filed, target);
+    // A name that makes no task is said, not skipped: only `--all-failed`
+    // names every file (a name or run id typed names none of them).
+    let unnamed = match target {
+        Target::AllFailed => unnamed,
+        Target::RunId(r) => unnamed
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(r.as_bytes()))
+            })
+            .collect(),
+        Target::Name(_) => Vec::new(),
+    };
+    if chosen.is_empty() && unnamed.is_empty() {
         return Err(UsageError(format!(
             "nothing in {} matches {}",
             cfg.paths.failed.display(),
@@ -88,6 +114,12 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
         .into());
     }
     let mut attempts = Attempts::load(&state_dir);
+    let (failed, inbox) = (
+        task_folder(&cfg.paths, &cfg.paths.failed)
+            .with_context(|| format!("opening {}", cfg.paths.failed.display()))?,
+        task_folder(&cfg.paths, &cfg.paths.inbox)
+            .with_context(|| format!("opening {}", cfg.paths.inbox.display()))?,
+    );
     let (mut moved, mut refused, mut error) = (Vec::new(), Vec::new(), None);
     let mut short = Vec::new();
     for f in chosen {
@@ -95,9 +127,9 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
             short.push(f.path);
             continue;
         }
-        let to = cfg.paths.inbox.join(format!("{}.md", f.task));
-        match move_without_replacing(&f.path, &to) {
-            Ok(true) => {
+        let to = cfg.paths.inbox.join(&f.inbox_name);
+        match failed.move_to(&f.file, &inbox, &f.inbox_name) {
+            Ok(()) => {
                 attempts.clear(&f.task);
                 moved.push(Move {
                     task: f.task,
@@ -105,9 +137,13 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
                     to,
                 });
             }
-            Ok(false) => refused.push(f.task),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => refused.push(f.task),
             Err(e) => {
-                error = Some(format!("{e:#}"));
+                error = Some(format!(
+                    "moving {} to {}: {e}",
+                    f.path.display(),
+                    to.display()
+                ));
                 break;
             }
         }
@@ -117,42 +153,47 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
         moved,
         refused,
         shortened: short,
+        unnamed,
         error,
     })
 }
 
-/// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md`; of two
-/// readings, the one whose run folder exists.
-fn failed_files(cfg: &Config) -> anyhow::Result<Vec<Filed>> {
+/// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md` (of two
+/// readings, the one whose run folder exists), and the other files there,
+/// which name no task. Nothing is followed.
+fn failed_files(cfg: &Config) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
     let dir = &cfg.paths.failed;
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+    let folder = match task_folder(&cfg.paths, dir) {
+        Ok(folder) => folder,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
     };
-    let mut filed = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let readings = inbox::filed_readings(&file_name);
+    let entries = folder
+        .entries()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    let (mut filed, mut unnamed) = (Vec::new(), Vec::new());
+    for entry in entries.into_iter().filter(|e| e.kind != Kind::Folder) {
+        let lossy = entry.name.to_string_lossy().into_owned();
+        let readings = inbox::filed_readings(&lossy);
         let reading = readings
             .iter()
             .find(|(run_id, task)| cfg.paths.logs.join(task).join(run_id).is_dir())
             .or(readings.last());
-        if let Some((run_id, task)) = reading
-            && inbox::check_task_name(task).is_ok()
-        {
-            filed.push(Filed {
-                path: entry.path(),
+        // The run id is ASCII, so the bytes after `<run_id>-` are the
+        // task's own file name, whatever they are.
+        match reading.filter(|(_, task)| !task.starts_with('.')) {
+            Some((run_id, task)) => filed.push(Filed {
+                path: dir.join(&entry.name),
+                inbox_name: OsStr::from_bytes(&entry.name.as_bytes()[run_id.len() + 1..])
+                    .to_os_string(),
+                file: entry.name,
                 run_id: run_id.clone(),
                 task: task.clone(),
-            });
+            }),
+            None => unnamed.push(dir.join(&entry.name)),
         }
     }
-    Ok(filed)
+    Ok((filed, unnamed))
 }
 
 /// The files `target` names: for a name (and for every name, with
@@ -186,16 +227,4 @@ fn shortened(f: &Filed) -> bool {
             .bytes()
             .all(|b| b.is_ascii_hexdigit());
     tagged && file_len + 8 >= inbox::MAX_FILE_NAME
-}
-
-/// Renames `from` to `to` unless `to` exists (`RENAME_NOREPLACE`: no gap
-/// between the check and the move). `Ok(false)`: `to` exists.
-fn move_without_replacing(from: &Path, to: &Path) -> anyhow::Result<bool> {
-    use rustix::fs::{CWD, RenameFlags, renameat_with};
-    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::EXIST) => Ok(false),
-        Err(e) => Err(std::io::Error::from(e))
-            .with_context(|| format!("moving {} to {}", from.display(), to.display())),
-    }
 }

@@ -17,14 +17,14 @@ use std::time::{Duration, SystemTime};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::Mode;
+use super::ledger::Ledger;
 use super::replay::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
 use super::task::Drain;
 use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
+use crate::base::folder::Folder;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
-use crate::records::{
-    PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines, task_runs,
-};
+use crate::records::{PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines};
 use crate::tools::{RecordedResults, ToolOutput};
 
 /// The records a task can go on from.
@@ -59,33 +59,41 @@ pub(super) struct ResumeNote {
     pub(super) earlier: crate::records::Earlier,
 }
 
-impl Mode {
+impl Drain<'_> {
     /// Whether a task of this batch may go on from earlier records: a real
-    /// run of an inbox task or of a recurring task's counted slot; never a
-    /// dry run, a replay, an eval or `exec`.
+    /// run whose attempts are counted beside the inbox (an inbox task or a
+    /// recurring task's slot) — never a dry run, a replay, an eval or `exec`.
     pub(super) fn may_resume(&self) -> bool {
-        !self.dry_run
-            && self.replay_of.is_none()
-            && (self.file || self.slot.as_ref().is_some_and(|s| s.attempt > 0))
+        !self.mode.dry_run
+            && self.mode.replay_of.is_none()
+            && !matches!(self.ledger, Ledger::Uncounted)
     }
 }
 
-/// The records task `name` goes on from, if any: the newest run folder
-/// (other than `own`) that holds a whole turn, when the runs since the
-/// task last ended say it did not finish. `unsettled`: an attempt of this
-/// task was counted and never settled (the process died after a summary
-/// was written, before the file moved).
+/// The records task `name` goes on from, if any: of the runs the state
+/// beside the inbox names as its attempts since it last settled (`runs`,
+/// oldest first; never `own`), the newest that holds a whole turn, when
+/// the runs since the task last ended say it did not finish. A run folder
+/// no state names — planted in `logs/`, or left by an earlier task of the
+/// same name — is never gone on from. `unsettled`: an attempt of this task
+/// was counted and never settled (the process died after a summary was
+/// written, before the file moved).
 pub(super) fn find(
     mode: &Mode,
     name: &str,
+    runs: &[String],
     own: &str,
     unsettled: bool,
     now: DateTime<Utc>,
 ) -> Option<Found> {
     let task_dir = crate::inbox::fit_file_name("", name, "");
-    let (folder, runs) = task_runs(&mode.logs, &task_dir).ok()?;
+    let folder = Folder::open_root(&mode.logs).ok()?.sub(&task_dir).ok()?;
     let slot = mode.slot.as_ref().map(|s| s.at.to_rfc3339());
-    for (i, run_id) in runs.iter().filter(|r| *r != own).enumerate() {
+    let named = runs
+        .iter()
+        .rev()
+        .filter(|r| *r != own && crate::records::run_time(r).is_some());
+    for (i, run_id) in named.enumerate() {
         let run = match read_partial(&folder, run_id) {
             Ok(run) => run,
             Err(why) => {
@@ -125,7 +133,7 @@ pub(super) fn find(
             return None;
         }
         if let Some(found) = found_in(run, now) {
-            return Some(fuller_source(&folder, found, now));
+            return Some(fuller_source(&folder, runs, found, now));
         }
     }
     None
@@ -133,15 +141,11 @@ pub(super) fn find(
 
 /// A resumed run killed while it wrote the turns it answered from its
 /// source can hold fewer of them than that source: the fuller records are
-/// gone on from (following `resumed_from`, a few steps at most), with the
-/// time of the newer run.
-fn fuller_source(
-    folder: &crate::base::file::Folder,
-    mut found: Found,
-    now: DateTime<Utc>,
-) -> Found {
+/// gone on from (following `resumed_from`, a few steps at most, and only
+/// to runs the state names), with the time of the newer run.
+fn fuller_source(folder: &Folder, runs: &[String], mut found: Found, now: DateTime<Utc>) -> Found {
     for _ in 0..8 {
-        let Some(source) = found.resumed_from.clone() else {
+        let Some(source) = found.resumed_from.clone().filter(|r| runs.contains(r)) else {
             break;
         };
         let older = read_partial(folder, &source)
@@ -359,7 +363,7 @@ impl Drain<'_> {
             started_at: now,
             dry_run: self.mode.dry_run,
             replay_of: self.mode.replay_of.clone(),
-            resumable: self.mode.may_resume(),
+            resumable: self.may_resume(),
             today: self.today(found.map(|f| f.today)),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
             resumed_from: note.from.clone(),

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 
 use futures::FutureExt;
 
+use super::ledger::{AttemptCount, Ledger};
 use super::prepare::{Unready, unavailable};
 use super::resume::ResumeNote;
 use super::*;
@@ -18,30 +19,11 @@ pub(super) struct Drain<'a> {
     pub(super) cfg: &'a Config,
     pub(super) h: &'a TaskDeps,
     pub(super) context_tokens: Option<u32>,
-    pub(super) attempts: Mutex<Attempts>,
+    /// Where attempts are counted.
+    pub(super) ledger: Ledger<'a>,
     pub(super) mode: &'a Mode,
     /// The first setup fault a task met: the run stops (SPEC §16).
     pub(super) setup_fault: Mutex<Option<String>>,
-}
-
-/// A task's attempt count: counted before it starts (SPEC §12.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct AttemptCount {
-    /// Attempts counted in earlier runs.
-    pub(super) previous: u32,
-    /// The process died on this task in every allowed attempt: not run again.
-    pub(super) exhausted: bool,
-}
-
-impl AttemptCount {
-    /// This run's attempt number, as the summary says it.
-    fn number(self) -> u32 {
-        if self.exhausted {
-            self.previous
-        } else {
-            self.previous.saturating_add(1)
-        }
-    }
 }
 
 impl Drain<'_> {
@@ -92,14 +74,13 @@ impl Drain<'_> {
         (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
     ) -> anyhow::Result<Summary> {
         let (cfg, h) = (self.cfg, self.h);
-        let count = self.begin_attempt(&entry.name)?;
+        let slot = self.mode.slot.as_ref();
+        let count = (self.ledger).begin(cfg, slot, &entry.name, &rec.run_id)?;
         let ran = if count.exhausted {
             let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
             Ran::from(Outcome::failed(StopReason::InternalError, error))
         } else {
-            let unsettled =
-                count.previous > 0 || self.mode.slot.as_ref().is_some_and(|s| s.attempt > 1);
-            self.run_isolated(entry, rec, unsettled).await
+            self.run_isolated(entry, rec, &count).await
         };
         let Ran {
             outcome,
@@ -118,7 +99,7 @@ impl Drain<'_> {
             tracing::warn!(error = %format!("{e:#}"), "cannot write answer.md");
         }
         let result = outcome.result.clone();
-        let (filing, attempt) = self.filing(&outcome, count);
+        let (filing, attempt) = self.filing(&outcome, &count);
         let mut summary = self.summarize(entry, rec, outcome, &filing, attempt, (started_at, t0));
         summary.expectations = verdicts;
         summary.agent = agent;
@@ -130,24 +111,9 @@ impl Drain<'_> {
         summary.resume_refused = resume.refused;
         summary.earlier = resume.earlier;
         rec.summary(&summary)?;
-        let moved = match filing.disposition {
-            Disposition::Done => Some(&cfg.paths.done),
-            Disposition::Failed => Some(&cfg.paths.failed),
-            Disposition::Keep => None,
-        }
-        .map(|dir| inbox::move_task(&entry.path, dir, &rec.run_id, &entry.name))
-        .transpose()?;
-        self.settle_attempt(&entry.name, count, &filing)?;
-        let place = moved
-            .as_deref()
-            .map(|p: &Path| p.display().to_string())
-            .unwrap_or_else(|| {
-                if self.mode.file {
-                    "left in the inbox".into()
-                } else {
-                    "not moved".into()
-                }
-            });
+        let place = self.move_file(entry, &rec.run_id, &filing)?;
+        let slot = self.mode.slot.as_ref();
+        (self.ledger).settle(cfg, slot, &entry.name, &count, &summary)?;
         rec.filed(&summary, &place);
         if let Some(on_end) = &self.mode.on_end {
             (on_end.0)(&summary, result.as_ref());
@@ -164,6 +130,24 @@ impl Drain<'_> {
             "task finished"
         );
         Ok(summary)
+    }
+
+    /// Moves the task file where its filing says; where it went, in words.
+    fn move_file(
+        &self,
+        entry: &InboxEntry,
+        run_id: &str,
+        filing: &Filing,
+    ) -> anyhow::Result<String> {
+        let paths = &self.cfg.paths;
+        let dir = match filing.disposition {
+            Disposition::Done => &paths.done,
+            Disposition::Failed => &paths.failed,
+            Disposition::Keep if self.mode.file => return Ok("left in the inbox".into()),
+            Disposition::Keep => return Ok("not moved".into()),
+        };
+        let moved = inbox::move_task(paths, &entry.path, dir, run_id, &entry.name)?;
+        Ok(moved.display().to_string())
     }
 
     /// A setup fault stops the run: no further task starts, and the tasks
@@ -192,12 +176,17 @@ impl Drain<'_> {
     /// Reads, resolves and runs the task, and judges its expectations. A
     /// panic anywhere inside ends this task as `internal_error`; the run
     /// goes on.
-    async fn run_isolated(&self, entry: &InboxEntry, rec: &mut RunRecord, unsettled: bool) -> Ran {
+    async fn run_isolated(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+        count: &AttemptCount,
+    ) -> Ran {
         let h = self.h;
         let work = async {
             let mut notes = Vec::new();
             let prepared = self
-                .prepare_resumed(entry, &rec.run_id, unsettled, &mut notes)
+                .prepare_resumed(entry, &rec.run_id, count, &mut notes)
                 .await;
             for line in notes {
                 rec.note((h.clock)(), &line);
@@ -208,10 +197,6 @@ impl Drain<'_> {
                     return Ran::from(invalid(rec, h, &entry.path, &problem));
                 }
                 Err(Unready::Unavailable(why)) => return Ran::from(unavailable(rec, h, why)),
-                Err(Unready::SetupFault(why)) => {
-                    rec.note((h.clock)(), &why);
-                    return Ran::from(Outcome::failed(StopReason::SetupFault, why));
-                }
                 Err(Unready::Interrupted) => {
                     let why = "stopped by a signal while its MCP servers started";
                     return Ran::from(Outcome::failed(StopReason::Interrupted, why.into()));
@@ -267,10 +252,13 @@ impl Drain<'_> {
     }
 
     /// Where the task goes, and its attempt number.
-    fn filing(&self, outcome: &Outcome, count: AttemptCount) -> (Filing, u32) {
+    fn filing(&self, outcome: &Outcome, count: &AttemptCount) -> (Filing, u32) {
         let max = self.cfg.limits.max_attempts;
-        let counted_slot = self.mode.slot.as_ref().filter(|s| s.attempt > 0);
-        let attempt = counted_slot.map_or_else(|| count.number(), |s| s.attempt);
+        let attempt = count.number();
+        let counted_slot = match self.ledger {
+            Ledger::Slot(_) => self.mode.slot.as_ref(),
+            _ => None,
+        };
         let mut filing = file_outcome(
             outcome.stop,
             outcome.retryable,
@@ -279,52 +267,9 @@ impl Drain<'_> {
             self.mode.file || counted_slot.is_some(),
         );
         if let Some(slot) = counted_slot {
-            slot_filing(&mut filing, slot, max);
+            slot_filing(&mut filing, slot, attempt, max);
         }
         (filing, attempt)
-    }
-
-    /// Counts an attempt before the task starts and saves it, so a task that
-    /// kills the process still reaches `max_attempts`. A dry run counts nothing.
-    fn begin_attempt(&self, name: &str) -> anyhow::Result<AttemptCount> {
-        if !self.mode.file {
-            return Ok(AttemptCount {
-                previous: 0,
-                exhausted: false,
-            });
-        }
-        let mut counts = lock_attempts(&self.attempts);
-        let previous = counts.get(name);
-        let exhausted = previous >= self.cfg.limits.max_attempts;
-        if !exhausted {
-            counts.set(name, previous.saturating_add(1));
-            counts.save(&self.cfg.paths.state_dir())?;
-        }
-        Ok(AttemptCount {
-            previous,
-            exhausted,
-        })
-    }
-
-    /// After the task: a filed task's count goes; an interrupted one gets
-    /// its attempt back; a retryable one keeps it.
-    fn settle_attempt(
-        &self,
-        name: &str,
-        count: AttemptCount,
-        filing: &Filing,
-    ) -> anyhow::Result<()> {
-        if !self.mode.file {
-            return Ok(());
-        }
-        let mut counts = lock_attempts(&self.attempts);
-        match (filing.disposition, filing.status) {
-            (Disposition::Keep, Status::Interrupted) if count.previous == 0 => counts.clear(name),
-            (Disposition::Keep, Status::Interrupted) => counts.set(name, count.previous),
-            (Disposition::Keep, _) => {}
-            (Disposition::Done | Disposition::Failed, _) => counts.clear(name),
-        }
-        counts.save(&self.cfg.paths.state_dir())
     }
 
     fn summarize(
@@ -441,10 +386,6 @@ pub(super) fn killed_too_often(
     let error = rec.killed_too_often((h.clock)(), starts, max_attempts);
     tracing::error!(error = %error, "task given up");
     error
-}
-
-pub(super) fn lock_attempts(m: &Mutex<Attempts>) -> std::sync::MutexGuard<'_, Attempts> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub(super) fn invalid(

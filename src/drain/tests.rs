@@ -82,9 +82,10 @@ fn the_tally_names_only_what_happened() {
         interrupted: 1,
         not_started: 1,
         setup_fault: None,
+        problems: vec!["color.txt in the inbox will never run".into()],
     };
     assert_eq!(
         t.describe(Duration::from_secs(2)),
-        "1 succeeded, 2 failed, 3 left in the inbox for a later run in 2.0s"
+        "1 succeeded, 2 failed, 3 left in the inbox for a later run in 2.0s\nproblem: color.txt in the inbox will never run"
     );
 }

@@ -1,75 +1,142 @@
-//! Attempt counts of retryable tasks, kept beside the inbox.
+//! Attempt counts beside the inbox (SPEC §12.1, §18, §21): for each inbox
+//! task, the attempts counted and the run folders of those attempts since
+//! it last settled. Those run folders, and no others, are what the task
+//! may resume from: a run folder planted in `logs/` is never named here,
+//! and a task file placed after its name was forgotten starts fresh.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
 
-/// Attempt counts of retryable tasks, by task name: `<state_dir>/.agent-harness-attempts.json`.
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::state::{self, Stored};
+
+/// The file's name in the folder holding the inbox.
+pub const ATTEMPTS_FILE: &str = ".agent-harness-attempts.json";
+
+/// A bigger file is not read: a few hundred tasks fit in a few KiB.
+const MAX_BYTES: u64 = 4 << 20;
+
+/// Run folders kept per task: a task interrupted again and again keeps
+/// the newest (resume goes on from the newest with a whole turn).
+const MAX_RUNS: usize = 16;
+
+/// Attempt counts and unsettled runs, by task name.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attempts {
     #[serde(flatten)]
-    counts: BTreeMap<String, u32>,
+    tasks: BTreeMap<String, Tried>,
+}
+
+/// One task's attempts since it last settled.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "OnDisk")]
+pub struct Tried {
+    pub attempts: u32,
+    /// The run ids of its attempts, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+}
+
+/// What the file holds for a task: an older version wrote the count alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OnDisk {
+    Count(u32),
+    Tried {
+        attempts: u32,
+        #[serde(default)]
+        runs: Vec<String>,
+    },
+}
+
+impl From<OnDisk> for Tried {
+    fn from(s: OnDisk) -> Tried {
+        match s {
+            OnDisk::Count(attempts) => Tried {
+                attempts,
+                runs: Vec::new(),
+            },
+            OnDisk::Tried { attempts, runs } => Tried {
+                attempts,
+                // What another hand wrote is no folder name until checked.
+                runs: runs.into_iter().filter(|r| is_run_id(r)).collect(),
+            },
+        }
+    }
+}
+
+/// A run id as the records name one (`YYYYMMDDTHHMMSSZ`, perhaps `-N`):
+/// digits, `T`, `Z` and `-`, never a path.
+fn is_run_id(s: &str) -> bool {
+    (16..=24).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit() || b"TZ-".contains(&b))
 }
 
 impl Attempts {
-    pub fn path(state_dir: &Path) -> PathBuf {
-        state_dir.join(".agent-harness-attempts.json")
-    }
-
-    /// Loads the counts; a missing or unreadable file counts as empty (and is logged).
+    /// The counts beside the inbox in `state_dir`; a missing file is
+    /// empty, and so — with a warning — is one that cannot be read.
     pub fn load(state_dir: &Path) -> Attempts {
-        let path = Self::path(state_dir);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "attempt state unreadable; starting from zero");
-                Attempts::default()
-            }),
-            Err(_) => Attempts::default(),
+        let unreadable = |why: &str| {
+            tracing::warn!(path = %state_dir.join(ATTEMPTS_FILE).display(), error = %why, "attempt counts unreadable; every task's attempts count from zero and none resumes");
+            Attempts::default()
+        };
+        match state::read(state_dir, ATTEMPTS_FILE, MAX_BYTES) {
+            Stored::Absent => Attempts::default(),
+            Stored::Bytes(bytes) => {
+                serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
+            }
+            Stored::Unreadable(why) => unreadable(&why),
         }
     }
 
     /// Attempts already counted for `name` in earlier runs.
     pub fn get(&self, name: &str) -> u32 {
-        self.counts.get(name).copied().unwrap_or(0)
+        self.tasks.get(name).map_or(0, |t| t.attempts)
     }
 
-    pub fn set(&mut self, name: &str, count: u32) {
-        self.counts.insert(name.to_string(), count);
+    /// The run ids of `name`'s attempts since it last settled, oldest first.
+    pub fn runs(&self, name: &str) -> &[String] {
+        self.tasks.get(name).map_or(&[], |t| t.runs.as_slice())
     }
 
+    /// Counts an attempt of `name`, made in run `run_id`.
+    pub fn begin(&mut self, name: &str, run_id: &str) {
+        let tried = self.tasks.entry(name.to_string()).or_default();
+        tried.attempts = tried.attempts.saturating_add(1);
+        tried.runs.push(run_id.to_string());
+        let over = tried.runs.len().saturating_sub(MAX_RUNS);
+        tried.runs.drain(..over);
+    }
+
+    /// Sets `name`'s count (an interrupted attempt given back), keeping
+    /// its runs to resume from.
+    pub fn set(&mut self, name: &str, attempts: u32) {
+        self.tasks.entry(name.to_string()).or_default().attempts = attempts;
+    }
+
+    /// Forgets `name`: it settled, or it is gone.
     pub fn clear(&mut self, name: &str) {
-        self.counts.remove(name);
+        self.tasks.remove(name);
     }
 
-    /// Keeps the counts of the names `keep` accepts; says whether any went.
+    /// Keeps the tasks `keep` accepts; says whether any went.
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) -> bool {
-        let before = self.counts.len();
-        self.counts.retain(|name, _| keep(name));
-        self.counts.len() != before
+        let before = self.tasks.len();
+        self.tasks.retain(|name, _| keep(name));
+        self.tasks.len() != before
     }
 
-    /// Writes the state atomically (temporary file, then rename).
+    /// Writes the counts whole beside the inbox in `state_dir`; with none
+    /// left, the file goes.
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
-        let path = Self::path(state_dir);
-        if self.counts.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    Err(e).with_context(|| format!("removing {}", path.display()))
-                }
-                _ => Ok(()),
-            };
+        let path = || state_dir.join(ATTEMPTS_FILE).display().to_string();
+        if self.tasks.is_empty() {
+            return state::remove(state_dir, ATTEMPTS_FILE)
+                .with_context(|| format!("removing {}", path()));
         }
-        std::fs::create_dir_all(state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        let tmp = path.with_extension("json.tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::io::Write::write_all(&mut file, &serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(())
+        let bytes = serde_json::to_vec_pretty(self)?;
+        state::write(state_dir, ATTEMPTS_FILE, &bytes)
+            .with_context(|| format!("writing {}", path()))
     }
 }

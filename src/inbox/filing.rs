@@ -3,11 +3,13 @@
 //! never over another, and that name read back.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::*;
+use super::state;
+use crate::base::text::{prefix_bytes, short_hash};
+use crate::config::Paths;
 
 /// The longest file name most file systems take.
 pub const MAX_FILE_NAME: usize = 255;
@@ -24,34 +26,49 @@ pub fn fit_file_name(prefix: &str, name: &str, suffix: &str) -> String {
     format!("{prefix}{}{tag}{suffix}", prefix_bytes(name, room))
 }
 
-/// Moves a finished task file to `dir/<run_id>-<name>.md` by atomic rename,
-/// creating `dir` when missing. A clash never overwrites: `-2`, `-3`, … are
-/// added. Callers hold the run lock, so nobody else writes to `dir`. A
-/// symbolic link moves as the link; its target is never touched.
-pub fn move_task(from: &Path, dir: &Path, run_id: &str, name: &str) -> anyhow::Result<PathBuf> {
+/// Moves a finished task file out of the inbox to
+/// `dir/<run_id>-<name>.md`, creating `dir` when missing. It never lands
+/// over another file (a clash adds `-2`, `-3`, …) and nothing is followed
+/// ([`crate::base::folder::Folder::move_to`]): a symbolic link moves as the
+/// link, its target never touched, across file systems too.
+pub fn move_task(
+    paths: &Paths,
+    from: &Path,
+    dir: &Path,
+    run_id: &str,
+    name: &str,
+) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (Some(inbox), Some(file)) = (from.parent(), from.file_name()) else {
+        anyhow::bail!("{} is not a file in a folder", from.display());
+    };
+    let inbox =
+        state::task_folder(paths, inbox).with_context(|| format!("opening {}", inbox.display()))?;
+    let into =
+        state::task_folder(paths, dir).with_context(|| format!("opening {}", dir.display()))?;
     let prefix = format!("{run_id}-");
-    let target = (1..10_000)
-        .map(|n| {
-            let suffix = if n == 1 {
-                ".md".to_string()
-            } else {
-                format!("-{n}.md")
-            };
-            dir.join(fit_file_name(&prefix, name, &suffix))
-        })
-        .find(|p| std::fs::symlink_metadata(p).is_err())
-        .context("no free file name")?;
-    match std::fs::rename(from, &target) {
-        Ok(()) => Ok(target),
-        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
-            move_across_devices(from, &target, run_id)?;
-            Ok(target)
-        }
-        Err(e) => {
-            Err(e).with_context(|| format!("moving {} to {}", from.display(), target.display()))
+    for n in 1..10_000 {
+        let suffix = if n == 1 {
+            ".md".to_string()
+        } else {
+            format!("-{n}.md")
+        };
+        let target = fit_file_name(&prefix, name, &suffix);
+        match inbox.move_to(file, &into, target.as_ref()) {
+            Ok(()) => return Ok(dir.join(target)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "moving {} to {}",
+                        from.display(),
+                        dir.join(&target).display()
+                    )
+                });
+            }
         }
     }
+    anyhow::bail!("no free file name in {}", dir.display())
 }
 
 /// The readings of a filed task's file name, `<run_id>-<name>.md` as
@@ -90,28 +107,4 @@ pub fn filed_readings(file_name: &str) -> Vec<(String, String)> {
         readings.push((stamp.to_string(), rest.to_string()));
     }
     readings
-}
-
-/// A move between file systems: a copy under a temporary name, renamed into
-/// place, then the original removed, so the target never appears half-written.
-/// A link is made anew pointing where it pointed; a FIFO or device becomes an
-/// empty file (its contents are never read).
-fn move_across_devices(from: &Path, target: &Path, run_id: &str) -> anyhow::Result<()> {
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".agent-harness-move-{run_id}.tmp"));
-    let kind = std::fs::symlink_metadata(from)
-        .with_context(|| format!("reading {}", from.display()))?
-        .file_type();
-    if kind.is_symlink() {
-        let points_to = std::fs::read_link(from)?;
-        std::os::unix::fs::symlink(&points_to, &tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-    } else if kind.is_file() {
-        std::fs::copy(from, &tmp)
-            .with_context(|| format!("copying {} to {}", from.display(), tmp.display()))?;
-    } else {
-        std::fs::write(&tmp, "").with_context(|| format!("creating {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))?;
-    std::fs::remove_file(from).with_context(|| format!("removing {}", from.display()))
 }

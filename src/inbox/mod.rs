@@ -11,22 +11,20 @@ mod attempts;
 mod compose;
 mod filing;
 mod schedule;
+pub mod state;
 
-pub use attempts::Attempts;
+pub use attempts::{ATTEMPTS_FILE, Attempts};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_readings, fit_file_name, move_task};
 pub use schedule::Schedule;
 
-use std::collections::BTreeMap;
-use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::base::file::{self, FileError, Links};
-use crate::base::text::{line_of, prefix_bytes, short_hash};
+use crate::base::text::line_of;
 use crate::config::{bounds, check_finite, check_range, deserialize_toml};
 
 /// Task files larger than this are invalid.

@@ -1,6 +1,7 @@
 //! Unit tests of `inbox`.
 
 use super::*;
+use crate::base::text::short_hash;
 
 #[test]
 fn a_plain_body_is_the_whole_task() {
@@ -141,7 +142,14 @@ fn links_fifos_and_sockets_are_invalid_and_their_targets_never_read() {
         .map(|e| e.name)
         .collect();
     assert_eq!(names, ["fifo", "link"]);
-    let moved = move_task(&link, &dir.path().join("failed"), "R", "link").unwrap();
+    let moved = move_task(
+        &paths(dir.path()),
+        &link,
+        &dir.path().join("failed"),
+        "R",
+        "link",
+    )
+    .unwrap();
     assert!(
         std::fs::symlink_metadata(&moved)
             .unwrap()
@@ -175,7 +183,7 @@ fn long_names_are_shortened_with_a_hash_only_past_255_bytes() {
     for _ in 0..2 {
         let src = dir.path().join("t.md");
         std::fs::write(&src, "x").unwrap();
-        let to = move_task(&src, &done, run_id, &long).unwrap();
+        let to = move_task(&paths(dir.path()), &src, &done, run_id, &long).unwrap();
         assert!(to.file_name().unwrap().len() <= 255);
     }
     assert_eq!(std::fs::read_dir(&done).unwrap().count(), 2);
@@ -256,6 +264,17 @@ fn listing_is_sorted_and_skips_other_files() {
     );
 }
 
+/// The folders of a project in `root`.
+fn paths(root: &Path) -> crate::config::Paths {
+    crate::config::Paths {
+        inbox: root.join("inbox"),
+        done: root.join("done"),
+        failed: root.join("failed"),
+        logs: root.join("logs"),
+        recurring: root.join("recurring"),
+    }
+}
+
 #[test]
 fn moves_never_overwrite() {
     let dir = tempfile::tempdir().unwrap();
@@ -263,7 +282,7 @@ fn moves_never_overwrite() {
     for body in ["first", "second"] {
         let src = dir.path().join("t.md");
         std::fs::write(&src, body).unwrap();
-        move_task(&src, &done, "20260101T000000Z", "t").unwrap();
+        move_task(&paths(dir.path()), &src, &done, "20260101T000000Z", "t").unwrap();
         assert!(!src.exists());
     }
     assert_eq!(
@@ -281,12 +300,54 @@ fn attempts_round_trip_and_vanish_when_empty() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = Attempts::load(dir.path());
     assert_eq!(a.get("x"), 0);
-    a.set("x", 2);
+    a.begin("x", "20260409T061500Z");
+    a.begin("x", "20260409T071500Z-2");
     a.save(dir.path()).unwrap();
-    assert_eq!(Attempts::load(dir.path()).get("x"), 2);
+    let read = Attempts::load(dir.path());
+    assert_eq!(read.get("x"), 2);
+    assert_eq!(read.runs("x"), ["20260409T061500Z", "20260409T071500Z-2"]);
     a.clear("x");
     a.save(dir.path()).unwrap();
-    assert!(!Attempts::path(dir.path()).exists());
+    assert!(!dir.path().join(ATTEMPTS_FILE).exists());
+}
+
+#[test]
+fn attempts_written_by_an_older_version_or_another_hand_are_read_with_care() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(ATTEMPTS_FILE);
+    std::fs::write(
+        &file,
+        r#"{"old": 2, "new": {"attempts": 1, "runs": ["../../etc", "20260409T061500Z"]}}"#,
+    )
+    .unwrap();
+    let a = Attempts::load(dir.path());
+    assert_eq!((a.get("old"), a.runs("old").len()), (2, 0));
+    assert_eq!(a.runs("new"), ["20260409T061500Z"], "a path is never a run");
+    // A FIFO, a link to a device or garbage: read as nothing, at once.
+    std::fs::remove_file(&file).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &file,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    assert_eq!(Attempts::load(dir.path()), Attempts::default());
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+    assert_eq!(Attempts::load(dir.path()), Attempts::default());
+    // Saved through a new file: the planted link is replaced, its target untouched.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "victim").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&victim, &file).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join(format!("{ATTEMPTS_FILE}.tmp"))).unwrap();
+    let mut a = Attempts::default();
+    a.begin("t", "20260409T061500Z");
+    a.save(dir.path()).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim");
+    assert_eq!(Attempts::load(dir.path()).get("t"), 1);
 }
 
 mod properties {

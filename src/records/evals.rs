@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::read::{Record, read_record};
 use super::{ListedRun, read_summaries_in};
-use crate::base::file::Folder;
+use crate::base::folder::Folder;
 
 /// `eval.json` is read up to this size.
 pub const MAX_EVAL_BYTES: u64 = 2 << 20;

@@ -160,7 +160,7 @@ pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
         .unwrap_or_else(|| "agent-harness.prom".into());
     // The folder is the operator's (`[metrics] textfile`): a link there is
     // theirs and is followed; the file itself never is.
-    crate::base::file::Folder::open_root(&dir)?.replace(&name, text.as_bytes(), 0o644)
+    crate::base::folder::Folder::open_root(&dir)?.replace(&name, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

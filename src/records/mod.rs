@@ -36,7 +36,7 @@ use crate::agent::expect::Verdict;
 use crate::agent::{
     Answer, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
 };
-use crate::base::file::Folder;
+use crate::base::folder::Folder;
 use crate::config::{Redactor, Secret};
 use crate::tools::Tool;
 use crate::wire::chat::ToolCall;

@@ -12,7 +12,7 @@ use super::{
     IntentLine, MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES, RecordedLine,
     StartLine, Summary, ToolLine, run_order,
 };
-use crate::base::file::Folder;
+use crate::base::folder::Folder;
 
 /// One run folder of a task, read for a resume.
 #[derive(Debug, Clone, Default)]

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Summary, ToolLine, failure_of};
-use crate::base::file::{FileError, Folder};
+use crate::base::file::FileError;
+use crate::base::folder::Folder;
 use crate::endpoint::Failure;
 
 /// `summary.json` is read up to this size.

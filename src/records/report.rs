@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use crate::base::file::Folder;
+use crate::base::folder::Folder;
 use crate::base::text::{printable, short_hash};
 use crate::records::{self, RecordedLine, RecordedRun, Status, Summary, ToolLine};
 use crate::wire::reply::strip_thinking;

@@ -14,6 +14,16 @@ pub(crate) fn bin(project: &Project) -> Command {
     cmd
 }
 
+/// Runs the binary in `project` off the test's runtime, so the fakes it
+/// calls keep answering.
+pub(crate) async fn run_bin(project: &Project, args: &[&str]) -> std::process::Output {
+    let mut cmd = bin(project);
+    cmd.args(args);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
 pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

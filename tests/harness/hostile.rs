@@ -174,12 +174,16 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
     for killed in 0..2 {
         kill_mid_call(&project, &llm, killed).await;
         assert_eq!(project.inbox(), ["oom.md"], "a kill loses no task");
-        let counts: Value = serde_json::from_str(
-            &std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json"))
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(counts, json!({"oom": killed + 1}), "counted before it ran");
+        assert_eq!(
+            attempt_counts(&project),
+            json!({"oom": killed + 1}),
+            "counted before it ran"
+        );
+        assert_eq!(
+            attempt_runs(&project, "oom").len(),
+            killed + 1,
+            "each attempt's run is named"
+        );
     }
     let out = run_binary(&project, &["run"]);
 
@@ -228,17 +232,21 @@ async fn an_interrupted_task_gets_its_attempt_back() {
     project.write_config(&llm.base_url(), "");
     let state = project.root().join("tasks/.agent-harness-attempts.json");
     interrupt_one_run(&project, &llm).await;
-    assert!(
-        !state.exists(),
+    assert_eq!(
+        attempt_counts(&project),
+        json!({}),
         "the attempt counted at the start was taken back"
     );
-    // A task with attempts from earlier runs goes back to that count.
+    assert_eq!(
+        attempt_runs(&project, "t").len(),
+        1,
+        "its run is named, to resume from"
+    );
+    // A task with attempts from earlier runs goes back to that count (a
+    // count alone is how an older version wrote it).
     std::fs::write(&state, r#"{"t": 2}"#).unwrap();
     interrupt_one_run(&project, &llm).await;
-    assert_eq!(
-        serde_json::from_str::<Value>(&std::fs::read_to_string(&state).unwrap()).unwrap(),
-        json!({"t": 2})
-    );
+    assert_eq!(attempt_counts(&project), json!({"t": 2}));
 }
 
 /// Starts `run`, waits for its first model request and stops it with SIGTERM.

@@ -196,19 +196,15 @@ async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
     )
     .await;
     assert_eq!(dry.exit_code(), 75);
-    let read = || {
-        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&state).unwrap())
-            .unwrap()
-    };
     assert_eq!(
-        read(),
-        json!({"gone": 2, "t": 1}),
+        std::fs::read_to_string(&state).unwrap(),
+        r#"{"gone": 2, "t": 1}"#,
         "a dry run changes nothing"
     );
 
     run_all(&cfg).await;
     assert_eq!(
-        read(),
+        attempt_counts(&project),
         json!({"t": 2}),
         "gone is forgotten; t counted its attempt"
     );
@@ -216,7 +212,7 @@ async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
     project.task("gone", "back");
     run_all(&cfg).await;
     assert_eq!(
-        read(),
+        attempt_counts(&project),
         json!({"gone": 1}),
         "t reached max_attempts; gone starts afresh"
     );
@@ -267,12 +263,8 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         4,
         "one line per attempt: the first and three retries"
     );
-    let state =
-        std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json")).unwrap();
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&state).unwrap(),
-        json!({"t": 1})
-    );
+    assert_eq!(attempt_counts(&project), json!({"t": 1}));
+    assert_eq!(attempt_runs(&project, "t"), [RUN_ID]);
     assert_eq!(
         std::fs::read_to_string(project.root().join("tasks/inbox/t.md")).unwrap(),
         "hi",

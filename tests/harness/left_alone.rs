@@ -55,13 +55,6 @@ fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
 }
 
-/// The attempt counts kept beside the inbox, by task.
-fn attempts(project: &Project) -> Value {
-    std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json"))
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(json!({}))
-}
-
 #[tokio::test]
 async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everything() {
     let llm = FakeLlm::start(vec![
@@ -103,7 +96,11 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
         !project.root().join("logs/b").exists() && !project.root().join("logs/c").exists(),
         "no further task started"
     );
-    assert_eq!(attempts(&project), json!({}), "no attempt was counted");
+    assert_eq!(
+        attempt_counts(&project),
+        json!({}),
+        "no attempt was counted"
+    );
     assert_eq!(llm.requests().await.len(), 1, "a 401 is asked once");
     let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
@@ -265,7 +262,7 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
     );
     assert!(!project.root().join("logs/c-later").exists());
     assert_eq!(project.inbox(), ["a-slow.md", "b-refused.md", "c-later.md"]);
-    assert_eq!(attempts(&project), json!({}));
+    assert_eq!(attempt_counts(&project), json!({}));
 }
 
 #[test]

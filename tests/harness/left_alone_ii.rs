@@ -3,16 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::cli::{bin, stderr, stdout};
+use crate::cli::{bin, run_bin, stderr, stdout};
 use crate::common::*;
-
-async fn run_bin(project: &Project, args: &[&str]) -> std::process::Output {
-    let mut cmd = bin(project);
-    cmd.args(args);
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn a_final_answer_is_kept_as_answer_md_and_a_failed_task_has_none() {

@@ -25,6 +25,7 @@ mod replay;
 mod report;
 mod resume;
 mod runpod;
+mod shared_ground;
 mod signals;
 mod small_models;
 mod test_runpod;

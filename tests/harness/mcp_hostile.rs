@@ -33,11 +33,13 @@ async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
     run_stopping(cfg, opts).await
 }
 
-/// A typo in `write_tools` would make the real write tool a read, sent
-/// under --dry-run: a name the server does not list is a setup fault, the
-/// run stops before any request and the task stays in the inbox.
+/// A typo in `write_tools` is no setup fault (a server's answer does not
+/// stop the inbox, SPEC §19), and it never makes the real write tool a
+/// read: with a name the server does not list, every tool not marked
+/// read-only counts as a write, so under --dry-run it is an intent, never
+/// sent. The run says what to fix and exits 1.
 #[tokio::test]
-async fn a_write_tools_typo_is_a_setup_fault_and_nothing_is_sent() {
+async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
         ok(tool_calls(&[("c1", "h__write_file", json!({}))])),
@@ -50,21 +52,97 @@ async fn a_write_tools_typo_is_a_setup_fault_and_nothing_is_sent() {
         &server("h", &[], "write_tools = [\"write_fil\"]"),
     );
     project.task("w", "+++\ntools = [\"h__write_file\"]\n+++\nWrite.");
+    project.task("x", "+++\ntools = []\n+++\nNo tools.");
     let outcome = run(&cfg, true).await;
+    let RunOutcome::Finished(ref tally) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(tally.setup_fault, None);
+    assert_eq!(agent_harness::app::exit::Exit::exit_code(&outcome), 1);
     assert!(
-        matches!(outcome, RunOutcome::Finished(ref t) if t.setup_fault.is_some()),
+        tally.problems.iter().any(|p| p.contains(
+            "MCP server h does not list write_fil (it lists: echo, write_file): fix [mcp.servers.h] tools / write_tools"
+        )),
+        "{:?}",
+        tally.problems
+    );
+    let lines = project.tool_lines("w");
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0]
+            .result
+            .starts_with("Dry run: h__write_file was NOT called"),
+        "the write is an intent under --dry-run, never sent: {}",
+        lines[0].result
+    );
+    assert!(
+        project
+            .run_log("w")
+            .contains("MCP server h does not list write_fil"),
+        "{}",
+        project.run_log("w")
+    );
+    assert_eq!(
+        project.summary("x").status,
+        Status::Succeeded,
+        "the rest ran"
+    );
+}
+
+/// One tool whose schema nests past what the JSON parser takes (300
+/// levels) is that tool not offered — the listing still arrives, the
+/// server is up and its other tools are offered.
+#[tokio::test]
+async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "h__echo", json!({"text": "hi"}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let cfg = config(
+        &project,
+        &llm,
+        &server("h", &["deep"], "startup_timeout_secs = 30"),
+    );
+    project.task("t", "Echo.");
+    let started = std::time::Instant::now();
+    let outcome = run(&cfg, false).await;
+    assert_eq!(
+        agent_harness::app::exit::Exit::exit_code(&outcome),
+        0,
         "{outcome:?}"
     );
-    assert!(project.tool_lines("w").is_empty(), "a tool was called");
-    assert!(llm.requests().await.is_empty());
-    let s = project.summary("w");
-    assert_eq!(s.stop_reason, StopReason::SetupFault);
-    let error = s.error.unwrap();
     assert!(
-        error.contains("MCP server h does not list write_fil (it lists: echo, write_file): fix [mcp.servers.h] tools / write_tools"),
-        "{error}"
+        started.elapsed() < Duration::from_secs(20),
+        "the listing was not waited out"
     );
-    assert_eq!(project.inbox(), ["w.md"]);
+    let log = project.run_log("t");
+    assert!(
+        log.contains("tool deep not offered: its input schema nests deeper than 32 levels"),
+        "{log}"
+    );
+    assert_eq!(project.tool_lines("t")[0].result, "called echo");
+}
+
+/// A server's child that leaves its process group (`setsid()`) is ended
+/// with the server.
+#[tokio::test]
+async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
+    let project = Project::new();
+    let pid = project.root().join("detached.pid");
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let modes = [format!("setsid={}", pid.display())];
+    let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
+    let cfg = config(&project, &llm, &server("h", &modes, ""));
+    project.task("t", "Go.");
+    run(&cfg, false).await;
+    let text = std::fs::read_to_string(&pid).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !process_gone(&text) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(process_gone(&text), "process {text} outlived the run");
 }
 
 /// A listing that pages on and on is read for 8 pages and 256 tools at

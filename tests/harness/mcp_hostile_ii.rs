@@ -127,7 +127,7 @@ async fn no_part_of_a_secret_in_a_listed_name_is_recorded() {
     let s = project.summary("x");
     let error = s.error.unwrap_or_default();
     let head = &PASSED[..10];
-    assert_eq!(s.stop_reason, StopReason::SetupFault, "{error}");
+    assert_eq!(s.stop_reason, StopReason::InvalidTask, "{error}");
     let records = project.all_records();
     assert!(
         !error.contains(head) && !records.contains(head),
@@ -284,10 +284,11 @@ async fn concurrency_four_one_server_dies() {
     assert_eq!(project.inbox(), ["a.md", "b.md", "c.md", "d.md"]);
 }
 
-/// The setup-fault path leaves no server process behind, even before the
-/// run's stop.
+/// A listing that lacks a configured name is no setup fault (SPEC §19):
+/// the task that names the missing tool is invalid, and the run's stop
+/// leaves no server process behind.
 #[tokio::test]
-async fn a_setup_fault_leaves_no_server_process() {
+async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_server_process() {
     let project = Project::new();
     let pid = project.root().join("srv.pid");
     let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
@@ -319,13 +320,13 @@ async fn a_setup_fault_leaves_no_server_process() {
     .await
     .unwrap();
     assert!(
-        matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_some()),
+        matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_none() && t.failed == 1),
         "{out:?}"
     );
-    let alive = !pid_file_gone(&pid);
+    assert_eq!(project.summary("x").stop_reason, StopReason::InvalidTask);
     h.shutdown().await;
-    assert!(!alive, "the server outlived its setup fault");
-    assert_eq!(project.inbox(), ["x.md"]);
+    assert!(pid_file_gone(&pid), "the server outlived the run");
+    assert_eq!(project.failed().len(), 1);
 }
 
 /// The start error of an HTTP server keeps its cause (the request that

@@ -577,7 +577,7 @@ async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
     std::fs::write(elsewhere.join("20260409T061500Z/task.md"), CANARY).unwrap();
     symlink(&elsewhere, logs(&project).join("t")).unwrap();
 
-    let root = agent_harness::base::file::Folder::open_root(&logs(&project)).unwrap();
+    let root = agent_harness::base::folder::Folder::open_root(&logs(&project)).unwrap();
     let read = agent_harness::records::read_listed(&root, &listing.runs[0]);
 
     let e = read.unwrap_err();

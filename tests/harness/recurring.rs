@@ -476,8 +476,16 @@ async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and
     let (outcome, runs) = run_at(&cfg, &clock).await;
 
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
-    assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["task"], "b-other");
+    assert_eq!(runs.len(), 2);
+    let run = |task: &str| runs.iter().find(|r| r["task"] == task).unwrap();
+    assert_eq!(
+        run("a-killer")["stop_reason"],
+        "internal_error",
+        "the slot given up has a record saying why"
+    );
+    let why = run("a-killer")["error"].as_str().unwrap();
+    assert!(why.contains("killed"), "{why}");
+    assert_eq!(run("b-other")["status"], "succeeded");
     assert_eq!(
         llm.requests().await.len(),
         1,
@@ -563,13 +571,22 @@ async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets
     assert_eq!(read_state(&project), seen);
     std::fs::rename(&away, project.root().join("tasks/recurring")).unwrap();
 
-    // A state file that cannot be written keeps no inbox task from running.
+    // A state file that cannot be written keeps no inbox task from running,
+    // and it is no silent success: no recurring task can run until it is.
     std::fs::remove_file(state_file(&project)).unwrap();
     std::fs::create_dir(state_file(&project)).unwrap();
     project.task("t", "Answer.");
     let (outcome, runs) = run_at(&cfg, &clock).await;
-    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     assert_eq!(runs[0]["task"], "t");
+    let RunOutcome::Finished(tally) = outcome else {
+        panic!()
+    };
+    assert!(
+        tally.problems[0].contains("the recurring state cannot be saved"),
+        "{:?}",
+        tally.problems
+    );
 }
 
 #[tokio::test]

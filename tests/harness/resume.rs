@@ -617,9 +617,11 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
     // the move: the file still in the inbox, its attempt not settled.
     let done = project.root().join("tasks/done").join(&project.done()[0]);
     std::fs::rename(&done, project.root().join("tasks/inbox/scan.md")).unwrap();
+    let first = run_dirs(project, "scan")[0].clone();
+    let first = first.file_name().unwrap().to_str().unwrap();
     std::fs::write(
         project.root().join("tasks/.agent-harness-attempts.json"),
-        r#"{"scan": 1}"#,
+        json!({"scan": {"attempts": 1, "runs": [first]}}).to_string(),
     )
     .unwrap();
 

@@ -1,7 +1,9 @@
 """A hostile MCP server speaking raw newline-delimited JSON-RPC on stdio,
 for the harness's tests (tests/harness/mcp_hostile.rs). Modes (argv): endlesspages, pingflood, preinitspam,
 exitcall, weird, noinit, ignoreeof, pid=FILE, count=FILE (one byte per
-tools/list request), leak (uses $MCP_TOKEN), flood=N."""
+tools/list request), leak (uses $MCP_TOKEN), flood=N, setsid=FILE (a child
+that leaves the process group and sleeps; its pid in FILE), deep (a third
+tool whose schema nests 300 levels)."""
 import json, os, sys, time
 
 modes = set(sys.argv[1:])
@@ -10,6 +12,18 @@ out = sys.stdout.buffer
 tok = os.environ.get('MCP_TOKEN', '')
 if arg('pid'):
     open(arg('pid'), 'w').write(str(os.getpid()))
+if arg('setsid'):
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        os.write(w, b'x')
+        os.close(0)
+        os.close(1)
+        time.sleep(300)
+        os._exit(0)
+    os.read(r, 1)  # it has left the group before the server answers
+    open(arg('setsid'), 'w').write(str(child))
 
 
 def send(obj):
@@ -21,7 +35,13 @@ def tools():
     desc = 'Echo the text.'
     if 'leak' in modes:
         desc = 'd' * 1010 + ' ' + tok
-    return [
+    deep = []
+    if 'deep' in modes:
+        schema = {"type": "object"}
+        for _ in range(300):
+            schema = {"type": "object", "properties": {"x": schema}}
+        deep = [{"name": "deep", "description": "Too deep.", "inputSchema": schema}]
+    return deep + [
         {"name": "echo", "description": desc,
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
          "annotations": {"readOnlyHint": True}},

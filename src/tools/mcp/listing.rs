@@ -69,8 +69,7 @@ pub struct Offer {
     pub tools: Vec<Arc<McpTool>>,
     pub left_out: Vec<String>,
     /// Names in `tools` or `write_tools` the server does not list: the
-    /// configuration is wrong (a typo in `write_tools` would make a write a
-    /// read).
+    /// configuration (or the server) is wrong, which the run says (SPEC §19).
     pub unlisted: Vec<String>,
     /// What the server lists, for that message (the first 32 names).
     pub listed: Vec<String>,
@@ -94,6 +93,13 @@ pub fn offer(
         }
     }
     offer.listed = names.iter().take(32).map(|n| shown(n)).collect();
+    // A name in `write_tools` the server does not list may be a typo of
+    // one it does: then every tool not marked read-only counts as a write
+    // too, so a typo never makes a write a read (sent under `--dry-run`).
+    let writes_unsure = cfg
+        .write_tools
+        .as_ref()
+        .is_some_and(|writes| writes.iter().any(|w| offer.unlisted.contains(w)));
     for t in listed {
         let name = t.name.to_string();
         if !cfg.allows(&name) {
@@ -127,10 +133,7 @@ pub fn offer(
                 continue;
             }
         };
-        let write = match &cfg.write_tools {
-            Some(writes) => writes.contains(&name),
-            None => t.annotations.as_ref().and_then(|a| a.read_only_hint) != Some(true),
-        };
+        let write = is_write(cfg, &t, writes_unsure);
         // Redacted before it is cut: no part of a secret is left at the cut.
         let description = clean(t.description.as_deref().unwrap_or_default(), redactor);
         offer.tools.push(Arc::new(McpTool {
@@ -150,6 +153,17 @@ pub fn offer(
             .push(format!("and {more} more tool(s) not offered"));
     }
     offer
+}
+
+/// Whether a listed tool counts as a write: named in `write_tools`, or —
+/// without that list, or when a name on it is not listed — not marked
+/// read-only.
+fn is_write(cfg: &McpServerConfig, t: &rmcp::model::Tool, writes_unsure: bool) -> bool {
+    let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+    match &cfg.write_tools {
+        Some(writes) => writes.iter().any(|w| *w == t.name) || (writes_unsure && !read_only),
+        None => !read_only,
+    }
 }
 
 /// The input schema, when it is small and shallow enough to send: an

@@ -8,6 +8,7 @@
 //! tools silently missing. [`McpServers::stop`] ends them all before exit.
 
 mod answers;
+mod lines;
 mod listing;
 mod process;
 mod result;
@@ -61,6 +62,8 @@ struct Server {
     /// The process while it starts: a start that fails or runs out of
     /// time kills it and waits for it.
     starting: Mutex<Option<Process>>,
+    /// What its listing says is wrong with its configuration.
+    problem: Mutex<Option<String>>,
 }
 
 enum State {
@@ -77,21 +80,15 @@ struct Up {
 }
 
 /// A server a task may use is not there: the task ends retryable
-/// `tool_server_unavailable` with this message — or, when the
-/// configuration names tools the server does not list, as a setup fault
-/// that stops the run (SPEC §16).
+/// `tool_server_unavailable` with this message (SPEC §19).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unavailable {
     pub why: String,
-    pub setup_fault: bool,
 }
 
 impl Unavailable {
     fn new(why: impl Into<String>) -> Unavailable {
-        Unavailable {
-            why: why.into(),
-            setup_fault: false,
-        }
+        Unavailable { why: why.into() }
     }
 }
 
@@ -112,6 +109,7 @@ impl McpServers {
                 state: tokio::sync::Mutex::new(State::NotStarted),
                 stderr: Arc::new(Mutex::new(Stderr::new(Arc::clone(&redactor)))),
                 starting: Mutex::new(None),
+                problem: Mutex::new(None),
             })
             .collect();
         McpServers { servers, redactor }
@@ -154,6 +152,16 @@ impl McpServers {
             }
         }
         None
+    }
+
+    /// What the listings of the servers started so far say is wrong with
+    /// the configuration: the run exits 1 for it when nothing worse
+    /// happened, and `test-runpod` fails on it.
+    pub fn problems(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter_map(|s| lock(&s.problem).clone())
+            .collect()
     }
 
     /// Stderr lines the named servers wrote since they were last taken.

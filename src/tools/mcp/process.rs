@@ -173,14 +173,20 @@ impl Process {
     /// SIGTERM to the group; SIGKILL to what is left after 2 s.
     pub async fn stop(mut self) {
         if let Some(group) = self.group {
+            // Found while the server lives: once it is gone, a child that
+            // left its group (`setsid()`) is no longer known as its own.
+            let strays = descendants_outside(group);
             signal_group(group, rustix::process::Signal::TERM);
+            signal_each(&strays, rustix::process::Signal::TERM);
             let _ = tokio::time::timeout(GRACE, self.child.wait()).await;
+            signal_each(&strays, rustix::process::Signal::KILL);
         }
         // Children of the server may outlive it: the group goes whole.
         self.kill().await;
     }
 
-    /// SIGKILL to the group, and the process waited for.
+    /// SIGKILL to the group and to the server's descendants outside it,
+    /// and the process waited for.
     pub async fn kill(mut self) {
         self.kill_group();
         let _ = self.child.wait().await;
@@ -188,6 +194,7 @@ impl Process {
 
     fn kill_group(&mut self) {
         if let Some(group) = self.group.take() {
+            signal_each(&descendants_outside(group), rustix::process::Signal::KILL);
             signal_group(group, rustix::process::Signal::KILL);
             forget(group);
         }
@@ -197,6 +204,56 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill_group();
+    }
+}
+
+/// The processes below `server` (its children, theirs, …) that are not in
+/// its process group: those that left it with `setsid()` or `setpgid()`.
+/// Read from `/proc`; one that detached twice (a daemon) has left the
+/// server's tree too, and only the unit's cgroup ends it (deploy/README.md).
+fn descendants_outside(server: rustix::process::Pid) -> Vec<rustix::process::Pid> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp …": comm may hold anything, so the
+        // fields are read after its last ')'.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let fields: Vec<i32> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().skip(1).take(2))
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        if let [ppid, pgrp] = fields[..] {
+            parents.push((pid, ppid, pgrp));
+        }
+    }
+    let mut tree = vec![server.as_raw_nonzero().get()];
+    let mut i = 0;
+    while let Some(&at) = tree.get(i) {
+        tree.extend(parents.iter().filter(|p| p.1 == at).map(|p| p.0));
+        i += 1;
+    }
+    parents
+        .iter()
+        .filter(|(pid, _, pgrp)| tree[1..].contains(pid) && *pgrp != tree[0])
+        .filter_map(|(pid, _, _)| rustix::process::Pid::from_raw(*pid))
+        .collect()
+}
+
+fn signal_each(pids: &[rustix::process::Pid], signal: rustix::process::Signal) {
+    for pid in pids {
+        // ESRCH: gone already.
+        let _ = rustix::process::kill_process(*pid, signal);
     }
 }
 

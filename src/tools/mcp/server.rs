@@ -33,6 +33,7 @@ impl Server {
                         t0.elapsed().as_millis(),
                         list(&up.tools)
                     ));
+                    notes.extend(lock(&self.problem).clone());
                     notes.extend(
                         left_out
                             .into_iter()
@@ -49,7 +50,6 @@ impl Server {
         }
         match &*state {
             State::Up(up) => Ok(up.tools.clone()),
-            State::Down(down) if down.setup_fault => Err(down.clone()),
             State::Down(down) => {
                 let tail = lock(&self.stderr).tail();
                 let why = if tail.is_empty() {
@@ -77,8 +77,10 @@ impl Server {
                         failed(format!("cannot run {}: {e}", command.program.display()))
                     })?;
                 *lock(&self.starting) = Some(process);
+                let (read, write) = tokio::io::duplex(64 * 1024);
+                tokio::spawn(lines::relay(stdout, write, MAX_LINE_BYTES));
                 let transport =
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(read, stdin)
                         .with_max_line_length(MAX_LINE_BYTES);
                 ().serve(answers::Answers::new(transport))
                     .await
@@ -113,17 +115,17 @@ impl Server {
                 }
             ));
         }
-        // A name the server does not list is a typo, unless the listing was
-        // cut before it.
+        // A name the server does not list is a typo, or the server changed,
+        // unless the listing was cut before it. The server's answer does not
+        // stop the inbox (SPEC §19): it is offered with what it lists, and
+        // the run says what to fix.
         if !offer.unlisted.is_empty() && !more {
-            return Err(Unavailable {
-                why: format!(
-                    "MCP server {name} does not list {} (it lists: {}): fix [mcp.servers.{name}] tools / write_tools",
-                    offer.unlisted.join(", "),
-                    offer.listed.join(", ")
-                ),
-                setup_fault: true,
-            });
+            let problem = format!(
+                "MCP server {name} does not list {} (it lists: {}): fix [mcp.servers.{name}] tools / write_tools",
+                offer.unlisted.join(", "),
+                offer.listed.join(", ")
+            );
+            *lock(&self.problem) = Some(problem);
         }
         let process = lock(&self.starting).take();
         Ok((

@@ -369,6 +369,36 @@ impl Project {
     }
 }
 
+/// The attempts counted beside the inbox, by task (`{}` when none is):
+/// the run ids each task's entry names are left out.
+pub fn attempt_counts(project: &Project) -> Value {
+    let text = std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json"))
+        .unwrap_or_else(|_| "{}".into());
+    let state: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+    state
+        .into_iter()
+        .filter_map(|(task, v)| {
+            let n = v.as_u64().or_else(|| v["attempts"].as_u64()).unwrap();
+            (n > 0).then(|| (task, json!(n)))
+        })
+        .collect()
+}
+
+/// The run ids the attempt state names for `task`: what it may resume from.
+pub fn attempt_runs(project: &Project, task: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(project.root().join("tasks/.agent-harness-attempts.json"))
+        .unwrap_or_else(|_| "{}".into());
+    let state: Value = serde_json::from_str(&text).unwrap();
+    state[task]["runs"]
+        .as_array()
+        .map(|runs| {
+            runs.iter()
+                .map(|r| r.as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The environment tests pretend to have: secrets for both services.
 pub fn test_env(key: &str) -> Option<String> {
     match key {

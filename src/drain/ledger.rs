@@ -1,0 +1,130 @@
+//! Where a task's attempts are counted (SPEC §12.1, §17, §21): before a
+//! task starts its attempt is saved beside the inbox with the run's id —
+//! so a task that kills the process still reaches `max_attempts`, and its
+//! next attempt knows which run folders are its own to resume from — and
+//! after it ends the attempt settles: forgotten when the task is filed,
+//! given back when it was interrupted, kept when it is tried again.
+
+use std::sync::Mutex;
+
+use super::Slot;
+use super::recurring;
+use crate::config::Config;
+use crate::inbox::Attempts;
+use crate::records::{Status, Summary};
+
+/// Where a task's attempts are counted, beside the inbox.
+pub(super) enum Ledger<'a> {
+    /// Nothing is counted: a dry run, `exec`, an eval, a replay,
+    /// `run-task --recurring`.
+    Uncounted,
+    /// Inbox tasks: the attempt counts.
+    Inbox(Mutex<Attempts>),
+    /// A recurring task's slot: the recurring state.
+    Slot(&'a Mutex<recurring::State>),
+}
+
+/// A task's attempt: counted before it starts (SPEC §12.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct AttemptCount {
+    /// Attempts counted in earlier runs.
+    pub(super) previous: u32,
+    /// The process died on this task in every allowed attempt: not run again.
+    pub(super) exhausted: bool,
+    /// The runs of the attempts before this one since the task (or its
+    /// slot) last settled, oldest first: the only run folders it may go on
+    /// from (SPEC §21).
+    pub(super) runs: Vec<String>,
+}
+
+impl AttemptCount {
+    pub(super) const UNCOUNTED: AttemptCount = AttemptCount {
+        previous: 0,
+        exhausted: false,
+        runs: Vec::new(),
+    };
+
+    /// This run's attempt number, as the summary says it.
+    pub(super) fn number(&self) -> u32 {
+        if self.exhausted {
+            self.previous
+        } else {
+            self.previous.saturating_add(1)
+        }
+    }
+}
+
+impl Ledger<'_> {
+    /// Counts an attempt before the task starts and saves it with the
+    /// run's id, so a task that kills the process still reaches
+    /// `max_attempts`, and its next attempt knows which records are its own.
+    pub(super) fn begin(
+        &self,
+        cfg: &Config,
+        slot: Option<&Slot>,
+        name: &str,
+        run_id: &str,
+    ) -> anyhow::Result<AttemptCount> {
+        let max = cfg.limits.max_attempts;
+        let state_dir = cfg.paths.state_dir();
+        match (self, slot) {
+            (Ledger::Inbox(attempts), _) => {
+                let mut counts = lock(attempts);
+                let previous = counts.get(name);
+                let runs = counts.runs(name).to_vec();
+                let exhausted = previous >= max;
+                if !exhausted {
+                    counts.begin(name, run_id);
+                    counts.save(&state_dir)?;
+                }
+                Ok(AttemptCount {
+                    previous,
+                    exhausted,
+                    runs,
+                })
+            }
+            (Ledger::Slot(state), Some(slot)) => {
+                let mut state = lock(state);
+                let begun = recurring::begin_slot(&mut state, name, slot, max, run_id);
+                state.save(&state_dir)?;
+                Ok(begun)
+            }
+            _ => Ok(AttemptCount::UNCOUNTED),
+        }
+    }
+
+    /// After the task: a filed task's count (or its slot) settles; an
+    /// interrupted one gets its attempt back; a retryable one keeps it.
+    /// Either way the runs to resume from are kept until it settles.
+    pub(super) fn settle(
+        &self,
+        cfg: &Config,
+        slot: Option<&Slot>,
+        name: &str,
+        count: &AttemptCount,
+        summary: &Summary,
+    ) -> anyhow::Result<()> {
+        let state_dir = cfg.paths.state_dir();
+        match (self, slot) {
+            (Ledger::Inbox(attempts), _) => {
+                let mut counts = lock(attempts);
+                match (summary.status, summary.retryable) {
+                    (Status::Interrupted, _) => counts.set(name, count.previous),
+                    (Status::Failed, true) => {}
+                    _ => counts.clear(name),
+                }
+                counts.save(&state_dir)
+            }
+            (Ledger::Slot(state), Some(slot)) => {
+                let mut state = lock(state);
+                recurring::settle_slot(&mut state, name, slot, summary);
+                state.save(&state_dir)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,396 @@
+//! The ground beside the inbox is shared (SPEC §21 "State beside the
+//! inbox"): another local user may plant links, FIFOs, devices and deep
+//! trees where the harness keeps its state, moves its files and prunes.
+//! Nothing planted is written through, read from, waited on or followed,
+//! and a run still ends as its tasks say.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_harness::app::exit::Exit;
+use agent_harness::base::folder::Folder;
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
+
+use crate::cli::{bin, run_bin, stderr, stdout};
+use crate::common::*;
+
+/// A file outside the project that a planted link points at.
+struct Victim {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Victim {
+    fn new() -> Victim {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("victim.txt");
+        std::fs::write(&path, "the victim's own text").unwrap();
+        Victim { _dir: dir, path }
+    }
+
+    fn untouched(&self) {
+        assert_eq!(
+            std::fs::read_to_string(&self.path).unwrap(),
+            "the victim's own text",
+            "nothing was written through a planted link"
+        );
+    }
+}
+
+fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never_written_through() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), "");
+    let victim = Victim::new();
+    let state = project.root().join("tasks/.agent-harness-attempts.json");
+    symlink(&victim.path, &state).unwrap();
+    symlink(
+        &victim.path,
+        project
+            .root()
+            .join("tasks/.agent-harness-attempts.json.tmp"),
+    )
+    .unwrap();
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+    victim.untouched();
+    assert!(
+        !state.exists() || !std::fs::symlink_metadata(&state).unwrap().is_symlink(),
+        "the planted link was replaced or removed, never followed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_the_run_ends_in_seconds() {
+    for plant in ["fifo", "dev-zero"] {
+        let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+        let project = Project::new();
+        project.task("t", "Answer.");
+        project.write_config(&llm.base_url(), "");
+        let state = project.root().join("tasks/.agent-harness-attempts.json");
+        match plant {
+            "fifo" => mkfifo(&state),
+            _ => symlink("/dev/zero", &state).unwrap(),
+        }
+        let started = std::time::Instant::now();
+
+        let out = run_bin(&project, &["run"]).await;
+
+        assert_eq!(out.status.code(), Some(0), "{plant}: {}", stderr(&out));
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{plant}: nothing waited on it"
+        );
+        assert!(
+            stderr(&out).contains("attempt counts unreadable"),
+            "{plant}: {}",
+            stderr(&out)
+        );
+        assert_eq!(project.done().len(), 1, "{plant}");
+        // The next run is not told "another run holds the lock".
+        project.task("u", "Answer.");
+        let next = run_bin(&project, &["run"]).await;
+        assert_eq!(next.status.code(), Some(0), "{plant}: {}", stderr(&next));
+        assert_eq!(project.done().len(), 2, "{plant}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_planted_at_the_lock_creates_nothing_and_stops_the_run_naming_it() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    project.write_config(&llm.base_url(), "");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("made-through-the-link");
+    symlink(&target, project.root().join("tasks/.agent-harness.lock")).unwrap();
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(".agent-harness.lock") && stderr(&out).contains("symbolic link"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!target.exists(), "no file was created through the link");
+    assert_eq!(project.inbox(), ["t.md"], "every task as it was");
+    assert!(llm.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_move_to_another_file_system_writes_through_no_planted_link() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        panic!("this test needs /dev/shm (tmpfs) as a second file system");
+    }
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let other = tempfile::tempdir_in(shm).unwrap();
+    let done = other.path().join("done");
+    std::fs::create_dir_all(&done).unwrap();
+    let victim = Victim::new();
+    // Where the move's temporary file used to be: a name anyone could guess.
+    for name in [
+        format!(".agent-harness-move-{RUN_ID}.tmp"),
+        ".agent-harness-move.tmp".to_string(),
+    ] {
+        symlink(&victim.path, done.join(name)).unwrap();
+    }
+    let cfg = project.config(
+        &llm.base_url(),
+        &format!("[paths]\ndone = \"{}\"\n", done.display()),
+    );
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(
+        std::fs::read_to_string(done.join(format!("{RUN_ID}-t.md"))).unwrap(),
+        "Answer."
+    );
+    assert!(project.inbox().is_empty());
+    victim.untouched();
+}
+
+#[tokio::test]
+async fn a_linked_done_folder_beside_the_inbox_is_refused_naming_its_key() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let elsewhere = tempfile::tempdir().unwrap();
+    symlink(elsewhere.path(), project.root().join("tasks/done")).unwrap();
+    let cfg = project.config(&llm.base_url(), "");
+
+    let h = harness(&cfg);
+    let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
+        .await
+        .unwrap_err();
+
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("[paths] done") && e.contains("symbolic link"),
+        "{e}"
+    );
+    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metrics() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    project.write_config(
+        &llm.base_url(),
+        "[retention]\nkeep_days = 1\nkeep_runs = 0\n",
+    );
+    // An old run folder holding a tree 100,000 folders deep.
+    let logs = project.root().join("logs/old-task");
+    std::fs::create_dir_all(logs.join("20200101T000000Z")).unwrap();
+    let mut at = Folder::open(&logs.join("20200101T000000Z")).unwrap();
+    for _ in 0..100_000 {
+        at = at.create_sub("d", 0o700).unwrap();
+    }
+    drop(at);
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("more than 64 folders deep"),
+        "{}",
+        stderr(&out)
+    );
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_last_run_exit_code 0\n"),
+        "{metrics}"
+    );
+    assert_eq!(project.done().len(), 1);
+    // `prune` says the same and exits 1; nothing crashed either time.
+    let out = run_bin(&project, &["prune"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("more than 64 folders deep"));
+    let rm = std::process::Command::new("rm")
+        .arg("-rf")
+        .arg(&logs)
+        .status()
+        .unwrap();
+    assert!(rm.success());
+}
+
+/// A run folder as a killed run leaves it: `start.json` and the first
+/// reply (a final answer) recorded, no summary. Made by a real run of
+/// another task with the same text, then copied.
+async fn planted_run(project: &Project, task: &str, run_id: &str, body: &str) {
+    let llm = FakeLlm::replies(vec![final_answer("the planted answer")]).await;
+    let other = Project::new();
+    other.task("other", body);
+    run_all(&other.config(&llm.base_url(), "")).await;
+    let from = other.run_dir("other");
+    let to = project.root().join("logs").join(task).join(run_id);
+    std::fs::create_dir_all(&to).unwrap();
+    for file in ["start.json", "conversation.jsonl", "run.log", "task.md"] {
+        if from.join(file).exists() {
+            std::fs::copy(from.join(file), to.join(file)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_planted_run_folder_is_never_resumed_from_and_a_new_task_starts_fresh() {
+    let project = Project::new();
+    project.task("t", "What is the answer?");
+    planted_run(&project, "t", "20260409T061400Z", "What is the answer?").await;
+    let llm = FakeLlm::replies(vec![final_answer("the real answer")]).await;
+
+    run_all(&project.config(&llm.base_url(), "")).await;
+
+    let s = project.summary("t");
+    assert_eq!(s.final_answer.as_deref(), Some("the real answer"));
+    assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
+    assert_eq!(llm.requests().await.len(), 1, "the model was asked");
+}
+
+#[tokio::test]
+async fn a_task_file_placed_again_after_its_name_was_forgotten_starts_fresh() {
+    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
+    let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
+    let mut script = vec![ok(fetch)];
+    script.extend((0..8).map(|_| down()));
+    let llm = FakeLlm::start(script).await;
+    let project = Project::new();
+    project.task("t", "Fetch it.");
+    let cfg = project.config(&llm.base_url(), "");
+    run_all(&cfg).await;
+    assert_eq!(project.summary("t").status, Status::Failed);
+    assert_eq!(attempt_runs(&project, "t"), [RUN_ID], "the state names it");
+
+    // Taken out of the inbox: its name is forgotten by the next run.
+    std::fs::remove_file(project.root().join("tasks/inbox/t.md")).unwrap();
+    run_all(&cfg).await;
+    assert_eq!(attempt_counts(&project), json!({}));
+    project.task("t", "Fetch it.");
+    let llm2 = FakeLlm::replies(vec![final_answer("fresh")]).await;
+    run_all(&project.config(&llm2.base_url(), "")).await;
+
+    let dirs = run_dirs(&project, "t");
+    let s = project.summary_in(dirs.last().unwrap());
+    assert_eq!(s.final_answer.as_deref(), Some("fresh"));
+    assert_eq!(s.resumed_from, None, "its old records are not its own");
+    assert_eq!(llm2.requests().await.len(), 1);
+}
+
+fn run_dirs(project: &Project, task: &str) -> Vec<PathBuf> {
+    let mut runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("summary.json").exists())
+        .collect();
+    runs.sort();
+    runs
+}
+
+#[tokio::test]
+async fn a_linked_folder_holding_the_inbox_keeps_its_recurring_state() {
+    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
+    let project = Project::new();
+    // `tasks` is the operator's link to the queue on another disk.
+    let real = project.root().join("queue-disk");
+    std::fs::rename(project.root().join("tasks"), &real).unwrap();
+    symlink(&real, project.root().join("tasks")).unwrap();
+    std::fs::create_dir_all(real.join("recurring")).unwrap();
+    std::fs::write(
+        real.join("recurring/hourly.md"),
+        "+++\nschedule = \"@hourly\"\n+++\nDo it.",
+    )
+    .unwrap();
+    let cfg = project.config(&llm.base_url(), "");
+
+    let first = run_all(&cfg).await;
+    assert_eq!(first.exit_code(), 0, "{first:?}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(real.join(".agent-harness-recurring.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(state["hourly"]["since"].is_string(), "{state}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let failed = project.root().join("tasks/failed");
+    std::fs::create_dir_all(&failed).unwrap();
+    let latin1 = std::ffi::OsStr::from_bytes(b"20260409T061500Z-caf\xe9.md");
+    std::fs::write(failed.join(latin1), "not UTF-8").unwrap();
+    std::fs::write(failed.join("20260409T061500Z-a\x07b.md"), "a bell").unwrap();
+    std::fs::write(failed.join("notes.txt"), "not a filed task").unwrap();
+
+    let out = run_bin(&project, &["requeue", "--all-failed"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let inbox = project.root().join("tasks/inbox");
+    assert_eq!(
+        std::fs::read_to_string(inbox.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"))).unwrap(),
+        "not UTF-8"
+    );
+    assert_eq!(
+        std::fs::read_to_string(inbox.join("a\x07b.md")).unwrap(),
+        "a bell"
+    );
+    assert!(
+        stderr(&out).contains("notes.txt: not named like a filed task"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(failed.join("notes.txt").exists());
+    assert!(
+        !stdout(&out).contains('\x07'),
+        "a control character is shown escaped: {}",
+        stdout(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requeue_moves_a_task_back_across_file_systems() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "this test needs /dev/shm (tmpfs)");
+    let project = Project::new();
+    let other = tempfile::tempdir_in(shm).unwrap();
+    let failed = other.path().join("failed");
+    std::fs::create_dir_all(&failed).unwrap();
+    std::fs::write(failed.join(format!("{RUN_ID}-t.md")), "Again.").unwrap();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        &format!("[paths]\nfailed = \"{}\"\n", failed.display()),
+    );
+
+    let out = bin(&project).args(["requeue", "t"]).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(std::fs::read_dir(&failed).unwrap().count(), 0);
+}
