@@ -33,7 +33,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     sampling.max_tokens = sampling.max_tokens.min(256);
     // Each step's lines are printed as it ends; the first failure ends the
     // endpoint's steps. The notes service is checked either way.
-    let endpoint = report(out, reachable(ep).await)
+    let endpoint = report(out, reachable(cfg, ep).await)
         && report(out, completion(cfg, ep, &sampling).await)
         && report(out, tool_round_trip(cfg, ep, &sampling).await);
     let notes = match &cfg.noteworx {
@@ -137,12 +137,27 @@ const TWEAKS: Tweaks = Tweaks {
     thinking_off: true,
 };
 
-async fn reachable(ep: &Endpoint) -> Steps {
+async fn reachable(cfg: &Config, ep: &Endpoint) -> Steps {
     let t0 = Instant::now();
-    match ep.ping().await {
-        Ok(status) => Ok(format!(
-            "ok   reachable: HTTP {status} in {} ms\n",
-            t0.elapsed().as_millis()
+    match ep.probe().await {
+        Ok(p) if p.fits => Ok(format!(
+            "ok   reachable: HTTP {} in {} ms ({})\n",
+            p.status,
+            t0.elapsed().as_millis(),
+            p.what
+        )),
+        Ok(p) => Err(format!(
+            "FAIL reachable: {}: not {}; {}\n",
+            p.what,
+            match cfg.endpoint.kind {
+                EndpointKind::Openai => "an OpenAI-compatible server",
+                EndpointKind::Runpod => "a RunPod endpoint",
+            },
+            match cfg.endpoint.kind {
+                EndpointKind::Openai =>
+                    "check [openai] base_url (llama-server: http://HOST:PORT/v1)",
+                EndpointKind::Runpod => "check [runpod] endpoint_id, base_url or endpoint_url",
+            }
         )),
         Err(why) => Err(format!("FAIL reachable: {why}\n")),
     }

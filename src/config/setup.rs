@@ -8,10 +8,11 @@ use crate::config::EndpointKind;
 
 /// HTTP statuses of a chat request that mean the setup is wrong: no retry
 /// and no other task will get a different answer. SPEC §16 names 401, 403,
-/// 404 and 405; 402 (the account cannot pay) and 407 (a proxy wants
-/// credentials) say the same of the account and the network.
+/// 404 and 405, §22 501 (a server that takes no POST there: another
+/// service on the port); 402 (the account cannot pay) and 407 (a proxy
+/// wants credentials) say the same of the account and the network.
 pub fn is_endpoint_fault(status: u16) -> bool {
-    matches!(status, 401 | 402 | 403 | 404 | 405 | 407)
+    matches!(status, 401 | 402 | 403 | 404 | 405 | 407 | 501)
 }
 
 /// HTTP statuses from noteworx that mean the token is refused.
@@ -72,6 +73,12 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
             "no chat route or no such model there ({answer}); check [openai] base_url \
              (llama-server: http://HOST:PORT/v1) and [openai] model"
         ),
+        (200..=299, EndpointKind::Openai) => format!(
+            "the endpoint answered with something that is not JSON ({answer}): another service is on that port; check [openai] base_url (llama-server: http://HOST:PORT/v1)"
+        ),
+        (200..=299, EndpointKind::Runpod) => format!(
+            "the endpoint answered with something that is not JSON ({answer}): that URL is not a RunPod endpoint; check [runpod] endpoint_id, base_url or endpoint_url"
+        ),
         (_, EndpointKind::Runpod) => format!(
             "the endpoint does not take a chat request there ({answer}); check [runpod] base_url, endpoint_id or endpoint_url"
         ),
@@ -102,7 +109,7 @@ mod tests {
     #[test]
     fn only_the_setup_answers_are_faults() {
         let faults: Vec<u16> = (100..600).filter(|s| is_endpoint_fault(*s)).collect();
-        assert_eq!(faults, [401, 402, 403, 404, 405, 407]);
+        assert_eq!(faults, [401, 402, 403, 404, 405, 407, 501]);
         let faults: Vec<u16> = (100..600).filter(|s| is_noteworx_fault(*s)).collect();
         assert_eq!(faults, [401, 403]);
     }
@@ -114,7 +121,7 @@ mod tests {
                 .filter(|s| endpoint_refusal_stops(*s, answered))
                 .collect::<Vec<u16>>()
         };
-        assert_eq!(stops(false), [401, 402, 403, 404, 405, 407]);
+        assert_eq!(stops(false), [401, 402, 403, 404, 405, 407, 501]);
         assert_eq!(stops(true), [401, 402, 407]);
         assert!(noteworx_refusal_stops(403, false) && !noteworx_refusal_stops(403, true));
         assert!(noteworx_refusal_stops(401, true));

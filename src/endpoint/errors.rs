@@ -24,6 +24,9 @@ pub enum Failure {
     JobEnded,
     /// A 2xx whose body is not a chat response.
     BadBody,
+    /// A 2xx whose body is not JSON at all (an HTML page): before the
+    /// endpoint answered in this run, another service on its port.
+    NotJson,
     /// A body over the size cap.
     TooLarge,
     /// The task's wall clock ran out.
@@ -88,6 +91,11 @@ pub(crate) enum AttemptError {
     JobEnded(String),
     /// A 2xx whose body is not a chat response.
     BadBody(String),
+    /// A 2xx whose body is not JSON at all.
+    NotJson {
+        status: u16,
+        message: String,
+    },
     /// A body over the size cap.
     TooLarge(String),
     WallClock,
@@ -104,6 +112,7 @@ impl AttemptError {
             AttemptError::JobFailed(_) => Failure::JobFailed,
             AttemptError::JobEnded(_) => Failure::JobEnded,
             AttemptError::BadBody(_) => Failure::BadBody,
+            AttemptError::NotJson { .. } => Failure::NotJson,
             AttemptError::TooLarge(_) => Failure::TooLarge,
             AttemptError::WallClock => Failure::WallClock,
             AttemptError::Interrupted => Failure::Interrupted,
@@ -235,9 +244,18 @@ pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
 }
 
 impl AttemptError {
-    pub(super) fn next(self) -> Next {
+    /// What follows this failure, once it is known whether the endpoint
+    /// already answered a chat request in this run (`answered`): before
+    /// that, an answer that is no chat server's at all (a 2xx that is not
+    /// JSON, a 404, 405 or 501) says the URL points at another service.
+    pub(super) fn next(self, answered: bool) -> Next {
         match self {
-            AttemptError::Transport(_) | AttemptError::BadBody(_) => Next::Retry {
+            AttemptError::NotJson { status, message } if !answered => {
+                Next::Fail(CallError::Setup { status, message })
+            }
+            AttemptError::Transport(_)
+            | AttemptError::BadBody(_)
+            | AttemptError::NotJson { .. } => Next::Retry {
                 new_seed: false,
                 retry_after: None,
             },
@@ -259,8 +277,17 @@ impl AttemptError {
                     new_seed: true,
                     retry_after,
                 },
-                s if crate::config::setup::is_endpoint_fault(s) => {
+                s if crate::config::setup::endpoint_refusal_stops(s, answered) => {
                     Next::Fail(CallError::Setup { status: s, message })
+                }
+                // Once the route has answered, a 501 is a passing fault of
+                // something between; a 403, 404 or 405 is about the request.
+                501 => Next::Retry {
+                    new_seed: false,
+                    retry_after,
+                },
+                s if crate::config::setup::is_endpoint_fault(s) => {
+                    Next::Fail(CallError::Rejected { status: s, message })
                 }
                 s if (400..500).contains(&s) => {
                     Next::Fail(CallError::Rejected { status: s, message })
@@ -292,7 +319,8 @@ impl AttemptError {
             | AttemptError::NotRecorded(m) => m.clone(),
             AttemptError::Status {
                 status, message, ..
-            } => format!("HTTP {status}: {message}"),
+            }
+            | AttemptError::NotJson { status, message } => format!("HTTP {status}: {message}"),
             AttemptError::WallClock => "the task's wall clock ran out".into(),
             AttemptError::Interrupted => "interrupted".into(),
         }

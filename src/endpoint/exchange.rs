@@ -185,9 +185,13 @@ pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswe
     if status.is_success() {
         let result = match parsed {
             Some(_) => Ok(()),
-            None => Err(AttemptError::BadBody(format!(
-                "HTTP {status} with a body that is not JSON"
-            ))),
+            None => Err(AttemptError::NotJson {
+                status: status.as_u16(),
+                message: format!(
+                    "a body that is not JSON: {}",
+                    crate::base::text::printable(&clip(text.trim(), 120))
+                ),
+            }),
         };
         return HttpAnswer {
             status: code,

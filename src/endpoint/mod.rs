@@ -15,11 +15,13 @@
 mod count;
 mod errors;
 mod exchange;
+mod probe;
 pub mod recorded;
 pub mod runpod;
 
 pub use errors::*;
 pub use exchange::*;
+pub use probe::Probe;
 
 use std::time::Duration;
 
@@ -176,8 +178,7 @@ impl Endpoint {
             retries += 1;
             let new_seed = self
                 .before_retry(error, retries, call, matches!(source, Source::Live))
-                .await
-                .map_err(|e| self.judged(e))?;
+                .await?;
             let chat_body = match self.cfg.kind {
                 EndpointKind::Openai => &mut sent,
                 EndpointKind::Runpod => &mut sent["input"],
@@ -185,23 +186,6 @@ impl Endpoint {
             if new_seed && let Value::Object(map) = chat_body {
                 map.insert("seed".into(), Value::from(fastrand::u32(..)));
             }
-        }
-    }
-
-    /// A refusal that, once the endpoint has answered in this run, is about
-    /// the request and not the setup ([`crate::config::setup::endpoint_refusal_stops`])
-    /// is final for its task instead of stopping the run.
-    fn judged(&self, e: CallError) -> CallError {
-        match e {
-            CallError::Setup { status, message }
-                if !crate::config::setup::endpoint_refusal_stops(
-                    status,
-                    self.answered.load(std::sync::atomic::Ordering::Relaxed),
-                ) =>
-            {
-                CallError::Rejected { status, message }
-            }
-            e => e,
         }
     }
 
@@ -216,7 +200,8 @@ impl Endpoint {
         sleeps: bool,
     ) -> Result<bool, CallError> {
         let why = error.describe();
-        let (new_seed, retry_after) = match error.next() {
+        let answered = self.answered.load(std::sync::atomic::Ordering::Relaxed);
+        let (new_seed, retry_after) = match error.next(answered) {
             Next::Fail(e) => return Err(e),
             Next::Retry {
                 new_seed,
@@ -375,7 +360,8 @@ impl Endpoint {
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
             CallError::Setup { status, message } | CallError::Rejected { status, message }
-                if crate::config::setup::is_endpoint_fault(*status) =>
+                if crate::config::setup::is_endpoint_fault(*status)
+                    || (200..300).contains(status) =>
             {
                 let setup = crate::config::setup::EndpointSetup {
                     kind: self.cfg.kind,

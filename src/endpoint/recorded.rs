@@ -287,6 +287,10 @@ fn judge(
         Some(Failure::JobFailed) => Err(AttemptError::JobFailed(error())),
         Some(Failure::JobEnded) => Err(AttemptError::JobEnded(error())),
         Some(Failure::BadBody) => Err(AttemptError::BadBody(error())),
+        Some(Failure::NotJson) => Err(AttemptError::NotJson {
+            status: a.http_status.unwrap_or(200),
+            message: error(),
+        }),
         Some(Failure::TooLarge) => Err(AttemptError::TooLarge(error())),
         Some(Failure::WallClock) => Err(AttemptError::WallClock),
         Some(Failure::Interrupted) => Err(AttemptError::Interrupted),

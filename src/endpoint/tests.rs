@@ -25,6 +25,37 @@ fn backoff_doubles_with_jitter_caps_and_honours_retry_after() {
 }
 
 #[test]
+fn after_the_endpoint_answered_only_credentials_stop_the_run() {
+    let status = |s: u16| AttemptError::Status {
+        status: s,
+        message: "x".into(),
+        retry_after: None,
+        context: None,
+    };
+    // Once the endpoint answered in this run, only credentials stop it; a
+    // route refusal is about the request, and a 501 passes.
+    for (s, stops) in [(401, true), (403, false), (404, false), (405, false)] {
+        let next = status(s).next(true);
+        assert_eq!(
+            matches!(next, Next::Fail(CallError::Setup { .. })),
+            stops,
+            "{s}"
+        );
+    }
+    assert!(matches!(status(501).next(true), Next::Retry { .. }));
+    // A 2xx that is no JSON is another service, until the endpoint answered.
+    let html = || AttemptError::NotJson {
+        status: 200,
+        message: "a body that is not JSON: <!DOCTYPE html>".into(),
+    };
+    assert!(matches!(
+        html().next(false),
+        Next::Fail(CallError::Setup { status: 200, .. })
+    ));
+    assert!(matches!(html().next(true), Next::Retry { .. }));
+}
+
+#[test]
 fn statuses_are_classified_without_reading_messages() {
     let status = |s: u16| AttemptError::Status {
         status: s,
@@ -35,7 +66,7 @@ fn statuses_are_classified_without_reading_messages() {
     for s in [408, 429, 502, 503, 504] {
         assert!(
             matches!(
-                status(s).next(),
+                status(s).next(false),
                 Next::Retry {
                     new_seed: false,
                     ..
@@ -45,18 +76,21 @@ fn statuses_are_classified_without_reading_messages() {
         );
     }
     assert!(matches!(
-        status(500).next(),
+        status(500).next(false),
         Next::Retry { new_seed: true, .. }
     ));
     for s in [400, 409, 413, 422] {
         assert!(
-            matches!(status(s).next(), Next::Fail(CallError::Rejected { .. })),
+            matches!(
+                status(s).next(false),
+                Next::Fail(CallError::Rejected { .. })
+            ),
             "{s}"
         );
     }
-    for s in [401, 402, 403, 404, 405, 407] {
+    for s in [401, 402, 403, 404, 405, 407, 501] {
         assert!(
-            matches!(status(s).next(), Next::Fail(CallError::Setup { status, .. }) if status == s),
+            matches!(status(s).next(false), Next::Fail(CallError::Setup { status, .. }) if status == s),
             "{s}"
         );
     }
@@ -67,18 +101,18 @@ fn statuses_are_classified_without_reading_messages() {
         context: Some((Some(3253), Some(2048))),
     };
     assert!(matches!(
-        ctx.next(),
+        ctx.next(false),
         Next::Fail(CallError::ContextExceeded {
             n_prompt: Some(3253),
             n_ctx: Some(2048)
         })
     ));
     assert!(matches!(
-        AttemptError::JobEnded("c".into()).next(),
+        AttemptError::JobEnded("c".into()).next(false),
         Next::Fail(CallError::Unavailable(_))
     ));
     assert!(matches!(
-        AttemptError::JobFailed("f".into()).next(),
+        AttemptError::JobFailed("f".into()).next(false),
         Next::Retry { new_seed: true, .. }
     ));
 }

@@ -22,7 +22,7 @@ pub struct ConversationLine<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<&'a str>,
     /// How the attempt failed: `transport`, `status`, `job_failed`,
-    /// `job_ended`, `bad_body`, `too_large`, `wall_clock`, `interrupted`,
+    /// `job_ended`, `bad_body`, `not_json`, `too_large`, `wall_clock`, `interrupted`,
     /// `not_recorded`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<&'static str>,
@@ -135,6 +135,7 @@ pub(super) const FAILURE_NAMES: &[(Failure, &str)] = &[
     (Failure::JobFailed, "job_failed"),
     (Failure::JobEnded, "job_ended"),
     (Failure::BadBody, "bad_body"),
+    (Failure::NotJson, "not_json"),
     (Failure::TooLarge, "too_large"),
     (Failure::WallClock, "wall_clock"),
     (Failure::Interrupted, "interrupted"),

@@ -30,3 +30,4 @@ mod signals;
 mod small_models;
 mod test_runpod;
 mod webfetch;
+mod wrong_service;

@@ -54,6 +54,13 @@ impl FakeRunpod {
                 .mount(&server)
                 .await;
         }
+        Mock::given(method("GET"))
+            .and(path_regex(r"/health$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(
+                json!({"jobs": {"completed": 0, "inQueue": 0}, "workers": {"idle": 1, "running": 0}}),
+            ))
+            .mount(&server)
+            .await;
         Mock::given(method("POST"))
             .and(path_regex(r"/cancel/[^/]+$"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "CANCELLED"})))

@@ -192,6 +192,17 @@ pub struct FakeLlm {
     pub server: MockServer,
 }
 
+/// What an OpenAI-compatible server answers to `GET /v1/models`.
+async fn list_models(server: &MockServer) {
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(
+            json!({"object": "list", "data": [{"id": "fake-gemma", "object": "model"}]}),
+        ))
+        .mount(server)
+        .await;
+}
+
 impl FakeLlm {
     pub async fn start(script: Vec<ResponseTemplate>) -> FakeLlm {
         let server = MockServer::start().await;
@@ -200,6 +211,7 @@ impl FakeLlm {
             .respond_with(Script::new(script))
             .mount(&server)
             .await;
+        list_models(&server).await;
         FakeLlm { server }
     }
 
@@ -211,6 +223,7 @@ impl FakeLlm {
             .respond_with(ByProgress { replies })
             .mount(&server)
             .await;
+        list_models(&server).await;
         FakeLlm { server }
     }
 
@@ -241,6 +254,7 @@ impl FakeLlm {
             })
             .mount(&server)
             .await;
+        list_models(&server).await;
         FakeLlm { server }
     }
 

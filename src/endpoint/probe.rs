@@ -1,0 +1,129 @@
+//! What answers at the endpoint's address, for `test-runpod` (SPEC §22):
+//! its reachability line passes only for the kind of server the config
+//! says is there. For the `openai` kind that is an OpenAI-compatible server
+//! (`GET /v1/models` answering JSON with a `data` list, or llama-server's
+//! `/health` answering JSON); for the `runpod` kind, a JSON answer at the
+//! endpoint's `/health` (RunPod's own, with the key). Anything else — an
+//! HTML page, a plain-text 404 of another service on that port — is named.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Endpoint;
+use crate::base::http::Body;
+use crate::config::EndpointKind;
+
+/// What the probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The HTTP status of the first URL asked.
+    pub status: u16,
+    /// Whether the answers are the configured kind of server's.
+    pub fits: bool,
+    /// What answered, in words (`GET …/v1/models lists 1 model`).
+    pub what: String,
+}
+
+/// Bytes of a probe's answer read at most.
+const MAX_BYTES: usize = 1 << 20;
+
+impl Endpoint {
+    /// Asks what is at the endpoint's address; `Err` when nothing answers
+    /// HTTP there (the words name the host and port).
+    pub async fn probe(&self) -> Result<Probe, String> {
+        match self.cfg.kind {
+            EndpointKind::Openai => {
+                let models = format!("{}/models", self.base_url());
+                let (status, body) = self.get(&models, false).await?;
+                #[derive(Deserialize)]
+                struct Models {
+                    data: Vec<serde::de::IgnoredAny>,
+                }
+                if let Some(m) = body
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice::<Models>(b).ok())
+                    && (200..300).contains(&status)
+                {
+                    return Ok(Probe {
+                        status,
+                        fits: true,
+                        what: format!("GET {models} lists {} model(s)", m.data.len()),
+                    });
+                }
+                let health = format!("{}/health", self.root());
+                let fits = matches!(self.get(&health, false).await, Ok((200..=299, Some(b))) if is_json(&b));
+                Ok(Probe {
+                    status,
+                    fits,
+                    what: if fits {
+                        format!("GET {health} answers as llama-server's does")
+                    } else {
+                        format!(
+                            "GET {models} answered HTTP {status} without a model list{}, and {health} is no llama-server's",
+                            shape(body.as_deref())
+                        )
+                    },
+                })
+            }
+            EndpointKind::Runpod => {
+                let health = format!("{}/health", self.base_url());
+                let (status, body) = self.get(&health, true).await?;
+                let fits = body.as_deref().is_some_and(is_json);
+                Ok(Probe {
+                    status,
+                    fits,
+                    what: format!(
+                        "GET {health} answered HTTP {status}{}",
+                        if fits {
+                            String::new()
+                        } else {
+                            shape(body.as_deref())
+                        }
+                    ),
+                })
+            }
+        }
+    }
+
+    /// One GET within 10 s: its status and its body (`None` past the cap).
+    async fn get(&self, url: &str, with_key: bool) -> Result<(u16, Option<Vec<u8>>), String> {
+        let mut req = self.http.get(url).timeout(Duration::from_secs(10));
+        if let (true, Some(key)) = (with_key, &self.cfg.api_key) {
+            req = req.bearer_auth(key.expose());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| super::describe_transport(&e, url))?;
+        let status = resp.status().as_u16();
+        let body = match crate::base::http::read_capped(resp, MAX_BYTES).await {
+            Ok(Body::Whole(bytes)) => Some(bytes),
+            _ => None,
+        };
+        Ok((status, body))
+    }
+}
+
+fn is_json(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+}
+
+/// What a body that is not the expected one looks like: ` (an HTML page)`.
+fn shape(body: Option<&[u8]>) -> String {
+    let Some(body) = body else {
+        return " (a body over 1 MiB)".into();
+    };
+    let start =
+        String::from_utf8_lossy(crate::base::text::prefix_bytes_of(body, 256)).to_lowercase();
+    let start = start.trim_start();
+    if start.starts_with("<!doctype html") || start.starts_with("<html") {
+        " (an HTML page)".into()
+    } else if is_json(body) {
+        " (JSON of another shape)".into()
+    } else if body.is_empty() {
+        " (no body)".into()
+    } else {
+        " (a body that is not JSON)".into()
+    }
+}

@@ -1,0 +1,194 @@
+//! Another service on the configured port (SPEC §22 "A wrong service is a
+//! setup fault"): before the endpoint answered a chat request in this run,
+//! a 404, 405 or 501, or a 2xx whose body is not JSON, stops the run like a
+//! refused key, naming `base_url`; `test-runpod` fails its reachability
+//! line for anything but an OpenAI-compatible server. Tried against the
+//! service people really leave on a port: Python's `http.server`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_harness::agent::StopReason;
+use agent_harness::records::Status;
+use serde_json::json;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::cli::{run_bin, stderr, stdout};
+use crate::common::*;
+
+/// `python3 -m http.server` on a free loopback port, serving an empty folder.
+struct HttpServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("index.html"),
+            "<!DOCTYPE html><html>hello</html>",
+        )
+        .unwrap();
+        let port = closed_port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "http.server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_base_url() {
+    let other = HttpServer::start();
+    let project = Project::new();
+    project.task("a", "Answer.");
+    project.task("b", "Answer too.");
+    project.write_config(&other.base_url(), "");
+
+    let t0 = Instant::now();
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "no retries were waited out"
+    );
+    let dir = the_run_dir(&project, "a");
+    let s = project.summary_in(&dir);
+    assert_eq!(
+        (s.status, s.stop_reason),
+        (Status::Interrupted, StopReason::SetupFault)
+    );
+    let error = s.error.unwrap();
+    assert!(
+        error.contains("HTTP 501") && error.contains("check [openai] base_url"),
+        "{error}"
+    );
+    assert_eq!(
+        jsonl(&dir.join("conversation.jsonl")).len(),
+        1,
+        "asked once, not six times"
+    );
+    assert_eq!(project.inbox(), ["a.md", "b.md"], "every task as it was");
+    assert!(project.failed().is_empty());
+    assert_eq!(attempt_counts(&project), json!({}), "no attempt counted");
+    assert!(
+        stderr(&out).contains("check [openai] base_url"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn test_runpod_fails_reachability_for_a_service_that_is_no_openai_server() {
+    let other = HttpServer::start();
+    let project = Project::new();
+    project.write_config(&other.base_url(), "");
+
+    let out = run_bin(&project, &["test-runpod"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("FAIL reachable: GET ")
+            && printed.contains("/v1/models answered HTTP 404 without a model list")
+            && printed.contains("not an OpenAI-compatible server; check [openai] base_url"),
+        "{printed}"
+    );
+    assert!(!printed.contains("ok   reachable"), "{printed}");
+}
+
+/// A page for every request, status 200: HTML where a chat answer belongs.
+#[tokio::test]
+async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_answered() {
+    let html = || {
+        ResponseTemplate::new(200)
+            .insert_header("content-type", "text/html")
+            .set_body_string("<!DOCTYPE html><html><body>Login</body></html>")
+    };
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(html())
+        .mount(&server)
+        .await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::SetupFault);
+    assert!(
+        s.error.as_deref().unwrap().contains("not JSON")
+            && s.error
+                .as_deref()
+                .unwrap()
+                .contains("check [openai] base_url"),
+        "{:?}",
+        s.error
+    );
+    assert_eq!(project.inbox(), ["t.md"]);
+
+    // Once the endpoint answered in this run, the same page is a passing
+    // fault of something between: retried, and the task goes on.
+    let llm = FakeLlm::start(vec![
+        ok(tool_calls(&[(
+            "c1",
+            "webfetch",
+            json!({"url": "http://127.0.0.1:9/"}),
+        )])),
+        html(),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let outcome = run_all(&project.config(&llm.base_url(), "")).await;
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(project.summary("t").final_answer.as_deref(), Some("done"));
+    let kinds: Vec<_> = project
+        .conversation("t")
+        .iter()
+        .map(|l| l["error_kind"].as_str().unwrap_or("-").to_string())
+        .collect();
+    assert_eq!(kinds, ["-", "not_json", "-"]);
+}
