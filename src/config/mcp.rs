@@ -84,6 +84,41 @@ pub struct StdioCommand {
     pub passed: Vec<(String, Secret)>,
 }
 
+impl StdioCommand {
+    /// The program as it would start: a path (absolute, or relative to the
+    /// config) or a bare name found in the `PATH` it is given; `Err` says
+    /// why none would start, for `check` (SPEC §22).
+    pub fn executable(&self) -> Result<PathBuf, String> {
+        let path = if self.program.components().count() > 1 || self.program.is_absolute() {
+            Some(self.program.clone())
+        } else {
+            let dirs = self
+                .inherited
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_default();
+            std::env::split_paths(dirs)
+                .map(|d| d.join(&self.program))
+                .find(|p| p.is_file())
+        };
+        let shown = self.program.display();
+        let Some(path) = path else {
+            return Err(format!("{shown:?} is not found in PATH"));
+        };
+        match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => Err(format!("{} is not a file", path.display())),
+            Ok(_) => {
+                use rustix::fs::{Access, AtFlags};
+                rustix::fs::accessat(rustix::fs::CWD, &path, Access::EXEC_OK, AtFlags::EACCESS)
+                    .map(|()| path.clone())
+                    .map_err(|_| format!("{} is not executable by this user", path.display()))
+            }
+            Err(_) => Err(format!("{} does not exist", path.display())),
+        }
+    }
+}
+
 impl McpServerConfig {
     /// What must never be recorded: `env_pass` values, and a key put in a
     /// `url`: its password (or a username standing alone, `https://TOKEN@h/`)

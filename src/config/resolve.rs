@@ -169,8 +169,8 @@ pub(super) fn resolve_webfetch(w: RawWebfetch) -> Result<Option<WebfetchConfig>,
         timeout_secs: w.timeout_secs,
         max_bytes: w.max_bytes,
         allow_private: w.allow_private,
-        allow_hosts: normalise_hosts(w.allow_hosts),
-        deny_hosts: normalise_hosts(w.deny_hosts),
+        allow_hosts: hosts("[tools.webfetch] allow_hosts", w.allow_hosts)?,
+        deny_hosts: hosts("[tools.webfetch] deny_hosts", w.deny_hosts)?,
     }))
 }
 
@@ -219,13 +219,46 @@ pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     }
 }
 
-pub(super) fn normalise_hosts(hosts: Vec<String>) -> Vec<String> {
-    let set: BTreeSet<String> = hosts
-        .into_iter()
-        .map(|h| h.trim().trim_start_matches('.').to_ascii_lowercase())
-        .filter(|h| !h.is_empty())
-        .collect();
-    set.into_iter().collect()
+/// A host list (`allow_hosts`, `deny_hosts`): each item a host alone,
+/// lower-cased, without a leading dot. An item with a scheme, path, port or
+/// user never matches a host, so a deny list of URLs would deny nothing:
+/// it is refused, naming the host it meant (SPEC §22).
+pub(super) fn hosts(key: &str, hosts: Vec<String>) -> Result<Vec<String>, String> {
+    let mut set = BTreeSet::new();
+    for item in hosts {
+        let host = item.trim().trim_start_matches('.').to_ascii_lowercase();
+        if host.is_empty() {
+            continue;
+        }
+        if let Some(meant) = host_meant(&host) {
+            return Err(format!(
+                "{key}: {item:?} is not a host alone (no scheme, path, port or user may be in it): write {meant:?}"
+            ));
+        }
+        set.insert(host);
+    }
+    Ok(set.into_iter().collect())
+}
+
+/// The host an item that is more than a host names; `None` for a host
+/// (a name, an IPv4 address, an IPv6 address in brackets or bare).
+fn host_meant(item: &str) -> Option<String> {
+    let bare_ipv6 = item.parse::<std::net::Ipv6Addr>().is_ok();
+    let plain = !item.contains(['/', '@', '?', '#', ':']) || bare_ipv6;
+    let bracketed = item.starts_with('[') && item.ends_with(']');
+    if plain || bracketed {
+        return None;
+    }
+    let url = if item.contains("://") {
+        item.to_string()
+    } else {
+        format!("http://{item}")
+    };
+    let meant = reqwest::Url::parse(&url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default();
+    Some(meant)
 }
 
 /// A TOML table as JSON; `nan` and `inf` are refused, naming the key.

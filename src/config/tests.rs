@@ -346,3 +346,33 @@ fn secrets_never_show_in_debug_output() {
     let c = parse("[runpod]\nendpoint_id = \"abc\"\n").unwrap();
     assert!(!format!("{c:?}").contains("rp_secret"));
 }
+
+#[test]
+fn a_host_list_of_urls_is_refused_naming_the_host_it_meant() {
+    let host_list = |key: &str, items: &str| {
+        parse(&format!(
+            "[runpod]\nendpoint_id = \"abc\"\n[tools.webfetch]\n{key} = [{items}]\n"
+        ))
+    };
+    for (item, meant) in [
+        ("\"https://evil.example/\"", "evil.example"),
+        ("\"http://user:pw@evil.example:8080/x\"", "evil.example"),
+        ("\"evil.example:443\"", "evil.example"),
+        ("\"evil.example/path\"", "evil.example"),
+        ("\"me@evil.example\"", "evil.example"),
+    ] {
+        for key in ["allow_hosts", "deny_hosts"] {
+            let e = host_list(key, item).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("line 4: [tools.webfetch] {key}:"))
+                    && e.contains(&format!("write \"{meant}\"")),
+                "{item}: {e}"
+            );
+        }
+    }
+    let c = host_list("deny_hosts", "\"Evil.Example\", \".sub.example\", \"[::1]\", \"::1\", \"10.0.0.1\"").unwrap();
+    assert_eq!(
+        c.webfetch.unwrap().deny_hosts,
+        ["10.0.0.1", "::1", "[::1]", "evil.example", "sub.example"]
+    );
+}

@@ -36,6 +36,7 @@ pub fn check_inbox(
             .chain(crate::drain::folders::clashes(cfg))
             .chain(crate::drain::folders::linked(cfg))
             .chain(crate::drain::folders::unwritable(cfg, true))
+            .chain(mcp_commands(cfg))
             .map(in_config)
             .collect(),
         config_warnings: Toolbox::unoffered_profile_tools(cfg)
@@ -53,6 +54,21 @@ pub fn check_inbox(
     }
     check_recurring(cfg, offered, now, &mut report);
     Ok(report)
+}
+
+/// Each stdio MCP server whose program would not start (SPEC §22): not
+/// found, not a file, not executable.
+fn mcp_commands(cfg: &Config) -> Vec<String> {
+    cfg.mcp
+        .iter()
+        .filter_map(|server| match &server.transport {
+            crate::config::McpTransport::Stdio(command) => command
+                .executable()
+                .err()
+                .map(|why| format!("[mcp.servers.{}] command: {why}", server.name)),
+            crate::config::McpTransport::Http { .. } => None,
+        })
+        .collect()
 }
 
 /// `check` for each inbox entry: its problems, its risks, and entries that

@@ -4,10 +4,10 @@
 //! folders are created when missing. Every problem names its config key, so
 //! the operator knows which line of the config to fix.
 
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::Access;
 
 use crate::config::Config;
 
@@ -21,7 +21,7 @@ fn shown(path: &Path) -> PathBuf {
 pub fn check_inbox(inbox: &Path) -> Result<(), String> {
     let inbox = &shown(inbox);
     match std::fs::metadata(inbox) {
-        Ok(m) if m.is_dir() && may(inbox, libc::R_OK | libc::X_OK) => Ok(()),
+        Ok(m) if m.is_dir() && may(inbox, Access::READ_OK | Access::EXEC_OK) => Ok(()),
         Ok(m) if m.is_dir() => Err(format!(
             "[paths] inbox: {} cannot be read by this user",
             inbox.display()
@@ -168,7 +168,7 @@ fn problem(dir: &Path) -> Option<String> {
         ));
     };
     let shown = dir.display();
-    match (at == dir, at.is_dir(), may(at, libc::W_OK | libc::X_OK)) {
+    match (at == dir, at.is_dir(), may(at, Access::WRITE_OK | Access::EXEC_OK)) {
         (true, false, _) => Some(format!("{shown} is not a folder")),
         (true, true, false) => Some(format!("{shown} is not writable by this user")),
         (false, false, _) => Some(format!(
@@ -183,16 +183,10 @@ fn problem(dir: &Path) -> Option<String> {
     }
 }
 
-/// Whether this process (its effective ids) may do `what` (`R_OK`, `W_OK`,
-/// `X_OK`) to `path`: permission bits, ACLs and read-only mounts, as the
-/// kernel judges them.
-fn may(path: &Path, what: libc::c_int) -> bool {
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a NUL-terminated path that outlives the call;
-    // faccessat only reads it.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), what, libc::AT_EACCESS) == 0 }
+/// Whether this process (its effective ids) may do `what` to `path`:
+/// permission bits, ACLs and read-only mounts, as the kernel judges them.
+fn may(path: &Path, what: Access) -> bool {
+    rustix::fs::accessat(rustix::fs::CWD, path, what, rustix::fs::AtFlags::EACCESS).is_ok()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 mod common;
 
 mod agent_loop;
+mod check;
 mod cli;
 mod counting;
 mod eval;
