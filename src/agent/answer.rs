@@ -3,20 +3,38 @@
 //! more, in the way that fixes it.
 
 use super::*;
+use crate::tools::text::{defang, without_control_strings};
+use crate::wire::reply::repeated_block;
 
 /// How much of an answer cut at `max_tokens` is sent back when it is asked
 /// for again (SPEC §16).
 const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
 
 impl TaskRun<'_, '_> {
-    /// A reply without calls: the final answer, or — when it is empty — the
-    /// request once more (without thinking if thinking used up
-    /// `max_tokens`), and `empty_response` the second time.
-    pub(super) fn answer_or_ask_again(&mut self, reply: Reply) -> Result<Tweaks, Stop> {
-        if !reply.content.is_empty() && reply.cut_off {
+    /// A reply without calls: the final answer, or — when it is empty, or
+    /// nothing but chat-template debris (SPEC §22) — the request once more
+    /// (without thinking if thinking used up `max_tokens`), and
+    /// `empty_response` the second time. A reply cut while it repeated one
+    /// block over and over ends the task as `repetition`.
+    pub(super) fn answer_or_ask_again(&mut self, mut reply: Reply) -> Result<Tweaks, Stop> {
+        let empty = without_control_strings(&reply.content).trim().is_empty();
+        if reply.cut_off {
+            let text = if empty {
+                reply.thinking.as_deref().unwrap_or_default()
+            } else {
+                &reply.content
+            };
+            if let Some(block) = repeated_block(text) {
+                return Err(self.looped(&block));
+            }
+        }
+        // What the model wrote goes on to the records and stdout: no
+        // control string in it stays whole.
+        reply.content = defang(&reply.content).into_owned();
+        if !empty && reply.cut_off {
             return self.ask_shorter(reply);
         }
-        if !reply.content.is_empty() {
+        if !empty {
             return match self.spec.output_schema.clone() {
                 Some(schema) => self.check_answer(&schema, reply),
                 None => Err(Stop::answered(reply.content)),
@@ -35,6 +53,20 @@ impl TaskRun<'_, '_> {
             seed: Some(u64::from(fastrand::u32(..))),
             thinking_off,
         })
+    }
+
+    /// A reply cut at `max_tokens` while it repeated one block: no shorter
+    /// answer will come of asking again; the sampler is what stops a loop.
+    fn looped(&self, block: &str) -> Stop {
+        let shown =
+            crate::base::text::printable(&crate::base::text::clip(block.trim(), 60)).into_owned();
+        Stop::failed(
+            StopReason::Repetition,
+            format!(
+                "the reply was cut at max_tokens = {} while it repeated one block over and over ({shown:?}); a model caught in a loop needs its sampler to stop it, not more tokens: set [model.extra] dry_multiplier = 0.8 (llama-server's DRY sampler) or repeat_penalty = 1.1",
+                self.spec.sampling.max_tokens
+            ),
+        )
     }
 
     /// An answer cut at `max_tokens` is no answer (SPEC §16): it is asked

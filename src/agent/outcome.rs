@@ -35,6 +35,8 @@ pub enum StopReason {
     /// An MCP server the task may use did not start, or died (SPEC §19):
     /// retryable, never run with its tools missing.
     ToolServerUnavailable,
+    /// A reply cut at `max_tokens` while it repeated one block (SPEC §22).
+    Repetition,
 }
 
 impl StopReason {
@@ -56,6 +58,7 @@ impl StopReason {
             StopReason::SetupFault => "setup_fault",
             StopReason::AnswerTruncated => "answer_truncated",
             StopReason::ToolServerUnavailable => "tool_server_unavailable",
+            StopReason::Repetition => "repetition",
         }
     }
 }

@@ -370,7 +370,11 @@ fn a_host_list_of_urls_is_refused_naming_the_host_it_meant() {
             );
         }
     }
-    let c = host_list("deny_hosts", "\"Evil.Example\", \".sub.example\", \"[::1]\", \"::1\", \"10.0.0.1\"").unwrap();
+    let c = host_list(
+        "deny_hosts",
+        "\"Evil.Example\", \".sub.example\", \"[::1]\", \"::1\", \"10.0.0.1\"",
+    )
+    .unwrap();
     assert_eq!(
         c.webfetch.unwrap().deny_hosts,
         ["10.0.0.1", "::1", "[::1]", "evil.example", "sub.example"]

@@ -168,7 +168,11 @@ fn problem(dir: &Path) -> Option<String> {
         ));
     };
     let shown = dir.display();
-    match (at == dir, at.is_dir(), may(at, Access::WRITE_OK | Access::EXEC_OK)) {
+    match (
+        at == dir,
+        at.is_dir(),
+        may(at, Access::WRITE_OK | Access::EXEC_OK),
+    ) {
         (true, false, _) => Some(format!("{shown} is not a folder")),
         (true, true, false) => Some(format!("{shown} is not writable by this user")),
         (false, false, _) => Some(format!(

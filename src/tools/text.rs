@@ -69,6 +69,18 @@ pub fn defang(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` with every [`CONTROL_STRINGS`] occurrence removed: what is left
+/// of an answer once the template's debris is taken out (SPEC §22).
+pub fn without_control_strings(text: &str) -> String {
+    let mut out = text.to_string();
+    for c in CONTROL_STRINGS {
+        if out.contains(c) {
+            out = out.replace(c, "");
+        }
+    }
+    out
+}
+
 /// Characters reserved for the note a cut appends.
 const NOTE_ROOM: usize = 160;
 

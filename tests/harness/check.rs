@@ -22,7 +22,9 @@ fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let printed = stdout(&out);
     assert!(
-        printed.contains("[mcp.servers.gone] command: \"mcp-server-that-is-not-installed\" is not found in PATH"),
+        printed.contains(
+            "[mcp.servers.gone] command: \"mcp-server-that-is-not-installed\" is not found in PATH"
+        ),
         "{printed}"
     );
     assert!(

@@ -37,6 +37,44 @@ pub struct Reply {
     pub unread_calls: u64,
 }
 
+/// The longest block a reply may repeat and still be called looping.
+pub const MAX_LOOP_PERIOD: usize = 400;
+
+/// Characters of a reply examined for a loop: its end (a loop runs to the
+/// cut), so the check stays linear and small whatever the reply's size.
+const LOOP_WINDOW: usize = 200_000;
+
+/// The block `text` repeats over and over, when one block of at most
+/// [`MAX_LOOP_PERIOD`] characters, repeated, covers at least half of it
+/// (SPEC §22: a model caught in a loop until `max_tokens` cut it). Text
+/// longer than 200,000 characters is judged by its last 200,000.
+pub fn repeated_block(text: &str) -> Option<String> {
+    let chars: Vec<char> = {
+        let all = text.chars().count();
+        text.chars().skip(all.saturating_sub(LOOP_WINDOW)).collect()
+    };
+    let n = chars.len();
+    // The shortest period whose longest stretch covers half the text: a
+    // stretch where each character equals the one a period on.
+    for period in 1..=MAX_LOOP_PERIOD.min(n / 2) {
+        let (mut run, mut start) = (0usize, 0usize);
+        for i in 0..n - period {
+            if chars[i] != chars[i + period] {
+                run = 0;
+                continue;
+            }
+            if run == 0 {
+                start = i;
+            }
+            run += 1;
+            if (run + period) * 2 >= n && run >= period {
+                return Some(chars[start..start + period].iter().collect());
+            }
+        }
+    }
+    None
+}
+
 /// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. `quoted` says
 /// whether a text-form call's text appears in an earlier tool result: such
 /// a call is the model quoting what it read (a page, a note), not calling,

@@ -342,6 +342,42 @@ fn real_tool_calls_win_over_text_and_length_marks_cut_off() {
     assert_eq!(r.calls[0].kind, "function");
 }
 
+#[test]
+fn a_reply_that_loops_is_told_from_one_that_only_repeats_a_word() {
+    let block = "The timer runs the job. ";
+    let looped = format!("A batch job runs once. {}", block.repeat(80));
+    let found = repeated_block(&looped).unwrap();
+    assert_eq!(found.len(), block.len());
+    assert!(block.repeat(2).contains(&found), "{found:?}");
+    assert_eq!(
+        repeated_block("ha ".repeat(1000).as_str())
+            .as_deref()
+            .map(str::len),
+        Some(3)
+    );
+    // A loop over less than half of the reply is no loop; nor is prose.
+    let prose_then_loop = format!(
+        "{}{}",
+        (0..120)
+            .map(|i| format!("line {i} says something new. "))
+            .collect::<String>(),
+        "abc ".repeat(150)
+    );
+    assert_eq!(repeated_block(&prose_then_loop), None);
+    let prose = "A one-shot batch job starts, does its work and exits; a systemd timer \
+                 starts it on a schedule and journald keeps what it printed.";
+    assert_eq!(repeated_block(prose), None);
+    // A block longer than the longest period looked for is not found.
+    let long: String = (0..500)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect::<String>()
+        + "!";
+    assert_eq!(repeated_block(&long.repeat(4)), None);
+    // A huge reply is judged by its end, in linear time.
+    let huge = format!("{}{}", "unique text ".repeat(10), "loop ".repeat(400_000));
+    assert!(repeated_block(&huge).is_some());
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -416,5 +452,26 @@ mod properties {
             prop_assert_eq!(&calls[0].0, &name);
             prop_assert_eq!(&calls[0].1, &json!({"s": s, "n": n, "b": b, "l": [1, "x"]}));
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any block of up to 400 characters repeated over most of a reply
+        /// is found, whatever comes before it.
+        #[test]
+        fn a_block_repeated_over_most_of_a_reply_is_found(
+            block in "[a-z .,]{1,400}",
+            before in "[A-Z ]{0,200}",
+            times in 3usize..8,
+        ) {
+            let body = block.repeat(times);
+            prop_assume!(body.chars().count() >= before.chars().count());
+            let text = format!("{before}{body}");
+            let found = repeated_block(&text);
+            prop_assert!(found.is_some(), "{:?}", text);
+            prop_assert!(found.unwrap().chars().count() <= block.chars().count());
+        }
+
     }
 }
