@@ -128,6 +128,20 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 100)]
         limit: usize,
     },
+    /// Show one run: what it did, where its file went, and its answer (default: the newest run).
+    Show {
+        /// A task name (its newest run), a run id (YYYYMMDDTHHMMSSZ), or NAME/RUN_ID.
+        which: Option<String>,
+        /// Print the run's summary as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check task files and place them in the inbox, each whole under its own name.
+    Submit {
+        /// Task files (*.md) to place in the inbox.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
     /// List recent runs from the logs folder, newest first.
     Runs {
         /// Only runs of this task.

@@ -10,8 +10,10 @@ pub mod cli;
 mod eval;
 pub mod exit;
 mod logs;
+mod notify;
 mod run;
 pub mod smoke;
+mod submit;
 mod upkeep;
 
 use check::check_command;
@@ -22,7 +24,6 @@ pub use run::run_inbox;
 use upkeep::{prune_command, requeue_command};
 
 use std::io::Write;
-use std::path::Path;
 
 use crate::app::cli::{Cli, Command};
 use crate::config;
@@ -59,14 +60,8 @@ async fn dispatch(
     env: &(dyn Fn(&str) -> Option<String> + Sync),
     progress: Progress,
 ) -> u8 {
-    let logs_only = matches!(cli.command, Command::Runs { .. } | Command::Report { .. });
     let cfg = match load_config(&cli, env) {
         Ok(c) => c,
-        Err(e) if logs_only && !cli.config.exists() => {
-            // Without a config they read ./logs.
-            tracing::debug!(error = %e, "no config; reading ./logs");
-            return logs_command(Path::new("logs"), &cli.command);
-        }
         Err(e) => return config_error(&e),
     };
     progress.redact_with(cfg.redactor());
@@ -97,9 +92,10 @@ async fn dispatch(
             replay_exit(crate::drain::replay::replay(&cfg, &opts, &mut stdout()).await)
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
-        Command::Runs { .. } | Command::Report { .. } => {
-            logs_command(&cfg.paths.logs, &cli.command)
+        Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
+            logs_command(&cfg, &cli.command)
         }
+        Command::Submit { files } => submit::submit_command(&cfg, files),
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
             Ok(ep) => {
                 tokio::spawn(run::exit_on_signal());
@@ -113,13 +109,16 @@ async fn dispatch(
     }
 }
 
-/// The config: `runs` and `report` read only the logs folder, and a replay
-/// without `--from-turn` contacts nothing, so none of them needs a secret.
+/// The config: `runs`, `show` and `report` read only the logs folder,
+/// `submit` only checks task files, and a replay without `--from-turn`
+/// contacts nothing, so none of them needs a secret.
 fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let offline = matches!(
         cli.command,
         Command::Runs { .. }
             | Command::Report { .. }
+            | Command::Show { .. }
+            | Command::Submit { .. }
             | Command::Replay {
                 from_turn: None,
                 ..

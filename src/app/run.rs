@@ -13,7 +13,9 @@ use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::{Config, Redactor};
 use crate::display::Progress;
 use crate::drain::{self, NameError, OnEnd, RunEnd, RunOptions, RunOutcome, lock};
-use crate::records::metrics;
+use crate::records::{Status, metrics};
+
+use super::notify::Notifier;
 
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
@@ -124,14 +126,22 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
 }
 
 /// Drains the inbox as `opts` says and, unless it is a dry run, writes the
-/// metrics textfile with the run's exit code. The run that found the lock
-/// taken writes nothing (the run holding it will), nor does a `run-task`
-/// name typed wrong at a prompt: that is no run of the unattended setup.
+/// metrics textfile with the run's exit code and tells `[notify]` (a `run`
+/// only: `run-task` is a person at a prompt, not the timer). The run that
+/// found the lock taken writes no metrics (the run holding it will), nor
+/// does a `run-task` name typed wrong at a prompt: that is no run of the
+/// unattended setup.
 pub async fn run_inbox(
     cfg: &Config,
     h: &TaskDeps,
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
+    let mut notifier = (!opts.dry_run && opts.only.is_none())
+        .then(|| Notifier::new(cfg))
+        .flatten();
+    if let Some(n) = notifier.as_mut() {
+        n.start().await;
+    }
     let end = drain::run(cfg, h, opts).await;
     let code = match &end.result {
         Ok(RunOutcome::Locked { .. }) => None,
@@ -139,16 +149,47 @@ pub async fn run_inbox(
         Ok(outcome) => Some(outcome.exit_code()),
         Err(e) => Some(exit::run_error(e)),
     };
+    if let Some(n) = notifier.as_mut() {
+        n.end(code.unwrap_or(exit::OK), &end, &last_lines(&end))
+            .await;
+    }
     if let Some(code) = code
         && !opts.dry_run
     {
-        write_metrics(cfg, &end, code);
+        write_metrics(cfg, &end, code, notifier.map(|n| n.failures));
     }
     end.result
 }
 
+/// What a run's end says, for a ping's body: its last line, then a line
+/// for each task that did not succeed.
+fn last_lines(end: &RunEnd) -> String {
+    let mut lines = vec![match &end.result {
+        Ok(RunOutcome::Finished(tally)) => tally.describe(end.duration),
+        Ok(RunOutcome::Locked { .. }) => "another run holds the lock; nothing to do".into(),
+        Ok(RunOutcome::Unreachable(why)) => {
+            format!("the endpoint is unreachable, no task was touched: {why}")
+        }
+        Err(e) => format!("{e:#}"),
+    }];
+    for s in end
+        .summaries
+        .iter()
+        .filter(|s| s.status != Status::Succeeded)
+    {
+        lines.push(format!(
+            "{}: {} ({}): {}",
+            s.task,
+            s.status.as_str(),
+            s.stop_reason.as_str(),
+            s.error.as_deref().unwrap_or("-")
+        ));
+    }
+    lines.join("\n")
+}
+
 /// The Prometheus textfile of this run, when `[metrics] textfile` is set.
-fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8) {
+fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8, notify_failures: Option<u64>) {
     let Some(path) = &cfg.metrics_textfile else {
         return;
     };
@@ -158,6 +199,9 @@ fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8) {
         exit_code,
         summaries: &end.summaries,
         last_success: metrics::last_success(path, end.started, end.duration, exit_code),
+        ignored: end.ignored,
+        servers_up: &end.servers_up,
+        notify_failures: notify_failures.map(|n| metrics::notify_failures(path, n)),
     });
     if let Err(e) = metrics::write(path, &text) {
         tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");

@@ -51,7 +51,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
 async fn mcp_server(cfg: &Config, name: &str) -> Steps {
     let servers = McpServers::new(&cfg.mcp, std::sync::Arc::new(cfg.redactor()));
     let t0 = Instant::now();
-    let (ready, up) = servers.ready(&[name]).await;
+    let (ready, down) = servers.ready(&[name]).await;
     let problems = servers.problems();
     servers.stop().await;
     let redact = |s: String| cfg.redactor().redact(s);
@@ -62,18 +62,18 @@ async fn mcp_server(cfg: &Config, name: &str) -> Steps {
         .filter(|n| !problems.contains(n))
         .map(|n| format!("     {}\n", redact(n)))
         .collect();
-    match (up, problems.first()) {
-        (Ok(()), None) => Ok(format!(
+    match (down.into_iter().next().map(|d| d.why), problems.first()) {
+        (None, None) => Ok(format!(
             "ok   mcp {name}: started in {} ms; tools: {}\n{notes}",
             t0.elapsed().as_millis(),
             list(&ready.tools)
         )),
-        (Ok(()), Some(problem)) => Err(format!(
+        (None, Some(problem)) => Err(format!(
             "{notes}FAIL mcp {name}: {}; it started, tools: {}\n",
             redact(problem.clone()),
             list(&ready.tools)
         )),
-        (Err(e), _) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.why))),
+        (Some(e), _) => Err(format!("{notes}FAIL mcp {name}: {}\n", redact(e.why))),
     }
 }
 

@@ -117,7 +117,7 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
         );
     }
     for why in &pruned.failed {
-        progress.eprintln(&format!("agent-harness: cannot remove {why}"));
+        progress.eprintln(&format!("agent-harness: {why}"));
     }
     if let Some(why) = &pruned.skipped {
         progress.eprintln(&format!("agent-harness: {why}"));

@@ -231,6 +231,32 @@ impl Folder {
         written
     }
 
+    /// Writes a new file `name` here, whole: under an exclusive temporary
+    /// name first, flushed to disk, then renamed into place — never over
+    /// anything there (`AlreadyExists`, and the temporary file is gone), so
+    /// whoever watches the folder never sees half a file.
+    pub fn place(&self, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
+        check_name(name)?;
+        let (tmp, mut file) = self.temp_file(".agent-harness-place", mode)?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                rustix::fs::renameat_with(
+                    &self.fd,
+                    tmp.as_str(),
+                    &self.fd,
+                    name,
+                    RenameFlags::NOREPLACE,
+                )
+                .map_err(io::Error::from)
+            });
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
+        }
+        written
+    }
+
     /// Removes the file (or link, as a link) `name` here; nothing there is
     /// no error.
     pub fn remove_file(&self, name: &OsStr) -> io::Result<()> {

@@ -131,27 +131,7 @@ impl McpServerConfig {
             }
             McpTransport::Http { url } => url,
         };
-        let Ok(u) = reqwest::Url::parse(url) else {
-            return Vec::new();
-        };
-        let mut values: Vec<String> = Vec::new();
-        match u.password() {
-            Some(p) => values.push(p.to_string()),
-            None if !u.username().is_empty() => values.push(u.username().to_string()),
-            None => {}
-        }
-        for pair in u.query().unwrap_or_default().split('&') {
-            let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-            if super::secrets::secret_key(key) {
-                values.push(raw.to_string());
-            }
-        }
-        for (key, value) in u.query_pairs() {
-            if super::secrets::secret_key(&key) {
-                values.push(value.into_owned());
-            }
-        }
-        values.into_iter().map(Secret::new).collect()
+        super::secrets::url_secrets(url)
     }
 
     /// Whether the allowlist lets `tool` be offered.

@@ -86,6 +86,38 @@ pub struct Config {
     pub setting_secrets: Vec<Secret>,
     /// `[mcp.servers.NAME]`, in name order.
     pub mcp: Vec<McpServerConfig>,
+    /// `[notify]`: who is told how each run ended.
+    pub notify: NotifyConfig,
+}
+
+/// `[notify]` (SPEC §22): each URL an http(s) URL, or absent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NotifyConfig {
+    pub ping_url: Option<String>,
+    pub on_failure_url: Option<String>,
+}
+
+impl NotifyConfig {
+    /// A key written into the URLs: a password or lone user name, the
+    /// values of secret-named query keys, and every path segment of 16
+    /// characters or more (a check's UUID, a ping key, a webhook's token:
+    /// whoever knows the URL can ping it).
+    pub fn secrets(&self) -> Vec<Secret> {
+        let mut out = Vec::new();
+        for url in self.ping_url.iter().chain(&self.on_failure_url) {
+            out.extend(secrets::url_secrets(url));
+            if let Ok(u) = reqwest::Url::parse(url) {
+                out.extend(
+                    u.path_segments()
+                        .into_iter()
+                        .flatten()
+                        .filter(|s| s.len() >= 16)
+                        .map(Secret::new),
+                );
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -293,6 +325,7 @@ impl Config {
             agents,
             setting_secrets: Vec::new(),
             mcp: mcp::resolve_mcp(raw.mcp, base, secrets).map_err(err)?,
+            notify: resolve_notify(raw.notify).map_err(err)?,
         })
     }
 
@@ -310,6 +343,7 @@ impl Config {
             .chain(&self.setting_secrets)
             .cloned()
             .chain(self.mcp.iter().flat_map(McpServerConfig::secrets))
+            .chain(self.notify.secrets())
             .collect()
     }
 }

@@ -38,6 +38,19 @@ pub(super) struct RawConfig {
     pub(super) agents: std::collections::BTreeMap<String, RawAgent>,
     #[serde(default)]
     pub(super) mcp: super::mcp::RawMcp,
+    #[serde(default)]
+    pub(super) notify: RawNotify,
+}
+
+/// `[notify]`: who is told how each run ended (SPEC §22).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    /// A healthchecks.io-style ping URL: `/start` when a run starts, the
+    /// URL itself on exit 0, `/<exit code>` otherwise.
+    pub(super) ping_url: Option<String>,
+    /// A URL that gets the run's result as JSON when it exits non-zero.
+    pub(super) on_failure_url: Option<String>,
 }
 
 /// `[agents.NAME]`: a named profile a task picks with `agent = "NAME"`.

@@ -207,6 +207,22 @@ pub(super) fn resolve_noteworx(
     }))
 }
 
+pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
+    let url = |value: Option<String>, key: &str| -> Result<Option<String>, String> {
+        match value
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+        {
+            None => Ok(None),
+            Some(v) => check_http_url(&v, key).map(|()| Some(v)),
+        }
+    };
+    Ok(NotifyConfig {
+        ping_url: url(n.ping_url, "[notify] ping_url")?,
+        on_failure_url: url(n.on_failure_url, "[notify] on_failure_url")?,
+    })
+}
+
 pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     match reqwest::Url::parse(url.trim()) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),

@@ -69,6 +69,33 @@ impl Redactor {
 /// Whether a config key names a secret: one of its words (split at `_`,
 /// `-` and `.`) is `key`, `token`, `password`, … — `api_key`, `auth_token`,
 /// but not `max_tokens` or `keep`.
+/// A key written into a URL: its password (or a user name standing alone,
+/// `https://TOKEN@h/`) and the values of query keys that name a secret
+/// (`api_key`, `token`, … — the rule `--set` uses), as written and decoded.
+pub(super) fn url_secrets(url: &str) -> Vec<Secret> {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut values: Vec<String> = Vec::new();
+    match u.password() {
+        Some(p) => values.push(p.to_string()),
+        None if !u.username().is_empty() => values.push(u.username().to_string()),
+        None => {}
+    }
+    for pair in u.query().unwrap_or_default().split('&') {
+        let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        if secret_key(key) {
+            values.push(raw.to_string());
+        }
+    }
+    for (key, value) in u.query_pairs() {
+        if secret_key(&key) {
+            values.push(value.into_owned());
+        }
+    }
+    values.into_iter().map(Secret::new).collect()
+}
+
 pub(super) fn secret_key(key: &str) -> bool {
     const WORDS: &[&str] = &[
         "key",

@@ -88,45 +88,68 @@ pub(super) fn check_tasks(
             crate::base::text::printable(&p.display().to_string())
         )
     }));
-    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
     for e in &entries {
-        let result = inbox::read_task(&e.path).and_then(|f| {
-            if f.frontmatter.schedule.is_some() {
-                return Err(TaskProblem::new(
-                    None,
-                    "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
-                ));
-            }
-            TaskSpec::resolve(
-                cfg,
-                &TaskInput {
-                    name: &e.name,
-                    frontmatter: &f.frontmatter,
-                    body: &f.body,
-                    offered,
-                    mcp_listed: false,
-                    context_tokens,
-                    dry_run: false,
-                    today,
-                },
-            )
-        });
-        match result {
-            Ok(spec) => {
-                if let Some(w) = exfiltration_risk(cfg, &spec.tools) {
-                    report.warnings.push(format!("{}: {w}", e.path.display()));
-                }
-            }
-            Err(p) => {
-                let at = p
-                    .line
-                    .map(|l| format!("{}:{l}", e.path.display()))
-                    .unwrap_or_else(|| e.path.display().to_string());
-                report.problems.push(format!("{at}: {}", p.message));
-            }
+        match check_task(
+            cfg,
+            offered,
+            &e.name,
+            &e.path,
+            inbox::read_task(&e.path),
+            today,
+        ) {
+            Ok(warnings) => report.warnings.extend(warnings),
+            Err(problem) => report.problems.push(problem),
         }
     }
     Ok(())
+}
+
+/// One inbox task file, as read, resolved as a run would, calling
+/// nothing: its warnings (`FILE: warning: …`), or its problem
+/// (`FILE:LINE: …`). `check` and `submit` both judge a task file by this.
+pub fn check_task(
+    cfg: &Config,
+    offered: &[crate::tools::Tool],
+    name: &str,
+    path: &std::path::Path,
+    read: Result<inbox::TaskFile, TaskProblem>,
+    today: chrono::NaiveDate,
+) -> Result<Vec<String>, String> {
+    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
+    let result = read.and_then(|f| {
+        if f.frontmatter.schedule.is_some() {
+            return Err(TaskProblem::new(
+                None,
+                "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
+            ));
+        }
+        TaskSpec::resolve(
+            cfg,
+            &TaskInput {
+                name,
+                frontmatter: &f.frontmatter,
+                body: &f.body,
+                offered,
+                mcp_listed: false,
+                context_tokens,
+                dry_run: false,
+                today,
+            },
+        )
+    });
+    match result {
+        Ok(spec) => Ok(exfiltration_risk(cfg, &spec.tools)
+            .map(|w| format!("{}: {w}", path.display()))
+            .into_iter()
+            .collect()),
+        Err(p) => {
+            let at = p
+                .line
+                .map(|l| format!("{}:{l}", path.display()))
+                .unwrap_or_else(|| path.display().to_string());
+            Err(format!("{at}: {}", p.message))
+        }
+    }
 }
 
 /// A task that can read notes and fetch any URL could be talked (by a note

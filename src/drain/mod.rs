@@ -8,6 +8,7 @@
 //! and its records readable.
 
 mod check;
+mod choose;
 pub mod eval;
 pub mod exec;
 mod filing;
@@ -21,14 +22,16 @@ pub mod replay;
 pub mod requeue;
 mod resume;
 pub mod stats;
+mod tally;
 mod task;
 
-pub use check::{CheckReport, check_inbox};
+pub use check::{CheckReport, check_inbox, check_task};
 use filing::*;
 use ledger::Ledger;
+pub use tally::Tally;
 use task::*;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::Context;
@@ -127,49 +130,6 @@ impl Mode {
     }
 }
 
-/// What the run did, by task.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tally {
-    pub succeeded: usize,
-    /// Failed for good: moved to `failed/`.
-    pub failed: usize,
-    /// Left in the inbox to be tried again (retryable failure).
-    pub retry_later: usize,
-    pub interrupted: usize,
-    /// Not started because the run was stopping.
-    pub not_started: usize,
-    /// The diagnosis of the setup fault that stopped the run (SPEC §16).
-    pub setup_fault: Option<String>,
-    /// What the run met besides its tasks that the operator must fix: an
-    /// inbox entry that will never run, a state file that cannot be saved.
-    /// The run exits 1 for them when nothing worse happened (SPEC §22).
-    pub problems: Vec<String>,
-}
-
-impl Tally {
-    /// `3 succeeded, 1 failed, 2 left in the inbox for a later run in 41.2s`.
-    pub fn describe(&self, elapsed: std::time::Duration) -> String {
-        let mut parts = vec![format!("{} succeeded", self.succeeded)];
-        if self.failed > 0 {
-            parts.push(format!("{} failed", self.failed));
-        }
-        let later = self.retry_later + self.interrupted + self.not_started;
-        if later > 0 {
-            parts.push(format!("{later} left in the inbox for a later run"));
-        }
-        let mut text = format!("{} in {:.1}s", parts.join(", "), elapsed.as_secs_f64());
-        for problem in &self.problems {
-            text.push_str(&format!("\nproblem: {problem}"));
-        }
-        if let Some(fault) = &self.setup_fault {
-            text.push_str(&format!(
-                "\nsetup fault, the run stopped and nothing was filed for it: {fault}"
-            ));
-        }
-        text
-    }
-}
-
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
@@ -215,20 +175,31 @@ pub struct RunEnd {
     pub duration: std::time::Duration,
     /// The summaries of the tasks filed in this run.
     pub summaries: Vec<Summary>,
+    /// Inbox entries that will never run, when the inbox was listed.
+    pub ignored: Option<usize>,
+    /// Each MCP server this run tried to start, and whether it is up.
+    pub servers_up: Vec<(String, bool)>,
 }
 
 /// Runs the inbox (or `opts.only`) as `opts` says.
 pub async fn run(cfg: &Config, h: &TaskDeps, opts: &RunOptions) -> RunEnd {
     let (started, t0) = ((h.clock)(), Instant::now());
-    let (result, summaries) = match drain_inbox(cfg, h, opts).await {
+    let mut ignored = None;
+    let (result, summaries) = match drain_inbox(cfg, h, opts, &mut ignored).await {
         Ok((outcome, summaries)) => (Ok(outcome), summaries),
         Err(e) => (Err(e), Vec::new()),
+    };
+    let servers_up = match &h.toolbox.mcp {
+        Some(mcp) => mcp.up().await,
+        None => Vec::new(),
     };
     RunEnd {
         result,
         started,
         duration: t0.elapsed(),
         summaries,
+        ignored,
+        servers_up,
     }
 }
 
@@ -237,6 +208,7 @@ async fn drain_inbox(
     cfg: &Config,
     h: &TaskDeps,
     opts: &RunOptions,
+    ignored: &mut Option<usize>,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     crate::drain::folders::prepare(cfg).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
@@ -248,14 +220,23 @@ async fn drain_inbox(
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
-    let recurring::ToRun {
+    let choose::ToRun {
         entries,
         due,
         state,
         problems,
-    } = recurring::to_run(cfg, h, opts, &state_dir)?;
+        strays,
+    } = choose::to_run(cfg, h, opts, &state_dir)?;
+    *ignored = Some(strays);
     let mut ended = if entries.is_empty() && due.is_empty() {
-        tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty and no recurring task is due");
+        match strays {
+            0 => {
+                tracing::info!(inbox = %cfg.paths.inbox.display(), "the inbox is empty and no recurring task is due")
+            }
+            n => {
+                tracing::warn!(inbox = %cfg.paths.inbox.display(), ignored = n, "the inbox holds no task to run, only entries that never run; no recurring task is due")
+            }
+        }
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = h.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
@@ -282,6 +263,9 @@ async fn drain_inbox(
         if let Some(mcp) = &h.toolbox.mcp {
             tally.problems.extend(mcp.problems());
         }
+        for problem in &tally.problems {
+            tracing::warn!("{problem}; the run exits 1 for it");
+        }
     }
     if !opts.dry_run {
         retain(cfg, h);
@@ -302,18 +286,6 @@ fn retain(cfg: &Config, h: &TaskDeps) {
     }
     for why in pruned.failed.iter().chain(&pruned.skipped) {
         tracing::warn!(error = %why, "retention: cannot prune");
-    }
-}
-
-/// Drops the attempt counts of tasks no longer in the inbox (removed by
-/// hand): a file put back under the same name starts afresh, and the state
-/// file does not grow with names long gone. Runs under the run lock.
-fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
-    let mut counts = Attempts::load(state_dir);
-    if counts.retain(|name| entries.iter().any(|e| e.name == name))
-        && let Err(e) = counts.save(state_dir)
-    {
-        tracing::warn!(error = %e, "cannot save the attempt counts");
     }
 }
 
@@ -435,44 +407,6 @@ async fn context_window(cfg: &Config, h: &TaskDeps) -> Option<u32> {
         }
         0 => None,
         n => Some(n),
-    }
-}
-
-impl Tally {
-    /// Adds another part of the same run.
-    fn absorb(&mut self, other: &Tally) {
-        self.succeeded += other.succeeded;
-        self.failed += other.failed;
-        self.retry_later += other.retry_later;
-        self.interrupted += other.interrupted;
-        self.not_started += other.not_started;
-        if self.setup_fault.is_none() {
-            self.setup_fault.clone_from(&other.setup_fault);
-        }
-        self.problems.extend(other.problems.iter().cloned());
-    }
-
-    fn of(ends: &[TaskEnd]) -> Tally {
-        let mut tally = Tally::default();
-        for end in ends {
-            match end {
-                TaskEnd::NotStarted => tally.not_started += 1,
-                TaskEnd::Broken { .. } => tally.failed += 1,
-                TaskEnd::Filed(s) => match (s.status, s.retryable) {
-                    _ if s.stop_reason == StopReason::SetupFault => {
-                        tally.interrupted += 1;
-                        if tally.setup_fault.is_none() {
-                            tally.setup_fault = s.error.clone();
-                        }
-                    }
-                    (Status::Succeeded, _) => tally.succeeded += 1,
-                    (Status::Interrupted, _) => tally.interrupted += 1,
-                    (Status::Failed, true) => tally.retry_later += 1,
-                    (Status::Failed, false) => tally.failed += 1,
-                },
-            }
-        }
-        tally
     }
 }
 

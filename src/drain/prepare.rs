@@ -46,11 +46,13 @@ impl Drain<'_> {
     }
 
     /// The MCP servers the task may use started (once per run), and their
-    /// tools with the configuration's.
+    /// tools with the configuration's. A task that names its tools needs
+    /// every server it names; one that names none is offered the servers
+    /// that are up, and told which are not (SPEC §22).
     async fn offered(
         &self,
         file: &inbox::TaskFile,
-        notes: &mut Vec<String>,
+        notes: &mut Noted,
     ) -> Result<Vec<Tool>, Unready> {
         let mut offered = self.h.toolbox.offered();
         let Some(mcp) = &self.h.toolbox.mcp else {
@@ -61,12 +63,23 @@ impl Drain<'_> {
         if servers.is_empty() {
             return Ok(offered);
         }
-        let (ready, up) = tokio::select! {
+        let (ready, down) = tokio::select! {
             r = mcp.ready(&servers) => r,
             () = self.h.cancel.cancelled() => return Err(Unready::Interrupted),
         };
-        notes.extend(ready.notes);
-        up.map_err(|u| Unready::Unavailable(u.why))?;
+        notes.lines.extend(ready.notes);
+        if names.is_some()
+            && let Some(first) = down.first()
+        {
+            return Err(Unready::Unavailable(first.why.why.clone()));
+        }
+        for d in down {
+            notes.lines.push(format!(
+                "MCP server {} is not offered (the task names no tools, so it runs without them): {}",
+                d.server, d.why.why
+            ));
+            notes.servers_down.push(d.server);
+        }
         offered.extend(ready.tools.into_iter().map(Tool::Mcp));
         Ok(offered)
     }
@@ -76,7 +89,7 @@ impl Drain<'_> {
         &self,
         entry: &InboxEntry,
         resumed_today: Option<chrono::NaiveDate>,
-        notes: &mut Vec<String>,
+        notes: &mut Noted,
     ) -> Result<(inbox::TaskFile, TaskSpec), Unready> {
         let mut file = inbox::read_task(&entry.path)?;
         match (&self.mode.slot, &file.frontmatter.schedule) {
@@ -134,6 +147,14 @@ impl Drain<'_> {
     }
 }
 
+/// What preparing a task noted: `run.log` lines, and the MCP servers it
+/// was not offered because they are down.
+#[derive(Debug, Default)]
+pub(super) struct Noted {
+    pub(super) lines: Vec<String>,
+    pub(super) servers_down: Vec<String>,
+}
+
 /// Why a task cannot start.
 pub(super) enum Unready {
     /// The task file or its settings are wrong: `invalid_task`.
@@ -177,7 +198,7 @@ impl Drain<'_> {
         entry: &InboxEntry,
         run_id: &str,
         count: &AttemptCount,
-        notes: &mut Vec<String>,
+        notes: &mut Noted,
     ) -> Result<Prepared, Unready> {
         let now = (self.h.clock)();
         let unsettled = count.previous > 0;
@@ -213,6 +234,7 @@ impl Drain<'_> {
                 })
             }
             Err(why) => {
+                notes.servers_down.clear();
                 let (file, spec) = self.prepare(entry, None, notes).await?;
                 Ok(Prepared {
                     file,

@@ -53,7 +53,16 @@ pub fn prune(
     }
     let cutoff = now - chrono::Duration::days(i64::from(retention.keep_days));
     let keep_runs = usize::try_from(retention.keep_runs).unwrap_or(usize::MAX);
-    let root = Folder::open_root(&paths.logs).ok();
+    let root = match Folder::open_root(&paths.logs) {
+        Ok(root) => Some(root),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            pruned
+                .failed
+                .push(unopened("[paths] logs", &paths.logs, &e));
+            None
+        }
+    };
     let mut old = Vec::new();
     let mut newest: Option<DateTime<Utc>> = None;
     for (task, mut runs) in root.as_ref().map(task_runs).unwrap_or_default() {
@@ -72,9 +81,16 @@ pub fn prune(
     let separate = [&paths.failed, &paths.inbox]
         .iter()
         .all(|other| !same_folder(&paths.done, other));
-    let done_folder = separate
-        .then(|| crate::inbox::state::task_folder(paths, &paths.done).ok())
-        .flatten();
+    let done_folder = match separate.then(|| crate::inbox::state::task_folder(paths, &paths.done)) {
+        Some(Ok(folder)) => Some(folder),
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => {
+            pruned
+                .failed
+                .push(unopened("[paths] done", &paths.done, &e));
+            None
+        }
+        _ => None,
+    };
     let done = done_folder.as_ref().map(done_files).unwrap_or_default();
     for d in done {
         newest = newest.max(Some(d.started));
@@ -151,6 +167,17 @@ fn done_files(done: &Folder) -> Vec<Dated> {
     files
 }
 
+/// Why a folder retention walks could not be opened, naming its key.
+fn unopened(key: &str, path: &Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "{key}: {} cannot be read by this user (permission denied); run it as the user that owns it",
+            path.display()
+        ),
+        _ => format!("{key}: {}: {e}", path.display()),
+    }
+}
+
 fn same_folder(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
@@ -186,6 +213,8 @@ fn remove(
     };
     match result {
         Ok(()) => pruned.removed.push(path),
-        Err(e) => pruned.failed.push(format!("{}: {e}", path.display())),
+        Err(e) => pruned
+            .failed
+            .push(format!("cannot remove {}: {e}", path.display())),
     }
 }

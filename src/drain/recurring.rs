@@ -11,22 +11,11 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ledger::AttemptCount;
-use super::{
-    Mode, NameError, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, forget_absent, run_slot,
-};
+use super::{Mode, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
 use crate::inbox::{self, InboxEntry, Schedule};
 use crate::records::{Status, Summary};
-
-/// What a run has to do: inbox entries, then recurring tasks due.
-pub(super) struct ToRun {
-    pub(super) entries: Vec<InboxEntry>,
-    pub(super) due: Vec<(InboxEntry, Slot)>,
-    pub(super) state: State,
-    /// What the operator must fix that no task's record says (SPEC §22).
-    pub(super) problems: Vec<String>,
-}
 
 const STATE_FILE: &str = ".agent-harness-recurring.json";
 
@@ -42,6 +31,25 @@ pub struct State {
     /// is first seen now, not when its file was put there.
     #[serde(skip)]
     unreadable: bool,
+    /// Recurring files that cannot run (unreadable, no working schedule),
+    /// by name, with the version (modification time) already recorded as
+    /// `invalid_task`: each version is said once, not every run. A task
+    /// name never starts with a dot, so this key is no task's.
+    #[serde(
+        rename = ".broken",
+        default,
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    broken: BTreeMap<String, String>,
+}
+
+/// A recurring task to run now: for its slot, or — a file that cannot run
+/// (`broken`, its version) — once, to record why as `invalid_task`.
+#[derive(Debug, Clone)]
+pub(super) struct Due {
+    pub(super) entry: InboxEntry,
+    pub(super) slot: Slot,
+    pub(super) broken: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,25 +144,41 @@ pub fn list(cfg: &Config) -> Option<Vec<Recurring>> {
 /// The tasks due at `now`, each with the slot it runs for. A task seen for
 /// the first time is recorded, not run; names gone from the folder are
 /// forgotten; a file without a working schedule is logged and skipped.
-pub fn due(
+pub(super) fn due(
     cfg: &Config,
     tasks: &[Recurring],
     now: DateTime<Utc>,
     state: &mut State,
-) -> Vec<(InboxEntry, Slot)> {
+) -> Vec<Due> {
     state
         .tasks
         .retain(|name, _| tasks.iter().any(|t| &t.entry.name == name));
+    state.broken.retain(|name, _| {
+        tasks
+            .iter()
+            .any(|t| &t.entry.name == name && t.schedule.is_err())
+    });
     let mut due = Vec::new();
     for task in tasks {
+        let name = &task.entry.name;
         let schedule = match &task.schedule {
             Ok(s) => s,
             Err(why) => {
-                tracing::warn!(task = %task.entry.name, error = %why, "recurring task not run");
+                let version = version_of(&task.entry.path);
+                if state.broken.get(name) == Some(&version) {
+                    tracing::warn!(task = %name, error = %why, "recurring task not run (its record says so already)");
+                } else {
+                    let slot = slot(cfg, now, state.last_success(name));
+                    due.push(Due {
+                        entry: task.entry.clone(),
+                        slot,
+                        broken: Some(version),
+                    });
+                }
                 continue;
             }
         };
-        let Some(seen) = state.tasks.get_mut(&task.entry.name) else {
+        let Some(seen) = state.tasks.get_mut(name) else {
             // First due at its next scheduled time after it was put there
             // (its file's time, when that is not ahead of the clock) — or,
             // when the state could not be read, after now.
@@ -164,7 +188,7 @@ pub fn due(
                 added_at(&task.entry.path, now)
             };
             state.tasks.insert(
-                task.entry.name.clone(),
+                name.clone(),
                 TaskState {
                     since: added,
                     done: None,
@@ -175,33 +199,46 @@ pub fn due(
                 },
             );
             if let Some(at) = due_slot(cfg, schedule, added, None, now) {
-                due.push((task.entry.clone(), slot(cfg, at, None)));
+                due.push(Due {
+                    entry: task.entry.clone(),
+                    slot: slot(cfg, at, None),
+                    broken: None,
+                });
             }
             continue;
         };
         if seen.since > now || seen.done.is_some_and(|d| d > now) {
-            tracing::warn!(task = %task.entry.name, "a recurring slot lies ahead of the clock (the clock went back): counting from now");
+            tracing::warn!(task = %name, "a recurring slot lies ahead of the clock (the clock went back): counting from now");
             seen.since = seen.since.min(now);
             seen.done = seen.done.map(|d| d.min(now));
         }
         if let Some(at) = due_slot(cfg, schedule, seen.since, seen.done, now) {
-            due.push((
-                task.entry.clone(),
-                slot(cfg, at, state.last_success(&task.entry.name)),
-            ));
+            due.push(Due {
+                entry: task.entry.clone(),
+                slot: slot(cfg, at, state.last_success(name)),
+                broken: None,
+            });
         }
     }
     due
 }
 
+/// A file's version: its modification time, to the nanosecond.
+fn version_of(path: &Path) -> String {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .map(|t| DateTime::<Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// `run-task --recurring NAME`: the task now, whatever its slots say.
-pub fn now_slot(
+pub(super) fn now_slot(
     cfg: &Config,
     tasks: &[Recurring],
     name: &str,
     now: DateTime<Utc>,
     state: &State,
-) -> Result<(InboxEntry, Slot), UsageError> {
+) -> Result<Due, UsageError> {
     let task = tasks.iter().find(|t| t.entry.name == name).ok_or_else(|| {
         UsageError(format!(
             "no recurring task {name:?} in {}",
@@ -211,7 +248,11 @@ pub fn now_slot(
     task.schedule
         .as_ref()
         .map_err(|why| UsageError(format!("{}: {why}", task.entry.path.display())))?;
-    Ok((task.entry.clone(), slot(cfg, now, state.last_success(name))))
+    Ok(Due {
+        entry: task.entry.clone(),
+        slot: slot(cfg, now, state.last_success(name)),
+        broken: None,
+    })
 }
 
 /// The slot a task is due for at `now`: the latest scheduled time, when
@@ -359,77 +400,6 @@ pub fn next_due(
         .collect()
 }
 
-/// The inbox entries and the recurring tasks due, as `opts` asks; the
-/// recurring state with any task seen for the first time recorded.
-pub(super) fn to_run(
-    cfg: &Config,
-    h: &TaskDeps,
-    opts: &RunOptions,
-    state_dir: &Path,
-) -> anyhow::Result<ToRun> {
-    let mut state = State::load(state_dir);
-    let now = (h.clock)();
-    if opts.recurring {
-        let name = opts.only.as_deref().unwrap_or_default();
-        inbox::check_task_name(name).map_err(NameError)?;
-        let tasks = list(cfg).unwrap_or_default();
-        let one = now_slot(cfg, &tasks, name, now, &state).map_err(|e| NameError(e.0))?;
-        return Ok(ToRun {
-            entries: Vec::new(),
-            due: vec![one],
-            state,
-            problems: Vec::new(),
-        });
-    }
-    let mut entries = inbox::list(&cfg.paths.inbox)?;
-    if !opts.dry_run {
-        forget_absent(state_dir, &entries);
-    }
-    if let Some(name) = &opts.only {
-        inbox::check_task_name(name).map_err(NameError)?;
-        entries.retain(|e| &e.name == name);
-        if entries.is_empty() {
-            return Err(NameError(format!(
-                "no task {name:?} in the inbox {}",
-                cfg.paths.inbox.display()
-            ))
-            .into());
-        }
-        return Ok(ToRun {
-            entries,
-            due: Vec::new(),
-            state,
-            problems: Vec::new(),
-        });
-    }
-    // A folder that cannot be listed is no empty one: its slots are kept.
-    let tasks = list(cfg);
-    let mut due = match &tasks {
-        Some(tasks) => due(cfg, tasks, now, &mut state),
-        None => Vec::new(),
-    };
-    let mut problems = Vec::new();
-    if let Some(tasks) = tasks.as_ref().filter(|_| !opts.dry_run)
-        && let Err(e) = state.save(state_dir)
-    {
-        tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state; no recurring task runs");
-        // Unsaved, no slot could be counted or marked done: none runs,
-        // and while there are recurring tasks the run says so (exit 1).
-        if !tasks.is_empty() {
-            problems.push(format!(
-                "the recurring state cannot be saved, so no recurring task runs: {e:#}"
-            ));
-        }
-        due.clear();
-    }
-    Ok(ToRun {
-        entries,
-        due,
-        state,
-        problems,
-    })
-}
-
 /// The recurring tasks due, one after another, each for its slot; with
 /// `settle`, each slot's attempt counted and settled in the state beside
 /// the inbox as its task starts and ends.
@@ -437,11 +407,16 @@ pub(super) async fn run_recurring(
     cfg: &Config,
     h: &TaskDeps,
     opts: &RunOptions,
-    due: Vec<(InboxEntry, Slot)>,
+    due: Vec<Due>,
     settle: Option<&std::sync::Mutex<State>>,
 ) -> (Tally, Vec<Summary>) {
     let mut ends = Vec::new();
-    for (entry, slot) in due {
+    for Due {
+        entry,
+        slot,
+        broken,
+    } in due
+    {
         if h.cancel.is_cancelled() {
             ends.push(TaskEnd::NotStarted);
             continue;
@@ -452,7 +427,23 @@ pub(super) async fn run_recurring(
             slot: Some(slot),
             ..Mode::new(cfg, opts.progress.clone())
         };
-        let these = run_slot(cfg, h, entry, &mode, settle).await;
+        let name = entry.name.clone();
+        // A file that cannot run has no slot to count: it is recorded, once
+        // for each version of it (SPEC §22).
+        let counted = settle.filter(|_| broken.is_none());
+        let mut these = run_slot(cfg, h, entry, &mode, counted).await;
+        if let (Some(version), Some(state), Some(TaskEnd::Filed(_))) =
+            (broken, settle, these.first())
+        {
+            let mut state = state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state.broken.insert(name.clone(), version);
+            if let Err(e) = state.save(&cfg.paths.state_dir()) {
+                tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
+                these = vec![TaskEnd::Broken { task: name }];
+            }
+        }
         let fault = Tally::of(&these).setup_fault.is_some();
         ends.extend(these);
         // A setup fault stops the run: no further task starts.

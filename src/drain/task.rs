@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use futures::FutureExt;
 
 use super::ledger::{AttemptCount, Ledger};
-use super::prepare::{Unready, unavailable};
+use super::prepare::{Noted, Unready, unavailable};
 use super::resume::ResumeNote;
 use super::*;
 
@@ -87,6 +87,7 @@ impl Drain<'_> {
             verdicts,
             agent,
             resume,
+            servers_down,
         } = ran;
         let outcome = self.stop_on_setup_fault(outcome);
         if let Some(result) = &outcome.result {
@@ -110,6 +111,7 @@ impl Drain<'_> {
         summary.resumed_turns = resume.turns;
         summary.resume_refused = resume.refused;
         summary.earlier = resume.earlier;
+        summary.tool_servers_down = servers_down;
         rec.summary(&summary)?;
         let place = self.move_file(entry, &rec.run_id, &filing)?;
         let slot = self.mode.slot.as_ref();
@@ -184,11 +186,12 @@ impl Drain<'_> {
     ) -> Ran {
         let h = self.h;
         let work = async {
-            let mut notes = Vec::new();
+            let mut notes = Noted::default();
             let prepared = self
                 .prepare_resumed(entry, &rec.run_id, count, &mut notes)
                 .await;
-            for line in notes {
+            let servers_down = std::mem::take(&mut notes.servers_down);
+            for line in notes.lines {
                 rec.note((h.clock)(), &line);
             }
             let p = match prepared {
@@ -239,6 +242,7 @@ impl Drain<'_> {
                 verdicts,
                 agent: spec.agent,
                 resume,
+                servers_down,
             }
         };
         match AssertUnwindSafe(work).catch_unwind().await {
@@ -327,6 +331,7 @@ impl Drain<'_> {
             resumed_from: None,
             resumed_turns: 0,
             resume_refused: None,
+            tool_servers_down: Vec::new(),
             earlier: crate::records::Earlier::default(),
         }
     }
@@ -340,6 +345,8 @@ pub(super) struct Ran {
     pub(super) agent: Option<String>,
     /// What it went on from (SPEC §18).
     pub(super) resume: ResumeNote,
+    /// The MCP servers it was not offered because they were down.
+    pub(super) servers_down: Vec<String>,
 }
 
 impl From<Outcome> for Ran {
@@ -349,6 +356,7 @@ impl From<Outcome> for Ran {
             verdicts: None,
             agent: None,
             resume: ResumeNote::default(),
+            servers_down: Vec::new(),
         }
     }
 }

@@ -71,6 +71,19 @@ pub fn move_task(
     anyhow::bail!("no free file name in {}", dir.display())
 }
 
+/// Where [`move_task`] filed task `name` of run `run_id` in `dir`, when it
+/// is still there (a clash suffix `-2`, `-3`, … included).
+pub fn filed_as(dir: &Path, run_id: &str, name: &str) -> Option<PathBuf> {
+    let prefix = format!("{run_id}-");
+    (1..=20)
+        .map(|n| match n {
+            1 => ".md".to_string(),
+            n => format!("-{n}.md"),
+        })
+        .map(|suffix| dir.join(fit_file_name(&prefix, name, &suffix)))
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
+}
+
 /// The readings of a filed task's file name, `<run_id>-<name>.md` as
 /// [`move_task`] wrote it: the run id is `YYYYMMDDTHHMMSSZ`, perhaps with a
 /// clash suffix `-N`, so `20260409T061500Z-2-x.md` is read both as run

@@ -15,7 +15,7 @@ pub mod state;
 
 pub use attempts::{ATTEMPTS_FILE, Attempts};
 pub use compose::with_keys;
-pub use filing::{MAX_FILE_NAME, filed_readings, fit_file_name, move_task};
+pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::Schedule;
 
 use std::path::{Path, PathBuf};
@@ -278,6 +278,11 @@ pub fn read_task(path: &Path) -> Result<TaskFile, TaskProblem> {
         };
         TaskProblem::new(None, why)
     })?;
+    task_from_bytes(bytes)
+}
+
+/// A task file's bytes read as one: UTF-8, then [`parse_task`].
+pub fn task_from_bytes(bytes: Vec<u8>) -> Result<TaskFile, TaskProblem> {
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = line_of(
             &String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()]),
@@ -343,11 +348,14 @@ fn read_inbox(inbox: &Path) -> anyhow::Result<Vec<Result<InboxEntry, PathBuf>>> 
         let item = item.with_context(context)?;
         let file_name = item.file_name();
         let name = file_name.to_string_lossy();
-        let task = name.strip_suffix(".md").filter(|stem| {
-            !stem.is_empty()
-                && !stem.starts_with('.')
-                && !item.file_type().is_ok_and(|t| t.is_dir())
-        });
+        // A hidden entry (an editor's swap file, a file being placed by
+        // `submit`) is neither a task nor a stray.
+        if name.starts_with('.') {
+            continue;
+        }
+        let task = name
+            .strip_suffix(".md")
+            .filter(|stem| !stem.is_empty() && !item.file_type().is_ok_and(|t| t.is_dir()));
         entries.push(match task {
             Some(stem) => Ok(InboxEntry {
                 name: stem.to_string(),

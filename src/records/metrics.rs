@@ -23,6 +23,13 @@ pub struct RunFacts<'a> {
     pub summaries: &'a [Summary],
     /// When the last run that exited 0 ended, in seconds since the epoch.
     pub last_success: Option<f64>,
+    /// Inbox entries that will never run, when the inbox was listed.
+    pub ignored: Option<usize>,
+    /// Each MCP server the run tried to start, and whether it is up.
+    pub servers_up: &'a [(String, bool)],
+    /// Failed notifications, this run's and every earlier one's
+    /// ([`notify_failures`]); `None` when nothing is notified.
+    pub notify_failures: Option<u64>,
 }
 
 /// The gauge carried from one run's file to the next.
@@ -39,11 +46,25 @@ pub fn last_success(
     if exit_code == 0 {
         return Some(started.timestamp_millis() as f64 / 1000.0 + duration.as_secs_f64());
     }
+    carried(path, LAST_SUCCESS)
+}
+
+/// The counter of failed notifications: the previous file's, plus this run's.
+pub fn notify_failures(path: &Path, this_run: u64) -> u64 {
+    let before = carried(path, NOTIFY_FAILURES).map_or(0, |v| v.min(u64::MAX as f64) as u64);
+    before.saturating_add(this_run)
+}
+
+const NOTIFY_FAILURES: &str = "agent_harness_notify_failures_total";
+
+/// The value of the unlabelled figure `name` in the previous file (a
+/// regular file, never a link, at most 1 MiB), when it is a number ≥ 0.
+fn carried(path: &Path, name: &str) -> Option<f64> {
     let previous =
         crate::base::file::read_regular(path, 1024 * 1024, crate::base::file::Links::Refuse)
             .ok()?;
     String::from_utf8_lossy(&previous).lines().find_map(|l| {
-        let value = l.strip_prefix(LAST_SUCCESS)?.strip_prefix(' ')?;
+        let value = l.strip_prefix(name)?.strip_prefix(' ')?;
         value
             .trim()
             .parse::<f64>()
@@ -122,15 +143,51 @@ pub fn render(facts: &RunFacts<'_>) -> String {
         gauge_head(&mut out, name, help);
         let _ = writeln!(out, "{name} {value}");
     }
+    run_level(&mut out, facts);
+    out
+}
+
+/// What the run met besides its tasks: ignored inbox entries, MCP
+/// servers, the last success carried over.
+fn run_level(out: &mut String, facts: &RunFacts<'_>) {
+    if let Some(n) = facts.ignored {
+        gauge_head(
+            out,
+            "agent_harness_inbox_ignored_files",
+            "Inbox entries the last run found that will never run (not NAME.md regular files).",
+        );
+        let _ = writeln!(out, "agent_harness_inbox_ignored_files {n}");
+    }
+    if !facts.servers_up.is_empty() {
+        gauge_head(
+            out,
+            "agent_harness_tool_server_up",
+            "Whether each MCP server the last run tried to start was up at its end (1) or not (0).",
+        );
+        for (server, up) in facts.servers_up {
+            let _ = writeln!(
+                out,
+                "agent_harness_tool_server_up{{server=\"{server}\"}} {}",
+                u8::from(*up)
+            );
+        }
+    }
+    if let Some(n) = facts.notify_failures {
+        let _ = writeln!(
+            out,
+            "# HELP {NOTIFY_FAILURES} Notifications ([notify]) that failed, in every run so far."
+        );
+        let _ = writeln!(out, "# TYPE {NOTIFY_FAILURES} counter");
+        let _ = writeln!(out, "{NOTIFY_FAILURES} {n}");
+    }
     if let Some(at) = facts.last_success {
         gauge_head(
-            &mut out,
+            out,
             LAST_SUCCESS,
             "When the last run that exited 0 ended, in seconds since the Unix epoch.",
         );
         let _ = writeln!(out, "{LAST_SUCCESS} {at}");
     }
-    out
 }
 
 fn gauge_head(out: &mut String, name: &str, help: &str) {
@@ -205,6 +262,7 @@ mod tests {
             resumed_from: None,
             resumed_turns: 0,
             resume_refused: None,
+            tool_servers_down: Vec::new(),
             earlier: crate::records::Earlier::default(),
         }
     }
@@ -222,6 +280,9 @@ mod tests {
             exit_code: 1,
             summaries: &summaries,
             last_success: Some(1775700000.5),
+            ignored: Some(2),
+            servers_up: &[("files".into(), true), ("time".into(), false)],
+            notify_failures: Some(3),
         });
         for line in [
             "# TYPE agent_harness_last_run_tasks gauge",
@@ -235,13 +296,18 @@ mod tests {
             "agent_harness_last_run_exit_code 1",
             "# TYPE agent_harness_last_success_timestamp_seconds gauge",
             "agent_harness_last_success_timestamp_seconds 1775700000.5",
+            "agent_harness_inbox_ignored_files 2",
+            "agent_harness_tool_server_up{server=\"files\"} 1",
+            "agent_harness_tool_server_up{server=\"time\"} 0",
+            "# TYPE agent_harness_notify_failures_total counter",
+            "agent_harness_notify_failures_total 3",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
                 "{line} missing from:\n{text}"
             );
         }
-        assert_eq!(text.matches("# HELP").count(), 7);
+        assert_eq!(text.matches("# HELP").count(), 10);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod evals;
 mod lines;
+mod listing;
 pub mod metrics;
 mod partial;
 mod read;
@@ -18,6 +19,7 @@ mod report_index;
 
 pub use evals::*;
 pub use lines::*;
+pub use listing::*;
 pub use partial::*;
 pub use read::*;
 pub use record::*;
@@ -125,6 +127,10 @@ pub struct Summary {
     /// Why the task started fresh although it had records to go on from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_refused: Option<String>,
+    /// The MCP servers it was not offered because they were down (a task
+    /// that names no tools runs without them, SPEC §22).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_servers_down: Vec<String>,
     /// What of the counts above earlier runs used (a resumed task's
     /// summary covers the whole task): the metrics count this run's share.
     /// Not in the file.

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::listing::ListedRun;
 use super::{Summary, ToolLine, failure_of};
 use crate::base::file::FileError;
 use crate::base::folder::Folder;
@@ -286,6 +287,27 @@ pub fn read_listed(logs: &Folder, run: &ListedRun) -> Result<RecordedRun, String
     read_run_in(&folder, &run.dir)
 }
 
+/// A listed run's answer as `show` prints it (SPEC §22): `result.json`
+/// pretty-printed for a structured answer, else `answer.md`, else the
+/// summary's `final_answer`. Read like every record: capped, never
+/// through a link.
+pub fn answer_of(logs: &Folder, run: &ListedRun) -> Option<String> {
+    let folder = logs
+        .sub(&run.task_dir)
+        .and_then(|t| t.sub(&run.run_dir))
+        .ok()?;
+    if run.summary.schema_checked
+        && let Record::Text(text) = read_record(&folder, "result.json", MAX_SUMMARY_BYTES)
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+    {
+        return serde_json::to_string_pretty(&value).ok();
+    }
+    match read_record(&folder, "answer.md", MAX_SUMMARY_BYTES) {
+        Record::Text(text) => Some(text),
+        _ => run.summary.final_answer.clone(),
+    }
+}
+
 fn read_run_in(folder: &Folder, dir: &Path) -> Result<RecordedRun, String> {
     let summary = read_summary_in(folder, dir)?;
     let mut not_loaded = Vec::new();
@@ -341,101 +363,6 @@ fn read_lines<T: serde::de::DeserializeOwned>(
             serde_json::from_str(l).map_err(|e| format!("{}/{name}:{}: {e}", dir.display(), i + 1))
         })
         .collect()
-}
-
-/// A run folder as the listing walked it, with its summary.
-#[derive(Debug, Clone)]
-pub struct ListedRun {
-    /// `logs/<task_dir>/<run_dir>`, for messages.
-    pub dir: PathBuf,
-    /// The names of the folders walked (never a summary's fields).
-    pub task_dir: String,
-    pub run_dir: String,
-    pub summary: Summary,
-}
-
-/// What `logs/` holds: the readable runs, newest first; the run folders
-/// without a readable summary (a run still going, one killed before it
-/// ended, or a crafted one); and what was skipped, one line each.
-#[derive(Debug, Default)]
-pub struct Listing {
-    pub runs: Vec<ListedRun>,
-    pub incomplete: Vec<PathBuf>,
-    pub skipped: Vec<String>,
-}
-
-impl Listing {
-    pub fn summaries(&self) -> Vec<Summary> {
-        self.runs.iter().map(|r| r.summary.clone()).collect()
-    }
-}
-
-/// Walks `logs/<task>/<run>/` through opened folders, one real folder at a
-/// time: a link is never followed (a linked task or run folder is skipped
-/// with a line saying so), and a folder renamed or swapped for a link
-/// during the walk is not followed either. A missing, half-written or
-/// foreign summary never stops the listing: its folder is named instead.
-pub fn read_summaries(logs: &Path) -> Listing {
-    match Folder::open_root(logs) {
-        Ok(root) => read_summaries_in(&root, logs),
-        Err(_) => Listing::default(),
-    }
-}
-
-/// [`read_summaries`] from an opened folder (`logs` names it in messages).
-pub fn read_summaries_in(root: &Folder, logs: &Path) -> Listing {
-    let mut out = Listing::default();
-    for (task, real) in root.folders_and_links().unwrap_or_default() {
-        let task_path = logs.join(&task);
-        let folder = if real { root.sub(&task).ok() } else { None };
-        let Some(task_folder) = folder else {
-            out.skipped.push(format!(
-                "{}: a symbolic link, not followed",
-                task_path.display()
-            ));
-            continue;
-        };
-        for (run, real) in task_folder.folders_and_links().unwrap_or_default() {
-            let dir = task_path.join(&run);
-            let Some(run_folder) = real.then(|| task_folder.sub(&run).ok()).flatten() else {
-                out.skipped
-                    .push(format!("{}: a symbolic link, not followed", dir.display()));
-                continue;
-            };
-            if !is_run(&run_folder) {
-                continue;
-            }
-            match read_summary_in(&run_folder, &dir) {
-                Ok(summary) => out.runs.push(ListedRun {
-                    dir,
-                    task_dir: task.clone(),
-                    run_dir: run,
-                    summary,
-                }),
-                Err(why) => {
-                    tracing::debug!(error = %why, "unreadable summary");
-                    out.incomplete.push(dir);
-                }
-            }
-        }
-    }
-    out.runs.sort_by(|a, b| {
-        b.summary
-            .started_at
-            .cmp(&a.summary.started_at)
-            .then_with(|| b.dir.cmp(&a.dir))
-    });
-    out.incomplete.sort();
-    out.skipped.sort();
-    out
-}
-
-/// A run folder holds records; anything else (an eval's folders, the
-/// report) is not a run. Entries are looked at, not followed.
-fn is_run(folder: &Folder) -> bool {
-    ["summary.json", "conversation.jsonl", "run.log"]
-        .iter()
-        .any(|f| folder.has(f))
 }
 
 #[cfg(test)]

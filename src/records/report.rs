@@ -47,6 +47,8 @@ pub struct Written {
     pub index: PathBuf,
     pub runs: usize,
     pub evals: usize,
+    /// Folders under `logs` this user may not read: their runs are missing.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// Writes `index.html`, a page per run and a page per eval (with the pages
@@ -60,6 +62,9 @@ pub fn write(
     warn: &mut dyn FnMut(String),
 ) -> anyhow::Result<Written> {
     let mut listing = records::read_summaries(logs);
+    if listing.unreadable.iter().any(|p| p == logs) {
+        return Err(records::Unreadable(logs.to_path_buf()).into());
+    }
     if let Some(t) = &opts.task {
         listing.runs.retain(|r| &r.summary.task == t);
     }
@@ -107,6 +112,7 @@ pub fn write(
         index: opts.out.join("index.html"),
         runs: pages.len(),
         evals: evals.len(),
+        unreadable: listing.unreadable,
     })
 }
 
@@ -130,7 +136,7 @@ fn output_folders(out: &Path) -> anyhow::Result<(Folder, Folder)> {
                 dir.display()
             )
         } else {
-            anyhow::anyhow!("{}: {e}", dir.display())
+            anyhow::Error::new(e).context(dir.display().to_string())
         }
     };
     let out_folder = Folder::open_root(&parent)

@@ -71,6 +71,7 @@ fn records_are_private_whatever_the_umask() {
         resumed_from: None,
         resumed_turns: 0,
         resume_refused: None,
+        tool_servers_down: Vec::new(),
         earlier: Earlier::default(),
     })
     .unwrap();

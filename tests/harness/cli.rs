@@ -24,6 +24,43 @@ pub(crate) async fn run_bin(project: &Project, args: &[&str]) -> std::process::O
         .unwrap()
 }
 
+/// A copy of the binary another user may run: the build folder may sit
+/// under a home only its owner can enter.
+pub(crate) fn binary_for_anyone(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("agent-harness-bin");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("agent-harness"), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
+/// Runs the binary on the project as `nobody` (as root only): nobody may
+/// enter the project and read its config and task `t` but write nothing.
+pub(crate) fn as_nobody(project: &Project, command: &str) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [
+        project.root(),
+        &project.root().join("tasks"),
+        &project.root().join("tasks/inbox"),
+    ] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for f in ["agent.toml", "tasks/inbox/t.md"] {
+        std::fs::set_permissions(
+            project.root().join(f),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(binary_for_anyone(project.root()))
+        .args(["--config", "agent.toml", command])
+        .current_dir(project.root())
+        .output()
+        .unwrap()
+}
+
 pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -386,11 +423,12 @@ fn the_shipped_example_inbox_passes_check() {
     let project = Project::new();
     let example = include_str!("../../config/agent.toml.example");
     let profiles = &example[example.find("[agents.").unwrap()..];
+    // `check` starts no server, but its program must be there: any will do.
     project.write_config(
         "http://127.0.0.1:9/v1",
         &format!(
             "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}\
-             [mcp.servers.time]\ncommand = [\"mcp-server-time\"]\ntools = [\"get_current_time\"]\n"
+             [mcp.servers.time]\ncommand = [\"sh\"]\ntools = [\"get_current_time\"]\n"
         ),
     );
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox");

@@ -319,6 +319,7 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
     std::os::unix::fs::symlink("/etc/passwd", linked.join("eval.json")).unwrap();
     std::os::unix::fs::symlink("/etc", linked.join("v1")).unwrap();
     std::os::unix::fs::symlink("/etc", evals.join("20261105T000000Z")).unwrap();
+    project.write_config("http://127.0.0.1:9/v1", "");
 
     let made = crate::cli::bin(&project)
         .args(["report", "--out", "report"])

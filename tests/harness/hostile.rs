@@ -536,11 +536,20 @@ async fn replies_built_to_overflow_the_stack_or_loop_are_read_as_plain_text() {
 
         let outcome = run_all(&cfg).await;
 
-        assert_eq!(outcome.exit_code(), 0, "{name}");
         let s = project.summary(name);
-        assert_eq!(s.stop_reason, StopReason::FinalAnswer, "{name}");
         assert_eq!(s.tool_calls, 0, "{name}: nothing was recovered as a call");
-        assert_eq!(s.final_answer.as_deref().map(str::len), Some(content.len()));
+        if name == "deep" {
+            assert_eq!(outcome.exit_code(), 0, "{name}");
+            assert_eq!(s.stop_reason, StopReason::FinalAnswer, "{name}");
+            // Its one control string is defanged: a word joiner after `<`.
+            assert_eq!(
+                s.final_answer.as_deref().map(str::len),
+                Some(content.len() + '\u{2060}'.len_utf8())
+            );
+        } else {
+            // Nothing but control strings: debris, no answer (SPEC §22).
+            assert_eq!(s.stop_reason, StopReason::EmptyResponse, "{name}");
+        }
     }
 }
 

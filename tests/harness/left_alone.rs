@@ -10,46 +10,9 @@ use agent_harness::records::Status;
 use serde_json::{Value, json};
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use crate::cli::{bin, stderr, stdout};
+use crate::cli::{as_nobody, bin, stderr, stdout};
 use crate::common::fake_runpod::{FakeRunpod, completed};
 use crate::common::*;
-
-/// A copy of the binary another user may run: the build folder may sit
-/// under a home only its owner can enter.
-fn binary_for_anyone(dir: &std::path::Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let copy = dir.join("agent-harness-bin");
-    std::fs::copy(assert_cmd::cargo::cargo_bin("agent-harness"), &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    copy
-}
-
-/// Runs the binary on the project as `nobody` (as root only): nobody may
-/// enter the project and read its config and task `t` but write nothing.
-fn as_nobody(project: &Project, command: &str) -> std::process::Output {
-    use std::os::unix::fs::PermissionsExt;
-    for dir in [
-        project.root(),
-        &project.root().join("tasks"),
-        &project.root().join("tasks/inbox"),
-    ] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    for f in ["agent.toml", "tasks/inbox/t.md"] {
-        std::fs::set_permissions(
-            project.root().join(f),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-    }
-    std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(binary_for_anyone(project.root()))
-        .args(["--config", "agent.toml", command])
-        .current_dir(project.root())
-        .output()
-        .unwrap()
-}
 
 fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
@@ -460,7 +423,8 @@ async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
 
 #[tokio::test]
 async fn only_the_start_of_a_long_cut_answer_is_sent_back() {
-    let long = "word ".repeat(2000);
+    // Long, and no loop (a loop is `repetition`, never asked again).
+    let long: String = (0..2000).map(|i| format!("w{i} ")).collect();
     let llm = FakeLlm::replies(vec![cut(&long), final_answer("Short.")]).await;
     let project = Project::new();
     project.task("t", "Explain.");

@@ -418,6 +418,61 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
     );
 }
 
+/// A down server spares the tasks that do not name its tools (SPEC §22):
+/// a task without a `tools` list runs with the built-in tools and the
+/// servers that are up, and its records say which server was left out and
+/// why; the metrics say which servers were up.
+#[tokio::test]
+async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let extra = format!(
+        "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
+        server("t", &[], "")
+    );
+    let cfg = config(&project, &llm, &extra);
+    project.task("a-any", "Look up alpha.");
+    project.task("b-named", "+++\ntools = [\"gone__x\"]\n+++\nGo.");
+
+    let outcome = run_one(&cfg).await;
+
+    let RunOutcome::Finished(tally) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!((tally.succeeded, tally.retry_later), (1, 1), "{tally:?}");
+    let any = project.summary("a-any");
+    assert_eq!(any.status, Status::Succeeded);
+    assert_eq!(any.tool_servers_down, ["gone"]);
+    assert!(
+        project.run_log("a-any").contains(
+            "MCP server gone is not offered (the task names no tools, so it runs without them): MCP server gone did not start"
+        ),
+        "{}",
+        project.run_log("a-any")
+    );
+    let offered: Vec<String> = tools_offered(&llm.requests().await[0])
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
+    assert!(!offered.iter().any(|n| n.starts_with("gone__")));
+    assert_eq!(
+        project.summary("b-named").stop_reason,
+        StopReason::ToolServerUnavailable,
+        "a task that names the down server's tool still waits for it"
+    );
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_tool_server_up{server=\"gone\"} 0\n")
+            && metrics.contains("agent_harness_tool_server_up{server=\"t\"} 1\n"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_it() {
     let project = Project::new();

@@ -697,3 +697,60 @@ async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
     assert_eq!(runs[0]["task"], "t", "the inbox still ran");
     assert_eq!(llm.requests().await.len(), 1, "the recurring task did not");
 }
+
+/// A recurring file that cannot run gets a record saying why, and the run
+/// exits 1 — once for each version of the file, not every run (SPEC §22).
+#[tokio::test]
+async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
+    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "every5",
+        "+++\nschedule = \"every 5 minutes\"\n+++\nDo it.",
+    );
+    let cfg = project.config(&llm.base_url(), "");
+    let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
+
+    let (first, runs) = run_at(&cfg, &clock).await;
+
+    assert_eq!(first.exit_code(), 1, "{first:?}");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0]["status"].as_str(), runs[0]["stop_reason"].as_str()),
+        (Some("failed"), Some("invalid_task"))
+    );
+    let error = runs[0]["error"].as_str().unwrap();
+    assert!(error.contains("schedule"), "{error}");
+    assert!(llm.requests().await.is_empty(), "nothing was asked");
+    assert_eq!(
+        std::fs::read_dir(project.root().join("tasks/recurring"))
+            .unwrap()
+            .count(),
+        1,
+        "the file stays where it is"
+    );
+
+    clock.set(utc(2026, 4, 9, 10, 30, 0));
+    let (again, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(
+        (again.exit_code(), runs.len()),
+        (0, 0),
+        "said once: {again:?}"
+    );
+
+    // A new version of the file, still broken, is said again.
+    recurring(
+        &project,
+        "every5",
+        "+++\nschedule = \"every hour\"\n+++\nDo it.",
+    );
+    std::fs::File::options()
+        .write(true)
+        .open(project.root().join("tasks/recurring/every5.md"))
+        .unwrap()
+        .set_modified(utc(2040, 1, 2, 0, 0, 0).into())
+        .unwrap();
+    let (third, runs) = run_at(&cfg, &clock).await;
+    assert_eq!((third.exit_code(), runs.len()), (1, 1), "{third:?}");
+}

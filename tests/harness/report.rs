@@ -288,9 +288,14 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
     for dir in [project.root(), &collector] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+    // A ping service that is down: the counter of failed notifications too.
     project.write_config(
         &llm.base_url(),
-        "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n",
+        &format!(
+            "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n\
+             [notify]\nping_url = \"http://127.0.0.1:{}/ping/check\"\n",
+            closed_port()
+        ),
     );
     let bin = assert_cmd::cargo::cargo_bin("agent-harness");
     let run = Command::new("sh")
@@ -372,6 +377,8 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
         "agent_harness_last_run_exit_code 0",
         "agent_harness_last_run_tasks{status=\"succeeded\",stop_reason=\"final_answer\"} 1",
         "agent_harness_last_success_timestamp_seconds ",
+        "agent_harness_inbox_ignored_files 0",
+        "agent_harness_notify_failures_total 2",
     ] {
         assert!(
             scraped.lines().any(|l| l.starts_with(series)),

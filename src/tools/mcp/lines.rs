@@ -15,45 +15,51 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 pub const MAX_NESTING: usize = 64;
 
 /// Copies `from` to `to` line by line, each [`flatten`]ed; a line longer
-/// than `cap` bytes is dropped whole (as the SDK would), never held.
+/// than `cap` bytes is dropped whole (as the SDK would), never held. What
+/// one read brings is passed on in one write, so a flood of small lines
+/// costs a copy, not a wake-up each.
 pub async fn relay(from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, cap: usize) {
     let mut from = BufReader::with_capacity(64 * 1024, from);
-    let mut line = Vec::new();
+    let (mut line, mut out) = (Vec::new(), Vec::new());
     let mut dropping = false;
     loop {
-        let (taken, ended) = {
+        let taken = {
             let Ok(buf) = from.fill_buf().await else {
                 return;
             };
             if buf.is_empty() {
                 return;
             }
-            match buf.iter().position(|b| *b == b'\n') {
-                Some(i) => {
-                    if !dropping {
-                        line.extend_from_slice(&buf[..=i]);
-                    }
-                    (i + 1, true)
+            let mut rest = buf;
+            while !rest.is_empty() {
+                let (piece, ended) = match rest.iter().position(|b| *b == b'\n') {
+                    Some(i) => (&rest[..=i], true),
+                    None => (rest, false),
+                };
+                rest = &rest[piece.len()..];
+                if !dropping {
+                    line.extend_from_slice(piece);
                 }
-                None => {
+                if line.len() > cap {
+                    line.clear();
+                    dropping = true;
+                }
+                if ended {
                     if !dropping {
-                        line.extend_from_slice(buf);
+                        out.extend_from_slice(&flatten(&line, MAX_NESTING));
                     }
-                    (buf.len(), false)
+                    line.clear();
+                    dropping = false;
                 }
             }
+            buf.len()
         };
         from.consume(taken);
-        if line.len() > cap {
-            line.clear();
-            dropping = true;
-        }
-        if ended {
-            if !dropping && to.write_all(&flatten(&line, MAX_NESTING)).await.is_err() {
+        if !out.is_empty() {
+            if to.write_all(&out).await.is_err() {
                 return;
             }
-            line.clear();
-            dropping = false;
+            out.clear();
         }
     }
 }

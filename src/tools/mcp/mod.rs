@@ -92,6 +92,13 @@ impl Unavailable {
     }
 }
 
+/// A server that is not up, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Down {
+    pub server: String,
+    pub why: Unavailable,
+}
+
 /// The tools of the servers a task may use, and what their start wrote.
 #[derive(Debug, Default)]
 pub struct Ready {
@@ -123,9 +130,10 @@ impl McpServers {
     }
 
     /// Starts the named servers that have not started, in order, and gives
-    /// their tools. The first that is not up ends the task.
-    pub async fn ready(&self, names: &[&str]) -> (Ready, Result<(), Unavailable>) {
+    /// the tools of those that are up, and why each other one is not.
+    pub async fn ready(&self, names: &[&str]) -> (Ready, Vec<Down>) {
         let mut ready = Ready::default();
+        let mut down = Vec::new();
         for server in self.named(names) {
             let up = server.ready(&self.redactor, &mut ready.notes).await;
             ready.notes.extend(server.stderr_lines());
@@ -134,11 +142,30 @@ impl McpServers {
                 Err(mut e) => {
                     // It may quote the server: no terminal escape gets through.
                     e.why = crate::base::text::printable(&e.why).into_owned();
-                    return (ready, Err(e));
+                    down.push(Down {
+                        server: server.cfg.name.clone(),
+                        why: e,
+                    });
                 }
             }
         }
-        (ready, Ok(()))
+        (ready, down)
+    }
+
+    /// Each server this run tried to start, and whether it is up now (a
+    /// server that died is not), for the metrics.
+    pub async fn up(&self) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        for server in &self.servers {
+            let mut state = server.state.lock().await;
+            Server::notice_death(&server.cfg.name, &mut state);
+            match &*state {
+                State::NotStarted => {}
+                State::Up(_) => out.push((server.cfg.name.clone(), true)),
+                State::Down(_) => out.push((server.cfg.name.clone(), false)),
+            }
+        }
+        out
     }
 
     /// Why one of the named servers is down, if one is: a task that may

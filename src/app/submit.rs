@@ -1,0 +1,105 @@
+//! `submit FILE…` (SPEC §22): each task file checked as `check` would —
+//! any problem, and nothing is placed — then placed in the inbox under its
+//! own name, whole: written under an exclusive temporary name in the inbox
+//! folder, flushed, and renamed into place, never over a task already
+//! there. The `.path` unit never sees half a file.
+
+use std::path::Path;
+
+use super::exit;
+use crate::agent::deps::system_clock;
+use crate::base::file::{FileError, Links, read_regular};
+use crate::base::text::printable;
+use crate::config::Config;
+use crate::tools::Toolbox;
+
+pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
+    let offered = Toolbox::offered_by(cfg);
+    let today = (system_clock())().date_naive();
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        match checked_file(cfg, &offered, file, today) {
+            Ok((name, bytes, warnings)) => {
+                for w in warnings {
+                    eprintln!("agent-harness: {}", printable(&w));
+                }
+                checked.push((file, name, bytes));
+            }
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("agent-harness: {}", printable(p));
+        }
+        eprintln!("agent-harness: nothing was placed in the inbox");
+        return exit::FAILED;
+    }
+    if let Err(e) = crate::drain::folders::check_inbox(&cfg.paths.inbox) {
+        eprintln!("agent-harness: {e}");
+        return exit::USAGE;
+    }
+    let inbox = match crate::inbox::state::task_folder(&cfg.paths, &cfg.paths.inbox) {
+        Ok(folder) => folder,
+        Err(e) => {
+            eprintln!(
+                "agent-harness: [paths] inbox: {}: {e}",
+                cfg.paths.inbox.display()
+            );
+            return exit::USAGE;
+        }
+    };
+    let mut code = exit::OK;
+    for (file, name, bytes) in checked {
+        let target = format!("{name}.md");
+        let to = cfg.paths.inbox.join(&target);
+        match inbox.place(target.as_ref(), &bytes, 0o644) {
+            Ok(()) => println!(
+                "{} → {}",
+                printable(&file.display().to_string()),
+                printable(&to.display().to_string())
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                eprintln!(
+                    "agent-harness: {}: a task of that name is already in the inbox ({}); it was not placed",
+                    printable(&file.display().to_string()),
+                    to.display()
+                );
+                code = exit::FAILED;
+            }
+            Err(e) => {
+                eprintln!("agent-harness: placing {}: {e}", to.display());
+                code = exit::FAILED;
+            }
+        }
+    }
+    code
+}
+
+/// A task file's name (its file name without `.md`), its bytes, and its
+/// warnings — or its problem, naming the file.
+fn checked_file(
+    cfg: &Config,
+    offered: &[crate::tools::Tool],
+    file: &Path,
+    today: chrono::NaiveDate,
+) -> Result<(String, Vec<u8>, Vec<String>), String> {
+    let shown = file.display();
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".md"))
+        .ok_or_else(|| format!("{shown}: only NAME.md files run (lower-case .md)"))?;
+    crate::inbox::check_task_name(name).map_err(|e| format!("{shown}: {e}"))?;
+    let bytes =
+        read_regular(file, crate::inbox::MAX_TASK_BYTES, Links::Follow).map_err(|e| match e {
+            FileError::TooLarge { len, cap } => {
+                format!("{shown}: the task file is {len} bytes; the limit is {cap} (1 MiB)")
+            }
+            e => format!("{shown}: {e}"),
+        })?;
+    let read = crate::inbox::task_from_bytes(bytes.clone());
+    let warnings = crate::drain::check_task(cfg, offered, name, file, read, today)?;
+    Ok((name.to_string(), bytes, warnings))
+}

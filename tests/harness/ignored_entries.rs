@@ -1,0 +1,55 @@
+//! Nothing to do, said truthfully (SPEC §22): an inbox entry that will
+//! never run (`color.txt`, `Color.MD`, a folder) is logged by every run,
+//! counted in the metrics, and makes the run exit 1 — never "the inbox is
+//! empty" with exit 0.
+
+use crate::cli::{run_bin, stderr};
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_that_never_run_are_named_counted_and_exit_1() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    let inbox = project.root().join("tasks/inbox");
+    std::fs::write(inbox.join("color.txt"), "What colour?").unwrap();
+    std::fs::write(inbox.join("Color.MD"), "What colour?").unwrap();
+    std::fs::create_dir(inbox.join("folder.md")).unwrap();
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("the inbox is empty"), "{err}");
+    assert!(
+        err.contains("3 inbox entries will never run")
+            && err.contains("color.txt")
+            && err.contains("Color.MD")
+            && err.contains("folder.md"),
+        "{err}"
+    );
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_inbox_ignored_files 3\n")
+            && metrics.contains("agent_harness_last_run_exit_code 1\n"),
+        "{metrics}"
+    );
+
+    // With a real task beside them the task runs, and the run still says so.
+    project.task("real", "Answer.");
+    let out = run_bin(&project, &["run"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(project.done().len(), 1);
+    // Taken away, the inbox is truly empty: exit 0, the gauge 0.
+    for name in ["color.txt", "Color.MD"] {
+        std::fs::remove_file(inbox.join(name)).unwrap();
+    }
+    std::fs::remove_dir(inbox.join("folder.md")).unwrap();
+    let out = run_bin(&project, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_inbox_ignored_files 0\n"),
+        "{metrics}"
+    );
+}

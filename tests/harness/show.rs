@@ -1,0 +1,159 @@
+//! What the operator reads the next morning (SPEC §22): `show` prints a
+//! run and its answer, `runs` has an ANSWER column, and the readers need
+//! their config and name a folder they cannot read as a permission
+//! problem — never "no runs recorded".
+
+use serde_json::Value;
+
+use crate::cli::{as_nobody, bin, stderr, stdout};
+use crate::common::*;
+
+/// A project with two finished runs of `report` (the second the newest)
+/// and one of `other`, run by the binary on the real clock.
+async fn two_runs() -> (Project, FakeLlm) {
+    let llm = FakeLlm::replies(vec![
+        final_answer("First answer.\nMore."),
+        final_answer("The answer is 42.\n\nBecause \u{1b}]0;pwned\u{7}."),
+        final_answer("Other."),
+    ])
+    .await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    for task in ["report", "report", "other"] {
+        project.task(task, "Answer.");
+        let out = crate::cli::run_bin(&project, &["run"]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        // Run ids are seconds: the next run gets its own.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    (project, llm)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_prints_a_run_where_its_file_went_and_its_answer() {
+    let (project, _llm) = two_runs().await;
+
+    let out = bin(&project).args(["show", "report"]).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("task        report"), "{text}");
+    assert!(
+        text.contains("status      succeeded (final_answer)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tasks/done/") && text.contains("-report.md"),
+        "{text}"
+    );
+    assert!(
+        text.contains("answer:\nThe answer is 42.\n\nBecause"),
+        "the newest run of the task, its answer whole: {text}"
+    );
+    // No NAME: the newest run of all.
+    let newest = stdout(&bin(&project).arg("show").output().unwrap());
+    assert!(
+        newest.contains("task        other") && newest.contains("Other."),
+        "{newest}"
+    );
+    // A run id, and --json.
+    let dirs: Vec<_> = std::fs::read_dir(project.root().join("logs/report"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let first = dirs.iter().min().unwrap();
+    let out = bin(&project)
+        .args(["show", first, "--json"])
+        .output()
+        .unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["run_id"], first.as_str());
+    assert_eq!(summary["final_answer"], "First answer.\nMore.");
+    // Nothing that matches: exit 2.
+    let out = bin(&project).args(["show", "nosuch"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no run matches \"nosuch\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_has_an_answer_column_clipped_and_escaped() {
+    let (project, _llm) = two_runs().await;
+
+    let out = bin(&project).arg("runs").output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let table = stdout(&out);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with("ANSWER"), "{header}");
+    assert!(!header.contains("SLOT"), "no recurring run, no slot column");
+    assert!(table.contains("The answer is 42."), "{table}");
+    assert!(table.contains("First answer."), "{table}");
+    assert!(!table.contains("More."), "only the first line: {table}");
+    assert!(!table.contains('\u{1b}'), "escaped: {table}");
+}
+
+#[test]
+fn every_reader_needs_its_config_and_names_it() {
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("logs")).unwrap();
+    for args in [
+        &["runs"][..],
+        &["report"],
+        &["show"],
+        &["prune"],
+        &["requeue", "--all-failed"],
+    ] {
+        let out = bin(&project).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("agent.toml") && err.contains("cannot read the config file"),
+            "{args:?}: {err}"
+        );
+        assert!(!stdout(&out).contains("no runs recorded"), "{args:?}");
+    }
+    assert!(
+        !project.root().join("logs/report").exists(),
+        "no report written"
+    );
+}
+
+/// As another user (root runs this as `nobody`), a logs folder it may not
+/// read is a permission problem naming the key and the user to run as.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test runs as root (CI does): it reads the records as `nobody`");
+    }
+    let (project, _llm) = two_runs().await;
+    project.task("t", "x");
+    for command in ["runs", "show", "report"] {
+        let out = as_nobody(&project, command);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{command}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("run it as the user that owns it"),
+            "{command}: {err}"
+        );
+        if command != "report" {
+            assert!(
+                err.contains("[paths] logs: ")
+                    && err.contains("cannot be read by this user (permission denied)")
+                    && err.contains(&format!("sudo -u root agent-harness {command}")),
+                "{command}: {err}"
+            );
+        }
+        assert!(!err.contains("symbolic link"), "{command}: {err}");
+        assert!(!stdout(&out).contains("no runs recorded"), "{command}");
+    }
+}

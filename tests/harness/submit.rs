@@ -1,0 +1,85 @@
+//! `submit FILE…` (SPEC §22): each file checked as `check` would — one
+//! problem and nothing is placed — then placed in the inbox whole, under a
+//! temporary name and a rename that never overwrites.
+
+use crate::cli::{bin, stderr, stdout};
+use crate::common::*;
+
+#[test]
+fn submit_places_checked_tasks_whole_and_never_over_another() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let drafts = project.root().join("drafts");
+    std::fs::create_dir(&drafts).unwrap();
+    std::fs::write(
+        drafts.join("weekly.md"),
+        "+++\nmax_turns = 3\n+++\nSummarise the week.",
+    )
+    .unwrap();
+    std::fs::write(drafts.join("bad.md"), "+++\nmax_turns = 0\n+++\nNo turns.").unwrap();
+
+    // One bad file: nothing is placed.
+    let out = bin(&project)
+        .args(["submit", "drafts/weekly.md", "drafts/bad.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("drafts/bad.md:2: frontmatter: max_turns"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("nothing was placed"));
+    assert!(project.inbox().is_empty());
+
+    let out = bin(&project)
+        .args(["submit", "drafts/weekly.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tasks/inbox/weekly.md"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(project.inbox(), ["weekly.md"]);
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/weekly.md")).unwrap(),
+        "+++\nmax_turns = 3\n+++\nSummarise the week."
+    );
+    let hidden: Vec<_> = std::fs::read_dir(project.root().join("tasks/inbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "no temporary file is left: {hidden:?}");
+
+    // The same name again: refused, the first one kept.
+    std::fs::write(drafts.join("weekly.md"), "Another week.").unwrap();
+    let out = bin(&project)
+        .args(["submit", "drafts/weekly.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("already in the inbox"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root().join("tasks/inbox/weekly.md")).unwrap(),
+        "+++\nmax_turns = 3\n+++\nSummarise the week."
+    );
+    // Only NAME.md files run: a .txt is refused before anything is read.
+    std::fs::write(drafts.join("notes.txt"), "x").unwrap();
+    let out = bin(&project)
+        .args(["submit", "drafts/notes.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("only NAME.md files run"),
+        "{}",
+        stderr(&out)
+    );
+}
