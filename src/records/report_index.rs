@@ -38,6 +38,14 @@ fn filter_rules(tasks: usize, statuses: &[&str]) -> (Vec<(String, &'static str)>
     (radios, css)
 }
 
+/// An answer's first line, clipped, for its cell (maud escapes it).
+fn answer_line(answer: Option<&str>) -> String {
+    answer
+        .and_then(|a| a.lines().map(str::trim).find(|l| !l.is_empty()))
+        .map(|l| crate::base::text::clip(l, 80))
+        .unwrap_or_default()
+}
+
 /// The totals of the runs listed: how many, how they ended, tokens, time.
 fn totals_line(pages: &[(&Summary, String)]) -> String {
     let count = |st: Status| pages.iter().filter(|(s, _)| s.status == st).count();
@@ -101,11 +109,11 @@ pub(super) fn index_page(pages: &[(&Summary, String)], evals: &[EvalEntry]) -> M
                     }
                 }
                 table {
-                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tool errors" } th { "Tokens" } th { "Wall" } th { "Started" } th { "Error" } } }
+                    thead { tr { th { "Task" } th { "Run" } th { "Status" } th { "Stop reason" } th { "Turns" } th { "Tool errors" } th { "Tokens" } th { "Wall" } th { "Started" } th { "Answer" } th { "Error" } } }
                     tbody {
                         @for (s, page) in pages {
                             tr class=(format!("{} s-{}", task_class(&s.task), s.status.as_str())) {
-                                td { (s.task) }
+                                td { (s.task) @if let Some(slot) = &s.slot { br; small { "slot " (slot) } } }
                                 td { a href=(format!("runs/{page}")) { (s.run_id) } }
                                 td class=(s.status.as_str()) { (s.status.as_str()) @if s.replay_of.is_some() { " (replay)" } @else if s.dry_run { " (dry)" } }
                                 td { (s.stop_reason.as_str()) }
@@ -114,6 +122,7 @@ pub(super) fn index_page(pages: &[(&Summary, String)], evals: &[EvalEntry]) -> M
                                 td { (s.total_tokens) }
                                 td { (format!("{:.1}s", s.wall_ms as f64 / 1000.0)) }
                                 td { (s.started_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)) }
+                                td.answer { (answer_line(s.final_answer.as_deref())) }
                                 td.failed { @if s.status != Status::Succeeded { (crate::base::text::clip(s.error.as_deref().unwrap_or(""), 300)) } }
                             }
                         }

@@ -122,6 +122,11 @@ async fn the_report_renders_in_chromium_folded_escaped_and_self_contained() {
         "the filters are there"
     );
     assert!(index_requests.is_empty(), "{index_requests:?}");
+    assert!(index.contains("<th>Answer</th>"), "{index}");
+    assert!(
+        index.contains("<td class=\"answer\">Done. &lt;script&gt;"),
+        "the answer's first line, escaped: {index}"
+    );
 
     let pages: Vec<PathBuf> = std::fs::read_dir(out_dir.join("runs"))
         .unwrap()
