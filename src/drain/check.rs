@@ -29,6 +29,7 @@ pub fn check_inbox(
 ) -> anyhow::Result<CheckReport> {
     let today = now.date_naive();
     let in_config = |p: String| format!("{}: {p}", cfg.path.display());
+    let named = profiles_named(cfg);
     let mut report = CheckReport {
         config_problems: Toolbox::unknown_profile_tools(cfg)
             .into_iter()
@@ -39,7 +40,9 @@ pub fn check_inbox(
             .chain(mcp_commands(cfg))
             .map(in_config)
             .collect(),
-        config_warnings: Toolbox::unoffered_profile_tools(cfg)
+        // A profile no task names makes nothing invalid (the example's
+        // research-scout before noteworx is set up): only the used ones.
+        config_warnings: Toolbox::unoffered_profile_tools(cfg, |p| named.contains(p))
             .into_iter()
             .map(in_config)
             .collect(),
@@ -54,6 +57,17 @@ pub fn check_inbox(
     }
     check_recurring(cfg, offered, now, &mut report);
     Ok(report)
+}
+
+/// The profiles the inbox and recurring tasks name (`agent = "NAME"`).
+fn profiles_named(cfg: &Config) -> std::collections::BTreeSet<String> {
+    let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
+    let recurring = recurring::list(cfg).unwrap_or_default();
+    inboxed
+        .iter()
+        .chain(recurring.iter().map(|r| &r.entry))
+        .filter_map(|e| inbox::read_task(&e.path).ok()?.frontmatter.agent)
+        .collect()
 }
 
 /// Each stdio MCP server whose program would not start (SPEC §22): not

@@ -153,9 +153,13 @@ impl Toolbox {
 
     /// Tools profiles name that this configuration does not offer (noteworx
     /// not configured, say): a task naming such a profile is invalid.
-    pub fn unoffered_profile_tools(cfg: &crate::config::Config) -> Vec<String> {
+    pub fn unoffered_profile_tools(
+        cfg: &crate::config::Config,
+        used: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
         let offered = Self::offered_by(cfg);
         profile_tools(cfg)
+            .filter(|(name, _)| used(name))
             .filter(|(_, t)| {
                 ToolName::parse(t).is_some_and(|t| !offered.contains(&Tool::Builtin(t)))
             })

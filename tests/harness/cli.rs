@@ -457,3 +457,29 @@ fn the_shipped_example_inbox_passes_check() {
         stdout(&out)
     );
 }
+
+/// SPEC §22 "First contact": a fresh copy of the shipped example config,
+/// with only its endpoint filled in, checks clean — no warning.
+#[test]
+fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_in() {
+    let project = Project::new();
+    let example = include_str!("../../config/agent.toml.example");
+    let ours = example.replacen("kind = \"runpod\"", "kind = \"openai\"", 1);
+    assert_ne!(ours, example, "the example names its endpoint kind");
+    std::fs::write(project.root().join("agent.toml"), ours).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox/example.md"),
+        project.root().join("tasks/inbox/example.md"),
+    )
+    .unwrap();
+
+    let out = bin(&project).arg("check").output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("warning:"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("config ok; 1 task file(s), 0 with problems, 0 with warnings"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -188,6 +188,7 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     let project = Project::new();
     project.task("a", "+++\nagent = \"typo\"\n+++\nGo.");
     project.task("b", "Plain.");
+    project.task("c", "+++\nagent = \"reader\"\n+++\nRead.");
     project.write_config(
         &llm.base_url(),
         "[agents.typo]\ntools = [\"web_fetch\"]\n[agents.reader]\ntools = [\"noteworx_read_note\"]\n",
@@ -210,13 +211,13 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
         "agent.toml: [agents.typo] tools: \"web_fetch\" is not a tool (tools: webfetch, noteworx_list_notes,",
         "a.md: [agents.typo] tools: \"web_fetch\" is not a tool",
         "agent.toml: [agents.reader] tools: \"noteworx_read_note\" is not offered by this configuration (offered: webfetch): a task naming this profile is invalid",
-        "agent.toml: 1 config problem(s); 2 task file(s), 1 with problems, 0 with warnings",
+        "agent.toml: 1 config problem(s); 3 task file(s), 2 with problems, 0 with warnings",
     ] {
         assert!(text.contains(expected), "{expected}\n---\n{text}");
     }
     assert!(
         !text.contains("frontmatter"),
-        "no task is blamed for its profile: {text}"
+        "no task is blamed for its profile's frontmatter: {text}"
     );
 
     // Without the typo, the unoffered tool is a warning about the config,
@@ -228,13 +229,20 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     let check = bin().arg("check").output().unwrap();
     let text = String::from_utf8_lossy(&check.stdout);
     assert!(
-        text.contains("agent.toml: config ok with 1 warning(s); 2 task file(s), 1 with problems, 0 with warnings"),
+        text.contains("agent.toml: config ok with 1 warning(s); 3 task file(s), 2 with problems, 0 with warnings"),
         "{text}"
     );
     assert_eq!(
         check.status.code(),
         Some(1),
         "a.md names a profile that does not exist now"
+    );
+    // A profile no task names makes nothing invalid: no warning.
+    std::fs::remove_file(project.root().join("tasks/inbox/c.md")).unwrap();
+    let text = String::from_utf8_lossy(&bin().arg("check").output().unwrap().stdout).into_owned();
+    assert!(
+        text.contains("agent.toml: config ok; 2 task file(s), 1 with problems"),
+        "{text}"
     );
     project.write_config(&llm.base_url(), "[agents.typo]\ntools = [\"web_fetch\"]\n");
 
