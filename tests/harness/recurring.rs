@@ -754,3 +754,51 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     let (third, runs) = run_at(&cfg, &clock).await;
     assert_eq!((third.exit_code(), runs.len()), (1, 1), "{third:?}");
 }
+
+/// A state file that cannot be read (garbage, a FIFO) never re-runs a slot
+/// that may be done already: every task waits for its next slot, as the
+/// warning says (SPEC §21).
+#[tokio::test]
+async fn an_unreadable_state_never_reruns_a_slot_that_may_be_done() {
+    for plant in ["garbage", "fifo"] {
+        let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
+        let project = Project::new();
+        recurring(
+            &project,
+            "daily",
+            "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
+        );
+        // Put there long ago: without a state, its 06:00 slot would be due.
+        std::fs::File::options()
+            .write(true)
+            .open(project.root().join("tasks/recurring/daily.md"))
+            .unwrap()
+            .set_modified(utc(2026, 1, 1, 0, 0, 0).into())
+            .unwrap();
+        match plant {
+            "garbage" => std::fs::write(state_file(&project), "{not json").unwrap(),
+            _ => rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &state_file(&project),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap(),
+        }
+        let cfg = project.config(&llm.base_url(), "");
+        let clock = Clock::at(utc(2026, 4, 9, 6, 30, 0));
+
+        let (outcome, runs) = run_at(&cfg, &clock).await;
+
+        assert_eq!(
+            (outcome.exit_code(), runs.len()),
+            (0, 0),
+            "{plant}: {outcome:?}"
+        );
+        assert!(llm.requests().await.is_empty(), "{plant}");
+        // The state was written anew: the next slot runs.
+        clock.set(utc(2026, 4, 10, 6, 30, 0));
+        assert_eq!(run_at(&cfg, &clock).await.1.len(), 1, "{plant}");
+    }
+}
