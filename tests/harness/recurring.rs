@@ -779,7 +779,7 @@ async fn an_unreadable_state_never_reruns_a_slot_that_may_be_done() {
             "garbage" => std::fs::write(state_file(&project), "{not json").unwrap(),
             _ => rustix::fs::mknodat(
                 rustix::fs::CWD,
-                &state_file(&project),
+                state_file(&project),
                 rustix::fs::FileType::Fifo,
                 rustix::fs::Mode::from_raw_mode(0o600),
                 0,
