@@ -296,8 +296,10 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         StopReason::LoopDetected,
         StopReason::MaxTotalTokens,
         StopReason::EmptyResponse,
-        // A 270M model can ramble past max_tokens twice (SPEC §16).
+        // A 270M model can ramble past max_tokens twice (SPEC §16), or
+        // loop until they cut it (SPEC §22).
         StopReason::AnswerTruncated,
+        StopReason::Repetition,
     ];
     assert!(
         legit.contains(&summary.stop_reason),
