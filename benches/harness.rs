@@ -397,6 +397,12 @@ async fn resume(sizes: &Sizes) {
 /// A run folder `logs/good/<run>` with `tools` tool lines (ten a turn) and
 /// one small conversation line a turn, or the conversation given.
 fn planted_run(root: &Path, tools: usize, conversation: Option<String>) {
+    // `report` reads its config like every command; it calls nothing.
+    std::fs::write(
+        root.join("agent.toml"),
+        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
     let dir = root.join("logs/good/20260409T061500Z");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(

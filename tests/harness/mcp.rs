@@ -46,6 +46,7 @@ fn tools_offered(request: &Value) -> Vec<Value> {
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged() {
     let project = Project::new();
     let pid = pid_file(&project, "t");
@@ -90,6 +91,7 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
     let project = Project::new();
     let llm = FakeLlm::replies(vec![final_answer("done")]).await;
@@ -159,6 +161,7 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_is_passed() {
     let project = Project::new();
     let llm = FakeLlm::replies(vec![
@@ -217,6 +220,7 @@ async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_up() {
     let project = Project::new();
     let llm = FakeLlm::replies(vec![
@@ -264,6 +268,7 @@ async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
     let project = Project::new();
     let markers = project.root().join("markers");
@@ -337,6 +342,7 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_others_run() {
     let project = Project::new();
     let slow_pid = pid_file(&project, "slow");
@@ -423,6 +429,7 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
 /// servers that are up, and its records say which server was left out and
 /// why; the metrics say which servers were up.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -474,6 +481,7 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_it() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -510,6 +518,7 @@ async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn the_streamable_http_transport_calls_a_tool() {
     let project = Project::new();
     let port = closed_port();
@@ -557,6 +566,7 @@ async fn the_streamable_http_transport_calls_a_tool() {
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
     let llm = FakeLlm::replies(vec![
         final_answer("Hello."),
@@ -605,6 +615,7 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
 /// The binary: no server process is left after SIGTERM, nor after a
 /// task's wall clock runs out in the middle of a call.
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn no_server_process_outlives_the_binary() {
     let project = Project::new();
     let pid = pid_file(&project, "t");
@@ -682,6 +693,7 @@ fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<i32>
 }
 
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
     let project = Project::new();
     let pid = pid_file(&project, "t");
@@ -714,6 +726,7 @@ fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
 }
 
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn exec_takes_mcp_tool_names_the_configuration_allows() {
     let project = Project::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -762,6 +775,7 @@ async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
 }
 
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_records() {
     let project = Project::new();
     let markers = project.root().join("markers");

@@ -39,6 +39,7 @@ async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
 /// read-only counts as a write, so under --dry-run it is an intent, never
 /// sent. The run says what to fix and exits 1.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -93,6 +94,7 @@ async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read()
 /// levels) is that tool not offered — the listing still arrives, the
 /// server is up and its other tools are offered.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -128,6 +130,7 @@ async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
 /// A server's child that leaves its process group (`setsid()`) is ended
 /// with the server.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
     let project = Project::new();
     let pid = project.root().join("detached.pid");
@@ -148,6 +151,7 @@ async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
 /// A listing that pages on and on is read for 8 pages and 256 tools at
 /// most (the rest is said, not read): its memory is bounded.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn endless_pagination_is_cut_short() {
     let project = Project::new();
     let count = project.root().join("pages");
@@ -207,6 +211,7 @@ fn measured(project: &Project) -> (u64, String) {
 /// they are read: the harness's memory stays bounded and the real call is
 /// answered.
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_request_flood_does_not_grow_memory() {
     let project = Project::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -233,6 +238,7 @@ fn a_request_flood_does_not_grow_memory() {
 /// journal) by the SDK's warnings: 20 notifications of 1 MB each before
 /// `initialize` is answered leave it short.
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_server_cannot_flood_the_harness_stderr() {
     let project = Project::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -253,6 +259,7 @@ fn a_server_cannot_flood_the_harness_stderr() {
 /// SPEC §19: a server that dies while a task may use it ends that task
 /// retryable, even when the model answered after the failed call.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_dying_mid_task_does_not_pass_as_success() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -272,6 +279,7 @@ async fn a_server_dying_mid_task_does_not_pass_as_success() {
 /// One malformed result (an unknown content type) is an error for that
 /// call only: the server stays up for the next.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_malformed_result_is_an_error_for_that_call_only() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![
@@ -292,6 +300,7 @@ async fn a_malformed_result_is_an_error_for_that_call_only() {
 /// leaves no server behind (it is in its own process group, out of reach
 /// of a terminal's Ctrl-C).
 #[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn test_runpod_stopped_by_sigterm_leaves_no_server() {
     let project = Project::new();
     let pid = project.root().join("srv.pid");
@@ -338,6 +347,7 @@ fn test_runpod_stopped_by_sigterm_leaves_no_server() {
 /// A key in a streamable-HTTP `url` (a query value or a password) is a
 /// secret: redacted from summary.json and run.log.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_key_in_the_url_is_redacted() {
     let project = Project::new();
     let llm = FakeLlm::replies(vec![final_answer("done")]).await;
@@ -353,6 +363,7 @@ async fn a_key_in_the_url_is_redacted() {
 /// A passed secret that a server puts where a line or a description is cut
 /// is redacted before the cut: no part of it reaches run.log or the model.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn no_part_of_a_passed_secret_is_recorded() {
     let project = Project::new();
     let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
@@ -378,6 +389,7 @@ async fn no_part_of_a_passed_secret_is_recorded() {
 /// An allowlist that names a tool the server does not list (a typo) fails
 /// `test-runpod`, naming it.
 #[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn test_runpod_fails_an_allowlist_the_server_does_not_meet() {
     let llm = FakeLlm::replies(vec![
         final_answer("Hello."),

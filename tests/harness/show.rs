@@ -122,17 +122,42 @@ fn every_reader_needs_its_config_and_names_it() {
     );
 }
 
-/// As another user (root runs this as `nobody`), a logs folder it may not
-/// read is a permission problem naming the key and the user to run as.
+/// A logs folder this user may not read is a permission problem naming the
+/// key and the user to run as. As root the readers run as `nobody`;
+/// otherwise the run folders are made unreadable to their owner.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("this test runs as root (CI does): it reads the records as `nobody`");
-    }
+    use std::os::unix::fs::PermissionsExt;
     let (project, _llm) = two_runs().await;
     project.task("t", "x");
+    let root = rustix::process::geteuid().is_root();
+    let owner = if root {
+        "root".to_string()
+    } else {
+        String::from_utf8(
+            std::process::Command::new("id")
+                .arg("-un")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_string()
+    };
+    let logs = project.root().join("logs");
+    let locked = ["report", "other"].map(|t| logs.join(t));
+    if !root {
+        for dir in &locked {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+        }
+    }
     for command in ["runs", "show", "report"] {
-        let out = as_nobody(&project, command);
+        let out = if root {
+            as_nobody(&project, command)
+        } else {
+            bin(&project).arg(command).output().unwrap()
+        };
         assert_eq!(
             out.status.code(),
             Some(1),
@@ -145,15 +170,18 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
             err.contains("run it as the user that owns it"),
             "{command}: {err}"
         );
-        if command != "report" {
+        if command != "report" || !root {
             assert!(
                 err.contains("[paths] logs: ")
                     && err.contains("cannot be read by this user (permission denied)")
-                    && err.contains(&format!("sudo -u root agent-harness {command}")),
+                    && err.contains(&format!("sudo -u {owner} agent-harness {command}")),
                 "{command}: {err}"
             );
         }
         assert!(!err.contains("symbolic link"), "{command}: {err}");
         assert!(!stdout(&out).contains("no runs recorded"), "{command}");
+    }
+    for dir in &locked {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
 }
