@@ -6,9 +6,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::chat::Usage;
 
-/// Why a task stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Why a task stopped. Its name (`max_turns`) is one rule for serde and
+/// for [`StopReason::as_str`]: both derived, snake_case.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum StopReason {
     FinalAnswer,
     MaxTurns,
@@ -40,26 +44,9 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The name the records give it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::FinalAnswer => "final_answer",
-            StopReason::MaxTurns => "max_turns",
-            StopReason::MaxWallSecs => "max_wall_secs",
-            StopReason::MaxTotalTokens => "max_total_tokens",
-            StopReason::LoopDetected => "loop_detected",
-            StopReason::ContextExhausted => "context_exhausted",
-            StopReason::EndpointError => "endpoint_error",
-            StopReason::InvalidTask => "invalid_task",
-            StopReason::EmptyResponse => "empty_response",
-            StopReason::Interrupted => "interrupted",
-            StopReason::InternalError => "internal_error",
-            StopReason::ExpectationFailed => "expectation_failed",
-            StopReason::InvalidAnswer => "invalid_answer",
-            StopReason::SetupFault => "setup_fault",
-            StopReason::AnswerTruncated => "answer_truncated",
-            StopReason::ToolServerUnavailable => "tool_server_unavailable",
-            StopReason::Repetition => "repetition",
-        }
+        self.into()
     }
 }
 

@@ -11,8 +11,12 @@ use serde::Deserialize;
 use super::*;
 
 /// What kind of failure ended an attempt: enough, with the status and the
-/// body, to judge it again when a recorded run is replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// body, to judge it again when a recorded run is replayed. Its name in
+/// `conversation.jsonl`'s `error_kind` is derived (snake_case).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::EnumIter,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum Failure {
     /// No HTTP answer (refused, DNS, reset, timeout).
     Transport,

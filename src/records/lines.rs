@@ -128,32 +128,13 @@ impl<'a> ConversationLine<'a> {
     }
 }
 
-/// The names of [`Failure`] in `conversation.jsonl`'s `error_kind`.
-pub(super) const FAILURE_NAMES: &[(Failure, &str)] = &[
-    (Failure::Transport, "transport"),
-    (Failure::Status, "status"),
-    (Failure::JobFailed, "job_failed"),
-    (Failure::JobEnded, "job_ended"),
-    (Failure::BadBody, "bad_body"),
-    (Failure::NotJson, "not_json"),
-    (Failure::TooLarge, "too_large"),
-    (Failure::WallClock, "wall_clock"),
-    (Failure::Interrupted, "interrupted"),
-    (Failure::NotRecorded, "not_recorded"),
-];
-
+/// The name of a [`Failure`] in `conversation.jsonl`'s `error_kind`.
 pub(super) fn failure_name(f: Failure) -> &'static str {
-    FAILURE_NAMES
-        .iter()
-        .find(|(k, _)| *k == f)
-        .map_or("unknown", |(_, n)| n)
+    f.into()
 }
 
 pub(super) fn failure_of(name: &str) -> Option<Failure> {
-    FAILURE_NAMES
-        .iter()
-        .find(|(_, n)| *n == name)
-        .map(|(k, _)| *k)
+    name.parse().ok()
 }
 
 /// One line of `tools.jsonl`.

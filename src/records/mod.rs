@@ -43,9 +43,12 @@ use crate::config::{Redactor, Secret};
 use crate::tools::Tool;
 use crate::wire::chat::ToolCall;
 
-/// How a task ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a task ended; its name one rule for serde and [`Status::as_str`].
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     Succeeded,
     Failed,
@@ -54,11 +57,7 @@ pub enum Status {
 
 impl Status {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Interrupted => "interrupted",
-        }
+        self.into()
     }
 }
 

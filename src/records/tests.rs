@@ -87,3 +87,35 @@ fn records_are_private_whatever_the_umask() {
         assert_eq!(mode(&r.dir.join(f)), 0o600, "{f}");
     }
 }
+
+/// One source per name: every stop reason, status, tool and failure kind
+/// is written in the records by the name its derived `as_str` gives, and
+/// reads back from it.
+#[test]
+fn the_derived_names_are_the_names_in_the_records() {
+    use strum::IntoEnumIterator;
+    let serde_name = |v: serde_json::Value| v.as_str().unwrap().to_string();
+    for r in crate::agent::StopReason::iter() {
+        assert_eq!(serde_name(serde_json::to_value(r).unwrap()), r.as_str());
+    }
+    for s in Status::iter() {
+        assert_eq!(serde_name(serde_json::to_value(s).unwrap()), s.as_str());
+    }
+    let tools: Vec<crate::tools::ToolName> = crate::tools::ToolName::iter().collect();
+    assert_eq!(tools, crate::tools::ToolName::ALL, "ALL lists every tool");
+    for t in tools {
+        assert_eq!(serde_name(serde_json::to_value(t).unwrap()), t.as_str());
+        assert_eq!(crate::tools::ToolName::parse(t.as_str()), Some(t));
+    }
+    for f in crate::endpoint::Failure::iter() {
+        assert_eq!(lines::failure_of(lines::failure_name(f)), Some(f));
+    }
+    assert_eq!(
+        lines::failure_name(crate::endpoint::Failure::NotJson),
+        "not_json"
+    );
+    assert_eq!(
+        crate::agent::StopReason::ToolServerUnavailable.as_str(),
+        "tool_server_unavailable"
+    );
+}

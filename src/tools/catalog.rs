@@ -6,9 +6,24 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// The closed set of tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+/// The closed set of tools; each name one rule for serde, [`ToolName::as_str`]
+/// and [`ToolName::parse`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ToolName {
     Webfetch,
     NoteworxListNotes,
@@ -135,19 +150,11 @@ impl ToolName {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            ToolName::Webfetch => "webfetch",
-            ToolName::NoteworxListNotes => "noteworx_list_notes",
-            ToolName::NoteworxSearchNotes => "noteworx_search_notes",
-            ToolName::NoteworxReadNote => "noteworx_read_note",
-            ToolName::NoteworxListAttachments => "noteworx_list_attachments",
-            ToolName::NoteworxReadAttachment => "noteworx_read_attachment",
-            ToolName::NoteworxCreateAttachment => "noteworx_create_attachment",
-        }
+        self.into()
     }
 
     pub fn parse(name: &str) -> Option<ToolName> {
-        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+        name.parse().ok()
     }
 
     /// Tools that change something remote; `--dry-run` turns them into logged intents.
@@ -250,7 +257,18 @@ impl ToolName {
 }
 
 /// How noteworx searches.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum SearchMode {
     #[default]
     Fulltext,
@@ -259,22 +277,12 @@ pub enum SearchMode {
 }
 
 impl SearchMode {
-    pub const ALL: [SearchMode; 3] = [
-        SearchMode::Fulltext,
-        SearchMode::Title,
-        SearchMode::Semantic,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            SearchMode::Fulltext => "fulltext",
-            SearchMode::Title => "title",
-            SearchMode::Semantic => "semantic",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<SearchMode> {
-        SearchMode::ALL.into_iter().find(|m| m.as_str() == s)
+        s.parse().ok()
     }
 }
 
