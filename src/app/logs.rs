@@ -118,6 +118,10 @@ fn listing(cfg: &Config, command: &str) -> Result<records::Listing, u8> {
             permission_problem("[paths] logs", path, command)
         );
     }
+    if let Some(why) = &listing.broken {
+        eprintln!("agent-harness: [paths] logs: {}", printable(why));
+        return Err(exit::FAILED);
+    }
     if listing.unreadable.iter().any(|p| p == logs) {
         return Err(exit::FAILED);
     }
@@ -297,13 +301,15 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
 /// The listed runs (newest first) that `which` names: a task's runs, a
 /// run id's, `TASK/RUN_ID`'s, or every run.
 fn matching<'a>(runs: &'a [ListedRun], which: Option<&str>) -> Vec<&'a ListedRun> {
+    // Matched by the folders the listing walked, never a summary's field.
+    let folder_of = |task: &str| crate::inbox::fit_file_name("", task, "");
     runs.iter()
         .filter(|r| match which {
             None => true,
             Some(w) => match w.split_once('/') {
-                Some((task, run_id)) => r.summary.task == task && r.run_dir == run_id,
+                Some((task, run_id)) => r.task_dir == folder_of(task) && r.run_dir == run_id,
                 None if records::run_time(w).is_some() => r.run_dir == w,
-                None => r.summary.task == w,
+                None => r.task_dir == folder_of(w),
             },
         })
         .collect()
@@ -352,7 +358,7 @@ fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
             s.tool_servers_down.join(", ")
         ));
     }
-    lines.push(format!("task file   {}", task_file(cfg, s)));
+    lines.push(format!("task file   {}", task_file(cfg, run)));
     lines.push(format!("records     {}", run.dir.display()));
     lines.push(String::new());
     match answer {
@@ -365,8 +371,16 @@ fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
     lines.join("\n") + "\n"
 }
 
-/// Where the run's task file is now, as the folders say.
-fn task_file(cfg: &Config, s: &Summary) -> String {
+/// Where the run's task file is now, as the folders say. The summary's
+/// task name is used only when it is a task name and the one of the
+/// folder the run sits in (a crafted summary builds no path).
+fn task_file(cfg: &Config, run: &ListedRun) -> String {
+    let s = &run.summary;
+    if crate::inbox::check_task_name(&s.task).is_err()
+        || crate::inbox::fit_file_name("", &s.task, "") != run.task_dir
+    {
+        return "unknown: the summary's task is not the task of the folder it is in".into();
+    }
     if s.recurring {
         return "a recurring task: its file stays in [paths] recurring".into();
     }

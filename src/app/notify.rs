@@ -89,6 +89,28 @@ impl Notifier {
         }
     }
 
+    /// A run that did nothing of its own (another run holds the lock): a
+    /// `POST <ping_url>/log`, which leaves the check as the run holding the
+    /// lock will leave it — so a run that hangs with the lock held is
+    /// still noticed.
+    pub(super) async fn log(&mut self, last_line: &str) {
+        if let Some(url) = self
+            .cfg
+            .ping_url
+            .clone()
+            .and_then(|u| with_segment(&u, "log"))
+        {
+            let body = capped(&self.redactor.redact_str(last_line), MAX_BODY_BYTES);
+            self.send(
+                reqwest::Method::POST,
+                &url,
+                Some(body),
+                "text/plain; charset=utf-8",
+            )
+            .await;
+        }
+    }
+
     /// The end of the run, exiting with `code`: the ping, and the failure
     /// report when the code is not 0.
     pub(super) async fn end(&mut self, code: u8, end: &RunEnd, last_line: &str) {
@@ -137,7 +159,11 @@ impl Notifier {
             match req.send().await {
                 Ok(r) if r.status().is_success() => return,
                 Ok(r) => last = format!("HTTP {}", r.status().as_u16()),
-                Err(e) => last = crate::endpoint::describe_transport(&e, url),
+                Err(e) if e.is_timeout() => {
+                    last = format!("no answer within {} s", TIMEOUT.as_secs())
+                }
+                Err(e) if e.is_connect() => last = "cannot connect".into(),
+                Err(_) => last = "the request failed".into(),
             }
         }
         self.failures += 1;

@@ -150,8 +150,10 @@ pub async fn run_inbox(
         Err(e) => Some(exit::run_error(e)),
     };
     if let Some(n) = notifier.as_mut() {
-        n.end(code.unwrap_or(exit::OK), &end, &last_lines(&end))
-            .await;
+        match code {
+            Some(code) => n.end(code, &end, &last_lines(&end)).await,
+            None => n.log(&last_lines(&end)).await,
+        }
     }
     if let Some(code) = code
         && !opts.dry_run

@@ -81,7 +81,7 @@ pub(super) fn requeue_command(
             }
         }
         Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e:#}"));
+            progress.eprintln(&format!("agent-harness: {}", lock_problem(&e)));
             exit::run_error(&e)
         }
     }
@@ -102,7 +102,7 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
             return exit::TEMPFAIL;
         }
         Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e:#}"));
+            progress.eprintln(&format!("agent-harness: {}", lock_problem(&e)));
             return exit::FAILED;
         }
     };
@@ -126,5 +126,21 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
         exit::OK
     } else {
         exit::FAILED
+    }
+}
+
+/// An error of `requeue` or `prune`, with what to do when it is this
+/// user's permission that failed (the folders are the service user's).
+fn lock_problem(e: &anyhow::Error) -> String {
+    let denied = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+    });
+    if denied {
+        format!(
+            "{e:#}; run it as the user that owns the folders (sudo -u <that user> agent-harness …)"
+        )
+    } else {
+        format!("{e:#}")
     }
 }

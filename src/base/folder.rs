@@ -157,8 +157,10 @@ impl Folder {
     }
 
     /// The regular file `name` here, created (`0600` at most) when missing,
-    /// opened to be locked: never through a link, never a FIFO or a device
-    /// (opening one would wait, or do what the device does), never truncated.
+    /// opened to be locked: never through a link, never a FIFO, socket or
+    /// device (opening one would wait, or do what the device does), never
+    /// truncated, and only when this user or the folder's owner owns it
+    /// (another user's file there, held locked, would stop every run).
     pub fn open_lock(&self, name: &str) -> io::Result<File> {
         check_name(name.as_ref())?;
         let flags =
@@ -166,14 +168,35 @@ impl Folder {
         let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600)) {
             Ok(fd) => fd,
             Err(Errno::LOOP) => return Err(not_regular("a symbolic link")),
-            Err(Errno::NXIO) => return Err(not_regular("a FIFO")),
+            Err(Errno::NXIO) => return Err(not_regular("a FIFO or a socket")),
             Err(e) => return Err(e.into()),
         };
-        let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+        let st = rustix::fs::fstat(&fd)?;
+        let kind = FileType::from_raw_mode(st.st_mode);
         if kind != FileType::RegularFile {
             return Err(not_regular(kind_of(kind)));
         }
+        let owners = [
+            rustix::process::geteuid().as_raw(),
+            rustix::fs::fstat(&self.fd)?.st_uid,
+        ];
+        if !owners.contains(&st.st_uid) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "it belongs to user {}, neither this user nor the folder's owner: another user may have put it there; remove it",
+                    st.st_uid
+                ),
+            ));
+        }
         Ok(File::from(fd))
+    }
+
+    /// What this folder is on disk (its device and inode): a folder put
+    /// in its place under its name is another one.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        Ok((st.st_dev, st.st_ino))
     }
 
     /// Whether `name` is here at all (a link counts; it is not followed).

@@ -98,9 +98,15 @@ impl StdioCommand {
                 .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.as_str())
                 .unwrap_or_default();
+            // As the process starts it: the first one this user may run.
             std::env::split_paths(dirs)
                 .map(|d| d.join(&self.program))
-                .find(|p| p.is_file())
+                .find(|p| p.is_file() && may_run(p))
+                .or_else(|| {
+                    std::env::split_paths(dirs)
+                        .map(|d| d.join(&self.program))
+                        .find(|p| p.is_file())
+                })
         };
         let shown = self.program.display();
         let Some(path) = path else {
@@ -108,15 +114,17 @@ impl StdioCommand {
         };
         match std::fs::metadata(&path) {
             Ok(m) if !m.is_file() => Err(format!("{} is not a file", path.display())),
-            Ok(_) => {
-                use rustix::fs::{Access, AtFlags};
-                rustix::fs::accessat(rustix::fs::CWD, &path, Access::EXEC_OK, AtFlags::EACCESS)
-                    .map(|()| path.clone())
-                    .map_err(|_| format!("{} is not executable by this user", path.display()))
-            }
+            Ok(_) if may_run(&path) => Ok(path),
+            Ok(_) => Err(format!("{} is not executable by this user", path.display())),
             Err(_) => Err(format!("{} does not exist", path.display())),
         }
     }
+}
+
+/// Whether this user (its effective ids) may run the file at `path`.
+fn may_run(path: &Path) -> bool {
+    use rustix::fs::{Access, AtFlags};
+    rustix::fs::accessat(rustix::fs::CWD, path, Access::EXEC_OK, AtFlags::EACCESS).is_ok()
 }
 
 impl McpServerConfig {

@@ -208,13 +208,27 @@ pub(super) fn resolve_noteworx(
 }
 
 pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
+    // The URLs hold keys: an error names the key, never the URL.
     let url = |value: Option<String>, key: &str| -> Result<Option<String>, String> {
         match value
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
         {
             None => Ok(None),
-            Some(v) => check_http_url(&v, key).map(|()| Some(v)),
+            Some(v) => match reqwest::Url::parse(&v) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                    Ok(Some(v))
+                }
+                Ok(u) => Err(format!(
+                    "{key} must be an http(s) URL with a host (its scheme is {})",
+                    if u.scheme().len() <= 10 {
+                        u.scheme()
+                    } else {
+                        "another"
+                    }
+                )),
+                Err(e) => Err(format!("{key} is not a valid URL ({e})")),
+            },
         }
     };
     Ok(NotifyConfig {
@@ -235,25 +249,50 @@ pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     }
 }
 
-/// A host list (`allow_hosts`, `deny_hosts`): each item a host alone,
-/// lower-cased, without a leading dot. An item with a scheme, path, port or
-/// user never matches a host, so a deny list of URLs would deny nothing:
-/// it is refused, naming the host it meant (SPEC §22).
+/// A host list (`allow_hosts`, `deny_hosts`): each item a host alone, read
+/// as webfetch's guard reads the host it connects to — an IDN as its
+/// punycode, lower-cased, without a trailing or leading dot, an IP address
+/// in its canonical form. An item with a scheme, path, port or user never
+/// matches a host, so a deny list of URLs would deny nothing: it is
+/// refused, naming the host it meant (SPEC §22); so is one that is no host
+/// at all (two hosts in one string).
 pub(super) fn hosts(key: &str, hosts: Vec<String>) -> Result<Vec<String>, String> {
     let mut set = BTreeSet::new();
     for item in hosts {
-        let host = item.trim().trim_start_matches('.').to_ascii_lowercase();
-        if host.is_empty() {
+        let trimmed = item.trim();
+        if trimmed.is_empty() {
             continue;
         }
-        if let Some(meant) = host_meant(&host) {
+        if let Some(meant) = host_meant(trimmed) {
             return Err(format!(
                 "{key}: {item:?} is not a host alone (no scheme, path, port or user may be in it): write {meant:?}"
             ));
         }
+        let host = canonical_host(trimmed.trim_start_matches('.')).ok_or_else(|| {
+            format!("{key}: {item:?} is not a host name (write each host as an item of its own)")
+        })?;
         set.insert(host);
     }
     Ok(set.into_iter().collect())
+}
+
+/// A host as webfetch's guard compares it; `None` when it is none.
+fn canonical_host(host: &str) -> Option<String> {
+    if host.contains(|c: char| c == ',' || c.is_whitespace()) {
+        return None;
+    }
+    let unbracketed = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    if let Ok(ip) = unbracketed.unwrap_or(host).parse::<std::net::Ipv6Addr>() {
+        return Some(ip.to_string());
+    }
+    match url::Host::parse(host).ok()? {
+        url::Host::Domain(d) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            (!d.is_empty()).then_some(d)
+        }
+        url::Host::Ipv4(ip) => Some(ip.to_string()),
+        url::Host::Ipv6(ip) => Some(ip.to_string()),
+    }
 }
 
 /// The host an item that is more than a host names; `None` for a host

@@ -370,13 +370,52 @@ fn a_host_list_of_urls_is_refused_naming_the_host_it_meant() {
             );
         }
     }
+    // Each read as webfetch's guard reads a host: punycode, no trailing
+    // dot, IP addresses in their canonical form.
     let c = host_list(
         "deny_hosts",
-        "\"Evil.Example\", \".sub.example\", \"[::1]\", \"::1\", \"10.0.0.1\"",
+        "\"Evil.Example\", \".sub.example\", \"[::1]\", \"0::1\", \"127.1\", \"localhost.\", \"bücher.example\"",
     )
     .unwrap();
     assert_eq!(
         c.webfetch.unwrap().deny_hosts,
-        ["10.0.0.1", "::1", "[::1]", "evil.example", "sub.example"]
+        [
+            "127.0.0.1",
+            "::1",
+            "evil.example",
+            "localhost",
+            "sub.example",
+            "xn--bcher-kva.example"
+        ]
+    );
+    let e = host_list("deny_hosts", "\"127.0.0.2,127.0.0.3\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is not a host name (write each host as an item of its own)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_notify_url_that_is_refused_is_never_echoed() {
+    let e = parse(
+        "[runpod]\nendpoint_id = \"abc\"\n[notify]\nping_url = \"ftp://user:hunter2secret@hc-ping.com/0d338dcc-a054-11ec-b909-0242ac120002\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("[notify] ping_url must be an http(s) URL"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2") && !e.contains("0d338dcc"), "{e}");
+    let c = parse(
+        "[runpod]\nendpoint_id = \"abc\"\n[notify]\nping_url = \"https://hc-ping.com/0d338dcc-a054-11ec-b909-0242ac120002\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.redactor()
+            .redact_str("pinging https://hc-ping.com/0d338dcc-a054-11ec-b909-0242ac120002/start"),
+        "pinging https://hc-ping.com/***/start"
     );
 }

@@ -98,7 +98,7 @@ pub(super) fn check_tasks(
     report.tasks = entries.len();
     report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
         format!(
-            "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder)",
+            "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder, no `..` or control character in NAME)",
             crate::base::text::printable(&p.display().to_string())
         )
     }));

@@ -116,7 +116,7 @@ fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
 fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<usize> {
     let strays = inbox::strays(&cfg.paths.inbox)?;
     for path in &strays {
-        tracing::warn!(entry = %crate::base::text::printable(&path.display().to_string()), "an inbox entry that will never run: only NAME.md files run (lower-case .md, not hidden, not a folder)");
+        tracing::warn!(entry = %crate::base::text::printable(&path.display().to_string()), "an inbox entry that will never run: only NAME.md files run (lower-case .md, not hidden, not a folder, no `..` or control character in NAME)");
     }
     if !strays.is_empty() {
         let names: Vec<String> = strays
@@ -127,7 +127,7 @@ fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<u
             .collect();
         let more = strays.len().saturating_sub(names.len());
         problems.push(format!(
-            "{} inbox entr{} will never run (only NAME.md files run: lower-case .md, not hidden, not a folder): {}{}",
+            "{} inbox entr{} will never run (only NAME.md files run: lower-case .md, not hidden, not a folder, no `..` or control character in NAME): {}{}",
             strays.len(),
             if strays.len() == 1 { "y" } else { "ies" },
             names.join(", "),

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::Slot;
 use super::recurring;
 use crate::config::Config;
-use crate::inbox::Attempts;
+use crate::inbox::{Attempts, FileRef, RunRef};
 use crate::records::{Status, Summary};
 
 /// Where a task's attempts are counted, beside the inbox.
@@ -34,7 +34,7 @@ pub(super) struct AttemptCount {
     /// The runs of the attempts before this one since the task (or its
     /// slot) last settled, oldest first: the only run folders it may go on
     /// from (SPEC §21).
-    pub(super) runs: Vec<String>,
+    pub(super) runs: Vec<RunRef>,
 }
 
 impl AttemptCount {
@@ -58,23 +58,28 @@ impl Ledger<'_> {
     /// Counts an attempt before the task starts and saves it with the
     /// run's id, so a task that kills the process still reaches
     /// `max_attempts`, and its next attempt knows which records are its own.
+    ///
+    /// `run` is the run folder this attempt writes; `file` the task file it
+    /// runs (an inbox task's: another file under the same name since the
+    /// last attempt starts fresh).
     pub(super) fn begin(
         &self,
         cfg: &Config,
         slot: Option<&Slot>,
-        name: &str,
-        run_id: &str,
+        (name, file): (&str, Option<FileRef>),
+        run: RunRef,
     ) -> anyhow::Result<AttemptCount> {
         let max = cfg.limits.max_attempts;
         let state_dir = cfg.paths.state_dir();
         match (self, slot) {
             (Ledger::Inbox(attempts), _) => {
                 let mut counts = lock(attempts);
-                let previous = counts.get(name);
-                let runs = counts.runs(name).to_vec();
+                let (previous, runs) = counts
+                    .of_file(name, file)
+                    .map_or((0, Vec::new()), |t| (t.attempts, t.runs.clone()));
                 let exhausted = previous >= max;
                 if !exhausted {
-                    counts.begin(name, run_id);
+                    counts.begin(name, run, file);
                     counts.save(&state_dir)?;
                 }
                 Ok(AttemptCount {
@@ -85,7 +90,7 @@ impl Ledger<'_> {
             }
             (Ledger::Slot(state), Some(slot)) => {
                 let mut state = lock(state);
-                let begun = recurring::begin_slot(&mut state, name, slot, max, run_id);
+                let begun = recurring::begin_slot(&mut state, name, slot, max, run);
                 state.save(&state_dir)?;
                 Ok(begun)
             }

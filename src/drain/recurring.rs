@@ -67,7 +67,7 @@ struct TaskState {
     /// The runs of those attempts, oldest first: the only run folders the
     /// slot's next attempt may go on from (SPEC §21).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    runs: Vec<String>,
+    runs: Vec<inbox::RunRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_success: Option<NaiveDate>,
 }
@@ -290,7 +290,7 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
     }
 }
 
-/// Counts an attempt at `slot`, made in run `run_id`, before its task
+/// Counts an attempt at `slot`, made in run `run`, before its task
 /// starts (SPEC §12.1: a task that kills the process still reaches
 /// `max_attempts`); exhausted when the slot has had them all, and is
 /// given up.
@@ -299,7 +299,7 @@ pub(super) fn begin_slot(
     name: &str,
     slot: &Slot,
     max_attempts: u32,
-    run_id: &str,
+    run: inbox::RunRef,
 ) -> AttemptCount {
     let Some(task) = state.tasks.get_mut(name) else {
         return AttemptCount::UNCOUNTED;
@@ -329,7 +329,7 @@ pub(super) fn begin_slot(
         };
     }
     task.attempts += 1;
-    task.runs.push(run_id.to_string());
+    task.runs.push(run);
     let over = task.runs.len().saturating_sub(MAX_RUNS);
     task.runs.drain(..over);
     AttemptCount {

@@ -24,6 +24,7 @@ use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::base::folder::Folder;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
+use crate::inbox::RunRef;
 use crate::records::{PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines};
 use crate::tools::{RecordedResults, ToolOutput};
 
@@ -75,13 +76,14 @@ impl Drain<'_> {
 /// oldest first; never `own`), the newest that holds a whole turn, when
 /// the runs since the task last ended say it did not finish. A run folder
 /// no state names — planted in `logs/`, or left by an earlier task of the
-/// same name — is never gone on from. `unsettled`: an attempt of this task
+/// same name — is never gone on from, nor one put in the place of a named
+/// one (another folder on disk). `unsettled`: an attempt of this task
 /// was counted and never settled (the process died after a summary was
 /// written, before the file moved).
 pub(super) fn find(
     mode: &Mode,
     name: &str,
-    runs: &[String],
+    runs: &[RunRef],
     own: &str,
     unsettled: bool,
     now: DateTime<Utc>,
@@ -92,9 +94,13 @@ pub(super) fn find(
     let named = runs
         .iter()
         .rev()
-        .filter(|r| *r != own && crate::records::run_time(r).is_some());
-    for (i, run_id) in named.enumerate() {
-        let run = match read_partial(&folder, run_id) {
+        .filter(|r| r.id != own && crate::records::run_time(&r.id).is_some());
+    for (i, named) in named.enumerate() {
+        let run_id = &named.id;
+        let Some(run_folder) = own_folder(&folder, named) else {
+            continue;
+        };
+        let run = match read_partial(&run_folder, run_id) {
             Ok(run) => run,
             Err(why) => {
                 tracing::warn!(run = %run_id, error = %why, "a run folder of this task cannot be read: the task starts fresh");
@@ -128,7 +134,7 @@ pub(super) fn find(
             return None;
         }
         let mut run = run;
-        if let Err(why) = read_partial_lines(&folder, &mut run) {
+        if let Err(why) = read_partial_lines(&run_folder, &mut run) {
             tracing::warn!(run = %run_id, error = %why, "a run folder of this task cannot be read: the task starts fresh");
             return None;
         }
@@ -139,17 +145,32 @@ pub(super) fn find(
     None
 }
 
+/// The run folder `named`, opened, when it is the one the attempt wrote
+/// (the same device and inode); one put in its place is not gone on from.
+fn own_folder(task: &Folder, named: &RunRef) -> Option<Folder> {
+    let folder = task.sub(&named.id).ok()?;
+    if folder.identity().ok()? != (named.dev, named.ino) {
+        tracing::warn!(run = %named.id, "the run folder under this name is not the one the task's attempt wrote (it was replaced): it is not gone on from");
+        return None;
+    }
+    Some(folder)
+}
+
 /// A resumed run killed while it wrote the turns it answered from its
 /// source can hold fewer of them than that source: the fuller records are
 /// gone on from (following `resumed_from`, a few steps at most, and only
 /// to runs the state names), with the time of the newer run.
-fn fuller_source(folder: &Folder, runs: &[String], mut found: Found, now: DateTime<Utc>) -> Found {
+fn fuller_source(folder: &Folder, runs: &[RunRef], mut found: Found, now: DateTime<Utc>) -> Found {
     for _ in 0..8 {
-        let Some(source) = found.resumed_from.clone().filter(|r| runs.contains(r)) else {
+        let Some(source) = (found.resumed_from.as_ref())
+            .and_then(|r| runs.iter().find(|n| &n.id == r))
+            .and_then(|n| own_folder(folder, n).map(|f| (n.id.clone(), f)))
+        else {
             break;
         };
-        let older = read_partial(folder, &source)
-            .and_then(|mut run| read_partial_lines(folder, &mut run).map(|()| run))
+        let (source, run_folder) = source;
+        let older = read_partial(&run_folder, &source)
+            .and_then(|mut run| read_partial_lines(&run_folder, &mut run).map(|()| run))
             .ok()
             .and_then(|run| found_in(run, now));
         match older {

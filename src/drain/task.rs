@@ -75,7 +75,14 @@ impl Drain<'_> {
     ) -> anyhow::Result<Summary> {
         let (cfg, h) = (self.cfg, self.h);
         let slot = self.mode.slot.as_ref();
-        let count = (self.ledger).begin(cfg, slot, &entry.name, &rec.run_id)?;
+        let (dev, ino) = rec.identity()?;
+        let run = inbox::RunRef {
+            id: rec.run_id.clone(),
+            dev,
+            ino,
+        };
+        let file = inbox::FileRef::of(&entry.path);
+        let count = (self.ledger).begin(cfg, slot, (&entry.name, file), run)?;
         let ran = if count.exhausted {
             let error = killed_too_often(rec, h, count.previous, cfg.limits.max_attempts);
             Ran::from(Outcome::failed(StopReason::InternalError, error))

@@ -35,7 +35,7 @@ impl Endpoint {
         match self.cfg.kind {
             EndpointKind::Openai => {
                 let models = format!("{}/models", self.base_url());
-                let (status, body) = self.get(&models, false).await?;
+                let (status, body) = self.get(&models, true).await?;
                 #[derive(Deserialize)]
                 struct Models {
                     data: Vec<serde::de::IgnoredAny>,

@@ -1,8 +1,10 @@
 //! Attempt counts beside the inbox (SPEC §12.1, §18, §21): for each inbox
-//! task, the attempts counted and the run folders of those attempts since
-//! it last settled. Those run folders, and no others, are what the task
-//! may resume from: a run folder planted in `logs/` is never named here,
-//! and a task file placed after its name was forgotten starts fresh.
+//! task, the attempts counted, the run folders of those attempts since it
+//! last settled — by name and by what they are on disk — and the task file
+//! they were made of. Those run folders, and no others, are what the task
+//! may resume from: a run folder planted in `logs/`, or put in the place of
+//! one of them, is never gone on from; a task file placed after the
+//! attempt (another file under the same name) starts fresh, its count too.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,9 +36,46 @@ pub struct Attempts {
 #[serde(from = "OnDisk")]
 pub struct Tried {
     pub attempts: u32,
-    /// The run ids of its attempts, oldest first.
+    /// The runs of its attempts, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<String>,
+    pub runs: Vec<RunRef>,
+    /// The task file those attempts were made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileRef>,
+}
+
+/// A run folder an attempt wrote: its run id, and its device and inode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRef {
+    pub id: String,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// A file as it is on disk: another file put under its name is not it.
+/// Its inode may be one a removed file had, so its change time (in ns)
+/// tells them apart too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    pub dev: u64,
+    pub ino: u64,
+    pub changed: i64,
+}
+
+impl FileRef {
+    /// The file at `path` itself (a link is not followed).
+    pub fn of(path: &Path) -> Option<FileRef> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(FileRef {
+            dev: m.dev(),
+            ino: m.ino(),
+            changed: m
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.ctime_nsec()),
+        })
+    }
 }
 
 /// What the file holds for a task: an older version wrote the count alone.
@@ -47,7 +86,9 @@ enum OnDisk {
     Tried {
         attempts: u32,
         #[serde(default)]
-        runs: Vec<String>,
+        runs: Vec<RunRef>,
+        #[serde(default)]
+        file: Option<FileRef>,
     },
 }
 
@@ -56,12 +97,17 @@ impl From<OnDisk> for Tried {
         match s {
             OnDisk::Count(attempts) => Tried {
                 attempts,
-                runs: Vec::new(),
+                ..Tried::default()
             },
-            OnDisk::Tried { attempts, runs } => Tried {
+            OnDisk::Tried {
+                attempts,
+                runs,
+                file,
+            } => Tried {
                 attempts,
                 // What another hand wrote is no folder name until checked.
-                runs: runs.into_iter().filter(|r| is_run_id(r)).collect(),
+                runs: runs.into_iter().filter(|r| is_run_id(&r.id)).collect(),
+                file,
             },
         }
     }
@@ -95,16 +141,31 @@ impl Attempts {
         self.tasks.get(name).map_or(0, |t| t.attempts)
     }
 
-    /// The run ids of `name`'s attempts since it last settled, oldest first.
-    pub fn runs(&self, name: &str) -> &[String] {
+    /// The runs of `name`'s attempts since it last settled, oldest first.
+    pub fn runs(&self, name: &str) -> &[RunRef] {
         self.tasks.get(name).map_or(&[], |t| t.runs.as_slice())
     }
 
-    /// Counts an attempt of `name`, made in run `run_id`.
-    pub fn begin(&mut self, name: &str, run_id: &str) {
+    /// The entry of `name`, when its attempts were made of `file`: the
+    /// entry of another file under the same name (placed after them) is
+    /// forgotten first, so that file starts fresh.
+    pub fn of_file(&mut self, name: &str, file: Option<FileRef>) -> Option<&Tried> {
+        if self
+            .tasks
+            .get(name)
+            .is_some_and(|t| t.file.is_some() && t.file != file)
+        {
+            self.tasks.remove(name);
+        }
+        self.tasks.get(name)
+    }
+
+    /// Counts an attempt of `name`, made of `file` in run `run`.
+    pub fn begin(&mut self, name: &str, run: RunRef, file: Option<FileRef>) {
         let tried = self.tasks.entry(name.to_string()).or_default();
         tried.attempts = tried.attempts.saturating_add(1);
-        tried.runs.push(run_id.to_string());
+        tried.runs.push(run);
+        tried.file = file.or(tried.file);
         let over = tried.runs.len().saturating_sub(MAX_RUNS);
         tried.runs.drain(..over);
     }

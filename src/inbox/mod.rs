@@ -13,7 +13,7 @@ mod filing;
 mod schedule;
 pub mod state;
 
-pub use attempts::{ATTEMPTS_FILE, Attempts};
+pub use attempts::{ATTEMPTS_FILE, Attempts, FileRef, RunRef};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::Schedule;
@@ -353,9 +353,11 @@ fn read_inbox(inbox: &Path) -> anyhow::Result<Vec<Result<InboxEntry, PathBuf>>> 
         if name.starts_with('.') {
             continue;
         }
-        let task = name
-            .strip_suffix(".md")
-            .filter(|stem| !stem.is_empty() && !item.file_type().is_ok_and(|t| t.is_dir()));
+        // A name no task may have (`..`, a control character) never runs:
+        // it is a stray, said as one, not a task that cannot be recorded.
+        let task = name.strip_suffix(".md").filter(|stem| {
+            check_task_name(stem).is_ok() && !item.file_type().is_ok_and(|t| t.is_dir())
+        });
         entries.push(match task {
             Some(stem) => Ok(InboxEntry {
                 name: stem.to_string(),

@@ -30,6 +30,9 @@ pub struct Listing {
     pub incomplete: Vec<PathBuf>,
     pub skipped: Vec<String>,
     pub unreadable: Vec<PathBuf>,
+    /// The logs folder is there but is no folder to read (a file, a loop
+    /// of links): why.
+    pub broken: Option<String>,
 }
 
 impl Listing {
@@ -48,8 +51,13 @@ pub fn read_summaries(logs: &Path) -> Listing {
         Ok(root) => read_summaries_in(&root, logs),
         // No logs folder yet: no run was recorded.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::default(),
-        Err(_) => Listing {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Listing {
             unreadable: vec![logs.to_path_buf()],
+            ..Listing::default()
+        },
+        // Not a folder, a loop of links: said as what it is.
+        Err(e) => Listing {
+            broken: Some(format!("{}: {e}", logs.display())),
             ..Listing::default()
         },
     }
@@ -62,15 +70,18 @@ pub fn read_summaries(logs: &Path) -> Listing {
 pub struct Unreadable(pub PathBuf);
 
 /// Why an entry the listing saw as a real folder did not open: a
-/// permission problem, or it was swapped for a link meanwhile.
+/// permission problem, gone meanwhile (retention, a rename), or swapped
+/// for a link meanwhile.
 enum Unopened {
     Denied,
+    Gone,
     Link,
 }
 
 fn unopened(e: &std::io::Error) -> Unopened {
     match e.kind() {
         std::io::ErrorKind::PermissionDenied => Unopened::Denied,
+        std::io::ErrorKind::NotFound => Unopened::Gone,
         _ => Unopened::Link,
     }
 }
@@ -150,6 +161,7 @@ impl Listing {
                 self.unreadable.push(path.to_path_buf());
                 None
             }
+            Err(Unopened::Gone) => None,
             Err(Unopened::Link) => {
                 self.skipped
                     .push(format!("{}: a symbolic link, not followed", path.display()));

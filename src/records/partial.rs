@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use super::read::{Record, read_record, read_summary_in};
 use super::{
     IntentLine, MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES, RecordedLine,
-    StartLine, Summary, ToolLine, run_order,
+    StartLine, Summary, ToolLine,
 };
 use crate::base::folder::Folder;
 
@@ -28,33 +28,18 @@ pub struct PartialRun {
     pub last_written: Option<SystemTime>,
 }
 
-/// The run folders of `task` under `logs` (real folders only, never
-/// through a link), newest first, with the opened task folder.
-pub fn task_runs(logs: &Path, task_dir: &str) -> std::io::Result<(Folder, Vec<String>)> {
-    let folder = Folder::open_root(logs)?.sub(task_dir)?;
-    let mut runs: Vec<String> = folder
-        .folders_and_links()?
-        .into_iter()
-        .filter(|(name, real)| *real && super::run_time(name).is_some())
-        .map(|(name, _)| name)
-        .collect();
-    runs.sort_by(|a, b| run_order(b).cmp(&run_order(a)));
-    Ok((folder, runs))
-}
-
-/// Reads run `run_id` of an opened task folder: its summary and start
+/// Reads the opened run folder of run `run_id`: its summary and start
 /// file only (`attempts`, `tools`, `intents` stay empty until
 /// [`read_partial_lines`]), so a folder that is not gone on from costs two
 /// small reads. `Err` when its summary or start file is there but
 /// unreadable: such a folder is not resumed from.
-pub fn read_partial(task: &Folder, run_id: &str) -> Result<PartialRun, String> {
+pub fn read_partial(folder: &Folder, run_id: &str) -> Result<PartialRun, String> {
     let dir = Path::new(run_id);
-    let folder = task.sub(run_id).map_err(|e| format!("{run_id}: {e}"))?;
-    let summary = match read_record(&folder, "summary.json", MAX_SUMMARY_BYTES) {
+    let summary = match read_record(folder, "summary.json", MAX_SUMMARY_BYTES) {
         Record::Absent => None,
-        _ => Some(read_summary_in(&folder, dir)?),
+        _ => Some(read_summary_in(folder, dir)?),
     };
-    let start = match read_record(&folder, "start.json", MAX_SUMMARY_BYTES) {
+    let start = match read_record(folder, "start.json", MAX_SUMMARY_BYTES) {
         Record::Absent => None,
         Record::Text(text) => {
             Some(serde_json::from_str(&text).map_err(|e| format!("{run_id}/start.json: {e}"))?)
@@ -69,19 +54,16 @@ pub fn read_partial(task: &Folder, run_id: &str) -> Result<PartialRun, String> {
     })
 }
 
-/// Reads the whole lines of a run [`read_partial`] read, and when its
-/// records were last written.
-pub fn read_partial_lines(task: &Folder, run: &mut PartialRun) -> Result<(), String> {
-    let folder = task
-        .sub(&run.run_id)
-        .map_err(|e| format!("{}: {e}", run.run_id))?;
+/// Reads the whole lines of the opened run folder [`read_partial`] read,
+/// and when its records were last written.
+pub fn read_partial_lines(folder: &Folder, run: &mut PartialRun) -> Result<(), String> {
     run.last_written = ["run.log", "conversation.jsonl", "tools.jsonl"]
         .iter()
         .filter_map(|f| folder.modified(f))
         .max();
-    run.attempts = whole_lines(&folder, "conversation.jsonl", MAX_CONVERSATION_BYTES)?;
-    run.tools = whole_lines(&folder, "tools.jsonl", MAX_TOOLS_BYTES)?;
-    run.intents = whole_lines(&folder, "intents.jsonl", MAX_TOOLS_BYTES)?;
+    run.attempts = whole_lines(folder, "conversation.jsonl", MAX_CONVERSATION_BYTES)?;
+    run.tools = whole_lines(folder, "tools.jsonl", MAX_TOOLS_BYTES)?;
+    run.intents = whole_lines(folder, "intents.jsonl", MAX_TOOLS_BYTES)?;
     Ok(())
 }
 

@@ -89,6 +89,12 @@ pub fn replace_private(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
 }
 
 impl RunRecord {
+    /// The run folder's device and inode, for the attempt state: only this
+    /// folder, not one put in its place, is gone on from (SPEC §21).
+    pub fn identity(&self) -> std::io::Result<(u64, u64)> {
+        self.folder.identity()
+    }
+
     /// Creates `logs/<task>/<run_id>/` (0700; its files 0600, whatever the
     /// umask: they hold private notes); a clash gets `-2`, `-3`, ….
     pub fn create(

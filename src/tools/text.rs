@@ -69,10 +69,19 @@ pub fn defang(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` with every [`CONTROL_STRINGS`] occurrence removed: what is left
-/// of an answer once the template's debris is taken out (SPEC §22).
+/// `text` with every [`CONTROL_STRINGS`] occurrence removed — a turn
+/// opener with the role it names (`<start_of_turn>model`) — : what is
+/// left of an answer once the template's debris is taken out (SPEC §22).
 pub fn without_control_strings(text: &str) -> String {
     let mut out = text.to_string();
+    for opener in ["<|turn>", "<start_of_turn>", "<|im_start|>"] {
+        for role in ["model", "user", "system", "assistant", "tool", "developer"] {
+            let turn = format!("{opener}{role}");
+            if out.contains(&turn) {
+                out = out.replace(&turn, "");
+            }
+        }
+    }
     for c in CONTROL_STRINGS {
         if out.contains(c) {
             out = out.replace(c, "");

@@ -14,6 +14,9 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
     std::fs::write(inbox.join("color.txt"), "What colour?").unwrap();
     std::fs::write(inbox.join("Color.MD"), "What colour?").unwrap();
     std::fs::create_dir(inbox.join("folder.md")).unwrap();
+    // Names no task may have: never run, said the same way.
+    std::fs::write(inbox.join("compare v1..v2.md"), "x").unwrap();
+    std::fs::write(inbox.join("bell\u{7}\u{1b}]0;pwned.md"), "x").unwrap();
     project.write_config(&llm.base_url(), "");
 
     let out = run_bin(&project, &["run"]).await;
@@ -22,15 +25,21 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
     let err = stderr(&out);
     assert!(!err.contains("the inbox is empty"), "{err}");
     assert!(
-        err.contains("3 inbox entries will never run")
+        err.contains("5 inbox entries will never run")
             && err.contains("color.txt")
             && err.contains("Color.MD")
-            && err.contains("folder.md"),
+            && err.contains("folder.md")
+            && err.contains("compare v1..v2.md"),
         "{err}"
     );
+    assert!(
+        !err.contains('\u{1b}'),
+        "a name's escapes are shown escaped: {err}"
+    );
+    assert!(!err.contains("cannot create the task's records"), "{err}");
     let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
-        metrics.contains("agent_harness_inbox_ignored_files 3\n")
+        metrics.contains("agent_harness_inbox_ignored_files 5\n")
             && metrics.contains("agent_harness_last_run_exit_code 1\n"),
         "{metrics}"
     );
@@ -41,7 +50,12 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(project.done().len(), 1);
     // Taken away, the inbox is truly empty: exit 0, the gauge 0.
-    for name in ["color.txt", "Color.MD"] {
+    for name in [
+        "color.txt",
+        "Color.MD",
+        "compare v1..v2.md",
+        "bell\u{7}\u{1b}]0;pwned.md",
+    ] {
         std::fs::remove_file(inbox.join(name)).unwrap();
     }
     std::fs::remove_dir(inbox.join("folder.md")).unwrap();

@@ -168,3 +168,37 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
         "{metrics}"
     );
 }
+
+/// A run that finds the lock taken did nothing of its own: it logs to the
+/// check (`/log`) instead of pinging success, so a run that hangs holding
+/// the lock is still noticed when its success never comes.
+#[tokio::test]
+async fn a_run_that_finds_the_lock_taken_logs_instead_of_pinging_success() {
+    let hc = pings().await;
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), &notify(&hc));
+    let held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
+        .unwrap()
+        .unwrap();
+
+    let outcome = run_all(&cfg).await;
+
+    drop(held);
+    assert_eq!(outcome.exit_code(), 0);
+    let got = received(&hc).await;
+    let calls: Vec<(&str, &str)> = got.iter().map(|g| (g.0.as_str(), g.1.as_str())).collect();
+    assert_eq!(
+        calls,
+        [
+            ("GET", &*format!("/ping/{CHECK}/start")),
+            ("POST", &*format!("/ping/{CHECK}/log"))
+        ]
+    );
+    assert!(
+        got[1].2.contains("another run holds the lock"),
+        "{}",
+        got[1].2
+    );
+}

@@ -781,9 +781,14 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
         "structured",
         "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
     );
+    // The quickstart's sampler settings for the 270M base model: without
+    // them it may loop until max_tokens, which ends the task `repetition`
+    // (SPEC §22) before any repair. A fixed seed makes the sampled replies
+    // the same on every run of this build.
     let cfg = project.config(
         base_url,
-        "[model]\nmax_tokens = 128\n[limits]\ncontext_tokens = 0\n",
+        "[model]\nmax_tokens = 128\ntemperature = 0.5\n[model.extra]\nrepeat_penalty = 1.5\n\
+         dry_multiplier = 0.8\ndry_penalty_last_n = 1024\nseed = 7\n[limits]\ncontext_tokens = 0\n",
     );
     run_all(&cfg).await;
     let lines = project.conversation("structured");

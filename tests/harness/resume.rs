@@ -618,10 +618,13 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
     let done = project.root().join("tasks/done").join(&project.done()[0]);
     std::fs::rename(&done, project.root().join("tasks/inbox/scan.md")).unwrap();
     let first = run_dirs(project, "scan")[0].clone();
+    let meta = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&first).unwrap());
+    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&first).unwrap());
     let first = first.file_name().unwrap().to_str().unwrap();
     std::fs::write(
         project.root().join("tasks/.agent-harness-attempts.json"),
-        json!({"scan": {"attempts": 1, "runs": [first]}}).to_string(),
+        json!({"scan": {"attempts": 1, "runs": [{"id": first, "dev": dev, "ino": meta}]}})
+            .to_string(),
     )
     .unwrap();
 

@@ -308,6 +308,7 @@ fn run_dirs(project: &Project, task: &str) -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("summary.json").exists())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("20"))
         .collect();
     runs.sort();
     runs
@@ -393,4 +394,97 @@ async fn requeue_moves_a_task_back_across_file_systems() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(project.inbox(), ["t.md"]);
     assert_eq!(std::fs::read_dir(&failed).unwrap().count(), 0);
+}
+
+/// A task whose first turn was recorded and whose second met an endpoint
+/// that stayed down: retryable, its run named in the attempt state.
+async fn left_for_a_retry(project: &Project) {
+    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
+    let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
+    let mut script = vec![ok(fetch)];
+    script.extend((0..8).map(|_| down()));
+    let llm = FakeLlm::start(script).await;
+    project.task("t", "Fetch it.");
+    run_all(&project.config(&llm.base_url(), "")).await;
+    assert_eq!(project.summary("t").status, Status::Failed);
+    assert!(project.summary("t").retryable);
+    assert_eq!(attempt_runs(project, "t"), [RUN_ID]);
+}
+
+#[tokio::test]
+async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() {
+    let project = Project::new();
+    left_for_a_retry(&project).await;
+    // The same records, in another folder under the same name.
+    let named = project.run_dir("t");
+    let away = project.root().join("logs/t/away");
+    std::fs::rename(&named, &away).unwrap();
+    std::fs::create_dir(&named).unwrap();
+    for f in std::fs::read_dir(&away).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), named.join(f.file_name())).unwrap();
+    }
+    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
+
+    run_all(&project.config(&llm.base_url(), "")).await;
+
+    let dirs = run_dirs(&project, "t");
+    let s = project.summary_in(dirs.last().unwrap());
+    assert_eq!(s.final_answer.as_deref(), Some("fresh"));
+    assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "turn 1 was asked of the model"
+    );
+}
+
+#[tokio::test]
+async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() {
+    let project = Project::new();
+    left_for_a_retry(&project).await;
+    // Taken out and placed again (another file) with no run between.
+    let file = project.root().join("tasks/inbox/t.md");
+    std::fs::remove_file(&file).unwrap();
+    let draft = project.root().join("t.md");
+    std::fs::write(&draft, "Fetch it.").unwrap();
+    std::fs::rename(&draft, &file).unwrap();
+    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
+
+    run_all(&project.config(&llm.base_url(), "")).await;
+
+    let dirs = run_dirs(&project, "t");
+    let s = project.summary_in(dirs.last().unwrap());
+    assert_eq!(s.final_answer.as_deref(), Some("fresh"));
+    assert_eq!(s.resumed_from, None);
+    assert_eq!(s.attempt, 1, "its count starts afresh too");
+}
+
+/// A lock file another user put there (and could hold locked forever) is
+/// refused, naming it; one of this user's is taken.
+#[tokio::test]
+async fn a_lock_file_of_another_user_is_refused_and_one_of_this_users_taken() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let cfg = project.config(&llm.base_url(), "");
+    let lock = project.root().join("tasks/.agent-harness.lock");
+    std::fs::write(&lock, "").unwrap();
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
+        let h = harness(&cfg);
+        let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
+            .await
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains(".agent-harness.lock") && e.contains("belongs to user 65534"),
+            "{e}"
+        );
+        assert_eq!(project.inbox(), ["t.md"]);
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::write(&lock, "").unwrap();
+    }
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(project.done().len(), 1);
 }

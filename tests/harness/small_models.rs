@@ -235,7 +235,12 @@ async fn an_answer_of_template_debris_alone_is_empty_and_asked_once_more() {
         json!({"role": "assistant", "content": "<|think|>\n<turn|> "}),
         "stop",
     );
-    let llm = FakeLlm::replies(vec![debris.clone(), debris]).await;
+    // Gemma 3's markers, a turn opened with its role: debris too.
+    let turn = reply(
+        json!({"role": "assistant", "content": "<end_of_turn>\n<start_of_turn>model\n"}),
+        "stop",
+    );
+    let llm = FakeLlm::replies(vec![debris, turn]).await;
     let project = Project::new();
     project.task("t", "Say something.");
     let cfg = project.config(&llm.base_url(), "[model.extra]\nstop = [\"\\n\"]\n");

@@ -268,3 +268,34 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
     );
     assert!(fail.ends_with("check [tools.noteworx] base_url"), "{out}");
 }
+
+/// A server that wants a key for everything (vLLM with `--api-key`, OpenAI
+/// itself) is reached with the configured key: its model list is read.
+#[tokio::test]
+async fn the_reachability_probe_sends_the_configured_key() {
+    use wiremock::matchers::{header, method, path};
+    let server = wiremock::MockServer::start().await;
+    let auth = || header("authorization", "Bearer rp_test_key_1234abcd");
+    wiremock::Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .and(auth())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": [{"id": "m"}]})))
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": "no key"})))
+        .mount(&server)
+        .await;
+    let project = Project::new();
+    let cfg = project.config(
+        &format!("{}/v1", server.uri()),
+        "api_key_env = \"RUNPOD_API_KEY\"\n",
+    );
+
+    let (_, out) = smoke_test(&cfg).await;
+
+    assert!(
+        out.contains("ok   reachable: HTTP 200") && out.contains("lists 1 model(s)"),
+        "{out}"
+    );
+}

@@ -407,7 +407,7 @@ pub fn attempt_runs(project: &Project, task: &str) -> Vec<String> {
         .as_array()
         .map(|runs| {
             runs.iter()
-                .map(|r| r.as_str().unwrap().to_string())
+                .map(|r| r["id"].as_str().unwrap().to_string())
                 .collect()
         })
         .unwrap_or_default()
