@@ -18,9 +18,11 @@
 //!    task must achieve, and the [`agent::TaskEvent`] stream.
 //! 6. [`records`] — a run's files, their readers, the HTML report and the
 //!    metrics textfile. [`display`] — the live lines on a terminal.
-//! 7. [`drain`] — the lock, the folders, draining the inbox, `eval` and
+//! 7. [`drain`] — the engine: the lock, the folders, the inbox and the
+//!    recurring tasks drained, one task from file to records.
+//! 8. [`lab`] — studies that call the engine: `eval`, its statistics,
 //!    `replay`.
-//! 8. [`app`] — the commands: the only room that prints and knows exit
+//! 9. [`app`] — the commands: the only room that prints and knows exit
 //!    codes.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
@@ -46,4 +48,6 @@ pub mod records;
 // Layer 7
 pub mod drain;
 // Layer 8
+pub mod lab;
+// Layer 9
 pub mod app;

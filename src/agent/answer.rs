@@ -2,9 +2,14 @@
 //! at `max_tokens`, or does not match the output schema — asked for once
 //! more, in the way that fixes it.
 
-use super::*;
+use super::TaskRun;
+use crate::agent::events::TaskEvent;
+use crate::agent::outcome::{Stop, StopReason};
+use crate::base::schema::OutputSchema;
 use crate::tools::text::{defang, without_control_strings};
+use crate::wire::chat::{Message, Tweaks};
 use crate::wire::reply::repeated_block;
+use crate::wire::reply::{Reply, replayed_assistant};
 
 /// How much of an answer cut at `max_tokens` is sent back when it is asked
 /// for again (SPEC §16).

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{Outcome, TaskEvent};
+use crate::agent::{Outcome, StopReason, TaskEvent};
 use crate::inbox::{Expect, answer_pattern};
 
 /// One expectation's verdict, as `summary.json` lists it.
@@ -27,6 +27,21 @@ pub const NEVER_RAN: &str = "never ran without error: ";
 pub fn tools_never_ran(v: &Verdict) -> Option<&str> {
     let rest = v.detail.strip_prefix(NEVER_RAN)?;
     (v.check == "tools_called").then(|| rest.split(';').next().unwrap_or(rest))
+}
+
+/// The outcome judged by its verdicts: a final answer that misses an
+/// expectation is not a success (`expectation_failed`).
+pub fn judged(mut outcome: Outcome, verdicts: &[Verdict]) -> Outcome {
+    let missed: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.ok)
+        .map(|v| format!("{} ({})", v.check, v.detail))
+        .collect();
+    if outcome.stop == StopReason::FinalAnswer && !missed.is_empty() {
+        outcome.stop = StopReason::ExpectationFailed;
+        outcome.error = Some(format!("missed expectations: {}", missed.join("; ")));
+    }
+    outcome
 }
 
 /// The verdict on every expectation the table sets, in the table's order.

@@ -28,11 +28,10 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::agent::deps::TaskDeps;
-use crate::base::schema::OutputSchema;
-use crate::endpoint::{Attempt, CallError, Completion};
+use crate::endpoint::CallError;
 use crate::tools::CallContext;
-use crate::wire::chat::{self, Message, Role, Tweaks, Usage};
-use crate::wire::reply::{Reply, read_reply, replayed_assistant};
+use crate::wire::chat::{Message, Tweaks};
+use crate::wire::reply::{Reply, replayed_assistant};
 pub use calls::Answer;
 use calls::{Quotable, Repeats, Rules, Turn, TurnResult, plan_calls, run_calls};
 pub use context::{ContextNote, Counted, Elided};
@@ -46,8 +45,8 @@ pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
 
 /// Runs one task to its end and reports every step to `sink`, the last
 /// being [`TaskEvent::Stopped`]. Never returns without an outcome.
-pub async fn run_task(h: &TaskDeps, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outcome {
-    let mut run = TaskRun::new(h, spec, sink);
+pub async fn run_task(deps: &TaskDeps, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outcome {
+    let mut run = TaskRun::new(deps, spec, sink);
     let Err(stop) = run.run().await;
     let outcome = Outcome {
         stop: stop.reason,
@@ -63,7 +62,7 @@ pub async fn run_task(h: &TaskDeps, spec: &TaskSpec, sink: &mut Sink<'_>) -> Out
 
 /// The state of one task run, with a method per step of the loop.
 struct TaskRun<'a, 's> {
-    h: &'a TaskDeps,
+    deps: &'a TaskDeps,
     spec: &'a TaskSpec,
     sink: &'a mut Sink<'s>,
     conv: Conversation,
@@ -84,7 +83,7 @@ struct TaskRun<'a, 's> {
 }
 
 impl<'a, 's> TaskRun<'a, 's> {
-    fn new(h: &'a TaskDeps, spec: &'a TaskSpec, sink: &'a mut Sink<'s>) -> Self {
+    fn new(deps: &'a TaskDeps, spec: &'a TaskSpec, sink: &'a mut Sink<'s>) -> Self {
         let now = Instant::now();
         // max_wall is bounded by the config, but no number may crash the run.
         let deadline = now
@@ -97,7 +96,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             &Value::Array(tool_defs.clone()).to_string(),
         );
         TaskRun {
-            h,
+            deps,
             spec,
             sink,
             conv,
@@ -184,21 +183,21 @@ impl<'a, 's> TaskRun<'a, 's> {
             turn: self.stats.turns,
             call_id: String::new(),
             agent: self.spec.agent.clone(),
-            now: (self.h.clock)(),
+            now: (self.deps.clock)(),
             dry_run: self.spec.dry_run,
             max_chars: self.spec.max_tool_result_chars,
-            redactor: self.h.redactor.clone(),
+            redactor: self.deps.redactor.clone(),
         };
         let rules = Rules {
             allowed: &self.spec.tools,
             max_calls_per_turn: self.spec.max_calls_per_turn,
             max_writes: self.spec.max_writes,
             max_chars: self.spec.max_tool_result_chars,
-            redactor: &self.h.redactor,
+            redactor: &self.deps.redactor,
         };
         let result = match plan_calls(&turn, &rules, &mut self.repeats) {
             Ok(planned) => {
-                for call in planned.writes_to_send(turn.number, &self.h.toolbox, ctx.dry_run) {
+                for call in planned.writes_to_send(turn.number, &self.deps.toolbox, ctx.dry_run) {
                     self.emit(&TaskEvent::WriteIntent {
                         turn: turn.number,
                         call,
@@ -219,10 +218,10 @@ impl<'a, 's> TaskRun<'a, 's> {
         rules: &Rules<'_>,
         ctx: &CallContext,
     ) -> Result<TurnResult, Stop> {
-        let work = run_calls(turn, planned, rules, &self.h.toolbox, ctx);
+        let work = run_calls(turn, planned, rules, &self.deps.toolbox, ctx);
         Ok(tokio::select! {
             biased;
-            _ = self.h.cancel.cancelled() => return Err(self.call_failed(CallError::Interrupted)),
+            _ = self.deps.cancel.cancelled() => return Err(self.call_failed(CallError::Interrupted)),
             _ = tokio::time::sleep_until(self.deadline) => {
                 return Err(Stop::failed(
                     StopReason::MaxWallSecs,

@@ -3,9 +3,15 @@
 //! sent, a context overflow shrunk and retried once, and the reply taken
 //! apart into what is kept and what is sent back.
 
+use super::TaskRun;
+use crate::agent::context::{ContextNote, Counted};
+use crate::agent::events::{ModelAttempt, ReplyFacts, TaskEvent};
+use crate::agent::outcome::{Stop, StopReason};
+use crate::endpoint::{Attempt, CallError, Completion};
+use crate::wire::chat;
+use crate::wire::chat::{Role, Tweaks, Usage};
+use crate::wire::reply::{Reply, read_reply};
 use serde_json::Value;
-
-use super::*;
 
 impl TaskRun<'_, '_> {
     /// Makes the next request fit the window. Where the server counts, the
@@ -64,9 +70,14 @@ impl TaskRun<'_, '_> {
     /// The server's count of the request as it would go out now.
     pub(super) async fn count_exactly(&self, tweaks: Tweaks) -> Option<u64> {
         let body = self.request_body(tweaks);
-        self.h
+        self.deps
             .endpoint
-            .count_prompt(&body, self.conv.min_tokens(), self.deadline, &self.h.cancel)
+            .count_prompt(
+                &body,
+                self.conv.min_tokens(),
+                self.deadline,
+                &self.deps.cancel,
+            )
             .await
     }
 
@@ -142,7 +153,7 @@ impl TaskRun<'_, '_> {
         note: &ContextNote,
     ) -> Result<Completion, CallError> {
         let TaskRun {
-            h,
+            deps,
             sink,
             stats,
             deadline,
@@ -166,8 +177,8 @@ impl TaskRun<'_, '_> {
                 context: context.take(),
             }));
         };
-        h.endpoint
-            .chat(body, *deadline, &h.cancel, &*h.clock, &mut on_attempt)
+        deps.endpoint
+            .chat(body, *deadline, &deps.cancel, &*deps.clock, &mut on_attempt)
             .await
     }
 
@@ -226,7 +237,7 @@ impl TaskRun<'_, '_> {
             }
             CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
             CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
-            CallError::Setup { .. } => Stop::setup_fault(self.h.endpoint.diagnose(&e)),
+            CallError::Setup { .. } => Stop::setup_fault(self.deps.endpoint.diagnose(&e)),
         }
     }
 

@@ -21,7 +21,7 @@ use crate::drain::UsageError;
 fn eval_configs(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-    opts: &crate::drain::eval::EvalOptions,
+    opts: &crate::lab::eval::EvalOptions,
     progress: &Progress,
 ) -> Result<Vec<Variant>, u8> {
     match crate::inbox::list(&opts.dir) {
@@ -38,7 +38,7 @@ fn eval_configs(
             return Err(exit::USAGE);
         }
     }
-    let variants = crate::drain::eval::variants(opts).map_err(|e| {
+    let variants = crate::lab::eval::variants(opts).map_err(|e| {
         progress.eprintln(&format!("agent-harness: {e}"));
         exit::USAGE
     })?;
@@ -58,21 +58,21 @@ async fn eval_deps(
     cancel: &CancellationToken,
     progress: &Progress,
 ) -> Result<Vec<TaskDeps>, u8> {
-    let mut deps = Vec::new();
+    let mut all = Vec::new();
     for (_, cfg) in configs {
-        let h = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+        let deps = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         })?;
-        if let Err(why) = h.endpoint.ping().await {
+        if let Err(why) = deps.endpoint.ping().await {
             progress.eprintln(&format!(
                 "agent-harness: the endpoint is unreachable, nothing was run: {why}"
             ));
             return Err(exit::TEMPFAIL);
         }
-        deps.push(h);
+        all.push(deps);
     }
-    Ok(deps)
+    Ok(all)
 }
 
 /// `eval DIR`: the suite once per variant of the config, then the table
@@ -97,7 +97,7 @@ pub(super) async fn eval_command(
     else {
         return exit::USAGE;
     };
-    let opts = crate::drain::eval::EvalOptions {
+    let opts = crate::lab::eval::EvalOptions {
         dir: dir.clone(),
         repeat: *repeat,
         concurrency: concurrency.map_or(cfg.limits.concurrency, usize::from),
@@ -112,11 +112,11 @@ pub(super) async fn eval_command(
     };
     let cancel = CancellationToken::new();
     tokio::spawn(watch_signals(cancel.clone()));
-    let deps = match eval_deps(&configs, &cancel, progress).await {
-        Ok(h) => h,
+    let all_deps = match eval_deps(&configs, &cancel, progress).await {
+        Ok(all) => all,
         Err(code) => return code,
     };
-    let eval_dir = match crate::drain::eval::create_eval_dir(&cfg.paths.logs, (system_clock())()) {
+    let eval_dir = match crate::lab::eval::create_eval_dir(&cfg.paths.logs, (system_clock())()) {
         Ok(d) => d,
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
@@ -124,13 +124,13 @@ pub(super) async fn eval_command(
         }
     };
     let mut variants = Vec::new();
-    for (k, ((set, cfg), h)) in configs.iter().zip(&deps).enumerate() {
+    for (k, ((set, cfg), deps)) in configs.iter().zip(&all_deps).enumerate() {
         if cancel.is_cancelled() {
             break;
         }
         let logs = eval_dir.join(format!("v{}", k + 1));
-        let ran = crate::drain::eval::run_variant(cfg, h, &opts, set, &logs).await;
-        h.shutdown().await;
+        let ran = crate::lab::eval::run_variant(cfg, deps, &opts, set, &logs).await;
+        deps.shutdown().await;
         match ran {
             Ok(v) => variants.push(v),
             Err(e) => {
@@ -149,10 +149,10 @@ pub(super) async fn eval_command(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         repeat: opts.repeat,
-        comparison: crate::drain::eval::comparison(&opts, &variants),
+        comparison: crate::lab::eval::comparison(&opts, &variants),
         variants,
     };
-    crate::drain::eval::write_report(&eval_dir, &report, *json, out);
+    crate::lab::eval::write_report(&eval_dir, &report, *json, out);
     finish(&report, cancel.is_cancelled(), *min_pass_rate, progress)
 }
 
@@ -186,7 +186,7 @@ fn gate(report: &crate::records::Report, min: Option<f64>, progress: &Progress) 
             f64::from(t.passes) / f64::from(t.runs)
         };
         if rate < min {
-            let name = crate::drain::eval::variant_name(&v.set);
+            let name = crate::lab::eval::variant_name(&v.set);
             progress.eprintln(&format!(
                 "agent-harness: pass rate {}/{} = {rate:.4} is below --min-pass-rate {min}{}",
                 t.passes,

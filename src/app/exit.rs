@@ -2,8 +2,8 @@
 //! the number the process exits with, and so what systemd, a script or the
 //! metrics textfile sees.
 
-use crate::drain::replay::ReplayEnd;
 use crate::drain::{NameError, RunOutcome, UsageError};
+use crate::lab::replay::ReplayEnd;
 
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;

@@ -83,13 +83,13 @@ async fn dispatch(
             from_turn,
             live_writes,
         } => {
-            let opts = crate::drain::replay::ReplayOptions {
+            let opts = crate::lab::replay::ReplayOptions {
                 run_dir: run_dir.clone(),
                 from_turn: *from_turn,
                 live_writes: *live_writes,
             };
             tokio::spawn(run::exit_on_signal());
-            replay_exit(crate::drain::replay::replay(&cfg, &opts, &mut stdout()).await)
+            replay_exit(crate::lab::replay::replay(&cfg, &opts, &mut stdout()).await)
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
         Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {

@@ -90,7 +90,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
 async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
     let harness = match TaskDeps::new(cfg, system_clock(), cancel.clone()) {
-        Ok(h) => h,
+        Ok(deps) => deps,
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             return exit::USAGE;
@@ -133,7 +133,7 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
 /// unattended setup.
 pub async fn run_inbox(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
     let mut notifier = (!opts.dry_run && opts.only.is_none())
@@ -142,7 +142,7 @@ pub async fn run_inbox(
     if let Some(n) = notifier.as_mut() {
         n.start().await;
     }
-    let end = drain::run(cfg, h, opts).await;
+    let end = drain::run(cfg, deps, opts).await;
     let code = match &end.result {
         Ok(RunOutcome::Locked { .. }) => None,
         Err(e) if e.downcast_ref::<NameError>().is_some() => None,

@@ -56,7 +56,7 @@ async fn mcp_server(cfg: &Config, name: &str) -> Steps {
     servers.stop().await;
     let redact = |s: String| cfg.redactor().redact(s);
     let notes: String = ready
-        .notes
+        .log_lines
         .into_iter()
         .filter(|n| !n.starts_with(&format!("MCP server {name} started")))
         .filter(|n| !problems.contains(n))

@@ -14,8 +14,6 @@ use std::path::Path;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::folder::Folder;
-
 /// Whether a symbolic link at the path itself is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Links {
@@ -103,12 +101,6 @@ pub(super) fn read_opened(file: std::fs::File, cap: u64) -> Result<Vec<u8>, File
         return Err(FileError::Grew { cap });
     }
     Ok(bytes)
-}
-
-/// Writes `dir/name` whole through [`Folder::replace`]: `dir` is opened
-/// first (not through a link), and the write stays in it.
-pub fn replace(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-    Folder::open(dir)?.replace(name, bytes, mode)
 }
 
 fn kind_of(t: FileType) -> &'static str {

@@ -3,12 +3,14 @@
 //! timeouts, and which of its tools are offered and which count as writes.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::secrets::Secrets;
-use super::*;
+use super::limits::{bounds, check_range};
+use super::secrets::{Secret, Secrets};
+use super::value::{check_http_url, resolve_file};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

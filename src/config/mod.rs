@@ -13,6 +13,7 @@ mod raw;
 mod resolve;
 mod secrets;
 pub mod setup;
+mod value;
 
 pub use limits::{Limits, Retention, bounds, check_finite, check_range};
 pub use mcp::{
@@ -20,18 +21,20 @@ pub use mcp::{
 };
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
-pub use resolve::resolve_file;
 pub use secrets::{Redactor, Secret, is_secret_setting, is_variable_name, setting_secrets};
+pub use value::resolve_file;
 
-use profiles::resolve_agents;
-use raw::{RawConfig, located, set_dotted};
-use resolve::*;
-use secrets::Secrets;
-
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+
+use profiles::resolve_agents;
+use raw::{RawConfig, located, set_dotted};
+use resolve::{
+    resolve_endpoint, resolve_model, resolve_noteworx, resolve_notify, resolve_paths,
+    resolve_webfetch,
+};
+use secrets::Secrets;
 
 /// The config file used when neither `--config` nor `AGENT_HARNESS_CONFIG` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "agent.toml";

@@ -1,12 +1,28 @@
 //! `[agents.NAME]` profiles: a system prompt, a tool set and limits a task
 //! picks by name (SPEC §3), and the placeholders their prompts may use.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::raw::*;
-use super::*;
+use super::limits::{bounds, check_finite, check_range};
+use super::value::resolve_file;
+
+/// `[agents.NAME]`: a named profile a task picks with `agent = "NAME"`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgent {
+    pub(super) role_prompt: Option<String>,
+    pub(super) tools: Option<Vec<String>>,
+    pub(super) temperature: Option<f64>,
+    pub(super) top_p: Option<f64>,
+    pub(super) top_k: Option<u32>,
+    pub(super) max_tokens: Option<u32>,
+    pub(super) answer_style: Option<AnswerStyle>,
+    pub(super) max_writes: Option<u32>,
+    pub(super) output_schema: Option<PathBuf>,
+}
+
 /// How long answers should be: one sentence added to the system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

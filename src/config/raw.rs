@@ -2,12 +2,13 @@
 //! unknown key is an error), their defaults, `--set` rewrites, and errors
 //! located at their line.
 
-use serde::Deserialize;
-
 use std::path::PathBuf;
 
+use serde::Deserialize;
+
+use super::limits::{Limits, Retention};
+use super::profiles::RawAgent;
 use super::secrets::setting_value;
-use super::*;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,21 +52,6 @@ pub(super) struct RawNotify {
     pub(super) ping_url: Option<String>,
     /// A URL that gets the run's result as JSON when it exits non-zero.
     pub(super) on_failure_url: Option<String>,
-}
-
-/// `[agents.NAME]`: a named profile a task picks with `agent = "NAME"`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAgent {
-    pub(super) role_prompt: Option<String>,
-    pub(super) tools: Option<Vec<String>>,
-    pub(super) temperature: Option<f64>,
-    pub(super) top_p: Option<f64>,
-    pub(super) top_k: Option<u32>,
-    pub(super) max_tokens: Option<u32>,
-    pub(super) answer_style: Option<AnswerStyle>,
-    pub(super) max_writes: Option<u32>,
-    pub(super) output_schema: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -2,13 +2,20 @@
 //! defaults applied, paths made absolute, URLs and hosts checked, secrets
 //! read through [`Secrets`].
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::raw::*;
-use super::secrets::Secrets;
-use super::*;
+use super::limits::{bounds, check_finite, check_range};
+use super::raw::{
+    RawEndpoint, RawModel, RawNoteworx, RawNotify, RawOpenai, RawPaths, RawRunpod, RawWebfetch,
+};
+use super::secrets::{Secret, Secrets};
+use super::value::{check_http_url, resolve_file};
+use super::{
+    EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, NotifyConfig, Paths, WebfetchConfig,
+};
 
 /// Request fields the harness owns; `[model.extra]` may not set them.
 pub(super) const RESERVED_EXTRA_KEYS: &[&str] =
@@ -82,23 +89,8 @@ pub(super) fn resolve_endpoint(
     }
 }
 
-/// `p` made absolute against the config file's folder.
-pub fn resolve_file(base: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base.join(p)
-    }
-}
-
 pub(super) fn resolve_paths(raw: &RawPaths, base: &Path) -> Paths {
-    let resolve = |p: &Path| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base.join(p)
-        }
-    };
+    let resolve = |p: &Path| resolve_file(base, p);
     Paths {
         inbox: resolve(&raw.inbox),
         done: resolve(&raw.done),
@@ -235,18 +227,6 @@ pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
         ping_url: url(n.ping_url, "[notify] ping_url")?,
         on_failure_url: url(n.on_failure_url, "[notify] on_failure_url")?,
     })
-}
-
-pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
-    match reqwest::Url::parse(url.trim()) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
-        Ok(u) => Err(format!(
-            "{what} must be an http(s) URL, not {:?} (scheme {})",
-            url,
-            u.scheme()
-        )),
-        Err(e) => Err(format!("{what} {url:?} is not a valid URL: {e}")),
-    }
 }
 
 /// A host list (`allow_hosts`, `deny_hosts`): each item a host alone, read

@@ -3,8 +3,7 @@
 //! and diagnostic line passes; and which `--set` values look secret.
 
 use std::fmt;
-
-use super::*;
+use std::path::Path;
 
 /// A secret read from the environment. Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]

@@ -1,7 +1,18 @@
 //! `check`'s view of the inbox: every task file read and parsed as a run
 //! would, with nothing run and nothing moved.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::Context;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::folders;
+use super::prepare::{Offer, Origin, resolve};
+use super::recurring;
+use crate::config::{Config, McpTransport};
+use crate::inbox::{self, TaskFile, TaskProblem};
+use crate::tools::{Tool, ToolName, Toolbox};
 
 /// What `check` found in the inbox.
 #[derive(Debug, Default)]
@@ -24,8 +35,8 @@ pub struct CheckReport {
 /// anything, and warns about tasks that could leak notes.
 pub fn check_inbox(
     cfg: &Config,
-    offered: &[crate::tools::Tool],
-    now: chrono::DateTime<chrono::Utc>,
+    offered: &[Tool],
+    now: DateTime<Utc>,
 ) -> anyhow::Result<CheckReport> {
     let today = now.date_naive();
     let in_config = |p: String| format!("{}: {p}", cfg.path.display());
@@ -33,10 +44,10 @@ pub fn check_inbox(
     let mut report = CheckReport {
         config_problems: Toolbox::unknown_profile_tools(cfg)
             .into_iter()
-            .chain(crate::drain::folders::check_inbox(&cfg.paths.inbox).err())
-            .chain(crate::drain::folders::clashes(cfg))
-            .chain(crate::drain::folders::linked(cfg))
-            .chain(crate::drain::folders::unwritable(cfg, true))
+            .chain(folders::check_inbox(&cfg.paths.inbox).err())
+            .chain(folders::clashes(cfg))
+            .chain(folders::linked(cfg))
+            .chain(folders::unwritable(cfg, true))
             .chain(mcp_commands(cfg))
             .map(in_config)
             .collect(),
@@ -48,7 +59,7 @@ pub fn check_inbox(
             .collect(),
         ..CheckReport::default()
     };
-    if crate::drain::folders::check_inbox(&cfg.paths.inbox).is_ok()
+    if folders::check_inbox(&cfg.paths.inbox).is_ok()
         && let Err(e) = check_tasks(cfg, offered, today, &mut report)
     {
         report
@@ -60,7 +71,7 @@ pub fn check_inbox(
 }
 
 /// The profiles the inbox and recurring tasks name (`agent = "NAME"`).
-fn profiles_named(cfg: &Config) -> std::collections::BTreeSet<String> {
+fn profiles_named(cfg: &Config) -> BTreeSet<String> {
     let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
     let recurring = recurring::list(cfg).unwrap_or_default();
     inboxed
@@ -76,21 +87,21 @@ fn mcp_commands(cfg: &Config) -> Vec<String> {
     cfg.mcp
         .iter()
         .filter_map(|server| match &server.transport {
-            crate::config::McpTransport::Stdio(command) => command
+            McpTransport::Stdio(command) => command
                 .executable()
                 .err()
                 .map(|why| format!("[mcp.servers.{}] command: {why}", server.name)),
-            crate::config::McpTransport::Http { .. } => None,
+            McpTransport::Http { .. } => None,
         })
         .collect()
 }
 
 /// `check` for each inbox entry: its problems, its risks, and entries that
 /// will never run.
-pub(super) fn check_tasks(
+fn check_tasks(
     cfg: &Config,
-    offered: &[crate::tools::Tool],
-    today: chrono::NaiveDate,
+    offered: &[Tool],
+    today: NaiveDate,
     report: &mut CheckReport,
 ) -> anyhow::Result<()> {
     let entries = inbox::list(&cfg.paths.inbox)
@@ -123,34 +134,14 @@ pub(super) fn check_tasks(
 /// (`FILE:LINE: …`). `check` and `submit` both judge a task file by this.
 pub fn check_task(
     cfg: &Config,
-    offered: &[crate::tools::Tool],
+    offered: &[Tool],
     name: &str,
-    path: &std::path::Path,
-    read: Result<inbox::TaskFile, TaskProblem>,
-    today: chrono::NaiveDate,
+    path: &Path,
+    read: Result<TaskFile, TaskProblem>,
+    today: NaiveDate,
 ) -> Result<Vec<String>, String> {
-    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
-    let result = read.and_then(|f| {
-        if f.frontmatter.schedule.is_some() {
-            return Err(TaskProblem::new(
-                None,
-                "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule",
-            ));
-        }
-        TaskSpec::resolve(
-            cfg,
-            &TaskInput {
-                name,
-                frontmatter: &f.frontmatter,
-                body: &f.body,
-                offered,
-                mcp_listed: false,
-                context_tokens,
-                dry_run: false,
-                today,
-            },
-        )
-    });
+    let offer = checked_offer(cfg, offered, today);
+    let result = read.and_then(|mut f| resolve(cfg, (name, Origin::Inbox), &mut f, &offer));
     match result {
         Ok(spec) => Ok(exfiltration_risk(cfg, &spec.tools)
             .map(|w| format!("{}: {w}", path.display()))
@@ -166,9 +157,21 @@ pub fn check_task(
     }
 }
 
+/// What `check` resolves a task with: the tools offered, no MCP listing
+/// (nothing is started), the configured window, today.
+fn checked_offer<'a>(cfg: &Config, offered: &'a [Tool], today: NaiveDate) -> Offer<'a> {
+    Offer {
+        offered,
+        mcp_listed: false,
+        context_tokens: (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens),
+        dry_run: false,
+        today,
+    }
+}
+
 /// A task that can read notes and fetch any URL could be talked (by a note
 /// or a page) into fetching a URL that carries note text out.
-pub(super) fn exfiltration_risk(cfg: &Config, tools: &[Tool]) -> Option<String> {
+fn exfiltration_risk(cfg: &Config, tools: &[Tool]) -> Option<String> {
     let reads_notes = tools.iter().any(|t| t.is_noteworx() && !t.is_write());
     let fetches_anywhere = tools.contains(&Tool::Builtin(ToolName::Webfetch))
         && cfg
@@ -186,12 +189,7 @@ pub(super) fn exfiltration_risk(cfg: &Config, tools: &[Tool]) -> Option<String> 
 /// Each recurring task read as a run would (its schedule, its frontmatter
 /// against the config), when it is next due, and a name it shares with an
 /// inbox task (their runs would share `logs/NAME/`).
-pub(super) fn check_recurring(
-    cfg: &Config,
-    offered: &[crate::tools::Tool],
-    now: chrono::DateTime<chrono::Utc>,
-    report: &mut CheckReport,
-) {
+fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &mut CheckReport) {
     let Some(tasks) = recurring::list(cfg) else {
         if cfg.paths.recurring.exists() {
             report.problems.push(format!(
@@ -203,27 +201,15 @@ pub(super) fn check_recurring(
     };
     let state = recurring::State::load(&cfg.paths.state_dir());
     let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
-    let context_tokens = (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens);
+    let offer = checked_offer(cfg, offered, now.date_naive());
     for (task, (name, when)) in tasks
         .iter()
         .zip(recurring::next_due(cfg, &tasks, now, &state))
     {
         let path = task.entry.path.display();
-        let resolved = inbox::read_task(&task.entry.path).and_then(|f| {
-            TaskSpec::resolve(
-                cfg,
-                &TaskInput {
-                    name: &name,
-                    frontmatter: &f.frontmatter,
-                    body: &f.body,
-                    offered,
-                    mcp_listed: false,
-                    context_tokens,
-                    dry_run: false,
-                    today: now.date_naive(),
-                },
-            )
-        });
+        let origin = Origin::Recurring(None);
+        let resolved = inbox::read_task(&task.entry.path)
+            .and_then(|mut f| resolve(cfg, (&name, origin), &mut f, &offer));
         match (when, resolved) {
             (Err(why), _) => report.problems.push(format!("{path}: {why}")),
             (Ok(_), Err(p)) => report.problems.push(format!("{path}: {p}")),

@@ -26,12 +26,12 @@ pub(super) struct ToRun {
 /// recurring state with any task seen for the first time recorded.
 pub(super) fn to_run(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &RunOptions,
     state_dir: &Path,
 ) -> anyhow::Result<ToRun> {
     let mut state = State::load(state_dir);
-    let now = (h.clock)();
+    let now = (deps.clock)();
     if opts.recurring {
         let name = opts.only.as_deref().unwrap_or_default();
         inbox::check_task_name(name).map_err(NameError)?;

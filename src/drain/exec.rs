@@ -5,7 +5,15 @@
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 
-use super::*;
+use anyhow::Context;
+
+use super::{Mode, OnEnd, RunOutcome, Tally, UsageError, run_tasks};
+use crate::agent::deps::TaskDeps;
+use crate::config::Config;
+use crate::display::Progress;
+use crate::inbox::{self, InboxEntry};
+use crate::tools::ToolName;
+use crate::tools::mcp::configured;
 
 /// One `exec`.
 #[derive(Debug, Clone, Default)]
@@ -24,7 +32,7 @@ pub struct ExecOptions {
 
 /// Runs the task; a name, a text or a flag that makes no task is a
 /// [`UsageError`], and nothing runs.
-pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Result<RunOutcome> {
+pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::Result<RunOutcome> {
     inbox::check_task_name(&opts.name)
         .map_err(|e| UsageError(format!("--name {:?}: {e}", opts.name)))?;
     check_flags(cfg, opts).map_err(UsageError)?;
@@ -63,7 +71,7 @@ pub async fn exec(cfg: &Config, h: &TaskDeps, opts: &ExecOptions) -> anyhow::Res
         name: opts.name.clone(),
         path,
     };
-    let ends = run_tasks(cfg, h, vec![entry], &mode, 1).await;
+    let ends = run_tasks(cfg, deps, vec![entry], &mode, 1).await;
     Ok(RunOutcome::Finished(Tally::of(&ends)))
 }
 
@@ -83,10 +91,7 @@ fn check_flags(cfg: &Config, opts: &ExecOptions) -> Result<(), String> {
         ));
     }
     for tool in opts.tools.iter().flatten() {
-        match (
-            ToolName::parse(tool),
-            crate::tools::mcp::configured(&cfg.mcp, tool),
-        ) {
+        match (ToolName::parse(tool), configured(&cfg.mcp, tool)) {
             (Some(_), _) | (None, Some(Ok(_))) => {}
             (None, Some(Err(why))) => return Err(format!("--tools: {why}")),
             (None, None) => {

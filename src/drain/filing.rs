@@ -1,8 +1,41 @@
-//! Where a finished task goes and what its summary says about it: a pure
-//! decision over the outcome and the attempt count (a recurring task's
-//! file never moves; its retries are its slot's).
+//! Where a finished task goes and what its summary says about it: pure
+//! decisions over the task's result and its attempt count (a recurring
+//! task's file never moves; its retries are its slot's), and the summary
+//! built whole from them.
 
-use super::*;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::resume::Resumption;
+use super::{Mode, Slot};
+use crate::agent::expect::Verdict;
+use crate::agent::{Outcome, Stats, StopReason};
+use crate::records::{Status, Summary};
+
+/// What running a task gave, for its filing and its summary.
+pub(super) struct TaskResult {
+    pub(super) outcome: Outcome,
+    pub(super) verdicts: Option<Vec<Verdict>>,
+    /// The profile it ran as.
+    pub(super) agent: Option<String>,
+    /// What it went on from (SPEC §18).
+    pub(super) resumption: Resumption,
+    /// The MCP servers it was not offered because they were down.
+    pub(super) servers_down: Vec<String>,
+}
+
+impl From<Outcome> for TaskResult {
+    fn from(outcome: Outcome) -> TaskResult {
+        TaskResult {
+            outcome,
+            verdicts: None,
+            agent: None,
+            resumption: Resumption::default(),
+            servers_down: Vec::new(),
+        }
+    }
+}
 
 /// Where a finished task's file goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,8 +46,7 @@ pub(super) enum Disposition {
     Keep,
 }
 
-/// Where a finished task goes and what its summary says about it: a pure
-/// decision over the outcome and the attempt count.
+/// Where a finished task goes and what its summary says about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Filing {
     pub(super) disposition: Disposition,
@@ -22,15 +54,20 @@ pub(super) struct Filing {
     pub(super) retryable: bool,
     /// Added to the summary's error.
     pub(super) note: Option<String>,
+    /// The attempt number the summary says.
+    pub(super) attempt: u32,
 }
 
+/// Where a task ends up after `attempt` of `max_attempts`: `file` when the
+/// batch files tasks (a real run), `slot` when the attempt was a recurring
+/// task's counted slot.
 pub(super) fn file_outcome(
-    stop: StopReason,
-    retryable: bool,
-    attempt: u32,
-    max_attempts: u32,
+    outcome: &Outcome,
+    (attempt, max_attempts): (u32, u32),
     file: bool,
+    slot: Option<&Slot>,
 ) -> Filing {
+    let (stop, retryable) = (outcome.stop, outcome.retryable);
     let status = match stop {
         StopReason::FinalAnswer => Status::Succeeded,
         StopReason::Interrupted | StopReason::SetupFault => Status::Interrupted,
@@ -41,9 +78,10 @@ pub(super) fn file_outcome(
         status,
         retryable,
         note,
+        attempt,
     };
-    match stop {
-        _ if !file => filing(Disposition::Keep, retryable, None),
+    let mut filing = match stop {
+        _ if !file && slot.is_none() => filing(Disposition::Keep, retryable, None),
         StopReason::FinalAnswer => filing(Disposition::Done, false, None),
         StopReason::Interrupted | StopReason::SetupFault => filing(Disposition::Keep, true, None),
         _ if retryable && attempt < max_attempts => filing(
@@ -59,30 +97,97 @@ pub(super) fn file_outcome(
             Some(format!("gave up after {attempt} attempts (max_attempts)")),
         ),
         _ => filing(Disposition::Failed, false, None),
+    };
+    if let Some(slot) = slot {
+        for_slot(&mut filing, slot, max_attempts);
     }
+    filing
 }
 
 /// A recurring task's file never moves; its retries are its slot's.
-pub(super) fn slot_filing(
-    filing: &mut Filing,
-    slot: &super::Slot,
-    attempt: u32,
-    max_attempts: u32,
-) {
+fn for_slot(filing: &mut Filing, slot: &Slot, max_attempts: u32) {
     filing.disposition = Disposition::Keep;
     if filing.note.is_some() {
+        let (at, attempt) = (slot.at.to_rfc3339(), filing.attempt);
         filing.note = Some(if filing.retryable {
             format!(
-                "the slot {} stays due, to be tried again at the next run (attempt {} of {max_attempts})",
-                slot.at.to_rfc3339(),
-                attempt
+                "the slot {at} stays due, to be tried again at the next run (attempt {attempt} of {max_attempts})"
             )
         } else {
-            format!(
-                "gave up on the slot {} after {} attempts (max_attempts)",
-                slot.at.to_rfc3339(),
-                attempt
-            )
+            format!("gave up on the slot {at} after {attempt} attempts (max_attempts)")
         });
+    }
+}
+
+/// When a task ran: its start, its end, and its wall time in this run.
+pub(super) struct Timing {
+    pub(super) started_at: DateTime<Utc>,
+    pub(super) finished_at: DateTime<Utc>,
+    pub(super) wall: Duration,
+}
+
+/// A task's summary, whole: who it was, what it gave, where it goes, when.
+pub(super) fn summarize(
+    (task, run_id): (&str, &str),
+    result: TaskResult,
+    filing: &Filing,
+    timing: Timing,
+    (mode, runpod): (&Mode, bool),
+) -> Summary {
+    let TaskResult {
+        outcome,
+        verdicts,
+        agent,
+        resumption,
+        servers_down,
+    } = result;
+    let Stats {
+        turns,
+        tool_calls,
+        tool_errors,
+        usage,
+        runpod_exec_ms,
+        runpod_delay_ms,
+        calls_over_budget,
+    } = outcome.stats;
+    let error = match (outcome.error, filing.note.clone()) {
+        (Some(e), Some(k)) => Some(format!("{e}; {k}")),
+        (e, k) => e.or(k),
+    };
+    let wall = timing.wall.saturating_add(resumption.wall_before);
+    Summary {
+        task: task.to_string(),
+        run_id: run_id.to_string(),
+        status: filing.status,
+        stop_reason: outcome.stop,
+        retryable: filing.retryable,
+        attempt: filing.attempt,
+        turns,
+        tool_calls,
+        tool_errors,
+        calls_over_budget,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.total_tokens,
+        runpod_exec_ms: runpod_exec_ms.or(runpod.then_some(0)),
+        runpod_delay_ms: runpod_delay_ms.or(runpod.then_some(0)),
+        wall_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
+        started_at: timing.started_at,
+        finished_at: timing.finished_at,
+        final_answer: outcome.final_answer,
+        error,
+        dry_run: mode.dry_run,
+        expectations: verdicts,
+        replay_of: mode.replay_of.clone(),
+        schema_checked: outcome.result.is_some(),
+        agent,
+        recurring: mode.slot.is_some(),
+        slot: mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
+        last_success: mode.slot.as_ref().and_then(|s| s.last_success),
+        resumed_from: resumption.from,
+        resumed_turns: resumption.turns,
+        resume_refused: resumption.refused,
+        tool_servers_down: servers_down,
+        earlier: resumption.earlier,
     }
 }

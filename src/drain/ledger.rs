@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::Slot;
 use super::recurring;
 use crate::config::Config;
-use crate::inbox::{Attempts, FileRef, RunRef};
+use crate::inbox::{AttemptCount, Attempts, FileRef, RunRef};
 use crate::records::{Status, Summary};
 
 /// Where a task's attempts are counted, beside the inbox.
@@ -22,36 +22,6 @@ pub(super) enum Ledger<'a> {
     Inbox(Mutex<Attempts>),
     /// A recurring task's slot: the recurring state.
     Slot(&'a Mutex<recurring::State>),
-}
-
-/// A task's attempt: counted before it starts (SPEC §12.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct AttemptCount {
-    /// Attempts counted in earlier runs.
-    pub(super) previous: u32,
-    /// The process died on this task in every allowed attempt: not run again.
-    pub(super) exhausted: bool,
-    /// The runs of the attempts before this one since the task (or its
-    /// slot) last settled, oldest first: the only run folders it may go on
-    /// from (SPEC §21).
-    pub(super) runs: Vec<RunRef>,
-}
-
-impl AttemptCount {
-    pub(super) const UNCOUNTED: AttemptCount = AttemptCount {
-        previous: 0,
-        exhausted: false,
-        runs: Vec::new(),
-    };
-
-    /// This run's attempt number, as the summary says it.
-    pub(super) fn number(&self) -> u32 {
-        if self.exhausted {
-            self.previous
-        } else {
-            self.previous.saturating_add(1)
-        }
-    }
 }
 
 impl Ledger<'_> {

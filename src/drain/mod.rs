@@ -9,45 +9,37 @@
 
 mod check;
 mod choose;
-pub mod eval;
 pub mod exec;
 mod filing;
 pub mod folders;
 mod ledger;
 pub mod lock;
+mod pipeline;
 mod prepare;
 pub mod prune;
 pub mod recurring;
-pub mod replay;
 pub mod requeue;
 mod resume;
-pub mod stats;
 mod tally;
-mod task;
+mod tool_servers;
 
 pub use check::{CheckReport, check_inbox, check_task};
-use filing::*;
-use ledger::Ledger;
 pub use tally::Tally;
-use task::*;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use anyhow::Context;
 use futures::StreamExt;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use crate::agent::deps::TaskDeps;
-use crate::agent::expect::{self, Evidence, Verdict};
-use crate::agent::{Outcome, Stats, StopReason, TaskEvent, TaskInput, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
-use crate::drain::lock::RunLock;
-use crate::inbox::{self, Attempts, InboxEntry, TaskProblem};
-use crate::records::{RunRecord, Status, Summary};
-use crate::tools::{Tool, ToolName, Toolbox};
+use crate::inbox::{Attempts, InboxEntry};
+use crate::records::Summary;
+use ledger::Ledger;
+use lock::RunLock;
+use pipeline::Batch;
 
 /// Options of one `run` / `run-task` invocation.
 #[derive(Debug, Clone, Default)]
@@ -182,14 +174,14 @@ pub struct RunEnd {
 }
 
 /// Runs the inbox (or `opts.only`) as `opts` says.
-pub async fn run(cfg: &Config, h: &TaskDeps, opts: &RunOptions) -> RunEnd {
-    let (started, t0) = ((h.clock)(), Instant::now());
+pub async fn run(cfg: &Config, deps: &TaskDeps, opts: &RunOptions) -> RunEnd {
+    let (started, t0) = ((deps.clock)(), Instant::now());
     let mut ignored = None;
-    let (result, summaries) = match drain_inbox(cfg, h, opts, &mut ignored).await {
+    let (result, summaries) = match drain_inbox(cfg, deps, opts, &mut ignored).await {
         Ok((outcome, summaries)) => (Ok(outcome), summaries),
         Err(e) => (Err(e), Vec::new()),
     };
-    let servers_up = match &h.toolbox.mcp {
+    let servers_up = match &deps.toolbox.mcp {
         Some(mcp) => mcp.up().await,
         None => Vec::new(),
     };
@@ -206,11 +198,11 @@ pub async fn run(cfg: &Config, h: &TaskDeps, opts: &RunOptions) -> RunEnd {
 /// The run itself: folders, lock, listing, reachability, tasks.
 async fn drain_inbox(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &RunOptions,
     ignored: &mut Option<usize>,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
-    crate::drain::folders::prepare(cfg).map_err(UsageError)?;
+    folders::prepare(cfg).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
     // A lock that cannot be taken is a fault of the setup (a read-only
     // folder, a link planted at its name): the run stops, naming it.
@@ -226,7 +218,7 @@ async fn drain_inbox(
         state,
         problems,
         strays,
-    } = choose::to_run(cfg, h, opts, &state_dir)?;
+    } = choose::to_run(cfg, deps, opts, &state_dir)?;
     *ignored = Some(strays);
     let mut ended = if entries.is_empty() && due.is_empty() {
         match strays {
@@ -238,13 +230,13 @@ async fn drain_inbox(
             }
         }
         (RunOutcome::Finished(Tally::default()), Vec::new())
-    } else if let Err(why) = h.endpoint.ping().await {
+    } else if let Err(why) = deps.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
     } else {
         let (mut outcome, mut summaries) = if entries.is_empty() {
             (RunOutcome::Finished(Tally::default()), Vec::new())
         } else {
-            drain(cfg, h, opts, entries).await
+            drain(cfg, deps, opts, entries).await
         };
         if let RunOutcome::Finished(tally) = &mut outcome
             && tally.setup_fault.is_none()
@@ -252,7 +244,7 @@ async fn drain_inbox(
             let settle = !opts.dry_run && !opts.recurring;
             let state = Mutex::new(state);
             let (more, ran) =
-                recurring::run_recurring(cfg, h, opts, due, settle.then_some(&state)).await;
+                recurring::run_recurring(cfg, deps, opts, due, settle.then_some(&state)).await;
             tally.absorb(&more);
             summaries.extend(ran);
         }
@@ -260,7 +252,7 @@ async fn drain_inbox(
     };
     if let RunOutcome::Finished(tally) = &mut ended.0 {
         tally.problems.extend(problems);
-        if let Some(mcp) = &h.toolbox.mcp {
+        if let Some(mcp) = &deps.toolbox.mcp {
             tally.problems.extend(mcp.problems());
         }
         for problem in &tally.problems {
@@ -268,14 +260,14 @@ async fn drain_inbox(
         }
     }
     if !opts.dry_run {
-        retain(cfg, h);
+        retain(cfg, deps);
     }
     Ok(ended)
 }
 
 /// `[retention]` applied at the end of a run, still under its lock.
-fn retain(cfg: &Config, h: &TaskDeps) {
-    let pruned = prune::prune(&cfg.paths, &cfg.retention, (h.clock)(), false);
+fn retain(cfg: &Config, deps: &TaskDeps) {
+    let pruned = prune::prune(&cfg.paths, &cfg.retention, (deps.clock)(), false);
     if !pruned.removed.is_empty() {
         tracing::info!(
             removed = pruned.removed.len(),
@@ -292,7 +284,7 @@ fn retain(cfg: &Config, h: &TaskDeps) {
 /// Runs the listed tasks and tallies them.
 async fn drain(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &RunOptions,
     entries: Vec<InboxEntry>,
 ) -> (RunOutcome, Vec<Summary>) {
@@ -302,7 +294,7 @@ async fn drain(
         on_end: opts.on_end.clone(),
         ..Mode::new(cfg, opts.progress.clone())
     };
-    let ends = run_tasks(cfg, h, entries, &mode, opts.concurrency).await;
+    let ends = run_tasks(cfg, deps, entries, &mode, opts.concurrency).await;
     let tally = Tally::of(&ends);
     tracing::info!(
         succeeded = tally.succeeded,
@@ -330,7 +322,7 @@ fn filed(ends: Vec<TaskEnd>) -> Vec<Summary> {
 /// (`mode.file`) counts their attempts beside the inbox.
 pub async fn run_tasks(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     entries: Vec<InboxEntry>,
     mode: &Mode,
     concurrency: usize,
@@ -340,10 +332,10 @@ pub async fn run_tasks(
     } else {
         Ledger::Uncounted
     };
-    let drain = Drain {
+    let batch = Batch {
         cfg,
-        h,
-        context_tokens: context_window(cfg, h).await,
+        deps,
+        context_tokens: context_window(cfg, deps).await,
         ledger,
         mode,
         setup_fault: Mutex::new(None),
@@ -357,12 +349,12 @@ pub async fn run_tasks(
     );
     futures::stream::iter(entries)
         .map(|entry| {
-            let drain = &drain;
+            let batch = &batch;
             async move {
-                if h.cancel.is_cancelled() {
+                if deps.cancel.is_cancelled() {
                     return TaskEnd::NotStarted;
                 }
-                drain.process_task(&entry).await
+                batch.process_task(&entry).await
             }
         })
         .buffer_unordered(concurrency)
@@ -374,27 +366,27 @@ pub async fn run_tasks(
 /// slot's attempt is counted and settled in that state.
 async fn run_slot(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     entry: InboxEntry,
     mode: &Mode,
     settle: Option<&Mutex<recurring::State>>,
 ) -> Vec<TaskEnd> {
-    let drain = Drain {
+    let batch = Batch {
         cfg,
-        h,
-        context_tokens: context_window(cfg, h).await,
+        deps,
+        context_tokens: context_window(cfg, deps).await,
         ledger: settle.map_or(Ledger::Uncounted, Ledger::Slot),
         mode,
         setup_fault: Mutex::new(None),
     };
-    vec![drain.process_task(&entry).await]
+    vec![batch.process_task(&entry).await]
 }
 
 /// The context window every task of the run manages, if any.
-async fn context_window(cfg: &Config, h: &TaskDeps) -> Option<u32> {
+async fn context_window(cfg: &Config, deps: &TaskDeps) -> Option<u32> {
     match cfg.limits.context_tokens {
         0 if cfg.endpoint.kind == EndpointKind::Openai => {
-            let n = h.endpoint.discover_context().await;
+            let n = deps.endpoint.discover_context().await;
             match n {
                 Some(n) => {
                     tracing::info!(n_ctx = n, "context window read from the server's /props")

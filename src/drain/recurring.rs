@@ -10,11 +10,10 @@ use std::path::Path;
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::ledger::AttemptCount;
 use super::{Mode, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
-use crate::inbox::{self, InboxEntry, Schedule};
+use crate::inbox::{self, AttemptCount, InboxEntry, Schedule};
 use crate::records::{Status, Summary};
 
 const STATE_FILE: &str = ".agent-harness-recurring.json";
@@ -133,7 +132,7 @@ pub fn list(cfg: &Config) -> Option<Vec<Recurring>> {
                 .map_err(|p| p.to_string())
                 .and_then(|task| match task.frontmatter.schedule {
                     Some(s) => Schedule::parse(&s),
-                    None => Err("frontmatter: schedule: a recurring task needs one".into()),
+                    None => Err(inbox::RECURRING_NEEDS_ONE.into()),
                 });
             Recurring { entry, schedule }
         })
@@ -405,7 +404,7 @@ pub fn next_due(
 /// the inbox as its task starts and ends.
 pub(super) async fn run_recurring(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &RunOptions,
     due: Vec<Due>,
     settle: Option<&std::sync::Mutex<State>>,
@@ -417,7 +416,7 @@ pub(super) async fn run_recurring(
         broken,
     } in due
     {
-        if h.cancel.is_cancelled() {
+        if deps.cancel.is_cancelled() {
             ends.push(TaskEnd::NotStarted);
             continue;
         }
@@ -431,7 +430,7 @@ pub(super) async fn run_recurring(
         // A file that cannot run has no slot to count: it is recorded, once
         // for each version of it (SPEC §22).
         let counted = settle.filter(|_| broken.is_none());
-        let mut these = run_slot(cfg, h, entry, &mode, counted).await;
+        let mut these = run_slot(cfg, deps, entry, &mode, counted).await;
         if let (Some(version), Some(state), Some(TaskEnd::Filed(_))) =
             (broken, settle, these.first())
         {

@@ -17,20 +17,20 @@ use std::time::{Duration, SystemTime};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::Mode;
-use super::ledger::Ledger;
-use super::replay::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
-use super::task::Drain;
 use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::base::folder::Folder;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use crate::inbox::RunRef;
-use crate::records::{PartialRun, RunRecord, StartLine, Status, read_partial, read_partial_lines};
+use crate::records::{
+    PartialRun, Status, read_partial, read_partial_lines, recorded_attempt, recorded_counts,
+    recorded_results, recorded_window,
+};
 use crate::tools::{RecordedResults, ToolOutput};
 
-/// The records a task can go on from.
+/// The records a task can go on from: its resume point.
 #[derive(Debug)]
-pub(super) struct Found {
+pub(super) struct ResumePoint {
     pub(super) run_id: String,
     /// The recorded model calls to answer, up to the last that got a reply.
     attempts: Vec<RecordedAttempt>,
@@ -49,26 +49,16 @@ pub(super) struct Found {
     resumed_from: Option<String>,
 }
 
-/// How a task with records to go on from starts.
+/// How a task started with respect to earlier records: what it went on
+/// from, or why it could not.
 #[derive(Debug, Default, Clone)]
-pub(super) struct ResumeNote {
+pub(super) struct Resumption {
     pub(super) from: Option<String>,
     pub(super) turns: u32,
     pub(super) refused: Option<String>,
     pub(super) wall_before: Duration,
     /// The tokens and time of the runs before, for the metrics.
     pub(super) earlier: crate::records::Earlier,
-}
-
-impl Drain<'_> {
-    /// Whether a task of this batch may go on from earlier records: a real
-    /// run whose attempts are counted beside the inbox (an inbox task or a
-    /// recurring task's slot) — never a dry run, a replay, an eval or `exec`.
-    pub(super) fn may_resume(&self) -> bool {
-        !self.mode.dry_run
-            && self.mode.replay_of.is_none()
-            && !matches!(self.ledger, Ledger::Uncounted)
-    }
 }
 
 /// The records task `name` goes on from, if any: of the runs the state
@@ -87,7 +77,7 @@ pub(super) fn find(
     own: &str,
     unsettled: bool,
     now: DateTime<Utc>,
-) -> Option<Found> {
+) -> Option<ResumePoint> {
     let task_dir = crate::inbox::fit_file_name("", name, "");
     let folder = Folder::open_root(&mode.logs).ok()?.sub(&task_dir).ok()?;
     let slot = mode.slot.as_ref().map(|s| s.at.to_rfc3339());
@@ -160,7 +150,12 @@ fn own_folder(task: &Folder, named: &RunRef) -> Option<Folder> {
 /// source can hold fewer of them than that source: the fuller records are
 /// gone on from (following `resumed_from`, a few steps at most, and only
 /// to runs the state names), with the time of the newer run.
-fn fuller_source(folder: &Folder, runs: &[RunRef], mut found: Found, now: DateTime<Utc>) -> Found {
+fn fuller_source(
+    folder: &Folder,
+    runs: &[RunRef],
+    mut found: ResumePoint,
+    now: DateTime<Utc>,
+) -> ResumePoint {
     for _ in 0..8 {
         let Some(source) = (found.resumed_from.as_ref())
             .and_then(|r| runs.iter().find(|n| &n.id == r))
@@ -175,7 +170,7 @@ fn fuller_source(folder: &Folder, runs: &[RunRef], mut found: Found, now: DateTi
             .and_then(|run| found_in(run, now));
         match older {
             Some(older) if older.attempts.len() > found.attempts.len() => {
-                found = Found {
+                found = ResumePoint {
                     wall_before: found.wall_before,
                     run_id: found.run_id,
                     ..older
@@ -188,7 +183,7 @@ fn fuller_source(folder: &Folder, runs: &[RunRef], mut found: Found, now: DateTi
 }
 
 /// What a run folder gives to go on from; `None` without a whole turn.
-fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
+fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<ResumePoint> {
     let start = run.start.as_ref()?;
     // A call is whole when its last attempt got a reply; what follows the
     // last whole call (a call cut by the kill, a failed retryable call) is
@@ -233,7 +228,7 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
                 .saturating_add(ended.duration_since(started).unwrap_or_default())
         }
     };
-    Some(Found {
+    Some(ResumePoint {
         run_id: run.run_id.clone(),
         attempts: kept.iter().map(recorded_attempt).collect(),
         counts: recorded_counts(kept),
@@ -250,13 +245,13 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<Found> {
     })
 }
 
-impl Found {
+impl ResumePoint {
     /// The task's dependencies answering from these records, then live
     /// where the records end (the records move into them).
-    pub(super) fn into_deps(self, h: &TaskDeps) -> (TaskDeps, Arc<Mutex<Recording>>) {
+    pub(super) fn into_deps(self, deps: &TaskDeps) -> (TaskDeps, Arc<Mutex<Recording>>) {
         let live_from_turn = Some(self.live_from_turn);
         answering(
-            h,
+            deps,
             self.attempts,
             self.counts,
             self.window,
@@ -267,9 +262,9 @@ impl Found {
 
     /// Runs the recorded part once in memory, nothing live behind it:
     /// `Err` says why the records cannot be gone on from with this config.
-    pub(super) async fn check(&self, h: &TaskDeps, spec: &TaskSpec) -> Result<u32, String> {
+    pub(super) async fn check(&self, deps: &TaskDeps, spec: &TaskSpec) -> Result<u32, String> {
         let (probe, recording) = answering(
-            h,
+            deps,
             self.attempts.clone(),
             self.counts.clone(),
             self.window,
@@ -293,7 +288,7 @@ impl Found {
 /// `None`, nothing goes live: a call past the records is not sent and a
 /// missing result is an error result.
 fn answering(
-    h: &TaskDeps,
+    deps: &TaskDeps,
     attempts: Vec<RecordedAttempt>,
     counts: Vec<(u32, u64)>,
     window: Option<u32>,
@@ -307,7 +302,7 @@ fn answering(
         live_from_turn,
         missing_run_live: live,
     };
-    (h.answering_from(recording.clone(), results), recording)
+    (deps.answering_from(recording.clone(), results), recording)
 }
 
 /// Why a recorded turn cannot be answered from the records, in one line.
@@ -366,47 +361,6 @@ pub(super) fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> 
     }
     let path = path.trim_start_matches('.');
     crate::base::text::printable(if path.is_empty() { "the top" } else { path }).into_owned()
-}
-
-impl Drain<'_> {
-    /// Writes `start.json` and what the run goes on from (SPEC §18).
-    pub(super) fn start_record(
-        &self,
-        rec: &mut RunRecord,
-        spec: &TaskSpec,
-        note: &ResumeNote,
-        found: Option<&Found>,
-    ) {
-        let now = (self.h.clock)();
-        let start = StartLine {
-            task: spec.name.clone(),
-            run_id: rec.run_id.clone(),
-            started_at: now,
-            dry_run: self.mode.dry_run,
-            replay_of: self.mode.replay_of.clone(),
-            resumable: self.may_resume(),
-            today: self.today(found.map(|f| f.today)),
-            slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
-            resumed_from: note.from.clone(),
-            wall_ms_before: u64::try_from(note.wall_before.as_millis()).unwrap_or(u64::MAX),
-        };
-        rec.start(now, &start, note.turns);
-        if let Some(why) = &note.refused {
-            rec.note(
-                now,
-                &format!("not resumed from {why}; the task starts fresh"),
-            );
-            tracing::warn!(reason = %why, "not resumed; the task starts fresh");
-        }
-        for call in found.map(|f| f.resent.as_slice()).unwrap_or_default() {
-            rec.note(
-                now,
-                &format!(
-                    "write call {call} was recorded as about to be sent, but not its result: it runs again with the recorded arguments (an attachment with the same name and text is found, not created twice)"
-                ),
-            );
-        }
-    }
 }
 
 /// The turns a resumed task answered from its records.

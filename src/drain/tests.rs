@@ -1,14 +1,19 @@
 //! Unit tests of `drain`.
 
-use super::filing::*;
-use super::*;
 use std::time::Duration;
+
+use super::Tally;
+use super::filing::{Disposition, file_outcome};
+use crate::agent::{Outcome, StopReason};
+use crate::records::Status;
 
 #[test]
 fn filing_sends_each_outcome_where_it_belongs() {
     use Disposition::*;
     let f = |stop, retryable, attempt, dry: bool| {
-        let f = file_outcome(stop, retryable, attempt, 3, !dry);
+        let mut outcome = Outcome::failed(stop, String::new());
+        outcome.retryable = retryable;
+        let f = file_outcome(&outcome, (attempt, 3), !dry, None);
         (f.disposition, f.status, f.retryable, f.note)
     };
     assert_eq!(

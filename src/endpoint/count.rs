@@ -14,8 +14,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::errors::AttemptError;
+use super::exchange::until;
 use super::recorded::Count;
-use super::{AttemptError, Endpoint, lock, until};
+use super::{Endpoint, lock};
 use crate::base::lenient;
 use crate::config::EndpointKind;
 

@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
-use super::*;
+use crate::base::http::RawBody;
+use crate::base::lenient;
+use crate::base::text::clip;
+use crate::wire::chat::ChatResponse;
 
 /// What kind of failure ended an attempt: enough, with the status and the
 /// body, to judge it again when a recorded run is replayed. Its name in

@@ -4,12 +4,15 @@
 
 use std::time::Duration;
 
+use super::errors::{AttemptError, ServerError};
+use crate::base::http::{Body, RawBody};
+use crate::base::text::clip;
+use crate::endpoint::errors::{Failure, describe_transport};
+use crate::wire::chat::ChatResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use super::*;
 
 /// How a call retries. The defaults are the product's; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq)]

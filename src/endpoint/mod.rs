@@ -19,24 +19,23 @@ mod probe;
 pub mod recorded;
 pub mod runpod;
 
-pub use errors::*;
-pub use exchange::*;
+pub use errors::{CallError, Failure, describe_transport};
+pub use exchange::{Attempt, Completion, JobInfo, RetryPolicy};
 pub use probe::Probe;
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::base::http::{Body, RawBody};
-use crate::base::lenient;
+use crate::base::http::Body;
 use crate::base::text::clip;
 use crate::config::{EndpointConfig, EndpointKind};
-use crate::wire::chat::ChatResponse;
+use errors::{AttemptError, Next, parse_chat};
+use exchange::{HttpAnswer, RawAttempt, read_answer, until};
 use recorded::{Recording, Source};
 use std::sync::{Arc, Mutex};
 

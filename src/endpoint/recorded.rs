@@ -12,7 +12,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use super::{AttemptError, Failure, JobInfo, RawAttempt, ServerError, parse_chat, runpod};
+use super::errors::{AttemptError, Failure, ServerError, parse_chat};
+use super::exchange::{JobInfo, RawAttempt};
+use super::runpod;
 use crate::base::http::RawBody;
 
 /// The most memory one recorded request may take as a tree to be compared.

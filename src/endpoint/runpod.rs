@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{AttemptError, Endpoint, HttpAnswer, JobInfo, RawAttempt, parse_chat, until};
+use super::Endpoint;
+use super::errors::{AttemptError, parse_chat};
+use super::exchange::{HttpAnswer, JobInfo, RawAttempt, until};
 use crate::base::http::RawBody;
 use crate::base::lenient;
 use crate::base::text::clip;

@@ -1,6 +1,8 @@
 //! Unit tests of `endpoint`.
 
+use super::errors::{AttemptError, Next, ServerError};
 use super::*;
+use crate::base::http::RawBody;
 use reqwest::StatusCode;
 
 #[test]

@@ -201,3 +201,33 @@ impl Attempts {
             .with_context(|| format!("writing {}", path()))
     }
 }
+
+/// A task's attempt: counted before it starts (SPEC §12.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptCount {
+    /// Attempts counted in earlier runs.
+    pub previous: u32,
+    /// The process died on this task in every allowed attempt: not run again.
+    pub exhausted: bool,
+    /// The runs of the attempts before this one since the task (or its
+    /// slot) last settled, oldest first: the only run folders it may go on
+    /// from (SPEC §21).
+    pub runs: Vec<RunRef>,
+}
+
+impl AttemptCount {
+    pub const UNCOUNTED: AttemptCount = AttemptCount {
+        previous: 0,
+        exhausted: false,
+        runs: Vec::new(),
+    };
+
+    /// This run's attempt number, as the summary says it.
+    pub fn number(&self) -> u32 {
+        if self.exhausted {
+            self.previous
+        } else {
+            self.previous.saturating_add(1)
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! (`--agent`, `--tools`) written into its frontmatter, so the task file
 //! recorded as `task.md` is the task that ran.
 
-use super::*;
+use super::{TaskProblem, parse_task};
 
 /// `text` with `keys` set in its `+++` frontmatter (made when it has none),
 /// over what it said; then read as any task file is.

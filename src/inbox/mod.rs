@@ -13,10 +13,10 @@ mod filing;
 mod schedule;
 pub mod state;
 
-pub use attempts::{ATTEMPTS_FILE, Attempts, FileRef, RunRef};
+pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
-pub use schedule::Schedule;
+pub use schedule::{ONLY_RECURRING, RECURRING_NEEDS_ONE, Schedule};
 
 use std::path::{Path, PathBuf};
 

@@ -15,6 +15,11 @@ pub struct Schedule {
 
 const NICKNAMES: &[&str] = &["@hourly", "@daily", "@weekly", "@monthly"];
 
+/// The rule where a schedule belongs, in the words every place says it.
+pub const RECURRING_NEEDS_ONE: &str = "frontmatter: schedule: a recurring task needs one";
+pub const ONLY_RECURRING: &str =
+    "frontmatter: schedule: only a recurring task (in [paths] recurring) has a schedule";
+
 impl Schedule {
     pub fn parse(text: &str) -> Result<Schedule, String> {
         let text = text.trim();

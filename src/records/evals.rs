@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::read::{Record, read_record};
+use super::capped::{Record, read_record};
 use super::{ListedRun, read_summaries_in};
 use crate::base::folder::Folder;
 

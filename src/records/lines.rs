@@ -1,7 +1,11 @@
 //! The lines of `conversation.jsonl` and `tools.jsonl`: one JSON object per
 //! model attempt and per tool call, with the names the SPEC gives them.
 
-use super::*;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::agent::{Answer, Counted, ModelAttempt};
 use crate::endpoint::Failure;
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.

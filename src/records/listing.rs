@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Summary;
-use super::read::read_summary_in;
+use super::capped::read_summary_in;
 use crate::base::folder::Folder;
 
 /// A run folder as the listing walked it, with its summary.

@@ -6,6 +6,7 @@
 //! still leaves whole, parseable lines. Every line passes through the
 //! redactor first: no secret value reaches a record, whatever produced it.
 
+mod capped;
 mod evals;
 mod lines;
 mod listing;
@@ -13,35 +14,34 @@ pub mod metrics;
 mod partial;
 mod read;
 mod record;
+mod recorded;
 pub mod report;
-mod report_evals;
-mod report_index;
+mod run_id;
 
-pub use evals::*;
-pub use lines::*;
-pub use listing::*;
-pub use partial::*;
-pub use read::*;
-pub use record::*;
-
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
-
-use anyhow::Context;
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::agent::expect::Verdict;
-use crate::agent::{
-    Answer, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
+pub use capped::{MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES};
+pub use evals::{
+    Comparison, ListedEval, MAX_EVAL_BYTES, Report, TaskRow, Totals, VariantReport, list_evals,
+    read_eval,
 };
-use crate::base::folder::Folder;
-use crate::config::{Redactor, Secret};
-use crate::tools::Tool;
-use crate::wire::chat::ToolCall;
+pub use lines::{
+    ContextLine, ConversationLine, IntentLine, JobLine, StartLine, ToolLine, counted_name,
+};
+pub use listing::{ListedRun, Listing, Unreadable, read_summaries, read_summaries_in};
+pub use partial::{PartialRun, parse_whole_lines, read_partial, read_partial_lines};
+pub use read::{
+    RecordedContext, RecordedJob, RecordedLine, RecordedRun, ReplyView, answer_of, read_listed,
+    read_run, reply_view, request_texts,
+};
+pub use record::{RunRecord, create_private_dir, replace_private};
+pub use recorded::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
+pub use run_id::{run_id_for, run_order, run_time};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::agent::StopReason;
+use crate::agent::expect::Verdict;
+use lines::is_zero;
 
 /// How a task ended; its name one rule for serde and [`Status::as_str`].
 #[derive(

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::read::{Record, read_record, read_summary_in};
+use super::capped::{Record, read_record, read_summary_in};
 use super::{
     IntentLine, MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES, RecordedLine,
     StartLine, Summary, ToolLine,

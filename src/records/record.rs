@@ -3,7 +3,27 @@
 //! `run.log`), and the files written whole at the end (`task.md`,
 //! `result.json`, `summary.json`).
 
-use super::*;
+use super::lines::{ConversationLine, IntentLine, StartLine, ToolLine};
+use crate::agent::{
+    Answer, Counted, Elided, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent,
+};
+use crate::base::folder::Folder;
+use crate::config::{Redactor, Secret};
+use crate::tools::Tool;
+use crate::wire::chat::ToolCall;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::DirBuilderExt;
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+
+use super::Summary;
+use super::lines::json_line;
+use super::run_id::run_id_for;
 
 /// The `run.log` line of what was elided to fit.
 pub(super) fn elided_line(e: &Elided) -> String {
@@ -42,36 +62,6 @@ pub struct RunRecord {
     unsynced: bool,
 }
 
-/// The run id for a start time: `YYYYMMDDTHHMMSSZ`.
-pub fn run_id_for(started: DateTime<Utc>) -> String {
-    started.format("%Y%m%dT%H%M%SZ").to_string()
-}
-
-/// The start time a run id names: `YYYYMMDDTHHMMSSZ`, perhaps `-N`.
-pub fn run_time(run_id: &str) -> Option<DateTime<Utc>> {
-    let stamp = run_id.split_once('-').map_or(run_id, |(s, n)| {
-        if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() {
-            s
-        } else {
-            ""
-        }
-    });
-    if stamp.len() != 16 {
-        return None;
-    }
-    chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ")
-        .ok()
-        .map(|t| t.and_utc())
-}
-
-/// A run id in time order (`…Z-10` after `…Z-9`): the stamp, then the clash number.
-pub fn run_order(run_id: &str) -> (&str, u32) {
-    match run_id.split_once('-') {
-        Some((stamp, n)) => (stamp, n.parse().unwrap_or(0)),
-        None => (run_id, 1),
-    }
-}
-
 /// Creates a folder only its owner can enter (0700, whatever the umask);
 /// an existing one is left as it is.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
@@ -83,9 +73,9 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// Replaces `dir/name` with `bytes`, readable by its owner only (0600):
 /// through a new temporary file and a rename, so a link planted at the
-/// name is replaced, never written through ([`crate::base::file::replace`]).
+/// name is replaced, never written through ([`Folder::replace`]).
 pub fn replace_private(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    crate::base::file::replace(dir, name, bytes, 0o600)
+    Folder::open(dir)?.replace(name, bytes, 0o600)
 }
 
 impl RunRecord {
@@ -425,7 +415,7 @@ impl RunRecord {
     }
 
     /// A line of its own in `run.log`.
-    pub fn note(&mut self, at: DateTime<Utc>, text: &str) {
+    pub fn log_line(&mut self, at: DateTime<Utc>, text: &str) {
         self.log(at, text);
     }
 

@@ -1,8 +1,10 @@
 //! Unit tests of `records`.
 
 use super::*;
+use crate::config::Secret;
 use chrono::TimeZone;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 #[test]
 fn run_ids_are_utc_start_times_and_clashes_get_a_suffix() {

@@ -2,9 +2,8 @@
 //! parameters declared once, and the JSON schemas the model is offered.
 
 use serde::Serialize;
+use serde_json::Map;
 use serde_json::{Value, json};
-
-use super::*;
 
 /// The closed set of tools; each name one rule for serde, [`ToolName::as_str`]
 /// and [`ToolName::parse`].

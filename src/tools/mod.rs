@@ -15,13 +15,13 @@ pub mod text;
 mod validate;
 pub mod webfetch;
 
-pub use catalog::*;
-pub use validate::*;
+pub use catalog::{Kind, Param, SearchMode, Tool, ToolName};
+pub use validate::{Call, validate};
 
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// What a tool gave back, before the loop cuts it to size.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,9 +2,9 @@
 //! arguments against the tool's parameters, every problem named in one
 //! message, the result a typed [`Call`].
 
+use super::catalog::{Kind, SearchMode, Tool, ToolName};
+use super::mcp;
 use serde_json::{Map, Value};
-
-use super::*;
 
 /// A validated tool call with typed arguments.
 #[derive(Debug, Clone, PartialEq)]

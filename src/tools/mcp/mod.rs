@@ -18,14 +18,13 @@ pub use listing::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, MAX_TOOLS, McpTool, Offer}
 pub use process::kill_all;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use serde_json::{Map, Value};
 
-use crate::config::{McpServerConfig, McpTransport, Redactor};
+use crate::config::{McpServerConfig, Redactor};
 use crate::tools::ToolOutput;
 use process::{Process, Stderr};
 
@@ -104,7 +103,7 @@ pub struct Down {
 pub struct Ready {
     pub tools: Vec<Arc<McpTool>>,
     /// `run.log` lines: a start, tools left out, stderr.
-    pub notes: Vec<String>,
+    pub log_lines: Vec<String>,
 }
 
 impl McpServers {
@@ -135,8 +134,8 @@ impl McpServers {
         let mut ready = Ready::default();
         let mut down = Vec::new();
         for server in self.named(names) {
-            let up = server.ready(&self.redactor, &mut ready.notes).await;
-            ready.notes.extend(server.stderr_lines());
+            let up = server.ready(&self.redactor, &mut ready.log_lines).await;
+            ready.log_lines.extend(server.stderr_lines());
             match up {
                 Ok(tools) => ready.tools.extend(tools),
                 Err(mut e) => {

@@ -2,7 +2,18 @@
 //! `tools/list`), watched for its death, and its stderr taken for
 //! `run.log`.
 
-use super::*;
+use super::State;
+use super::answers::{self};
+use super::{
+    MAX_HTTP_BYTES, MAX_LINE_BYTES, Server, Unavailable, Up, lines, listing, lock, process,
+};
+use crate::config::{McpTransport, Redactor};
+use crate::tools::mcp::listing::{MAX_TOOLS, McpTool};
+use crate::tools::mcp::process::Process;
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Pages of `tools/list` read at most, and tools kept from them: a server
 /// that lists on and on is cut short (the rest is said, not read).
@@ -13,7 +24,7 @@ impl Server {
     pub(super) async fn ready(
         &self,
         redactor: &Redactor,
-        notes: &mut Vec<String>,
+        log_lines: &mut Vec<String>,
     ) -> Result<Vec<Arc<McpTool>>, Unavailable> {
         let name = &self.cfg.name;
         let mut state = self.state.lock().await;
@@ -28,13 +39,13 @@ impl Server {
             }
             *state = match started {
                 Ok(Ok((up, left_out))) => {
-                    notes.push(format!(
+                    log_lines.push(format!(
                         "MCP server {name} started in {} ms; tools: {}",
                         t0.elapsed().as_millis(),
                         list(&up.tools)
                     ));
-                    notes.extend(lock(&self.problem).clone());
-                    notes.extend(
+                    log_lines.extend(lock(&self.problem).clone());
+                    log_lines.extend(
                         left_out
                             .into_iter()
                             .map(|l| format!("MCP server {name}: {l}")),

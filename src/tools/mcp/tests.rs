@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::config::McpTransport;
 use crate::config::Secret;
 
 fn server(tools: Option<&[&str]>, write_tools: Option<&[&str]>) -> McpServerConfig {

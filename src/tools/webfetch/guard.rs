@@ -5,8 +5,10 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::error::Error as StdError;
 
-use super::*;
+use super::{MAX_REDIRECTS, Refused};
+use reqwest::Url;
 
 /// The host rules, shared by the first request and every redirect.
 #[derive(Debug, Clone)]

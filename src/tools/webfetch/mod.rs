@@ -13,8 +13,6 @@ mod guard;
 mod html;
 
 pub use guard::is_forbidden;
-use guard::*;
-use html::*;
 pub use html::{MAX_HTML_DEPTH, MAX_HTML_ELEMENTS, Shape, html_to_text, markup_shape};
 
 use crate::config::Redactor;
@@ -29,6 +27,8 @@ use super::ToolOutput;
 use super::text::page;
 use crate::base::text::chars;
 use crate::config::WebfetchConfig;
+use guard::{GuardedResolver, Rules};
+use html::{CONVERTER_STACK, CONVERTERS, strip_tags};
 
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;

@@ -1,5 +1,7 @@
 //! Unit tests of `tools::webfetch`.
 
+use super::guard::Rules;
+use super::html::strip_tags;
 use super::*;
 
 fn rules(allow_private: bool, allow: &[&str], deny: &[&str]) -> Rules {

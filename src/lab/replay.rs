@@ -5,7 +5,6 @@
 //! written but the new run's records. Every request the harness builds is
 //! compared with the recorded one, ignoring `seed`.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,15 +15,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
-use crate::drain::{Mode, TaskEnd, run_tasks};
-use crate::endpoint::JobInfo;
-use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
+use crate::drain::{Mode, Slot, TaskEnd, run_tasks};
+use crate::endpoint::recorded::{Mismatch, Recording};
 use crate::inbox::InboxEntry;
-use crate::records::{RecordedLine, RecordedRun, Summary, ToolLine, read_run};
-use crate::tools::{RecordedResults, ToolOutput};
-
-/// The most memory the recorded tool details of a run may take as trees.
-const MAX_DETAIL_TREE_BYTES: usize = 64 << 20;
+use crate::records::{
+    RecordedRun, Summary, read_run, recorded_attempt, recorded_counts, recorded_results,
+    recorded_window,
+};
+use crate::tools::RecordedResults;
 
 /// The most lines of diff printed; the rest are counted.
 const MAX_DIFF_LINES: usize = 200;
@@ -93,8 +91,8 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         opts.from_turn,
         recorded_window(&recorded.attempts),
     );
-    let h = match replaying_harness(cfg, &recorded, recording.clone(), opts.from_turn) {
-        Ok(h) => h,
+    let deps = match replaying_harness(cfg, &recorded, recording.clone(), opts.from_turn) {
+        Ok(deps) => deps,
         Err(e) => {
             let _ = writeln!(out, "agent-harness: {e:#}");
             return ReplayEnd::Unreadable;
@@ -111,8 +109,8 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         name,
         path: task_file,
     };
-    let ends = run_tasks(cfg, &h, vec![entry], &mode, 1).await;
-    h.shutdown().await;
+    let ends = run_tasks(cfg, &deps, vec![entry], &mode, 1).await;
+    deps.shutdown().await;
     let Some(TaskEnd::Filed(new)) = ends.into_iter().next() else {
         let _ = writeln!(
             out,
@@ -157,44 +155,6 @@ fn task_name(run: &RecordedRun) -> Option<String> {
     crate::inbox::check_task_name(&name).ok().map(|()| name)
 }
 
-/// A recorded attempt as the endpoint replays it.
-pub(super) fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
-    RecordedAttempt {
-        turn: l.turn,
-        attempt: l.attempt,
-        request: l.request.clone(),
-        http_status: l.http_status,
-        response: l.response.clone().map(crate::base::http::RawBody::from),
-        error: l.error.clone(),
-        failure: l.failure(),
-        retry_after: l.retry_after_ms.map(Duration::from_millis),
-        job: l.runpod.as_ref().map(|j| JobInfo {
-            job_id: j.job_id.clone(),
-            status: j.status.clone(),
-            delay_time: j.delay_time,
-            execution_time: j.execution_time,
-            polls: j.polls,
-        }),
-    }
-}
-
-/// The exact prompt counts of the recorded run, by turn.
-pub(super) fn recorded_counts(attempts: &[RecordedLine]) -> Vec<(u32, u64)> {
-    attempts
-        .iter()
-        .filter_map(|l| Some((l.turn, l.context.as_ref()?)))
-        .flat_map(|(turn, c)| c.counts.iter().map(move |n| (turn, *n)))
-        .collect()
-}
-
-/// The context window the recorded run managed (it may have come from the
-/// server, which a replay does not ask).
-pub(super) fn recorded_window(attempts: &[RecordedLine]) -> Option<u32> {
-    attempts
-        .iter()
-        .find_map(|l| l.context.as_ref().and_then(|c| c.context_tokens))
-}
-
 /// The configured harness, with its endpoint and tools answering from the recording.
 fn replaying_harness(
     cfg: &Config,
@@ -202,35 +162,13 @@ fn replaying_harness(
     recording: Arc<std::sync::Mutex<Recording>>,
     from_turn: Option<u32>,
 ) -> anyhow::Result<TaskDeps> {
-    let h = TaskDeps::new(cfg, system_clock(), CancellationToken::new())?;
+    let deps = TaskDeps::new(cfg, system_clock(), CancellationToken::new())?;
     let results = RecordedResults {
         results: recorded_results(&run.tools),
         live_from_turn: from_turn,
         missing_run_live: false,
     };
-    Ok(h.answering_from(recording, results))
-}
-
-/// The results of the tools a recorded run ran, by turn and call id; their
-/// details become trees within one budget for the whole run (SPEC §21).
-pub(super) fn recorded_results(tools: &[ToolLine]) -> HashMap<(u32, String), ToolOutput> {
-    let mut budget = MAX_DETAIL_TREE_BYTES;
-    tools
-        .iter()
-        .filter(|t| t.executed)
-        .map(|t| {
-            let output = ToolOutput {
-                text: t.result.clone(),
-                is_error: t.is_error,
-                detail: t
-                    .detail
-                    .as_ref()
-                    .and_then(|d| crate::base::http::parse_tree(d.get(), &mut budget)),
-                setup_fault: None,
-            };
-            ((t.turn, t.call_id.clone()), output)
-        })
-        .collect()
+    Ok(deps.answering_from(recording, results))
 }
 
 /// Prints what the replay found.
@@ -336,7 +274,7 @@ fn capped(text: &str, max: usize) -> String {
 }
 
 /// A recurring run's slot, as its summary recorded it: the same body again.
-fn recorded_slot(cfg: &Config, s: &crate::records::Summary) -> Option<super::Slot> {
+fn recorded_slot(cfg: &Config, s: &Summary) -> Option<Slot> {
     if !s.recurring {
         return None;
     }
@@ -345,7 +283,7 @@ fn recorded_slot(cfg: &Config, s: &crate::records::Summary) -> Option<super::Slo
         .as_deref()
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map_or(s.started_at, |t| t.with_timezone(&chrono::Utc));
-    Some(super::Slot {
+    Some(Slot {
         at,
         date: at.with_timezone(&cfg.timezone).date_naive(),
         last_success: s.last_success,

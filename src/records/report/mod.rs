@@ -8,6 +8,9 @@
 //! A run's content can hold any markup: every text goes through maud's
 //! escaping, and nothing on a page loads from anywhere.
 
+mod evals;
+mod index;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -96,15 +99,13 @@ pub fn write(
         let evals_dir = out
             .sub_or_create("evals", 0o700)
             .with_context(|| format!("{}: cannot make it", opts.out.join("evals").display()))?;
-        super::report_evals::write_evals(logs, opts.limit, &evals_dir, warn)
+        evals::write_evals(logs, opts.limit, &evals_dir, warn)
     } else {
         Vec::new()
     };
     out.replace(
         "index.html",
-        super::report_index::index_page(&pages, &evals)
-            .into_string()
-            .as_bytes(),
+        index::index_page(&pages, &evals).into_string().as_bytes(),
         0o600,
     )
     .with_context(|| format!("writing {}", opts.out.join("index.html").display()))?;

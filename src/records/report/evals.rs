@@ -5,7 +5,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::report::{head, page_name, safe_name, write_run_page};
+use super::{head, page_name, safe_name, write_run_page};
 use crate::base::folder::Folder;
 use crate::base::text::printable;
 use crate::records::{self, Comparison, ListedEval, Report, VariantReport};

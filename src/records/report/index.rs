@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::report::head;
-use super::report_evals::EvalEntry;
+use super::evals::{self, EvalEntry};
+use super::head;
 use crate::records::{Status, Summary};
 
 /// The filters' radios (`(id, group)`) and the CSS that makes them work:
@@ -128,7 +128,7 @@ pub(super) fn index_page(pages: &[(&Summary, String)], evals: &[EvalEntry]) -> M
                         }
                     }
                 }
-                (super::report_evals::evals_section(evals))
+                (evals::evals_section(evals))
             }
         }
     }

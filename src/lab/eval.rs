@@ -246,7 +246,7 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
 /// Runs the suite once for one variant; its records go under `logs`.
 pub async fn run_variant(
     cfg: &Config,
-    h: &TaskDeps,
+    deps: &TaskDeps,
     opts: &EvalOptions,
     set: &[(String, String)],
     logs: &Path,
@@ -260,7 +260,7 @@ pub async fn run_variant(
         logs: logs.to_path_buf(),
         ..Mode::new(cfg, opts.progress.clone())
     };
-    let ends = run_tasks(cfg, h, runs, &mode, opts.concurrency).await;
+    let ends = run_tasks(cfg, deps, runs, &mode, opts.concurrency).await;
     let mut summaries = Vec::new();
     let mut broken: BTreeMap<String, u32> = BTreeMap::new();
     // Ends come in the order the runs finished, not the order they started.

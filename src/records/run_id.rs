@@ -1,0 +1,35 @@
+//! Run ids (SPEC §8): a run's start second, `YYYYMMDDTHHMMSSZ`, and `-N`
+//! when two runs of a task start in the same second — made, read back,
+//! put in time order.
+
+use chrono::{DateTime, Utc};
+
+/// The run id for a start time: `YYYYMMDDTHHMMSSZ`.
+pub fn run_id_for(started: DateTime<Utc>) -> String {
+    started.format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// The start time a run id names: `YYYYMMDDTHHMMSSZ`, perhaps `-N`.
+pub fn run_time(run_id: &str) -> Option<DateTime<Utc>> {
+    let stamp = run_id.split_once('-').map_or(run_id, |(s, n)| {
+        if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() {
+            s
+        } else {
+            ""
+        }
+    });
+    if stamp.len() != 16 {
+        return None;
+    }
+    chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ")
+        .ok()
+        .map(|t| t.and_utc())
+}
+
+/// A run id in time order (`…Z-10` after `…Z-9`): the stamp, then the clash number.
+pub fn run_order(run_id: &str) -> (&str, u32) {
+    match run_id.split_once('-') {
+        Some((stamp, n)) => (stamp, n.parse().unwrap_or(0)),
+        None => (run_id, 1),
+    }
+}
