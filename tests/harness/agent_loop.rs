@@ -25,25 +25,23 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         note("other", "Other", &["misc"], "Nothing here."),
     ])
     .await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("call_1", "noteworx_list_notes", json!({"tag": "research"}))]),
-        tool_calls(&[(
-            "call_2",
-            "noteworx_read_note",
-            json!({"slug": "eval-methods"}),
-        )]),
-        final_answer("Evaluation uses held-out sets."),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("weekly-scan", "# Scan\nSummarise my research notes.\n");
-    let cfg = project.config(
-        &llm.base_url(),
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("call_1", "noteworx_list_notes", json!({"tag": "research"}))]),
+            tool_calls(&[(
+                "call_2",
+                "noteworx_read_note",
+                json!({"slug": "eval-methods"}),
+            )]),
+            final_answer("Evaluation uses held-out sets."),
+        ],
+        &[("weekly-scan", "# Scan\nSummarise my research notes.\n")],
         &format!(
             "{SAMPLING}[tools.webfetch]\nenabled = false\n{}",
             notes.config_section()
         ),
-    );
+    )
+    .await;
 
     let outcome = run_all(&cfg).await;
 
@@ -223,10 +221,12 @@ async fn thinking_is_logged_but_never_replayed() {
     first["choices"][0]["message"]["reasoning_content"] = json!("I should read note a.");
     first["choices"][0]["message"]["content"] =
         json!("<|channel>thought\ninline plan<channel|>Reading it.");
-    let llm = FakeLlm::replies(vec![first, final_answer("<think>hidden</think>All done.")]).await;
-    let project = Project::new();
-    project.task("t", "Read note a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (llm, project, cfg) = arrange(
+        vec![first, final_answer("<think>hidden</think>All done.")],
+        &[("t", "Read note a.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -255,16 +255,15 @@ async fn replay_thinking_keep_sends_reasoning_back_on_tool_call_turns() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let mut first = tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]);
     first["choices"][0]["message"]["reasoning_content"] = json!("plan");
-    let llm = FakeLlm::replies(vec![first, final_answer("ok")]).await;
-    let project = Project::new();
-    project.task("t", "Read note a.");
-    let cfg = project.config(
-        &llm.base_url(),
+    let (llm, _project, cfg) = arrange(
+        vec![first, final_answer("ok")],
+        &[("t", "Read note a.")],
         &format!(
             "[model]\nreplay_thinking = \"keep\"\n{}",
             notes.config_section()
         ),
-    );
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -281,18 +280,19 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
         note("b", "B", &[], "beta"),
     ])
     .await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[
-            ("id_b", "noteworx_read_note", json!({"slug": "b"})),
-            ("id_a", "noteworx_read_note", json!({"slug": "a"})),
-            ("id_x", "noteworx_read_note", json!({"slug": "missing"})),
-        ]),
-        final_answer("done"),
-    ])
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[
+                ("id_b", "noteworx_read_note", json!({"slug": "b"})),
+                ("id_a", "noteworx_read_note", json!({"slug": "a"})),
+                ("id_x", "noteworx_read_note", json!({"slug": "missing"})),
+            ]),
+            final_answer("done"),
+        ],
+        &[("t", "Read both.")],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "Read both.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     run_all(&cfg).await;
 
@@ -326,25 +326,23 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
     let notes = FakeNoteworx::start(vec![note("long", "Long", &[], &long)]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "long"}))]),
-        tool_calls(&[(
-            "c2",
-            "noteworx_read_note",
-            json!({"slug": "long", "offset": 1822}),
-        )]),
-        final_answer("read"),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "Read it.");
-    let cfg = project.config(
-        &llm.base_url(),
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "long"}))]),
+            tool_calls(&[(
+                "c2",
+                "noteworx_read_note",
+                json!({"slug": "long", "offset": 1822}),
+            )]),
+            final_answer("read"),
+        ],
+        &[("t", "Read it.")],
         &format!(
             "[limits]\nmax_tool_result_chars = 2000\n{}",
             notes.config_section()
         ),
-    );
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -372,23 +370,24 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
     let bad_json = json!({"choices": [{"finish_reason": "tool_calls", "message": {"content": "", "tool_calls": [
         {"id": "j", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"slug\": \"a\""}}
     ]}}]});
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[
-            ("u", "read_file", json!({"path": "/etc/passwd"})),
-            ("d", "webfetch", json!({"url": "http://example.com"})),
-            (
-                "s",
-                "noteworx_read_note",
-                json!({"slgu": "a", "offset": "x"}),
-            ),
-        ]),
-        bad_json,
-        final_answer("gave up politely"),
-    ])
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[
+                ("u", "read_file", json!({"path": "/etc/passwd"})),
+                ("d", "webfetch", json!({"url": "http://example.com"})),
+                (
+                    "s",
+                    "noteworx_read_note",
+                    json!({"slgu": "a", "offset": "x"}),
+                ),
+            ]),
+            bad_json,
+            final_answer("gave up politely"),
+        ],
+        &[("t", "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead a.")],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     run_all(&cfg).await;
 
@@ -443,10 +442,12 @@ async fn max_turns_stops_a_model_that_never_answers() {
     let replies = (0..10)
         .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
         .collect();
-    let llm = FakeLlm::replies(replies).await;
-    let project = Project::new();
-    project.task("t", "+++\nmax_turns = 3\n+++\nLoop forever.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (llm, project, cfg) = arrange(
+        replies,
+        &[("t", "+++\nmax_turns = 3\n+++\nLoop forever.")],
+        &notes.config_section(),
+    )
+    .await;
 
     let outcome = run_all(&cfg).await;
 
@@ -475,10 +476,12 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
     let replies = (0..10)
         .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
         .collect();
-    let llm = FakeLlm::replies(replies).await;
-    let project = Project::new();
-    project.task("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (llm, project, cfg) = arrange(
+        replies,
+        &[("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -522,14 +525,15 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
 #[tokio::test]
 async fn a_request_never_sends_null_fields_or_ends_on_an_assistant_tool_call() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]),
-        final_answer("ok"),
-    ])
+    let (llm, _project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]),
+            final_answer("ok"),
+        ],
+        &[("t", "Read a.")],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "Read a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     run_all(&cfg).await;
 

@@ -2,7 +2,7 @@
 //! whose program would not start, and a host list that holds URLs (a deny
 //! list of URLs denies nothing) — the latter for every command.
 
-use crate::cli::{bin, stderr, stdout};
+use crate::cli::{as_nobody, bin, stderr, stdout};
 use crate::common::*;
 
 #[test]
@@ -55,4 +55,130 @@ fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host_meant
         );
     }
     assert_eq!(project.inbox(), ["t.md"]);
+}
+
+#[test]
+fn check_warns_about_inbox_entries_that_will_never_run() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    project.task("good", "Do it.");
+    let inbox = project.root().join("tasks/inbox");
+    std::fs::write(inbox.join("notes.txt"), "x").unwrap();
+    std::fs::write(inbox.join("TASK.MD"), "x").unwrap();
+    let out = bin(&project).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail check");
+    let text = stdout(&out);
+    for name in ["notes.txt", "TASK.MD"] {
+        assert!(
+            text.lines().any(|l| l.contains(name)
+                && l.contains("warning: it will never run (only NAME.md files run")),
+            "{name}: {text}"
+        );
+    }
+    assert!(text.contains("1 task file(s)"), "{text}");
+}
+
+/// The folders the service user cannot write are named by their keys. As
+/// root, `check` runs as `nobody`; otherwise a folder is made read-only.
+#[test]
+fn check_as_another_user_names_every_folder_it_cannot_write() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    project.task("t", "x");
+    let root = unsafe { libc::geteuid() } == 0;
+    let out = if root {
+        as_nobody(&project, "check")
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            project.root().join("tasks/inbox"),
+            std::fs::Permissions::from_mode(0o555),
+        )
+        .unwrap();
+        let out = bin(&project).arg("check").output().unwrap();
+        std::fs::set_permissions(
+            project.root().join("tasks/inbox"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        out
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    let inbox = project.root().join("tasks/inbox").display().to_string();
+    assert!(
+        text.contains(&format!(
+            "[paths] inbox: {inbox} is not writable by this user"
+        )),
+        "{text}"
+    );
+    if root {
+        let done = project.root().join("tasks/done").display().to_string();
+        assert!(
+            text.contains(&format!(
+                "[paths] done: {done} does not exist and cannot be created by this user"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("[paths] logs: "), "{text}");
+    }
+}
+
+#[test]
+fn check_warns_when_a_task_could_carry_note_text_out() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
+    );
+    project.task("a-both", "Read a note and fetch a page.");
+    project.task(
+        "b-notes-only",
+        "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead.",
+    );
+    project.task(
+        "c-write-and-fetch",
+        "+++\ntools = [\"webfetch\", \"noteworx_create_attachment\"]\n+++\nGo.",
+    );
+
+    let out = harness_command()
+        .arg("check")
+        .current_dir(project.root())
+        .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "a warning is not a problem");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("a-both.md: warning: this task may read notes and fetch any URL"),
+        "{text}"
+    );
+    assert!(!text.contains("b-notes-only.md"), "{text}");
+    assert!(!text.contains("c-write-and-fetch.md"), "{text}");
+    assert!(
+        text.contains("3 task file(s), 0 with problems, 1 with warnings"),
+        "{text}"
+    );
+
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n[tools.webfetch]\nallow_hosts = [\"example.org\"]\n",
+    );
+    let out = harness_command()
+        .arg("check")
+        .current_dir(project.root())
+        .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("0 with warnings"),
+        "an allow list settles it"
+    );
 }

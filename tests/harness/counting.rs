@@ -2,7 +2,7 @@
 //! "Elision order"), against a llama-server stand-in whose `/apply-template`
 //! and `/tokenize` agree with the `usage` it reports and the window it enforces.
 
-use agent_harness::drain::replay::{ReplayOptions, replay};
+use agent_harness::lab::replay::{ReplayOptions, replay};
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 

@@ -36,14 +36,15 @@ const SUITE_PLAIN: &str =
 #[tokio::test]
 async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
-        final_answer("It is forty-two."),
-    ])
+    let (_llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
+            final_answer("It is forty-two."),
+        ],
+        &[("t", SUITE_READ)],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", SUITE_READ);
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     let outcome = run_all(&cfg).await;
 
@@ -73,19 +74,20 @@ async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
 #[tokio::test]
 async fn a_task_that_meets_every_expectation_succeeds() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
-        tool_calls(&[(
-            "c2",
-            "noteworx_create_attachment",
-            json!({"slug": "n", "filename": "s.md", "content": "42."}),
-        )]),
-        final_answer("Forty-two."),
-    ])
+    let (_llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
+            tool_calls(&[(
+                "c2",
+                "noteworx_create_attachment",
+                json!({"slug": "n", "filename": "s.md", "content": "42."}),
+            )]),
+            final_answer("Forty-two."),
+        ],
+        &[("t", SUITE_READ)],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", SUITE_READ);
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     run_all(&cfg).await;
 
@@ -375,14 +377,14 @@ async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() 
     let logs = project.root().join("evallogs");
     std::fs::create_dir_all(&logs).unwrap();
     std::os::unix::fs::symlink(project.root(), logs.join("b")).unwrap();
-    let opts = agent_harness::drain::eval::EvalOptions {
+    let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 1,
         concurrency: 2,
-        ..agent_harness::drain::eval::EvalOptions::default()
+        ..agent_harness::lab::eval::EvalOptions::default()
     };
 
-    let report = agent_harness::drain::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
+    let report = agent_harness::lab::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
         .await
         .unwrap();
 

@@ -118,10 +118,7 @@ async fn tasks_run_oldest_file_name_first() {
 
 #[tokio::test]
 async fn a_second_run_while_the_lock_is_held_does_nothing() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let cfg = project.config(&llm.base_url(), "");
+    let (llm, project, cfg) = arrange(vec![final_answer("x")], &[("t", "hi")], "").await;
     let _held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
         .unwrap()
         .unwrap();
@@ -338,18 +335,19 @@ async fn a_rejected_request_is_final_at_once() {
 #[tokio::test]
 async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[(
-            "c1",
-            "noteworx_create_attachment",
-            json!({"slug": "a", "filename": "s.md", "content": "Idea"}),
-        )]),
-        final_answer("attached"),
-    ])
+    let (_llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[(
+                "c1",
+                "noteworx_create_attachment",
+                json!({"slug": "a", "filename": "s.md", "content": "Idea"}),
+            )]),
+            final_answer("attached"),
+        ],
+        &[("t", "Attach an idea to a.")],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "Attach an idea to a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
 
     let outcome = run(
         &cfg,
@@ -399,11 +397,8 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
 
 #[tokio::test]
 async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.task("one", "1");
-    project.task("two", "2");
-    let cfg = project.config(&llm.base_url(), "");
+    let (_llm, project, cfg) =
+        arrange(vec![final_answer("x")], &[("one", "1"), ("two", "2")], "").await;
     let h = harness(&cfg);
 
     let opts = |n: &str| RunOptions {
@@ -514,4 +509,29 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
         project.summary("t9-broken").stop_reason,
         StopReason::InvalidTask
     );
+}
+
+#[tokio::test]
+async fn yaml_frontmatter_is_an_invalid_task_not_a_prompt() {
+    let (llm, project, cfg) = arrange(
+        vec![final_answer("unused")],
+        &[("t", "---\nmax_turns: 2\ntools: [webfetch]\n---\nDo it.\n")],
+        "",
+    )
+    .await;
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 1);
+
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::InvalidTask);
+    assert!(
+        s.error
+            .as_deref()
+            .unwrap()
+            .contains("frontmatter must be TOML between two +++ lines"),
+        "{:?}",
+        s.error
+    );
+    assert_eq!(project.failed().len(), 1);
+    assert!(llm.requests().await.is_empty(), "the model never saw it");
 }

@@ -762,12 +762,12 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
 
 async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
     let mut out = Vec::new();
-    let opts = agent_harness::drain::replay::ReplayOptions {
+    let opts = agent_harness::lab::replay::ReplayOptions {
         run_dir: dir.to_path_buf(),
         from_turn: None,
         live_writes: false,
     };
-    let end = agent_harness::drain::replay::replay(cfg, &opts, &mut out).await;
+    let end = agent_harness::lab::replay::replay(cfg, &opts, &mut out).await;
     (
         agent_harness::app::replay_exit(end),
         String::from_utf8(out).unwrap(),

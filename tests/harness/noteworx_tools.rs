@@ -20,13 +20,12 @@ async fn script(
         .map(|(i, (name, args))| tool_calls(&[(&format!("c{}", i + 1), name, args)]))
         .collect();
     replies.push(final_answer("done"));
-    let llm = FakeLlm::replies(replies).await;
-    let project = Project::new();
-    project.task(task_name, "Work with my notes.");
-    let cfg = project.config(
-        &llm.base_url(),
+    let (llm, project, cfg) = arrange(
+        replies,
+        &[(task_name, "Work with my notes.")],
         &format!("{extra}\n{}", notes.config_section()),
-    );
+    )
+    .await;
     run_all(&cfg).await;
     (project, llm)
 }

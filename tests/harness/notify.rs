@@ -119,10 +119,12 @@ async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
 #[tokio::test]
 async fn a_dry_run_notifies_nothing() {
     let hc = pings().await;
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), &notify(&hc));
+    let (_llm, _project, cfg) = arrange(
+        vec![final_answer("done")],
+        &[("t", "Answer.")],
+        &notify(&hc),
+    )
+    .await;
     run(
         &cfg,
         RunOptions {
@@ -175,10 +177,12 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
 #[tokio::test]
 async fn a_run_that_finds_the_lock_taken_logs_instead_of_pinging_success() {
     let hc = pings().await;
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), &notify(&hc));
+    let (_llm, _project, cfg) = arrange(
+        vec![final_answer("done")],
+        &[("t", "Answer.")],
+        &notify(&hc),
+    )
+    .await;
     let held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
         .unwrap()
         .unwrap();

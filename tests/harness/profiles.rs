@@ -109,28 +109,26 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
 #[tokio::test]
 async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x"), note("m", "M", &[], "y")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[
-            (
-                "c1",
-                "noteworx_create_attachment",
-                json!({"slug": "n", "filename": "a.md", "content": "One."}),
-            ),
-            (
-                "c2",
-                "noteworx_create_attachment",
-                json!({"slug": "m", "filename": "b.md", "content": "Two."}),
-            ),
-        ]),
-        final_answer("done"),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "+++\nagent = \"scout\"\n+++\nAttach.");
-    let cfg = project.config(
-        &llm.base_url(),
+    let (_llm, _project, cfg) = arrange(
+        vec![
+            tool_calls(&[
+                (
+                    "c1",
+                    "noteworx_create_attachment",
+                    json!({"slug": "n", "filename": "a.md", "content": "One."}),
+                ),
+                (
+                    "c2",
+                    "noteworx_create_attachment",
+                    json!({"slug": "m", "filename": "b.md", "content": "Two."}),
+                ),
+            ]),
+            final_answer("done"),
+        ],
+        &[("t", "+++\nagent = \"scout\"\n+++\nAttach.")],
         &format!("{PROFILES}{}", notes.config_section()),
-    );
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -151,10 +149,12 @@ async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds
 
 #[tokio::test]
 async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_error() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.task("t", "+++\nagent = \"nobody\"\n+++\nGo.");
-    let cfg = project.config(&llm.base_url(), PROFILES);
+    let (llm, project, cfg) = arrange(
+        vec![final_answer("x")],
+        &[("t", "+++\nagent = \"nobody\"\n+++\nGo.")],
+        PROFILES,
+    )
+    .await;
     run_all(&cfg).await;
     let s = project.summary("t");
     assert_eq!(s.stop_reason, StopReason::InvalidTask);

@@ -17,6 +17,9 @@ use agent_harness::agent::StopReason;
 use agent_harness::app::smoke;
 use agent_harness::config::Config;
 use agent_harness::records::{Status, Summary, ToolLine};
+use agent_harness::tools::text::without_control_strings;
+use agent_harness::wire::chat::ResponseMessage;
+use agent_harness::wire::reply::{read_reply, repeated_block};
 use serde_json::Value;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -244,11 +247,14 @@ fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
             line["finish_reason"], choice["finish_reason"],
             "{task}: {line}"
         );
-        let message = &choice["message"];
-        let answered = message["tool_calls"].as_array().is_none_or(Vec::is_empty)
-            && message["content"]
-                .as_str()
-                .is_some_and(|c| !c.trim().is_empty());
+        // Read as the harness reads it: thinking and text-form calls taken
+        // out; nothing but template debris is no answer (SPEC §22), and a
+        // reply cut while it loops ends the task (`repetition`).
+        let message: ResponseMessage = serde_json::from_value(choice["message"].clone()).unwrap();
+        let reply = read_reply(&message, Some("length"), "t", &|_| false);
+        let answered = reply.calls.is_empty()
+            && !without_control_strings(&reply.content).trim().is_empty()
+            && repeated_block(&reply.content).is_none();
         if choice["finish_reason"] != "length" || !answered {
             continue;
         }
@@ -637,9 +643,9 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
 
 async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
     let mut out = Vec::new();
-    let end = agent_harness::drain::replay::replay(
+    let end = agent_harness::lab::replay::replay(
         cfg,
-        &agent_harness::drain::replay::ReplayOptions {
+        &agent_harness::lab::replay::ReplayOptions {
             run_dir: run.to_path_buf(),
             from_turn: None,
             live_writes: false,
@@ -681,14 +687,14 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
         ),
     );
     let h = harness(&cfg);
-    let opts = agent_harness::drain::eval::EvalOptions {
+    let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 2,
         concurrency: 1,
         ..Default::default()
     };
     let logs = project.root().join("logs/eval/e/v1");
-    let report = agent_harness::drain::eval::run_variant(&cfg, &h, &opts, &[], &logs)
+    let report = agent_harness::lab::eval::run_variant(&cfg, &h, &opts, &[], &logs)
         .await
         .unwrap();
     let tasks: Vec<&str> = report.tasks.iter().map(|t| t.task.as_str()).collect();

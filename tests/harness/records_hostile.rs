@@ -17,14 +17,15 @@ const CANARY: &str = "TOP-SECRET-CANARY-7731";
 
 /// A project with one real, finished run of task `t`.
 async fn recorded() -> (Project, FakeLlm) {
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "no_such_tool", json!({}))]),
-        final_answer("The answer."),
-    ])
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "no_such_tool", json!({}))]),
+            final_answer("The answer."),
+        ],
+        &[("t", "The task text.")],
+        "",
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "The task text.");
-    let cfg = project.config(&llm.base_url(), "");
     assert_eq!(run_all(&cfg).await.exit_code(), 0);
     (project, llm)
 }

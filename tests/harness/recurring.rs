@@ -283,10 +283,12 @@ async fn the_schedule_is_read_in_the_configured_time_zone() {
 
 #[tokio::test]
 async fn schedule_belongs_to_recurring_tasks_only() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.task("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.");
-    let cfg = project.config(&llm.base_url(), "");
+    let (llm, project, cfg) = arrange(
+        vec![final_answer("x")],
+        &[("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.")],
+        "",
+    )
+    .await;
     run_all(&cfg).await;
     let s = project.summary("inboxed");
     assert_eq!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::drain::replay::{ReplayOptions, replay};
+use agent_harness::lab::replay::{ReplayOptions, replay};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -58,14 +58,15 @@ fn replayed_summary(project: &Project, task: &str) -> agent_harness::records::Su
 /// Records a two-turn task: a note read, then an answer.
 async fn recorded_note_task() -> (Project, FakeNoteworx, FakeLlm) {
     let notes = FakeNoteworx::start(vec![note("n", "Note", &["x"], "The answer is 42.")]).await;
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
-        final_answer("It is 42."),
-    ])
+    let (llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
+            final_answer("It is 42."),
+        ],
+        &[("t", "Read note n.")],
+        &notes.config_section(),
+    )
     .await;
-    let project = Project::new();
-    project.task("t", "Read note n.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
     run_all(&cfg).await;
     assert_eq!(project.summary("t").stop_reason, StopReason::FinalAnswer);
     (project, notes, llm)

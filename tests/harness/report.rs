@@ -8,6 +8,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use wiremock::MockServer;
 
+use crate::cli::{bin, stderr, stdout};
 use crate::common::fake_noteworx::{FakeNoteworx, note};
 use crate::common::*;
 
@@ -236,7 +237,10 @@ async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
         "agent_harness_last_run_duration_seconds",
     ] {
         assert_eq!(m[family]["type"], "gauge", "{family}");
-        assert!(sample(family)[0][2].as_f64().unwrap() >= 0.0);
+        // Seconds of a run against a local fake: a few at most, never a
+        // count of milliseconds or a timestamp written in their place.
+        let secs = sample(family)[0][2].as_f64().unwrap();
+        assert!((0.0..60.0).contains(&secs), "{family} = {secs}");
     }
     assert!(
         m.as_object()
@@ -393,4 +397,86 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
             "{series} missing from what node_exporter serves:\n{scraped}"
         );
     }
+}
+
+#[tokio::test]
+async fn tool_errors_are_in_the_task_finished_line_and_the_runs_table() {
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", "no_such_tool", json!({}))]),
+        final_answer("done"),
+    ])
+    .await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    project.task("t", "x");
+    let out = {
+        let mut cmd = bin(&project);
+        tokio::task::spawn_blocking(move || cmd.arg("run").output().unwrap())
+            .await
+            .unwrap()
+    };
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let finished = stderr(&out)
+        .lines()
+        .find(|l| l.contains("task finished"))
+        .map(str::to_string)
+        .unwrap();
+    assert!(finished.contains("tool_errors=1"), "{finished}");
+    let table = stdout(&bin(&project).arg("runs").output().unwrap());
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    let col = header.iter().position(|h| *h == "TOOL ERR").unwrap();
+    // "RUN ID" and "STOP REASON" are one column each but two words.
+    assert_eq!(header[..col].len(), 5, "{table}");
+    assert_eq!(row[col], "1", "{table}");
+}
+
+#[tokio::test]
+async fn the_report_marks_cut_replies_and_counts_tool_errors() {
+    let (_llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "no_such_tool", json!({}))]),
+            cut("The timer runs every"),
+            final_answer("Hourly."),
+        ],
+        &[("t", "When?")],
+        "",
+    )
+    .await;
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+
+    let out = project.root().join("report");
+    let written = agent_harness::records::report::write(
+        &project.root().join("logs"),
+        &agent_harness::records::report::ReportOptions {
+            out: out.clone(),
+            task: None,
+            limit: 10,
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    let (index, pages) = (written.index, written.runs);
+    assert_eq!(pages, 1);
+    let index = std::fs::read_to_string(index).unwrap();
+    assert!(index.contains("<th>Tool errors</th>"), "{index}");
+    assert!(index.contains("<td class=\"failed\">1</td>"), "{index}");
+    let page = std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .next()
+        .unwrap();
+    assert_eq!(
+        page.matches("CUT at max_tokens").count(),
+        1,
+        "only the cut turn: {page}"
+    );
+    assert!(page.contains("1 tool error(s)"), "{page}");
 }

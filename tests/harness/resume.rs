@@ -210,9 +210,9 @@ async fn a_retryable_failure_goes_on_from_its_records() {
         ),
     );
     let mut out = Vec::new();
-    let end = agent_harness::drain::replay::replay(
+    let end = agent_harness::lab::replay::replay(
         &offline,
-        &agent_harness::drain::replay::ReplayOptions {
+        &agent_harness::lab::replay::ReplayOptions {
             run_dir: dirs[1].clone(),
             from_turn: None,
             live_writes: false,

@@ -54,10 +54,7 @@ fn mkfifo(path: &Path) {
 
 #[tokio::test]
 async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never_written_through() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), "");
+    let (_llm, project, cfg) = arrange(vec![final_answer("done")], &[("t", "Answer.")], "").await;
     let victim = Victim::new();
     let state = project.root().join("tasks/.agent-harness-attempts.json");
     symlink(&victim.path, &state).unwrap();
@@ -464,10 +461,7 @@ async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() 
 /// refused, naming it; one of this user's is taken.
 #[tokio::test]
 async fn a_lock_file_of_another_user_is_refused_and_one_of_this_users_taken() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), "");
+    let (_llm, project, cfg) = arrange(vec![final_answer("done")], &[("t", "Answer.")], "").await;
     let lock = project.root().join("tasks/.agent-harness.lock");
     std::fs::write(&lock, "").unwrap();
     if rustix::process::geteuid().is_root() {

@@ -27,10 +27,12 @@ async fn a_repeated_call_is_refused_on_the_third_ask_and_stops_the_task_by_the_f
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let same =
         |i: usize| tool_calls(&[(&format!("c{i}"), "noteworx_read_note", json!({"slug": "a"}))]);
-    let llm = FakeLlm::replies((1..=8).map(same).collect()).await;
-    let project = Project::new();
-    project.task("t", "+++\nmax_turns = 8\n+++\nRead a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (_llm, project, cfg) = arrange(
+        (1..=8).map(same).collect(),
+        &[("t", "+++\nmax_turns = 8\n+++\nRead a.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -82,10 +84,12 @@ async fn a_gemma_text_form_call_is_recovered_executed_and_replayed_as_a_real_cal
         json!({"role": "assistant", "content": "I'll read it.<|tool_call>call:noteworx_read_note{slug:<|\"|>eval<|\"|>,offset:0}<tool_call|>"}),
         "stop",
     );
-    let llm = FakeLlm::replies(vec![text_call, final_answer("It says held-out sets.")]).await;
-    let project = Project::new();
-    project.task("t", "Read eval.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (llm, project, cfg) = arrange(
+        vec![text_call, final_answer("It says held-out sets.")],
+        &[("t", "Read eval.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -122,10 +126,12 @@ async fn a_call_cut_off_at_max_tokens_is_answered_as_an_error_and_never_run() {
     cut["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] =
         json!("{\"query\": \"evaluation\"}");
     let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "x")]).await;
-    let llm = FakeLlm::replies(vec![cut.clone(), final_answer("ok")]).await;
-    let project = Project::new();
-    project.task("t", "Find evaluation notes.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (llm, project, cfg) = arrange(
+        vec![cut.clone(), final_answer("ok")],
+        &[("t", "Find evaluation notes.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -183,10 +189,12 @@ async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
         json!({"role": "assistant", "content": "", "reasoning_content": "Let me think about this at great length..."}),
         "length",
     );
-    let llm = FakeLlm::replies(vec![thinking_only, final_answer("Short answer.")]).await;
-    let project = Project::new();
-    project.task("t", "Answer briefly.");
-    let cfg = project.config(&llm.base_url(), "");
+    let (llm, project, cfg) = arrange(
+        vec![thinking_only, final_answer("Short answer.")],
+        &[("t", "Answer briefly.")],
+        "",
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -214,10 +222,8 @@ async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
 #[tokio::test]
 async fn two_empty_replies_stop_the_task_as_empty_response() {
     let empty = reply(json!({"role": "assistant", "content": "  "}), "stop");
-    let llm = FakeLlm::replies(vec![empty.clone(), empty]).await;
-    let project = Project::new();
-    project.task("t", "Say something.");
-    let cfg = project.config(&llm.base_url(), "");
+    let (llm, project, cfg) =
+        arrange(vec![empty.clone(), empty], &[("t", "Say something.")], "").await;
 
     run_all(&cfg).await;
 
@@ -240,10 +246,12 @@ async fn an_answer_of_template_debris_alone_is_empty_and_asked_once_more() {
         json!({"role": "assistant", "content": "<end_of_turn>\n<start_of_turn>model\n"}),
         "stop",
     );
-    let llm = FakeLlm::replies(vec![debris, turn]).await;
-    let project = Project::new();
-    project.task("t", "Say something.");
-    let cfg = project.config(&llm.base_url(), "[model.extra]\nstop = [\"\\n\"]\n");
+    let (llm, project, cfg) = arrange(
+        vec![debris, turn],
+        &[("t", "Say something.")],
+        "[model.extra]\nstop = [\"\\n\"]\n",
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -433,13 +441,12 @@ async fn a_ten_note_research_task_fits_a_2048_token_window() {
 
 #[tokio::test]
 async fn a_context_that_cannot_fit_stops_as_context_exhausted_before_sending() {
-    let llm = FakeLlm::replies(vec![final_answer("never")]).await;
-    let project = Project::new();
-    project.task("t", &"word ".repeat(3000));
-    let cfg = project.config(
-        &llm.base_url(),
+    let (llm, project, cfg) = arrange(
+        vec![final_answer("never")],
+        &[("t", &"word ".repeat(3000))],
         "[limits]\ncontext_tokens = 2048\n[model]\nmax_tokens = 256\n",
-    );
+    )
+    .await;
 
     run_all(&cfg).await;
 
@@ -539,10 +546,12 @@ async fn when_a_loop_stops_the_task_every_call_of_that_turn_is_recorded_as_not_r
         ("x2", "noteworx_read_note", json!({"slug": "a"})),
         ("x3", "noteworx_search_notes", json!({"query": "a"})),
     ]));
-    let llm = FakeLlm::replies(script).await;
-    let project = Project::new();
-    project.task("t", "+++\nmax_turns = 8\n+++\nRead a.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let (_llm, project, cfg) = arrange(
+        script,
+        &[("t", "+++\nmax_turns = 8\n+++\nRead a.")],
+        &notes.config_section(),
+    )
+    .await;
 
     run_all(&cfg).await;
 

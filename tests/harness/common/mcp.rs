@@ -77,3 +77,23 @@ pub fn process_gone(pid: &str) -> bool {
 pub fn pid_file_gone(pid_file: &Path) -> bool {
     process_gone(&std::fs::read_to_string(pid_file).unwrap())
 }
+
+/// Runs the inbox with `concurrency` tasks at once, the servers stopped after.
+pub async fn run_concurrently(cfg: &Config, concurrency: usize) -> RunOutcome {
+    let opts = RunOptions {
+        concurrency,
+        ..RunOptions::default()
+    };
+    run_stopping(cfg, opts).await
+}
+
+/// The names of the tools a request offered.
+pub fn offered_names(request: &serde_json::Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -9,6 +9,7 @@ pub mod mcp;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -462,6 +463,23 @@ pub fn harness(cfg: &Config) -> TaskDeps {
     h
 }
 
+/// The common arrangement: a fake model answering `replies` in order, a
+/// project with `tasks` (name, text) in its inbox, and its config for that
+/// model with `extra` TOML added.
+pub async fn arrange(
+    replies: Vec<Value>,
+    tasks: &[(&str, &str)],
+    extra: &str,
+) -> (FakeLlm, Project, Config) {
+    let llm = FakeLlm::replies(replies).await;
+    let project = Project::new();
+    for (name, text) in tasks {
+        project.task(name, text);
+    }
+    let cfg = project.config(&llm.base_url(), extra);
+    (llm, project, cfg)
+}
+
 /// Runs the whole inbox with a fixed clock and fast retries.
 pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
     let h = harness(cfg);
@@ -529,4 +547,72 @@ pub fn the_run_dir(project: &Project, task: &str) -> std::path::PathBuf {
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()
+}
+
+/// The harness binary, its output piped, no config from the environment.
+pub fn harness_command() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"));
+    cmd.env_remove("AGENT_HARNESS_CONFIG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// `args` run by the binary in `project`.
+pub fn run_binary(project: &Project, args: &[&str]) -> std::process::Output {
+    harness_command()
+        .args(args)
+        .current_dir(project.root())
+        .output()
+        .unwrap()
+}
+
+/// `args` run by the binary in `project`; a run still going after `limit`
+/// is killed and fails the test (a hang must not hang the suite).
+pub fn run_binary_within(
+    project: &Project,
+    args: &[&str],
+    limit: Duration,
+) -> std::process::Output {
+    let mut child = harness_command()
+        .args(args)
+        .current_dir(project.root())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            panic!(
+                "`agent-harness {}` still running after {limit:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A reply cut at `max_tokens` (`finish_reason` `length`).
+pub fn cut(text: &str) -> Value {
+    reply(json!({"role": "assistant", "content": text}), "length")
+}
+
+/// Runs task `t` whose model makes one call and then answers.
+pub async fn one_call(
+    notes: &fake_noteworx::FakeNoteworx,
+    name: &str,
+    args: Value,
+) -> (Project, FakeLlm) {
+    let llm = FakeLlm::replies(vec![
+        tool_calls(&[("c1", name, args)]),
+        final_answer("done"),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("t", "Work with my notes.");
+    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    run_all(&cfg).await;
+    (project, llm)
 }

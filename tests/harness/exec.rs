@@ -1,0 +1,110 @@
+//! `exec` (SPEC §17): a task from the command line or stdin, no inbox, its
+//! flags over its frontmatter, its exit code the task's.
+
+use serde_json::json;
+
+use crate::cli::{bin, run_bin, stderr, stdout};
+use crate::common::*;
+
+#[tokio::test]
+async fn exec_runs_a_prompt_with_no_inbox_and_prints_the_answer() {
+    let llm = FakeLlm::replies(vec![final_answer("Paris.")]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+    std::fs::remove_dir(project.root().join("tasks/inbox")).unwrap();
+
+    let out = run_bin(&project, &["exec", "What is the capital of France?"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Paris.\n");
+    let dir = the_run_dir(&project, "exec");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("task.md")).unwrap(),
+        "What is the capital of France?"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("answer.md")).unwrap(),
+        "Paris.\n"
+    );
+    assert!(
+        !project.root().join("tasks/inbox").exists(),
+        "no inbox is made"
+    );
+    assert!(
+        !project.root().join("tasks/done").exists(),
+        "nothing is filed"
+    );
+}
+
+#[tokio::test]
+async fn exec_reads_stdin_with_frontmatter_and_the_flags_win() {
+    let llm = FakeLlm::replies(vec![final_answer("fetched nothing")]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[tools.webfetch]\nenabled = true\n");
+    let mut cmd = bin(&project);
+    cmd.args(["exec", "--name", "probe", "--tools", "webfetch", "-"])
+        .write_stdin("+++\nmax_turns = 2\ntools = [\"noteworx_list_notes\"]\n+++\nLook it up.\n");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "fetched nothing\n");
+    let task = std::fs::read_to_string(the_run_dir(&project, "probe").join("task.md")).unwrap();
+    assert!(
+        task.contains("max_turns = 2") && task.contains("tools = [\"webfetch\"]"),
+        "{task}"
+    );
+    assert!(task.ends_with("+++\nLook it up.\n"), "{task}");
+    let sent = llm.requests().await;
+    let offered: Vec<&str> = sent[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["webfetch"]);
+}
+
+#[tokio::test]
+async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
+    let llm = FakeLlm::start(vec![
+        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
+    ])
+    .await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["exec", "Answer."]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "no answer, nothing on stdout");
+
+    for args in [
+        &["exec", "--name", "../up", "Answer."][..],
+        &["exec", "  \n"][..],
+        &["exec", "+++\nmax_turns = 0\n+++\nAnswer."][..],
+        &["exec", "--tools", "", "Answer."][..],
+        &["exec", "--tools", "webfetch,,shell", "Answer."][..],
+        &["exec", "--agent", "nobody", "Answer."][..],
+    ] {
+        let out = run_bin(&project, args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let mut cmd = bin(&project);
+    cmd.args(["exec", "-"])
+        .write_stdin(vec![b'x'; 1024 * 1024 + 1]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("over 1048576 bytes"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "only the first exec called the model"
+    );
+}

@@ -1,0 +1,158 @@
+//! An MCP server's listing as hostile input (SPEC §19): a server that
+//! pings, lists past what is read, in any order, in one huge page, or
+//! lacks a name the config allows — what is offered never depends on it.
+
+use std::path::Path;
+
+use agent_harness::agent::StopReason;
+use agent_harness::drain::{RunOptions, RunOutcome};
+use serde_json::json;
+
+use crate::common::mcp::*;
+use crate::common::*;
+
+/// MCP: "The receiver MUST respond promptly" to a ping. A server (official
+/// Python SDK) that pings the client inside a tool call is answered, and
+/// its call returns.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_ping_is_answered() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![
+        ok(tool_calls(&[("c1", "p__pinged", json!({}))])),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let cfg = mcp_config(
+        &project,
+        &llm,
+        &mcp_server("p", "ping_server.py", &[], "call_timeout_secs = 5"),
+    );
+    project.task("p", "+++\ntools = [\"p__pinged\"]\n+++\nGo.");
+    run_concurrently(&cfg, 1).await;
+    let lines = project.tool_lines("p");
+    assert_eq!(lines[0].result, "pong", "{:?}", lines[0]);
+}
+
+/// A tool on the allowlist that the server lists on page 10 (one tool a
+/// page, past the 8 read) is no typo: the run does not stop with a setup
+/// fault, and run.log says the listing was cut before it.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn an_allowlisted_tool_past_the_pages_read_is_no_setup_fault() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let cfg = mcp_config(
+        &project,
+        &llm,
+        &mcp_server("r", "raw_server.py", &["onepage=10"], "tools = [\"t9\"]"),
+    );
+    project.task("x", "+++\ntools = [\"r__t9\"]\n+++\nGo.");
+    let outcome = run_concurrently(&cfg, 1).await;
+    let s = project.summary("x");
+    assert_ne!(
+        s.stop_reason,
+        StopReason::SetupFault,
+        "{outcome:?}: {:?}",
+        s.error
+    );
+}
+
+/// The same listing in another order offers the same, also past the 128
+/// tools a server may offer.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
+    let mut offered = Vec::new();
+    for order in [&["many=200"][..], &["many=200", "rev"][..]] {
+        let project = Project::new();
+        let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+        let cfg = mcp_config(&project, &llm, &mcp_server("r", "raw_server.py", order, ""));
+        project.task("x", "Go.");
+        run_concurrently(&cfg, 1).await;
+        let req = llm.requests().await;
+        let mut n = offered_names(&req[0]);
+        n.retain(|n| n.starts_with("r__"));
+        offered.push(n);
+    }
+    assert_eq!(offered[0].len(), 128);
+    assert_eq!(offered[0], offered[1]);
+}
+
+/// A listing that lacks a configured name is no setup fault (SPEC §19):
+/// the task that names the missing tool is invalid, and the run's stop
+/// leaves no server process behind.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_server_process() {
+    let project = Project::new();
+    let pid = project.root().join("srv.pid");
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let hostile = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/hostile_server.py")
+        .display()
+        .to_string();
+    let command = vec![
+        mcp_python(),
+        hostile,
+        "ignoreeof".into(),
+        format!("pid={}", pid.display()),
+    ];
+    let extra = format!(
+        "[mcp.servers.h]\ncommand = {}\ntools = [\"ecko\"]\n",
+        serde_json::to_string(&command).unwrap()
+    );
+    let cfg = mcp_config(&project, &llm, &extra);
+    project.task("x", "+++\ntools = [\"h__ecko\"]\n+++\nGo.");
+    let h = harness(&cfg);
+    let out = agent_harness::app::run_inbox(
+        &cfg,
+        &h,
+        &RunOptions {
+            concurrency: 1,
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_none() && t.failed == 1),
+        "{out:?}"
+    );
+    assert_eq!(project.summary("x").stop_reason, StopReason::InvalidTask);
+    h.shutdown().await;
+    assert!(pid_file_gone(&pid), "the server outlived the run");
+    assert_eq!(project.failed().len(), 1);
+}
+
+/// A single tools/list page of 30,000 small tools (under 4 MiB) is cut to
+/// 256 read and 128 offered, and run.log gets a bounded number of lines
+/// about it.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_huge_single_page_listing() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let cfg = mcp_config(
+        &project,
+        &llm,
+        &mcp_server(
+            "r",
+            "raw_server.py",
+            &["many=30000"],
+            "startup_timeout_secs = 30",
+        ),
+    );
+    project.task("x", "Go.");
+    run_concurrently(&cfg, 1).await;
+    let log = project.run_log("x");
+    let n = log.lines().filter(|l| l.contains("not offered")).count();
+    assert!(n <= 21, "{n} lines about tools not offered");
+    assert!(log.len() < 64 * 1024, "run.log {} bytes", log.len());
+    assert!(
+        log.contains("the listing goes on past the 256 tools read"),
+        "{log}"
+    );
+    let offered = llm.requests().await[0]["tools"].as_array().unwrap().len();
+    assert_eq!(offered, 128 + 1, "128 of the server's, and webfetch");
+}

@@ -1,0 +1,136 @@
+//! Secrets near MCP servers (SPEC §12.8, §19): keys in a url, in a listed
+//! name, in an error a server sends back — no part of one is recorded.
+
+use agent_harness::agent::StopReason;
+
+use crate::common::mcp::*;
+use crate::common::*;
+
+/// A passed secret in a name the server lists is redacted before the name
+/// is cut (80 characters) for a message: no part of it reaches
+/// summary.json, run.log or test-runpod's output.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn no_part_of_a_secret_in_a_listed_name_is_recorded() {
+    let project = Project::new();
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let cfg = mcp_config(
+        &project,
+        &llm,
+        &mcp_server(
+            "r",
+            "raw_server.py",
+            &["longname"],
+            "env_pass = [\"MCP_TOKEN\"]\ntools = [\"ecko\"]",
+        ),
+    );
+    project.task("x", "+++\ntools = [\"r__ecko\"]\n+++\nGo.");
+    run_concurrently(&cfg, 1).await;
+    let s = project.summary("x");
+    let error = s.error.unwrap_or_default();
+    let head = &PASSED[..10];
+    assert_eq!(s.stop_reason, StopReason::InvalidTask, "{error}");
+    let records = project.all_records();
+    assert!(
+        !error.contains(head) && !records.contains(head),
+        "part of the secret recorded: {error}"
+    );
+}
+
+/// An `initialize` error message from the server is redacted before it is
+/// cut for a message, and its terminal escapes are not recorded.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn an_initialize_error_is_redacted_before_its_cut() {
+    let head = &PASSED[..10];
+    let mut seen = Vec::new();
+    for pad in [230, 240, 250, 260, 270, 280] {
+        let project = Project::new();
+        let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+        let pad = format!("pad={pad}");
+        let cfg = mcp_config(
+            &project,
+            &llm,
+            &mcp_server(
+                "r",
+                "raw_server.py",
+                &["initerr", &pad],
+                "env_pass = [\"MCP_TOKEN\"]",
+            ),
+        );
+        project.task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.");
+        run_concurrently(&cfg, 1).await;
+        let s = project.summary("x");
+        let error = s.error.unwrap_or_default();
+        assert!(!error.contains('\u{1b}'), "{error:?}");
+        if error.contains(head) || project.all_records().contains(head) {
+            seen.push(error);
+        }
+    }
+    assert!(seen.is_empty(), "part of the secret recorded: {seen:#?}");
+}
+
+/// `url` keys: a percent-encoded query value and a token put as the
+/// userinfo's user are redacted too.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn url_keys_encoded_or_in_the_user_are_redacted() {
+    for (url, key) in [
+        (
+            "http://127.0.0.1:9/mcp?api_key=sk%2Blive%2BURLKEY1234",
+            "URLKEY1234",
+        ),
+        (
+            "http://ghp_USERTOKEN98765@127.0.0.1:9/mcp",
+            "USERTOKEN98765",
+        ),
+        (
+            "http://user:pa%24%24URLPASS4321@127.0.0.1:9/mcp",
+            "URLPASS4321",
+        ),
+    ] {
+        let project = Project::new();
+        let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+        let extra = format!("[mcp.servers.web]\nurl = \"{url}\"\nstartup_timeout_secs = 5\n");
+        let cfg = mcp_config(&project, &llm, &extra);
+        project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
+        run_concurrently(&cfg, 1).await;
+        let error = project.summary("u").error.unwrap();
+        eprintln!("{url}: {error}");
+        assert!(!error.contains(key), "{url}: {error}");
+        assert!(!project.all_records().contains(key), "{url}");
+    }
+}
+
+/// A harmless query value (`?transport=stream`) is no secret: "stream"
+/// stays readable in the records.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_plain_query_value_is_not_a_secret() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![final_answer("the stream is fine")]).await;
+    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?transport=stream\"\nstartup_timeout_secs = 5\n";
+    let cfg = mcp_config(&project, &llm, extra);
+    project.task("u", "+++\ntools = []\n+++\nCheck the stream.");
+    run_concurrently(&cfg, 1).await;
+    let records = project.all_records();
+    assert!(records.contains("Check the stream."), "{records}");
+}
+
+/// The start error of an HTTP server keeps its cause (the request that
+/// failed) and no part of a key in the `url`.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn an_http_start_error_keeps_its_cause_and_no_part_of_a_key() {
+    let project = Project::new();
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let extra = "[mcp.servers.web]\nurl = \"http://[::1]:9/?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5\n";
+    let cfg = mcp_config(&project, &llm, extra);
+    project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
+    run_concurrently(&cfg, 1).await;
+    let error = project.summary("u").error.unwrap();
+    assert!(!error.contains("sk-l"), "{error}");
+    assert!(error.contains("api_key=***"), "{error}");
+    // The cause: the SDK names the request that failed, its URL redacted.
+    assert!(error.contains("error sending request for url"), "{error}");
+}

@@ -1,0 +1,368 @@
+//! Setup faults (SPEC §16): a key, a route or a token the endpoint or a
+//! service refuses stops the run loudly, files nothing, counts no attempt,
+//! and the next run (the setup fixed) does everything; a refusal after a
+//! success is the task's, not the setup's.
+
+use std::time::Duration;
+
+use agent_harness::agent::StopReason;
+use agent_harness::config::Config;
+use agent_harness::drain::RunOptions;
+use agent_harness::records::Status;
+use serde_json::{Value, json};
+use wiremock::{Request, Respond, ResponseTemplate};
+
+use crate::cli::{run_bin, stderr, stdout};
+use crate::common::fake_runpod::{FakeRunpod, completed};
+use crate::common::*;
+
+fn refused() -> ResponseTemplate {
+    ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
+}
+
+#[tokio::test]
+async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everything() {
+    let llm = FakeLlm::start(vec![
+        refused(),
+        ok(final_answer("a done")),
+        ok(final_answer("b done")),
+        ok(final_answer("c done")),
+    ])
+    .await;
+    let project = Project::new();
+    for t in ["a", "b", "c"] {
+        project.task(t, &format!("Task {t}."));
+    }
+    // A key is configured; the server refuses it.
+    let cfg = project.config(&llm.base_url(), "api_key_env = \"RUNPOD_API_KEY\"\n");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 2);
+    assert_eq!(
+        project.inbox(),
+        ["a.md", "b.md", "c.md"],
+        "every task stays"
+    );
+    assert!(project.failed().is_empty() && project.done().is_empty());
+    let s = project.summary("a");
+    assert_eq!(
+        (s.status, s.stop_reason, s.retryable),
+        (Status::Interrupted, StopReason::SetupFault, true)
+    );
+    assert_eq!(
+        s.error.as_deref(),
+        Some(
+            "the endpoint refused the API key (HTTP 401: Invalid API Key); \
+             check RUNPOD_API_KEY (the variable named by [openai] api_key_env)"
+        )
+    );
+    assert!(
+        !project.root().join("logs/b").exists() && !project.root().join("logs/c").exists(),
+        "no further task started"
+    );
+    assert_eq!(
+        attempt_counts(&project),
+        json!({}),
+        "no attempt was counted"
+    );
+    assert_eq!(llm.requests().await.len(), 1, "a 401 is asked once");
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_last_run_exit_code 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "agent_harness_last_run_tasks{status=\"interrupted\",stop_reason=\"setup_fault\"} 1"
+        ),
+        "{metrics}"
+    );
+
+    // The key is fixed: the next run does every task, each on its first attempt.
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 0);
+    assert!(project.inbox().is_empty());
+    assert_eq!(project.done().len(), 3);
+    let again = project.summary_in(&project.root().join(format!("logs/a/{RUN_ID}-2")));
+    assert_eq!((again.status, again.attempt), (Status::Succeeded, 1));
+    for t in ["b", "c"] {
+        assert_eq!(project.summary(t).attempt, 1, "{t}");
+    }
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_last_success_timestamp_seconds "),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_route_or_method_is_a_setup_fault_naming_base_url() {
+    for (status, words) in [
+        (404, "no chat route or no such model there (HTTP 404: "),
+        (
+            405,
+            "the endpoint does not take a chat request there (HTTP 405: ",
+        ),
+    ] {
+        let llm = FakeLlm::start(vec![ResponseTemplate::new(status)]).await;
+        let project = Project::new();
+        project.task("t", "hi");
+        let cfg = project.config(&llm.base_url(), "");
+
+        assert_eq!(run_all(&cfg).await.exit_code(), 2, "{status}");
+
+        let s = project.summary("t");
+        assert_eq!(s.stop_reason, StopReason::SetupFault, "{status}");
+        let error = s.error.unwrap();
+        assert!(error.starts_with(words), "{status}: {error}");
+        assert!(error.contains("check [openai] base_url"), "{error}");
+        assert_eq!(project.inbox(), ["t.md"]);
+        assert_eq!(llm.requests().await.len(), 1, "{status} is not retried");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_not() {
+    let rp = FakeRunpod::start(
+        vec![ResponseTemplate::new(404).set_body_string("Not Found")],
+        vec![],
+        false,
+    )
+    .await;
+    let project = Project::new();
+    project.task("t", "hi");
+    let path = project.root().join("agent.toml");
+    std::fs::write(&path, rp.config_sections()).unwrap();
+    let cfg = Config::load(&path, &test_env).unwrap();
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 2);
+
+    let s = project.summary("t");
+    assert_eq!(s.stop_reason, StopReason::SetupFault);
+    assert!(
+        s.error.as_deref().unwrap().contains(
+            "no such endpoint (HTTP 404: Not Found); check [runpod] endpoint_id or endpoint_url"
+        ),
+        "{:?}",
+        s.error
+    );
+
+    // A 404 on a status poll is an expired job: retried, not a setup fault.
+    let rp = FakeRunpod::start(
+        vec![
+            ok(json!({"id": "job1", "status": "IN_QUEUE"})),
+            ok(completed("job2", final_answer("done"), 5, 7)),
+        ],
+        vec![ResponseTemplate::new(404)],
+        false,
+    )
+    .await;
+    let project = Project::new();
+    project.task("t", "hi");
+    let path = project.root().join("agent.toml");
+    std::fs::write(&path, rp.config_sections()).unwrap();
+    let cfg = Config::load(&path, &test_env).unwrap();
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(project.summary("t").stop_reason, StopReason::FinalAnswer);
+}
+
+/// Refuses every request but those of the task whose prompt says "slow",
+/// which are answered after a long delay.
+struct RefuseAllButSlow;
+
+impl Respond for RefuseAllButSlow {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+        if body.to_string().contains("slow") {
+            ok(final_answer("late")).set_delay(Duration::from_secs(30))
+        } else {
+            // Lets the slow task's request go out first.
+            refused().set_delay(Duration::from_millis(300))
+        }
+    }
+}
+
+#[tokio::test]
+async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(RefuseAllButSlow)
+        .mount(&server)
+        .await;
+    let project = Project::new();
+    project.task("a-slow", "A slow one.");
+    project.task("b-refused", "Refused.");
+    project.task("c-later", "Never started.");
+    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+
+    let outcome = run(
+        &cfg,
+        RunOptions {
+            concurrency: 2,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+
+    assert_eq!(outcome.exit_code(), 2);
+    let slow = project.summary("a-slow");
+    assert_eq!(
+        (slow.status, slow.stop_reason),
+        (Status::Interrupted, StopReason::SetupFault)
+    );
+    assert!(
+        slow.error
+            .as_deref()
+            .unwrap()
+            .starts_with("stopped by another task's setup fault: the endpoint refused the API key"),
+        "{:?}",
+        slow.error
+    );
+    assert_eq!(
+        project.summary("b-refused").stop_reason,
+        StopReason::SetupFault
+    );
+    assert!(!project.root().join("logs/c-later").exists());
+    assert_eq!(project.inbox(), ["a-slow.md", "b-refused.md", "c-later.md"]);
+    assert_eq!(attempt_counts(&project), json!({}));
+}
+
+/// A refusal after the endpoint already answered in this run is about what
+/// that request carried (a page that trips a firewall), not the setup: the
+/// task fails for good and the run goes on, so it can never block the inbox.
+#[tokio::test]
+async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
+    let llm = FakeLlm::start(vec![
+        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
+        ResponseTemplate::new(403)
+            .set_body_json(json!({"error": {"message": "blocked by web application firewall"}})),
+        ok(final_answer("b done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("a", "Read the page.");
+    project.task("b", "Something else.");
+    let cfg = project.config(&llm.base_url(), "");
+
+    let outcome = run_all(&cfg).await;
+
+    assert_eq!(outcome.exit_code(), 1);
+    let a = project.summary("a");
+    assert_eq!(
+        (a.status, a.stop_reason, a.retryable),
+        (Status::Failed, StopReason::EndpointError, false)
+    );
+    assert_eq!(
+        a.error.as_deref(),
+        Some("the endpoint rejected the request (HTTP 403): blocked by web application firewall")
+    );
+    assert_eq!(
+        project.summary("b").status,
+        Status::Succeeded,
+        "the run went on"
+    );
+    assert!(project.inbox().is_empty());
+}
+
+/// The same for noteworx: once a call in the run was answered, a 403 is
+/// about one note, a tool error the model can work around.
+#[tokio::test]
+async fn a_notes_refusal_after_a_success_is_a_tool_error() {
+    use wiremock::matchers::{method, path};
+    let notes = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("GET"))
+        .and(path("/api/notes"))
+        .respond_with(ok(json!({"notes": [{"slug": "n", "title": "N"}]})))
+        .mount(&notes)
+        .await;
+    wiremock::Mock::given(method("GET"))
+        .and(path("/api/notes/n"))
+        .respond_with(
+            ResponseTemplate::new(403).set_body_json(json!({"error": "not shared with you"})),
+        )
+        .mount(&notes)
+        .await;
+    let (_llm, project, cfg) = arrange(
+        vec![
+            tool_calls(&[("c1", "noteworx_list_notes", json!({}))]),
+            tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "n"}))]),
+            final_answer("done"),
+        ],
+        &[("t", "Read my notes.")],
+        &format!("[tools.noteworx]\nbase_url = \"{}\"\n", notes.uri()),
+    )
+    .await;
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+
+    let lines = project.tool_lines("t");
+    assert!(!lines[0].is_error);
+    assert!(lines[1].is_error);
+    assert_eq!(
+        lines[1].result,
+        "noteworx refused the request (403): not shared with you."
+    );
+    assert_eq!(project.summary("t").status, Status::Succeeded);
+}
+
+/// A 401 is about the key, never about what a request carried: a key
+/// rotated while a run goes on stops the run even after answers, and files
+/// nothing.
+#[tokio::test]
+async fn a_401_after_a_success_still_stops_the_run() {
+    let llm = FakeLlm::start(vec![
+        ok(final_answer("a done")),
+        refused(),
+        ok(final_answer("c done")),
+    ])
+    .await;
+    let project = Project::new();
+    for t in ["a", "b", "c"] {
+        project.task(t, &format!("Task {t}."));
+    }
+    let cfg = project.config(&llm.base_url(), "api_key_env = \"RUNPOD_API_KEY\"\n");
+
+    assert_eq!(run_all(&cfg).await.exit_code(), 2);
+
+    assert_eq!(
+        project.done().len(),
+        1,
+        "a finished before the key was rotated"
+    );
+    assert!(project.failed().is_empty());
+    assert_eq!(project.inbox(), ["b.md", "c.md"]);
+    assert_eq!(project.summary("b").stop_reason, StopReason::SetupFault);
+    assert!(!project.root().join("logs/c").exists());
+}
+
+#[tokio::test]
+async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
+    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
+    let project = Project::new();
+    project.write_config(
+        &llm.base_url(),
+        "[paths]\ndone = \"tasks/archive\"\nfailed = \"tasks/archive\"\n",
+    );
+    project.task("t", "Answer.");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[paths] done and [paths] failed are the same folder"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(project.inbox(), ["t.md"]);
+    assert!(llm.requests().await.is_empty());
+    let check = run_bin(&project, &["check"]).await;
+    assert_eq!(check.status.code(), Some(2));
+    assert!(
+        stdout(&check).contains("are the same folder"),
+        "{}",
+        stdout(&check)
+    );
+}
