@@ -8,8 +8,8 @@ use crate::agent::deps::system_clock;
 use crate::config::Config;
 use crate::display::Progress;
 use crate::drain::lock;
-use crate::drain::prune::prune;
 use crate::drain::requeue::{RequeueOutcome, Target, requeue};
+use crate::records::retention::prune;
 
 /// `requeue NAME|RUN_ID|--all-failed`: prints each move; exit 1 when a task
 /// was left in `failed/` because the inbox holds one of its name, 75 when a

@@ -16,7 +16,6 @@ mod ledger;
 pub mod lock;
 mod pipeline;
 mod prepare;
-pub mod prune;
 pub mod recurring;
 pub mod requeue;
 mod resume;
@@ -36,7 +35,7 @@ use crate::agent::deps::TaskDeps;
 use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
 use crate::inbox::{Attempts, InboxEntry};
-use crate::records::Summary;
+use crate::records::{Summary, retention};
 use ledger::Ledger;
 use lock::RunLock;
 use pipeline::Batch;
@@ -267,7 +266,7 @@ async fn drain_inbox(
 
 /// `[retention]` applied at the end of a run, still under its lock.
 fn retain(cfg: &Config, deps: &TaskDeps) {
-    let pruned = prune::prune(&cfg.paths, &cfg.retention, (deps.clock)(), false);
+    let pruned = retention::prune(&cfg.paths, &cfg.retention, (deps.clock)(), false);
     if !pruned.removed.is_empty() {
         tracing::info!(
             removed = pruned.removed.len(),

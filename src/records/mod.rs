@@ -16,6 +16,7 @@ mod read;
 mod record;
 mod recorded;
 pub mod report;
+pub mod retention;
 mod run_id;
 
 pub use capped::{MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES};

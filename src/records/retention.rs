@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::run_id::{run_order, run_time};
 use crate::base::folder::{Folder, Kind};
 use crate::config::Retention;
 use crate::inbox;
-use crate::records::{run_order, run_time};
 
 /// What pruning removed (or, in a dry run, would remove).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
