@@ -40,6 +40,7 @@ mod shared_ground;
 mod show;
 mod signals;
 mod small_models;
+mod structure;
 mod submit;
 mod test_runpod;
 mod upkeep;

@@ -1,0 +1,25 @@
+//! The shape ARCHITECTURE.md promises is checked by `scripts/check-structure`
+//! in CI; here its self-test plants one breach of each rule (a room
+//! importing upward or sideways, a glob over the crate's own modules, a
+//! cycle between sibling files, a file or function over its cap, printing
+//! or an exit code outside `app`, more than the room map in `lib.rs`, a
+//! file that does not say what it is for) and asserts each is caught.
+
+use std::process::Command;
+
+#[test]
+fn every_planted_breach_of_the_layout_is_caught() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("python3")
+        .arg(format!("{root}/scripts/check-structure"))
+        .arg("--self-test")
+        .output()
+        .expect("python3 runs scripts/check-structure");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("planted breaches caught"), "{stdout}");
+}
