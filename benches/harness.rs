@@ -758,7 +758,10 @@ async fn context_economy() {
 
     // The same conversation, naively: every tool message carries the raw
     // noteworx answer (listing with note text), uncut, nothing elided.
-    let http = reqwest::Client::new();
+    let http = agent_harness::base::http::client()
+        .unwrap()
+        .build()
+        .unwrap();
     let raw = |url: String| {
         let http = http.clone();
         async move {
@@ -1123,7 +1126,13 @@ async fn real_llama_server() -> Option<(Running, String)> {
     let addr = format!("127.0.0.1:{port}");
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(120) {
-        let health = reqwest::get(format!("http://{addr}/health")).await;
+        let health = agent_harness::base::http::client()
+            .unwrap()
+            .build()
+            .unwrap()
+            .get(format!("http://{addr}/health"))
+            .send()
+            .await;
         if health.is_ok_and(|r| r.status().is_success()) {
             return Some((server, addr));
         }

@@ -62,7 +62,8 @@ impl Notifier {
         if cfg.notify.ping_url.is_none() && cfg.notify.on_failure_url.is_none() {
             return None;
         }
-        let http = reqwest::Client::builder()
+        let http = crate::base::http::client()
+            .ok()?
             .timeout(TIMEOUT)
             .connect_timeout(TIMEOUT)
             .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))

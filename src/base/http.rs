@@ -2,6 +2,7 @@
 //! more than a cap, whatever `Content-Length` says, so no answer sets the
 //! harness's memory.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +13,33 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// How much of a refused, oversized body a record keeps.
 pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
+
+/// A new HTTP client, on the one TLS configuration every client of the
+/// harness shares (the endpoint, webfetch, noteworx, notifications, MCP
+/// over HTTP): rustls with the `ring` provider, the bundled webpki roots
+/// (no system store to go missing under a sandboxed unit), HTTP/2 and
+/// HTTP/1.1 offered by ALPN. Callers set their own timeouts and names.
+pub fn client() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    let tls = tls().clone()?;
+    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+}
+
+/// The shared rustls configuration, built once.
+fn tls() -> &'static Result<rustls::ClientConfig, rustls::Error> {
+    static TLS: OnceLock<Result<rustls::ClientConfig, rustls::Error>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    })
+}
 
 /// A body read up to a cap.
 #[derive(Debug, Clone, PartialEq, Eq)]

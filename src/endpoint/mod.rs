@@ -56,7 +56,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(cfg: &EndpointConfig) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = crate::base::http::client()?
             .timeout(Duration::from_secs(cfg.request_timeout_secs))
             .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
             .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))

@@ -43,6 +43,7 @@ mod small_models;
 mod structure;
 mod submit;
 mod test_runpod;
+mod tls;
 mod upkeep;
 mod webfetch;
 mod wrong_service;

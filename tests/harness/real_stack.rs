@@ -54,7 +54,10 @@ fn spawn(name: &str, cmd: &mut Command, logs: &Path) -> Service {
 
 async fn wait_healthy(service: &mut Service, url: &str, limit: Duration) {
     let start = Instant::now();
-    let http = reqwest::Client::new();
+    let http = agent_harness::base::http::client()
+        .unwrap()
+        .build()
+        .unwrap();
     loop {
         if let Ok(r) = http.get(url).send().await
             && r.status().is_success()
@@ -885,7 +888,10 @@ async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {
     assert_eq!(sent[0], tools[0].result, "tools.jsonl holds what was sent");
 
     let root = base_url.trim_end_matches("/v1");
-    let http = reqwest::Client::new();
+    let http = agent_harness::base::http::client()
+        .unwrap()
+        .build()
+        .unwrap();
     let tokenize = |text: String| {
         let http = http.clone();
         let url = format!("{root}/tokenize");

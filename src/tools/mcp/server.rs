@@ -98,16 +98,20 @@ impl Server {
                     .map_err(|e| failed(short(&chain(&e), redactor)))?
             }
             McpTransport::Http { url } => {
-                // The SDK's HTTP client brings no TLS provider of its own;
-                // the one reqwest already uses here is installed once.
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                // The harness's own client: one HTTP stack and one TLS
+                // configuration for every connection it makes.
+                let client = crate::base::http::client()
+                    .map_err(|e| failed(short(&chain(&e), redactor)))?
+                    .build()
+                    .map_err(|e| failed(short(&chain(&e), redactor)))?;
                 let limits =
                     rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
                         url.as_str(),
                     )
                     .max_sse_event_size(MAX_HTTP_BYTES)
                     .max_json_response_size(MAX_HTTP_BYTES);
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(limits);
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::with_client(client, limits);
                 ().serve(answers::Answers::new(transport))
                     .await
                     .map_err(|e| failed(short(&chain(&e), redactor)))?

@@ -149,7 +149,7 @@ pub struct NoteworxClient {
 
 impl NoteworxClient {
     pub fn new(cfg: &NoteworxConfig) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
+        let http = crate::base::http::client()?
             .timeout(Duration::from_secs(cfg.timeout_secs))
             .connect_timeout(Duration::from_secs(cfg.timeout_secs.min(10)))
             .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))

@@ -63,7 +63,7 @@ impl Webfetch {
             }
         });
         let timeout = Duration::from_secs(cfg.timeout_secs);
-        let http = reqwest::Client::builder()
+        let http = crate::base::http::client()?
             .timeout(timeout)
             .redirect(policy)
             .dns_resolver(Arc::new(GuardedResolver {
