@@ -87,9 +87,9 @@ pub(super) fn find(
         .filter(|r| r.id != own && crate::records::run_time(&r.id).is_some());
     for (i, named) in named.enumerate() {
         let run_id = &named.id;
-        let Some(run_folder) = own_folder(&folder, named) else {
-            continue;
-        };
+        // A named folder gone or put in its place: its records are not the
+        // task's, and an older run is no truer — the task starts fresh.
+        let run_folder = own_folder(&folder, named)?;
         let run = match read_partial(&run_folder, run_id) {
             Ok(run) => run,
             Err(why) => {

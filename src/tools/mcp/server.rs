@@ -100,8 +100,12 @@ impl Server {
             McpTransport::Http { url } => {
                 // The harness's own client: one HTTP stack and one TLS
                 // configuration for every connection it makes.
+                // Session id and headers never follow a redirect to another
+                // host ([`same_origin_redirects`]); no idle connection kept.
                 let client = crate::base::http::client()
                     .map_err(|e| failed(short(&chain(&e), redactor)))?
+                    .redirect(same_origin_redirects())
+                    .pool_max_idle_per_host(0)
                     .build()
                     .map_err(|e| failed(short(&chain(&e), redactor)))?;
                 let limits =
@@ -228,6 +232,22 @@ async fn list_tools(
         }
     }
     Ok((tools, true))
+}
+
+/// Redirects an MCP POST may follow: 307 and 308 to the same origin, a
+/// few at most.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if !keeps_body || first != Some(attempt.url().origin()) {
+            attempt.stop()
+        } else if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// An error and its sources, `: `-joined: a cause kept only in a source
