@@ -436,6 +436,48 @@ async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() 
     );
 }
 
+/// Of two runs the state names, the newest put in another folder's place
+/// makes the task start fresh: an older run is no truer, and going on from
+/// it would send again what the newer one already sent.
+#[tokio::test]
+async fn the_newest_named_run_replaced_never_sends_the_task_back_to_an_older_one() {
+    let project = Project::new();
+    left_for_a_retry(&project).await;
+    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
+    let llm = FakeLlm::start((0..8).map(|_| down()).collect()).await;
+    run_all(&project.config(&llm.base_url(), "")).await;
+    let dirs = run_dirs(&project, "t");
+    assert_eq!(dirs.len(), 2);
+    let newest = dirs.last().unwrap().clone();
+    let second = project.summary_in(&newest);
+    assert_eq!(
+        second.resumed_from.as_deref(),
+        Some(RUN_ID),
+        "the second run went on from the first"
+    );
+    assert!(second.retryable);
+    // The newest named run, copied into a new folder under its name.
+    let away = project.root().join("logs/t/away");
+    std::fs::rename(&newest, &away).unwrap();
+    std::fs::create_dir(&newest).unwrap();
+    for f in std::fs::read_dir(&away).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), newest.join(f.file_name())).unwrap();
+    }
+    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
+
+    run_all(&project.config(&llm.base_url(), "")).await;
+
+    let s = project.summary_in(run_dirs(&project, "t").last().unwrap());
+    assert_eq!(s.final_answer.as_deref(), Some("fresh"));
+    assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
+    assert_eq!(
+        llm.requests().await.len(),
+        1,
+        "turn 1 was asked of the model"
+    );
+}
+
 #[tokio::test]
 async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() {
     let project = Project::new();
