@@ -396,10 +396,9 @@ async fn requeue_moves_a_task_back_across_file_systems() {
 /// A task whose first turn was recorded and whose second met an endpoint
 /// that stayed down: retryable, its run named in the attempt state.
 async fn left_for_a_retry(project: &Project) {
-    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
     let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
     let mut script = vec![ok(fetch)];
-    script.extend((0..8).map(|_| down()));
+    script.extend((0..8).map(|_| busy()));
     let llm = FakeLlm::start(script).await;
     project.task("t", "Fetch it.");
     run_all(&project.config(&llm.base_url(), "")).await;
@@ -408,24 +407,31 @@ async fn left_for_a_retry(project: &Project) {
     assert_eq!(attempt_runs(project, "t"), [RUN_ID]);
 }
 
-#[tokio::test]
-async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() {
-    let project = Project::new();
-    left_for_a_retry(&project).await;
-    // The same records, in another folder under the same name.
-    let named = project.run_dir("t");
+/// A model that answers every call with a retryable 503.
+fn busy() -> ResponseTemplate {
+    ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}))
+}
+
+/// The run folder `named` moved away and a copy of its records put in a
+/// new folder under its name: the same records, another folder on disk.
+fn put_a_copy_in_its_place(project: &Project, named: &Path) {
     let away = project.root().join("logs/t/away");
-    std::fs::rename(&named, &away).unwrap();
-    std::fs::create_dir(&named).unwrap();
+    std::fs::rename(named, &away).unwrap();
+    std::fs::create_dir(named).unwrap();
     for f in std::fs::read_dir(&away).unwrap() {
         let f = f.unwrap();
         std::fs::copy(f.path(), named.join(f.file_name())).unwrap();
     }
+}
+
+/// The next run of task `t` starts fresh: the model is asked turn 1 and
+/// the summary names no run it went on from.
+async fn next_run_starts_fresh(project: &Project) {
     let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
 
     run_all(&project.config(&llm.base_url(), "")).await;
 
-    let dirs = run_dirs(&project, "t");
+    let dirs = run_dirs(project, "t");
     let s = project.summary_in(dirs.last().unwrap());
     assert_eq!(s.final_answer.as_deref(), Some("fresh"));
     assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
@@ -436,6 +442,14 @@ async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() 
     );
 }
 
+#[tokio::test]
+async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() {
+    let project = Project::new();
+    left_for_a_retry(&project).await;
+    put_a_copy_in_its_place(&project, &project.run_dir("t"));
+    next_run_starts_fresh(&project).await;
+}
+
 /// Of two runs the state names, the newest put in another folder's place
 /// makes the task start fresh: an older run is no truer, and going on from
 /// it would send again what the newer one already sent.
@@ -443,8 +457,7 @@ async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() 
 async fn the_newest_named_run_replaced_never_sends_the_task_back_to_an_older_one() {
     let project = Project::new();
     left_for_a_retry(&project).await;
-    let down = || ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
-    let llm = FakeLlm::start((0..8).map(|_| down()).collect()).await;
+    let llm = FakeLlm::start((0..8).map(|_| busy()).collect()).await;
     run_all(&project.config(&llm.base_url(), "")).await;
     let dirs = run_dirs(&project, "t");
     assert_eq!(dirs.len(), 2);
@@ -456,26 +469,8 @@ async fn the_newest_named_run_replaced_never_sends_the_task_back_to_an_older_one
         "the second run went on from the first"
     );
     assert!(second.retryable);
-    // The newest named run, copied into a new folder under its name.
-    let away = project.root().join("logs/t/away");
-    std::fs::rename(&newest, &away).unwrap();
-    std::fs::create_dir(&newest).unwrap();
-    for f in std::fs::read_dir(&away).unwrap() {
-        let f = f.unwrap();
-        std::fs::copy(f.path(), newest.join(f.file_name())).unwrap();
-    }
-    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
-
-    run_all(&project.config(&llm.base_url(), "")).await;
-
-    let s = project.summary_in(run_dirs(&project, "t").last().unwrap());
-    assert_eq!(s.final_answer.as_deref(), Some("fresh"));
-    assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
-    assert_eq!(
-        llm.requests().await.len(),
-        1,
-        "turn 1 was asked of the model"
-    );
+    put_a_copy_in_its_place(&project, &newest);
+    next_run_starts_fresh(&project).await;
 }
 
 #[tokio::test]
