@@ -6,6 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::budget::Budget;
 use crate::config::{self, Config};
 use crate::endpoint::Endpoint;
 use crate::tools::{self, Toolbox};
@@ -27,6 +28,8 @@ pub struct TaskDeps {
     pub cancel: CancellationToken,
     /// Replaces every configured secret in what the model and the logs see.
     pub redactor: std::sync::Arc<config::Redactor>,
+    /// `[budget]`: asked before every model request, shared by every task.
+    pub budget: Arc<Budget>,
 }
 
 impl TaskDeps {
@@ -69,6 +72,7 @@ impl TaskDeps {
                 }),
             },
             redactor: std::sync::Arc::new(cfg.redactor()),
+            budget: Arc::new(Budget::new(cfg, clock.clone())),
             clock,
             cancel,
         })
@@ -90,6 +94,7 @@ impl TaskDeps {
             clock: self.clock.clone(),
             cancel: self.cancel.clone(),
             redactor: self.redactor.clone(),
+            budget: self.budget.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! task ends, so the loop below reads as the SPEC's list.
 
 mod answer;
+pub mod budget;
 mod calls;
 pub mod context;
 pub mod deps;
@@ -80,6 +81,9 @@ struct TaskRun<'a, 's> {
     repair: Option<Value>,
     repaired: bool,
     deadline: Instant,
+    /// GPU time of the live attempt whose reply is not yet read, to be put
+    /// to the budget with its tokens.
+    unbilled: Option<u64>,
 }
 
 impl<'a, 's> TaskRun<'a, 's> {
@@ -109,6 +113,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             repair: None,
             repaired: false,
             deadline,
+            unbilled: None,
         }
     }
 

@@ -127,6 +127,10 @@ impl TaskRun<'_, '_> {
                     .last()
                     .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
             );
+            self.deps
+                .budget
+                .check()
+                .map_err(|why| Stop::failed(StopReason::BudgetExhausted, why).retryable())?;
             let body = self.request_body(tweaks);
             self.emit(&TaskEvent::RequestSent {
                 turn,
@@ -157,10 +161,29 @@ impl TaskRun<'_, '_> {
             sink,
             stats,
             deadline,
+            unbilled,
             ..
         } = self;
         let mut context = Some(note);
+        let runpod = deps.endpoint.kind() == crate::config::EndpointKind::Runpod;
+        *unbilled = None;
         let mut on_attempt = |a: &Attempt<'_>| {
+            // What the budget counts as GPU time: RunPod's execution time,
+            // else the request's wall time; a recorded answer cost nothing.
+            // A failed attempt is spent at once (the retry's check sees it),
+            // the answered one with its reply's tokens.
+            if !a.recorded {
+                let ms = if runpod {
+                    a.runpod.as_ref().and_then(|j| j.execution_time)
+                } else {
+                    Some(a.latency_ms)
+                }
+                .unwrap_or(0);
+                match a.error {
+                    Some(_) => deps.budget.spend(0, ms),
+                    None => *unbilled = Some(ms),
+                }
+            }
             if let Some(job) = &a.runpod {
                 let add = |sum: &mut Option<u64>, ms: Option<u64>| {
                     if let Some(ms) = ms {
@@ -177,8 +200,17 @@ impl TaskRun<'_, '_> {
                 context: context.take(),
             }));
         };
+        let budget = deps.budget.clone();
+        let gate = move || budget.check();
         deps.endpoint
-            .chat(body, *deadline, &deps.cancel, &*deps.clock, &mut on_attempt)
+            .chat(
+                body,
+                *deadline,
+                &deps.cancel,
+                &*deps.clock,
+                &mut on_attempt,
+                &gate,
+            )
             .await
     }
 
@@ -237,6 +269,7 @@ impl TaskRun<'_, '_> {
             }
             CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
             CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
+            CallError::OverBudget(_) => stop(StopReason::BudgetExhausted).retryable(),
             CallError::Setup { .. } => Stop::setup_fault(self.deps.endpoint.diagnose(&e)),
         }
     }
@@ -259,6 +292,10 @@ impl TaskRun<'_, '_> {
             .usage
             .unwrap_or_else(|| self.estimated_usage(&reply));
         self.stats.usage.add(&usage);
+        if let Some(gpu_ms) = self.unbilled.take() {
+            let tokens = usage.prompt_tokens.saturating_add(usage.completion_tokens);
+            self.deps.budget.spend(tokens, gpu_ms);
+        }
         self.conv
             .anchor(usage.prompt_tokens, usage.completion_tokens);
         let total_tokens = self.stats.usage.total_tokens;

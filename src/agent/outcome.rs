@@ -41,6 +41,9 @@ pub enum StopReason {
     ToolServerUnavailable,
     /// A reply cut at `max_tokens` while it repeated one block (SPEC §22).
     Repetition,
+    /// A `[budget]` limit was reached before a model request (SPEC §23):
+    /// the task stays in the inbox and goes on from its records later.
+    BudgetExhausted,
 }
 
 impl StopReason {

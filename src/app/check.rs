@@ -18,6 +18,7 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
                 .chain(&report.config_warnings)
                 .chain(&report.warnings)
                 .chain(&report.recurring)
+                .chain(&report.budget)
             {
                 println!("{}", crate::base::text::printable(line));
             }

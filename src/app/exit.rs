@@ -17,8 +17,8 @@ pub trait Exit {
 
 impl Exit for RunOutcome {
     /// `run` / `run-task`: 2 a setup fault, 1 a task failed, 75 something
-    /// is left to try again (or `run-task`'s task could not run under the
-    /// lock), else 0.
+    /// is left to try again (a `[budget]` limit reached, or `run-task`'s
+    /// task could not run under the lock), else 0.
     fn exit_code(&self) -> u8 {
         match self {
             RunOutcome::Locked { wanted: None } => OK,
@@ -26,6 +26,7 @@ impl Exit for RunOutcome {
             RunOutcome::Unreachable(_) => TEMPFAIL,
             RunOutcome::Finished(t) if t.setup_fault.is_some() => USAGE,
             RunOutcome::Finished(t) if t.failed > 0 || !t.problems.is_empty() => FAILED,
+            RunOutcome::Finished(t) if t.budget_exhausted.is_some() => TEMPFAIL,
             RunOutcome::Finished(t) if t.retry_later + t.interrupted + t.not_started > 0 => {
                 TEMPFAIL
             }

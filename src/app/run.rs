@@ -204,6 +204,7 @@ fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8, notify_failures: Opt
         ignored: end.ignored,
         servers_up: &end.servers_up,
         notify_failures: notify_failures.map(|n| metrics::notify_failures(path, n)),
+        budget: end.budget,
     });
     if let Err(e) = metrics::write(path, &text) {
         tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");

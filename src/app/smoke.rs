@@ -251,6 +251,7 @@ async fn timed_call(
             &CancellationToken::new(),
             &clock,
             &mut |_| {},
+            &|| Ok(()),
         )
         .await?;
     Ok((c, t0.elapsed().as_millis()))

@@ -68,6 +68,10 @@ pub mod bounds {
     /// `[retention] keep_days`: 0 keeps everything; a century at most.
     pub const KEEP_DAYS: (u64, u64) = (0, 36_500);
     pub const KEEP_RUNS: (u64, u64) = (0, 1_000_000);
+    /// `[budget]` tokens, a day's or a run's: 0 is no limit.
+    pub const BUDGET_TOKENS: (u64, u64) = (0, 1_000_000_000_000);
+    /// `[budget] gpu_seconds_per_day`: 0 is no limit; a thousand GPUs a day at most.
+    pub const BUDGET_GPU_SECONDS: (u64, u64) = (0, 86_400_000);
 }
 
 /// `Err` names `key` when `value` is outside `(min, max)`.
@@ -162,5 +166,50 @@ impl Retention {
             u64::from(self.keep_runs),
             bounds::KEEP_RUNS,
         )
+    }
+}
+
+/// `[budget]` (SPEC §23): what a calendar day (in `[schedule] timezone`)
+/// or one run may spend on model requests; 0 is no limit. Reaching one
+/// pauses the queue; it never fails a task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budget {
+    /// Prompt + completion tokens a day.
+    pub tokens_per_day: u64,
+    /// RunPod `executionTime` a day; for the openai kind, the wall time of
+    /// the chat requests.
+    pub gpu_seconds_per_day: u64,
+    /// Prompt + completion tokens one run (one process) may spend.
+    pub tokens_per_run: u64,
+}
+
+impl Budget {
+    pub(super) fn check(&self) -> Result<(), String> {
+        check_range(
+            "[budget] tokens_per_day",
+            self.tokens_per_day,
+            bounds::BUDGET_TOKENS,
+        )?;
+        check_range(
+            "[budget] gpu_seconds_per_day",
+            self.gpu_seconds_per_day,
+            bounds::BUDGET_GPU_SECONDS,
+        )?;
+        check_range(
+            "[budget] tokens_per_run",
+            self.tokens_per_run,
+            bounds::BUDGET_TOKENS,
+        )
+    }
+
+    /// A daily limit is set: the day's spend is kept in the ledger.
+    pub fn daily(&self) -> bool {
+        self.tokens_per_day > 0 || self.gpu_seconds_per_day > 0
+    }
+
+    /// Any limit is set.
+    pub fn any(&self) -> bool {
+        self.daily() || self.tokens_per_run > 0
     }
 }

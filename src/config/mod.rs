@@ -15,7 +15,7 @@ mod secrets;
 pub mod setup;
 mod value;
 
-pub use limits::{Limits, Retention, bounds, check_finite, check_range};
+pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
 pub use mcp::{
     MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, StdioCommand, is_function_name,
 };
@@ -81,6 +81,8 @@ pub struct Config {
     pub metrics_textfile: Option<PathBuf>,
     /// `[retention]`: how long run folders and `done/` files are kept.
     pub retention: Retention,
+    /// `[budget]`: what a day or a run may spend (SPEC §23).
+    pub budget: Budget,
     /// `[schedule] timezone`: recurring tasks' schedules are read in it.
     pub timezone: chrono_tz::Tz,
     /// `[agents.NAME]` profiles, by name.
@@ -293,6 +295,7 @@ impl Config {
         let limits = raw.limits;
         limits.check().map_err(err)?;
         raw.retention.check().map_err(err)?;
+        raw.budget.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
         let paths = resolve_paths(&raw.paths, base);
         let agents = resolve_agents(raw.agents, base, limits.context_tokens).map_err(err)?;
@@ -314,6 +317,7 @@ impl Config {
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
             retention: raw.retention,
+            budget: raw.budget,
             timezone: raw
                 .schedule
                 .timezone

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::limits::{Limits, Retention};
+use super::limits::{Budget, Limits, Retention};
 use super::profiles::RawAgent;
 use super::secrets::setting_value;
 
@@ -33,6 +33,8 @@ pub(super) struct RawConfig {
     pub(super) metrics: RawMetrics,
     #[serde(default)]
     pub(super) retention: Retention,
+    #[serde(default)]
+    pub(super) budget: Budget,
     #[serde(default)]
     pub(super) schedule: RawSchedule,
     #[serde(default)]

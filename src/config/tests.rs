@@ -141,6 +141,9 @@ fn every_limit_outside_its_ceiling_is_refused_by_name() {
         ("runpod", "poll_interval_ms", "49"),
         ("tools.webfetch", "timeout_secs", "0"),
         ("tools.noteworx", "timeout_secs", "86400"),
+        ("budget", "tokens_per_day", "1000000000001"),
+        ("budget", "tokens_per_run", "1000000000001"),
+        ("budget", "gpu_seconds_per_day", "86400001"),
     ] {
         let head = "[runpod]\nendpoint_id = \"abc\"\n";
         let nwx = "[tools.noteworx]\nbase_url = \"https://n\"\n";
@@ -418,4 +421,33 @@ fn a_notify_url_that_is_refused_is_never_echoed() {
             .redact_str("pinging https://hc-ping.com/0d338dcc-a054-11ec-b909-0242ac120002/start"),
         "pinging https://hc-ping.com/***/start"
     );
+}
+
+#[test]
+fn budget_limits_default_to_none_and_refuse_what_is_not_a_count() {
+    let c = parse("[runpod]\nendpoint_id = \"a\"\n").unwrap();
+    assert!(!c.budget.any());
+    let c = parse("[runpod]\nendpoint_id = \"a\"\n[budget]\ntokens_per_run = 500\n").unwrap();
+    assert_eq!((c.budget.any(), c.budget.daily()), (true, false));
+    for (line, problem) in [
+        ("tokens_per_day = -1", "[budget] tokens_per_day"),
+        ("gpu_seconds_per_day = 1.5", "[budget] gpu_seconds_per_day"),
+        (
+            "tokens_per_week = 5",
+            "[budget] tokens_per_week: unknown key",
+        ),
+        (
+            "tokens_per_run = 18446744073709551616",
+            "[budget] tokens_per_run",
+        ),
+    ] {
+        let e = parse(&format!(
+            "[runpod]\nendpoint_id = \"a\"\n[budget]\n{line}\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.message.starts_with("line 4: ") && e.message.contains(problem),
+            "{line}: {e}"
+        );
+    }
 }

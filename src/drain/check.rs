@@ -10,8 +10,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::folders;
 use super::prepare::{Offer, Origin, resolve};
 use super::recurring;
+use crate::agent::budget::day_of;
 use crate::config::{Config, McpTransport};
-use crate::inbox::{self, TaskFile, TaskProblem};
+use crate::inbox::{self, DaySpend, SPEND_FILE, TaskFile, TaskProblem};
 use crate::tools::{Tool, ToolName, Toolbox};
 
 /// What `check` found in the inbox.
@@ -29,6 +30,8 @@ pub struct CheckReport {
     pub warnings: Vec<String>,
     /// Each recurring task: `NAME: next due …` (a bad schedule is a problem).
     pub recurring: Vec<String>,
+    /// Today's spend against each `[budget]` limit, when one is set.
+    pub budget: Option<String>,
 }
 
 /// `check`: validates every inbox task against the config without calling
@@ -67,7 +70,59 @@ pub fn check_inbox(
             .push(format!("{}: [paths] inbox: {e:#}", cfg.path.display()));
     }
     check_recurring(cfg, offered, now, &mut report);
+    report.budget = budget_standing(cfg, now, &mut report.warnings);
     Ok(report)
+}
+
+/// `budget on 2026-11-26 (Europe/Berlin): 1200 of 100000 tokens
+/// (tokens_per_day), …`: what the ledger says today spent, against each
+/// limit set; an unreadable ledger is a warning and counts as nothing.
+fn budget_standing(cfg: &Config, now: DateTime<Utc>, warnings: &mut Vec<String>) -> Option<String> {
+    let limits = &cfg.budget;
+    if !limits.any() {
+        return None;
+    }
+    let today = day_of(now, cfg.timezone);
+    let state_dir = cfg.paths.state_dir();
+    let spent = DaySpend::read(&state_dir, today).unwrap_or_else(|why| {
+        warnings.push(format!(
+            "{}: warning: budget ledger unreadable ({why}); today's spend counts from 0",
+            state_dir.join(SPEND_FILE).display()
+        ));
+        DaySpend::nothing(today)
+    });
+    let reached = |spent: u64, limit: u64| if spent >= limit { " — reached" } else { "" };
+    let mut parts = Vec::new();
+    if limits.tokens_per_day > 0 {
+        parts.push(format!(
+            "{} of {} tokens (tokens_per_day){}",
+            spent.tokens,
+            limits.tokens_per_day,
+            reached(spent.tokens, limits.tokens_per_day)
+        ));
+    }
+    if limits.gpu_seconds_per_day > 0 {
+        parts.push(format!(
+            "{:.1} of {} GPU-seconds (gpu_seconds_per_day){}",
+            spent.gpu_ms as f64 / 1000.0,
+            limits.gpu_seconds_per_day,
+            reached(
+                spent.gpu_ms,
+                limits.gpu_seconds_per_day.saturating_mul(1000)
+            )
+        ));
+    }
+    if limits.tokens_per_run > 0 {
+        parts.push(format!(
+            "at most {} tokens a run (tokens_per_run)",
+            limits.tokens_per_run
+        ));
+    }
+    Some(format!(
+        "budget on {today} ({}): {}",
+        cfg.timezone,
+        parts.join(", ")
+    ))
 }
 
 /// The profiles the inbox and recurring tasks name (`agent = "NAME"`).

@@ -72,7 +72,9 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
         path,
     };
     let ends = run_tasks(cfg, deps, vec![entry], &mode, 1).await;
-    Ok(RunOutcome::Finished(Tally::of(&ends)))
+    let mut tally = Tally::of(&ends);
+    tally.paused_by(&deps.budget);
+    Ok(RunOutcome::Finished(tally))
 }
 
 /// `--agent` names a profile of the config; `--tools` names tools, none empty.

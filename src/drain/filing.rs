@@ -70,7 +70,9 @@ pub(super) fn file_outcome(
     let (stop, retryable) = (outcome.stop, outcome.retryable);
     let status = match stop {
         StopReason::FinalAnswer => Status::Succeeded,
-        StopReason::Interrupted | StopReason::SetupFault => Status::Interrupted,
+        StopReason::Interrupted | StopReason::SetupFault | StopReason::BudgetExhausted => {
+            Status::Interrupted
+        }
         _ => Status::Failed,
     };
     let filing = |disposition, retryable, note| Filing {
@@ -83,7 +85,9 @@ pub(super) fn file_outcome(
     let mut filing = match stop {
         _ if !file && slot.is_none() => filing(Disposition::Keep, retryable, None),
         StopReason::FinalAnswer => filing(Disposition::Done, false, None),
-        StopReason::Interrupted | StopReason::SetupFault => filing(Disposition::Keep, true, None),
+        StopReason::Interrupted | StopReason::SetupFault | StopReason::BudgetExhausted => {
+            filing(Disposition::Keep, true, None)
+        }
         _ if retryable && attempt < max_attempts => filing(
             Disposition::Keep,
             true,

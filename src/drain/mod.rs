@@ -31,6 +31,7 @@ use std::sync::Mutex;
 use futures::StreamExt;
 use tokio::time::Instant;
 
+use crate::agent::budget::Standing;
 use crate::agent::deps::TaskDeps;
 use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
@@ -170,6 +171,8 @@ pub struct RunEnd {
     pub ignored: Option<usize>,
     /// Each MCP server this run tried to start, and whether it is up.
     pub servers_up: Vec<(String, bool)>,
+    /// The day's spend against the `[budget]` limits, when one is set.
+    pub budget: Option<Standing>,
 }
 
 /// Runs the inbox (or `opts.only`) as `opts` says.
@@ -191,6 +194,7 @@ pub async fn run(cfg: &Config, deps: &TaskDeps, opts: &RunOptions) -> RunEnd {
         summaries,
         ignored,
         servers_up,
+        budget: cfg.budget.any().then(|| deps.budget.standing()),
     }
 }
 
@@ -211,6 +215,7 @@ async fn drain_inbox(
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
+    deps.budget.keep_ledger(&state_dir);
     let choose::ToRun {
         entries,
         due,
@@ -229,28 +234,24 @@ async fn drain_inbox(
             }
         }
         (RunOutcome::Finished(Tally::default()), Vec::new())
+    } else if let Err(why) = deps.budget.check() {
+        // Nothing starts, and no request goes out: the queue waits.
+        tracing::warn!(reason = %why, "budget reached: no task starts");
+        let tally = Tally {
+            not_started: entries.len() + due.len(),
+            budget_exhausted: Some(why),
+            ..Tally::default()
+        };
+        (RunOutcome::Finished(tally), Vec::new())
     } else if let Err(why) = deps.endpoint.ping().await {
         (RunOutcome::Unreachable(why), Vec::new())
     } else {
-        let (mut outcome, mut summaries) = if entries.is_empty() {
-            (RunOutcome::Finished(Tally::default()), Vec::new())
-        } else {
-            drain(cfg, deps, opts, entries).await
-        };
-        if let RunOutcome::Finished(tally) = &mut outcome
-            && tally.setup_fault.is_none()
-        {
-            let settle = !opts.dry_run && !opts.recurring;
-            let state = Mutex::new(state);
-            let (more, ran) =
-                recurring::run_recurring(cfg, deps, opts, due, settle.then_some(&state)).await;
-            tally.absorb(&more);
-            summaries.extend(ran);
-        }
-        (outcome, summaries)
+        drain_then_recur(cfg, deps, opts, entries, (due, state)).await
     };
     if let RunOutcome::Finished(tally) = &mut ended.0 {
+        tally.paused_by(&deps.budget);
         tally.problems.extend(problems);
+        tally.problems.extend(deps.budget.problem());
         if let Some(mcp) = &deps.toolbox.mcp {
             tally.problems.extend(mcp.problems());
         }
@@ -262,6 +263,33 @@ async fn drain_inbox(
         retain(cfg, deps);
     }
     Ok(ended)
+}
+
+/// The inbox's tasks, then (unless a setup fault stopped the run) the
+/// recurring slots due; a slot the budget leaves unstarted stays due.
+async fn drain_then_recur(
+    cfg: &Config,
+    deps: &TaskDeps,
+    opts: &RunOptions,
+    entries: Vec<InboxEntry>,
+    (due, state): (Vec<recurring::Due>, recurring::State),
+) -> (RunOutcome, Vec<Summary>) {
+    let (mut outcome, mut summaries) = if entries.is_empty() {
+        (RunOutcome::Finished(Tally::default()), Vec::new())
+    } else {
+        drain(cfg, deps, opts, entries).await
+    };
+    if let RunOutcome::Finished(tally) = &mut outcome
+        && tally.setup_fault.is_none()
+    {
+        let settle = !opts.dry_run && !opts.recurring;
+        let state = Mutex::new(state);
+        let (more, ran) =
+            recurring::run_recurring(cfg, deps, opts, due, settle.then_some(&state)).await;
+        tally.absorb(&more);
+        summaries.extend(ran);
+    }
+    (outcome, summaries)
 }
 
 /// `[retention]` applied at the end of a run, still under its lock.
@@ -326,6 +354,7 @@ pub async fn run_tasks(
     mode: &Mode,
     concurrency: usize,
 ) -> Vec<TaskEnd> {
+    deps.budget.keep_ledger(&cfg.paths.state_dir());
     let ledger = if mode.file {
         Ledger::Inbox(Mutex::new(Attempts::load(&cfg.paths.state_dir())))
     } else {
@@ -350,7 +379,8 @@ pub async fn run_tasks(
         .map(|entry| {
             let batch = &batch;
             async move {
-                if deps.cancel.is_cancelled() {
+                // Stopping, or a `[budget]` limit reached: it stays as it is.
+                if deps.cancel.is_cancelled() || deps.budget.check().is_err() {
                     return TaskEnd::NotStarted;
                 }
                 batch.process_task(&entry).await

@@ -416,7 +416,8 @@ pub(super) async fn run_recurring(
         broken,
     } in due
     {
-        if deps.cancel.is_cancelled() {
+        // Stopping, or a `[budget]` limit reached: the slot stays due.
+        if deps.cancel.is_cancelled() || deps.budget.check().is_err() {
             ends.push(TaskEnd::NotStarted);
             continue;
         }

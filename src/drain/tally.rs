@@ -3,6 +3,7 @@
 
 use super::TaskEnd;
 use crate::agent::StopReason;
+use crate::agent::budget::Budget;
 use crate::records::Status;
 
 /// What the run did, by task.
@@ -18,6 +19,8 @@ pub struct Tally {
     pub not_started: usize,
     /// The diagnosis of the setup fault that stopped the run (SPEC §16).
     pub setup_fault: Option<String>,
+    /// The `[budget]` limit that paused the queue, and when it resets (SPEC §23).
+    pub budget_exhausted: Option<String>,
     /// What the run met besides its tasks that the operator must fix: an
     /// inbox entry that will never run, a state file that cannot be saved.
     /// The run exits 1 for them when nothing worse happened (SPEC §22).
@@ -39,6 +42,11 @@ impl Tally {
         for problem in &self.problems {
             text.push_str(&format!("\nproblem: {problem}"));
         }
+        if let Some(why) = &self.budget_exhausted {
+            text.push_str(&format!(
+                "\nbudget: {why}; what is left waits in the inbox, nothing was filed for it"
+            ));
+        }
         if let Some(fault) = &self.setup_fault {
             text.push_str(&format!(
                 "\nsetup fault, the run stopped and nothing was filed for it: {fault}"
@@ -49,6 +57,17 @@ impl Tally {
 }
 
 impl Tally {
+    /// Tasks left unstarted while a `[budget]` limit is reached were left
+    /// for it: the tally names the limit.
+    pub(super) fn paused_by(&mut self, budget: &Budget) {
+        if self.not_started > 0
+            && self.budget_exhausted.is_none()
+            && let Err(why) = budget.check()
+        {
+            self.budget_exhausted = Some(why);
+        }
+    }
+
     /// Adds another part of the same run.
     pub(super) fn absorb(&mut self, other: &Tally) {
         self.succeeded += other.succeeded;
@@ -58,6 +77,9 @@ impl Tally {
         self.not_started += other.not_started;
         if self.setup_fault.is_none() {
             self.setup_fault.clone_from(&other.setup_fault);
+        }
+        if self.budget_exhausted.is_none() {
+            self.budget_exhausted.clone_from(&other.budget_exhausted);
         }
         self.problems.extend(other.problems.iter().cloned());
     }
@@ -73,6 +95,12 @@ impl Tally {
                         tally.interrupted += 1;
                         if tally.setup_fault.is_none() {
                             tally.setup_fault = s.error.clone();
+                        }
+                    }
+                    _ if s.stop_reason == StopReason::BudgetExhausted => {
+                        tally.interrupted += 1;
+                        if tally.budget_exhausted.is_none() {
+                            tally.budget_exhausted = s.error.clone();
                         }
                     }
                     (Status::Succeeded, _) => tally.succeeded += 1,

@@ -87,10 +87,20 @@ fn the_tally_names_only_what_happened() {
         interrupted: 1,
         not_started: 1,
         setup_fault: None,
+        budget_exhausted: None,
         problems: vec!["color.txt in the inbox will never run".into()],
     };
     assert_eq!(
         t.describe(Duration::from_secs(2)),
         "1 succeeded, 2 failed, 3 left in the inbox for a later run in 2.0s\nproblem: color.txt in the inbox will never run"
+    );
+    let t = Tally {
+        not_started: 2,
+        budget_exhausted: Some("[budget] tokens_per_run = 10 reached".into()),
+        ..Tally::default()
+    };
+    assert_eq!(
+        t.describe(Duration::from_secs(1)),
+        "0 succeeded, 2 left in the inbox for a later run in 1.0s\nbudget: [budget] tokens_per_run = 10 reached; what is left waits in the inbox, nothing was filed for it"
     );
 }

@@ -15,7 +15,7 @@ pub(super) async fn unless_one_died(deps: &TaskDeps, spec: &TaskSpec, outcome: O
     };
     if matches!(
         outcome.stop,
-        StopReason::SetupFault | StopReason::Interrupted
+        StopReason::SetupFault | StopReason::Interrupted | StopReason::BudgetExhausted
     ) {
         return outcome;
     }

@@ -72,6 +72,9 @@ pub enum CallError {
     /// The run is shutting down.
     #[error("interrupted")]
     Interrupted,
+    /// A `[budget]` limit was reached before a retry could start (SPEC §23).
+    #[error("{0}")]
+    OverBudget(String),
     /// A response body passed [`crate::base::http::MAX_BODY_BYTES`]: not read
     /// further, and final (the same server would send it again).
     #[error("{0}")]

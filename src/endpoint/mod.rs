@@ -77,13 +77,19 @@ impl Endpoint {
         self
     }
 
+    /// `openai` or `runpod`.
+    pub fn kind(&self) -> EndpointKind {
+        self.cfg.kind
+    }
+
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
     /// Sends one chat request, retrying what is retryable until `deadline`.
-    /// `on_attempt` sees every attempt as it ends.
+    /// `on_attempt` sees every attempt as it ends; `gate` is asked before
+    /// each live retry (a `[budget]` reached ends the call).
     pub async fn chat(
         &self,
         body: Value,
@@ -91,6 +97,7 @@ impl Endpoint {
         cancel: &CancellationToken,
         clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync),
         on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
+        gate: &(dyn Fn() -> Result<(), String> + Send + Sync),
     ) -> Result<Completion, CallError> {
         let mut source = match &self.recording {
             Some(r) => lock(r).next_call(),
@@ -100,6 +107,7 @@ impl Endpoint {
             deadline,
             cancel,
             clock,
+            gate,
         };
         let result = self.attempts(body, &call, &mut source, on_attempt).await;
         if let (Some(r), Source::Recorded { turn, attempts }) = (&self.recording, &source)
@@ -133,6 +141,9 @@ impl Endpoint {
         };
         let mut retries = 0;
         loop {
+            if retries > 0 && matches!(source, Source::Live) {
+                (call.gate)().map_err(CallError::OverBudget)?;
+            }
             let started_at = (call.clock)();
             let t0 = Instant::now();
             let raw = self.one_attempt(source, &sent, call).await;
@@ -398,6 +409,7 @@ struct Call<'a> {
     deadline: Instant,
     cancel: &'a CancellationToken,
     clock: &'a (dyn Fn() -> DateTime<Utc> + Send + Sync),
+    gate: &'a (dyn Fn() -> Result<(), String> + Send + Sync),
 }
 
 fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {

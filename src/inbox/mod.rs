@@ -11,12 +11,14 @@ mod attempts;
 mod compose;
 mod filing;
 mod schedule;
+mod spending;
 pub mod state;
 
 pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::{ONLY_RECURRING, RECURRING_NEEDS_ONE, Schedule};
+pub use spending::{DaySpend, SPEND_FILE, SPEND_LOCK};
 
 use std::path::{Path, PathBuf};
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::agent::budget::Standing;
 use crate::records::Summary;
 
 /// What one run did.
@@ -30,6 +31,8 @@ pub struct RunFacts<'a> {
     /// Failed notifications, this run's and every earlier one's
     /// ([`notify_failures`]); `None` when nothing is notified.
     pub notify_failures: Option<u64>,
+    /// The day's spend and limits, when a daily `[budget]` limit is set.
+    pub budget: Option<Standing>,
 }
 
 /// The gauge carried from one run's file to the next.
@@ -180,6 +183,36 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
         let _ = writeln!(out, "# TYPE {NOTIFY_FAILURES} counter");
         let _ = writeln!(out, "{NOTIFY_FAILURES} {n}");
     }
+    if let Some(b) = facts.budget.filter(|b| b.limits.daily()) {
+        gauge_head(
+            out,
+            "agent_harness_budget_spent",
+            "What today (the calendar day in [schedule] timezone) spent on model requests, by kind.",
+        );
+        let _ = writeln!(
+            out,
+            "agent_harness_budget_spent{{kind=\"tokens\"}} {}",
+            b.today.tokens
+        );
+        let _ = writeln!(
+            out,
+            "agent_harness_budget_spent{{kind=\"gpu_seconds\"}} {}",
+            b.today.gpu_ms as f64 / 1000.0
+        );
+        gauge_head(
+            out,
+            "agent_harness_budget_limit",
+            "The daily [budget] limits that are set, by kind.",
+        );
+        for (kind, limit) in [
+            ("tokens", b.limits.tokens_per_day),
+            ("gpu_seconds", b.limits.gpu_seconds_per_day),
+        ] {
+            if limit > 0 {
+                let _ = writeln!(out, "agent_harness_budget_limit{{kind=\"{kind}\"}} {limit}");
+            }
+        }
+    }
     if let Some(at) = facts.last_success {
         gauge_head(
             out,
@@ -283,8 +316,26 @@ mod tests {
             ignored: Some(2),
             servers_up: &[("files".into(), true), ("time".into(), false)],
             notify_failures: Some(3),
+            budget: Some(Standing {
+                today: crate::inbox::DaySpend {
+                    day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
+                    tokens: 1234,
+                    gpu_ms: 5500,
+                },
+                run_tokens: 99,
+                limits: crate::config::Budget {
+                    tokens_per_day: 100_000,
+                    gpu_seconds_per_day: 0,
+                    tokens_per_run: 10,
+                },
+            }),
         });
         for line in [
+            "# TYPE agent_harness_budget_spent gauge",
+            "agent_harness_budget_spent{kind=\"tokens\"} 1234",
+            "agent_harness_budget_spent{kind=\"gpu_seconds\"} 5.5",
+            "# TYPE agent_harness_budget_limit gauge",
+            "agent_harness_budget_limit{kind=\"tokens\"} 100000",
             "# TYPE agent_harness_last_run_tasks gauge",
             "agent_harness_last_run_tasks{status=\"failed\",stop_reason=\"max_turns\"} 1",
             "agent_harness_last_run_tasks{status=\"succeeded\",stop_reason=\"final_answer\"} 2",
@@ -307,7 +358,11 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
-        assert_eq!(text.matches("# HELP").count(), 10);
+        assert!(
+            !text.contains("agent_harness_budget_limit{kind=\"gpu_seconds\"}"),
+            "a limit not set is no figure:\n{text}"
+        );
+        assert_eq!(text.matches("# HELP").count(), 12);
     }
 
     #[test]

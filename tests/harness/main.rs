@@ -6,6 +6,7 @@ mod common;
 
 mod agent_loop;
 mod answers;
+mod budget;
 mod call_budgets;
 mod check;
 mod cli;

@@ -804,3 +804,40 @@ async fn an_unreadable_state_never_reruns_a_slot_that_may_be_done() {
         assert_eq!(run_at(&cfg, &clock).await.1.len(), 1, "{plant}");
     }
 }
+
+#[tokio::test]
+async fn a_slot_the_budget_leaves_unstarted_stays_due_for_the_next_run() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("ok"))]).await;
+    let project = Project::new();
+    recurring(
+        &project,
+        "tick",
+        "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
+    );
+    let cfg = project.config(&llm.base_url(), "[budget]\ntokens_per_run = 100");
+    let clock = Clock::at(utc(2026, 4, 9, 12, 0, 30));
+    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0, "first sight");
+    project.task("first", "Answer.");
+    clock.set(utc(2026, 4, 9, 12, 1, 10));
+
+    // The inbox task spends 160 tokens of the run's 100: the slot waits.
+    let (paused, runs) = run_at(&cfg, &clock).await;
+
+    let RunOutcome::Finished(tally) = paused else {
+        panic!("{paused:?}")
+    };
+    assert_eq!((tally.succeeded, tally.not_started), (1, 1));
+    assert!(
+        tally
+            .budget_exhausted
+            .as_deref()
+            .is_some_and(|why| why.contains("tokens_per_run = 100")),
+        "{tally:?}"
+    );
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["task"], "first");
+    clock.set(utc(2026, 4, 9, 12, 1, 40));
+    let (next, runs) = run_at(&cfg, &clock).await;
+    assert_eq!(ran(&next), 1, "the 12:01 slot stayed due");
+    assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
+}

@@ -1,0 +1,198 @@
+//! The budget (SPEC §23): asked before every model request whether a
+//! limit is reached, told what every reply spent. One is shared by every
+//! task of a run, so with `--concurrency N` the tasks in flight draw on
+//! one ledger and overshoot by at most one request each. The day is the
+//! calendar day in `[schedule] timezone`; the day's spend is kept beside
+//! the inbox ([`DaySpend`]) once the run holds its lock.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use chrono_tz::Tz;
+
+use crate::config::{self, Config};
+use crate::inbox::{DaySpend, SPEND_FILE};
+
+/// The limits of a run and what it has spent against them.
+pub struct Budget {
+    limits: config::Budget,
+    tz: Tz,
+    /// The run's clock (`TaskDeps::clock`).
+    clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>,
+    state: Mutex<Spending>,
+}
+
+struct Spending {
+    today: DaySpend,
+    /// Tokens this process spent (for `tokens_per_run`).
+    run_tokens: u64,
+    /// Where the day's spend is kept, from the first task on; `None` after
+    /// it could not be written (the run goes on counting in memory).
+    ledger: Option<PathBuf>,
+    /// The ledger was read (once a run).
+    kept: bool,
+    /// Why the ledger could not be written, the first time.
+    unsaved: Option<String>,
+}
+
+/// Today's spend against each limit, for `check` and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Standing {
+    pub today: DaySpend,
+    pub run_tokens: u64,
+    pub limits: config::Budget,
+}
+
+impl Budget {
+    pub fn new(cfg: &Config, clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>) -> Budget {
+        let today = day_of(clock(), cfg.timezone);
+        Budget {
+            limits: cfg.budget,
+            tz: cfg.timezone,
+            clock,
+            state: Mutex::new(Spending {
+                today: DaySpend::nothing(today),
+                run_tokens: 0,
+                ledger: None,
+                kept: false,
+                unsaved: None,
+            }),
+        }
+    }
+
+    /// From now on the day's spend is read from, and added to, the ledger
+    /// in `state_dir` (once; later calls change nothing). Without a daily
+    /// limit there is nothing to keep.
+    pub fn keep_ledger(&self, state_dir: &Path) {
+        let mut s = self.lock();
+        if !self.limits.daily() || s.kept {
+            return;
+        }
+        self.roll(&mut s);
+        let spent_here = s.today;
+        let kept = DaySpend::load(state_dir, spent_here.day);
+        s.today.tokens = kept.tokens.saturating_add(spent_here.tokens);
+        s.today.gpu_ms = kept.gpu_ms.saturating_add(spent_here.gpu_ms);
+        s.ledger = Some(state_dir.to_path_buf());
+        s.kept = true;
+    }
+
+    /// `Err` names the limit reached, what was spent and when it resets:
+    /// no model request may start.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.limits.any() {
+            return Ok(());
+        }
+        let mut s = self.lock();
+        self.roll(&mut s);
+        let l = &self.limits;
+        if l.tokens_per_run > 0 && s.run_tokens >= l.tokens_per_run {
+            return Err(format!(
+                "[budget] tokens_per_run = {} reached ({} tokens spent in this run); it resets when the next run starts",
+                l.tokens_per_run, s.run_tokens
+            ));
+        }
+        let resets = || self.day_start(s.today.day + Duration::days(1)).to_rfc3339();
+        if l.tokens_per_day > 0 && s.today.tokens >= l.tokens_per_day {
+            return Err(format!(
+                "[budget] tokens_per_day = {} reached ({} tokens spent on {}); it resets at {}",
+                l.tokens_per_day,
+                s.today.tokens,
+                s.today.day,
+                resets()
+            ));
+        }
+        if l.gpu_seconds_per_day > 0 && s.today.gpu_ms >= l.gpu_seconds_per_day.saturating_mul(1000)
+        {
+            return Err(format!(
+                "[budget] gpu_seconds_per_day = {} reached ({:.1} GPU-seconds spent on {}); it resets at {}",
+                l.gpu_seconds_per_day,
+                s.today.gpu_ms as f64 / 1000.0,
+                s.today.day,
+                resets()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds what one model request spent and keeps it in the ledger.
+    pub fn spend(&self, tokens: u64, gpu_ms: u64) {
+        if !self.limits.any() {
+            return;
+        }
+        let mut s = self.lock();
+        self.roll(&mut s);
+        s.run_tokens = s.run_tokens.saturating_add(tokens);
+        s.today.tokens = s.today.tokens.saturating_add(tokens);
+        s.today.gpu_ms = s.today.gpu_ms.saturating_add(gpu_ms);
+        let Some(dir) = s.ledger.clone() else {
+            return;
+        };
+        match DaySpend::add(&dir, s.today.day, tokens, gpu_ms) {
+            // What every process spent today, this one's included.
+            Ok(sum) => s.today = sum,
+            Err(e) => {
+                let why = format!(
+                    "the budget ledger {} cannot be written ({e}); this run keeps its limits from its own count",
+                    dir.join(SPEND_FILE).display()
+                );
+                tracing::warn!("{why}");
+                s.unsaved = Some(why);
+                s.ledger = None;
+            }
+        }
+    }
+
+    /// Today's spend and the limits.
+    pub fn standing(&self) -> Standing {
+        let mut s = self.lock();
+        self.roll(&mut s);
+        Standing {
+            today: s.today,
+            run_tokens: s.run_tokens,
+            limits: self.limits,
+        }
+    }
+
+    /// The ledger could not be written: a problem the run reports.
+    pub fn problem(&self) -> Option<String> {
+        self.lock().unsaved.clone()
+    }
+
+    /// A new day starts from nothing.
+    fn roll(&self, s: &mut Spending) {
+        let today = day_of((self.clock)(), self.tz);
+        if today != s.today.day {
+            s.today = DaySpend::nothing(today);
+        }
+    }
+
+    /// The first instant of `day` in the time zone (midnight, or the end
+    /// of a gap that swallowed it).
+    fn day_start(&self, day: NaiveDate) -> DateTime<Tz> {
+        (0..24)
+            .find_map(|h| {
+                let t = day.and_hms_opt(h, 0, 0)?;
+                self.tz.from_local_datetime(&t).earliest()
+            })
+            .unwrap_or_else(|| {
+                self.tz
+                    .from_utc_datetime(&day.and_time(chrono::NaiveTime::MIN))
+            })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spending> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The calendar day of `t` in `tz`.
+pub fn day_of(t: DateTime<Utc>, tz: Tz) -> NaiveDate {
+    t.with_timezone(&tz).date_naive()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,457 @@
+//! Spend within a budget (SPEC §23): a `[budget]` limit reached pauses the
+//! queue — the task in flight ends `interrupted` / `budget_exhausted` and
+//! stays in the inbox to resume from its records, nothing further starts,
+//! the run exits 75 naming the limit and when it resets — and never fails
+//! a task. The ledger beside the inbox is hostile input.
+
+use std::time::Duration;
+
+use agent_harness::drain::{RunOptions, RunOutcome};
+use serde_json::{Value, json};
+
+use crate::cli::{run_bin, stderr, stdout};
+use crate::common::fake_runpod::{FakeRunpod, completed, job};
+use crate::common::*;
+
+const LEDGER: &str = "tasks/.agent-harness-budget.json";
+
+/// Each task: one tool call (120 tokens), then its answer (160 tokens).
+fn two_turns() -> Vec<wiremock::ResponseTemplate> {
+    vec![
+        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
+        ok(final_answer("done")),
+    ]
+}
+
+/// The tasks in `done/`, without the run id a filed name begins with.
+fn done(project: &Project) -> Vec<String> {
+    let mut names: Vec<String> = project
+        .done()
+        .iter()
+        .map(|n| {
+            let rest = n.split_once('-').map_or(n.as_str(), |(_, r)| r);
+            match rest.split_once('-') {
+                Some((k, r)) if k.bytes().all(|b| b.is_ascii_digit()) => r.to_string(),
+                _ => rest.to_string(),
+            }
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn ledger(project: &Project) -> Value {
+    let text = std::fs::read_to_string(project.root().join(LEDGER)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    stdout(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
+    let llm = FakeLlm::by_progress(two_turns()).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_run = 400");
+    for name in ["a", "b", "c"] {
+        project.task(name, "Look it up, then answer.");
+    }
+
+    let out = run_bin(&project, &["run", "--json"]).await;
+
+    // a: 120 + 160 = 280; b's first request brings the run to 400, its
+    // second is never sent; c never starts.
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[budget] tokens_per_run = 400 reached (400 tokens spent in this run)")
+            && err.contains("resets when the next run starts"),
+        "{err}"
+    );
+    assert_eq!(done(&project), ["a.md"]);
+    assert_eq!(project.inbox(), ["b.md", "c.md"]);
+    assert!(project.failed().is_empty());
+    assert_eq!(llm.requests().await.len(), 3);
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2, "c never started: {lines:?}");
+    assert_eq!(
+        (
+            &lines[1]["task"],
+            &lines[1]["status"],
+            &lines[1]["stop_reason"]
+        ),
+        (
+            &json!("b"),
+            &json!("interrupted"),
+            &json!("budget_exhausted")
+        )
+    );
+    assert!(!project.root().join("logs/c").exists());
+    // Its attempt given back, its run kept to resume from.
+    assert_eq!(attempt_counts(&project), json!({}));
+    assert_eq!(attempt_runs(&project, "b").len(), 1);
+    // No daily limit: no ledger.
+    assert!(!project.root().join(LEDGER).exists());
+}
+
+#[tokio::test]
+async fn the_next_day_the_paused_task_resumes_from_its_records() {
+    let llm = FakeLlm::by_progress(two_turns()).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 400");
+    for name in ["a", "b", "c"] {
+        project.task(name, "Look it up, then answer.");
+    }
+    let first = run_bin(&project, &["run"]).await;
+    assert_eq!(first.status.code(), Some(75), "{}", stderr(&first));
+    let err = stderr(&first);
+    assert!(
+        err.contains("[budget] tokens_per_day = 400 reached (400 tokens spent on ")
+            && err.contains("T00:00:00+00:00"),
+        "{err}"
+    );
+    assert_eq!(ledger(&project)["tokens"], json!(400));
+    // The same day, nothing starts and no request goes out.
+    let again = run_bin(&project, &["run"]).await;
+    assert_eq!(again.status.code(), Some(75), "{}", stderr(&again));
+    assert_eq!(llm.requests().await.len(), 3);
+    // A ledger of another day is today's nothing.
+    std::fs::write(
+        project.root().join(LEDGER),
+        r#"{"day":"2000-01-01","tokens":400,"gpu_ms":0}"#,
+    )
+    .unwrap();
+
+    let next = run_bin(&project, &["run", "--json"]).await;
+
+    assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
+    assert_eq!(done(&project), ["a.md", "b.md", "c.md"]);
+    // b sent only its second request; c both of its own.
+    assert_eq!(llm.requests().await.len(), 6);
+    let lines = json_lines(&next);
+    let b = lines.iter().find(|l| l["task"] == "b").unwrap();
+    assert_eq!(b["status"], json!("succeeded"));
+    assert_eq!(b["resumed_turns"], json!(1), "{b}");
+    assert!(b["resumed_from"].is_string(), "{b}");
+    assert_eq!(ledger(&project)["tokens"], json!(160 + 280));
+    // What the day spent, in the metrics.
+    let prom = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        prom.contains("agent_harness_budget_spent{kind=\"tokens\"} 440")
+            && prom.contains("agent_harness_budget_limit{kind=\"tokens\"} 400"),
+        "{prom}"
+    );
+}
+
+#[tokio::test]
+async fn tasks_in_flight_overshoot_by_at_most_one_request_each() {
+    let slow = |body| ok(body).set_delay(Duration::from_millis(150));
+    let llm = FakeLlm::by_progress(vec![
+        slow(tool_calls(&[("c1", "no_such_tool", json!({"n": 1}))])),
+        slow(tool_calls(&[("c2", "no_such_tool", json!({"n": 2}))])),
+        slow(final_answer("done")),
+    ])
+    .await;
+    let tasks: Vec<(String, &str)> = (0..8)
+        .map(|i| (format!("t{i}"), "Look twice, then answer."))
+        .collect();
+    let project = Project::new();
+    for (name, text) in &tasks {
+        project.task(name, text);
+    }
+    let cfg = project.config(&llm.base_url(), "[budget]\ntokens_per_run = 500");
+
+    let outcome = run(
+        &cfg,
+        RunOptions {
+            concurrency: 4,
+            ..RunOptions::default()
+        },
+    )
+    .await;
+
+    // 120 tokens a request: the 5th reply reaches 500; at most 3 others
+    // were in flight with it.
+    let sent = llm.requests().await.len();
+    assert!((5..=8).contains(&sent), "{sent} requests");
+    let RunOutcome::Finished(tally) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(tally.budget_exhausted.is_some(), "{tally:?}");
+    assert_eq!(tally.failed, 0);
+    assert!(project.failed().is_empty());
+    assert_eq!(
+        project.inbox().len() + done(&project).len(),
+        8,
+        "every task is somewhere"
+    );
+    assert_eq!(tally.interrupted + tally.not_started, project.inbox().len());
+}
+
+/// What a test puts at the ledger's name before a run.
+type Plant = Box<dyn FnOnce(&Project)>;
+
+/// Three one-turn tasks (160 tokens each) against `tokens_per_day = 200`,
+/// with what `plant` puts at the ledger's name.
+async fn run_over_a_planted_ledger(
+    plant: impl FnOnce(&Project),
+) -> (Project, std::process::Output) {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 200");
+    for name in ["a", "b", "c"] {
+        project.task(name, "Answer.");
+    }
+    plant(&project);
+    let out = run_bin(&project, &["run"]).await;
+    (project, out)
+}
+
+#[tokio::test]
+async fn a_corrupt_huge_or_linked_ledger_warns_and_the_limits_hold_from_nothing() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("kept.json");
+    std::fs::write(&target, r#"{"day":"2000-01-01","tokens":7,"gpu_ms":0}"#).unwrap();
+    let huge = format!(
+        r#"{{"day":"2000-01-01","tokens":1,"gpu_ms":0}}{}"#,
+        " ".repeat(200_000)
+    );
+    let plants: Vec<(&str, Plant)> = vec![
+        (
+            "corrupt",
+            Box::new(|p: &Project| std::fs::write(p.root().join(LEDGER), "{\"day\": [[[").unwrap()),
+        ),
+        (
+            "huge",
+            Box::new(move |p: &Project| std::fs::write(p.root().join(LEDGER), huge).unwrap()),
+        ),
+        (
+            "overflowing",
+            Box::new(|p: &Project| {
+                std::fs::write(
+                    p.root().join(LEDGER),
+                    r#"{"day":"2026-01-01","tokens":18446744073709551616,"gpu_ms":0}"#,
+                )
+                .unwrap()
+            }),
+        ),
+        (
+            "linked",
+            Box::new({
+                let target = target.clone();
+                move |p: &Project| {
+                    std::os::unix::fs::symlink(&target, p.root().join(LEDGER)).unwrap()
+                }
+            }),
+        ),
+    ];
+    for (what, plant) in plants {
+        let (project, out) = run_over_a_planted_ledger(plant).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(75), "{what}: {err}");
+        assert!(
+            err.contains("budget ledger unreadable; today's spend counts from 0"),
+            "{what}: {err}"
+        );
+        // From 0: a (160) and b (320) ran, c waits.
+        assert_eq!(done(&project), ["a.md", "b.md"], "{what}");
+        assert_eq!(project.inbox(), ["c.md"], "{what}");
+        assert!(project.failed().is_empty(), "{what}");
+        let kept = std::fs::symlink_metadata(project.root().join(LEDGER)).unwrap();
+        assert!(kept.file_type().is_file(), "{what}: replaced by a file");
+        assert_eq!(ledger(&project)["tokens"], json!(320), "{what}");
+    }
+    let untouched = std::fs::read_to_string(&target).unwrap();
+    assert!(untouched.contains("\"tokens\":7"), "{untouched}");
+}
+
+#[tokio::test]
+async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
+    // The tests' clock reads 2026-04-09 06:15 UTC: 23:15 on the 8th in
+    // Los Angeles.
+    let (llm, project, cfg) = arrange(
+        vec![final_answer("done")],
+        &[("t", "Answer.")],
+        "[schedule]\ntimezone = \"America/Los_Angeles\"\n[budget]\ntokens_per_day = 100",
+    )
+    .await;
+    let full = |day: &str| {
+        std::fs::write(
+            project.root().join(LEDGER),
+            format!(r#"{{"day":"{day}","tokens":100,"gpu_ms":0}}"#),
+        )
+        .unwrap();
+    };
+    full("2026-04-08");
+    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+        panic!()
+    };
+    let why = tally.budget_exhausted.unwrap_or_default();
+    assert!(
+        why.contains("spent on 2026-04-08") && why.contains("resets at 2026-04-09T00:00:00-07:00"),
+        "{why}"
+    );
+    assert_eq!(llm.requests().await.len(), 0);
+    // The UTC date's ledger is another day there.
+    full("2026-04-09");
+    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+        panic!()
+    };
+    assert_eq!((tally.succeeded, tally.budget_exhausted), (1, None));
+    assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
+    assert_eq!(ledger(&project)["tokens"], json!(160));
+}
+
+#[tokio::test]
+async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
+    let reply = |id: &str| ok(completed(id, final_answer("done"), 700, 1500));
+    let rp = FakeRunpod::start(
+        vec![reply("j1"), reply("j2"), reply("j3")],
+        vec![ok(job("j", "IN_QUEUE"))],
+        false,
+    )
+    .await;
+    let project = Project::new();
+    for name in ["a", "b", "c"] {
+        project.task(name, "Answer.");
+    }
+    let path = project.root().join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{}[budget]\ngpu_seconds_per_day = 3\n",
+            rp.config_sections()
+        ),
+    )
+    .unwrap();
+    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+
+    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+        panic!()
+    };
+
+    // 1.5 s of execution each (the 0.7 s in the queue is not GPU time):
+    // a and b reach 3.0, c waits.
+    assert_eq!(done(&project), ["a.md", "b.md"]);
+    assert_eq!(project.inbox(), ["c.md"]);
+    let why = tally.budget_exhausted.unwrap_or_default();
+    assert!(
+        why.contains("gpu_seconds_per_day = 3 reached (3.0 GPU-seconds spent on 2026-04-09)"),
+        "{why}"
+    );
+    assert_eq!(ledger(&project)["gpu_ms"], json!(3000));
+    assert_eq!(ledger(&project)["tokens"], json!(320));
+}
+
+#[tokio::test]
+async fn check_prints_todays_spend_against_each_limit() {
+    let project = Project::new();
+    project.write_config(
+        "http://127.0.0.1:9/v1",
+        "[budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\ntokens_per_run = 5000",
+    );
+    let today = chrono::Utc::now().date_naive();
+    std::fs::write(
+        project.root().join(LEDGER),
+        format!(r#"{{"day":"{today}","tokens":1234,"gpu_ms":61500}}"#),
+    )
+    .unwrap();
+
+    let out = run_bin(&project, &["check"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains(&format!(
+            "budget on {today} (UTC): 1234 of 100000 tokens (tokens_per_day), 61.5 of 3600 GPU-seconds (gpu_seconds_per_day), at most 5000 tokens a run (tokens_per_run)"
+        )),
+        "{printed}"
+    );
+    std::fs::write(project.root().join(LEDGER), "nonsense").unwrap();
+    let printed = stdout(&run_bin(&project, &["check"]).await);
+    assert!(
+        printed.contains("budget ledger unreadable") && printed.contains("0 of 100000 tokens"),
+        "{printed}"
+    );
+}
+
+#[tokio::test]
+async fn eval_spends_from_the_day_and_replay_never_does() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("hello"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 100000");
+    project.task("t", "Say hello.");
+    let suite = project.root().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(
+        suite.join("hi.md"),
+        "+++\n[expect]\nanswer_matches = \"hello\"\n+++\nSay hello.",
+    )
+    .unwrap();
+
+    let out = run_bin(&project, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(ledger(&project)["tokens"], json!(160));
+    let run_dir = the_run_dir(&project, "t");
+    let out = run_bin(&project, &["replay", run_dir.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        ledger(&project)["tokens"],
+        json!(160),
+        "a replay sends nothing"
+    );
+    let out = run_bin(&project, &["eval", "suite", "--repeat", "2"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    assert_eq!(ledger(&project)["tokens"], json!(160 * 3));
+    assert_eq!(llm.requests().await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
+    // The job ran 2.5 s on the GPU, then failed: retryable, but the
+    // 2-second day is spent, so the retry is never sent.
+    let failed = json!({"id": "j1", "status": "FAILED", "executionTime": 2500, "error": "CUDA out of memory"});
+    let rp = FakeRunpod::start(
+        vec![ok(failed), ok(completed("j2", final_answer("done"), 5, 6))],
+        vec![],
+        false,
+    )
+    .await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let path = project.root().join("agent.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{}[budget]\ngpu_seconds_per_day = 2\n",
+            rp.config_sections()
+        ),
+    )
+    .unwrap();
+    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+
+    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+        panic!()
+    };
+
+    let runsync = rp
+        .calls()
+        .await
+        .into_iter()
+        .filter(|(_, p)| p.ends_with("/runsync"))
+        .count();
+    assert_eq!(runsync, 1, "no retry past the limit");
+    let s = project.summary("t");
+    assert_eq!(
+        (s.status.as_str(), s.stop_reason.as_str()),
+        ("interrupted", "budget_exhausted")
+    );
+    assert!(tally.budget_exhausted.is_some());
+    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(ledger(&project)["gpu_ms"], json!(2500));
+}
