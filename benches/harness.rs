@@ -29,10 +29,15 @@
 //!    binary: its start-up (spawn, `initialize`, `tools/list`) as `run.log`
 //!    says it, one `tools/call` round trip, and the harness's peak memory
 //!    when a result is text just under the 4 MiB line cap, text over it,
-//!    and many small JSON values (skipped when the stack is not installed).
+//!    and many small JSON values (skipped when the stack is not installed);
+//! 9. lean — peak memory and wall time of `--help`, of `check` (the
+//!    README's four-line config, one task) and of a two-turn tool chain
+//!    (read a note, answer), each process alone, the chain interleaved with
+//!    simonw/llm running the same chain against its own copy of the fake
+//!    (`LLM_BIN`, or `llm` on `PATH`; skipped without it).
 //!
 //! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume` or `-- mcp` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp` or `-- lean` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -153,6 +158,9 @@ fn main() {
     }
     if wanted("mcp") {
         rt.block_on(mcp(&sizes));
+    }
+    if wanted("lean") {
+        rt.block_on(lean(&sizes));
     }
 }
 
@@ -495,13 +503,19 @@ fn run_binary(dir: &Path, args: &[&str]) -> ProcessCost {
         .split_whitespace()
         .chain([BIN])
         .chain(args.iter().copied());
-    let start = Instant::now();
-    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also reads its usage
-    let child = Command::new(words.next().unwrap_or(BIN))
-        .args(words)
+    let mut cmd = Command::new(words.next().unwrap_or(BIN));
+    cmd.args(words)
         .current_dir(dir)
         .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
-        .env("AGENT_HARNESS_LOG", "warn")
+        .env("AGENT_HARNESS_LOG", "warn");
+    measure(cmd)
+}
+
+/// The cost of `cmd` as one process, its output thrown away.
+fn measure(mut cmd: Command) -> ProcessCost {
+    let start = Instant::now();
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below, which also reads its usage
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1268,4 +1282,139 @@ async fn counting(sizes: &Sizes) {
         elided(&estimated_lines)
     );
     assert!(sizes.iter().all(|n| *n <= 8192 - 1024));
+}
+
+/// simonw/llm, when it is installed: `LLM_BIN`, or `llm` on `PATH`.
+fn llm_bin() -> Option<std::path::PathBuf> {
+    if let Some(bin) = std::env::var_os("LLM_BIN") {
+        return Some(bin.into());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("llm"))
+        .find(|p| p.is_file())
+}
+
+/// The same two-turn chain for simonw/llm: its model is the fake at
+/// `base_url`, its one tool a Python function.
+fn llm_chain(bin: &Path, home: &Path, base_url: &str) -> Command {
+    std::fs::write(
+        home.join("extra-openai-models.yaml"),
+        format!("- model_id: fake\n  model_name: fake-gemma\n  api_base: \"{base_url}\"\n  supports_tools: true\n"),
+    )
+    .unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "-m",
+        "fake",
+        "--no-stream",
+        "--functions",
+        "def read_note(slug: str) -> str:\n    \"Read a note.\"\n    return \"Notes on llama-server.\"\n",
+        "Read note n1 and say what it says.",
+    ])
+    .current_dir(home)
+    .env("LLM_USER_PATH", home)
+    .env("OPENAI_API_KEY", "unused");
+    cmd
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn lean(sizes: &Sizes) {
+    let runs = sizes.overhead_runs;
+    let alone = |dir: &Path, args: &[&str]| {
+        let costs: Vec<ProcessCost> = (0..runs)
+            .map(|_| tokio::task::block_in_place(|| run_binary(dir, args)))
+            .collect();
+        assert!(costs.iter().all(|c| c.code == 0), "{args:?} exits 0");
+        costs
+    };
+    let nowhere = Project::new();
+    let help = alone(nowhere.root(), &["--help"]);
+    let checked = Project::new();
+    checked.write_config("http://127.0.0.1:8080/v1", "");
+    checked.task("example", "Say hello.");
+    let check = alone(checked.root(), &["check"]);
+
+    let chain = |tool: &str| {
+        vec![
+            ok(tool_calls(&[("c1", tool, json!({"slug": "n1"}))])),
+            ok(final_answer("It says: notes on llama-server.")),
+        ]
+    };
+    let ours = FakeLlm::by_progress(chain("noteworx_read_note")).await;
+    let theirs = FakeLlm::by_progress(chain("read_note")).await;
+    let llm = llm_bin();
+    let (mut harness, mut other, mut keep) = (Vec::new(), Vec::new(), Vec::new());
+    // One of each first, not counted: both start from a warm page cache.
+    for round in 0..=runs {
+        let notes = FakeNoteworx::start(vec![note(
+            "n1",
+            "Serving small models",
+            &[],
+            "Notes on llama-server.",
+        )])
+        .await;
+        let project = Project::new();
+        project.task("read", "Read note n1 and say what it says.");
+        project.write_config(&ours.base_url(), &notes.config_section());
+        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        assert_eq!(cost.code, 0, "the two-turn chain succeeds");
+        assert_eq!(
+            project
+                .summary_in(&single_run(project.root(), "read"))
+                .turns,
+            2
+        );
+        if let Some(bin) = &llm {
+            let home = tempfile::tempdir().unwrap();
+            let cmd = llm_chain(bin, home.path(), &theirs.base_url());
+            let cost = tokio::task::block_in_place(|| measure(cmd));
+            assert_eq!(cost.code, 0, "llm runs the same chain");
+            if round > 0 {
+                other.push(cost);
+            }
+        }
+        if round > 0 {
+            harness.push(cost);
+        }
+        keep.push(project);
+    }
+    if llm.is_some() {
+        assert_eq!(
+            theirs.requests().await.len(),
+            2 * (runs + 1),
+            "two requests a chain"
+        );
+    }
+    let row = |name: &str, costs: &[ProcessCost]| {
+        let mut peaks: Vec<u64> = costs.iter().map(|c| c.peak_rss_kib).collect();
+        peaks.sort_unstable();
+        let (peak, most) = (peaks[peaks.len() / 2], peaks[peaks.len() - 1]);
+        let wall = median(costs.iter().map(|c| c.wall).collect());
+        println!(
+            "   {name:<22} {:6.1} MiB median peak RSS ({:.1} max), {:7.1} ms median wall",
+            mib(peak),
+            mib(most),
+            ms(wall)
+        );
+        (peak as f64, ms(wall))
+    };
+    println!("\n9. lean: peak memory of one process, {runs} runs each (median)");
+    row("--help", &help);
+    row("check", &check);
+    let (our_rss, our_wall) = row("chain: agent-harness", &harness);
+    match llm {
+        Some(bin) => {
+            let (their_rss, their_wall) = row("chain: simonw/llm", &other);
+            println!(
+                "   agent-harness is {:.0}× faster and {:.1}× leaner on the chain ({})",
+                their_wall / our_wall,
+                their_rss / our_rss,
+                bin.display()
+            );
+        }
+        None => println!("   simonw/llm not found (LLM_BIN, or `llm` on PATH): no comparison"),
+    }
 }

@@ -6,12 +6,24 @@ use std::process::ExitCode;
 
 use agent_harness::display::Progress;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
     let cli = agent_harness::app::cli::Cli::parse();
-    let filter = EnvFilter::try_from_env("AGENT_HARNESS_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("agent_harness=info,rmcp=off,warn"));
+    // `target=level` pairs and a default level: parsed without a regex
+    // engine, which is why this is not an `EnvFilter`. One that does not
+    // parse leaves the default.
+    let filter = std::env::var("AGENT_HARNESS_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| {
+            Targets::new()
+                .with_target("agent_harness", tracing::Level::INFO)
+                .with_target("rmcp", tracing_subscriber::filter::LevelFilter::OFF)
+                .with_default(tracing::Level::WARN)
+        });
     let terminal =
         std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -21,10 +33,11 @@ fn main() -> ExitCode {
         Progress::hidden()
     };
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(progress.clone())
         .with_ansi(ansi)
         .with_target(false)
+        .finish()
+        .with(filter)
         .init();
     // rmcp is off: its warnings quote whatever an MCP server sent (any
     // number of lines, megabytes each); the harness says what matters.

@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
-use chrono_tz::Tz;
 
+use crate::base::zone::Zone;
 use crate::config::{self, Config};
 use crate::inbox::{DaySpend, SPEND_FILE};
 
 /// The limits of a run and what it has spent against them.
 pub struct Budget {
     limits: config::Budget,
-    tz: Tz,
+    tz: Zone,
     /// The run's clock (`TaskDeps::clock`).
     clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>,
     state: Mutex<Spending>,
@@ -46,10 +46,10 @@ pub struct Standing {
 
 impl Budget {
     pub fn new(cfg: &Config, clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>) -> Budget {
-        let today = day_of(clock(), cfg.timezone);
+        let today = day_of(clock(), &cfg.timezone);
         Budget {
             limits: cfg.budget,
-            tz: cfg.timezone,
+            tz: cfg.timezone.clone(),
             clock,
             state: Mutex::new(Spending {
                 today: DaySpend::nothing(today),
@@ -162,7 +162,7 @@ impl Budget {
 
     /// A new day starts from nothing.
     fn roll(&self, s: &mut Spending) {
-        let today = day_of((self.clock)(), self.tz);
+        let today = day_of((self.clock)(), &self.tz);
         if today != s.today.day {
             s.today = DaySpend::nothing(today);
         }
@@ -170,7 +170,7 @@ impl Budget {
 
     /// The first instant of `day` in the time zone (midnight, or the end
     /// of a gap that swallowed it).
-    fn day_start(&self, day: NaiveDate) -> DateTime<Tz> {
+    fn day_start(&self, day: NaiveDate) -> DateTime<Zone> {
         (0..24)
             .find_map(|h| {
                 let t = day.and_hms_opt(h, 0, 0)?;
@@ -190,8 +190,8 @@ impl Budget {
 }
 
 /// The calendar day of `t` in `tz`.
-pub fn day_of(t: DateTime<Utc>, tz: Tz) -> NaiveDate {
-    t.with_timezone(&tz).date_naive()
+pub fn day_of(t: DateTime<Utc>, tz: &Zone) -> NaiveDate {
+    t.with_timezone(tz).date_naive()
 }
 
 #[cfg(test)]

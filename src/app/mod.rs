@@ -34,7 +34,18 @@ use crate::endpoint::Endpoint;
 /// Runs a parsed command line and returns the process exit code;
 /// `progress` is the live display the binary set up (also its log writer).
 pub fn main(cli: Cli, progress: Progress) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // Only the commands that run tasks (or call the endpoint) need worker
+    // threads; the others do their work on this one.
+    let mut builder = match cli.command {
+        Command::Run { .. }
+        | Command::RunTask { .. }
+        | Command::Exec { .. }
+        | Command::Eval { .. }
+        | Command::Replay { .. }
+        | Command::TestRunpod => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder
         .enable_all()
         // Blocking threads parse noteworx answers as they stream; the
         // systemd unit's TasksMax= leaves room for this many.

@@ -3,8 +3,9 @@
 //! ([`http`]), reading server fields without building what is not kept
 //! ([`lenient`]), opening named local files only when they are regular
 //! ones ([`file`]), an opened folder that writes, moves and removes
-//! without ever following a link ([`folder`]), and the JSON Schemas final
-//! answers must match ([`schema`]).
+//! without ever following a link ([`folder`]), the JSON Schemas final
+//! answers must match ([`schema`]), and time zones read from the system's
+//! tz database ([`zone`]).
 
 pub mod file;
 pub mod folder;
@@ -12,3 +13,4 @@ pub mod http;
 pub mod lenient;
 pub mod schema;
 pub mod text;
+pub mod zone;

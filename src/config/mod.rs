@@ -84,7 +84,7 @@ pub struct Config {
     /// `[budget]`: what a day or a run may spend (SPEC §23).
     pub budget: Budget,
     /// `[schedule] timezone`: recurring tasks' schedules are read in it.
-    pub timezone: chrono_tz::Tz,
+    pub timezone: crate::base::zone::Zone,
     /// `[agents.NAME]` profiles, by name.
     pub agents: std::collections::BTreeMap<String, AgentProfile>,
     /// Secret-looking `--set` values (`eval`): redacted like the others.
@@ -318,13 +318,10 @@ impl Config {
             metrics_textfile,
             retention: raw.retention,
             budget: raw.budget,
-            timezone: raw
-                .schedule
-                .timezone
-                .parse()
-                .map_err(|_| {
+            timezone: crate::base::zone::Zone::named(&raw.schedule.timezone)
+                .map_err(|why| {
                     format!(
-                        "[schedule] timezone: {:?} is not an IANA time zone name (e.g. \"Europe/Berlin\", \"UTC\")",
+                        "[schedule] timezone: {:?} is not a time zone of this system's tz database (an IANA name such as \"Europe/Berlin\", or \"UTC\"; install tzdata, or set TZDIR): {why}",
                         raw.schedule.timezone
                     )
                 })

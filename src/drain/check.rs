@@ -82,7 +82,7 @@ fn budget_standing(cfg: &Config, now: DateTime<Utc>, warnings: &mut Vec<String>)
     if !limits.any() {
         return None;
     }
-    let today = day_of(now, cfg.timezone);
+    let today = day_of(now, &cfg.timezone);
     let state_dir = cfg.paths.state_dir();
     let spent = DaySpend::read(&state_dir, today).unwrap_or_else(|why| {
         warnings.push(format!(

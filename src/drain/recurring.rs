@@ -268,7 +268,7 @@ fn due_slot(
     let after = done.map_or(since, |d| d.max(since));
     let wall = |t: DateTime<Utc>| t.with_timezone(&cfg.timezone).naive_local();
     schedule
-        .latest(now, cfg.timezone)
+        .latest(now, &cfg.timezone)
         .filter(|at| *at > after && done.is_none_or(|d| wall(d) != wall(*at)))
 }
 
@@ -387,7 +387,7 @@ pub fn next_due(
                         at.with_timezone(&cfg.timezone).to_rfc3339()
                     )),
                     None => s
-                        .next_after(now, cfg.timezone)
+                        .next_after(now, &cfg.timezone)
                         .map(|at| {
                             format!("next due {}", at.with_timezone(&cfg.timezone).to_rfc3339())
                         })

@@ -4,8 +4,8 @@
 
 use std::str::FromStr;
 
+use crate::base::zone::Zone;
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 
 /// A parsed `schedule`.
 #[derive(Debug, Clone)]
@@ -40,17 +40,17 @@ impl Schedule {
 
     /// The latest scheduled time at or before `now`, as a clock in `tz`
     /// reads the schedule.
-    pub fn latest(&self, now: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub fn latest(&self, now: DateTime<Utc>, tz: &Zone) -> Option<DateTime<Utc>> {
         self.cron
-            .find_previous_occurrence(&now.with_timezone(&tz), true)
+            .find_previous_occurrence(&now.with_timezone(tz), true)
             .ok()
             .map(|t| t.with_timezone(&Utc))
     }
 
     /// The first scheduled time after `t`.
-    pub fn next_after(&self, t: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub fn next_after(&self, t: DateTime<Utc>, tz: &Zone) -> Option<DateTime<Utc>> {
         self.cron
-            .find_next_occurrence(&t.with_timezone(&tz), false)
+            .find_next_occurrence(&t.with_timezone(tz), false)
             .ok()
             .map(|t| t.with_timezone(&Utc))
     }

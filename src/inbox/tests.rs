@@ -548,21 +548,21 @@ fn a_schedule_is_five_cron_fields_or_one_of_four_nicknames_read_in_a_time_zone()
         assert!(Schedule::parse(bad).is_err(), "{bad}");
     }
     let now = chrono::Utc.with_ymd_and_hms(2026, 3, 29, 12, 0, 0).unwrap();
-    let berlin: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
+    let berlin = crate::base::zone::Zone::named("Europe/Berlin").unwrap();
     let s = Schedule::parse("0 6 * * *").unwrap();
     // The day Berlin moves to summer time: 06:00 CEST is 04:00 UTC.
     assert_eq!(
-        s.latest(now, berlin).unwrap(),
+        s.latest(now, &berlin).unwrap(),
         chrono::Utc.with_ymd_and_hms(2026, 3, 29, 4, 0, 0).unwrap()
     );
     assert_eq!(
-        s.next_after(now, berlin).unwrap(),
+        s.next_after(now, &berlin).unwrap(),
         chrono::Utc.with_ymd_and_hms(2026, 3, 30, 4, 0, 0).unwrap()
     );
     let weekly = Schedule::parse("@weekly").unwrap();
-    let utc = chrono_tz::Tz::UTC;
+    let utc = crate::base::zone::Zone::utc();
     assert_eq!(
-        weekly.latest(now, utc).unwrap(),
+        weekly.latest(now, &utc).unwrap(),
         chrono::Utc.with_ymd_and_hms(2026, 3, 29, 0, 0, 0).unwrap(),
         "2026-03-29 is a Sunday"
     );
@@ -575,9 +575,9 @@ proptest::proptest! {
     ) {
         let now = chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
         let s = Schedule::parse(&format!("{minute} {hour} * * *")).unwrap();
-        let tz: chrono_tz::Tz = "America/New_York".parse().unwrap();
-        let latest = s.latest(now, tz).unwrap();
-        let next = s.next_after(now, tz).unwrap();
+        let tz = crate::base::zone::Zone::named("America/New_York").unwrap();
+        let latest = s.latest(now, &tz).unwrap();
+        let next = s.next_after(now, &tz).unwrap();
         proptest::prop_assert!(latest <= now && next > now);
         proptest::prop_assert!(next - latest <= chrono::Duration::hours(25));
     }
