@@ -1317,6 +1317,50 @@ fn llm_chain(bin: &Path, home: &Path, base_url: &str) -> Command {
     cmd
 }
 
+/// [`measure`], with the peak read by GNU time (`/usr/bin/time`) when it is
+/// there: a process of a few milliseconds ends between two polls of its
+/// `VmHWM`, and GNU time forks it from a process of its own size, so the
+/// kernel's `ru_maxrss` is the child's (not this benchmark's, as after a
+/// vfork).
+fn measure_peak(cmd: Command) -> ProcessCost {
+    let gnu_time = Path::new("/usr/bin/time");
+    if !gnu_time.is_file() {
+        return measure(cmd);
+    }
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut timed = Command::new(gnu_time);
+    timed
+        .args(["-f", "%M", "-o"])
+        .arg(out.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        timed.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
+    let mut cost = measure(timed);
+    let kib = std::fs::read_to_string(out.path()).unwrap_or_default();
+    if let Some(kib) = kib.lines().last().and_then(|l| l.trim().parse().ok()) {
+        cost.peak_rss_kib = kib;
+    }
+    cost
+}
+
+/// The harness binary run with `args` in `dir`, as [`run_binary`] runs it.
+fn harness_in(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
+        .env("AGENT_HARNESS_LOG", "warn");
+    cmd
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -1325,7 +1369,7 @@ async fn lean(sizes: &Sizes) {
     let runs = sizes.overhead_runs;
     let alone = |dir: &Path, args: &[&str]| {
         let costs: Vec<ProcessCost> = (0..runs)
-            .map(|_| tokio::task::block_in_place(|| run_binary(dir, args)))
+            .map(|_| tokio::task::block_in_place(|| measure_peak(harness_in(dir, args))))
             .collect();
         assert!(costs.iter().all(|c| c.code == 0), "{args:?} exits 0");
         costs
@@ -1359,7 +1403,8 @@ async fn lean(sizes: &Sizes) {
         let project = Project::new();
         project.task("read", "Read note n1 and say what it says.");
         project.write_config(&ours.base_url(), &notes.config_section());
-        let cost = tokio::task::block_in_place(|| run_binary(project.root(), &["run"]));
+        let cost =
+            tokio::task::block_in_place(|| measure_peak(harness_in(project.root(), &["run"])));
         assert_eq!(cost.code, 0, "the two-turn chain succeeds");
         assert_eq!(
             project
@@ -1370,7 +1415,7 @@ async fn lean(sizes: &Sizes) {
         if let Some(bin) = &llm {
             let home = tempfile::tempdir().unwrap();
             let cmd = llm_chain(bin, home.path(), &theirs.base_url());
-            let cost = tokio::task::block_in_place(|| measure(cmd));
+            let cost = tokio::task::block_in_place(|| measure_peak(cmd));
             assert_eq!(cost.code, 0, "llm runs the same chain");
             if round > 0 {
                 other.push(cost);
@@ -1401,7 +1446,14 @@ async fn lean(sizes: &Sizes) {
         );
         (peak as f64, ms(wall))
     };
-    println!("\n9. lean: peak memory of one process, {runs} runs each (median)");
+    println!(
+        "\n9. lean: peak memory of one process, {runs} runs each (median; peaks by {})",
+        if Path::new("/usr/bin/time").is_file() {
+            "GNU time"
+        } else {
+            "polling VmHWM: too slow for a process of a few ms"
+        }
+    );
     row("--help", &help);
     row("check", &check);
     let (our_rss, our_wall) = row("chain: agent-harness", &harness);

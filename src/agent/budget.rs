@@ -24,7 +24,11 @@ pub struct Budget {
 }
 
 struct Spending {
+    /// What the day has spent as far as this process knows: the ledger's
+    /// sum when it was last added to (never less than its own count).
     today: DaySpend,
+    /// This process's tokens and GPU time not yet added to the ledger.
+    pending: (u64, u64),
     /// Tokens this process spent (for `tokens_per_run`).
     run_tokens: u64,
     /// Where the day's spend is kept, from the first task on; `None` after
@@ -34,6 +38,8 @@ struct Spending {
     kept: bool,
     /// Why the ledger could not be written, the first time.
     unsaved: Option<String>,
+    /// The first limit reached, as it was said.
+    refused: Option<String>,
 }
 
 /// Today's spend against each limit, for `check` and the metrics.
@@ -53,10 +59,12 @@ impl Budget {
             clock,
             state: Mutex::new(Spending {
                 today: DaySpend::nothing(today),
+                pending: (0, 0),
                 run_tokens: 0,
                 ledger: None,
                 kept: false,
                 unsaved: None,
+                refused: None,
             }),
         }
     }
@@ -70,12 +78,12 @@ impl Budget {
             return;
         }
         self.roll(&mut s);
-        let spent_here = s.today;
-        let kept = DaySpend::load(state_dir, spent_here.day);
-        s.today.tokens = kept.tokens.saturating_add(spent_here.tokens);
-        s.today.gpu_ms = kept.gpu_ms.saturating_add(spent_here.gpu_ms);
+        let kept = DaySpend::load(state_dir, s.today.day);
+        s.today.tokens = kept.tokens.saturating_add(s.pending.0);
+        s.today.gpu_ms = kept.gpu_ms.saturating_add(s.pending.1);
         s.ledger = Some(state_dir.to_path_buf());
         s.kept = true;
+        self.save(&mut s, false);
     }
 
     /// `Err` names the limit reached, what was spent and when it resets:
@@ -86,6 +94,21 @@ impl Budget {
         }
         let mut s = self.lock();
         self.roll(&mut s);
+        let verdict = self.verdict(&s);
+        if let Err(why) = &verdict
+            && s.refused.is_none()
+        {
+            s.refused = Some(why.clone());
+        }
+        verdict
+    }
+
+    /// The first limit this process met, as it was said then.
+    pub fn refused(&self) -> Option<String> {
+        self.lock().refused.clone()
+    }
+
+    fn verdict(&self, s: &Spending) -> Result<(), String> {
         let l = &self.limits;
         if l.tokens_per_run > 0 && s.run_tokens >= l.tokens_per_run {
             return Err(format!(
@@ -126,12 +149,41 @@ impl Budget {
         s.run_tokens = s.run_tokens.saturating_add(tokens);
         s.today.tokens = s.today.tokens.saturating_add(tokens);
         s.today.gpu_ms = s.today.gpu_ms.saturating_add(gpu_ms);
+        s.pending.0 = s.pending.0.saturating_add(tokens);
+        s.pending.1 = s.pending.1.saturating_add(gpu_ms);
+        self.save(&mut s, false);
+    }
+
+    /// Adds what is still pending to the ledger, waiting a little for its
+    /// lock if another process holds it (the end of a run).
+    pub fn flush(&self) {
+        let mut s = self.lock();
+        self.save(&mut s, true);
+    }
+
+    /// Adds the pending spend to the ledger. A lock held elsewhere leaves
+    /// it pending unless `wait`; a ledger that cannot be written is said
+    /// once, and the run goes on from its own count.
+    fn save(&self, s: &mut Spending, wait: bool) {
         let Some(dir) = s.ledger.clone() else {
             return;
         };
-        match DaySpend::add(&dir, s.today.day, tokens, gpu_ms) {
-            // What every process spent today, this one's included.
-            Ok(sum) => s.today = sum,
+        if s.pending == (0, 0) {
+            return;
+        }
+        let pending = DaySpend {
+            day: s.today.day,
+            tokens: s.pending.0,
+            gpu_ms: s.pending.1,
+        };
+        match DaySpend::add(&dir, pending, wait) {
+            // What every process spent today: never less than this one's count.
+            Ok(Some(sum)) => {
+                s.pending = (0, 0);
+                s.today.tokens = s.today.tokens.max(sum.tokens);
+                s.today.gpu_ms = s.today.gpu_ms.max(sum.gpu_ms);
+            }
+            Ok(None) => {}
             Err(e) => {
                 let why = format!(
                     "the budget ledger {} cannot be written ({e}); this run keeps its limits from its own count",
@@ -160,11 +212,14 @@ impl Budget {
         self.lock().unsaved.clone()
     }
 
-    /// A new day starts from nothing.
+    /// A new day starts from nothing; a clock that went back to an
+    /// earlier day changes nothing.
     fn roll(&self, s: &mut Spending) {
         let today = day_of((self.clock)(), &self.tz);
-        if today != s.today.day {
+        if today > s.today.day {
+            self.save(s, false);
             s.today = DaySpend::nothing(today);
+            s.pending = (0, 0);
         }
     }
 

@@ -127,10 +127,13 @@ impl TaskRun<'_, '_> {
                     .last()
                     .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
             );
-            self.deps
-                .budget
-                .check()
-                .map_err(|why| Stop::failed(StopReason::BudgetExhausted, why).retryable())?;
+            // A recorded answer (a resume, a replay) spends nothing.
+            if self.deps.endpoint.next_call_is_live() {
+                self.deps
+                    .budget
+                    .check()
+                    .map_err(|why| Stop::failed(StopReason::BudgetExhausted, why).retryable())?;
+            }
             let body = self.request_body(tweaks);
             self.emit(&TaskEvent::RequestSent {
                 turn,
@@ -168,17 +171,16 @@ impl TaskRun<'_, '_> {
         let runpod = deps.endpoint.kind() == crate::config::EndpointKind::Runpod;
         *unbilled = None;
         let mut on_attempt = |a: &Attempt<'_>| {
-            // What the budget counts as GPU time: RunPod's execution time,
-            // else the request's wall time; a recorded answer cost nothing.
-            // A failed attempt is spent at once (the retry's check sees it),
-            // the answered one with its reply's tokens.
+            // What the budget counts as GPU time: RunPod's execution time
+            // (the request's wall time when a job reports none: a timed-out
+            // or cancelled one), else the request's wall time; a recorded
+            // answer cost nothing. A failed attempt is spent at once (the
+            // retry's check sees it), the answered one with its tokens.
             if !a.recorded {
-                let ms = if runpod {
-                    a.runpod.as_ref().and_then(|j| j.execution_time)
-                } else {
-                    Some(a.latency_ms)
-                }
-                .unwrap_or(0);
+                let ms = match (runpod, a.runpod.as_ref().and_then(|j| j.execution_time)) {
+                    (true, Some(ms)) => ms,
+                    _ => a.latency_ms,
+                };
                 match a.error {
                     Some(_) => deps.budget.spend(0, ms),
                     None => *unbilled = Some(ms),

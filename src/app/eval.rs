@@ -58,12 +58,16 @@ async fn eval_deps(
     cancel: &CancellationToken,
     progress: &Progress,
 ) -> Result<Vec<TaskDeps>, u8> {
-    let mut all = Vec::new();
+    let mut all: Vec<TaskDeps> = Vec::new();
     for (_, cfg) in configs {
-        let deps = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
+        let mut deps = TaskDeps::new(cfg, system_clock(), cancel.clone()).map_err(|e| {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::USAGE
         })?;
+        // One process, one budget: the first variant's `[budget]` for all.
+        if let Some(first) = all.first() {
+            deps.budget = first.budget.clone();
+        }
         if let Err(why) = deps.endpoint.ping().await {
             progress.eprintln(&format!(
                 "agent-harness: the endpoint is unreachable, nothing was run: {why}"
@@ -123,26 +127,19 @@ pub(super) async fn eval_command(
             return exit::FAILED;
         }
     };
-    let mut variants = Vec::new();
-    for (k, ((set, cfg), deps)) in configs.iter().zip(&all_deps).enumerate() {
-        if cancel.is_cancelled() {
-            break;
+    let budget = all_deps.first().map(|d| d.budget.clone());
+    let paused = || budget.as_ref().and_then(|b| b.refused());
+    let variants = match run_variants(&configs, &all_deps, &opts, &eval_dir, &paused).await {
+        Ok(v) => v,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e:#}"));
+            return if e.downcast_ref::<UsageError>().is_some() {
+                exit::USAGE
+            } else {
+                exit::FAILED
+            };
         }
-        let logs = eval_dir.join(format!("v{}", k + 1));
-        let ran = crate::lab::eval::run_variant(cfg, deps, &opts, set, &logs).await;
-        deps.shutdown().await;
-        match ran {
-            Ok(v) => variants.push(v),
-            Err(e) => {
-                progress.eprintln(&format!("agent-harness: {e:#}"));
-                return if e.downcast_ref::<UsageError>().is_some() {
-                    exit::USAGE
-                } else {
-                    exit::FAILED
-                };
-            }
-        }
-    }
+    };
     let report = crate::records::Report {
         eval_id: eval_dir
             .file_name()
@@ -153,19 +150,48 @@ pub(super) async fn eval_command(
         variants,
     };
     crate::lab::eval::write_report(&eval_dir, &report, *json, out);
-    finish(&report, cancel.is_cancelled(), *min_pass_rate, progress)
+    let stopped = match paused() {
+        Some(why) => Some(format!("stopped by a budget limit: {why}")),
+        None => cancel
+            .is_cancelled()
+            .then(|| "stopped by a signal".to_string()),
+    };
+    finish(&report, stopped, *min_pass_rate, progress)
 }
 
-/// The eval's exit code: 75 when a signal cut it short (runs cut short
-/// count as failures: the figures are not the suite's), else the gate's.
+/// Each variant's runs, until a signal or a `[budget]` limit (`paused`)
+/// stops the eval.
+async fn run_variants(
+    configs: &[Variant],
+    all_deps: &[TaskDeps],
+    opts: &crate::lab::eval::EvalOptions,
+    eval_dir: &Path,
+    paused: &dyn Fn() -> Option<String>,
+) -> anyhow::Result<Vec<crate::records::VariantReport>> {
+    let mut variants = Vec::new();
+    for (k, ((set, cfg), deps)) in configs.iter().zip(all_deps).enumerate() {
+        if deps.cancel.is_cancelled() || paused().is_some() {
+            break;
+        }
+        let logs = eval_dir.join(format!("v{}", k + 1));
+        let ran = crate::lab::eval::run_variant(cfg, deps, opts, set, &logs).await;
+        deps.shutdown().await;
+        variants.push(ran?);
+    }
+    Ok(variants)
+}
+
+/// The eval's exit code: 75 when a signal or a `[budget]` limit cut it
+/// short (runs cut short count as failures: the figures are not the
+/// suite's), else the gate's.
 fn finish(
     report: &crate::records::Report,
-    stopped: bool,
+    stopped: Option<String>,
     min_pass_rate: Option<f64>,
     progress: &Progress,
 ) -> u8 {
-    if stopped {
-        progress.eprintln("agent-harness: the eval was stopped by a signal; its figures cover only the runs that ended, and decide nothing");
+    if let Some(why) = stopped {
+        progress.eprintln(&format!("agent-harness: the eval was {why}; its figures cover only the runs that ended, and decide nothing"));
         return exit::TEMPFAIL;
     }
     gate(report, min_pass_rate, progress)

@@ -341,7 +341,14 @@ pub(super) async fn exec_command(
     let ran = drain::exec::exec(cfg, &deps, opts).await;
     deps.shutdown().await;
     match ran {
-        Ok(outcome) => outcome.exit_code(),
+        Ok(outcome) => {
+            if let RunOutcome::Finished(t) = &outcome
+                && let Some(why) = &t.budget_exhausted
+            {
+                progress.eprintln(&format!("agent-harness: budget: {why}; the task did not finish, and goes on from its records when run again"));
+            }
+            outcome.exit_code()
+        }
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::run_error(&e)

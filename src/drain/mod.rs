@@ -248,6 +248,7 @@ async fn drain_inbox(
     } else {
         drain_then_recur(cfg, deps, opts, entries, (due, state)).await
     };
+    deps.budget.flush();
     if let RunOutcome::Finished(tally) = &mut ended.0 {
         tally.paused_by(&deps.budget);
         tally.problems.extend(problems);
@@ -375,12 +376,15 @@ pub async fn run_tasks(
         dry_run = mode.dry_run,
         "run started"
     );
-    futures::stream::iter(entries)
+    let ends = futures::stream::iter(entries)
         .map(|entry| {
             let batch = &batch;
             async move {
-                // Stopping, or a `[budget]` limit reached: it stays as it is.
-                if deps.cancel.is_cancelled() || deps.budget.check().is_err() {
+                // Stopping, or a `[budget]` limit reached: it stays as it
+                // is. A replay spends only when it goes live, and is
+                // checked then.
+                let paused = mode.replay_of.is_none() && deps.budget.check().is_err();
+                if deps.cancel.is_cancelled() || paused {
                     return TaskEnd::NotStarted;
                 }
                 batch.process_task(&entry).await
@@ -388,7 +392,9 @@ pub async fn run_tasks(
         })
         .buffer_unordered(concurrency)
         .collect()
-        .await
+        .await;
+    deps.budget.flush();
+    ends
 }
 
 /// Runs a recurring task for the slot `mode` names; with `settle`, the

@@ -60,11 +60,8 @@ impl Tally {
     /// Tasks left unstarted while a `[budget]` limit is reached were left
     /// for it: the tally names the limit.
     pub(super) fn paused_by(&mut self, budget: &Budget) {
-        if self.not_started > 0
-            && self.budget_exhausted.is_none()
-            && let Err(why) = budget.check()
-        {
-            self.budget_exhausted = Some(why);
+        if self.not_started > 0 && self.budget_exhausted.is_none() {
+            self.budget_exhausted = budget.refused();
         }
     }
 

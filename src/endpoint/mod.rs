@@ -77,6 +77,13 @@ impl Endpoint {
         self
     }
 
+    /// The next chat call goes to the network, not to a recording.
+    pub fn next_call_is_live(&self) -> bool {
+        self.recording
+            .as_ref()
+            .is_none_or(|r| lock(r).next_call_is_live())
+    }
+
     /// `openai` or `runpod`.
     pub fn kind(&self) -> EndpointKind {
         self.cfg.kind

@@ -141,6 +141,15 @@ impl Recording {
         }
     }
 
+    /// The next call goes live ([`Recording::next_call`] would say `Live`).
+    pub(crate) fn next_call_is_live(&self) -> bool {
+        let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);
+        match self.calls.front() {
+            Some(call) if !call.front().is_some_and(|a| live_now(a.turn)) => false,
+            _ => self.live_next(),
+        }
+    }
+
     /// The recorded attempts of the next call, or `None` when the call goes live.
     pub(crate) fn next_call(&mut self) -> Source {
         let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);

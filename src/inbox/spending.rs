@@ -50,37 +50,62 @@ impl DaySpend {
         }
     }
 
-    /// What the ledger in `state_dir` says `today` spent: `Err` says why it
-    /// could not be read (its reader starts from 0).
-    pub fn read(state_dir: &Path, today: NaiveDate) -> Result<DaySpend, String> {
+    /// What the ledger in `state_dir` holds, of whichever day: `Ok(None)`
+    /// when there is none, `Err` why it could not be read.
+    pub fn stored(state_dir: &Path) -> Result<Option<DaySpend>, String> {
         match state::read(state_dir, SPEND_FILE, MAX_BYTES) {
-            Stored::Absent => Ok(DaySpend::nothing(today)),
+            Stored::Absent => Ok(None),
             Stored::Unreadable(why) => Err(why),
-            Stored::Bytes(bytes) => match serde_json::from_slice::<DaySpend>(&bytes) {
-                Ok(spent) if spent.day == today => Ok(spent),
-                Ok(_) => Ok(DaySpend::nothing(today)),
-                Err(e) => Err(format!("not a ledger: {e}")),
-            },
+            Stored::Bytes(bytes) => serde_json::from_slice::<DaySpend>(&bytes)
+                .map(Some)
+                .map_err(|e| format!("not a ledger: {e}")),
         }
     }
 
-    /// [`DaySpend::read`], with a warning when the ledger is unreadable.
-    pub fn load(state_dir: &Path, today: NaiveDate) -> DaySpend {
-        DaySpend::read(state_dir, today).unwrap_or_else(|why| {
-            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
-            DaySpend::nothing(today)
-        })
+    /// What the ledger in `state_dir` says `today` spent (another day's
+    /// ledger, or none, is nothing yet): `Err` says why it could not be
+    /// read (its reader starts from 0).
+    pub fn read(state_dir: &Path, today: NaiveDate) -> Result<DaySpend, String> {
+        match DaySpend::stored(state_dir)? {
+            Some(spent) if spent.day == today => Ok(spent),
+            _ => Ok(DaySpend::nothing(today)),
+        }
     }
 
-    /// Adds `tokens` and `gpu_ms` spent on `day` to what the ledger in
+    /// [`DaySpend::read`], with a warning when the ledger is unreadable or
+    /// missing.
+    pub fn load(state_dir: &Path, today: NaiveDate) -> DaySpend {
+        let warn = |why: &str| {
+            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
+        };
+        match DaySpend::stored(state_dir) {
+            Ok(Some(spent)) if spent.day == today => spent,
+            Ok(Some(_)) => DaySpend::nothing(today),
+            Ok(None) => {
+                warn("there is none yet");
+                DaySpend::nothing(today)
+            }
+            Err(why) => {
+                warn(&why);
+                DaySpend::nothing(today)
+            }
+        }
+    }
+
+    /// Adds `spent` (tokens and GPU time of its day) to what the ledger in
     /// `state_dir` holds (another process may have spent since it was
-    /// read), under the ledger's lock; returns the sum now kept.
-    pub fn add(state_dir: &Path, day: NaiveDate, tokens: u64, gpu_ms: u64) -> io::Result<DaySpend> {
+    /// read), under the ledger's lock; returns the sum now kept. With
+    /// `wait` false a lock held elsewhere is `Ok(None)` at once (the caller
+    /// adds it later); with `wait` it is waited for, 2 s at most. A ledger
+    /// dated after `spent`'s day (the clock went back) is never
+    /// overwritten: that is an error.
+    pub fn add(state_dir: &Path, spent: DaySpend, wait: bool) -> io::Result<Option<DaySpend>> {
         let lock = state::open(state_dir)?.open_lock(SPEND_LOCK)?;
         let waited = Instant::now();
         loop {
             match lock.try_lock() {
                 Ok(()) => break,
+                Err(TryLockError::WouldBlock) if !wait => return Ok(None),
                 Err(TryLockError::WouldBlock) if waited.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -93,6 +118,16 @@ impl DaySpend {
                 Err(TryLockError::Error(e)) => return Err(e),
             }
         }
+        let day = spent.day;
+        if let Ok(Some(later)) = DaySpend::stored(state_dir)
+            && later.day > day
+        {
+            return Err(io::Error::other(format!(
+                "it is dated {}, after today ({day}): did the clock go back?",
+                later.day
+            )));
+        }
+        let (tokens, gpu_ms) = (spent.tokens, spent.gpu_ms);
         let before = DaySpend::load(state_dir, day);
         let sum = DaySpend {
             day,
@@ -100,7 +135,7 @@ impl DaySpend {
             gpu_ms: before.gpu_ms.saturating_add(gpu_ms),
         };
         sum.save(state_dir)?;
-        Ok(sum)
+        Ok(Some(sum))
     }
 
     /// Writes the ledger whole (`0600`), replacing whatever had its name.
@@ -173,28 +208,48 @@ mod tests {
         assert!(read_text(huge.as_bytes()).is_err());
     }
 
-    #[test]
-    fn additions_from_two_holders_are_summed_not_overwritten() {
-        let dir = tempfile::tempdir().unwrap();
-        DaySpend::add(dir.path(), day(26), 10, 100).unwrap();
-        // Another process spent meanwhile.
-        let sum = DaySpend::add(dir.path(), day(26), 5, 50).unwrap();
-        assert_eq!((sum.tokens, sum.gpu_ms), (15, 150));
-        // A new day starts from what it spent, not from yesterday's.
-        let sum = DaySpend::add(dir.path(), day(27), 1, 0).unwrap();
-        assert_eq!((sum.tokens, sum.gpu_ms), (1, 0));
-        assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(sum));
+    fn spent(d: u32, tokens: u64, gpu_ms: u64) -> DaySpend {
+        DaySpend {
+            day: day(d),
+            tokens,
+            gpu_ms,
+        }
     }
 
     #[test]
-    fn a_lock_held_elsewhere_makes_the_addition_fail_in_bounded_time() {
+    fn additions_from_two_holders_are_summed_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        DaySpend::add(dir.path(), spent(26, 10, 100), false).unwrap();
+        // Another process spent meanwhile.
+        let sum = DaySpend::add(dir.path(), spent(26, 5, 50), false).unwrap();
+        assert_eq!(sum, Some(spent(26, 15, 150)));
+        // A new day starts from what it spent, not from yesterday's.
+        let sum = DaySpend::add(dir.path(), spent(27, 1, 0), false).unwrap();
+        assert_eq!(sum, Some(spent(27, 1, 0)));
+        assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(spent(27, 1, 0)));
+        // A clock gone back never overwrites a later day's ledger.
+        let e = DaySpend::add(dir.path(), spent(26, 1, 0), false).unwrap_err();
+        assert!(e.to_string().contains("after today"), "{e}");
+        assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(spent(27, 1, 0)));
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_not_waited_for_unless_asked_and_then_in_bounded_time() {
         let dir = tempfile::tempdir().unwrap();
         let held = std::fs::File::create(dir.path().join(SPEND_LOCK)).unwrap();
         held.lock().unwrap();
-        let e = DaySpend::add(dir.path(), day(26), 1, 0).unwrap_err();
+        assert_eq!(
+            DaySpend::add(dir.path(), spent(26, 1, 0), false).unwrap(),
+            None
+        );
+        let e = DaySpend::add(dir.path(), spent(26, 1, 0), true).unwrap_err();
         assert!(e.to_string().contains("stayed locked"), "{e}");
         drop(held);
-        assert!(DaySpend::add(dir.path(), day(26), 1, 0).is_ok());
+        assert!(
+            DaySpend::add(dir.path(), spent(26, 1, 0), true)
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

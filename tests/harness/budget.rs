@@ -296,14 +296,30 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
         "{why}"
     );
     assert_eq!(llm.requests().await.len(), 0);
-    // The UTC date's ledger is another day there.
-    full("2026-04-09");
+    // Yesterday there is another day.
+    full("2026-04-07");
     let RunOutcome::Finished(tally) = run_all(&cfg).await else {
         panic!()
     };
     assert_eq!((tally.succeeded, tally.budget_exhausted), (1, None));
     assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
     assert_eq!(ledger(&project)["tokens"], json!(160));
+    // The UTC date is tomorrow there: a ledger from a clock that was
+    // ahead is left as it is, and said, never overwritten with an earlier day.
+    project.task("t", "Answer.");
+    full("2026-04-09");
+    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+        panic!()
+    };
+    assert_eq!(tally.succeeded, 1);
+    assert!(
+        tally
+            .problems
+            .iter()
+            .any(|p| p.contains("after today (2026-04-08)")),
+        "{tally:?}"
+    );
+    assert_eq!(ledger(&project)["day"], json!("2026-04-09"));
 }
 
 #[tokio::test]
@@ -454,4 +470,57 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
     assert!(tally.budget_exhausted.is_some());
     assert_eq!(project.inbox(), ["t.md"]);
     assert_eq!(ledger(&project)["gpu_ms"], json!(2500));
+}
+
+/// A ledger saying today (UTC, the default zone) has spent `tokens`.
+fn spent_today(project: &Project, tokens: u64) {
+    let today = chrono::Utc::now().date_naive();
+    std::fs::write(
+        project.root().join(LEDGER),
+        format!(r#"{{"day":"{today}","tokens":{tokens},"gpu_ms":0}}"#),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stopped() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("hello"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 1000");
+    project.task("t", "Say hello.");
+    let out = run_bin(&project, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    spent_today(&project, 1000);
+
+    // A replay answers from the records: nothing to spend, nothing refused.
+    let run_dir = the_run_dir(&project, "t");
+    let replay = run_bin(&project, &["replay", run_dir.to_str().unwrap()]).await;
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+
+    let exec = run_bin(&project, &["exec", "Say hello."]).await;
+    assert_eq!(exec.status.code(), Some(75), "{}", stderr(&exec));
+    assert!(
+        stderr(&exec).contains("budget: [budget] tokens_per_day = 1000 reached"),
+        "{}",
+        stderr(&exec)
+    );
+
+    let suite = project.root().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(
+        suite.join("hi.md"),
+        "+++\n[expect]\nanswer_matches = \"hello\"\n+++\nSay hello.",
+    )
+    .unwrap();
+    let eval = run_bin(&project, &["eval", "suite", "--min-pass-rate", "1"]).await;
+    assert_eq!(eval.status.code(), Some(75), "{}", stderr(&eval));
+    assert!(
+        stderr(&eval).contains(
+            "the eval was stopped by a budget limit: [budget] tokens_per_day = 1000 reached"
+        ) && stderr(&eval).contains("decide nothing"),
+        "{}",
+        stderr(&eval)
+    );
+    assert_eq!(llm.requests().await.len(), 1, "only the first run spent");
+    assert_eq!(ledger(&project)["tokens"], json!(1000));
 }

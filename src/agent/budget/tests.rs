@@ -134,3 +134,64 @@ fn a_ledger_that_cannot_be_written_is_a_problem_said_once() {
     assert!(problem.contains(SPEND_FILE), "{problem}");
     assert_eq!(b.standing().today.tokens, 2, "counted in memory still");
 }
+
+#[test]
+fn another_process_lowering_the_ledger_never_lowers_this_ones_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _) = budget("tokens_per_day = 100", "UTC");
+    b.keep_ledger(dir.path());
+    b.spend(60, 0);
+    std::fs::write(
+        dir.path().join(SPEND_FILE),
+        r#"{"day":"2026-11-26","tokens":0,"gpu_ms":0}"#,
+    )
+    .unwrap();
+    b.spend(40, 0);
+    assert!(b.check().is_err(), "100 spent here, whatever the file says");
+    assert_eq!(b.standing().today.tokens, 100);
+}
+
+#[test]
+fn a_clock_gone_back_a_day_keeps_the_later_days_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, now) = budget("tokens_per_day = 100", "UTC");
+    b.keep_ledger(dir.path());
+    now.store(at("2026-11-27T08:00:00Z"), Ordering::SeqCst);
+    b.spend(100, 0);
+    now.store(at("2026-11-26T23:00:00Z"), Ordering::SeqCst);
+    assert!(b.check().is_err(), "still the 27th's spend");
+    b.spend(1, 0);
+    assert_eq!(
+        DaySpend::read(dir.path(), NaiveDate::from_ymd_opt(2026, 11, 27).unwrap())
+            .map(|d| d.tokens),
+        Ok(101)
+    );
+}
+
+#[test]
+fn a_ledger_locked_elsewhere_is_added_to_later_never_waited_for_mid_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (b, _) = budget("tokens_per_day = 100", "UTC");
+    b.keep_ledger(dir.path());
+    let held = std::fs::File::create(dir.path().join(crate::inbox::SPEND_LOCK)).unwrap();
+    held.lock().unwrap();
+    let t0 = std::time::Instant::now();
+    b.spend(30, 0);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(b.standing().today.tokens, 30, "counted here all the same");
+    drop(held);
+    b.spend(5, 0);
+    let day = b.standing().today.day;
+    assert_eq!(DaySpend::read(dir.path(), day).map(|d| d.tokens), Ok(35));
+    assert_eq!(b.problem(), None);
+}
+
+#[test]
+fn the_first_refusal_is_remembered_after_the_day_turns() {
+    let (b, now) = budget("tokens_per_day = 10", "UTC");
+    b.spend(10, 0);
+    let why = b.check().unwrap_err();
+    now.store(at("2026-11-27T00:00:01Z"), Ordering::SeqCst);
+    assert_eq!(b.check(), Ok(()));
+    assert_eq!(b.refused(), Some(why));
+}
