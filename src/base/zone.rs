@@ -9,6 +9,24 @@ use std::fmt;
 use chrono::{FixedOffset, MappedLocalTime, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 use jiff::tz::AmbiguousOffset;
 
+/// The tz database's names for UTC itself.
+const UTC_NAMES: &[&str] = &[
+    "UTC",
+    "Etc/UTC",
+    "UCT",
+    "Etc/UCT",
+    "Universal",
+    "Etc/Universal",
+    "Zulu",
+    "Etc/Zulu",
+    "GMT",
+    "Etc/GMT",
+    "GMT0",
+    "Etc/GMT0",
+    "Greenwich",
+    "Etc/Greenwich",
+];
+
 /// A named time zone.
 #[derive(Clone, Debug)]
 pub struct Zone {
@@ -43,10 +61,13 @@ impl Zone {
     }
 
     /// The zone `name` names in the system's tz database; `Err` says why
-    /// there is none.
+    /// there is none. UTC under any of its names needs no database.
     pub fn named(name: &str) -> Result<Zone, String> {
-        if name == "UTC" {
-            return Ok(Zone::utc());
+        if UTC_NAMES.iter().any(|u| u.eq_ignore_ascii_case(name)) {
+            return Ok(Zone {
+                name: name.to_string(),
+                tz: jiff::tz::TimeZone::UTC,
+            });
         }
         jiff::tz::TimeZone::get(name)
             .map(|tz| Zone {
@@ -133,8 +154,9 @@ fn civil(local: &NaiveDateTime) -> Option<jiff::civil::DateTime> {
         small(local.day())?,
         small(local.hour())?,
         small(local.minute())?,
-        // A leap second (chrono's 60) reads as the second before it.
-        small(local.second().min(59))?,
+        small(local.second())?,
+        // chrono keeps a leap second as nanoseconds past 10⁹: read as the
+        // second it extends.
         i32::try_from(local.nanosecond() % 1_000_000_000).ok()?,
     )
     .ok()
@@ -195,6 +217,16 @@ mod tests {
             assert!(Zone::named(name).is_err(), "{name:?}");
         }
         assert_eq!(Zone::named("UTC").unwrap().to_string(), "UTC");
+        for utc in ["Etc/UTC", "utc", "GMT", "Etc/Zulu"] {
+            let zone = Zone::named(utc).unwrap();
+            let summer = local("2026-07-01 12:00");
+            assert_eq!(
+                zone.offset_from_utc_datetime(&summer).fix(),
+                Utc.fix(),
+                "{utc}"
+            );
+            assert_eq!(zone.to_string(), utc);
+        }
         let far = NaiveDate::MAX.and_time(chrono::NaiveTime::MIN);
         assert_eq!(Zone::utc().offset_from_utc_datetime(&far).fix(), Utc.fix());
         assert_eq!(

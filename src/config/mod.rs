@@ -321,7 +321,7 @@ impl Config {
             timezone: crate::base::zone::Zone::named(&raw.schedule.timezone)
                 .map_err(|why| {
                     format!(
-                        "[schedule] timezone: {:?} is not a time zone of this system's tz database (an IANA name such as \"Europe/Berlin\", or \"UTC\"; install tzdata, or set TZDIR): {why}",
+                        "[schedule] timezone: {:?} is not a time zone of this system's tz database (an IANA name such as \"Europe/Berlin\", or \"UTC\"; install tzdata — an old alias such as \"US/Pacific\" may need tzdata-legacy, or write its current name, \"America/Los_Angeles\" — or set TZDIR): {why}",
                         raw.schedule.timezone
                     )
                 })
