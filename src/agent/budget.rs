@@ -3,7 +3,7 @@
 //! task of a run, so with `--concurrency N` the tasks in flight draw on
 //! one ledger and overshoot by at most one request each. The day is the
 //! calendar day in `[schedule] timezone`; the day's spend is kept beside
-//! the inbox ([`DaySpend`]) once the run holds its lock.
+//! the inbox ([`DaySpend`]) from a run's first task on.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ struct Spending {
     refused: Option<String>,
 }
 
-/// Today's spend against each limit, for `check` and the metrics.
+/// Today's spend against each limit, for the metrics.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Standing {
     pub today: DaySpend,

@@ -82,7 +82,7 @@ impl DaySpend {
             Ok(Some(spent)) if spent.day == today => spent,
             Ok(Some(_)) => DaySpend::nothing(today),
             Ok(None) => {
-                warn("there is none yet");
+                tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
                 DaySpend::nothing(today)
             }
             Err(why) => {
