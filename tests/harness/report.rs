@@ -305,7 +305,8 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
         &llm.base_url(),
         &format!(
             "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n\
-             [notify]\nping_url = \"http://127.0.0.1:{}/ping/check\"\n",
+             [notify]\nping_url = \"http://127.0.0.1:{}/ping/check\"\n\
+             [budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\n",
             closed_port()
         ),
     );
@@ -398,6 +399,10 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
         "agent_harness_last_success_timestamp_seconds ",
         "agent_harness_inbox_ignored_files 0",
         "agent_harness_notify_failures_total 2",
+        "agent_harness_budget_spent{kind=\"tokens\"} 160",
+        "agent_harness_budget_spent{kind=\"gpu_seconds\"} ",
+        "agent_harness_budget_limit{kind=\"tokens\"} 100000",
+        "agent_harness_budget_limit{kind=\"gpu_seconds\"} 3600",
     ] {
         assert!(
             scraped.lines().any(|l| l.starts_with(series)),
