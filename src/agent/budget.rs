@@ -46,7 +46,6 @@ struct Spending {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Standing {
     pub today: DaySpend,
-    pub run_tokens: u64,
     pub limits: config::Budget,
 }
 
@@ -202,7 +201,6 @@ impl Budget {
         self.roll(&mut s);
         Standing {
             today: s.today,
-            run_tokens: s.run_tokens,
             limits: self.limits,
         }
     }

@@ -141,30 +141,33 @@ impl Recording {
         }
     }
 
+    /// The next call is answered from the recording.
+    fn next_is_recorded(&self) -> bool {
+        let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);
+        self.calls
+            .front()
+            .is_some_and(|call| !call.front().is_some_and(|a| live_now(a.turn)))
+    }
+
     /// The next call goes live ([`Recording::next_call`] would say `Live`).
     pub(crate) fn next_call_is_live(&self) -> bool {
-        let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);
-        match self.calls.front() {
-            Some(call) if !call.front().is_some_and(|a| live_now(a.turn)) => false,
-            _ => self.live_next(),
-        }
+        !self.next_is_recorded() && self.live_next()
     }
 
     /// The recorded attempts of the next call, or `None` when the call goes live.
     pub(crate) fn next_call(&mut self) -> Source {
-        let live_now = |turn: u32| self.live_from_turn.is_some_and(|n| turn >= n);
-        match self.calls.front() {
-            Some(call) if !call.front().is_some_and(|a| live_now(a.turn)) => {
-                let call = self.calls.pop_front().unwrap_or_default();
-                let turn = call.front().map_or(0, |a| a.turn);
-                self.answered_turns.insert(turn);
-                Source::Recorded {
-                    turn,
-                    attempts: call,
-                }
+        if self.next_is_recorded() {
+            let call = self.calls.pop_front().unwrap_or_default();
+            let turn = call.front().map_or(0, |a| a.turn);
+            self.answered_turns.insert(turn);
+            Source::Recorded {
+                turn,
+                attempts: call,
             }
-            _ if self.live_next() => Source::Live,
-            _ => Source::Exhausted,
+        } else if self.live_next() {
+            Source::Live
+        } else {
+            Source::Exhausted
         }
     }
 }

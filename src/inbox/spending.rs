@@ -66,30 +66,28 @@ impl DaySpend {
     /// ledger, or none, is nothing yet): `Err` says why it could not be
     /// read (its reader starts from 0).
     pub fn read(state_dir: &Path, today: NaiveDate) -> Result<DaySpend, String> {
-        match DaySpend::stored(state_dir)? {
-            Some(spent) if spent.day == today => Ok(spent),
-            _ => Ok(DaySpend::nothing(today)),
-        }
+        Ok(DaySpend::of_day(DaySpend::stored(state_dir)?, today))
     }
 
     /// [`DaySpend::read`], with a warning when the ledger is unreadable or
     /// missing.
     pub fn load(state_dir: &Path, today: NaiveDate) -> DaySpend {
-        let warn = |why: &str| {
-            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
-        };
         match DaySpend::stored(state_dir) {
-            Ok(Some(spent)) if spent.day == today => spent,
-            Ok(Some(_)) => DaySpend::nothing(today),
             Ok(None) => {
                 tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
                 DaySpend::nothing(today)
             }
-            Err(why) => {
-                warn(&why);
-                DaySpend::nothing(today)
-            }
+            Ok(stored) => DaySpend::of_day(stored, today),
+            Err(why) => unreadable(state_dir, &why, today),
         }
+    }
+
+    /// What `stored` says `today` spent: another day's ledger, or none, is
+    /// nothing yet.
+    fn of_day(stored: Option<DaySpend>, today: NaiveDate) -> DaySpend {
+        stored
+            .filter(|spent| spent.day == today)
+            .unwrap_or(DaySpend::nothing(today))
     }
 
     /// Adds `spent` (tokens and GPU time of its day) to what the ledger in
@@ -119,20 +117,20 @@ impl DaySpend {
             }
         }
         let day = spent.day;
-        if let Ok(Some(later)) = DaySpend::stored(state_dir)
-            && later.day > day
-        {
-            return Err(io::Error::other(format!(
-                "it is dated {}, after today ({day}): did the clock go back?",
-                later.day
-            )));
-        }
-        let (tokens, gpu_ms) = (spent.tokens, spent.gpu_ms);
-        let before = DaySpend::load(state_dir, day);
+        let before = match DaySpend::stored(state_dir) {
+            Ok(Some(later)) if later.day > day => {
+                return Err(io::Error::other(format!(
+                    "it is dated {}, after today ({day}): did the clock go back?",
+                    later.day
+                )));
+            }
+            Ok(stored) => DaySpend::of_day(stored, day),
+            Err(why) => unreadable(state_dir, &why, day),
+        };
         let sum = DaySpend {
             day,
-            tokens: before.tokens.saturating_add(tokens),
-            gpu_ms: before.gpu_ms.saturating_add(gpu_ms),
+            tokens: before.tokens.saturating_add(spent.tokens),
+            gpu_ms: before.gpu_ms.saturating_add(spent.gpu_ms),
         };
         sum.save(state_dir)?;
         Ok(Some(sum))
@@ -143,6 +141,12 @@ impl DaySpend {
         let text = serde_json::to_string(self).map_err(io::Error::other)?;
         state::write(state_dir, SPEND_FILE, (text + "\n").as_bytes())
     }
+}
+
+/// A ledger that cannot be read counts as nothing, with a warning.
+fn unreadable(state_dir: &Path, why: &str, today: NaiveDate) -> DaySpend {
+    tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
+    DaySpend::nothing(today)
 }
 
 #[cfg(test)]

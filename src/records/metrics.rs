@@ -322,7 +322,6 @@ mod tests {
                     tokens: 1234,
                     gpu_ms: 5500,
                 },
-                run_tokens: 99,
                 limits: crate::config::Budget {
                     tokens_per_day: 100_000,
                     gpu_seconds_per_day: 0,

@@ -40,6 +40,26 @@ fn done(project: &Project) -> Vec<String> {
     names
 }
 
+/// A ledger saying `day` spent `tokens` and `gpu_ms`.
+fn plant_ledger(project: &Project, day: impl std::fmt::Display, tokens: u64, gpu_ms: u64) {
+    std::fs::write(
+        project.root().join(LEDGER),
+        format!(r#"{{"day":"{day}","tokens":{tokens},"gpu_ms":{gpu_ms}}}"#),
+    )
+    .unwrap();
+}
+
+/// A suite of one task expecting "hello", in `suite/`.
+fn hello_suite(project: &Project) {
+    let suite = project.root().join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(
+        suite.join("hi.md"),
+        "+++\n[expect]\nanswer_matches = \"hello\"\n+++\nSay hello.",
+    )
+    .unwrap();
+}
+
 fn ledger(project: &Project) -> Value {
     let text = std::fs::read_to_string(project.root().join(LEDGER)).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -120,11 +140,7 @@ async fn the_next_day_the_paused_task_resumes_from_its_records() {
     assert_eq!(again.status.code(), Some(75), "{}", stderr(&again));
     assert_eq!(llm.requests().await.len(), 3);
     // A ledger of another day is today's nothing.
-    std::fs::write(
-        project.root().join(LEDGER),
-        r#"{"day":"2000-01-01","tokens":400,"gpu_ms":0}"#,
-    )
-    .unwrap();
+    plant_ledger(&project, "2000-01-01", 400, 0);
 
     let next = run_bin(&project, &["run", "--json"]).await;
 
@@ -279,13 +295,7 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
         "[schedule]\ntimezone = \"America/Los_Angeles\"\n[budget]\ntokens_per_day = 100",
     )
     .await;
-    let full = |day: &str| {
-        std::fs::write(
-            project.root().join(LEDGER),
-            format!(r#"{{"day":"{day}","tokens":100,"gpu_ms":0}}"#),
-        )
-        .unwrap();
-    };
+    let full = |day: &str| plant_ledger(&project, day, 100, 0);
     full("2026-04-08");
     let RunOutcome::Finished(tally) = run_all(&cfg).await else {
         panic!()
@@ -331,20 +341,8 @@ async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
         false,
     )
     .await;
-    let project = Project::new();
-    for name in ["a", "b", "c"] {
-        project.task(name, "Answer.");
-    }
-    let path = project.root().join("agent.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "{}[budget]\ngpu_seconds_per_day = 3\n",
-            rp.config_sections()
-        ),
-    )
-    .unwrap();
-    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+    let tasks = [("a", "Answer."), ("b", "Answer."), ("c", "Answer.")];
+    let (project, cfg) = rp.project(&tasks, "[budget]\ngpu_seconds_per_day = 3");
 
     let RunOutcome::Finished(tally) = run_all(&cfg).await else {
         panic!()
@@ -371,11 +369,7 @@ async fn check_prints_todays_spend_against_each_limit() {
         "[budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\ntokens_per_run = 5000",
     );
     let today = chrono::Utc::now().date_naive();
-    std::fs::write(
-        project.root().join(LEDGER),
-        format!(r#"{{"day":"{today}","tokens":1234,"gpu_ms":61500}}"#),
-    )
-    .unwrap();
+    plant_ledger(&project, today, 1234, 61500);
 
     let out = run_bin(&project, &["check"]).await;
 
@@ -401,13 +395,7 @@ async fn eval_spends_from_the_day_and_replay_never_does() {
     let project = Project::new();
     project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 100000");
     project.task("t", "Say hello.");
-    let suite = project.root().join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    std::fs::write(
-        suite.join("hi.md"),
-        "+++\n[expect]\nanswer_matches = \"hello\"\n+++\nSay hello.",
-    )
-    .unwrap();
+    hello_suite(&project);
 
     let out = run_bin(&project, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -438,18 +426,7 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let path = project.root().join("agent.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "{}[budget]\ngpu_seconds_per_day = 2\n",
-            rp.config_sections()
-        ),
-    )
-    .unwrap();
-    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+    let (project, cfg) = rp.project(&[("t", "Answer.")], "[budget]\ngpu_seconds_per_day = 2");
 
     let RunOutcome::Finished(tally) = run_all(&cfg).await else {
         panic!()
@@ -474,12 +451,7 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
 
 /// A ledger saying today (UTC, the default zone) has spent `tokens`.
 fn spent_today(project: &Project, tokens: u64) {
-    let today = chrono::Utc::now().date_naive();
-    std::fs::write(
-        project.root().join(LEDGER),
-        format!(r#"{{"day":"{today}","tokens":{tokens},"gpu_ms":0}}"#),
-    )
-    .unwrap();
+    plant_ledger(project, chrono::Utc::now().date_naive(), tokens, 0);
 }
 
 #[tokio::test]
@@ -505,13 +477,7 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
         stderr(&exec)
     );
 
-    let suite = project.root().join("suite");
-    std::fs::create_dir_all(&suite).unwrap();
-    std::fs::write(
-        suite.join("hi.md"),
-        "+++\n[expect]\nanswer_matches = \"hello\"\n+++\nSay hello.",
-    )
-    .unwrap();
+    hello_suite(&project);
     let eval = run_bin(&project, &["eval", "suite", "--min-pass-rate", "1"]).await;
     assert_eq!(eval.status.code(), Some(75), "{}", stderr(&eval));
     assert!(

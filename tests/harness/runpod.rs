@@ -13,12 +13,7 @@ fn project_with(
     task: &str,
     extra: &str,
 ) -> (Project, agent_harness::config::Config) {
-    let project = Project::new();
-    project.task("t", task);
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, format!("{}{extra}\n", rp.config_sections())).unwrap();
-    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
-    (project, cfg)
+    rp.project(&[("t", task)], extra)
 }
 
 #[tokio::test]

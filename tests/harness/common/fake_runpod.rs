@@ -77,6 +77,23 @@ impl FakeRunpod {
         )
     }
 
+    /// A project with `tasks` (name, text) in its inbox and its config for
+    /// this endpoint with `extra` TOML added.
+    pub fn project(
+        &self,
+        tasks: &[(&str, &str)],
+        extra: &str,
+    ) -> (super::Project, agent_harness::config::Config) {
+        let project = super::Project::new();
+        for (name, text) in tasks {
+            project.task(name, text);
+        }
+        let path = project.root().join("agent.toml");
+        std::fs::write(&path, format!("{}{extra}\n", self.config_sections())).unwrap();
+        let cfg = agent_harness::config::Config::load(&path, &super::test_env).unwrap();
+        (project, cfg)
+    }
+
     /// `(method, path)` of every request, in order.
     pub async fn calls(&self) -> Vec<(String, String)> {
         self.server
