@@ -84,13 +84,27 @@ fn budget_standing(cfg: &Config, now: DateTime<Utc>, warnings: &mut Vec<String>)
     }
     let today = day_of(now, &cfg.timezone);
     let state_dir = cfg.paths.state_dir();
-    let spent = DaySpend::read(&state_dir, today).unwrap_or_else(|why| {
-        warnings.push(format!(
-            "{}: warning: budget ledger unreadable ({why}); today's spend counts from 0",
-            state_dir.join(SPEND_FILE).display()
-        ));
-        DaySpend::nothing(today)
-    });
+    let path = state_dir.join(SPEND_FILE);
+    let spent = match DaySpend::stored(&state_dir) {
+        Ok(Some(later)) if later.day > today => {
+            warnings.push(format!(
+                "{}: warning: the budget ledger is dated {}, after today ({today}): did the clock go back? A run counts from 0 and will not overwrite it (a problem of the run)",
+                path.display(),
+                later.day
+            ));
+            DaySpend::nothing(today)
+        }
+        Ok(stored) => stored
+            .filter(|s| s.day == today)
+            .unwrap_or(DaySpend::nothing(today)),
+        Err(why) => {
+            warnings.push(format!(
+                "{}: warning: budget ledger unreadable ({why}); today's spend counts from 0",
+                path.display()
+            ));
+            DaySpend::nothing(today)
+        }
+    };
     let reached = |spent: u64, limit: u64| if spent >= limit { " — reached" } else { "" };
     let mut parts = Vec::new();
     if limits.tokens_per_day > 0 {

@@ -387,6 +387,13 @@ async fn check_prints_todays_spend_against_each_limit() {
         printed.contains("budget ledger unreadable") && printed.contains("0 of 100000 tokens"),
         "{printed}"
     );
+    // A ledger from a clock that ran ahead is said, not read as today's 0.
+    plant_ledger(&project, "2999-01-01", 5, 0);
+    let printed = stdout(&run_bin(&project, &["check"]).await);
+    assert!(
+        printed.contains("the budget ledger is dated 2999-01-01, after today"),
+        "{printed}"
+    );
 }
 
 #[tokio::test]
