@@ -18,6 +18,7 @@
 //!    task must achieve, and the [`agent::TaskEvent`] stream.
 //! 6. [`records`] — a run's files, their readers, the HTML report and the
 //!    metrics textfile. [`display`] — the live lines on a terminal.
+//!    [`traces`] — each task's OpenTelemetry trace, sent to a collector.
 //! 7. [`drain`] — the engine: the lock, the folders, the inbox and the
 //!    recurring tasks drained, one task from file to records.
 //! 8. [`lab`] — studies that call the engine: `eval`, its statistics,
@@ -45,6 +46,7 @@ pub mod agent;
 // Layer 6
 pub mod display;
 pub mod records;
+pub mod traces;
 // Layer 7
 pub mod drain;
 // Layer 8

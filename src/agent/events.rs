@@ -68,6 +68,10 @@ pub struct ReplyFacts<'a> {
     /// All tokens of the task so far.
     pub total_tokens: u64,
     pub finish_reason: Option<&'a str>,
+    /// The model the server says answered, as it wrote it.
+    pub model: Option<&'a str>,
+    /// The answer text (thinking and text-form calls removed).
+    pub content: &'a str,
     pub thinking: Option<&'a str>,
     /// The calls were written as text and recovered.
     pub recovered: bool,

@@ -306,6 +306,8 @@ impl TaskRun<'_, '_> {
             usage,
             total_tokens,
             finish_reason: choice.finish_reason.as_deref(),
+            model: c.response.model.as_deref(),
+            content: &reply.content,
             thinking: reply.thinking.as_deref(),
             recovered: reply.recovered,
             calls: &reply.calls,

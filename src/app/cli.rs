@@ -89,6 +89,9 @@ pub enum Command {
         /// With --from-turn: let write tools change things (default: dry-run intents).
         #[arg(long, requires = "from_turn")]
         live_writes: bool,
+        /// Send the replayed task's trace to `[traces] endpoint` (a replay sends none by default).
+        #[arg(long)]
+        traces: bool,
     },
     /// Run every task file of DIR N times against the endpoint and report how often each passed.
     Eval {

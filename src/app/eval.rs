@@ -109,6 +109,8 @@ pub(super) async fn eval_command(
         matrix: matrix.clone(),
         live_writes: *live_writes,
         progress: progress.clone(),
+        // Every variant's runs go to the first config's collector.
+        traces: crate::traces::Traces::start(cfg),
     };
     let configs = match eval_configs(&cli.config, env, &opts, progress) {
         Ok(c) => c,
@@ -169,6 +171,7 @@ async fn run_variants(
     paused: &dyn Fn() -> Option<String>,
 ) -> anyhow::Result<Vec<crate::records::VariantReport>> {
     let mut variants = Vec::new();
+    let mut failed = None;
     for (k, ((set, cfg), deps)) in configs.iter().zip(all_deps).enumerate() {
         if deps.cancel.is_cancelled() || paused().is_some() {
             break;
@@ -176,9 +179,19 @@ async fn run_variants(
         let logs = eval_dir.join(format!("v{}", k + 1));
         let ran = crate::lab::eval::run_variant(cfg, deps, opts, set, &logs).await;
         deps.shutdown().await;
-        variants.push(ran?);
+        match ran {
+            Ok(report) => variants.push(report),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
     }
-    Ok(variants)
+    // The last traces go before the report: at most `[traces] flush_secs`.
+    if let Some(traces) = &opts.traces {
+        traces.finish().await;
+    }
+    failed.map_or(Ok(variants), Err)
 }
 
 /// The eval's exit code: 75 when a signal or a `[budget]` limit cut it

@@ -93,14 +93,24 @@ async fn dispatch(
             run_dir,
             from_turn,
             live_writes,
+            traces,
         } => {
+            if *traces && cfg.traces.is_none() {
+                progress.eprintln("agent-harness: --traces: the config sets no [traces] endpoint to send the trace to");
+                return exit::USAGE;
+            }
             let opts = crate::lab::replay::ReplayOptions {
                 run_dir: run_dir.clone(),
                 from_turn: *from_turn,
                 live_writes: *live_writes,
+                traces: traces.then(|| crate::traces::Traces::start(&cfg)).flatten(),
             };
             tokio::spawn(run::exit_on_signal());
-            replay_exit(crate::lab::replay::replay(&cfg, &opts, &mut stdout()).await)
+            let end = crate::lab::replay::replay(&cfg, &opts, &mut stdout()).await;
+            if let Some(traces) = &opts.traces {
+                traces.finish().await;
+            }
+            replay_exit(end)
         }
         Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
         Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {

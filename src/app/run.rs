@@ -14,6 +14,7 @@ use crate::config::{Config, Redactor};
 use crate::display::Progress;
 use crate::drain::{self, NameError, OnEnd, RunEnd, RunOptions, RunOutcome, lock};
 use crate::records::{Status, metrics};
+use crate::traces::Traces;
 
 use super::notify::Notifier;
 
@@ -34,6 +35,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 recurring: false,
                 progress: progress.clone(),
                 on_end: json.then(|| summary_lines(cfg.redactor())),
+                traces: Traces::start(cfg),
             };
             run_command(cfg, opts, progress).await
         }
@@ -50,6 +52,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 recurring: *recurring,
                 progress: progress.clone(),
                 on_end: Some(answer.keeper()),
+                traces: Traces::start(cfg),
             };
             let code = run_command(cfg, opts, progress).await;
             answer.print(&cfg.redactor());
@@ -78,6 +81,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 dry_run: *dry_run,
                 progress: progress.clone(),
                 on_end: Some(answer.keeper()),
+                traces: Traces::start(cfg),
             };
             let code = exec_command(cfg, &opts, progress).await;
             answer.print(&cfg.redactor());
@@ -143,6 +147,12 @@ pub async fn run_inbox(
         n.start().await;
     }
     let end = drain::run(cfg, deps, opts).await;
+    // The last traces go before anything reads the run's end: at most
+    // `[traces] flush_secs`.
+    let lost_traces = match &opts.traces {
+        Some(traces) => Some(traces.finish().await),
+        None => None,
+    };
     let code = match &end.result {
         Ok(RunOutcome::Locked { .. }) => None,
         Err(e) if e.downcast_ref::<NameError>().is_some() => None,
@@ -158,7 +168,8 @@ pub async fn run_inbox(
     if let Some(code) = code
         && !opts.dry_run
     {
-        write_metrics(cfg, &end, code, notifier.map(|n| n.failures));
+        let failures = (notifier.map(|n| n.failures), lost_traces);
+        write_metrics(cfg, &end, code, failures);
     }
     end.result
 }
@@ -191,7 +202,12 @@ fn last_lines(end: &RunEnd) -> String {
 }
 
 /// The Prometheus textfile of this run, when `[metrics] textfile` is set.
-fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8, notify_failures: Option<u64>) {
+fn write_metrics(
+    cfg: &Config,
+    end: &RunEnd,
+    exit_code: u8,
+    (notify_failures, lost_traces): (Option<u64>, Option<u64>),
+) {
     let Some(path) = &cfg.metrics_textfile else {
         return;
     };
@@ -204,6 +220,7 @@ fn write_metrics(cfg: &Config, end: &RunEnd, exit_code: u8, notify_failures: Opt
         ignored: end.ignored,
         servers_up: &end.servers_up,
         notify_failures: notify_failures.map(|n| metrics::notify_failures(path, n)),
+        trace_export_failures: lost_traces.map(|n| metrics::trace_export_failures(path, n)),
         budget: end.budget,
     });
     if let Err(e) = metrics::write(path, &text) {
@@ -339,6 +356,9 @@ pub(super) async fn exec_command(
     };
     tokio::spawn(watch_signals(cancel));
     let ran = drain::exec::exec(cfg, &deps, opts).await;
+    if let Some(traces) = &opts.traces {
+        traces.finish().await;
+    }
     deps.shutdown().await;
     match ran {
         Ok(outcome) => {

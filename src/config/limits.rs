@@ -72,6 +72,8 @@ pub mod bounds {
     pub const BUDGET_TOKENS: (u64, u64) = (0, 1_000_000_000_000);
     /// `[budget] gpu_seconds_per_day`: 0 is no limit; a thousand GPUs a day at most.
     pub const BUDGET_GPU_SECONDS: (u64, u64) = (0, 86_400_000);
+    /// `[traces] flush_secs`: what the end of a run may wait for the last spans.
+    pub const FLUSH_SECS: (u64, u64) = (1, 300);
 }
 
 /// `Err` names `key` when `value` is outside `(min, max)`.

@@ -13,6 +13,7 @@ mod raw;
 mod resolve;
 mod secrets;
 pub mod setup;
+mod traces;
 mod value;
 
 pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
@@ -22,6 +23,7 @@ pub use mcp::{
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
 pub use secrets::{Redactor, Secret, is_secret_setting, is_variable_name, setting_secrets};
+pub use traces::TracesConfig;
 pub use value::resolve_file;
 
 use std::path::{Path, PathBuf};
@@ -93,6 +95,8 @@ pub struct Config {
     pub mcp: Vec<McpServerConfig>,
     /// `[notify]`: who is told how each run ended.
     pub notify: NotifyConfig,
+    /// `[traces]`: where each task's trace goes; `None` when no endpoint is set.
+    pub traces: Option<TracesConfig>,
 }
 
 /// `[notify]` (SPEC §22): each URL an http(s) URL, or absent.
@@ -330,6 +334,7 @@ impl Config {
             setting_secrets: Vec::new(),
             mcp: mcp::resolve_mcp(raw.mcp, base, secrets).map_err(err)?,
             notify: resolve_notify(raw.notify).map_err(err)?,
+            traces: traces::resolve_traces(raw.traces, secrets).map_err(err)?,
         })
     }
 
@@ -348,6 +353,7 @@ impl Config {
             .cloned()
             .chain(self.mcp.iter().flat_map(McpServerConfig::secrets))
             .chain(self.notify.secrets())
+            .chain(self.traces.iter().flat_map(TracesConfig::secrets))
             .collect()
     }
 }

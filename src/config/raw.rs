@@ -43,6 +43,8 @@ pub(super) struct RawConfig {
     pub(super) mcp: super::mcp::RawMcp,
     #[serde(default)]
     pub(super) notify: RawNotify,
+    #[serde(default)]
+    pub(super) traces: super::traces::RawTraces,
 }
 
 /// `[notify]`: who is told how each run ended (SPEC §22).

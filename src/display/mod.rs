@@ -189,6 +189,8 @@ mod tests {
                 usage: crate::wire::chat::Usage::default(),
                 total_tokens,
                 finish_reason: Some("stop"),
+                model: None,
+                content: "",
                 thinking: None,
                 recovered: false,
                 calls: &[],

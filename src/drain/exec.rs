@@ -28,6 +28,8 @@ pub struct ExecOptions {
     pub dry_run: bool,
     pub progress: Progress,
     pub on_end: Option<OnEnd>,
+    /// Where the task's trace goes, when `[traces]` is set.
+    pub traces: Option<crate::traces::Traces>,
 }
 
 /// Runs the task; a name, a text or a flag that makes no task is a
@@ -65,6 +67,7 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
     let mode = Mode {
         dry_run: opts.dry_run,
         on_end: opts.on_end.clone(),
+        traces: opts.traces.clone(),
         ..Mode::new(cfg, opts.progress.clone())
     };
     let entry = InboxEntry {

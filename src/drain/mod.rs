@@ -37,6 +37,7 @@ use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
 use crate::inbox::{Attempts, InboxEntry};
 use crate::records::{Summary, retention};
+use crate::traces::Traces;
 use ledger::Ledger;
 use lock::RunLock;
 use pipeline::Batch;
@@ -55,6 +56,8 @@ pub struct RunOptions {
     pub progress: Progress,
     /// Told of each task as it ends (`run --json`, `run-task`'s answer).
     pub on_end: Option<OnEnd>,
+    /// Where each task's trace goes, when `[traces]` is set.
+    pub traces: Option<Traces>,
 }
 
 /// A task's end, for whoever asked to be told: its summary and, for a
@@ -83,6 +86,8 @@ pub struct Mode {
     pub logs: PathBuf,
     /// `<task>/<run_id>` of the run this one replays, for its summary.
     pub replay_of: Option<String>,
+    /// Where each task's trace goes (`[traces]`; a replay only with `--traces`).
+    pub traces: Option<Traces>,
     /// The date role prompts see (`{{date}}`); a replay keeps the recorded
     /// one; a slot's date wins over both.
     pub today: Option<chrono::NaiveDate>,
@@ -114,6 +119,7 @@ impl Mode {
             file: false,
             logs: cfg.paths.logs.clone(),
             replay_of: None,
+            traces: None,
             today: None,
             progress,
             on_end: None,
@@ -320,6 +326,7 @@ async fn drain(
         dry_run: opts.dry_run,
         file: !opts.dry_run,
         on_end: opts.on_end.clone(),
+        traces: opts.traces.clone(),
         ..Mode::new(cfg, opts.progress.clone())
     };
     let ends = run_tasks(cfg, deps, entries, &mode, opts.concurrency).await;

@@ -24,7 +24,8 @@ use crate::agent::expect::{self, Evidence};
 use crate::agent::{Outcome, StopReason, TaskEvent, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
 use crate::inbox::{self, AttemptCount, FileRef, InboxEntry, RunRef, TaskFile, TaskProblem};
-use crate::records::{RunRecord, StartLine, Summary};
+use crate::records::{RunRecord, StartLine, Status, Summary};
+use crate::traces::{Ending, TaskTrace};
 
 /// What every task of one batch shares.
 pub(super) struct Batch<'a> {
@@ -66,7 +67,9 @@ impl Batch<'_> {
             }
         };
         let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
-        let steps = self.steps(entry, &mut rec, (started_at, t0));
+        let trace =
+            (self.mode.traces.as_ref()).map(|t| t.task(&entry.name, &rec.run_id, started_at));
+        let steps = self.steps(entry, &mut rec, trace, (started_at, t0));
         match steps.instrument(span.clone()).await {
             Ok(summary) => TaskEnd::Filed(Box::new(summary)),
             Err(e) => {
@@ -84,6 +87,7 @@ impl Batch<'_> {
         &self,
         entry: &InboxEntry,
         rec: &mut RunRecord,
+        mut trace: Option<TaskTrace>,
         (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
     ) -> anyhow::Result<Summary> {
         let count = self.count_attempt(entry, rec)?;
@@ -92,7 +96,7 @@ impl Batch<'_> {
             tracing::error!(error = %error, "task given up");
             TaskResult::from(Outcome::failed(StopReason::InternalError, error))
         } else {
-            self.run_isolated(entry, rec, &count).await
+            self.run_isolated(entry, rec, &count, &mut trace).await
         };
         let result = TaskResult {
             outcome: self.stop_on_setup_fault(result.outcome),
@@ -109,6 +113,7 @@ impl Batch<'_> {
         let runpod = self.cfg.endpoint.kind == EndpointKind::Runpod;
         let task = (entry.name.as_str(), rec.run_id.as_str());
         let summary = filing::summarize(task, result, &filing, timing, (self.mode, runpod));
+        self.send_trace(rec, trace, &summary);
         rec.summary(&summary)?;
         let place = self.move_file(entry, &rec.run_id, &filing)?;
         let slot = self.mode.slot.as_ref();
@@ -141,8 +146,9 @@ impl Batch<'_> {
         entry: &InboxEntry,
         rec: &mut RunRecord,
         count: &AttemptCount,
+        trace: &mut Option<TaskTrace>,
     ) -> TaskResult {
-        match AssertUnwindSafe(self.run(entry, rec, count))
+        match AssertUnwindSafe(self.run(entry, rec, count, trace))
             .catch_unwind()
             .await
         {
@@ -161,6 +167,7 @@ impl Batch<'_> {
         entry: &InboxEntry,
         rec: &mut RunRecord,
         count: &AttemptCount,
+        trace: &mut Option<TaskTrace>,
     ) -> TaskResult {
         let deps = self.deps;
         let mut log = PrepLog::default();
@@ -174,6 +181,9 @@ impl Batch<'_> {
             Err(failure) => return TaskResult::from(self.cannot_start(rec, &entry.path, failure)),
         };
         rec.task_file(&placed.file.text);
+        if let Some(trace) = trace.as_mut() {
+            trace.task_text(&placed.file.text);
+        }
         let Placed {
             mut spec,
             point,
@@ -194,6 +204,9 @@ impl Batch<'_> {
             live.on(event);
             evidence.on(event);
             replayed.on(event);
+            if let Some(trace) = trace.as_mut() {
+                trace.on((deps.clock)(), event);
+            }
         };
         let outcome = run_task(task_deps, &spec, &mut sink).await;
         let outcome = tool_servers::unless_one_died(deps, &spec, outcome).await;
@@ -393,6 +406,28 @@ impl Batch<'_> {
         };
         let moved = inbox::move_task(paths, &entry.path, dir, run_id, &entry.name)?;
         Ok(moved.display().to_string())
+    }
+
+    /// The task's trace, its root span closed as the summary says, queued
+    /// for the collector.
+    fn send_trace(&self, rec: &mut RunRecord, trace: Option<TaskTrace>, summary: &Summary) {
+        let (Some(traces), Some(trace)) = (&self.mode.traces, trace) else {
+            return;
+        };
+        let ending = Ending {
+            succeeded: summary.status == Status::Succeeded,
+            status: summary.status.as_str(),
+            stop_reason: summary.stop_reason.as_str(),
+            error: summary.error.as_deref(),
+            attempt: summary.attempt,
+            turns: summary.turns,
+            input_tokens: summary.prompt_tokens,
+            output_tokens: summary.completion_tokens,
+            final_answer: summary.final_answer.as_deref(),
+        };
+        let line = format!("trace {} goes to [traces] endpoint", trace.trace_id());
+        rec.log_line(summary.finished_at, &line);
+        traces.send(&trace.end(summary.finished_at, &ending));
     }
 
     /// Whether a task of this batch may go on from earlier records: a real

@@ -425,6 +425,7 @@ pub(super) async fn run_recurring(
             dry_run: opts.dry_run,
             on_end: opts.on_end.clone(),
             slot: Some(slot),
+            traces: opts.traces.clone(),
             ..Mode::new(cfg, opts.progress.clone())
         };
         let name = entry.name.clone();

@@ -30,6 +30,8 @@ pub struct EvalOptions {
     pub live_writes: bool,
     /// The live lines on a terminal.
     pub progress: crate::display::Progress,
+    /// Where each run's trace goes, when `[traces]` is set.
+    pub traces: Option<crate::traces::Traces>,
 }
 
 /// The config overrides of each variant: the `--set` pairs, then one value
@@ -258,6 +260,7 @@ pub async fn run_variant(
     let mode = Mode {
         dry_run: !opts.live_writes,
         logs: logs.to_path_buf(),
+        traces: opts.traces.clone(),
         ..Mode::new(cfg, opts.progress.clone())
     };
     let ends = run_tasks(cfg, deps, runs, &mode, opts.concurrency).await;

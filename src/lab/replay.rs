@@ -38,6 +38,8 @@ pub struct ReplayOptions {
     pub from_turn: Option<u32>,
     /// With `from_turn`, write tools change things (else they are dry-run).
     pub live_writes: bool,
+    /// `--traces`: the replayed task's trace goes to `[traces] endpoint`.
+    pub traces: Option<crate::traces::Traces>,
 }
 
 /// How a replay ended; the app gives each its exit code.
@@ -103,6 +105,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         replay_of: Some(of.clone()),
         today: Some(recorded.summary.started_at.date_naive()),
         slot: recorded_slot(cfg, &recorded.summary),
+        traces: opts.traces.clone(),
         ..Mode::new(cfg, crate::display::Progress::hidden())
     };
     let entry = InboxEntry {

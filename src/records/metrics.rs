@@ -31,6 +31,9 @@ pub struct RunFacts<'a> {
     /// Failed notifications, this run's and every earlier one's
     /// ([`notify_failures`]); `None` when nothing is notified.
     pub notify_failures: Option<u64>,
+    /// Task traces that did not reach `[traces] endpoint`, this run's and
+    /// every earlier one's ([`trace_export_failures`]); `None` without `[traces]`.
+    pub trace_export_failures: Option<u64>,
     /// The day's spend and limits, when a daily `[budget]` limit is set.
     pub budget: Option<Standing>,
 }
@@ -59,6 +62,14 @@ pub fn notify_failures(path: &Path, this_run: u64) -> u64 {
 }
 
 const NOTIFY_FAILURES: &str = "agent_harness_notify_failures_total";
+
+/// The counter of task traces lost: the previous file's, plus this run's.
+pub fn trace_export_failures(path: &Path, this_run: u64) -> u64 {
+    let before = carried(path, TRACE_FAILURES).map_or(0, |v| v.min(u64::MAX as f64) as u64);
+    before.saturating_add(this_run)
+}
+
+const TRACE_FAILURES: &str = "agent_harness_trace_export_failures_total";
 
 /// The value of the unlabelled figure `name` in the previous file (a
 /// regular file, never a link, at most 1 MiB), when it is a number ≥ 0.
@@ -182,6 +193,14 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
         );
         let _ = writeln!(out, "# TYPE {NOTIFY_FAILURES} counter");
         let _ = writeln!(out, "{NOTIFY_FAILURES} {n}");
+    }
+    if let Some(n) = facts.trace_export_failures {
+        let _ = writeln!(
+            out,
+            "# HELP {TRACE_FAILURES} Task traces that did not reach [traces] endpoint, in every run so far."
+        );
+        let _ = writeln!(out, "# TYPE {TRACE_FAILURES} counter");
+        let _ = writeln!(out, "{TRACE_FAILURES} {n}");
     }
     if let Some(b) = facts.budget.filter(|b| b.limits.daily()) {
         gauge_head(
@@ -316,6 +335,7 @@ mod tests {
             ignored: Some(2),
             servers_up: &[("files".into(), true), ("time".into(), false)],
             notify_failures: Some(3),
+            trace_export_failures: Some(2),
             budget: Some(Standing {
                 today: crate::inbox::DaySpend {
                     day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
@@ -351,6 +371,8 @@ mod tests {
             "agent_harness_tool_server_up{server=\"time\"} 0",
             "# TYPE agent_harness_notify_failures_total counter",
             "agent_harness_notify_failures_total 3",
+            "# TYPE agent_harness_trace_export_failures_total counter",
+            "agent_harness_trace_export_failures_total 2",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

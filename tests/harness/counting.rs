@@ -146,6 +146,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
             run_dir: exact.run_dir("read"),
             from_turn: None,
             live_writes: false,
+            traces: None,
         },
         &mut out,
     )

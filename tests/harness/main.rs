@@ -45,6 +45,7 @@ mod structure;
 mod submit;
 mod test_runpod;
 mod tls;
+mod traces;
 mod upkeep;
 mod webfetch;
 mod wrong_service;

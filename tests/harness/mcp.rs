@@ -766,6 +766,7 @@ async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
         run_dir: dir.to_path_buf(),
         from_turn: None,
         live_writes: false,
+        traces: None,
     };
     let end = agent_harness::lab::replay::replay(cfg, &opts, &mut out).await;
     (

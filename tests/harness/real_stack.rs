@@ -652,6 +652,7 @@ async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
             run_dir: run.to_path_buf(),
             from_turn: None,
             live_writes: false,
+            traces: None,
         },
         &mut out,
     )

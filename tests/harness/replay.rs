@@ -37,6 +37,7 @@ async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, Str
             run_dir: dir.to_path_buf(),
             from_turn,
             live_writes: false,
+            traces: None,
         },
         &mut out,
     )

@@ -216,6 +216,7 @@ async fn a_retryable_failure_goes_on_from_its_records() {
             run_dir: dirs[1].clone(),
             from_turn: None,
             live_writes: false,
+            traces: None,
         },
         &mut out,
     )

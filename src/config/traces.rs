@@ -1,0 +1,281 @@
+//! `[traces]` (SPEC §24): where each task's OpenTelemetry trace goes, the
+//! extra headers a hosted collector wants (read from the environment and
+//! redacted everywhere), whether contents are exported, and how long the
+//! end of a run may wait for the last batch.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::limits::{bounds, check_range};
+use super::secrets::{Secret, Secrets, url_secrets};
+
+/// `[traces]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTraces {
+    /// An OTLP/HTTP traces URL (`http://127.0.0.1:4318/v1/traces`).
+    pub(super) endpoint: String,
+    /// The variable holding extra headers, `key=value,…`.
+    pub(super) headers_env: String,
+    /// Message and tool contents are exported (redacted, capped).
+    pub(super) content: bool,
+    /// How long the end of a run waits for the last batch.
+    pub(super) flush_secs: u64,
+}
+
+impl Default for RawTraces {
+    fn default() -> Self {
+        RawTraces {
+            endpoint: String::new(),
+            headers_env: String::new(),
+            content: false,
+            flush_secs: 5,
+        }
+    }
+}
+
+/// `[traces]`, resolved: present only when an endpoint is set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracesConfig {
+    pub endpoint: String,
+    /// Extra request headers, each value a secret.
+    pub headers: Vec<(String, Secret)>,
+    pub content: bool,
+    pub flush: Duration,
+}
+
+impl TracesConfig {
+    /// The endpoint as a log line may show it: scheme, host, port and
+    /// path, never a user, a password or a query.
+    pub fn shown_endpoint(&self) -> String {
+        match reqwest::Url::parse(&self.endpoint) {
+            Ok(u) => format!(
+                "{}://{}{}{}",
+                u.scheme(),
+                u.host_str().unwrap_or_default(),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                u.path()
+            ),
+            Err(_) => "(the configured URL)".into(),
+        }
+    }
+
+    /// Every value the records, logs and spans must never contain.
+    pub fn secrets(&self) -> Vec<Secret> {
+        let mut out = url_secrets(&self.endpoint);
+        out.extend(self.headers.iter().map(|(_, v)| v.clone()));
+        out
+    }
+}
+
+/// Headers the exporter sets itself: a configured one would break the
+/// request or lie about its body.
+const OWN_HEADERS: [&str; 4] = [
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+];
+
+pub(super) fn resolve_traces(
+    t: RawTraces,
+    secrets: &Secrets<'_>,
+) -> Result<Option<TracesConfig>, String> {
+    check_range("[traces] flush_secs", t.flush_secs, bounds::FLUSH_SECS)?;
+    let endpoint = t.endpoint.trim().to_string();
+    if endpoint.is_empty() {
+        if t.content || !t.headers_env.is_empty() {
+            return Err("[traces] endpoint is not set, so nothing is exported: set it (an OTLP/HTTP traces URL such as \"http://127.0.0.1:4318/v1/traces\") or remove the other [traces] keys".into());
+        }
+        return Ok(None);
+    }
+    check_endpoint(&endpoint)?;
+    let headers = match secrets.read("traces", "headers_env", &t.headers_env)? {
+        Some(value) => parse_headers(value.expose(), &t.headers_env)?,
+        None => Vec::new(),
+    };
+    Ok(Some(TracesConfig {
+        endpoint,
+        headers,
+        content: t.content,
+        flush: Duration::from_secs(t.flush_secs),
+    }))
+}
+
+/// An http(s) URL with a host and a path. The URL may hold a key: an
+/// error names what is wrong, never the URL.
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let u = reqwest::Url::parse(endpoint)
+        .map_err(|e| format!("[traces] endpoint is not a valid URL ({e}); write it whole, as \"http://HOST:4318/v1/traces\""))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host().is_none() {
+        let scheme = if u.scheme().len() <= 10 {
+            u.scheme()
+        } else {
+            "another"
+        };
+        return Err(format!(
+            "[traces] endpoint must be an OTLP/HTTP URL (http or https, with a host); its scheme is {scheme} (a gRPC collector's port, 4317, takes no HTTP: use its OTLP/HTTP port, 4318)"
+        ));
+    }
+    if u.path() == "/" {
+        return Err("[traces] endpoint has no path: an OTLP/HTTP collector takes traces at /v1/traces (write \"http://HOST:4318/v1/traces\")".into());
+    }
+    Ok(())
+}
+
+/// `key=value,…` as OTLP exporters read `OTEL_EXPORTER_OTLP_HEADERS`:
+/// items split at `,`, each at its first `=`, both sides trimmed, the
+/// value percent-decoded. An error names the item by its place and the
+/// header by its name, never a value.
+fn parse_headers(text: &str, var: &str) -> Result<Vec<(String, Secret)>, String> {
+    let mut out = Vec::new();
+    for (n, item) in text.split(',').enumerate() {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let at = |what: &str| {
+            format!(
+                "[traces] headers_env: item {} of {var} {what} (the form is key=value,key2=value2)",
+                n + 1
+            )
+        };
+        let Some((name, value)) = item.split_once('=') else {
+            return Err(at("has no `=`"));
+        };
+        let name = name.trim().to_ascii_lowercase();
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(at("is not named by a valid header name"));
+        }
+        if OWN_HEADERS.contains(&name.as_str()) {
+            return Err(at(&format!("sets {name}, which the exporter sets itself")));
+        }
+        let value = percent_encoding::percent_decode_str(value.trim())
+            .decode_utf8()
+            .map_err(|_| at("holds a value that is not UTF-8 once decoded"))?;
+        if reqwest::header::HeaderValue::from_str(&value).is_err() {
+            return Err(at(&format!(
+                "holds a value for {name} that no header may carry"
+            )));
+        }
+        out.push((name, Secret::new(value.into_owned())));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn raw(endpoint: &str, headers_env: &str) -> RawTraces {
+        RawTraces {
+            endpoint: endpoint.into(),
+            headers_env: headers_env.into(),
+            ..RawTraces::default()
+        }
+    }
+
+    #[test]
+    fn headers_are_read_decoded_and_each_value_is_a_secret() {
+        let env = env_of(&[(
+            "OTLP_HEADERS",
+            "Authorization=Bearer%20s3cr3t-token, x-project-name = harness ,",
+        )]);
+        let secrets = Secrets {
+            env: &env,
+            offline: false,
+        };
+        let t = resolve_traces(
+            raw("https://collector.example/v1/traces", "OTLP_HEADERS"),
+            &secrets,
+        )
+        .unwrap()
+        .unwrap();
+        let names: Vec<&str> = t.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["authorization", "x-project-name"]);
+        assert_eq!(t.headers[0].1.expose(), "Bearer s3cr3t-token");
+        let secrets: Vec<String> = t.secrets().iter().map(|s| s.expose().to_string()).collect();
+        assert!(secrets.contains(&"Bearer s3cr3t-token".to_string()));
+        assert_eq!(t.flush, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_malformed_header_item_is_named_without_its_value() {
+        for (value, says) in [
+            ("authorization Bearer hunter2secret", "has no `=`"),
+            ("bad name=hunter2secret", "valid header name"),
+            ("content-type=hunter2secret", "sets content-type"),
+            ("x-key=hunter2secret%0Aevil", "no header may carry"),
+            ("x-key=%FFhunter2secret", "not UTF-8"),
+        ] {
+            let e = parse_headers(value, "OTLP_HEADERS").unwrap_err();
+            assert!(e.contains(says), "{value}: {e}");
+            assert!(e.contains("item 1 of OTLP_HEADERS"), "{e}");
+            assert!(!e.contains("hunter2"), "the value leaked: {e}");
+        }
+    }
+
+    #[test]
+    fn the_endpoint_must_be_an_otlp_http_url_with_a_path() {
+        let env = env_of(&[]);
+        let secrets = Secrets {
+            env: &env,
+            offline: false,
+        };
+        for (url, says) in [
+            ("grpc://127.0.0.1:4317", "its scheme is grpc"),
+            ("127.0.0.1:4318/v1/traces", "not a valid URL"),
+            ("http://127.0.0.1:4318", "has no path"),
+            ("http://127.0.0.1:4318/", "has no path"),
+            ("not a url", "not a valid URL"),
+        ] {
+            let e = resolve_traces(raw(url, ""), &secrets).unwrap_err();
+            assert!(e.contains("[traces] endpoint"), "{url}: {e}");
+            assert!(e.contains(says), "{url}: {e}");
+        }
+        assert_eq!(resolve_traces(raw("", ""), &secrets), Ok(None));
+        let e = resolve_traces(raw("", "OTLP_HEADERS"), &secrets).unwrap_err();
+        assert!(e.contains("endpoint is not set"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_headers_variable_is_a_configuration_error() {
+        let env = env_of(&[]);
+        let secrets = Secrets {
+            env: &env,
+            offline: false,
+        };
+        let e = resolve_traces(
+            raw("http://127.0.0.1:4318/v1/traces", "OTLP_HEADERS"),
+            &secrets,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("OTLP_HEADERS") && e.contains("[traces] headers_env"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_shown_endpoint_drops_user_password_and_query() {
+        let t = TracesConfig {
+            endpoint: "https://user:pa55word@otlp.example:4318/v1/traces?api_key=k3y".into(),
+            headers: Vec::new(),
+            content: false,
+            flush: Duration::from_secs(1),
+        };
+        assert_eq!(t.shown_endpoint(), "https://otlp.example:4318/v1/traces");
+        let secrets: Vec<String> = t.secrets().iter().map(|s| s.expose().to_string()).collect();
+        assert!(secrets.contains(&"pa55word".to_string()) && secrets.contains(&"k3y".to_string()));
+    }
+}

@@ -1,0 +1,212 @@
+//! Sending: one task on the runtime takes each task's encoded trace from a
+//! queue, joins what waits into one request (up to [`MAX_REQUEST_BYTES`])
+//! and POSTs it to `[traces] endpoint`. A request has `flush_secs`; a
+//! collector that refuses, fails or is not one loses that batch, which is
+//! counted and warned about, never retried, never waited for past the
+//! flush at the end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::otlp;
+use crate::base::http::{Body, read_capped};
+use crate::config::TracesConfig;
+
+/// One request's body at most (OTLP collectors take 4 MiB and more).
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+/// Encoded traces waiting at most; a trace past it is dropped and counted.
+pub const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
+/// A collector's answer read at most.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// What the exporter is given.
+pub(super) enum Msg {
+    /// One task's trace, encoded.
+    Trace(Vec<u8>),
+    /// Answer when everything before this is sent.
+    Flush(oneshot::Sender<()>),
+}
+
+/// What the sender and the handle share.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    /// Bytes queued and not yet taken.
+    pub(super) queued: AtomicUsize,
+    /// Traces queued and not yet settled (sent or lost).
+    pub(super) pending: AtomicU64,
+    /// Traces that did not reach the collector.
+    pub(super) lost: AtomicU64,
+    /// Failed requests, to warn about the first only.
+    pub(super) failed_requests: AtomicU64,
+}
+
+impl Counts {
+    pub(super) fn lose(&self, traces: u64) {
+        self.lost.fetch_add(traces, Ordering::Relaxed);
+        self.pending.fetch_sub(
+            traces.min(self.pending.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// The sending half, run as one task.
+pub(super) struct Sender {
+    pub(super) http: reqwest::Client,
+    pub(super) url: String,
+    pub(super) headers: reqwest::header::HeaderMap,
+    pub(super) shown: String,
+    pub(super) counts: Arc<Counts>,
+}
+
+impl Sender {
+    pub(super) fn new(cfg: &TracesConfig, counts: Arc<Counts>) -> anyhow::Result<Sender> {
+        let http = crate::base::http::client()?
+            .timeout(cfg.flush)
+            .connect_timeout(cfg.flush.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (name, value) in &cfg.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())?;
+            let mut value = reqwest::header::HeaderValue::from_str(value.expose())?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(Sender {
+            http,
+            url: cfg.endpoint.clone(),
+            headers,
+            shown: cfg.shown_endpoint(),
+            counts,
+        })
+    }
+
+    /// Takes batches until every handle is gone.
+    pub(super) async fn run(self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let mut carried: Option<Msg> = None;
+        loop {
+            let msg = match carried.take() {
+                Some(msg) => msg,
+                None => match rx.recv().await {
+                    Some(msg) => msg,
+                    None => return,
+                },
+            };
+            let mut body = match msg {
+                Msg::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+                Msg::Trace(bytes) => bytes,
+            };
+            let mut traces = 1u64;
+            // Protobuf messages joined are one message with the lists
+            // joined: each trace is its own `ResourceSpans`.
+            while body.len() < MAX_REQUEST_BYTES {
+                match rx.try_recv() {
+                    Ok(Msg::Trace(more)) if body.len() + more.len() <= MAX_REQUEST_BYTES => {
+                        self.counts.queued.fetch_sub(more.len(), Ordering::Relaxed);
+                        body.extend_from_slice(&more);
+                        traces += 1;
+                    }
+                    Ok(other) => {
+                        carried = Some(other);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.send(body, traces).await;
+        }
+    }
+
+    async fn send(&self, body: Vec<u8>, traces: u64) {
+        match self.post(body).await {
+            Ok(()) => {
+                let pending = &self.counts.pending;
+                pending.fetch_sub(
+                    traces.min(pending.load(Ordering::Relaxed)),
+                    Ordering::Relaxed,
+                );
+            }
+            Err(why) => {
+                self.counts.lose(traces);
+                let first = self.counts.failed_requests.fetch_add(1, Ordering::Relaxed) == 0;
+                if first {
+                    tracing::warn!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace; tasks, records and the exit code are unchanged");
+                } else {
+                    tracing::debug!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace");
+                }
+            }
+        }
+    }
+
+    /// One request; `Err` says why the collector did not take it.
+    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+        let resp = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, otlp::CONTENT_TYPE)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport(&e))?;
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| crate::base::text::clip(&crate::base::text::printable(v), 64))
+            .unwrap_or_default();
+        if status.as_u16() == 413 {
+            return Err("the collector answered 413: the batch is larger than it takes (raise its request size limit, or set [traces] content = false)".into());
+        }
+        if !status.is_success() {
+            return Err(format!("the collector answered {}", status.as_u16()));
+        }
+        if !content_type.is_empty()
+            && !content_type.starts_with(otlp::CONTENT_TYPE)
+            && !content_type.starts_with("application/json")
+        {
+            return Err(format!(
+                "the server answered {} with {content_type}, not as an OTLP/HTTP collector: is [traces] endpoint the collector's /v1/traces?",
+                status.as_u16()
+            ));
+        }
+        let body = match read_capped(resp, MAX_ANSWER_BYTES).await {
+            Ok(Body::Whole(b)) => b,
+            Ok(Body::TooLarge(_)) | Err(_) => Vec::new(),
+        };
+        if content_type.starts_with(otlp::CONTENT_TYPE)
+            && let Some((rejected, why)) = otlp::rejected(&body)
+        {
+            let why = crate::base::text::clip(&crate::base::text::printable(&why), 200);
+            return Err(format!("the collector refused {rejected} span(s): {why}"));
+        }
+        Ok(())
+    }
+}
+
+/// A transport error in words, without the URL (it may hold a key).
+fn transport(e: &reqwest::Error) -> String {
+    let what = if e.is_timeout() {
+        "no answer in time ([traces] flush_secs)"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else {
+        "the request failed"
+    };
+    match std::error::Error::source(e) {
+        Some(source) => format!(
+            "{what}: {}",
+            crate::base::text::clip(&source.to_string(), 200)
+        ),
+        None => what.into(),
+    }
+}

@@ -1,0 +1,140 @@
+//! OpenTelemetry traces (SPEC §24): each task's events become one trace
+//! ([`TaskTrace`], `spans`), encoded as OTLP protobuf (`otlp`) as the task
+//! ends and sent in batches while the run goes (`export`); the end of the
+//! run waits at most `[traces] flush_secs` for the rest ([`Traces::finish`]).
+//! A collector that is down, slow or wrong costs a warning and a count,
+//! never a task's outcome or the exit code. Nothing here runs, or is
+//! allocated, on a run without `[traces]`.
+
+mod export;
+mod otlp;
+mod spans;
+
+pub use spans::{CONTENT_CAP, Ending, MAX_SPANS, Model, TaskTrace, Trace};
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{Config, EndpointKind, Redactor};
+use export::{Counts, MAX_QUEUED_BYTES, Msg, Sender};
+
+/// The run's exporter: a cheap handle every task of the run shares.
+#[derive(Clone)]
+pub struct Traces(Arc<Inner>);
+
+struct Inner {
+    tx: mpsc::UnboundedSender<Msg>,
+    counts: Arc<Counts>,
+    model: Model,
+    content: bool,
+    redactor: Redactor,
+    flush: Duration,
+    shown: String,
+}
+
+impl std::fmt::Debug for Traces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Traces({})", self.0.shown)
+    }
+}
+
+impl Traces {
+    /// The exporter of `cfg`'s `[traces]`, started on the current runtime;
+    /// `None` when no endpoint is set. A client that cannot be built is a
+    /// warning: the run goes on without traces.
+    pub fn start(cfg: &Config) -> Option<Traces> {
+        let t = cfg.traces.as_ref()?;
+        let counts = Arc::new(Counts::default());
+        let sender = match Sender::new(t, counts.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "[traces] endpoint: cannot set up the exporter; no trace is sent");
+                return None;
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(sender.run(rx));
+        Some(Traces(Arc::new(Inner {
+            tx,
+            counts,
+            model: model_of(cfg),
+            content: t.content,
+            redactor: cfg.redactor(),
+            flush: t.flush,
+            shown: t.shown_endpoint(),
+        })))
+    }
+
+    /// A new task's trace, its root span starting at `started`.
+    pub fn task(&self, task: &str, run_id: &str, started: DateTime<Utc>) -> TaskTrace {
+        let inner = &self.0;
+        TaskTrace::new(
+            (task, run_id),
+            started,
+            inner.model.clone(),
+            inner.content,
+            inner.redactor.clone(),
+        )
+    }
+
+    /// A finished task's trace, queued for the next batch. Past
+    /// [`MAX_QUEUED_BYTES`] waiting, it is dropped and counted lost.
+    pub fn send(&self, trace: &Trace) {
+        let bytes = otlp::encode(std::slice::from_ref(trace));
+        let counts = &self.0.counts;
+        if counts.queued.load(Ordering::Relaxed) + bytes.len() > MAX_QUEUED_BYTES {
+            counts.lost.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind; a trace is dropped");
+            return;
+        }
+        counts.queued.fetch_add(bytes.len(), Ordering::Relaxed);
+        counts.pending.fetch_add(1, Ordering::Relaxed);
+        if self.0.tx.send(Msg::Trace(bytes)).is_err() {
+            counts.lose(1);
+        }
+    }
+
+    /// Waits at most `[traces] flush_secs` for every queued trace to be
+    /// sent; what is still unsent then counts as lost. The traces that did
+    /// not reach the collector in this run.
+    pub async fn finish(&self) -> u64 {
+        let (done, sent) = oneshot::channel();
+        let counts = &self.0.counts;
+        let flushed = self.0.tx.send(Msg::Flush(done)).is_ok()
+            && matches!(tokio::time::timeout(self.0.flush, sent).await, Ok(Ok(())));
+        if !flushed {
+            counts.lose(counts.pending.load(Ordering::Relaxed));
+        }
+        let lost = counts.lost.load(Ordering::Relaxed);
+        if lost > 0 {
+            tracing::warn!(endpoint = %self.0.shown, lost, "[traces] endpoint: {lost} task trace(s) did not reach the collector ({})", if flushed { "see the first warning for why" } else { "the flush ran out of [traces] flush_secs" });
+        }
+        lost
+    }
+}
+
+/// The endpoint as the GenAI conventions name it.
+fn model_of(cfg: &Config) -> Model {
+    let provider = match cfg.endpoint.kind {
+        EndpointKind::Runpod => "runpod",
+        EndpointKind::Openai => "llama.cpp",
+    };
+    let server = reqwest::Url::parse(&cfg.endpoint.base_url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_string();
+            Some((host, u.port_or_known_default()?))
+        });
+    Model {
+        provider,
+        name: cfg.endpoint.model.clone(),
+        server,
+    }
+}
+
+#[cfg(test)]
+mod tests;

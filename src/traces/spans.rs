@@ -1,0 +1,456 @@
+//! One task's trace, built from its events as they happen (SPEC §24): the
+//! root `invoke_agent <task>`, a `chat <model>` span per model request and
+//! an `execute_tool <name>` span per tool call, named and attributed as
+//! the OpenTelemetry GenAI conventions say. Every time comes from the
+//! run's own clock, so the spans nest; every text from outside passes the
+//! redactor and a cap.
+
+use chrono::{DateTime, Utc};
+
+use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, TaskEvent};
+use crate::base::text::clip;
+use crate::config::Redactor;
+
+/// Characters of one exported content attribute (a reply, a tool's
+/// result): what a request replays of one reply's text.
+pub const CONTENT_CAP: usize = 16_000;
+/// Characters of a status message or an error attribute.
+const MESSAGE_CAP: usize = 512;
+/// Spans one task keeps; past it, calls are counted but not traced.
+pub const MAX_SPANS: usize = 4096;
+
+/// A span's kind, as OTLP numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Internal,
+    Client,
+}
+
+/// An attribute's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Strs(Vec<String>),
+}
+
+/// One finished span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub span_id: [u8; 8],
+    pub parent: Option<[u8; 8]>,
+    pub name: String,
+    pub kind: Kind,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub attributes: Vec<(&'static str, Value)>,
+    /// `Some(true)`: status OK; `Some(false)`: ERROR with `message`;
+    /// `None`: unset (the conventions' choice for a span that did not fail).
+    pub ok: Option<bool>,
+    pub message: String,
+}
+
+/// A task's spans, ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    pub trace_id: [u8; 16],
+    pub spans: Vec<Span>,
+}
+
+/// What the trace needs of the endpoint, once per run.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// `gen_ai.provider.name`: `runpod`, or `llama.cpp` for the openai kind.
+    pub provider: &'static str,
+    /// `gen_ai.request.model`, when the config names one.
+    pub name: Option<String>,
+    /// `server.address` and `server.port`.
+    pub server: Option<(String, u16)>,
+}
+
+/// How the task ended, as its summary says.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    pub succeeded: bool,
+    pub status: &'a str,
+    pub stop_reason: &'a str,
+    pub error: Option<&'a str>,
+    pub attempt: u32,
+    pub turns: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub final_answer: Option<&'a str>,
+}
+
+/// The model request in flight.
+#[derive(Debug)]
+struct OpenChat {
+    span_id: [u8; 8],
+    turn: u32,
+    start: DateTime<Utc>,
+    attempts: u32,
+    recorded: bool,
+    /// The last failed attempt: its error type and message.
+    failure: Option<(String, String)>,
+}
+
+/// One task's trace as it grows.
+#[derive(Debug)]
+pub struct TaskTrace {
+    trace_id: [u8; 16],
+    root_id: [u8; 8],
+    task: String,
+    run_id: String,
+    started: DateTime<Utc>,
+    model: Model,
+    content: bool,
+    redactor: Redactor,
+    spans: Vec<Span>,
+    chat: Option<OpenChat>,
+    /// When the last reply was read: no tool span starts before it.
+    last_reply: DateTime<Utc>,
+    /// The task's text, kept only with `content = true`.
+    input: Option<String>,
+    /// Spans past [`MAX_SPANS`], not kept.
+    dropped: u64,
+}
+
+impl TaskTrace {
+    pub(super) fn new(
+        (task, run_id): (&str, &str),
+        started: DateTime<Utc>,
+        model: Model,
+        content: bool,
+        redactor: Redactor,
+    ) -> TaskTrace {
+        TaskTrace {
+            trace_id: fastrand::u128(1..).to_be_bytes(),
+            root_id: span_id(),
+            task: task.to_string(),
+            run_id: run_id.to_string(),
+            started,
+            model,
+            content,
+            redactor,
+            spans: Vec::new(),
+            chat: None,
+            last_reply: started,
+            input: None,
+            dropped: 0,
+        }
+    }
+
+    /// The trace's id, as collectors show it (32 hex digits).
+    pub fn trace_id(&self) -> String {
+        self.trace_id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The task's text, exported on the root span with `content = true`.
+    pub fn task_text(&mut self, text: &str) {
+        if self.content {
+            self.input = Some(self.text(text, CONTENT_CAP));
+        }
+    }
+
+    /// One event of the task, at `now` on the run's clock.
+    pub fn on(&mut self, now: DateTime<Utc>, event: &TaskEvent<'_>) {
+        match event {
+            TaskEvent::RequestSent { turn, .. } => {
+                self.close_chat(now, None);
+                self.chat = Some(OpenChat {
+                    span_id: span_id(),
+                    turn: *turn,
+                    start: now,
+                    attempts: 0,
+                    recorded: false,
+                    failure: None,
+                });
+            }
+            TaskEvent::Attempt(a) => self.attempt(a),
+            TaskEvent::ContextExceeded { .. } => {
+                if let Some(chat) = &mut self.chat {
+                    let why = "the server said the prompt is over its context".to_string();
+                    chat.failure = Some(("context_exceeded".into(), why));
+                }
+            }
+            TaskEvent::ReplyRead(reply) => {
+                self.close_chat(now, Some(reply));
+                self.last_reply = now;
+            }
+            TaskEvent::ToolAnswered(answer) => self.tool(now, answer),
+            TaskEvent::Stopped(outcome) => self.stopped(now, outcome),
+            _ => {}
+        }
+    }
+
+    /// The root span, closed as the task's summary says, and every span.
+    pub fn end(mut self, now: DateTime<Utc>, ending: &Ending<'_>) -> Trace {
+        self.close_chat(now, None);
+        let mut attributes = vec![
+            ("gen_ai.operation.name", str("invoke_agent")),
+            ("gen_ai.agent.name", str(&self.task)),
+            ("gen_ai.provider.name", str(self.model.provider)),
+            ("agent_harness.run_id", str(&self.run_id)),
+            ("agent_harness.status", str(ending.status)),
+            ("agent_harness.stop_reason", str(ending.stop_reason)),
+            ("agent_harness.attempt", int(ending.attempt)),
+            ("agent_harness.turns", int(ending.turns)),
+            ("gen_ai.usage.input_tokens", int(ending.input_tokens)),
+            ("gen_ai.usage.output_tokens", int(ending.output_tokens)),
+        ];
+        if let Some(model) = &self.model.name {
+            attributes.push(("gen_ai.request.model", str(model)));
+        }
+        if !ending.succeeded {
+            attributes.push(("error.type", str(ending.stop_reason)));
+        }
+        if self.dropped > 0 {
+            attributes.push(("agent_harness.spans_dropped", int(self.dropped)));
+        }
+        if let Some(input) = self.input.take() {
+            attributes.push(("gen_ai.input.messages", messages("user", &input, None, &[])));
+        }
+        if self.content
+            && let Some(answer) = ending.final_answer
+        {
+            let answer = self.text(answer, CONTENT_CAP);
+            attributes.push((
+                "gen_ai.output.messages",
+                messages("assistant", &answer, Some("stop"), &[]),
+            ));
+        }
+        let message = match ending.error {
+            Some(e) if !ending.succeeded => self.text(e, MESSAGE_CAP),
+            _ => String::new(),
+        };
+        let root = Span {
+            span_id: self.root_id,
+            parent: None,
+            name: format!("invoke_agent {}", self.task),
+            kind: Kind::Internal,
+            start: self.started,
+            end: now.max(self.started),
+            attributes,
+            ok: Some(ending.succeeded),
+            message,
+        };
+        let mut spans = Vec::with_capacity(self.spans.len() + 1);
+        spans.push(root);
+        spans.append(&mut self.spans);
+        Trace {
+            trace_id: self.trace_id,
+            spans,
+        }
+    }
+
+    fn attempt(&mut self, a: &ModelAttempt<'_>) {
+        let Some(chat) = &mut self.chat else {
+            return;
+        };
+        chat.attempts = chat.attempts.saturating_add(1);
+        chat.recorded |= a.attempt.recorded;
+        if let Some(error) = &a.attempt.error {
+            let kind = match a.attempt.http_status {
+                Some(status) => status.to_string(),
+                None => "transport".into(),
+            };
+            let message = clip(&self.redactor.redact_str(error), MESSAGE_CAP);
+            chat.failure = Some((kind, message));
+        }
+    }
+
+    /// The request in flight ends: answered by `reply`, or not.
+    fn close_chat(&mut self, now: DateTime<Utc>, reply: Option<&ReplyFacts<'_>>) {
+        let Some(chat) = self.chat.take() else {
+            return;
+        };
+        let mut attributes = vec![
+            ("gen_ai.operation.name", str("chat")),
+            ("gen_ai.provider.name", str(self.model.provider)),
+            ("agent_harness.turn", int(chat.turn)),
+            ("agent_harness.attempts", int(chat.attempts)),
+        ];
+        if let Some(model) = &self.model.name {
+            attributes.push(("gen_ai.request.model", str(model)));
+        }
+        if let Some((host, port)) = &self.model.server {
+            attributes.push(("server.address", str(host)));
+            attributes.push(("server.port", int(*port)));
+        }
+        if chat.recorded {
+            attributes.push(("agent_harness.recorded", Value::Bool(true)));
+        }
+        let (ok, message) = match reply {
+            Some(reply) => {
+                self.reply_attributes(reply, &mut attributes);
+                (None, String::new())
+            }
+            None => {
+                let (kind, message) = chat
+                    .failure
+                    .unwrap_or_else(|| ("unanswered".into(), "the request got no reply".into()));
+                attributes.push(("error.type", Value::Str(kind)));
+                (Some(false), message)
+            }
+        };
+        let name = match &self.model.name {
+            Some(model) => format!("chat {model}"),
+            None => "chat".into(),
+        };
+        self.push(Span {
+            span_id: chat.span_id,
+            parent: Some(self.root_id),
+            name,
+            kind: Kind::Client,
+            start: chat.start,
+            end: now.max(chat.start),
+            attributes,
+            ok,
+            message,
+        });
+    }
+
+    fn reply_attributes(&self, reply: &ReplyFacts<'_>, out: &mut Vec<(&'static str, Value)>) {
+        out.push(("gen_ai.usage.input_tokens", int(reply.usage.prompt_tokens)));
+        out.push((
+            "gen_ai.usage.output_tokens",
+            int(reply.usage.completion_tokens),
+        ));
+        let finish = reply.finish_reason.map(|f| clip(f, 32));
+        if let Some(finish) = &finish {
+            out.push((
+                "gen_ai.response.finish_reasons",
+                Value::Strs(vec![finish.clone()]),
+            ));
+        }
+        if let Some(model) = reply.model {
+            out.push(("gen_ai.response.model", Value::Str(self.text(model, 128))));
+        }
+        if self.content {
+            let text = self.text(reply.content, CONTENT_CAP);
+            let calls: Vec<serde_json::Value> = reply
+                .calls
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "type": "tool_call",
+                        "id": self.text(&c.id, MESSAGE_CAP),
+                        "name": self.text(&c.function.name, MESSAGE_CAP),
+                        "arguments": self.text(&c.function.arguments, CONTENT_CAP),
+                    })
+                })
+                .collect();
+            out.push((
+                "gen_ai.output.messages",
+                messages("assistant", &text, finish.as_deref(), &calls),
+            ));
+        }
+    }
+
+    fn tool(&mut self, now: DateTime<Utc>, a: &Answer) {
+        let took = chrono::Duration::milliseconds(i64::try_from(a.duration_ms).unwrap_or(i64::MAX));
+        let start = now
+            .checked_sub_signed(took)
+            .unwrap_or(now)
+            .max(self.last_reply)
+            .min(now);
+        let mut attributes = vec![
+            ("gen_ai.operation.name", str("execute_tool")),
+            (
+                "gen_ai.tool.name",
+                Value::Str(self.text(&a.name, MESSAGE_CAP)),
+            ),
+            (
+                "gen_ai.tool.call.id",
+                Value::Str(self.text(&a.call_id, MESSAGE_CAP)),
+            ),
+            ("gen_ai.tool.type", str("function")),
+            ("agent_harness.turn", int(a.turn)),
+            ("agent_harness.tool.executed", Value::Bool(a.executed)),
+        ];
+        if a.recorded {
+            attributes.push(("agent_harness.recorded", Value::Bool(true)));
+        }
+        if self.content {
+            attributes.push((
+                "gen_ai.tool.call.arguments",
+                Value::Str(self.text(&a.arguments, CONTENT_CAP)),
+            ));
+            attributes.push((
+                "gen_ai.tool.call.result",
+                Value::Str(self.text(&a.text, CONTENT_CAP)),
+            ));
+        }
+        let (ok, message) = if a.is_error {
+            let kind = if a.executed { "tool_error" } else { "not_run" };
+            attributes.push(("error.type", str(kind)));
+            (Some(false), self.text(&a.text, MESSAGE_CAP))
+        } else {
+            (None, String::new())
+        };
+        self.push(Span {
+            span_id: span_id(),
+            parent: Some(self.root_id),
+            name: format!("execute_tool {}", clip(&a.name, MESSAGE_CAP)),
+            kind: Kind::Internal,
+            start,
+            end: now,
+            attributes,
+            ok,
+            message,
+        });
+    }
+
+    /// The loop ended: a request still in flight failed with the task.
+    fn stopped(&mut self, now: DateTime<Utc>, outcome: &Outcome) {
+        if let Some(chat) = &mut self.chat
+            && chat.failure.is_none()
+        {
+            let message = outcome.error.as_deref().unwrap_or("the task stopped");
+            let message = clip(&self.redactor.redact_str(message), MESSAGE_CAP);
+            chat.failure = Some((outcome.stop.as_str().to_string(), message));
+        }
+        self.close_chat(now, None);
+    }
+
+    fn push(&mut self, span: Span) {
+        if self.spans.len() < MAX_SPANS {
+            self.spans.push(span);
+        } else {
+            self.dropped = self.dropped.saturating_add(1);
+        }
+    }
+
+    /// Text from outside, redacted and capped.
+    fn text(&self, text: &str, cap: usize) -> String {
+        clip(&self.redactor.redact_str(text), cap)
+    }
+}
+
+/// `gen_ai.input.messages` / `gen_ai.output.messages`: one message of
+/// the conventions' JSON form, with its text and its tool calls.
+fn messages(role: &str, text: &str, finish: Option<&str>, calls: &[serde_json::Value]) -> Value {
+    let mut parts: Vec<serde_json::Value> = Vec::with_capacity(calls.len() + 1);
+    if !text.is_empty() {
+        parts.push(serde_json::json!({"type": "text", "content": text}));
+    }
+    parts.extend(calls.iter().cloned());
+    let mut message = serde_json::json!({"role": role, "parts": parts});
+    if let Some(finish) = finish {
+        message["finish_reason"] = serde_json::Value::from(finish);
+    }
+    Value::Str(serde_json::Value::Array(vec![message]).to_string())
+}
+
+fn span_id() -> [u8; 8] {
+    fastrand::u64(1..).to_be_bytes()
+}
+
+fn str(s: &str) -> Value {
+    Value::Str(s.to_string())
+}
+
+fn int(n: impl TryInto<i64>) -> Value {
+    Value::Int(n.try_into().unwrap_or(i64::MAX))
+}
