@@ -22,6 +22,19 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
             {
                 println!("{}", crate::base::text::printable(line));
             }
+            if let Some(t) = &cfg.traces {
+                println!(
+                    "traces: each task's trace goes to {} (contents {}, {} extra header(s); the end of a run waits at most {} s for them)",
+                    crate::base::text::printable(&t.shown_endpoint()),
+                    if t.content {
+                        "exported, redacted"
+                    } else {
+                        "not exported"
+                    },
+                    t.headers.len(),
+                    t.flush.as_secs()
+                );
+            }
             let config = match (report.config_problems.len(), report.config_warnings.len()) {
                 (0, 0) => "config ok".to_string(),
                 (0, w) => format!("config ok with {w} warning(s)"),

@@ -167,6 +167,12 @@ impl Sender {
         if status.as_u16() == 413 {
             return Err("the collector answered 413: the batch is larger than it takes (raise its request size limit, or set [traces] content = false)".into());
         }
+        if matches!(status.as_u16(), 404 | 405) {
+            return Err(format!(
+                "the server answered {}: is [traces] endpoint the collector's OTLP/HTTP traces URL (…/v1/traces on its HTTP port, 4318)?",
+                status.as_u16()
+            ));
+        }
         if !status.is_success() {
             return Err(format!("the collector answered {}", status.as_u16()));
         }
@@ -193,20 +199,24 @@ impl Sender {
     }
 }
 
-/// A transport error in words, without the URL (it may hold a key).
+/// A transport error in words, without the URL (it may hold a key): what
+/// failed and its innermost cause (`Connection refused (os error 111)`).
 fn transport(e: &reqwest::Error) -> String {
     let what = if e.is_timeout() {
-        "no answer in time ([traces] flush_secs)"
+        "no answer within [traces] flush_secs"
     } else if e.is_connect() {
         "cannot connect"
     } else {
         "the request failed"
     };
-    match std::error::Error::source(e) {
-        Some(source) => format!(
-            "{what}: {}",
-            crate::base::text::clip(&source.to_string(), 200)
-        ),
+    let mut cause = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        cause = Some(s.to_string());
+        source = s.source();
+    }
+    match cause {
+        Some(cause) => format!("{what}: {}", crate::base::text::clip(&cause, 200)),
         None => what.into(),
     }
 }

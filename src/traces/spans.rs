@@ -317,7 +317,7 @@ impl TaskTrace {
             "gen_ai.usage.output_tokens",
             int(reply.usage.completion_tokens),
         ));
-        let finish = reply.finish_reason.map(|f| clip(f, 32));
+        let finish = reply.finish_reason.map(|f| self.text(f, 32));
         if let Some(finish) = &finish {
             out.push((
                 "gen_ai.response.finish_reasons",
@@ -392,7 +392,7 @@ impl TaskTrace {
         self.push(Span {
             span_id: span_id(),
             parent: Some(self.root_id),
-            name: format!("execute_tool {}", clip(&a.name, MESSAGE_CAP)),
+            name: format!("execute_tool {}", self.text(&a.name, MESSAGE_CAP)),
             kind: Kind::Internal,
             start,
             end: now,

@@ -396,6 +396,22 @@ fn a_request_without_a_reply_is_an_error_span_with_the_reason() {
 }
 
 #[test]
+fn names_the_model_chose_are_redacted_like_their_attributes() {
+    let mut t = trace(false);
+    t.on(
+        at(1),
+        &TaskEvent::ToolAnswered(&answer("hunter2-secret", true, "no such tool", 0)),
+    );
+    let trace = t.end(at(2), &ending(true, None));
+    assert_eq!(trace.spans[1].name, "execute_tool ***");
+    assert_eq!(
+        attr(&trace.spans[1], "gen_ai.tool.name"),
+        Some(&Value::Str("***".into()))
+    );
+    assert_eq!(trace.spans[1].message, "no such tool");
+}
+
+#[test]
 fn a_task_with_endless_calls_keeps_a_bounded_trace() {
     let mut t = trace(false);
     for n in 0..MAX_SPANS + 10 {
