@@ -558,4 +558,16 @@ fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
         "{err}"
     );
     assert!(!err.contains(SECRET), "{err}");
+    let out = bin(&project)
+        .arg("check")
+        .env("OTLP_HEADERS", format!("authorization={SECRET}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = crate::cli::stdout(&out);
+    assert!(
+        said.contains("traces: each task's trace goes to http://127.0.0.1:4318/v1/traces (contents not exported, 1 extra header(s)"),
+        "{said}"
+    );
+    assert!(!said.contains(SECRET), "{said}");
 }
