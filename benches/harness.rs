@@ -36,7 +36,8 @@
 //!    simonw/llm running the same chain against its own copy of the fake
 //!    (`LLM_BIN`, or `llm` on `PATH`; skipped without it).
 //!
-//! `cargo bench --bench harness` prints the figures (`-- overhead`, `-- drain`,
+//! `cargo bench --bench harness` prints the figures of the binary cargo
+//! built, or of `BENCH_BIN` when it names another build (`-- overhead`, `-- drain`,
 //! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp` or `-- lean` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
@@ -57,7 +58,13 @@ use serde_json::{Value, json};
 use common::fake_noteworx::{FakeNoteworx, note};
 use common::{Exit, FakeLlm, Project, final_answer, ok, tool_calls};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agent-harness");
+const BUILT: &str = env!("CARGO_BIN_EXE_agent-harness");
+
+/// The binary measured: `BENCH_BIN` (another build of the same source, such
+/// as the static one docs/performance.md describes), or the one cargo built.
+fn bin() -> String {
+    std::env::var("BENCH_BIN").unwrap_or_else(|_| BUILT.to_string())
+}
 
 /// Sizes: the real benchmark, or a quick pass under `cargo test`.
 struct Sizes {
@@ -331,7 +338,7 @@ async fn killed_and_run_again(
         );
         project.write_config(&llm.base_url(), &extra);
         let start = Instant::now();
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin())
             .arg("run")
             .current_dir(project.root())
             .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
@@ -499,11 +506,12 @@ struct ProcessCost {
 fn run_binary(dir: &Path, args: &[&str]) -> ProcessCost {
     // BENCH_WRAP="valgrind --tool=callgrind" profiles each process.
     let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+    let bin = bin();
     let mut words = wrap
         .split_whitespace()
-        .chain([BIN])
+        .chain([bin.as_str()])
         .chain(args.iter().copied());
-    let mut cmd = Command::new(words.next().unwrap_or(BIN));
+    let mut cmd = Command::new(words.next().unwrap_or(BUILT));
     cmd.args(words)
         .current_dir(dir)
         .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
@@ -1353,7 +1361,7 @@ fn measure_peak(cmd: Command) -> ProcessCost {
 
 /// The harness binary run with `args` in `dir`, as [`run_binary`] runs it.
 fn harness_in(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.args(args)
         .current_dir(dir)
         .env("NOTEWORX_TOKEN", common::fake_noteworx::TOKEN)
@@ -1465,12 +1473,13 @@ async fn lean(sizes: &Sizes) {
         (peak as f64, ms(wall))
     };
     println!(
-        "\n9. lean: one process, {runs} runs each (median; wall time alone, peak by {})",
+        "\n9. lean: one process, {runs} runs each (median; wall time alone, peak by {}); {}",
         if Path::new("/usr/bin/time").is_file() {
             "GNU time"
         } else {
             "polling VmHWM: too slow for a process of a few ms"
-        }
+        },
+        bin()
     );
     row("--help", &help);
     row("check", &check);

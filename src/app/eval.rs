@@ -189,7 +189,7 @@ async fn run_variants(
     }
     // The last traces go before the report: at most `[traces] flush_secs`.
     if let Some(traces) = &opts.traces {
-        traces.finish().await;
+        traces.finish(all_deps.first().map(|d| &d.cancel)).await;
     }
     failed.map_or(Ok(variants), Err)
 }

@@ -108,7 +108,7 @@ async fn dispatch(
             tokio::spawn(run::exit_on_signal());
             let end = crate::lab::replay::replay(&cfg, &opts, &mut stdout()).await;
             if let Some(traces) = &opts.traces {
-                traces.finish().await;
+                traces.finish(None).await;
             }
             replay_exit(end)
         }
@@ -142,6 +142,7 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
             | Command::Submit { .. }
             | Command::Replay {
                 from_turn: None,
+                traces: false,
                 ..
             }
     );

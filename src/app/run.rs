@@ -150,7 +150,7 @@ pub async fn run_inbox(
     // The last traces go before anything reads the run's end: at most
     // `[traces] flush_secs`.
     let lost_traces = match &opts.traces {
-        Some(traces) => Some(traces.finish().await),
+        Some(traces) => Some(traces.finish(Some(&deps.cancel)).await),
         None => None,
     };
     let code = match &end.result {
@@ -357,7 +357,7 @@ pub(super) async fn exec_command(
     tokio::spawn(watch_signals(cancel));
     let ran = drain::exec::exec(cfg, &deps, opts).await;
     if let Some(traces) = &opts.traces {
-        traces.finish().await;
+        traces.finish(Some(&deps.cancel)).await;
     }
     deps.shutdown().await;
     match ran {

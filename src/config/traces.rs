@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::limits::{bounds, check_range};
-use super::secrets::{Secret, Secrets, url_secrets};
+use super::secrets::{Secret, Secrets, secret_key, url_secrets};
 
 /// `[traces]` as written.
 #[derive(Debug, Deserialize)]
@@ -39,8 +39,10 @@ impl Default for RawTraces {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracesConfig {
     pub endpoint: String,
-    /// Extra request headers, each value a secret.
+    /// Extra request headers; a value is never shown.
     pub headers: Vec<(String, Secret)>,
+    /// What of the headers is redacted everywhere ([`header_secrets`]).
+    pub header_secrets: Vec<Secret>,
     pub content: bool,
     pub flush: Duration,
 }
@@ -64,19 +66,29 @@ impl TracesConfig {
     /// Every value the records, logs and spans must never contain.
     pub fn secrets(&self) -> Vec<Secret> {
         let mut out = url_secrets(&self.endpoint);
-        out.extend(self.headers.iter().map(|(_, v)| v.clone()));
+        out.extend(self.header_secrets.iter().cloned());
         out
     }
 }
 
 /// Headers the exporter sets itself: a configured one would break the
 /// request or lie about its body.
-const OWN_HEADERS: [&str; 4] = [
+const OWN_HEADERS: [&str; 10] = [
     "content-type",
     "content-length",
+    "content-encoding",
     "host",
     "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "upgrade",
+    "expect",
 ];
+
+/// A header value at least this long is taken for a key whatever the
+/// header's name (Honeycomb's `x-honeycomb-team`, a tenant's token).
+const KEY_LENGTH: usize = 16;
 
 pub(super) fn resolve_traces(
     t: RawTraces,
@@ -91,13 +103,14 @@ pub(super) fn resolve_traces(
         return Ok(None);
     }
     check_endpoint(&endpoint)?;
-    let headers = match secrets.read("traces", "headers_env", &t.headers_env)? {
+    let (headers, header_secrets) = match secrets.read("traces", "headers_env", &t.headers_env)? {
         Some(value) => parse_headers(value.expose(), &t.headers_env)?,
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     Ok(Some(TracesConfig {
         endpoint,
         headers,
+        header_secrets,
         content: t.content,
         flush: Duration::from_secs(t.flush_secs),
     }))
@@ -127,9 +140,10 @@ fn check_endpoint(endpoint: &str) -> Result<(), String> {
 /// `key=value,…` as OTLP exporters read `OTEL_EXPORTER_OTLP_HEADERS`:
 /// items split at `,`, each at its first `=`, both sides trimmed, the
 /// value percent-decoded. An error names the item by its place and the
-/// header by its name, never a value.
-fn parse_headers(text: &str, var: &str) -> Result<Vec<(String, Secret)>, String> {
-    let mut out = Vec::new();
+/// header by its name, never a value. With the headers, what of them is
+/// secret: see [`header_secrets`].
+fn parse_headers(text: &str, var: &str) -> Result<Headers, String> {
+    let (mut out, mut secrets) = (Vec::new(), Vec::new());
     for (n, item) in text.split(',').enumerate() {
         let item = item.trim();
         if item.is_empty() {
@@ -141,7 +155,7 @@ fn parse_headers(text: &str, var: &str) -> Result<Vec<(String, Secret)>, String>
                 n + 1
             )
         };
-        let Some((name, value)) = item.split_once('=') else {
+        let Some((name, raw_value)) = item.split_once('=') else {
             return Err(at("has no `=`"));
         };
         let name = name.trim().to_ascii_lowercase();
@@ -151,7 +165,7 @@ fn parse_headers(text: &str, var: &str) -> Result<Vec<(String, Secret)>, String>
         if OWN_HEADERS.contains(&name.as_str()) {
             return Err(at(&format!("sets {name}, which the exporter sets itself")));
         }
-        let value = percent_encoding::percent_decode_str(value.trim())
+        let value = percent_encoding::percent_decode_str(raw_value.trim())
             .decode_utf8()
             .map_err(|_| at("holds a value that is not UTF-8 once decoded"))?;
         if reqwest::header::HeaderValue::from_str(&value).is_err() {
@@ -159,9 +173,33 @@ fn parse_headers(text: &str, var: &str) -> Result<Vec<(String, Secret)>, String>
                 "holds a value for {name} that no header may carry"
             )));
         }
+        secrets.extend(header_secrets(&name, raw_value.trim(), &value));
         out.push((name, Secret::new(value.into_owned())));
     }
-    Ok(out)
+    Ok((out, secrets))
+}
+
+/// The headers, and what of them is secret.
+type Headers = (Vec<(String, Secret)>, Vec<Secret>);
+
+/// What of a header is redacted everywhere: the value of a header named
+/// like a credential (`authorization`, `cookie`, a name with `key`,
+/// `token`, `auth`, `secret`, … in it) or of [`KEY_LENGTH`] characters or
+/// more — as written (percent-encoded) and decoded, and the credential
+/// after its scheme (`Bearer KEY`). A short value of another header (a
+/// project's name) is no secret: redacting it would blank that word in
+/// every answer.
+fn header_secrets(name: &str, raw: &str, value: &str) -> Vec<Secret> {
+    let credential =
+        matches!(name, "authorization" | "proxy-authorization" | "cookie") || secret_key(name);
+    if !credential && value.chars().count() < KEY_LENGTH {
+        return Vec::new();
+    }
+    let mut out = vec![Secret::new(value), Secret::new(raw)];
+    if let Some((_, key)) = value.split_once(' ') {
+        out.push(Secret::new(key.trim()));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -186,10 +224,10 @@ mod tests {
     }
 
     #[test]
-    fn headers_are_read_decoded_and_each_value_is_a_secret() {
+    fn headers_are_read_decoded_and_keys_among_them_are_secrets() {
         let env = env_of(&[(
             "OTLP_HEADERS",
-            "Authorization=Bearer%20s3cr3t-token, x-project-name = harness ,",
+            "Authorization=Bearer%20s3cr3t-token, x-project-name = harness ,x-api-key=k3y,x-honeycomb-team=aaaabbbbccccdddd1234",
         )]);
         let secrets = Secrets {
             env: &env,
@@ -202,10 +240,33 @@ mod tests {
         .unwrap()
         .unwrap();
         let names: Vec<&str> = t.headers.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["authorization", "x-project-name"]);
+        assert_eq!(
+            names,
+            [
+                "authorization",
+                "x-project-name",
+                "x-api-key",
+                "x-honeycomb-team"
+            ]
+        );
         assert_eq!(t.headers[0].1.expose(), "Bearer s3cr3t-token");
         let secrets: Vec<String> = t.secrets().iter().map(|s| s.expose().to_string()).collect();
-        assert!(secrets.contains(&"Bearer s3cr3t-token".to_string()));
+        for secret in [
+            "Bearer s3cr3t-token",
+            "Bearer%20s3cr3t-token",
+            "s3cr3t-token",
+            "k3y",
+            "aaaabbbbccccdddd1234",
+        ] {
+            assert!(
+                secrets.contains(&secret.to_string()),
+                "{secret} is not redacted"
+            );
+        }
+        assert!(
+            !secrets.contains(&"harness".to_string()),
+            "a project's name would be blanked in every answer"
+        );
         assert_eq!(t.flush, Duration::from_secs(5));
     }
 
@@ -215,6 +276,7 @@ mod tests {
             ("authorization Bearer hunter2secret", "has no `=`"),
             ("bad name=hunter2secret", "valid header name"),
             ("content-type=hunter2secret", "sets content-type"),
+            ("Content-Encoding=hunter2secret", "sets content-encoding"),
             ("x-key=hunter2secret%0Aevil", "no header may carry"),
             ("x-key=%FFhunter2secret", "not UTF-8"),
         ] {
@@ -271,6 +333,7 @@ mod tests {
         let t = TracesConfig {
             endpoint: "https://user:pa55word@otlp.example:4318/v1/traces?api_key=k3y".into(),
             headers: Vec::new(),
+            header_secrets: Vec::new(),
             content: false,
             flush: Duration::from_secs(1),
         };

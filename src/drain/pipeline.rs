@@ -424,6 +424,8 @@ impl Batch<'_> {
             input_tokens: summary.prompt_tokens,
             output_tokens: summary.completion_tokens,
             final_answer: summary.final_answer.as_deref(),
+            dry_run: summary.dry_run,
+            replay_of: summary.replay_of.as_deref(),
         };
         let line = format!("trace {} goes to [traces] endpoint", trace.trace_id());
         rec.log_line(summary.finished_at, &line);

@@ -245,6 +245,20 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
     Some(compare(key, (&shown(va), a), (&shown(vb), b)))
 }
 
+/// What marks a variant's traces: the eval's id and the variant's folder
+/// (`logs/eval/<eval_id>/v2`).
+fn variant_labels(logs: &Path) -> Vec<(&'static str, String)> {
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    vec![
+        ("agent_harness.eval_id", name(logs.parent())),
+        ("agent_harness.eval_variant", name(Some(logs))),
+    ]
+}
+
 /// Runs the suite once for one variant; its records go under `logs`.
 pub async fn run_variant(
     cfg: &Config,
@@ -260,7 +274,10 @@ pub async fn run_variant(
     let mode = Mode {
         dry_run: !opts.live_writes,
         logs: logs.to_path_buf(),
-        traces: opts.traces.clone(),
+        traces: opts
+            .traces
+            .as_ref()
+            .map(|t| t.for_config(cfg, variant_labels(logs))),
         ..Mode::new(cfg, opts.progress.clone())
     };
     let ends = run_tasks(cfg, deps, runs, &mode, opts.concurrency).await;

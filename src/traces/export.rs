@@ -93,7 +93,7 @@ impl Sender {
             let msg = match carried.take() {
                 Some(msg) => msg,
                 None => match rx.recv().await {
-                    Some(msg) => msg,
+                    Some(msg) => self.taken(msg),
                     None => return,
                 },
             };
@@ -108,9 +108,8 @@ impl Sender {
             // Protobuf messages joined are one message with the lists
             // joined: each trace is its own `ResourceSpans`.
             while body.len() < MAX_REQUEST_BYTES {
-                match rx.try_recv() {
+                match rx.try_recv().map(|msg| self.taken(msg)) {
                     Ok(Msg::Trace(more)) if body.len() + more.len() <= MAX_REQUEST_BYTES => {
-                        self.counts.queued.fetch_sub(more.len(), Ordering::Relaxed);
                         body.extend_from_slice(&more);
                         traces += 1;
                     }
@@ -125,29 +124,59 @@ impl Sender {
         }
     }
 
+    /// A message out of the queue: its bytes no longer wait.
+    fn taken(&self, msg: Msg) -> Msg {
+        if let Msg::Trace(bytes) = &msg {
+            self.counts.queued.fetch_sub(bytes.len(), Ordering::Relaxed);
+        }
+        msg
+    }
+
     async fn send(&self, body: Vec<u8>, traces: u64) {
         match self.post(body).await {
-            Ok(()) => {
+            Ok(refused) => {
                 let pending = &self.counts.pending;
                 pending.fetch_sub(
                     traces.min(pending.load(Ordering::Relaxed)),
                     Ordering::Relaxed,
                 );
+                match refused {
+                    Some((0, warning)) => {
+                        tracing::warn!(endpoint = %self.shown, warning = %warning, "[traces] endpoint: the collector took the traces with a warning");
+                    }
+                    Some((rejected, why)) => {
+                        // A refused span spoils at most its own trace.
+                        let spoiled = traces.min(u64::try_from(rejected).unwrap_or(u64::MAX));
+                        self.counts.lost.fetch_add(spoiled, Ordering::Relaxed);
+                        self.failed(
+                            &format!("the collector refused {rejected} span(s): {why}"),
+                            spoiled,
+                        );
+                    }
+                    None => {}
+                }
             }
             Err(why) => {
                 self.counts.lose(traces);
-                let first = self.counts.failed_requests.fetch_add(1, Ordering::Relaxed) == 0;
-                if first {
-                    tracing::warn!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace; tasks, records and the exit code are unchanged");
-                } else {
-                    tracing::debug!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace");
-                }
+                self.failed(&why, traces);
             }
         }
     }
 
-    /// One request; `Err` says why the collector did not take it.
-    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+    /// A failure: warned about the first time in a run, the rest counted
+    /// and summed up by [`super::Traces::finish`].
+    fn failed(&self, why: &str, traces: u64) {
+        let first = self.counts.failed_requests.fetch_add(1, Ordering::Relaxed) == 0;
+        if first {
+            tracing::warn!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace; tasks, records and the exit code are unchanged");
+        } else {
+            tracing::debug!(endpoint = %self.shown, error = %why, traces, "[traces] endpoint: cannot export the trace");
+        }
+    }
+
+    /// One request; `Ok` with the spans a collector refused and why (a
+    /// partial success), `Err` with why it did not take the batch.
+    async fn post(&self, body: Vec<u8>) -> Result<Option<(i64, String)>, String> {
         let resp = self
             .http
             .post(&self.url)
@@ -157,45 +186,38 @@ impl Sender {
             .send()
             .await
             .map_err(|e| transport(&e))?;
-        let status = resp.status();
+        let status = resp.status().as_u16();
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| crate::base::text::clip(&crate::base::text::printable(v), 64))
             .unwrap_or_default();
-        if status.as_u16() == 413 {
-            return Err("the collector answered 413: the batch is larger than it takes (raise its request size limit, or set [traces] content = false)".into());
-        }
-        if matches!(status.as_u16(), 404 | 405) {
-            return Err(format!(
-                "the server answered {}: is [traces] endpoint the collector's OTLP/HTTP traces URL (…/v1/traces on its HTTP port, 4318)?",
-                status.as_u16()
-            ));
-        }
-        if !status.is_success() {
-            return Err(format!("the collector answered {}", status.as_u16()));
+        match status {
+            413 => return Err("the collector answered 413: the batch is larger than it takes (raise its request size limit, or set [traces] content = false)".into()),
+            404 | 405 => return Err(format!("the server answered {status}: is [traces] endpoint the collector's OTLP/HTTP traces URL (…/v1/traces on its HTTP port, 4318)?")),
+            200..=299 => {}
+            _ => return Err(format!("the collector answered {status}")),
         }
         if !content_type.is_empty()
             && !content_type.starts_with(otlp::CONTENT_TYPE)
             && !content_type.starts_with("application/json")
         {
             return Err(format!(
-                "the server answered {} with {content_type}, not as an OTLP/HTTP collector: is [traces] endpoint the collector's /v1/traces?",
-                status.as_u16()
+                "the server answered {status} with {content_type}, not as an OTLP/HTTP collector: is [traces] endpoint the collector's /v1/traces?"
             ));
+        }
+        if !content_type.starts_with(otlp::CONTENT_TYPE) {
+            return Ok(None);
         }
         let body = match read_capped(resp, MAX_ANSWER_BYTES).await {
             Ok(Body::Whole(b)) => b,
             Ok(Body::TooLarge(_)) | Err(_) => Vec::new(),
         };
-        if content_type.starts_with(otlp::CONTENT_TYPE)
-            && let Some((rejected, why)) = otlp::rejected(&body)
-        {
+        Ok(otlp::rejected(&body).map(|(rejected, why)| {
             let why = crate::base::text::clip(&crate::base::text::printable(&why), 200);
-            return Err(format!("the collector refused {rejected} span(s): {why}"));
-        }
-        Ok(())
+            (rejected, why)
+        }))
     }
 }
 

@@ -6,11 +6,13 @@
 //! never a task's outcome or the exit code. Nothing here runs, or is
 //! allocated, on a run without `[traces]`.
 
+mod data;
 mod export;
 mod otlp;
 mod spans;
 
-pub use spans::{CONTENT_CAP, Ending, MAX_SPANS, Model, TaskTrace, Trace};
+pub use data::{Ending, Model, Trace};
+pub use spans::{CONTENT_BUDGET, CONTENT_CAP, MAX_SPANS, TaskTrace};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, EndpointKind, Redactor};
 use export::{Counts, MAX_QUEUED_BYTES, Msg, Sender};
@@ -32,6 +35,8 @@ struct Inner {
     model: Model,
     content: bool,
     redactor: Redactor,
+    /// Attributes every root span of this handle carries (an eval's variant).
+    labels: Vec<(&'static str, String)>,
     flush: Duration,
     shown: String,
 }
@@ -64,9 +69,26 @@ impl Traces {
             model: model_of(cfg),
             content: t.content,
             redactor: cfg.redactor(),
+            labels: Vec::new(),
             flush: t.flush,
             shown: t.shown_endpoint(),
         })))
+    }
+
+    /// The same exporter for tasks run with another config (an eval's
+    /// variant): its model, its secrets, and `labels` on each root span.
+    pub fn for_config(&self, cfg: &Config, labels: Vec<(&'static str, String)>) -> Traces {
+        let inner = &self.0;
+        Traces(Arc::new(Inner {
+            tx: inner.tx.clone(),
+            counts: inner.counts.clone(),
+            model: model_of(cfg),
+            content: inner.content,
+            redactor: cfg.redactor(),
+            labels,
+            flush: inner.flush,
+            shown: inner.shown.clone(),
+        }))
     }
 
     /// A new task's trace, its root span starting at `started`.
@@ -79,6 +101,7 @@ impl Traces {
             inner.content,
             inner.redactor.clone(),
         )
+        .labelled(&inner.labels)
     }
 
     /// A finished task's trace, queued for the next batch. Past
@@ -87,8 +110,10 @@ impl Traces {
         let bytes = otlp::encode(std::slice::from_ref(trace));
         let counts = &self.0.counts;
         if counts.queued.load(Ordering::Relaxed) + bytes.len() > MAX_QUEUED_BYTES {
-            counts.lost.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind; a trace is dropped");
+            let first = counts.lost.fetch_add(1, Ordering::Relaxed) == 0;
+            if first {
+                tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind ({} MiB of traces wait); traces are dropped until it catches up", MAX_QUEUED_BYTES >> 20);
+            }
             return;
         }
         counts.queued.fetch_add(bytes.len(), Ordering::Relaxed);
@@ -99,13 +124,27 @@ impl Traces {
     }
 
     /// Waits at most `[traces] flush_secs` for every queued trace to be
-    /// sent; what is still unsent then counts as lost. The traces that did
-    /// not reach the collector in this run.
-    pub async fn finish(&self) -> u64 {
+    /// sent — at most a second once `stop` is cancelled (a signal: the
+    /// service manager's stop timeout is near) — and what is still unsent
+    /// then counts as lost. The traces that did not reach the collector in
+    /// this run.
+    pub async fn finish(&self, stop: Option<&CancellationToken>) -> u64 {
         let (done, sent) = oneshot::channel();
         let counts = &self.0.counts;
+        let stopped = async {
+            match stop {
+                Some(stop) => {
+                    stop.cancelled().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         let flushed = self.0.tx.send(Msg::Flush(done)).is_ok()
-            && matches!(tokio::time::timeout(self.0.flush, sent).await, Ok(Ok(())));
+            && tokio::select! {
+                sent = tokio::time::timeout(self.0.flush, sent) => matches!(sent, Ok(Ok(()))),
+                () = stopped => false,
+            };
         if !flushed {
             counts.lose(counts.pending.load(Ordering::Relaxed));
         }

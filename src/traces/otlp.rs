@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{self as proto, ResourceSpans, ScopeSpans, status};
 use prost::Message;
 
-use super::spans::{Kind, Span, Trace, Value};
+use super::data::{Kind, Span, Trace, Value};
 
 /// The content type every OTLP/HTTP collector takes for protobuf.
 pub const CONTENT_TYPE: &str = "application/x-protobuf";

@@ -11,6 +11,8 @@ use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, TaskEvent};
 use crate::base::text::clip;
 use crate::config::Redactor;
 
+use super::data::{Ending, Kind, Model, Span, Trace, Value};
+
 /// Characters of one exported content attribute (a reply, a tool's
 /// result): what a request replays of one reply's text.
 pub const CONTENT_CAP: usize = 16_000;
@@ -18,70 +20,9 @@ pub const CONTENT_CAP: usize = 16_000;
 const MESSAGE_CAP: usize = 512;
 /// Spans one task keeps; past it, calls are counted but not traced.
 pub const MAX_SPANS: usize = 4096;
-
-/// A span's kind, as OTLP numbers them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Internal,
-    Client,
-}
-
-/// An attribute's value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Int(i64),
-    Bool(bool),
-    Strs(Vec<String>),
-}
-
-/// One finished span.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Span {
-    pub span_id: [u8; 8],
-    pub parent: Option<[u8; 8]>,
-    pub name: String,
-    pub kind: Kind,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub attributes: Vec<(&'static str, Value)>,
-    /// `Some(true)`: status OK; `Some(false)`: ERROR with `message`;
-    /// `None`: unset (the conventions' choice for a span that did not fail).
-    pub ok: Option<bool>,
-    pub message: String,
-}
-
-/// A task's spans, ready to send.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Trace {
-    pub trace_id: [u8; 16],
-    pub spans: Vec<Span>,
-}
-
-/// What the trace needs of the endpoint, once per run.
-#[derive(Debug, Clone)]
-pub struct Model {
-    /// `gen_ai.provider.name`: `runpod`, or `llama.cpp` for the openai kind.
-    pub provider: &'static str,
-    /// `gen_ai.request.model`, when the config names one.
-    pub name: Option<String>,
-    /// `server.address` and `server.port`.
-    pub server: Option<(String, u16)>,
-}
-
-/// How the task ended, as its summary says.
-#[derive(Debug, Clone, Copy)]
-pub struct Ending<'a> {
-    pub succeeded: bool,
-    pub status: &'a str,
-    pub stop_reason: &'a str,
-    pub error: Option<&'a str>,
-    pub attempt: u32,
-    pub turns: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub final_answer: Option<&'a str>,
-}
+/// Content characters one trace carries, all attributes together; past
+/// it, contents are left out (`agent_harness.content_dropped`).
+pub const CONTENT_BUDGET: usize = 1024 * 1024;
 
 /// The model request in flight.
 #[derive(Debug)]
@@ -114,6 +55,12 @@ pub struct TaskTrace {
     input: Option<String>,
     /// Spans past [`MAX_SPANS`], not kept.
     dropped: u64,
+    /// Content characters this trace may still carry ([`CONTENT_BUDGET`]).
+    content_left: usize,
+    /// Content attributes left out once the budget was spent.
+    content_dropped: u64,
+    /// Attributes of the root span set by whoever runs the task.
+    labels: Vec<(&'static str, String)>,
 }
 
 impl TaskTrace {
@@ -138,7 +85,16 @@ impl TaskTrace {
             last_reply: started,
             input: None,
             dropped: 0,
+            content_left: CONTENT_BUDGET,
+            content_dropped: 0,
+            labels: Vec::new(),
         }
+    }
+
+    /// `labels` on the root span (an eval's id and variant).
+    pub(super) fn labelled(mut self, labels: &[(&'static str, String)]) -> TaskTrace {
+        self.labels = labels.to_vec();
+        self
     }
 
     /// The trace's id, as collectors show it (32 hex digits).
@@ -149,7 +105,7 @@ impl TaskTrace {
     /// The task's text, exported on the root span with `content = true`.
     pub fn task_text(&mut self, text: &str) {
         if self.content {
-            self.input = Some(self.text(text, CONTENT_CAP));
+            self.input = self.content_of(text);
         }
     }
 
@@ -187,39 +143,7 @@ impl TaskTrace {
     /// The root span, closed as the task's summary says, and every span.
     pub fn end(mut self, now: DateTime<Utc>, ending: &Ending<'_>) -> Trace {
         self.close_chat(now, None);
-        let mut attributes = vec![
-            ("gen_ai.operation.name", str("invoke_agent")),
-            ("gen_ai.agent.name", str(&self.task)),
-            ("gen_ai.provider.name", str(self.model.provider)),
-            ("agent_harness.run_id", str(&self.run_id)),
-            ("agent_harness.status", str(ending.status)),
-            ("agent_harness.stop_reason", str(ending.stop_reason)),
-            ("agent_harness.attempt", int(ending.attempt)),
-            ("agent_harness.turns", int(ending.turns)),
-            ("gen_ai.usage.input_tokens", int(ending.input_tokens)),
-            ("gen_ai.usage.output_tokens", int(ending.output_tokens)),
-        ];
-        if let Some(model) = &self.model.name {
-            attributes.push(("gen_ai.request.model", str(model)));
-        }
-        if !ending.succeeded {
-            attributes.push(("error.type", str(ending.stop_reason)));
-        }
-        if self.dropped > 0 {
-            attributes.push(("agent_harness.spans_dropped", int(self.dropped)));
-        }
-        if let Some(input) = self.input.take() {
-            attributes.push(("gen_ai.input.messages", messages("user", &input, None, &[])));
-        }
-        if self.content
-            && let Some(answer) = ending.final_answer
-        {
-            let answer = self.text(answer, CONTENT_CAP);
-            attributes.push((
-                "gen_ai.output.messages",
-                messages("assistant", &answer, Some("stop"), &[]),
-            ));
-        }
+        let attributes = self.root_attributes(ending);
         let message = match ending.error {
             Some(e) if !ending.succeeded => self.text(e, MESSAGE_CAP),
             _ => String::new(),
@@ -242,6 +166,54 @@ impl TaskTrace {
             trace_id: self.trace_id,
             spans,
         }
+    }
+
+    fn root_attributes(&mut self, ending: &Ending<'_>) -> Vec<(&'static str, Value)> {
+        let mut attributes = vec![
+            ("gen_ai.operation.name", str("invoke_agent")),
+            ("gen_ai.agent.name", str(&self.task)),
+            ("gen_ai.provider.name", str(self.model.provider)),
+            ("agent_harness.run_id", str(&self.run_id)),
+            ("agent_harness.status", str(ending.status)),
+            ("agent_harness.stop_reason", str(ending.stop_reason)),
+            ("agent_harness.attempt", int(ending.attempt)),
+            ("agent_harness.turns", int(ending.turns)),
+            ("gen_ai.usage.input_tokens", int(ending.input_tokens)),
+            ("gen_ai.usage.output_tokens", int(ending.output_tokens)),
+        ];
+        if let Some(model) = &self.model.name {
+            attributes.push(("gen_ai.request.model", str(model)));
+        }
+        if !ending.succeeded {
+            attributes.push(("error.type", str(ending.stop_reason)));
+        }
+        if self.dropped > 0 {
+            attributes.push(("agent_harness.spans_dropped", int(self.dropped)));
+        }
+        if ending.dry_run {
+            attributes.push(("agent_harness.dry_run", Value::Bool(true)));
+        }
+        if let Some(of) = ending.replay_of {
+            attributes.push(("agent_harness.replay_of", str(of)));
+        }
+        for (key, value) in &self.labels {
+            attributes.push((key, str(value)));
+        }
+        if let Some(input) = self.input.take() {
+            attributes.push(("gen_ai.input.messages", messages("user", &input, None, &[])));
+        }
+        if self.content
+            && let Some(answer) = ending.final_answer.and_then(|a| self.content_of(a))
+        {
+            attributes.push((
+                "gen_ai.output.messages",
+                messages("assistant", &answer, Some("stop"), &[]),
+            ));
+        }
+        if self.content_dropped > 0 {
+            attributes.push(("agent_harness.content_dropped", int(self.content_dropped)));
+        }
+        attributes
     }
 
     fn attempt(&mut self, a: &ModelAttempt<'_>) {
@@ -311,7 +283,7 @@ impl TaskTrace {
         });
     }
 
-    fn reply_attributes(&self, reply: &ReplyFacts<'_>, out: &mut Vec<(&'static str, Value)>) {
+    fn reply_attributes(&mut self, reply: &ReplyFacts<'_>, out: &mut Vec<(&'static str, Value)>) {
         out.push(("gen_ai.usage.input_tokens", int(reply.usage.prompt_tokens)));
         out.push((
             "gen_ai.usage.output_tokens",
@@ -328,19 +300,17 @@ impl TaskTrace {
             out.push(("gen_ai.response.model", Value::Str(self.text(model, 128))));
         }
         if self.content {
-            let text = self.text(reply.content, CONTENT_CAP);
-            let calls: Vec<serde_json::Value> = reply
-                .calls
-                .iter()
-                .map(|c| {
-                    serde_json::json!({
-                        "type": "tool_call",
-                        "id": self.text(&c.id, MESSAGE_CAP),
-                        "name": self.text(&c.function.name, MESSAGE_CAP),
-                        "arguments": self.text(&c.function.arguments, CONTENT_CAP),
-                    })
-                })
-                .collect();
+            let text = self.content_of(reply.content).unwrap_or_default();
+            let mut calls = Vec::with_capacity(reply.calls.len());
+            for c in reply.calls {
+                let arguments = self.content_of(&c.function.arguments).unwrap_or_default();
+                calls.push(serde_json::json!({
+                    "type": "tool_call",
+                    "id": self.text(&c.id, MESSAGE_CAP),
+                    "name": self.text(&c.function.name, MESSAGE_CAP),
+                    "arguments": arguments,
+                }));
+            }
             out.push((
                 "gen_ai.output.messages",
                 messages("assistant", &text, finish.as_deref(), &calls),
@@ -373,19 +343,25 @@ impl TaskTrace {
             attributes.push(("agent_harness.recorded", Value::Bool(true)));
         }
         if self.content {
-            attributes.push((
-                "gen_ai.tool.call.arguments",
-                Value::Str(self.text(&a.arguments, CONTENT_CAP)),
-            ));
-            attributes.push((
-                "gen_ai.tool.call.result",
-                Value::Str(self.text(&a.text, CONTENT_CAP)),
-            ));
+            for (key, text) in [
+                ("gen_ai.tool.call.arguments", &a.arguments),
+                ("gen_ai.tool.call.result", &a.text),
+            ] {
+                if let Some(text) = self.content_of(text) {
+                    attributes.push((key, Value::Str(text)));
+                }
+            }
         }
         let (ok, message) = if a.is_error {
             let kind = if a.executed { "tool_error" } else { "not_run" };
             attributes.push(("error.type", str(kind)));
-            (Some(false), self.text(&a.text, MESSAGE_CAP))
+            // The result is content: without `content = true`, only what kind.
+            let message = match self.content {
+                true => self.text(&a.text, MESSAGE_CAP),
+                false if a.executed => "the tool answered an error".into(),
+                false => "the call was not run".into(),
+            };
+            (Some(false), message)
         } else {
             (None, String::new())
         };
@@ -420,6 +396,19 @@ impl TaskTrace {
         } else {
             self.dropped = self.dropped.saturating_add(1);
         }
+    }
+
+    /// A content attribute's text, redacted and capped, while the trace's
+    /// content budget lasts.
+    fn content_of(&mut self, text: &str) -> Option<String> {
+        let text = self.text(text, CONTENT_CAP);
+        let chars = text.chars().count();
+        if chars > self.content_left {
+            self.content_dropped = self.content_dropped.saturating_add(1);
+            return None;
+        }
+        self.content_left -= chars;
+        Some(text)
     }
 
     /// Text from outside, redacted and capped.

@@ -9,9 +9,9 @@ use opentelemetry_proto::tonic::trace::v1 as proto;
 use proptest::prelude::*;
 use prost::Message;
 
-use super::otlp;
-use super::spans::{Kind, Value};
+use super::data::{Kind, Span, Value};
 use super::*;
+use super::{export, otlp};
 use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
 use crate::config::Secret;
 use crate::endpoint::Attempt;
@@ -137,6 +137,8 @@ fn ending<'a>(succeeded: bool, error: Option<&'a str>) -> Ending<'a> {
         input_tokens: 300,
         output_tokens: 45,
         final_answer: Some("It is 42 (hunter2-secret)."),
+        dry_run: false,
+        replay_of: None,
     }
 }
 
@@ -190,7 +192,7 @@ fn two_turns(t: &mut TaskTrace) {
     t.on(at(120), &reply(2, usage(200, 25), "stop", "It is 42.", &[]));
 }
 
-fn attr<'a>(span: &'a spans::Span, key: &str) -> Option<&'a Value> {
+fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a Value> {
     span.attributes
         .iter()
         .find(|(k, _)| *k == key)
@@ -266,8 +268,8 @@ fn a_tool_span_spans_its_call_and_a_tool_error_is_an_error_status() {
     );
     assert_eq!(tool.ok, Some(false));
     assert_eq!(
-        tool.message, "error: 404 from *** host",
-        "a status message is redacted"
+        tool.message, "the tool answered an error",
+        "a tool's result is content: not in the status without content = true"
     );
     assert_eq!(
         attr(tool, "gen_ai.tool.call.id"),
@@ -326,6 +328,10 @@ fn contents_are_exported_only_when_asked_and_then_redacted_and_capped() {
         panic!("the final answer is on the root span");
     };
     assert!(output.contains("It is 42 (***)."), "{output}");
+    assert_eq!(
+        on.spans[2].message, "error: 404 from *** host",
+        "with contents, a tool error's status says it, redacted"
+    );
     let Some(Value::Str(args)) = attr(&on.spans[2], "gen_ai.tool.call.arguments") else {
         panic!("a tool span carries its arguments");
     };
@@ -408,7 +414,107 @@ fn names_the_model_chose_are_redacted_like_their_attributes() {
         attr(&trace.spans[1], "gen_ai.tool.name"),
         Some(&Value::Str("***".into()))
     );
-    assert_eq!(trace.spans[1].message, "no such tool");
+    assert_eq!(trace.spans[1].message, "the tool answered an error");
+}
+
+#[test]
+fn a_traces_contents_stop_at_its_budget_and_the_root_says_how_many_were_left_out() {
+    let mut t = trace(true);
+    let big = "r".repeat(CONTENT_CAP);
+    let calls = CONTENT_BUDGET / CONTENT_CAP + 5;
+    for n in 0..calls {
+        t.on(
+            at(n as i64),
+            &TaskEvent::ToolAnswered(&answer("webfetch", false, &big, 0)),
+        );
+    }
+    let trace = t.end(at(1_000_000), &ending(true, None));
+    let carried: usize = trace
+        .spans
+        .iter()
+        .flat_map(|s| &s.attributes)
+        .map(|(_, v)| match v {
+            Value::Str(s) => s.chars().count(),
+            _ => 0,
+        })
+        .sum();
+    assert!(
+        carried < CONTENT_BUDGET + 100_000,
+        "{carried} characters in one trace"
+    );
+    let Some(Value::Int(dropped)) = attr(&trace.spans[0], "agent_harness.content_dropped") else {
+        panic!("the root says contents were left out");
+    };
+    assert!(*dropped >= 5, "{dropped}");
+    assert_eq!(
+        trace.spans.len(),
+        calls + 1,
+        "every call still has its span"
+    );
+}
+
+#[test]
+fn a_dry_run_a_replay_and_an_eval_variant_say_so_on_the_root() {
+    let mut t = trace(false).labelled(&[("agent_harness.eval_variant", "v2".into())]);
+    t.on(at(1), &sent(1));
+    let ending = Ending {
+        dry_run: true,
+        replay_of: Some("hello/20261126T120000Z"),
+        ..ending(true, None)
+    };
+    let trace = t.end(at(2), &ending);
+    let root = &trace.spans[0];
+    assert_eq!(
+        attr(root, "agent_harness.dry_run"),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(
+        attr(root, "agent_harness.replay_of"),
+        Some(&Value::Str("hello/20261126T120000Z".into()))
+    );
+    assert_eq!(
+        attr(root, "agent_harness.eval_variant"),
+        Some(&Value::Str("v2".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_collector_that_keeps_up_loses_nothing_however_much_a_run_sends() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let collector = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&collector)
+        .await;
+    let text = format!(
+        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n[traces]\nendpoint = \"{}/v1/traces\"\n",
+        collector.uri()
+    );
+    let cfg = crate::config::Config::parse(&text, "agent.toml".as_ref(), "/".as_ref(), &|_| None)
+        .unwrap();
+    let traces = Traces::start(&cfg).unwrap();
+    // One task at a time, each trace about 1 MiB: 24 MiB in all, more than
+    // the queue ever holds at once.
+    let big = "x".repeat(CONTENT_CAP);
+    for n in 0..24 {
+        let mut t = traces.task("hello", "run", at(0));
+        for k in 0..64 {
+            let mut a = answer("webfetch", false, "", 0);
+            a.arguments = format!("{n}-{k}-{big}");
+            t.on(at(1), &TaskEvent::ToolAnswered(&a));
+        }
+        let mut trace = t.end(at(2), &ending(true, None));
+        for span in &mut trace.spans[1..] {
+            span.attributes.push(("filler", Value::Str(big.clone())));
+        }
+        traces.send(&trace);
+        let (done, sent) = tokio::sync::oneshot::channel();
+        traces.0.tx.send(export::Msg::Flush(done)).ok().unwrap();
+        sent.await.unwrap();
+    }
+    assert_eq!(traces.finish(None).await, 0, "nothing lost");
+    assert_eq!(collector.received_requests().await.unwrap().len(), 24);
 }
 
 #[test]

@@ -37,7 +37,7 @@ async fn run_until_the_call_is_in_flight(project: &Project, llm: &FakeLlm) -> Ch
     child
 }
 
-fn signal(child: &Child, name: &str) {
+pub(crate) fn signal(child: &Child, name: &str) {
     let ok = Command::new("kill")
         .args([&format!("-{name}"), &child.id().to_string()])
         .status()
@@ -47,7 +47,7 @@ fn signal(child: &Child, name: &str) {
 }
 
 /// Waits for the child to exit; returns its code and how long that took.
-fn wait(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
+pub(crate) fn wait(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {

@@ -571,3 +571,35 @@ fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
     );
     assert!(!said.contains(SECRET), "{said}");
 }
+
+#[tokio::test]
+async fn a_signal_during_the_flush_cuts_it_short() {
+    let llm = FakeLlm::by_progress(two_turns()).await;
+    let silent = collector(ResponseTemplate::new(200).set_delay(Duration::from_secs(3600))).await;
+    let project = Project::new();
+    let endpoint = format!("{}/v1/traces", silent.uri());
+    project.write_config(&llm.base_url(), &traces_config(&endpoint, 120));
+    project.task("hello", "Say hello.");
+    let mut child = harness_command()
+        .arg("run")
+        .current_dir(project.root())
+        .env("OTLP_HEADERS", format!("authorization=Bearer {SECRET}"))
+        .spawn()
+        .unwrap();
+    // The task is filed: the run now waits for the collector.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while project.done().is_empty() {
+        assert!(Instant::now() < deadline, "the task never finished");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    crate::signals::signal(&child, "TERM");
+    // flush_secs is 120: a run that waited it out would hit this limit.
+    let (code, _) = crate::signals::wait(&mut child, Duration::from_secs(20));
+    assert_eq!(code, Some(0), "the task succeeded before the signal");
+    assert_eq!(
+        metric(&project, "agent_harness_trace_export_failures_total").as_deref(),
+        Some("1"),
+        "the metrics are still written, the unsent trace counted"
+    );
+}
