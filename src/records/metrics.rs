@@ -383,7 +383,7 @@ mod tests {
             !text.contains("agent_harness_budget_limit{kind=\"gpu_seconds\"}"),
             "a limit not set is no figure:\n{text}"
         );
-        assert_eq!(text.matches("# HELP").count(), 12);
+        assert_eq!(text.matches("# HELP").count(), 13);
     }
 
     #[test]

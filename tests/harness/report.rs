@@ -300,13 +300,16 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
     for dir in [project.root(), &collector] {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    // A ping service that is down: the counter of failed notifications too.
+    // A ping service and a trace collector that are down: the counters
+    // of failed notifications and of lost traces too.
     project.write_config(
         &llm.base_url(),
         &format!(
             "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n\
              [notify]\nping_url = \"http://127.0.0.1:{}/ping/check\"\n\
-             [budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\n",
+             [budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\n\
+             [traces]\nendpoint = \"http://127.0.0.1:{}/v1/traces\"\nflush_secs = 1\n",
+            closed_port(),
             closed_port()
         ),
     );
@@ -399,6 +402,7 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
         "agent_harness_last_success_timestamp_seconds ",
         "agent_harness_inbox_ignored_files 0",
         "agent_harness_notify_failures_total 2",
+        "agent_harness_trace_export_failures_total 1",
         "agent_harness_budget_spent{kind=\"tokens\"} 160",
         "agent_harness_budget_spent{kind=\"gpu_seconds\"} ",
         "agent_harness_budget_limit{kind=\"tokens\"} 100000",
