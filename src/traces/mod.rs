@@ -150,7 +150,7 @@ impl Traces {
         }
         let lost = counts.lost.load(Ordering::Relaxed);
         if lost > 0 {
-            tracing::warn!(endpoint = %self.0.shown, lost, "[traces] endpoint: {lost} task trace(s) did not reach the collector ({})", if flushed { "see the first warning for why" } else { "the flush ran out of [traces] flush_secs" });
+            tracing::warn!(endpoint = %self.0.shown, lost, "[traces] endpoint: {lost} task trace(s) did not reach the collector ({})", if flushed { "see the first warning for why" } else { "still unsent when the flush ended: [traces] flush_secs ran out, or a signal came" });
         }
         lost
     }
