@@ -12,7 +12,7 @@ use super::raw::{
     RawEndpoint, RawModel, RawNoteworx, RawNotify, RawOpenai, RawPaths, RawRunpod, RawWebfetch,
 };
 use super::secrets::{Secret, Secrets};
-use super::value::{check_http_url, resolve_file};
+use super::value::{check_http_url, check_keyed_url, resolve_file};
 use super::{
     EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, NotifyConfig, Paths, WebfetchConfig,
 };
@@ -207,20 +207,7 @@ pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
             .filter(|v| !v.is_empty())
         {
             None => Ok(None),
-            Some(v) => match reqwest::Url::parse(&v) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
-                    Ok(Some(v))
-                }
-                Ok(u) => Err(format!(
-                    "{key} must be an http(s) URL with a host (its scheme is {})",
-                    if u.scheme().len() <= 10 {
-                        u.scheme()
-                    } else {
-                        "another"
-                    }
-                )),
-                Err(e) => Err(format!("{key} is not a valid URL ({e})")),
-            },
+            Some(v) => check_keyed_url(&v, key).map(|_| Some(v)),
         }
     };
     Ok(NotifyConfig {

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::limits::{bounds, check_range};
 use super::secrets::{Secret, Secrets, secret_key, url_secrets};
+use super::value::check_keyed_url;
 
 /// `[traces]` as written.
 #[derive(Debug, Deserialize)]
@@ -119,18 +120,9 @@ pub(super) fn resolve_traces(
 /// An http(s) URL with a host and a path. The URL may hold a key: an
 /// error names what is wrong, never the URL.
 fn check_endpoint(endpoint: &str) -> Result<(), String> {
-    let u = reqwest::Url::parse(endpoint)
-        .map_err(|e| format!("[traces] endpoint is not a valid URL ({e}); write it whole, as \"http://HOST:4318/v1/traces\""))?;
-    if !matches!(u.scheme(), "http" | "https") || u.host().is_none() {
-        let scheme = if u.scheme().len() <= 10 {
-            u.scheme()
-        } else {
-            "another"
-        };
-        return Err(format!(
-            "[traces] endpoint must be an OTLP/HTTP URL (http or https, with a host); its scheme is {scheme} (a gRPC collector's port, 4317, takes no HTTP: use its OTLP/HTTP port, 4318)"
-        ));
-    }
+    let u = check_keyed_url(endpoint, "[traces] endpoint").map_err(|e| {
+        format!("{e}: an OTLP/HTTP URL, written whole, as \"http://HOST:4318/v1/traces\" (a gRPC collector's port, 4317, takes no HTTP)")
+    })?;
     if u.path() == "/" {
         return Err("[traces] endpoint has no path: an OTLP/HTTP collector takes traces at /v1/traces (write \"http://HOST:4318/v1/traces\")".into());
     }

@@ -12,6 +12,23 @@ pub fn resolve_file(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
+/// As [`check_http_url`], for a URL that may hold a key (a ping URL, a
+/// collector's): the error names the key and what is wrong, never the URL.
+pub(super) fn check_keyed_url(url: &str, what: &str) -> Result<reqwest::Url, String> {
+    let u = reqwest::Url::parse(url).map_err(|e| format!("{what} is not a valid URL ({e})"))?;
+    if matches!(u.scheme(), "http" | "https") && u.host().is_some() {
+        return Ok(u);
+    }
+    let scheme = if u.scheme().len() <= 10 {
+        u.scheme()
+    } else {
+        "another"
+    };
+    Err(format!(
+        "{what} must be an http(s) URL with a host (its scheme is {scheme})"
+    ))
+}
+
 /// `url` is an http(s) URL with a host; `what` names the key in the error.
 pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     match reqwest::Url::parse(url.trim()) {

@@ -427,9 +427,12 @@ impl Batch<'_> {
             dry_run: summary.dry_run,
             replay_of: summary.replay_of.as_deref(),
         };
-        let line = format!("trace {} goes to [traces] endpoint", trace.trace_id());
+        let id = trace.trace_id();
+        let line = match traces.send(&trace.end(summary.finished_at, &ending)) {
+            true => format!("trace {id} goes to [traces] endpoint"),
+            false => format!("trace {id} dropped: the collector is too far behind"),
+        };
         rec.log_line(summary.finished_at, &line);
-        traces.send(&trace.end(summary.finished_at, &ending));
     }
 
     /// Whether a task of this batch may go on from earlier records: a real

@@ -57,15 +57,19 @@ pub fn last_success(
 
 /// The counter of failed notifications: the previous file's, plus this run's.
 pub fn notify_failures(path: &Path, this_run: u64) -> u64 {
-    let before = carried(path, NOTIFY_FAILURES).map_or(0, |v| v.min(u64::MAX as f64) as u64);
-    before.saturating_add(this_run)
+    counter(path, NOTIFY_FAILURES, this_run)
 }
 
 const NOTIFY_FAILURES: &str = "agent_harness_notify_failures_total";
 
 /// The counter of task traces lost: the previous file's, plus this run's.
 pub fn trace_export_failures(path: &Path, this_run: u64) -> u64 {
-    let before = carried(path, TRACE_FAILURES).map_or(0, |v| v.min(u64::MAX as f64) as u64);
+    counter(path, TRACE_FAILURES, this_run)
+}
+
+/// The counter `name` of the previous file, plus this run's.
+fn counter(path: &Path, name: &str, this_run: u64) -> u64 {
+    let before = carried(path, name).map_or(0, |v| v.min(u64::MAX as f64) as u64);
     before.saturating_add(this_run)
 }
 

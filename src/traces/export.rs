@@ -41,15 +41,24 @@ pub(super) struct Counts {
     pub(super) lost: AtomicU64,
     /// Failed requests, to warn about the first only.
     pub(super) failed_requests: AtomicU64,
+    /// Traces dropped because too many waited, to warn about the first only.
+    pub(super) dropped: AtomicU64,
 }
 
 impl Counts {
+    /// `traces` are settled: sent, or given up.
+    pub(super) fn settle(&self, traces: u64) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+                Some(p.saturating_sub(traces))
+            });
+    }
+
+    /// `traces` are settled without reaching the collector.
     pub(super) fn lose(&self, traces: u64) {
         self.lost.fetch_add(traces, Ordering::Relaxed);
-        self.pending.fetch_sub(
-            traces.min(self.pending.load(Ordering::Relaxed)),
-            Ordering::Relaxed,
-        );
+        self.settle(traces);
     }
 }
 
@@ -135,11 +144,7 @@ impl Sender {
     async fn send(&self, body: Vec<u8>, traces: u64) {
         match self.post(body).await {
             Ok(refused) => {
-                let pending = &self.counts.pending;
-                pending.fetch_sub(
-                    traces.min(pending.load(Ordering::Relaxed)),
-                    Ordering::Relaxed,
-                );
+                self.counts.settle(traces);
                 match refused {
                     Some((0, warning)) => {
                         tracing::warn!(endpoint = %self.shown, warning = %warning, "[traces] endpoint: the collector took the traces with a warning");

@@ -104,23 +104,25 @@ impl Traces {
         .labelled(&inner.labels)
     }
 
-    /// A finished task's trace, queued for the next batch. Past
-    /// [`MAX_QUEUED_BYTES`] waiting, it is dropped and counted lost.
-    pub fn send(&self, trace: &Trace) {
+    /// A finished task's trace, queued for the next batch; `false` when
+    /// [`MAX_QUEUED_BYTES`] already wait: it is dropped and counted lost.
+    pub fn send(&self, trace: &Trace) -> bool {
         let bytes = otlp::encode(std::slice::from_ref(trace));
         let counts = &self.0.counts;
         if counts.queued.load(Ordering::Relaxed) + bytes.len() > MAX_QUEUED_BYTES {
-            let first = counts.lost.fetch_add(1, Ordering::Relaxed) == 0;
-            if first {
+            counts.lost.fetch_add(1, Ordering::Relaxed);
+            if counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                 tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind ({} MiB of traces wait); traces are dropped until it catches up", MAX_QUEUED_BYTES >> 20);
             }
-            return;
+            return false;
         }
         counts.queued.fetch_add(bytes.len(), Ordering::Relaxed);
         counts.pending.fetch_add(1, Ordering::Relaxed);
         if self.0.tx.send(Msg::Trace(bytes)).is_err() {
             counts.lose(1);
+            return false;
         }
+        true
     }
 
     /// Waits at most `[traces] flush_secs` for every queued trace to be

@@ -508,7 +508,7 @@ async fn a_collector_that_keeps_up_loses_nothing_however_much_a_run_sends() {
         for span in &mut trace.spans[1..] {
             span.attributes.push(("filler", Value::Str(big.clone())));
         }
-        traces.send(&trace);
+        assert!(traces.send(&trace), "queued");
         let (done, sent) = tokio::sync::oneshot::channel();
         traces.0.tx.send(export::Msg::Flush(done)).ok().unwrap();
         sent.await.unwrap();

@@ -60,6 +60,22 @@ async fn run_traced(project: &Project, args: &[&str]) -> (std::process::Output, 
     (out, t0.elapsed())
 }
 
+/// `run` of one task (a failed tool call, then the answer) with a
+/// collector that takes everything: the fakes kept, the project, the output.
+async fn one_traced_run() -> (FakeLlm, MockServer, Project, std::process::Output) {
+    let llm = FakeLlm::by_progress(two_turns()).await;
+    let otlp = collector(ResponseTemplate::new(200)).await;
+    let project = Project::new();
+    project.write_config(
+        &llm.base_url(),
+        &traces_config(&format!("{}/v1/traces", otlp.uri()), 5),
+    );
+    project.task("hello", "Say hello.");
+    let (out, _) = run_traced(&project, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (llm, otlp, project, out)
+}
+
 /// Every span the collector got, decoded, with the request headers.
 async fn received(server: &MockServer) -> Vec<(wiremock::Request, Vec<Span>)> {
     let requests = server.received_requests().await.unwrap_or_default();
@@ -126,16 +142,7 @@ fn metric(project: &Project, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_nowhere() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let otlp = collector(ResponseTemplate::new(200)).await;
-    let project = Project::new();
-    project.write_config(
-        &llm.base_url(),
-        &traces_config(&format!("{}/v1/traces", otlp.uri()), 5),
-    );
-    project.task("hello", "Say hello.");
-    let (out, _) = run_traced(&project, &["run"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_llm, otlp, project, out) = one_traced_run().await;
     let got = received(&otlp).await;
     assert_eq!(got.len(), 1, "one batch for one task");
     let (request, spans) = &got[0];
@@ -297,16 +304,7 @@ async fn a_failing_task_exits_as_it_would_without_traces() {
 
 #[tokio::test]
 async fn a_replay_sends_nothing_unless_asked() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let otlp = collector(ResponseTemplate::new(200)).await;
-    let project = Project::new();
-    project.write_config(
-        &llm.base_url(),
-        &traces_config(&format!("{}/v1/traces", otlp.uri()), 5),
-    );
-    project.task("hello", "Say hello.");
-    let (out, _) = run_traced(&project, &["run"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (_llm, otlp, project, _) = one_traced_run().await;
     let run_dir = the_run_dir(&project, "hello");
     let run_dir = run_dir.to_str().unwrap();
     let (out, _) = run_traced(&project, &["replay", run_dir]).await;
