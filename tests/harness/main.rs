@@ -10,6 +10,7 @@ mod budget;
 mod call_budgets;
 mod check;
 mod cli;
+mod code_order;
 mod counting;
 mod eval;
 mod eval_decides;
