@@ -1397,7 +1397,8 @@ fn code_order_coverage(bin: &Path) -> Option<String> {
     let found = names.iter().filter(|n| symbols.contains(*n)).count();
     Some(format!(
         "code layout: {found} of the {} functions in link/code-order.txt are in this binary \
-         (each of three builds has 1,400–1,700; far fewer: run scripts/code-order)",
+         (a release build of each of three kinds has 1,400–1,700; far fewer in a release \
+         build: run scripts/code-order)",
         names.len()
     ))
 }

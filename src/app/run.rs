@@ -168,8 +168,8 @@ pub async fn run_inbox(
     if let Some(code) = code
         && !opts.dry_run
     {
-        let failures = (notifier.map(|n| n.failures), lost_traces);
-        write_metrics(cfg, &end, code, failures);
+        let notify_failures = notifier.map(|n| n.failures);
+        write_metrics(cfg, &end, code, notify_failures, lost_traces);
     }
     end.result
 }
@@ -206,7 +206,8 @@ fn write_metrics(
     cfg: &Config,
     end: &RunEnd,
     exit_code: u8,
-    (notify_failures, lost_traces): (Option<u64>, Option<u64>),
+    notify_failures: Option<u64>,
+    lost_traces: Option<u64>,
 ) {
     let Some(path) = &cfg.metrics_textfile else {
         return;

@@ -429,8 +429,10 @@ impl Batch<'_> {
         };
         let id = trace.trace_id();
         let line = match traces.send(&trace.end(summary.finished_at, &ending)) {
-            true => format!("trace {id} goes to [traces] endpoint"),
-            false => format!("trace {id} dropped: the collector is too far behind"),
+            true => format!("trace {id} queued for [traces] endpoint"),
+            false => {
+                format!("trace {id} dropped: the queue for [traces] endpoint is full or closed")
+            }
         };
         rec.log_line(summary.finished_at, &line);
     }

@@ -191,20 +191,20 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
         }
     }
     if let Some(n) = facts.notify_failures {
-        let _ = writeln!(
+        counter_lines(
             out,
-            "# HELP {NOTIFY_FAILURES} Notifications ([notify]) that failed, in every run so far."
+            NOTIFY_FAILURES,
+            "Notifications ([notify]) that failed, in every run so far.",
+            n,
         );
-        let _ = writeln!(out, "# TYPE {NOTIFY_FAILURES} counter");
-        let _ = writeln!(out, "{NOTIFY_FAILURES} {n}");
     }
     if let Some(n) = facts.trace_export_failures {
-        let _ = writeln!(
+        counter_lines(
             out,
-            "# HELP {TRACE_FAILURES} Task traces that did not reach [traces] endpoint, in every run so far."
+            TRACE_FAILURES,
+            "Task traces that did not reach [traces] endpoint, in every run so far.",
+            n,
         );
-        let _ = writeln!(out, "# TYPE {TRACE_FAILURES} counter");
-        let _ = writeln!(out, "{TRACE_FAILURES} {n}");
     }
     if let Some(b) = facts.budget.filter(|b| b.limits.daily()) {
         gauge_head(
@@ -249,6 +249,13 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
 fn gauge_head(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} gauge");
+}
+
+/// A counter without labels: its help, its type and its one sample.
+fn counter_lines(out: &mut String, name: &str, help: &str, n: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {n}");
 }
 
 /// Writes the textfile atomically: a new temporary file in the same folder

@@ -151,7 +151,7 @@ impl Sender {
                     }
                     Some((rejected, why)) => {
                         // A refused span spoils at most its own trace.
-                        let spoiled = traces.min(u64::try_from(rejected).unwrap_or(u64::MAX));
+                        let spoiled = traces.min(rejected);
                         self.counts.lost.fetch_add(spoiled, Ordering::Relaxed);
                         self.failed(
                             &format!("the collector refused {rejected} span(s): {why}"),
@@ -181,7 +181,7 @@ impl Sender {
 
     /// One request; `Ok` with the spans a collector refused and why (a
     /// partial success), `Err` with why it did not take the batch.
-    async fn post(&self, body: Vec<u8>) -> Result<Option<(i64, String)>, String> {
+    async fn post(&self, body: Vec<u8>) -> Result<Option<(u64, String)>, String> {
         let resp = self
             .http
             .post(&self.url)

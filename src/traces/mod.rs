@@ -104,15 +104,16 @@ impl Traces {
         .labelled(&inner.labels)
     }
 
-    /// A finished task's trace, queued for the next batch; `false` when
-    /// [`MAX_QUEUED_BYTES`] already wait: it is dropped and counted lost.
+    /// A finished task's trace, queued for the next batch; `false` when it
+    /// would take the queue past [`MAX_QUEUED_BYTES`] (or the sender has
+    /// stopped): it is dropped and counted lost.
     pub fn send(&self, trace: &Trace) -> bool {
         let bytes = otlp::encode(std::slice::from_ref(trace));
         let counts = &self.0.counts;
         if counts.queued.load(Ordering::Relaxed) + bytes.len() > MAX_QUEUED_BYTES {
             counts.lost.fetch_add(1, Ordering::Relaxed);
             if counts.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind ({} MiB of traces wait); traces are dropped until it catches up", MAX_QUEUED_BYTES >> 20);
+                tracing::warn!(endpoint = %self.0.shown, "[traces] endpoint: the collector is too far behind (the traces waiting would pass {} MiB); traces are dropped until it catches up", MAX_QUEUED_BYTES >> 20);
             }
             return false;
         }

@@ -52,11 +52,12 @@ pub fn encode(traces: &[Trace]) -> Vec<u8> {
 
 /// Spans the collector said it refused, and why, from a 2xx answer's
 /// body; an empty or unreadable body is a full success, as OTLP says.
-pub fn rejected(body: &[u8]) -> Option<(i64, String)> {
+pub fn rejected(body: &[u8]) -> Option<(u64, String)> {
     let answer = ExportTraceServiceResponse::decode(body).ok()?;
     let partial = answer.partial_success?;
-    (partial.rejected_spans > 0 || !partial.error_message.is_empty())
-        .then_some((partial.rejected_spans, partial.error_message))
+    // A negative count (the field is signed) refused nothing.
+    let rejected = u64::try_from(partial.rejected_spans).unwrap_or(0);
+    (rejected > 0 || !partial.error_message.is_empty()).then_some((rejected, partial.error_message))
 }
 
 fn span(trace_id: &[u8; 16], s: &Span) -> proto::Span {

@@ -401,6 +401,11 @@ impl TaskTrace {
     /// A content attribute's text, redacted and capped, while the trace's
     /// content budget lasts.
     fn content_of(&mut self, text: &str) -> Option<String> {
+        if self.content_left == 0 && !text.is_empty() {
+            // Spent: not worth redacting what cannot go.
+            self.content_dropped = self.content_dropped.saturating_add(1);
+            return None;
+        }
         let text = self.text(text, CONTENT_CAP);
         let chars = text.chars().count();
         if chars > self.content_left {

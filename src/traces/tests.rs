@@ -497,11 +497,10 @@ async fn a_collector_that_keeps_up_loses_nothing_however_much_a_run_sends() {
     // One task at a time, each trace about 1 MiB: 24 MiB in all, more than
     // the queue ever holds at once.
     let big = "x".repeat(CONTENT_CAP);
-    for n in 0..24 {
+    let a = answer("webfetch", false, "", 0);
+    for _ in 0..24 {
         let mut t = traces.task("hello", "run", at(0));
-        for k in 0..64 {
-            let mut a = answer("webfetch", false, "", 0);
-            a.arguments = format!("{n}-{k}-{big}");
+        for _ in 0..64 {
             t.on(at(1), &TaskEvent::ToolAnswered(&a));
         }
         let mut trace = t.end(at(2), &ending(true, None));
@@ -617,6 +616,19 @@ fn a_collectors_partial_success_is_read_and_anything_else_is_success() {
     );
     assert_eq!(otlp::rejected(b""), None);
     assert_eq!(otlp::rejected(b"<html>not protobuf</html>"), None);
+    // A negative count refused nothing: a warning at most, never every
+    // trace of the request counted lost.
+    let negative = |message: &str| ExportTraceServiceResponse {
+        partial_success: Some(ExportTracePartialSuccess {
+            rejected_spans: -5,
+            error_message: message.into(),
+        }),
+    };
+    assert_eq!(
+        otlp::rejected(&negative("odd").encode_to_vec()),
+        Some((0, "odd".into()))
+    );
+    assert_eq!(otlp::rejected(&negative("").encode_to_vec()), None);
 }
 
 proptest! {
