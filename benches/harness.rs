@@ -34,11 +34,16 @@
 //!    README's four-line config, one task) and of a two-turn tool chain
 //!    (read a note, answer), each process alone, the chain interleaved with
 //!    simonw/llm running the same chain against its own copy of the fake
-//!    (`LLM_BIN`, or `llm` on `PATH`; skipped without it).
+//!    (`LLM_BIN`, or `llm` on `PATH`; skipped without it);
+//! 10. redaction — the secret redactor (SPEC §25) over each kind of text at
+//!     two sizes (it must be linear: the time per MiB stays): plain text, a
+//!     record line's escapes, escapes nested 8 deep, backslashes only (none
+//!     holding a secret), the key escaped twice every 51 bytes, and the key
+//!     back to back.
 //!
 //! `cargo bench --bench harness` prints the figures of the binary cargo
 //! built, or of `BENCH_BIN` when it names another build (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp` or `-- lean` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp`, `-- lean` or `-- redaction` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -87,6 +92,12 @@ struct Sizes {
     resume_latency: Duration,
     /// Calls of the MCP round-trip task.
     mcp_calls: usize,
+    /// Empty lists in the MCP result of small values (400,000: a 2.7 MiB
+    /// line; a debug build under `cargo test` reads a quarter of that
+    /// within the call's 3 s on two busy cores).
+    nested_lists: usize,
+    /// MiB of each text the redactor reads, at two sizes.
+    redaction_mib: [usize; 2],
 }
 
 const FULL: Sizes = Sizes {
@@ -102,6 +113,8 @@ const FULL: Sizes = Sizes {
     record_mib: 60,
     resume_latency: Duration::from_millis(500),
     mcp_calls: 50,
+    nested_lists: 400_000,
+    redaction_mib: [4, 32],
 };
 
 const QUICK: Sizes = Sizes {
@@ -117,6 +130,8 @@ const QUICK: Sizes = Sizes {
     record_mib: 2,
     resume_latency: Duration::from_millis(30),
     mcp_calls: 3,
+    nested_lists: 100_000,
+    redaction_mib: [1, 2],
 };
 
 fn main() {
@@ -168,6 +183,70 @@ fn main() {
     }
     if wanted("lean") {
         rt.block_on(lean(&sizes));
+    }
+    if wanted("redaction") {
+        redaction(&sizes);
+    }
+}
+
+/// A text of about `n` bytes.
+type Text = fn(usize) -> String;
+
+/// 10. What the redactor costs per MiB, by kind of text, at two sizes.
+fn redaction(sizes: &Sizes) {
+    use agent_harness::config::{Redactor, Secret};
+    const KEY: &str = "sk-SECRETKEY-abcdef123456";
+    let redactor = Redactor::new(vec![
+        Secret::new(KEY),
+        Secret::new("nwx_test_token_9f8e7d6c"),
+    ]);
+    let nested: Text = |n| {
+        let mut chunk = r#"{"a":"b\n"}"#.to_string();
+        for _ in 1..8 {
+            chunk = json!({ "a": chunk }).to_string();
+        }
+        chunk.repeat(n / chunk.len() + 1)
+    };
+    let texts: [(&str, Text, bool); 6] = [
+        ("plain text", |n| "lorem ipsum dolor ".repeat(n / 18), false),
+        (
+            "a record line's escapes",
+            |n| json!({"arguments": r#"{"q":"a\nb \u00e9"}"#.repeat(n / 40)}).to_string(),
+            false,
+        ),
+        ("escapes nested 8 deep", nested, false),
+        ("backslashes only", |n| "\\\\".repeat(n / 2), false),
+        (
+            "the key escaped twice, 51 B apart",
+            |n| r"\\u0073k-SECRETKEY-abcdef123456, and some more text ".repeat(n / 51),
+            true,
+        ),
+        ("the key back to back", |n| KEY.repeat(n / KEY.len()), true),
+    ];
+    println!(
+        "\n== redaction: ms per MiB at {:?} MiB",
+        sizes.redaction_mib
+    );
+    for (what, make, holds_key) in texts {
+        let mut row = format!("{what:34}");
+        for mib in sizes.redaction_mib {
+            let text = make(mib << 20);
+            let started = Instant::now();
+            let out = redactor.redact_str(&text);
+            let took = ms(started.elapsed());
+            let size = text.len() as f64 / f64::from(1 << 20);
+            row.push_str(&format!(" {size:5.1} MiB {:7.1} ms/MiB", took / size));
+            assert_eq!(
+                matches!(out, std::borrow::Cow::Owned(_)),
+                holds_key,
+                "{what}: redacted or not as expected"
+            );
+            assert!(
+                !out.contains("SECRETKEY") && !out.contains("u0073k-"),
+                "{what}"
+            );
+        }
+        println!("{row}");
     }
 }
 
@@ -254,8 +333,12 @@ async fn mcp(sizes: &Sizes) {
         ),
         (
             "t__nested",
-            json!({"n": 400_000}),
-            "400,000 empty lists (a 2.7 MiB line of small values)",
+            json!({"n": sizes.nested_lists}),
+            &*format!(
+                "{} empty lists (a {:.1} MiB line of small values)",
+                sizes.nested_lists,
+                sizes.nested_lists as f64 * 7.0 / f64::from(1 << 20)
+            ),
         ),
     ] {
         let llm = FakeLlm::by_progress(vec![
@@ -866,10 +949,11 @@ async fn context_economy() {
     );
 }
 
-/// A server answering every request with `head`, `unit` × `count`, `tail`
+/// A server answering every POST with `head`, `unit` × `count`, `tail`
 /// as one JSON body with `status` (e.g. `200 OK`), generated as it is sent: the benchmark process
 /// never holds the body, so it cannot inflate the measured peak (a child
-/// started with vfork inherits its parent's high-water mark).
+/// started with vfork inherits its parent's high-water mark). A GET (`run`'s
+/// look at what answers there) gets an empty model list.
 async fn streaming_server(
     status: &'static str,
     head: String,
@@ -892,6 +976,20 @@ async fn streaming_server(
                         Ok(0) | Err(_) => return,
                         Ok(n) => seen.extend_from_slice(&buf[..n]),
                     }
+                }
+                if seen.starts_with(b"GET ") {
+                    // `run`'s look at what answers there: a model list.
+                    let list = r#"{"object":"list","data":[]}"#;
+                    let _ = sock
+                        .write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{list}",
+                                list.len()
+                            )
+                            .as_bytes(),
+                        )
+                        .await;
+                    return;
                 }
                 let len = head.len() + unit.len() * count + tail.len();
                 let start = format!(

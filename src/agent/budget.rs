@@ -3,7 +3,10 @@
 //! task of a run, so with `--concurrency N` the tasks in flight draw on
 //! one ledger and overshoot by at most one request each. The day is the
 //! calendar day in `[schedule] timezone`; the day's spend is kept beside
-//! the inbox ([`DaySpend`]) from a run's first task on.
+//! the inbox ([`DaySpend`]) from a run's first task on, and read there
+//! again before every request, so processes spending at the same time
+//! (`run`, `exec`, `eval`) overshoot a daily limit by at most one request
+//! each too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -12,7 +15,7 @@ use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 
 use crate::base::zone::Zone;
 use crate::config::{self, Config};
-use crate::inbox::{DaySpend, SPEND_FILE};
+use crate::inbox::{Added, DaySpend, Found, SPEND_FILE, Wait};
 
 /// The limits of a run and what it has spent against them.
 pub struct Budget {
@@ -36,8 +39,13 @@ struct Spending {
     ledger: Option<PathBuf>,
     /// The ledger was read (once a run).
     kept: bool,
-    /// Why the ledger could not be written, the first time.
-    unsaved: Option<String>,
+    /// An unreadable ledger was warned about, an untrusted one reported
+    /// (each once a run).
+    warned: bool,
+    distrusted: bool,
+    /// What the run must report: the ledger could not be written, or one
+    /// that was not trusted was replaced (each said once).
+    problems: Vec<String>,
     /// The first limit reached, as it was said.
     refused: Option<String>,
 }
@@ -62,7 +70,9 @@ impl Budget {
                 run_tokens: 0,
                 ledger: None,
                 kept: false,
-                unsaved: None,
+                warned: false,
+                distrusted: false,
+                problems: Vec::new(),
                 refused: None,
             }),
         }
@@ -77,22 +87,69 @@ impl Budget {
             return;
         }
         self.roll(&mut s);
-        let kept = DaySpend::load(state_dir, s.today.day);
-        s.today.tokens = kept.tokens.saturating_add(s.pending.0);
-        s.today.gpu_ms = kept.gpu_ms.saturating_add(s.pending.1);
+        if DaySpend::find(state_dir, s.today.day) == Found::Absent {
+            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
+        }
         s.ledger = Some(state_dir.to_path_buf());
         s.kept = true;
-        self.save(&mut s, false);
+        self.save(&mut s, Wait::No);
+        self.refresh(&mut s);
+    }
+
+    /// What the day spent, as the ledger says now (another process may
+    /// have added to it) plus this process's pending spend — never less
+    /// than this process already counted.
+    fn refresh(&self, s: &mut Spending) {
+        let Some(dir) = s.ledger.clone() else {
+            return;
+        };
+        let kept = match DaySpend::find(&dir, s.today.day) {
+            Found::Today(spent) => spent,
+            Found::Absent | Found::Earlier => DaySpend::nothing(s.today.day),
+            found @ (Found::Unreadable(_) | Found::Distrusted(_)) => {
+                self.say(s, &dir, &found);
+                DaySpend::nothing(s.today.day)
+            }
+        };
+        s.today.tokens = s.today.tokens.max(kept.tokens.saturating_add(s.pending.0));
+        s.today.gpu_ms = s.today.gpu_ms.max(kept.gpu_ms.saturating_add(s.pending.1));
+    }
+
+    /// A ledger that cannot be read is warned about once; one that is not
+    /// trusted is a problem of the run, said once.
+    fn say(&self, s: &mut Spending, dir: &Path, found: &Found) {
+        let path = dir.join(SPEND_FILE);
+        match found {
+            Found::Unreadable(why) if !s.warned => {
+                s.warned = true;
+                tracing::warn!(path = %path.display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
+            }
+            Found::Distrusted(why) if !s.distrusted => {
+                s.distrusted = true;
+                let problem = format!(
+                    "the budget ledger {} is not trusted ({why}); today's spend counts from this process's own, which replaces it",
+                    path.display()
+                );
+                tracing::warn!("{problem}");
+                s.problems.push(problem);
+            }
+            _ => {}
+        }
     }
 
     /// `Err` names the limit reached, what was spent and when it resets:
-    /// no model request may start.
+    /// no model request may start. The ledger is read first: what other
+    /// processes spent counts.
     pub fn check(&self) -> Result<(), String> {
         if !self.limits.any() {
             return Ok(());
         }
         let mut s = self.lock();
         self.roll(&mut s);
+        // What this process spent goes in first, waiting a little for a
+        // holder adding its own (processes finish requests together).
+        self.save(&mut s, Wait::Briefly);
+        self.refresh(&mut s);
         let verdict = self.verdict(&s);
         if let Err(why) = &verdict
             && s.refused.is_none()
@@ -150,20 +207,20 @@ impl Budget {
         s.today.gpu_ms = s.today.gpu_ms.saturating_add(gpu_ms);
         s.pending.0 = s.pending.0.saturating_add(tokens);
         s.pending.1 = s.pending.1.saturating_add(gpu_ms);
-        self.save(&mut s, false);
+        self.save(&mut s, Wait::No);
     }
 
     /// Adds what is still pending to the ledger, waiting a little for its
     /// lock if another process holds it (the end of a run).
     pub fn flush(&self) {
         let mut s = self.lock();
-        self.save(&mut s, true);
+        self.save(&mut s, Wait::Long);
     }
 
     /// Adds the pending spend to the ledger. A lock held elsewhere leaves
     /// it pending unless `wait`; a ledger that cannot be written is said
     /// once, and the run goes on from its own count.
-    fn save(&self, s: &mut Spending, wait: bool) {
+    fn save(&self, s: &mut Spending, wait: Wait) {
         let Some(dir) = s.ledger.clone() else {
             return;
         };
@@ -177,7 +234,10 @@ impl Budget {
         };
         match DaySpend::add(&dir, pending, wait) {
             // What every process spent today: never less than this one's count.
-            Ok(Some(sum)) => {
+            Ok(Some(Added { sum, replaced })) => {
+                if let Some(found) = replaced {
+                    self.say(s, &dir, &found);
+                }
                 s.pending = (0, 0);
                 s.today.tokens = s.today.tokens.max(sum.tokens);
                 s.today.gpu_ms = s.today.gpu_ms.max(sum.gpu_ms);
@@ -189,7 +249,7 @@ impl Budget {
                     dir.join(SPEND_FILE).display()
                 );
                 tracing::warn!("{why}");
-                s.unsaved = Some(why);
+                s.problems.push(why);
                 s.ledger = None;
             }
         }
@@ -205,9 +265,10 @@ impl Budget {
         }
     }
 
-    /// The ledger could not be written: a problem the run reports.
-    pub fn problem(&self) -> Option<String> {
-        self.lock().unsaved.clone()
+    /// What the run reports about the ledger: it could not be written,
+    /// or one that was not trusted was replaced.
+    pub fn problems(&self) -> Vec<String> {
+        self.lock().problems.clone()
     }
 
     /// A new day starts from nothing; a clock that went back to an
@@ -215,7 +276,7 @@ impl Budget {
     fn roll(&self, s: &mut Spending) {
         let today = day_of((self.clock)(), &self.tz);
         if today > s.today.day {
-            self.save(s, false);
+            self.save(s, Wait::No);
             s.today = DaySpend::nothing(today);
             s.pending = (0, 0);
         }

@@ -2,7 +2,10 @@
 //! They read the config like `run` does, but none of its secrets, and the
 //! logs folder as hostile input. What the operator reads the morning after
 //! must be true: a folder this user may not read is a permission problem
-//! naming the key and the user to run as, never "no runs recorded".
+//! naming the key and the user to run as, never "no runs recorded"; a
+//! folder dated more than an hour ahead of the clock is named as no run,
+//! never "the newest run"; and every one-line field a record gives is
+//! printed escaped, on a terminal or not, in text and JSON alike (SPEC §25).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -10,10 +13,11 @@ use std::path::{Path, PathBuf};
 
 use super::cli::Command;
 use super::exit;
+use crate::agent::deps::system_clock;
 use crate::base::folder::Folder;
-use crate::base::text::{clip, printable, table};
+use crate::base::text::{clip, printable, printable_json, table};
 use crate::config::Config;
-use crate::records::{self, ListedRun, Summary, read_summaries};
+use crate::records::{self, ListedRun, Listing, Summary, read_summaries};
 
 /// `runs`, `show` or `report`.
 pub(super) fn logs_command(cfg: &Config, command: &Command) -> u8 {
@@ -62,7 +66,7 @@ fn report_command(cfg: &Config, out: Option<&Path>, task: &Option<String>, limit
         limit,
     };
     let mut warn = |line: String| eprintln!("agent-harness: {line}");
-    match records::report::write(logs, &opts, &mut warn) {
+    match records::report::write(logs, &opts, (system_clock())(), &mut warn) {
         Ok(written) => {
             for path in &written.unreadable {
                 eprintln!(
@@ -111,7 +115,8 @@ fn report_command(cfg: &Config, out: Option<&Path>, task: &Option<String>, limit
 /// read (nothing listed would be true).
 fn listing(cfg: &Config, command: &str) -> Result<records::Listing, u8> {
     let logs = &cfg.paths.logs;
-    let listing = read_summaries(logs);
+    let now = (system_clock())();
+    let listing = read_summaries(logs, now);
     for path in &listing.unreadable {
         eprintln!(
             "agent-harness: {}",
@@ -127,6 +132,12 @@ fn listing(cfg: &Config, command: &str) -> Result<records::Listing, u8> {
     }
     for why in &listing.skipped {
         eprintln!("agent-harness: skipped {}", printable(why));
+    }
+    for dir in &listing.ahead {
+        eprintln!(
+            "agent-harness: skipped {}",
+            printable(&Listing::ahead_line(dir, now))
+        );
     }
     Ok(listing)
 }
@@ -155,7 +166,7 @@ fn runs_command(cfg: &Config, task: Option<&str>, limit: usize, json: bool) -> u
     let written = if json {
         serde_json::to_string_pretty(&summaries)
             .map_err(std::io::Error::other)
-            .and_then(|s| writeln!(out, "{s}"))
+            .and_then(|s| writeln!(out, "{}", printable_json(&s)))
     } else {
         let mut text = runs_table(&summaries);
         // With folders it could not read, "no runs" would not be true.
@@ -276,16 +287,18 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
         [run, ..] => run,
     };
     let mut out = std::io::stdout().lock();
-    let text = if json {
-        serde_json::to_string_pretty(&run.summary).unwrap_or_default() + "\n"
-    } else {
-        let answer = Folder::open_root(&cfg.paths.logs)
-            .ok()
-            .and_then(|logs| records::answer_of(&logs, run));
-        show_text(cfg, run, answer.as_deref())
-    };
+    if json {
+        let text = serde_json::to_string_pretty(&run.summary).unwrap_or_default();
+        let _ = writeln!(out, "{}", printable_json(&text));
+        return exit::OK;
+    }
+    let answer = Folder::open_root(&cfg.paths.logs)
+        .ok()
+        .and_then(|logs| records::answer_of(&logs, run));
+    let text = show_text(cfg, run, answer.as_deref());
     // On a terminal what a record holds cannot move the cursor or retitle
-    // the window; a pipe gets it as written.
+    // the window; a pipe gets the answer as written (its one-line fields
+    // are escaped already).
     let text = if std::io::IsTerminal::is_terminal(&out) {
         text.split('\n')
             .map(|l| printable(l).into_owned())
@@ -315,12 +328,15 @@ fn matching<'a>(runs: &'a [ListedRun], which: Option<&str>) -> Vec<&'a ListedRun
         .collect()
 }
 
-/// What `show` prints of a run.
+/// What `show` prints of a run: every one-line field escaped (a line
+/// break or an escape sequence in a record forges no line), the answer as
+/// it is.
 fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
     let s = &run.summary;
+    let one = |field: &str| printable(field).into_owned();
     let mut lines = vec![
-        format!("task        {}", s.task),
-        format!("run id      {}", s.run_id),
+        format!("task        {}", one(&s.task)),
+        format!("run id      {}", one(&s.run_id)),
         format!(
             "status      {} ({}){}",
             s.status.as_str(),
@@ -329,7 +345,7 @@ fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
         ),
     ];
     if let Some(e) = &s.error {
-        lines.push(format!("error       {e}"));
+        lines.push(format!("error       {}", one(e)));
     }
     lines.push(format!(
         "turns       {} ({} tool call(s), {} tool error(s)), tokens {} ({} prompt + {} completion)",
@@ -344,22 +360,26 @@ fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
         s.wall_ms as f64 / 1000.0
     ));
     if let Some(slot) = &s.slot {
-        lines.push(format!("slot        {slot} (a recurring task)"));
+        lines.push(format!("slot        {} (a recurring task)", one(slot)));
     }
     if let Some(from) = &s.resumed_from {
         lines.push(format!(
-            "resumed     from run {from}, {} turn(s) from its records",
+            "resumed     from run {}, {} turn(s) from its records",
+            one(from),
             s.resumed_turns
         ));
     }
     if !s.tool_servers_down.is_empty() {
         lines.push(format!(
             "not offered the MCP servers that were down: {}",
-            s.tool_servers_down.join(", ")
+            one(&s.tool_servers_down.join(", "))
         ));
     }
-    lines.push(format!("task file   {}", task_file(cfg, run)));
-    lines.push(format!("records     {}", run.dir.display()));
+    lines.push(format!("task file   {}", one(&task_file(cfg, run))));
+    lines.push(format!(
+        "records     {}",
+        one(&run.dir.display().to_string())
+    ));
     lines.push(String::new());
     match answer {
         Some(a) => {

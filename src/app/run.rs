@@ -12,11 +12,11 @@ use super::exit::{self, Exit};
 use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::{Config, Redactor};
 use crate::display::Progress;
-use crate::drain::{self, NameError, OnEnd, RunEnd, RunOptions, RunOutcome, lock};
-use crate::records::{Status, metrics};
+use crate::drain::{self, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome, lock};
+use crate::records::metrics;
 use crate::traces::Traces;
 
-use super::notify::Notifier;
+use super::notify::{self, Notifier};
 
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
@@ -36,6 +36,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 progress: progress.clone(),
                 on_end: json.then(|| summary_lines(cfg.redactor())),
                 traces: Traces::start(cfg),
+                on_locked: None,
             };
             run_command(cfg, opts, progress).await
         }
@@ -53,6 +54,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 progress: progress.clone(),
                 on_end: Some(answer.keeper()),
                 traces: Traces::start(cfg),
+                on_locked: None,
             };
             let code = run_command(cfg, opts, progress).await;
             answer.print(&cfg.redactor());
@@ -118,7 +120,18 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
                 RunOutcome::Unreachable(why) => progress.eprintln(&format!(
                     "agent-harness: the endpoint is unreachable, no task was touched: {why}"
                 )),
-                RunOutcome::Finished(tally) => progress.finish(&tally.describe(started.elapsed())),
+                RunOutcome::Finished(tally) => {
+                    progress.finish(&tally.describe(started.elapsed()));
+                    // Paused for a budget: what was reached and when it
+                    // resets is the log's last line too.
+                    if let Some(why) = &tally.budget_exhausted
+                        && outcome.exit_code() == exit::TEMPFAIL
+                    {
+                        tracing::warn!(
+                            "budget: {why}; what is left waits in the inbox, nothing was filed for it"
+                        );
+                    }
+                }
             }
             outcome.exit_code()
         }
@@ -130,8 +143,10 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
 }
 
 /// Drains the inbox as `opts` says and, unless it is a dry run, writes the
-/// metrics textfile with the run's exit code and tells `[notify]` (a `run`
-/// only: `run-task` is a person at a prompt, not the timer). The run that
+/// metrics textfile with the run's exit code, then tells `[notify]` (a
+/// `run` only: `run-task` is a person at a prompt, not the timer) — the
+/// metrics first, so a notification cut short by a kill loses nothing
+/// (they are written again when a notification failed). The run that
 /// found the lock taken writes no metrics (the run holding it will), nor
 /// does a `run-task` name typed wrong at a prompt: that is no run of the
 /// unattended setup.
@@ -140,13 +155,15 @@ pub async fn run_inbox(
     deps: &TaskDeps,
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
-    let mut notifier = (!opts.dry_run && opts.only.is_none())
+    let notifier = (!opts.dry_run && opts.only.is_none())
         .then(|| Notifier::new(cfg))
         .flatten();
-    if let Some(n) = notifier.as_mut() {
-        n.start().await;
+    let mut opts = opts.clone();
+    if let Some(n) = &notifier {
+        let n = n.clone();
+        opts.on_locked = Some(OnLocked(Arc::new(move || n.start())));
     }
-    let end = drain::run(cfg, deps, opts).await;
+    let end = drain::run(cfg, deps, &opts).await;
     // The last traces go before anything reads the run's end: at most
     // `[traces] flush_secs`.
     let lost_traces = match &opts.traces {
@@ -159,73 +176,80 @@ pub async fn run_inbox(
         Ok(outcome) => Some(outcome.exit_code()),
         Err(e) => Some(exit::run_error(e)),
     };
-    if let Some(n) = notifier.as_mut() {
-        match code {
-            Some(code) => n.end(code, &end, &last_lines(&end)).await,
-            None => n.log(&last_lines(&end)).await,
-        }
+    let metrics = code
+        .filter(|_| !opts.dry_run)
+        .and_then(|code| Metrics::of(cfg, &end, code, notifier.is_some(), lost_traces));
+    let written = notifier.as_ref().map_or(0, Notifier::failures);
+    if let Some(m) = &metrics {
+        m.write(written);
     }
-    if let Some(code) = code
-        && !opts.dry_run
-    {
-        let notify_failures = notifier.map(|n| n.failures);
-        write_metrics(cfg, &end, code, notify_failures, lost_traces);
+    if let Some(n) = &notifier {
+        let last = notify::last_lines(&end);
+        match code {
+            Some(code) => n.end(code, &end, &last, &deps.cancel).await,
+            None => n.log(&last, &deps.cancel).await,
+        }
+        if let Some(m) = &metrics
+            && n.failures() != written
+        {
+            m.write(n.failures());
+        }
     }
     end.result
 }
 
-/// What a run's end says, for a ping's body: its last line, then a line
-/// for each task that did not succeed.
-fn last_lines(end: &RunEnd) -> String {
-    let mut lines = vec![match &end.result {
-        Ok(RunOutcome::Finished(tally)) => tally.describe(end.duration),
-        Ok(RunOutcome::Locked { .. }) => "another run holds the lock; nothing to do".into(),
-        Ok(RunOutcome::Unreachable(why)) => {
-            format!("the endpoint is unreachable, no task was touched: {why}")
-        }
-        Err(e) => format!("{e:#}"),
-    }];
-    for s in end
-        .summaries
-        .iter()
-        .filter(|s| s.status != Status::Succeeded)
-    {
-        lines.push(format!(
-            "{}: {} ({}): {}",
-            s.task,
-            s.status.as_str(),
-            s.stop_reason.as_str(),
-            s.error.as_deref().unwrap_or("-")
-        ));
-    }
-    lines.join("\n")
+/// The Prometheus textfile of one run, when `[metrics] textfile` is set:
+/// what the previous file carried is read once, so it may be written
+/// again with this run's notification failures.
+struct Metrics<'a> {
+    path: &'a std::path::Path,
+    end: &'a RunEnd,
+    exit_code: u8,
+    last_success: Option<f64>,
+    /// The failed notifications the previous file counted, when `[notify]` is set.
+    notify_before: Option<u64>,
+    trace_export_failures: Option<u64>,
 }
 
-/// The Prometheus textfile of this run, when `[metrics] textfile` is set.
-fn write_metrics(
-    cfg: &Config,
-    end: &RunEnd,
-    exit_code: u8,
-    notify_failures: Option<u64>,
-    lost_traces: Option<u64>,
-) {
-    let Some(path) = &cfg.metrics_textfile else {
-        return;
-    };
-    let text = metrics::render(&metrics::RunFacts {
-        started: end.started,
-        duration: end.duration,
-        exit_code,
-        summaries: &end.summaries,
-        last_success: metrics::last_success(path, end.started, end.duration, exit_code),
-        ignored: end.ignored,
-        servers_up: &end.servers_up,
-        notify_failures: notify_failures.map(|n| metrics::notify_failures(path, n)),
-        trace_export_failures: lost_traces.map(|n| metrics::trace_export_failures(path, n)),
-        budget: end.budget,
-    });
-    if let Err(e) = metrics::write(path, &text) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot write the metrics textfile");
+impl<'a> Metrics<'a> {
+    fn of(
+        cfg: &'a Config,
+        end: &'a RunEnd,
+        exit_code: u8,
+        notified: bool,
+        lost_traces: Option<u64>,
+    ) -> Option<Metrics<'a>> {
+        let path = cfg.metrics_textfile.as_deref()?;
+        Some(Metrics {
+            path,
+            end,
+            exit_code,
+            last_success: metrics::last_success(path, end.started, end.duration, exit_code),
+            notify_before: notified.then(|| metrics::notify_failures(path, 0)),
+            trace_export_failures: lost_traces.map(|n| metrics::trace_export_failures(path, n)),
+        })
+    }
+
+    /// Writes the file with this run's `notify_failures` so far.
+    fn write(&self, notify_failures: u64) {
+        let end = self.end;
+        let text = metrics::render(&metrics::RunFacts {
+            started: end.started,
+            duration: end.duration,
+            exit_code: self.exit_code,
+            summaries: &end.summaries,
+            last_success: self.last_success,
+            ignored: end.ignored,
+            servers_up: &end.servers_up,
+            notify_failures: self
+                .notify_before
+                .map(|before| before.saturating_add(notify_failures)),
+            trace_export_failures: self.trace_export_failures,
+            budget: end.budget,
+        });
+        if let Err(e) = metrics::write(self.path, &text) {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot write the metrics textfile");
+        }
     }
 }
 

@@ -146,19 +146,7 @@ async fn reachable(cfg: &Config, ep: &Endpoint) -> Steps {
             t0.elapsed().as_millis(),
             p.what
         )),
-        Ok(p) => Err(format!(
-            "FAIL reachable: {}: not {}; {}\n",
-            p.what,
-            match cfg.endpoint.kind {
-                EndpointKind::Openai => "an OpenAI-compatible server",
-                EndpointKind::Runpod => "a RunPod endpoint",
-            },
-            match cfg.endpoint.kind {
-                EndpointKind::Openai =>
-                    "check [openai] base_url (llama-server: http://HOST:PORT/v1)",
-                EndpointKind::Runpod => "check [runpod] endpoint_id, base_url or endpoint_url",
-            }
-        )),
+        Ok(p) => Err(format!("FAIL reachable: {}\n", p.misfit(cfg.endpoint.kind))),
         Err(why) => Err(format!("FAIL reachable: {why}\n")),
     }
 }

@@ -2,7 +2,9 @@
 //! any problem, and nothing is placed — then placed in the inbox under its
 //! own name, whole: written under an exclusive temporary name in the inbox
 //! folder, flushed, and renamed into place, never over a task already
-//! there. The `.path` unit never sees half a file.
+//! there. The `.path` unit never sees half a file. A source is read only
+//! when it is a regular file, never through a link, and the placed file is
+//! mode 0640 (group-readable, for the unit's group).
 
 use std::path::Path;
 
@@ -12,6 +14,11 @@ use crate::base::file::{FileError, Links, read_regular};
 use crate::base::text::printable;
 use crate::config::Config;
 use crate::tools::Toolbox;
+
+/// A placed task's mode, whatever the source's or the umask: the owner
+/// (the service user) reads and writes it, the unit's group reads it,
+/// nobody else (SPEC §25).
+const PLACED_MODE: u32 = 0o640;
 
 pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
     let offered = Toolbox::offered_by(cfg);
@@ -54,7 +61,7 @@ pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
     for (file, name, bytes) in checked {
         let target = format!("{name}.md");
         let to = cfg.paths.inbox.join(&target);
-        match inbox.place(target.as_ref(), &bytes, 0o644) {
+        match inbox.place(target.as_ref(), &bytes, PLACED_MODE) {
             Ok(()) => println!(
                 "{} → {}",
                 printable(&file.display().to_string()),
@@ -92,11 +99,17 @@ fn checked_file(
         .and_then(|n| n.strip_suffix(".md"))
         .ok_or_else(|| format!("{shown}: only NAME.md files run (lower-case .md)"))?;
     crate::inbox::check_task_name(name).map_err(|e| format!("{shown}: {e}"))?;
+    // Never through a link: a link planted where the operator runs
+    // `submit` would turn whatever it points at (another run's records, a
+    // key) into a task the model reads (SPEC §25).
     let bytes =
-        read_regular(file, crate::inbox::MAX_TASK_BYTES, Links::Follow).map_err(|e| match e {
+        read_regular(file, crate::inbox::MAX_TASK_BYTES, Links::Refuse).map_err(|e| match e {
             FileError::TooLarge { len, cap } => {
                 format!("{shown}: the task file is {len} bytes; the limit is {cap} (1 MiB)")
             }
+            FileError::NotRegular("a symbolic link") => format!(
+                "{shown}: a symbolic link; submit never reads through a link: name the file itself"
+            ),
             e => format!("{shown}: {e}"),
         })?;
     let read = crate::inbox::task_from_bytes(bytes.clone());

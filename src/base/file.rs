@@ -40,6 +40,24 @@ pub enum FileError {
     },
 }
 
+/// A file in a folder that belongs to another user than this one or the
+/// folder's owner: refused, as an `io::Error` of kind `PermissionDenied`
+/// carrying this (see [`Foreign::of`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "it belongs to user {uid}, neither this user nor the folder's owner: another user may have put it there; remove it"
+)]
+pub struct Foreign {
+    pub uid: u32,
+}
+
+impl Foreign {
+    /// The foreign owner `e` names, when that is why it was refused.
+    pub fn of(e: &io::Error) -> Option<&Foreign> {
+        e.get_ref()?.downcast_ref::<Foreign>()
+    }
+}
+
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

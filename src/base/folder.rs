@@ -21,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use super::file::{FileError, read_opened};
+use super::file::{FileError, Foreign, read_opened};
 
 /// Folders deeper than this below a tree being removed are left, and
 /// the removal says so: each level holds one open descriptor, and a
@@ -176,20 +176,19 @@ impl Folder {
         if kind != FileType::RegularFile {
             return Err(not_regular(kind_of(kind)));
         }
-        let owners = [
-            rustix::process::geteuid().as_raw(),
-            rustix::fs::fstat(&self.fd)?.st_uid,
-        ];
-        if !owners.contains(&st.st_uid) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "it belongs to user {}, neither this user nor the folder's owner: another user may have put it there; remove it",
-                    st.st_uid
-                ),
-            ));
-        }
+        self.check_owner(st.st_uid)?;
         Ok(File::from(fd))
+    }
+
+    /// `Ok` when a file owned by `uid` here was put there by this user or
+    /// the folder's owner; another user's file is refused, naming its owner.
+    fn check_owner(&self, uid: u32) -> io::Result<()> {
+        let folder_owner = rustix::fs::fstat(&self.fd)?.st_uid;
+        if uid == rustix::process::geteuid().as_raw() || uid == folder_owner {
+            return Ok(());
+        }
+        let foreign = Foreign { uid };
+        Err(io::Error::new(io::ErrorKind::PermissionDenied, foreign))
     }
 
     /// What this folder is on disk (its device and inode): a folder put
@@ -218,22 +217,26 @@ impl Folder {
     /// no link, no FIFO or device (refused before a byte is read, and
     /// without waiting), nothing past the cap.
     pub fn read(&self, name: &str, cap: u64) -> Result<Vec<u8>, FileError> {
-        check_name(name.as_ref()).map_err(FileError::Io)?;
-        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::LOOP) => return Err(FileError::NotRegular("a symbolic link")),
-            Err(e) => return Err(FileError::Io(e.into())),
-        };
-        read_opened(File::from(fd), cap)
+        read_opened(self.open_to_read(name)?, cap)
     }
 
-    /// [`Folder::read`], with `Ok(None)` when nothing has the name.
-    pub fn read_if_any(&self, name: &str, cap: u64) -> Result<Option<Vec<u8>>, FileError> {
-        match self.read(name, cap) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+    /// [`Folder::read`] of a file this user or the folder's owner put
+    /// here: another user's is refused before a byte is read.
+    pub fn read_own(&self, name: &str, cap: u64) -> Result<Vec<u8>, FileError> {
+        let file = self.open_to_read(name)?;
+        let st = rustix::fs::fstat(&file).map_err(|e| FileError::Io(e.into()))?;
+        self.check_owner(st.st_uid).map_err(FileError::Io)?;
+        read_opened(file, cap)
+    }
+
+    /// `name` here opened to read: never through a link, never waiting.
+    fn open_to_read(&self, name: &str) -> Result<File, FileError> {
+        check_name(name.as_ref()).map_err(FileError::Io)?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => Ok(File::from(fd)),
+            Err(Errno::LOOP) => Err(FileError::NotRegular("a symbolic link")),
+            Err(e) => Err(FileError::Io(e.into())),
         }
     }
 

@@ -49,14 +49,16 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
 /// The widest cell [`table`] prints.
 pub const MAX_CELL_CHARS: usize = 200;
 
-/// `s` fit for a terminal: every control character (C0, DEL, C1: what
-/// moves a cursor or starts an escape sequence) written as its Rust escape,
-/// `\u{1b}`. Text from records may hold any of them (SPEC §21).
+/// Whether `c` is unfit for a terminal: a control character (C0, DEL,
+/// C1: what moves a cursor, breaks a line or starts an escape sequence), or
+/// a bidirectional override that can make a line read otherwise than it is.
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` fit for a terminal: every [`unsafe_char`] written as its Rust
+/// escape, `\u{1b}`, `\n`. Text from records may hold any of them (SPEC §21).
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    // Control characters, and the bidirectional overrides that can make a
-    // line read otherwise than it is.
-    let unsafe_char =
-        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     if !s.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -71,6 +73,27 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
             })
             .collect(),
     )
+}
+
+/// JSON text (as `serde_json` writes it) fit for a terminal: every
+/// [`unsafe_char`] in its strings — `serde_json` leaves C1, DEL and the
+/// bidirectional overrides raw — written as JSON's own `\uXXXX` escape, so
+/// the text still parses to the same values. The line breaks between
+/// tokens stay: inside a string `serde_json` has escaped them already.
+pub fn printable_json(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(|c| c != '\n' && unsafe_char(c)) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c != '\n' && unsafe_char(c) {
+            // Every unsafe character is in the Basic Multilingual Plane.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
@@ -203,6 +226,32 @@ mod tests {
         assert_eq!(printable("plain — text"), "plain — text");
         assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
         assert_eq!(printable("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
+    }
+
+    #[test]
+    fn printable_json_escapes_what_serde_leaves_raw_and_keeps_the_values() {
+        let value = serde_json::json!({
+            "a": "x\u{9b}2J\u{202e}y\u{7f}\u{2066}",
+            "b": "line\nbreak\u{1b}]0;t\u{7}",
+            "c": ["plain — text"],
+        });
+        let json = serde_json::to_string_pretty(&value).unwrap();
+        let shown = printable_json(&json);
+        assert!(
+            !shown.chars().any(|c| c != '\n' && unsafe_char(c)),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(r#""x\u009b2J\u202ey\u007f\u2066""#),
+            "{shown}"
+        );
+        assert_eq!(shown.lines().count(), json.lines().count());
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(
+            printable_json("{\n  \"a\": 1\n}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

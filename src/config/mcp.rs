@@ -130,10 +130,10 @@ fn may_run(path: &Path) -> bool {
 }
 
 impl McpServerConfig {
-    /// What must never be recorded: `env_pass` values, and a key put in a
-    /// `url`: its password (or a username standing alone, `https://TOKEN@h/`)
-    /// and the values of query keys that name a secret (`api_key`,
-    /// `token`, … — the rule `--set` uses), as written and decoded.
+    /// What must never be recorded: `env_pass` values, and the keys put in
+    /// a `url`: its userinfo and the values of query keys that name a
+    /// secret (`api_key`, `token`, … — the rule `--set` uses), as written
+    /// and decoded (`url_secrets` in `secrets.rs`).
     pub fn secrets(&self) -> Vec<Secret> {
         let url = match &self.transport {
             McpTransport::Stdio(command) => {
@@ -453,7 +453,11 @@ mod tests {
             secrets("https://h/mcp?api_key=k3y%2Bplus&transport=stream"),
             ["k3y%2Bplus", "k3y+plus"]
         );
-        assert_eq!(secrets("https://user:pa55word@h/mcp"), ["pa55word"]);
+        // A plain user name before a password is no key; the userinfo is.
+        assert_eq!(
+            secrets("https://user:pa55word@h/mcp"),
+            ["pa55word", "user:pa55word"]
+        );
         assert_eq!(secrets("https://TOKEN123@h/mcp"), ["TOKEN123"]);
         assert!(secrets("https://h/mcp?transport=stream&v=2").is_empty());
     }

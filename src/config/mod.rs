@@ -13,6 +13,7 @@ mod raw;
 mod resolve;
 mod secrets;
 pub mod setup;
+mod spellings;
 mod traces;
 mod value;
 
@@ -343,7 +344,14 @@ impl Config {
         Redactor::new(self.secrets())
     }
 
-    /// Every secret value the records must never contain.
+    /// Every secret value the records must never contain: the keys read
+    /// from the environment, and the keys written into every URL the
+    /// configuration uses (SPEC §25: `secrets::url_secrets`) — the
+    /// endpoint's (`[openai] base_url`, `[runpod] base_url` with its
+    /// `endpoint_id`, or `endpoint_url`), noteworx's, each MCP server's,
+    /// `[notify]`'s and `[traces]`'s. A URL of a section the configuration
+    /// does not use (`[runpod]` under `kind = "openai"`, a disabled
+    /// noteworx) is never resolved, contacted or shown.
     pub fn secrets(&self) -> Vec<Secret> {
         self.endpoint
             .api_key
@@ -351,6 +359,12 @@ impl Config {
             .chain(self.noteworx.as_ref().map(|n| &n.token))
             .chain(&self.setting_secrets)
             .cloned()
+            .chain(secrets::url_secrets(&self.endpoint.base_url))
+            .chain(
+                self.noteworx
+                    .iter()
+                    .flat_map(|n| secrets::url_secrets(&n.base_url)),
+            )
             .chain(self.mcp.iter().flat_map(McpServerConfig::secrets))
             .chain(self.notify.secrets())
             .chain(self.traces.iter().flat_map(TracesConfig::secrets))

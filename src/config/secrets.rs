@@ -5,6 +5,8 @@
 use std::fmt;
 use std::path::Path;
 
+use super::spellings::{self, Pattern};
+
 /// A secret read from the environment. Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -31,55 +33,96 @@ impl fmt::Display for Secret {
 }
 
 /// Replaces every secret value with `***`: the one redactor for records,
-/// tool results and diagnostic lines (SPEC §8, §12.8).
-#[derive(Debug, Clone, Default)]
+/// tool results and diagnostic lines (SPEC §8, §12.8), in every spelling
+/// JSON allows (SPEC §25; `spellings.rs`): `\u0073k-…` in a record line or
+/// a tool call's arguments is replaced as `sk-…` is.
+///
+/// A value under 4 bytes is not looked for: it would make `***` of
+/// ordinary words. A short password in a URL is still never shown in that
+/// URL: `url_secrets` gives the whole `user:password` as a secret too.
+#[derive(Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<Secret>,
+    patterns: std::sync::Arc<[Pattern]>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redactor({} secrets)", self.patterns.len())
+    }
 }
 
 impl Redactor {
     pub fn new(secrets: Vec<Secret>) -> Self {
         // A value this short would make `***` of ordinary text.
-        let secrets = secrets.into_iter().filter(|s| s.0.len() >= 4).collect();
-        Redactor { secrets }
+        let mut values: Vec<&str> = secrets
+            .iter()
+            .map(Secret::expose)
+            .filter(|s| s.len() >= 4)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        Redactor {
+            patterns: values.into_iter().map(Pattern::new).collect(),
+        }
     }
 
     /// `text` with every secret replaced; without a copy when it holds none.
     pub fn redact(&self, text: String) -> String {
-        let mut out = text;
-        for s in &self.secrets {
-            if out.contains(&s.0) {
-                out = out.replace(&s.0, "***");
-            }
-        }
-        out
+        spellings::redact(&text, &self.patterns).unwrap_or(text)
     }
 
     /// As [`Redactor::redact`], borrowing when nothing changes.
     pub fn redact_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        if self.secrets.iter().any(|s| text.contains(&s.0)) {
-            std::borrow::Cow::Owned(self.redact(text.to_string()))
-        } else {
-            std::borrow::Cow::Borrowed(text)
+        match spellings::redact(text, &self.patterns) {
+            Some(redacted) => std::borrow::Cow::Owned(redacted),
+            None => std::borrow::Cow::Borrowed(text),
         }
     }
 }
 
-/// Whether a config key names a secret: one of its words (split at `_`,
-/// `-` and `.`) is `key`, `token`, `password`, … — `api_key`, `auth_token`,
-/// but not `max_tokens` or `keep`.
-/// A key written into a URL: its password (or a user name standing alone,
-/// `https://TOKEN@h/`) and the values of query keys that name a secret
-/// (`api_key`, `token`, … — the rule `--set` uses), as written and decoded.
+/// The keys written into a URL (SPEC §25: the userinfo of every configured
+/// URL is a secret), each as written and percent-decoded:
+///
+/// - the password;
+/// - the user name, unless a password follows it and it is a plain word
+///   ([`plain_user`]): a user name standing alone (`https://TOKEN@h/`) is
+///   the key, and so is one that looks like a token whatever follows it
+///   (`https://ghp_…:x-oauth-basic@h/`);
+/// - the whole userinfo, `user:password`, so a password too short to be
+///   looked for alone (under 4 bytes, see [`Redactor`]) is still never
+///   shown inside the URL (`http://bob:pw@h/` is shown `http://***@h/`);
+///   when even that is under 4 bytes, `user:password@`;
+/// - the values of query keys that name a secret (`api_key`, `token`, … —
+///   the rule `--set` uses).
 pub(super) fn url_secrets(url: &str) -> Vec<Secret> {
-    let Ok(u) = reqwest::Url::parse(url) else {
+    let Ok(u) = reqwest::Url::parse(url.trim()) else {
         return Vec::new();
     };
     let mut values: Vec<String> = Vec::new();
-    match u.password() {
-        Some(p) => values.push(p.to_string()),
-        None if !u.username().is_empty() => values.push(u.username().to_string()),
-        None => {}
+    let decoded = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let (user, password) = (u.username(), u.password());
+    if let Some(p) = password {
+        values.extend([p.to_string(), decoded(p)]);
+    }
+    if !user.is_empty() && (password.is_none() || !plain_user(&decoded(user))) {
+        values.extend([user.to_string(), decoded(user)]);
+    }
+    if let Some(p) = password {
+        for (user, p) in [
+            (user.to_string(), p.to_string()),
+            (decoded(user), decoded(p)),
+        ] {
+            let userinfo = format!("{user}:{p}");
+            values.push(if userinfo.len() < 4 {
+                userinfo + "@"
+            } else {
+                userinfo
+            });
+        }
     }
     for pair in u.query().unwrap_or_default().split('&') {
         let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
@@ -92,9 +135,42 @@ pub(super) fn url_secrets(url: &str) -> Vec<Secret> {
             values.push(value.into_owned());
         }
     }
-    values.into_iter().map(Secret::new).collect()
+    values.sort_unstable();
+    values.dedup();
+    values
+        .into_iter()
+        .filter(|v| !v.is_empty())
+        .map(Secret::new)
+        .collect()
 }
 
+/// Whether a user name followed by a password is a plain word, not a key:
+/// 1 to 16 characters, ASCII letters with `-`, `_` or `.` between them,
+/// and at most two digits at the end (`bob`, `admin`, `x-access-token`,
+/// `oauth2`). Such a name is left alone: looked for everywhere, it would
+/// make `***` of that word in every record. Any other name — longer, with
+/// a digit inside, with other characters (`ghp_TOKENUSERNAME42`) — may be
+/// the key itself and is a secret.
+pub(super) fn plain_user(user: &str) -> bool {
+    let word = user.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = user.len() - word.len();
+    let separator = |c: char| matches!(c, '-' | '_' | '.');
+    user.len() <= 16
+        && digits <= 2
+        && word.starts_with(|c: char| c.is_ascii_alphabetic())
+        && word.ends_with(|c: char| c.is_ascii_alphabetic())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphabetic() || separator(c))
+        && !word
+            .as_bytes()
+            .windows(2)
+            .any(|w| separator(char::from(w[0])) && separator(char::from(w[1])))
+}
+
+/// Whether a config key names a secret: one of its words (split at `_`,
+/// `-` and `.`) is `key`, `token`, `password`, … — `api_key`, `auth_token`,
+/// but not `max_tokens` or `keep`.
 pub(super) fn secret_key(key: &str) -> bool {
     const WORDS: &[&str] = &[
         "key",

@@ -15,6 +15,14 @@ pub fn is_endpoint_fault(status: u16) -> bool {
     matches!(status, 401 | 402 | 403 | 404 | 405 | 407 | 501)
 }
 
+/// llama-server's refusals that no retry and no other task mends: it must
+/// be started otherwise (SPEC §25). A server started without `--jinja`
+/// answers every request with tools `500 tools param requires --jinja
+/// flag`. Matched on its words, the only place the harness does so.
+pub fn is_server_refusal(status: u16, message: &str) -> bool {
+    status == 500 && message.contains("requires --jinja")
+}
+
 /// HTTP statuses from noteworx that mean the token is refused.
 pub fn is_noteworx_fault(status: u16) -> bool {
     matches!(status, 401 | 403)
@@ -65,6 +73,9 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         ),
         (407, _) => format!(
             "a proxy between here and the endpoint wants credentials ({answer}); check the HTTPS_PROXY / HTTP_PROXY settings of the service"
+        ),
+        (500, _) if is_server_refusal(status, &answer) => format!(
+            "llama-server refuses tool requests: it runs without its Jinja chat templates ({answer}); start it with --jinja (and for Gemma 4 its template, --chat-template-file)"
         ),
         (404, EndpointKind::Runpod) => {
             format!("no such endpoint ({answer}); check [runpod] endpoint_id or endpoint_url")

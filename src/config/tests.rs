@@ -451,3 +451,105 @@ fn budget_limits_default_to_none_and_refuse_what_is_not_a_count() {
         );
     }
 }
+
+/// The config's redaction of `text`.
+fn redacted_by(config: &str, text: &str) -> String {
+    parse(config).unwrap().redactor().redact(text.to_string())
+}
+
+#[test]
+fn the_userinfo_of_every_configured_url_is_a_secret() {
+    let openai =
+        |url: &str| format!("[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{url}\"\n");
+    // The review's warning line (2026-11-27, item 11), through the config's redactor.
+    let warning = "error=http://bob:hunter2secretpw@127.0.0.1:18089/apply-template answered";
+    assert_eq!(
+        redacted_by(
+            &openai("http://bob:hunter2secretpw@127.0.0.1:18089/v1"),
+            warning
+        ),
+        "error=http://***@127.0.0.1:18089/apply-template answered"
+    );
+    // A user name that is the token (item 5), and a short password.
+    let token_user = openai("http://ghp_TOKENUSERNAME42:x-oauth-basic@127.0.0.1:19009/v1");
+    assert_eq!(
+        redacted_by(
+            &token_user,
+            "url=http://ghp_TOKENUSERNAME42:x-oauth-basic@h/ and ghp_TOKENUSERNAME42 alone"
+        ),
+        "url=http://***@h/ and *** alone"
+    );
+    let short = openai("http://bob:pw@127.0.0.1:18089/v1");
+    assert_eq!(
+        redacted_by(
+            &short,
+            "GET http://bob:pw@127.0.0.1:18089/v1/models: a pwd for bob"
+        ),
+        "GET http://***@127.0.0.1:18089/v1/models: a pwd for bob",
+        "the password is never shown in the URL; the word bob and the letters pw elsewhere are left"
+    );
+    // Every other URL key: runpod's two, noteworx's, an MCP server's.
+    for config in [
+        "[runpod]\nendpoint_id = \"abc\"\nbase_url = \"https://u:runpodpass1@api.example/v2\"\n",
+        "[runpod]\nendpoint_url = \"https://u:runpodpass1@rp.example/v2/abc\"\n",
+        "[runpod]\nendpoint_id = \"abc\"\n[tools.noteworx]\nbase_url = \"https://u:runpodpass1@notes.example\"\n",
+        "[runpod]\nendpoint_id = \"abc\"\n[mcp.servers.w]\nurl = \"https://u:runpodpass1@mcp.example/mcp\"\n",
+    ] {
+        assert_eq!(
+            redacted_by(config, "said runpodpass1."),
+            "said ***.",
+            "{config}"
+        );
+    }
+    // Percent-encoded in the URL, decoded in a message: both are secrets.
+    assert_eq!(
+        redacted_by(
+            &openai("http://bob:p%40ssw0rd@h/v1"),
+            "p@ssw0rd and p%40ssw0rd"
+        ),
+        "*** and ***"
+    );
+}
+
+#[test]
+fn a_user_name_before_a_password_is_a_secret_unless_a_plain_word() {
+    for plain in [
+        "bob",
+        "admin",
+        "hookuser",
+        "x-access-token",
+        "oauth2",
+        "user01",
+        "first.last",
+    ] {
+        assert!(secrets::plain_user(plain), "{plain}");
+    }
+    for token in [
+        "ghp_TOKENUSERNAME42",
+        "glpat-abcdefghij0123456789",
+        "a1b2c3d4",
+        "user123",
+        "averyveryverylongname",
+        "x--y",
+        "_x",
+        "",
+    ] {
+        assert!(!secrets::plain_user(token), "{token}");
+    }
+}
+
+#[test]
+fn a_url_refused_at_load_is_shown_without_its_userinfo() {
+    for url in [
+        "ftp://bob:hunter2secretpw@h/v1",
+        "http://bob:hunter2secretpw@[::1/v1",
+    ] {
+        let e = parse(&format!(
+            "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{url}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("[openai] base_url"), "{e}");
+        assert!(!e.contains("hunter2secretpw") && !e.contains("bob"), "{e}");
+    }
+}

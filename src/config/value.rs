@@ -29,15 +29,32 @@ pub(super) fn check_keyed_url(url: &str, what: &str) -> Result<reqwest::Url, Str
     ))
 }
 
-/// `url` is an http(s) URL with a host; `what` names the key in the error.
+/// `url` is an http(s) URL with a host; `what` names the key in the
+/// error, which shows the URL without its userinfo (SPEC §25).
 pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     match reqwest::Url::parse(url.trim()) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
         Ok(u) => Err(format!(
             "{what} must be an http(s) URL, not {:?} (scheme {})",
-            url,
+            without_userinfo(url),
             u.scheme()
         )),
-        Err(e) => Err(format!("{what} {url:?} is not a valid URL: {e}")),
+        Err(e) => Err(format!(
+            "{what} {:?} is not a valid URL: {e}",
+            without_userinfo(url)
+        )),
+    }
+}
+
+/// `url` with what stands before the last `@` of its authority (the user
+/// and password) written `***`; read as text, so a URL that does not parse
+/// is shown the same way.
+fn without_userinfo(url: &str) -> String {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    let authority = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..after_scheme], &rest[at..]),
+        None => url.to_string(),
     }
 }

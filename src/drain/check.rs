@@ -12,7 +12,7 @@ use super::prepare::{Offer, Origin, resolve};
 use super::recurring;
 use crate::agent::budget::day_of;
 use crate::config::{Config, McpTransport};
-use crate::inbox::{self, DaySpend, SPEND_FILE, TaskFile, TaskProblem};
+use crate::inbox::{self, DaySpend, Found, SPEND_FILE, TaskFile, TaskProblem};
 use crate::tools::{Tool, ToolName, Toolbox};
 
 /// What `check` found in the inbox.
@@ -85,19 +85,17 @@ fn budget_standing(cfg: &Config, now: DateTime<Utc>, warnings: &mut Vec<String>)
     let today = day_of(now, &cfg.timezone);
     let state_dir = cfg.paths.state_dir();
     let path = state_dir.join(SPEND_FILE);
-    let spent = match DaySpend::stored(&state_dir) {
-        Ok(Some(later)) if later.day > today => {
+    let spent = match DaySpend::find(&state_dir, today) {
+        Found::Today(spent) => spent,
+        Found::Absent | Found::Earlier => DaySpend::nothing(today),
+        Found::Distrusted(why) => {
             warnings.push(format!(
-                "{}: warning: the budget ledger is dated {}, after today ({today}): did the clock go back? A run counts from 0 and will not overwrite it (a problem of the run)",
-                path.display(),
-                later.day
+                "{}: warning: the budget ledger is not trusted ({why}); a run counts from 0 and replaces it with its own count (a problem of the run)",
+                path.display()
             ));
             DaySpend::nothing(today)
         }
-        Ok(stored) => stored
-            .filter(|s| s.day == today)
-            .unwrap_or(DaySpend::nothing(today)),
-        Err(why) => {
+        Found::Unreadable(why) => {
             warnings.push(format!(
                 "{}: warning: budget ledger unreadable ({why}); today's spend counts from 0",
                 path.display()

@@ -110,13 +110,25 @@ fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
     }
 }
 
+/// Inbox entries that will never run named in the log one by one; the
+/// rest are counted in one line (SPEC §25: nothing floods).
+const NAMED_STRAYS: usize = 20;
+
 /// Each inbox entry that will never run (not a `*.md` regular file: a
-/// `.txt`, a `.MD`, a folder), logged; one problem line for them all (the
-/// run exits 1 for it, SPEC §22). Their number, for the metrics.
+/// `.txt`, a `.MD`, a folder), logged — the first [`NAMED_STRAYS`] by name,
+/// the others counted; one problem line for them all (the run exits 1 for
+/// it, SPEC §22). Their number, for the metrics.
 fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<usize> {
     let strays = inbox::strays(&cfg.paths.inbox)?;
-    for path in &strays {
+    for path in strays.iter().take(NAMED_STRAYS) {
         tracing::warn!(entry = %crate::base::text::printable(&path.display().to_string()), "an inbox entry that will never run: only NAME.md files run (lower-case .md, not hidden, not a folder, no `..` or control character in NAME)");
+    }
+    let unnamed = strays.len().saturating_sub(NAMED_STRAYS);
+    if unnamed > 0 {
+        tracing::warn!(
+            inbox = %crate::base::text::printable(&cfg.paths.inbox.display().to_string()),
+            "and {unnamed} more inbox entries that will never run (not named, so the log does not flood)"
+        );
     }
     if !strays.is_empty() {
         let names: Vec<String> = strays

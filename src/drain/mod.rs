@@ -35,6 +35,7 @@ use crate::agent::budget::Standing;
 use crate::agent::deps::TaskDeps;
 use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
+use crate::endpoint::Reach;
 use crate::inbox::{Attempts, InboxEntry};
 use crate::records::{Summary, retention};
 use crate::traces::Traces;
@@ -58,6 +59,19 @@ pub struct RunOptions {
     pub on_end: Option<OnEnd>,
     /// Where each task's trace goes, when `[traces]` is set.
     pub traces: Option<Traces>,
+    /// Told once the run holds the lock, before its first task (`[notify]`'s
+    /// `/start`); it must not wait.
+    pub on_locked: Option<OnLocked>,
+}
+
+/// What [`RunOptions::on_locked`] calls.
+#[derive(Clone)]
+pub struct OnLocked(pub std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for OnLocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnLocked")
+    }
 }
 
 /// A task's end, for whoever asked to be told: its summary and, for a
@@ -221,6 +235,9 @@ async fn drain_inbox(
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
+    if let Some(on_locked) = &opts.on_locked {
+        (on_locked.0)();
+    }
     deps.budget.keep_ledger(&state_dir);
     let choose::ToRun {
         entries,
@@ -249,16 +266,27 @@ async fn drain_inbox(
             ..Tally::default()
         };
         (RunOutcome::Finished(tally), Vec::new())
-    } else if let Err(why) = deps.endpoint.ping().await {
-        (RunOutcome::Unreachable(why), Vec::new())
     } else {
-        drain_then_recur(cfg, deps, opts, entries, (due, state)).await
+        match deps.endpoint.reach().await {
+            Reach::Answers => drain_then_recur(cfg, deps, opts, entries, (due, state)).await,
+            Reach::Unreachable(why) => (RunOutcome::Unreachable(why), Vec::new()),
+            // Another service on the endpoint's port: every task stays.
+            Reach::NotTheServer(why) => {
+                tracing::error!(error = %why, "setup fault: the run stops and every task stays in the inbox");
+                let tally = Tally {
+                    not_started: entries.len() + due.len(),
+                    setup_fault: Some(why),
+                    ..Tally::default()
+                };
+                (RunOutcome::Finished(tally), Vec::new())
+            }
+        }
     };
     deps.budget.flush();
     if let RunOutcome::Finished(tally) = &mut ended.0 {
         tally.paused_by(&deps.budget);
         tally.problems.extend(problems);
-        tally.problems.extend(deps.budget.problem());
+        tally.problems.extend(deps.budget.problems());
         if let Some(mcp) = &deps.toolbox.mcp {
             tally.problems.extend(mcp.problems());
         }

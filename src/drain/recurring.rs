@@ -90,7 +90,9 @@ impl State {
             inbox::state::Stored::Bytes(bytes) => {
                 serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
             }
-            inbox::state::Stored::Unreadable(why) => unreadable(&why),
+            inbox::state::Stored::Unreadable(why) | inbox::state::Stored::Foreign(why) => {
+                unreadable(&why)
+            }
         }
     }
 

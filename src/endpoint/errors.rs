@@ -95,6 +95,10 @@ pub(crate) enum AttemptError {
         message: String,
         retry_after: Option<Duration>,
         context: Option<(Option<u64>, Option<u64>)>,
+        /// The body was an error envelope (`{"error": …}`), as OpenAI-style
+        /// servers and RunPod send: a chat server's refusal, not another
+        /// service's answer.
+        enveloped: bool,
     },
     /// A RunPod job that ended FAILED (retried like a 500).
     JobFailed(String),
@@ -166,6 +170,8 @@ pub(crate) struct ServerError {
     pub(super) kind: Option<String>,
     pub(super) n_prompt_tokens: Option<u64>,
     pub(super) n_ctx: Option<u64>,
+    /// The body was `{"error": …}`.
+    pub(super) enveloped: bool,
 }
 
 impl ServerError {
@@ -196,6 +202,7 @@ impl ServerError {
         match (as_text, detail) {
             (Some(message), _) => ServerError {
                 message: shown(&message, 500),
+                enveloped: true,
                 ..Default::default()
             },
             (None, Some(d)) => ServerError {
@@ -203,6 +210,7 @@ impl ServerError {
                 kind: d.kind,
                 n_prompt_tokens: d.n_prompt_tokens,
                 n_ctx: d.n_ctx,
+                enveloped: true,
             },
             (None, None) => ServerError {
                 message: if text.trim().is_empty() {
@@ -212,6 +220,21 @@ impl ServerError {
                 },
                 ..Default::default()
             },
+        }
+    }
+}
+
+impl AttemptError {
+    /// An HTTP error status with the server's error body read.
+    pub(super) fn status(status: u16, err: ServerError, retry_after: Option<Duration>) -> Self {
+        let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
+            .then_some((err.n_prompt_tokens, err.n_ctx));
+        AttemptError::Status {
+            status,
+            message: err.message,
+            retry_after,
+            context,
+            enveloped: err.enveloped,
         }
     }
 }
@@ -274,6 +297,25 @@ impl AttemptError {
                 context: Some((n_prompt, n_ctx)),
                 ..
             } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
+            AttemptError::Status {
+                status, message, ..
+            } if crate::config::setup::is_server_refusal(status, &message) => {
+                Next::Fail(CallError::Setup { status, message })
+            }
+            // Before a chat request was answered, a refusal that is no chat
+            // server's (a FastAPI 422, another API's JSON 404) says the URL
+            // points at another service.
+            AttemptError::Status {
+                status,
+                message,
+                enveloped: false,
+                ..
+            } if !answered
+                && (400..500).contains(&status)
+                && !matches!(status, 408 | 413 | 429) =>
+            {
+                Next::Fail(CallError::Setup { status, message })
+            }
             AttemptError::Status {
                 status,
                 retry_after,

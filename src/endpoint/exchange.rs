@@ -203,16 +203,9 @@ pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswe
         };
     }
     let err = ServerError::read(parsed, &text, status);
-    let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
-        .then_some((err.n_prompt_tokens, err.n_ctx));
     HttpAnswer {
         status: code,
         body: Some(body),
-        result: Err(AttemptError::Status {
-            status: status.as_u16(),
-            message: err.message,
-            retry_after,
-            context,
-        }),
+        result: Err(AttemptError::status(status.as_u16(), err, retry_after)),
     }
 }

@@ -21,7 +21,7 @@ pub mod runpod;
 
 pub use errors::{CallError, Failure, describe_transport};
 pub use exchange::{Attempt, Completion, JobInfo, RetryPolicy};
-pub use probe::Probe;
+pub use probe::{Probe, Reach};
 
 use std::time::Duration;
 
@@ -376,22 +376,27 @@ impl Endpoint {
     /// setup fault, the config key (SPEC §16).
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
-            CallError::Setup { status, message } | CallError::Rejected { status, message }
-                if crate::config::setup::is_endpoint_fault(*status)
-                    || (200..300).contains(status) =>
+            CallError::Setup { status, message } => self.diagnosis(*status, message),
+            CallError::Rejected { status, message }
+                if crate::config::setup::is_endpoint_fault(*status) =>
             {
-                let setup = crate::config::setup::EndpointSetup {
-                    kind: self.cfg.kind,
-                    key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
-                };
-                crate::config::setup::endpoint_diagnosis(
-                    setup,
-                    *status,
-                    &format!("HTTP {status}: {message}"),
-                )
+                self.diagnosis(*status, message)
             }
             _ => e.to_string(),
         }
+    }
+
+    /// [`crate::config::setup::endpoint_diagnosis`] of this endpoint's answer.
+    fn diagnosis(&self, status: u16, message: &str) -> String {
+        let setup = crate::config::setup::EndpointSetup {
+            kind: self.cfg.kind,
+            key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
+        };
+        crate::config::setup::endpoint_diagnosis(
+            setup,
+            status,
+            &format!("HTTP {status}: {message}"),
+        )
     }
 
     pub(crate) fn base_url(&self) -> &str {

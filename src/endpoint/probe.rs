@@ -25,6 +25,36 @@ pub struct Probe {
     pub what: String,
 }
 
+/// What `run` finds before its first task (SPEC §25).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// The configured kind of server answers.
+    Answers,
+    /// Nothing answers HTTP there (the words name the host and port): the
+    /// run waits for a later one.
+    Unreachable(String),
+    /// Something answers that is not the configured kind of server: a
+    /// setup fault, in words naming the key to fix.
+    NotTheServer(String),
+}
+
+impl Probe {
+    /// Why what answered is not the configured kind of server, naming the
+    /// key to fix: what `test-runpod` and `run` say alike.
+    pub fn misfit(&self, kind: EndpointKind) -> String {
+        match kind {
+            EndpointKind::Openai => format!(
+                "{}: not an OpenAI-compatible server; check [openai] base_url (llama-server: http://HOST:PORT/v1)",
+                self.what
+            ),
+            EndpointKind::Runpod => format!(
+                "{}: not a RunPod endpoint; check [runpod] endpoint_id, base_url or endpoint_url",
+                self.what
+            ),
+        }
+    }
+}
+
 /// Bytes of a probe's answer read at most.
 const MAX_BYTES: usize = 1 << 20;
 
@@ -83,6 +113,26 @@ impl Endpoint {
                     ),
                 })
             }
+        }
+    }
+
+    /// Whether the configured kind of server answers, before a run's first
+    /// task: for the `openai` kind [`Endpoint::probe`]'s verdict; a RunPod
+    /// endpoint answers its `/health` with whatever status (a worker may be
+    /// cold), so any answer there is enough.
+    pub async fn reach(&self) -> Reach {
+        let probed = match self.cfg.kind {
+            EndpointKind::Openai => self.probe().await,
+            EndpointKind::Runpod => self.ping().await.map(|status| Probe {
+                status,
+                fits: true,
+                what: String::new(),
+            }),
+        };
+        match probed {
+            Ok(p) if p.fits => Reach::Answers,
+            Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
+            Err(why) => Reach::Unreachable(why),
         }
     }
 

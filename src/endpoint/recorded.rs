@@ -288,14 +288,7 @@ fn judge(
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let text = a.response.as_ref().and_then(RawBody::as_text);
             let err = ServerError::read(a.response.as_ref(), text.as_deref().unwrap_or(""), code);
-            let context = (err.kind.as_deref() == Some("exceed_context_size_error"))
-                .then_some((err.n_prompt_tokens, err.n_ctx));
-            Err(AttemptError::Status {
-                status,
-                message: err.message,
-                retry_after: a.retry_after,
-                context,
-            })
+            Err(AttemptError::status(status, err, a.retry_after))
         }
         Some(Failure::Transport) => Err(AttemptError::Transport(error())),
         Some(Failure::JobFailed) => Err(AttemptError::JobFailed(error())),

@@ -33,6 +33,7 @@ fn after_the_endpoint_answered_only_credentials_stop_the_run() {
         message: "x".into(),
         retry_after: None,
         context: None,
+        enveloped: true,
     };
     // Once the endpoint answered in this run, only credentials stop it; a
     // route refusal is about the request, and a 501 passes.
@@ -58,12 +59,64 @@ fn after_the_endpoint_answered_only_credentials_stop_the_run() {
 }
 
 #[test]
+fn before_an_answer_a_refusal_that_is_no_chat_servers_is_a_setup_fault() {
+    let status = |s: u16, enveloped: bool| AttemptError::Status {
+        status: s,
+        message: "model: Field required".into(),
+        retry_after: None,
+        context: None,
+        enveloped,
+    };
+    let setup = |n: Next| matches!(n, Next::Fail(CallError::Setup { .. }));
+    // A FastAPI 422, another API's 400 or 409: the URL is another service's.
+    for s in [400, 409, 410, 422, 451] {
+        assert!(setup(status(s, false).next(false)), "{s}");
+        // The same from a chat server is about the task.
+        assert!(
+            matches!(
+                status(s, true).next(false),
+                Next::Fail(CallError::Rejected { .. })
+            ),
+            "{s}"
+        );
+        // Once the endpoint answered, it is about the request.
+        assert!(
+            matches!(
+                status(s, false).next(true),
+                Next::Fail(CallError::Rejected { .. })
+            ),
+            "{s}"
+        );
+    }
+    // Timeouts, too large and too many stay what they were.
+    assert!(matches!(status(408, false).next(false), Next::Retry { .. }));
+    assert!(matches!(status(429, false).next(false), Next::Retry { .. }));
+    assert!(matches!(
+        status(413, false).next(false),
+        Next::Fail(CallError::Rejected { .. })
+    ));
+    // llama-server without its Jinja templates refuses every tool request.
+    let jinja = |answered| {
+        AttemptError::Status {
+            status: 500,
+            message: "tools param requires --jinja flag".into(),
+            retry_after: None,
+            context: None,
+            enveloped: true,
+        }
+        .next(answered)
+    };
+    assert!(setup(jinja(false)) && setup(jinja(true)));
+}
+
+#[test]
 fn statuses_are_classified_without_reading_messages() {
     let status = |s: u16| AttemptError::Status {
         status: s,
         message: "x".into(),
         retry_after: None,
         context: None,
+        enveloped: true,
     };
     for s in [408, 429, 502, 503, 504] {
         assert!(
@@ -101,6 +154,7 @@ fn statuses_are_classified_without_reading_messages() {
         message: "x".into(),
         retry_after: None,
         context: Some((Some(3253), Some(2048))),
+        enveloped: true,
     };
     assert!(matches!(
         ctx.next(false),

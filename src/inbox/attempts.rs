@@ -132,7 +132,7 @@ impl Attempts {
             Stored::Bytes(bytes) => {
                 serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
             }
-            Stored::Unreadable(why) => unreadable(&why),
+            Stored::Unreadable(why) | Stored::Foreign(why) => unreadable(&why),
         }
     }
 

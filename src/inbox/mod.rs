@@ -18,7 +18,7 @@ pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::{ONLY_RECURRING, RECURRING_NEEDS_ONE, Schedule};
-pub use spending::{DaySpend, SPEND_FILE, SPEND_LOCK};
+pub use spending::{Added, DaySpend, Found, SPEND_FILE, SPEND_LOCK, Wait};
 
 use std::path::{Path, PathBuf};
 

@@ -2,9 +2,14 @@
 //! `.agent-harness-budget.json` holds the calendar day and what it spent.
 //! It is read as hostile input, like every state file there: missing,
 //! unreadable, linked, oversized or nonsense, it counts as 0 (with a
-//! warning), and another day's ledger is today's 0. It is written whole,
-//! and a process adds its spend to what the file holds under a short lock
-//! of its own (`run`, `exec` and `eval` may spend at the same time).
+//! warning), and an earlier day's ledger is today's 0. One this process
+//! does not trust — dated after today, or put there by another user than
+//! this one or the folder's owner — counts as 0 too and is replaced by
+//! this process's count at its next addition: it never switches a limit
+//! off, and never pauses the queue by itself. It is written whole, and a
+//! process adds its spend to what the file holds under a short lock of its
+//! own (`run`, `exec` and `eval` may spend at the same time, and each reads
+//! it again before every request).
 
 use std::fs::TryLockError;
 use std::io;
@@ -25,9 +30,28 @@ pub const SPEND_LOCK: &str = ".agent-harness-budget.lock";
 /// A ledger is a few dozen bytes; anything bigger is not one.
 const MAX_BYTES: u64 = 4096;
 
-/// How long an addition waits for the ledger's lock: another process
+/// How long an addition may wait for the ledger's lock: another process
 /// holds it for one read and one write.
-const LOCK_WAIT: Duration = Duration::from_secs(2);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not at all: a lock held elsewhere leaves the addition for later.
+    No,
+    /// 50 ms at most, then later (before a request: the other holder is
+    /// adding its own spend at the same moment).
+    Briefly,
+    /// 2 s at most, then an error (the end of a run).
+    Long,
+}
+
+impl Wait {
+    fn limit(self) -> Duration {
+        match self {
+            Wait::No => Duration::ZERO,
+            Wait::Briefly => Duration::from_millis(50),
+            Wait::Long => Duration::from_secs(2),
+        }
+    }
+}
 
 /// What one calendar day spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,82 +74,70 @@ impl DaySpend {
         }
     }
 
-    /// What the ledger in `state_dir` holds, of whichever day: `Ok(None)`
-    /// when there is none, `Err` why it could not be read.
-    pub fn stored(state_dir: &Path) -> Result<Option<DaySpend>, String> {
-        match state::read(state_dir, SPEND_FILE, MAX_BYTES) {
-            Stored::Absent => Ok(None),
-            Stored::Unreadable(why) => Err(why),
-            Stored::Bytes(bytes) => serde_json::from_slice::<DaySpend>(&bytes)
-                .map(Some)
-                .map_err(|e| format!("not a ledger: {e}")),
-        }
-    }
-
     /// What the ledger in `state_dir` says `today` spent (another day's
     /// ledger, or none, is nothing yet): `Err` says why it could not be
-    /// read (its reader starts from 0).
+    /// read or is not trusted (its reader starts from 0).
     pub fn read(state_dir: &Path, today: NaiveDate) -> Result<DaySpend, String> {
-        Ok(DaySpend::of_day(DaySpend::stored(state_dir)?, today))
-    }
-
-    /// [`DaySpend::read`], with a warning when the ledger is unreadable or
-    /// missing.
-    pub fn load(state_dir: &Path, today: NaiveDate) -> DaySpend {
-        match DaySpend::stored(state_dir) {
-            Ok(None) => {
-                tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
-                DaySpend::nothing(today)
-            }
-            Ok(stored) => DaySpend::of_day(stored, today),
-            Err(why) => unreadable(state_dir, &why, today),
+        match DaySpend::find(state_dir, today) {
+            Found::Absent | Found::Earlier => Ok(DaySpend::nothing(today)),
+            Found::Today(spent) => Ok(spent),
+            Found::Unreadable(why) | Found::Distrusted(why) => Err(why),
         }
     }
 
-    /// What `stored` says `today` spent: another day's ledger, or none, is
-    /// nothing yet.
-    fn of_day(stored: Option<DaySpend>, today: NaiveDate) -> DaySpend {
-        stored
-            .filter(|spent| spent.day == today)
-            .unwrap_or(DaySpend::nothing(today))
+    /// What the ledger in `state_dir` holds, judged for `today`.
+    pub fn find(state_dir: &Path, today: NaiveDate) -> Found {
+        let stored = match state::read_own(state_dir, SPEND_FILE, MAX_BYTES) {
+            Stored::Absent => return Found::Absent,
+            Stored::Unreadable(why) => return Found::Unreadable(why),
+            Stored::Foreign(why) => return Found::Distrusted(why),
+            Stored::Bytes(bytes) => match serde_json::from_slice::<DaySpend>(&bytes) {
+                Ok(stored) => stored,
+                Err(e) => return Found::Unreadable(format!("not a ledger: {e}")),
+            },
+        };
+        match stored.day.cmp(&today) {
+            std::cmp::Ordering::Greater => Found::Distrusted(format!(
+                "it is dated {}, after today ({today}): a clock that was wrong, or another hand, wrote it",
+                stored.day
+            )),
+            std::cmp::Ordering::Equal => Found::Today(stored),
+            std::cmp::Ordering::Less => Found::Earlier,
+        }
     }
 
     /// Adds `spent` (tokens and GPU time of its day) to what the ledger in
     /// `state_dir` holds (another process may have spent since it was
-    /// read), under the ledger's lock; returns the sum now kept. With
-    /// `wait` false a lock held elsewhere is `Ok(None)` at once (the caller
-    /// adds it later); with `wait` it is waited for, 2 s at most. A ledger
-    /// dated after `spent`'s day (the clock went back) is never
-    /// overwritten: that is an error.
-    pub fn add(state_dir: &Path, spent: DaySpend, wait: bool) -> io::Result<Option<DaySpend>> {
+    /// read), under the ledger's lock; returns the sum now kept. A lock
+    /// held elsewhere is waited for as `wait` says: then `Ok(None)` (the
+    /// caller adds it later), or for [`Wait::Long`] an error. A ledger
+    /// that is not today's, cannot be read or is not trusted ([`Found`])
+    /// is replaced by `spent`.
+    pub fn add(state_dir: &Path, spent: DaySpend, wait: Wait) -> io::Result<Option<Added>> {
         let lock = state::open(state_dir)?.open_lock(SPEND_LOCK)?;
         let waited = Instant::now();
         loop {
             match lock.try_lock() {
                 Ok(()) => break,
-                Err(TryLockError::WouldBlock) if !wait => return Ok(None),
-                Err(TryLockError::WouldBlock) if waited.elapsed() < LOCK_WAIT => {
-                    std::thread::sleep(Duration::from_millis(10));
+                Err(TryLockError::WouldBlock) if waited.elapsed() < wait.limit() => {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
+                Err(TryLockError::WouldBlock) if wait != Wait::Long => return Ok(None),
                 Err(TryLockError::WouldBlock) => {
                     return Err(io::Error::other(format!(
                         "{SPEND_LOCK} stayed locked for {}s",
-                        LOCK_WAIT.as_secs()
+                        wait.limit().as_secs()
                     )));
                 }
                 Err(TryLockError::Error(e)) => return Err(e),
             }
         }
         let day = spent.day;
-        let before = match DaySpend::stored(state_dir) {
-            Ok(Some(later)) if later.day > day => {
-                return Err(io::Error::other(format!(
-                    "it is dated {}, after today ({day}): did the clock go back?",
-                    later.day
-                )));
-            }
-            Ok(stored) => DaySpend::of_day(stored, day),
-            Err(why) => unreadable(state_dir, &why, day),
+        let (before, replaced) = match DaySpend::find(state_dir, day) {
+            Found::Today(before) => (before, None),
+            Found::Absent | Found::Earlier => (DaySpend::nothing(day), None),
+            Found::Unreadable(why) => (DaySpend::nothing(day), Some(Found::Unreadable(why))),
+            Found::Distrusted(why) => (DaySpend::nothing(day), Some(Found::Distrusted(why))),
         };
         let sum = DaySpend {
             day,
@@ -133,7 +145,7 @@ impl DaySpend {
             gpu_ms: before.gpu_ms.saturating_add(spent.gpu_ms),
         };
         sum.save(state_dir)?;
-        Ok(Some(sum))
+        Ok(Some(Added { sum, replaced }))
     }
 
     /// Writes the ledger whole (`0600`), replacing whatever had its name.
@@ -143,10 +155,29 @@ impl DaySpend {
     }
 }
 
-/// A ledger that cannot be read counts as nothing, with a warning.
-fn unreadable(state_dir: &Path, why: &str, today: NaiveDate) -> DaySpend {
-    tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), error = %why, "budget ledger unreadable; today's spend counts from 0");
-    DaySpend::nothing(today)
+/// What the ledger holds, for one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// No ledger yet.
+    Absent,
+    Today(DaySpend),
+    /// An earlier day's: today has spent nothing yet.
+    Earlier,
+    /// A link, a FIFO, oversized, nonsense: why. Today counts from 0.
+    Unreadable(String),
+    /// Dated after today, or another user's: why. Today counts from 0,
+    /// and the ledger is replaced; the run reports it as a problem.
+    Distrusted(String),
+}
+
+/// An addition to the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Added {
+    /// What the ledger now holds.
+    pub sum: DaySpend,
+    /// What it held that was replaced rather than added to
+    /// ([`Found::Unreadable`] or [`Found::Distrusted`]).
+    pub replaced: Option<Found>,
 }
 
 #[cfg(test)]
@@ -220,21 +251,67 @@ mod tests {
         }
     }
 
+    fn sum(added: io::Result<Option<Added>>) -> Option<DaySpend> {
+        added.unwrap().map(|a| a.sum)
+    }
+
     #[test]
     fn additions_from_two_holders_are_summed_not_overwritten() {
         let dir = tempfile::tempdir().unwrap();
-        DaySpend::add(dir.path(), spent(26, 10, 100), false).unwrap();
+        DaySpend::add(dir.path(), spent(26, 10, 100), Wait::No).unwrap();
         // Another process spent meanwhile.
-        let sum = DaySpend::add(dir.path(), spent(26, 5, 50), false).unwrap();
-        assert_eq!(sum, Some(spent(26, 15, 150)));
+        let added = DaySpend::add(dir.path(), spent(26, 5, 50), Wait::No).unwrap();
+        assert_eq!(
+            added,
+            Some(Added {
+                sum: spent(26, 15, 150),
+                replaced: None
+            })
+        );
         // A new day starts from what it spent, not from yesterday's.
-        let sum = DaySpend::add(dir.path(), spent(27, 1, 0), false).unwrap();
-        assert_eq!(sum, Some(spent(27, 1, 0)));
+        assert_eq!(
+            sum(DaySpend::add(dir.path(), spent(27, 1, 0), Wait::No)),
+            Some(spent(27, 1, 0))
+        );
         assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(spent(27, 1, 0)));
-        // A clock gone back never overwrites a later day's ledger.
-        let e = DaySpend::add(dir.path(), spent(26, 1, 0), false).unwrap_err();
-        assert!(e.to_string().contains("after today"), "{e}");
-        assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(spent(27, 1, 0)));
+    }
+
+    #[test]
+    fn a_ledger_dated_after_today_is_not_trusted_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        spent(28, 0, 0).save(dir.path()).unwrap();
+        assert!(matches!(
+            DaySpend::find(dir.path(), day(27)),
+            Found::Distrusted(why) if why.contains("dated 2026-11-28, after today (2026-11-27)")
+        ));
+        assert!(DaySpend::read(dir.path(), day(27)).is_err());
+        let added = DaySpend::add(dir.path(), spent(27, 5, 0), Wait::No).unwrap();
+        assert!(
+            matches!(&added, Some(Added { sum, replaced: Some(Found::Distrusted(_)) }) if *sum == spent(27, 5, 0)),
+            "{added:?}"
+        );
+        assert_eq!(DaySpend::read(dir.path(), day(27)), Ok(spent(27, 5, 0)));
+    }
+
+    #[test]
+    fn another_users_ledger_is_not_trusted() {
+        // Only root can give a file away; elsewhere this is shown by the
+        // folder's own test of `read_own`.
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        spent(27, u64::MAX, 0).save(dir.path()).unwrap();
+        let path = dir.path().join(SPEND_FILE);
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        assert!(matches!(
+            DaySpend::find(dir.path(), day(27)),
+            Found::Distrusted(why) if why.contains("belongs to user 65534")
+        ));
+        assert_eq!(
+            sum(DaySpend::add(dir.path(), spent(27, 5, 0), Wait::No)),
+            Some(spent(27, 5, 0))
+        );
     }
 
     #[test]
@@ -243,14 +320,14 @@ mod tests {
         let held = std::fs::File::create(dir.path().join(SPEND_LOCK)).unwrap();
         held.lock().unwrap();
         assert_eq!(
-            DaySpend::add(dir.path(), spent(26, 1, 0), false).unwrap(),
+            sum(DaySpend::add(dir.path(), spent(26, 1, 0), Wait::No)),
             None
         );
-        let e = DaySpend::add(dir.path(), spent(26, 1, 0), true).unwrap_err();
+        let e = DaySpend::add(dir.path(), spent(26, 1, 0), Wait::Long).unwrap_err();
         assert!(e.to_string().contains("stayed locked"), "{e}");
         drop(held);
         assert!(
-            DaySpend::add(dir.path(), spent(26, 1, 0), true)
+            DaySpend::add(dir.path(), spent(26, 1, 0), Wait::Long)
                 .unwrap()
                 .is_some()
         );

@@ -10,7 +10,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::base::file::FileError;
+use crate::base::file::{FileError, Foreign};
 use crate::base::folder::Folder;
 use crate::config::Paths;
 
@@ -24,6 +24,9 @@ pub enum Stored {
     /// the warning. Its reader goes on as if it were absent, on the safe
     /// side.
     Unreadable(String),
+    /// Read by [`read_own`]: another user than this one or the folder's
+    /// owner put it there (why, for the warning). Not read.
+    Foreign(String),
 }
 
 /// The folder holding the inbox, opened: a link at its own name is the
@@ -48,14 +51,25 @@ pub fn task_folder(paths: &Paths, dir: &Path) -> io::Result<Folder> {
 
 /// Reads the state file `name` in `dir`, at most `cap` bytes.
 pub fn read(dir: &Path, name: &str, cap: u64) -> Stored {
+    read_with(dir, |folder| folder.read(name, cap))
+}
+
+/// [`read`] of a state file whose contents only this user or the
+/// folder's owner may set: another user's file there is unreadable.
+pub fn read_own(dir: &Path, name: &str, cap: u64) -> Stored {
+    read_with(dir, |folder| folder.read_own(name, cap))
+}
+
+fn read_with(dir: &Path, read: impl FnOnce(&Folder) -> Result<Vec<u8>, FileError>) -> Stored {
     let folder = match open(dir) {
         Ok(folder) => folder,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Stored::Absent,
         Err(e) => return Stored::Unreadable(e.to_string()),
     };
-    match folder.read_if_any(name, cap) {
-        Ok(None) => Stored::Absent,
-        Ok(Some(bytes)) => Stored::Bytes(bytes),
+    match read(&folder) {
+        Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Stored::Absent,
+        Err(FileError::Io(e)) if Foreign::of(&e).is_some() => Stored::Foreign(e.to_string()),
+        Ok(bytes) => Stored::Bytes(bytes),
         Err(FileError::NotRegular(what)) => {
             Stored::Unreadable(format!("it is {what}, not a regular file; it was not read"))
         }

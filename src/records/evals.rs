@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::capped::{Record, read_record};
-use super::{ListedRun, read_summaries_in};
+use super::{ListedRun, Listing, read_summaries_in};
 use crate::base::folder::Folder;
 
 /// `eval.json` is read up to this size.
@@ -128,8 +128,14 @@ pub fn list_evals(logs: &Path, limit: usize) -> Option<(Folder, Vec<String>)> {
 }
 
 /// Reads eval `id` of the opened `eval` folder: its `eval.json` (capped,
-/// typed) and the runs of its variant folders, walked like `logs/`.
-pub fn read_eval(root: &Folder, logs: &Path, id: &str) -> Option<ListedEval> {
+/// typed) and the runs of its variant folders, walked like `logs/` at
+/// `now`.
+pub fn read_eval(
+    root: &Folder,
+    logs: &Path,
+    id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<ListedEval> {
     let folder = root.sub(id).ok()?;
     let dir = logs.join("eval").join(id);
     let report = match read_record(&folder, "eval.json", MAX_EVAL_BYTES) {
@@ -155,8 +161,9 @@ pub fn read_eval(root: &Folder, logs: &Path, id: &str) -> Option<ListedEval> {
     let mut variants = Vec::new();
     for n in names {
         let Ok(v) = folder.sub(&n) else { continue };
-        let listing = read_summaries_in(&v, &dir.join(&n));
+        let listing = read_summaries_in(&v, &dir.join(&n), now);
         skipped.extend(listing.skipped);
+        skipped.extend(listing.ahead.iter().map(|d| Listing::ahead_line(d, now)));
         skipped.extend(listing.incomplete.iter().map(|d| {
             format!(
                 "{}: no readable summary.json (killed, or not a run)",

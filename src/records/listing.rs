@@ -1,11 +1,15 @@
 //! Walking `logs/` for its runs (SPEC §21, §22): through opened folders,
 //! one real folder at a time, never following a link; a folder this user
-//! may not read is named as such, never taken for "no runs".
+//! may not read is named as such, never taken for "no runs"; a folder
+//! dated more than an hour ahead of the clock is no run (SPEC §25).
 
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, Utc};
+
 use super::Summary;
 use super::capped::read_summary_in;
+use super::run_id::{ahead_of_clock, run_time};
 use crate::base::folder::Folder;
 
 /// A run folder as the listing walked it, with its summary.
@@ -21,13 +25,16 @@ pub struct ListedRun {
 
 /// What `logs/` holds: the readable runs, newest first; the run folders
 /// without a readable summary (a run still going, one killed before it
-/// ended, or a crafted one); what was skipped, one line each; and the
-/// folders this user may not read (SPEC §22: a permission problem, never
-/// "no runs").
+/// ended, or a crafted one); the folders whose run id or start lies more
+/// than an hour ahead of the clock, which no run of this clock wrote
+/// (planted, or the clock went back: never "the newest run", SPEC §25);
+/// what was skipped, one line each; and the folders this user may not
+/// read (SPEC §22: a permission problem, never "no runs").
 #[derive(Debug, Default)]
 pub struct Listing {
     pub runs: Vec<ListedRun>,
     pub incomplete: Vec<PathBuf>,
+    pub ahead: Vec<PathBuf>,
     pub skipped: Vec<String>,
     pub unreadable: Vec<PathBuf>,
     /// The logs folder is there but is no folder to read (a file, a loop
@@ -39,16 +46,26 @@ impl Listing {
     pub fn summaries(&self) -> Vec<Summary> {
         self.runs.iter().map(|r| r.summary.clone()).collect()
     }
+
+    /// The line that names a folder of [`Listing::ahead`] as no run.
+    pub fn ahead_line(dir: &Path, now: DateTime<Utc>) -> String {
+        format!(
+            "{}: not a run: its run id or start lies more than an hour ahead of the clock ({}); planted, or the clock went back",
+            dir.display(),
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
 }
 
 /// Walks `logs/<task>/<run>/` through opened folders, one real folder at a
 /// time: a link is never followed (a linked task or run folder is skipped
 /// with a line saying so), and a folder renamed or swapped for a link
 /// during the walk is not followed either. A missing, half-written or
-/// foreign summary never stops the listing: its folder is named instead.
-pub fn read_summaries(logs: &Path) -> Listing {
+/// foreign summary never stops the listing: its folder is named instead,
+/// and so is one dated more than an hour after `now`.
+pub fn read_summaries(logs: &Path, now: DateTime<Utc>) -> Listing {
     match Folder::open_root(logs) {
-        Ok(root) => read_summaries_in(&root, logs),
+        Ok(root) => read_summaries_in(&root, logs, now),
         // No logs folder yet: no run was recorded.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::default(),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Listing {
@@ -87,7 +104,7 @@ fn unopened(e: &std::io::Error) -> Unopened {
 }
 
 /// [`read_summaries`] from an opened folder (`logs` names it in messages).
-pub fn read_summaries_in(root: &Folder, logs: &Path) -> Listing {
+pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> Listing {
     let mut out = Listing::default();
     let listed = match root.folders_and_links() {
         Ok(listed) => listed,
@@ -120,7 +137,14 @@ pub fn read_summaries_in(root: &Folder, logs: &Path) -> Listing {
             if !is_run(&run_folder) {
                 continue;
             }
+            if run_time(&run).is_some_and(|t| ahead_of_clock(t, now)) {
+                out.ahead.push(dir);
+                continue;
+            }
             match read_summary_in(&run_folder, &dir) {
+                // Runs are put in order by their start: a planted one
+                // cannot be the newest by its summary either.
+                Ok(summary) if ahead_of_clock(summary.started_at, now) => out.ahead.push(dir),
                 Ok(summary) => out.runs.push(ListedRun {
                     dir,
                     task_dir: task.clone(),
@@ -141,6 +165,7 @@ pub fn read_summaries_in(root: &Folder, logs: &Path) -> Listing {
             .then_with(|| b.dir.cmp(&a.dir))
     });
     out.incomplete.sort();
+    out.ahead.sort();
     out.skipped.sort();
     out.unreadable.sort();
     out

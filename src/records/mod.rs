@@ -35,7 +35,7 @@ pub use read::{
 };
 pub use record::{RunRecord, create_private_dir, replace_private};
 pub use recorded::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
-pub use run_id::{run_id_for, run_order, run_time};
+pub use run_id::{ahead_of_clock, run_id_for, run_order, run_time};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

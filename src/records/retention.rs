@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::run_id::{run_order, run_time};
+use super::run_id::{ahead_of_clock, run_order, run_time};
 use crate::base::folder::{Folder, Kind};
 use crate::config::Retention;
 use crate::inbox;
@@ -29,11 +29,6 @@ struct Dated {
     name: String,
     started: DateTime<Utc>,
 }
-
-/// How far ahead of the clock a run id may be before the clock is not
-/// trusted to prune: a clock that went back would otherwise make every
-/// record look old.
-const CLOCK_SLACK_HOURS: i64 = 1;
 
 /// Prunes `logs` (each `logs/<task>/<run_id>/`, `logs/eval/<run_id>/`
 /// alike) and `done` as `retention` says, at `now`. Below `logs` nothing
@@ -98,7 +93,8 @@ pub fn prune(
             old.push(d);
         }
     }
-    if let Some(t) = newest.filter(|t| *t > now + chrono::Duration::hours(CLOCK_SLACK_HOURS)) {
+    // A clock that went back would otherwise make every record look old.
+    if let Some(t) = newest.filter(|t| ahead_of_clock(*t, now)) {
         pruned.skipped = Some(format!(
             "a run id ({}) lies ahead of the clock ({}): the clock is not trusted to prune, nothing was removed",
             t.to_rfc3339(),

@@ -1,6 +1,6 @@
 //! Run ids (SPEC §8): a run's start second, `YYYYMMDDTHHMMSSZ`, and `-N`
 //! when two runs of a task start in the same second — made, read back,
-//! put in time order.
+//! put in time order, and told from times no run of this clock has had.
 
 use chrono::{DateTime, Utc};
 
@@ -32,4 +32,14 @@ pub fn run_order(run_id: &str) -> (&str, u32) {
         Some((stamp, n)) => (stamp, n.parse().unwrap_or(0)),
         None => (run_id, 1),
     }
+}
+
+/// How far ahead of the clock a run's time may lie: further, and no run
+/// of this clock wrote it (a planted folder, or a clock that went back).
+pub const CLOCK_SLACK_HOURS: i64 = 1;
+
+/// Whether `time`, a run's, lies more than [`CLOCK_SLACK_HOURS`] ahead of
+/// `now`.
+pub fn ahead_of_clock(time: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    time > now + chrono::Duration::hours(CLOCK_SLACK_HOURS)
 }

@@ -637,3 +637,69 @@ proptest! {
         let _ = otlp::rejected(&body);
     }
 }
+
+/// `text` with its JSON escapes decoded (leniently, as a reader might).
+fn unescaped(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let code = u32::from_str_radix(&hex, 16).unwrap_or(0xFFFD);
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            Some('n') => out.push('\n'),
+            Some(c) => out.push(c),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_secret_the_model_wrote_json_escaped_is_redacted_in_contents() {
+    let escaped = r#"{"url":"https://example.com/\u0068unter2-secret"}"#;
+    let request = serde_json::json!({});
+    let calls = vec![ToolCall {
+        id: "call-1".into(),
+        kind: "function".into(),
+        function: FunctionCall {
+            name: "webfetch".into(),
+            arguments: escaped.into(),
+        },
+    }];
+    let mut t = trace(true);
+    t.on(at(10), &sent(1));
+    t.on(
+        at(20),
+        &TaskEvent::Attempt(ModelAttempt {
+            turn: 1,
+            attempt: &attempt(&request, None, Some(200)),
+            context: None,
+        }),
+    );
+    t.on(at(30), &reply(1, usage(100, 20), "tool_calls", "", &calls));
+    let mut answered = answer("webfetch", false, "fetched", 5);
+    answered.arguments = escaped.into();
+    t.on(at(40), &TaskEvent::ToolAnswered(&answered));
+    let trace = t.end(at(50), &ending(true, None));
+    let Some(Value::Str(args)) = attr(&trace.spans[2], "gen_ai.tool.call.arguments") else {
+        panic!("a tool span carries its arguments");
+    };
+    assert_eq!(args, r#"{"url":"https://example.com/***"}"#);
+    for span in &trace.spans {
+        for (key, value) in &span.attributes {
+            let Value::Str(text) = value else { continue };
+            let mut text = text.clone();
+            for _ in 0..3 {
+                assert!(!text.contains("hunter2-secret"), "{key}: {text}");
+                text = unescaped(&text);
+            }
+        }
+    }
+}

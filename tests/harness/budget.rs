@@ -315,7 +315,8 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
     assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
     assert_eq!(ledger(&project)["tokens"], json!(160));
     // The UTC date is tomorrow there: a ledger from a clock that was
-    // ahead is left as it is, and said, never overwritten with an earlier day.
+    // ahead is not trusted (it would switch the daily limit off): said as
+    // a problem, and replaced by today's count.
     project.task("t", "Answer.");
     full("2026-04-09");
     let RunOutcome::Finished(tally) = run_all(&cfg).await else {
@@ -329,7 +330,8 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
             .any(|p| p.contains("after today (2026-04-08)")),
         "{tally:?}"
     );
-    assert_eq!(ledger(&project)["day"], json!("2026-04-09"));
+    assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
+    assert_eq!(ledger(&project)["tokens"], json!(160));
 }
 
 #[tokio::test]
@@ -387,11 +389,12 @@ async fn check_prints_todays_spend_against_each_limit() {
         printed.contains("budget ledger unreadable") && printed.contains("0 of 100000 tokens"),
         "{printed}"
     );
-    // A ledger from a clock that ran ahead is said, not read as today's 0.
+    // A ledger from a clock that ran ahead is said to be untrusted.
     plant_ledger(&project, "2999-01-01", 5, 0);
     let printed = stdout(&run_bin(&project, &["check"]).await);
     assert!(
-        printed.contains("the budget ledger is dated 2999-01-01, after today"),
+        printed.contains("the budget ledger is not trusted (it is dated 2999-01-01, after today")
+            && printed.contains("0 of 100000 tokens"),
         "{printed}"
     );
 }
@@ -496,4 +499,133 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
     );
     assert_eq!(llm.requests().await.len(), 1, "only the first run spent");
     assert_eq!(ledger(&project)["tokens"], json!(1000));
+}
+
+/// Replies that always call a tool (a new call each turn, so no loop is
+/// seen), 15 tokens each, after `delay`.
+fn endless_calls(delay: Duration) -> Vec<wiremock::ResponseTemplate> {
+    (0..40)
+        .map(|i| {
+            let mut body = tool_calls(&[(&format!("c{i}"), "no_such_tool", json!({"n": i}))]);
+            body["usage"] =
+                json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15});
+            ok(body).set_delay(delay)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_spending_at_once_overshoot_a_daily_limit_by_one_request_each_at_most() {
+    let llm = FakeLlm::by_progress(endless_calls(Duration::from_millis(200))).await;
+    let project = Project::new();
+    project.write_config(
+        &llm.base_url(),
+        "[budget]\ntokens_per_day = 100\n[limits]\nmax_turns = 30",
+    );
+    project.task("loop", "Loop.");
+    let mut commands = vec![vec!["run".to_string()]];
+    for j in 0..5 {
+        commands.push(
+            ["exec", "--name", &format!("ex{j}"), "Loop."]
+                .map(String::from)
+                .to_vec(),
+        );
+    }
+
+    let outs = futures::future::join_all(commands.iter().map(|args| async {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_bin(&project, &args).await
+    }))
+    .await;
+
+    for out in &outs {
+        assert_eq!(out.status.code(), Some(75), "{}", stderr(out));
+    }
+    // Six processes, one request each in flight when the limit was met.
+    let spent = ledger(&project)["tokens"].as_u64().unwrap();
+    assert!((100..=100 + 6 * 15).contains(&spent), "{spent} tokens");
+    assert_eq!(llm.requests().await.len() as u64 * 15, spent);
+}
+
+#[tokio::test]
+async fn a_limit_met_between_two_tasks_is_the_logs_last_line() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 160");
+    project.task("a", "Answer.");
+    project.task("b", "Answer.");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert_eq!(done(&project), ["a.md"]);
+    assert_eq!(project.inbox(), ["b.md"]);
+    let err = stderr(&out);
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(
+        last.contains("[budget] tokens_per_day = 160 reached (160 tokens spent on ")
+            && last.contains("it resets at "),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn another_users_ledger_neither_pauses_the_queue_nor_switches_the_limit_off() {
+    if unsafe { libc::geteuid() } != 0 {
+        // Only root can give a file to another user; CI runs as root.
+        return;
+    }
+    let today = chrono::Utc::now().date_naive();
+    let (project, out) = run_over_a_planted_ledger(|p| {
+        plant_ledger(p, today, u64::MAX, 0);
+        std::os::unix::fs::chown(p.root().join(LEDGER), Some(65534), Some(65534)).unwrap();
+    })
+    .await;
+
+    // Not paused for the day by another user's claim: counted from 0,
+    // so the limit of 200 still holds (a and b, then c waits), and said.
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not trusted (it belongs to user 65534"),
+        "{err}"
+    );
+    assert_eq!(done(&project), ["a.md", "b.md"]);
+    assert_eq!(project.inbox(), ["c.md"]);
+    assert_eq!(ledger(&project)["tokens"], json!(320));
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(project.root().join(LEDGER)).unwrap(),
+    );
+    assert_eq!(owner, 0, "replaced by this user's");
+}
+
+#[tokio::test]
+async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_runs() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let project = Project::new();
+    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 200");
+    plant_ledger(&project, "2099-01-01", 0, 0);
+    for name in ["a", "b"] {
+        project.task(name, "Answer.");
+    }
+    let first = run_bin(&project, &["run"]).await;
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("not trusted (it is dated 2099-01-01, after today"),
+        "{}",
+        stderr(&first)
+    );
+    assert_eq!(ledger(&project)["tokens"], json!(320));
+
+    // The next run counts from what the first spent: the limit holds.
+    project.task("c", "Answer.");
+    let next = run_bin(&project, &["run"]).await;
+
+    assert_eq!(next.status.code(), Some(75), "{}", stderr(&next));
+    assert_eq!(project.inbox(), ["c.md"]);
+    assert_eq!(llm.requests().await.len(), 2);
 }

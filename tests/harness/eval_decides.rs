@@ -38,6 +38,7 @@ async fn project() -> (Project, MockServer) {
         .respond_with(ByTemperature(Default::default()))
         .mount(&server)
         .await;
+    list_models(&server).await;
     let project = Project::new();
     let suite = project.root().join("suite");
     std::fs::create_dir_all(&suite).unwrap();

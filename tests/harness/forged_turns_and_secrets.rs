@@ -196,3 +196,171 @@ fn a_wrong_type_in_the_config_names_the_file_the_line_and_the_key() {
         "{err}"
     );
 }
+
+// -- 8. Secrets in every spelling (SPEC §25) ------------------------------------------
+
+/// `text` with its JSON escapes decoded, leniently: what a reader of a
+/// record line, of the arguments inside it, or of a log line might decode.
+fn unescaped(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let code = u32::from_str_radix(&hex, 16).unwrap_or(0xFFFD);
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(c) => out.push(c),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// Whether `text`, decoded as JSON level after level, ever holds `secret`.
+fn holds_in_any_spelling(text: &str, secret: &str) -> bool {
+    let mut text = text.to_string();
+    for _ in 0..4 {
+        if text.contains(secret) {
+            return true;
+        }
+        text = unescaped(&text);
+    }
+    text.contains(secret)
+}
+
+/// Every string of a JSON value, and of the JSON text inside its strings.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => {
+            if let Ok(inner) = serde_json::from_str::<Value>(s)
+                && (inner.is_object() || inner.is_array())
+            {
+                strings(&inner, out);
+            }
+            out.push(s.clone());
+        }
+        Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        Value::Object(o) => o.iter().for_each(|(k, v)| {
+            out.push(k.clone());
+            strings(v, out);
+        }),
+        _ => {}
+    }
+}
+
+/// The files of a run folder: the JSON lines decoded (and the JSON text in
+/// their strings), every other file as text; none may hold `secret` in
+/// any spelling.
+fn assert_no_spelling_of(dir: &std::path::Path, secret: &str) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!holds_in_any_spelling(&text, secret), "{name}: {text}");
+        if name.ends_with(".jsonl") {
+            for line in text.lines() {
+                let mut found = Vec::new();
+                strings(&serde_json::from_str(line).unwrap(), &mut found);
+                for s in found {
+                    assert!(!holds_in_any_spelling(&s, secret), "{name}: {s}");
+                }
+            }
+        }
+    }
+}
+
+/// A hostile endpoint knows the key it is sent: written JSON-escaped in a
+/// call's arguments (`\u0073k-…`, the review's item 12), it is redacted in
+/// conversation.jsonl, tools.jsonl and run.log as the plain key is.
+#[tokio::test]
+async fn a_key_the_model_writes_json_escaped_never_reaches_a_record() {
+    let key = "sk-SECRETKEY-abcdef123456";
+    let arguments = r#"{"slug": "\u0073k-SECRETKEY-abcdef123456", "offset": 0, "why": "\u0073\u006B\u002dSECRETKEY-abcdef12345\u0036"}"#;
+    let call = json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "id": "c1", "function": {"name": "noteworx_read_note", "arguments": arguments}}
+        ]}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    });
+    let notes = FakeNoteworx::start(vec![note("meeting", "Meeting", &[], "Notes.")]).await;
+    let llm = FakeLlm::replies(vec![call, final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Read the note.");
+    let path = project.write_config(
+        &llm.base_url(),
+        &format!("api_key_env = \"TEST_API_KEY\"\n{}", notes.config_section()),
+    );
+    let env = |k: &str| match k {
+        "TEST_API_KEY" => Some(key.to_string()),
+        _ => test_env(k),
+    };
+    let cfg = agent_harness::config::Config::load(&path, &env).unwrap();
+
+    run_all(&cfg).await;
+
+    let lines = project.tool_lines("t");
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].arguments.contains(r#""slug": "***""#),
+        "the arguments are recorded, the key redacted: {}",
+        lines[0].arguments
+    );
+    assert!(
+        project
+            .run_log("t")
+            .contains("noteworx_read_note {\"slug\": \"***\""),
+        "{}",
+        project.run_log("t")
+    );
+    assert_no_spelling_of(&project.run_dir("t"), key);
+}
+
+/// The userinfo of `[openai] base_url` is a secret (the review's item 11):
+/// the warning that prints the URL of `/apply-template` shows neither the
+/// password, nor a user name that is the token, nor a short password.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_userinfo_of_the_endpoint_url_never_reaches_a_log_line() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    // Answers as no llama-server does (a proxy, vLLM): the URL is printed.
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::path("/apply-template"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"not": "a prompt"})))
+        .mount(&llm.server)
+        .await;
+    for (userinfo, hidden) in [
+        ("bob:hunter2secretpw", "hunter2secretpw"),
+        ("ghp_TOKENUSERNAME42:x-oauth-basic", "ghp_TOKENUSERNAME42"),
+        ("bob:pw", ":pw@"),
+    ] {
+        let project = Project::new();
+        project.task("t", "Hello.");
+        let base_url = llm
+            .base_url()
+            .replacen("http://", &format!("http://{userinfo}@"), 1);
+        project.write_config(&base_url, "");
+
+        let out = harness_command()
+            .arg("run")
+            .current_dir(project.root())
+            .env("AGENT_HARNESS_LOG", "agent_harness=debug")
+            .output()
+            .unwrap();
+
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains("cannot count prompts") && stderr.contains("***@127.0.0.1"),
+            "the URL is in the warning, its userinfo redacted: {stderr}"
+        );
+        assert!(!stderr.contains(hidden), "{hidden} shown: {stderr}");
+        assert!(!project.all_records().contains(hidden), "{hidden} recorded");
+    }
+}

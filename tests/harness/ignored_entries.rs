@@ -67,3 +67,42 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn past_twenty_entries_that_never_run_are_counted_not_named() {
+    let llm = FakeLlm::replies(vec![]).await;
+    let project = Project::new();
+    let inbox = project.root().join("tasks/inbox");
+    for i in 0..25 {
+        std::fs::write(inbox.join(format!("stray{i:02}.txt")), "x").unwrap();
+    }
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let named: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("an inbox entry that will never run"))
+        .collect();
+    assert_eq!(named.len(), 20, "{err}");
+    assert!(
+        named[0].contains("stray00.txt") && named[19].contains("stray19.txt"),
+        "the first 20, in order: {err}"
+    );
+    assert!(!err.contains("stray24.txt"), "{err}");
+    let counted: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("more inbox entries that will never run"))
+        .collect();
+    assert_eq!(counted.len(), 1, "{err}");
+    assert!(counted[0].contains("and 5 more"), "{err}");
+    // The summary and the metrics count every one.
+    assert!(err.contains("25 inbox entries will never run"), "{err}");
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_inbox_ignored_files 25\n"),
+        "{metrics}"
+    );
+}

@@ -51,6 +51,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         })
         .mount(&server)
         .await;
+    list_models(&server).await;
     let project = Project::new();
     project.task("a-before", "Say hello.");
     project.task("b-panics", "PANIC in here.");

@@ -128,7 +128,11 @@ async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
 }
 
 /// A server's child that leaves its process group (`setsid()`) is ended
-/// with the server.
+/// with the server — even though the server exits by itself once its
+/// connection closes (its stdin ends), after which the child is no longer
+/// found below it: the harness notes it before it closes the connection.
+/// (Noted only after, it was found or not as the scheduler had it: the
+/// test failed under load.)
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
@@ -140,12 +144,21 @@ async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
     let cfg = config(&project, &llm, &server("h", &modes, ""));
     project.task("t", "Go.");
     run(&cfg, false).await;
+    // The server wrote it before it answered `initialize`.
     let text = std::fs::read_to_string(&pid).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    assert!(!text.trim().is_empty(), "no pid in {}", pid.display());
+    // SIGTERM, then SIGKILL 2 s later: a generous bound for a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !process_gone(&text) && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(process_gone(&text), "process {text} outlived the run");
+    let gone = process_gone(&text);
+    if !gone {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", text.trim()])
+            .status();
+    }
+    assert!(gone, "process {text} outlived the run");
 }
 
 /// A listing that pages on and on is read for 8 pages and 256 tools at

@@ -175,7 +175,7 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
 /// check (`/log`) instead of pinging success, so a run that hangs holding
 /// the lock is still noticed when its success never comes.
 #[tokio::test]
-async fn a_run_that_finds_the_lock_taken_logs_instead_of_pinging_success() {
+async fn a_run_that_finds_the_lock_taken_logs_and_never_pings_start() {
     let hc = pings().await;
     let (_llm, _project, cfg) = arrange(
         vec![final_answer("done")],
@@ -193,16 +193,277 @@ async fn a_run_that_finds_the_lock_taken_logs_instead_of_pinging_success() {
     assert_eq!(outcome.exit_code(), 0);
     let got = received(&hc).await;
     let calls: Vec<(&str, &str)> = got.iter().map(|g| (g.0.as_str(), g.1.as_str())).collect();
-    assert_eq!(
-        calls,
-        [
-            ("GET", &*format!("/ping/{CHECK}/start")),
-            ("POST", &*format!("/ping/{CHECK}/log"))
-        ]
+    // No `/start`: that would reset the check's timer while the run
+    // holding the lock may hang.
+    assert_eq!(calls, [("POST", &*format!("/ping/{CHECK}/log"))]);
+    assert!(
+        got[0].2.contains("another run holds the lock"),
+        "{}",
+        got[0].2
+    );
+}
+
+/// A receiver whose every answer is a redirect to `target`.
+async fn redirecting_to(target: &str) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(307).insert_header("location", target))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
+    let target = pings().await;
+    let hc = redirecting_to(&format!("{}/internal-admin?x=1", target.uri())).await;
+    let llm = FakeLlm::start(vec![
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("broken", "Answer.");
+    project.write_config(&llm.base_url(), &notify(&hc));
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        received(&target).await.is_empty(),
+        "the redirect was followed: {:?}",
+        received(&target).await
+    );
+    // Each notification asked once: a redirect is not retried either.
+    let paths: Vec<String> = received(&hc).await.into_iter().map(|r| r.1).collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("HTTP 307, a redirect to 127.0.0.1 (not followed)"),
+        "{err}"
+    );
+    assert!(!err.contains("internal-admin"), "{err}");
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_notify_failures_total 3\n"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    let port = closed_port();
+    project.write_config(
+        &llm.base_url(),
+        &format!(
+            "[notify]\nping_url = \"http://ghp_TOKENUSERNAME42:x-oauth-basic@127.0.0.1:{port}/p/short?sig=SIGVALUE9876&code=AZCODE5555\"\non_failure_url = \"http://hookuser:pw@127.0.0.1:{port}/hook/abc\"\n"
+        ),
+    );
+
+    let out = run_bin(&project, &["run"]).await;
+
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("url=http://127.0.0.1:{port} ")),
+        "{err}"
+    );
+    for secret in [
+        "ghp_TOKENUSERNAME42",
+        "x-oauth-basic",
+        "SIGVALUE9876",
+        "AZCODE5555",
+        "/p/short",
+    ] {
+        assert!(!err.contains(secret), "{secret} in the log: {err}");
+    }
+}
+
+/// `run` in `project`, in the background.
+fn spawn_run(project: &Project, stderr: std::process::Stdio) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+        .arg("run")
+        .current_dir(project.root())
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
+/// A receiver that takes a minute to answer anything.
+async fn silent() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(60)))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// `/start` goes out once the run holds its lock, beside the first task:
+/// a receiver that does not answer it never holds the task back.
+#[tokio::test(flavor = "multi_thread")]
+async fn start_goes_out_beside_the_first_task_and_never_holds_it_back() {
+    let hc = silent().await;
+    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let project = Project::new();
+    project.task("t", "Answer.");
+    project.write_config(&llm.base_url(), &notify(&hc));
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let chat = llm.requests().await;
+    assert_eq!(chat.len(), 1);
+    // Had the task waited for `/start`, its three tries (5 s each) would
+    // all have come before the task's request.
+    let starts = received(&hc)
+        .await
+        .into_iter()
+        .filter(|r| r.1.ends_with("/start"))
+        .count();
+    assert_eq!(starts, 1, "one try of /start, given up at the end");
+    let err = stderr(&out);
+    assert!(
+        err.contains("/start had no answer when the run ended"),
+        "{err}"
+    );
+}
+
+/// The metrics are written before the end's notifications, so a receiver
+/// that never answers loses nothing even if the process is killed while
+/// it waits; after a signal the notifications take a second, not 33.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
+    let hc = silent().await;
+    // A task that would go on for a long time: a slow tool call each turn.
+    let turns: Vec<ResponseTemplate> = (0..30)
+        .map(|i| {
+            ok(tool_calls(&[(
+                &format!("c{i}"),
+                "no_such_tool",
+                json!({"n": i}),
+            )]))
+            .set_delay(std::time::Duration::from_millis(300))
+        })
+        .collect();
+    let llm = FakeLlm::by_progress(turns).await;
+    let project = Project::new();
+    project.task("long", "Loop.");
+    project.write_config(
+        &llm.base_url(),
+        &format!("{}[limits]\nmax_turns = 30\n", notify(&hc)),
+    );
+    let child = spawn_run(&project, std::process::Stdio::piped());
+    while llm.requests().await.len() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+
+    // Before: 3 tries × 5 s for the ping and again for the report, 33 s.
+    // The bound is loose for a loaded machine; the promise is a second.
+    let took = signalled.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    assert_eq!(status.status.code(), Some(75), "{}", stderr(&status));
+    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(
+        metrics.contains("agent_harness_last_run_exit_code 75\n")
+            && metrics.contains("agent_harness_notify_failures_total 3\n"),
+        "{metrics}"
     );
     assert!(
-        got[1].2.contains("another run holds the lock"),
+        stderr(&status).contains("a signal came"),
         "{}",
-        got[1].2
+        stderr(&status)
     );
+    assert_eq!(project.inbox(), ["long.md"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
+    let hc = silent().await;
+    let llm = FakeLlm::start(vec![
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("broken", "Answer.");
+    project.write_config(&llm.base_url(), &notify(&hc));
+    let prom = project.root().join("logs/agent-harness.prom");
+    let mut child = spawn_run(&project, std::process::Stdio::null());
+    while !prom.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before its metrics"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // The receiver holds every notification for a minute: the run is
+    // still waiting on them, and a kill now loses nothing.
+    assert!(child.try_wait().unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        metrics.contains("agent_harness_last_run_exit_code 1\n"),
+        "{metrics}"
+    );
+}
+
+/// Sixty failing tasks, one of whose errors quotes what the model wrote.
+#[tokio::test]
+async fn bodies_carry_the_harness_words_within_their_caps() {
+    let hc = pings().await;
+    let bait = "@channel URGENT: payroll moved, re-enter creds at http://evil.example/login";
+    let llm = FakeLlm::by_progress(vec![ok(final_answer(&format!("{{\"n\": \"{bait}\"}}")))]).await;
+    let project = Project::new();
+    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
+    std::fs::write(
+        project.root().join("schemas/s.json"),
+        r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
+    )
+    .unwrap();
+    project.task(
+        "aa-schema",
+        "+++\noutput_schema = \"schemas/s.json\"\n+++\nGive n.",
+    );
+    for i in 0..60 {
+        // Not a task file: each fails at once, in the harness's words.
+        project.task(&format!("bad{i:02}"), "+++\nmax_turns = \"many\"\n+++\nx");
+    }
+
+    let outcome = run_all(&project.config(&llm.base_url(), &notify(&hc))).await;
+
+    assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
+    let got = received(&hc).await;
+    let ping = &got.iter().find(|g| g.1.ends_with("/1")).unwrap().2;
+    let report = &got.iter().find(|g| g.1.starts_with("/hook")).unwrap().2;
+    for body in [ping, report] {
+        assert!(!body.contains("evil.example"), "{body}");
+        assert!(!body.contains("@channel"), "{body}");
+    }
+    assert!(
+        ping.contains(
+            "aa-schema: failed (invalid_answer): the answer did not match the output schema"
+        ) && ping.contains("\nand 11 more"),
+        "{ping}"
+    );
+    let report: Value = serde_json::from_str(report).unwrap();
+    assert_eq!(report["failed_tasks"].as_array().unwrap().len(), 50);
+    assert_eq!(report["more_failed_tasks"], 11);
+    assert_eq!(report["failed"], 61);
+    for task in report["failed_tasks"].as_array().unwrap() {
+        assert!(
+            task["error"].as_str().unwrap().chars().count() <= 300,
+            "{task}"
+        );
+    }
 }

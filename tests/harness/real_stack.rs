@@ -83,15 +83,28 @@ async fn start_llama_server(
     logs: &Path,
     ctx: u32,
 ) -> (Service, String) {
+    start_llama_server_with(
+        paths,
+        logs,
+        ctx,
+        &["--jinja", "--chat-template-file", &paths["CHAT_TEMPLATE"]],
+    )
+    .await
+}
+
+/// [`start_llama_server`] with `template`'s flags.
+async fn start_llama_server_with(
+    paths: &HashMap<String, String>,
+    logs: &Path,
+    ctx: u32,
+    template: &[&str],
+) -> (Service, String) {
     let port = closed_port().to_string();
     let mut service = spawn(
         "llama-server",
-        Command::new(&paths["LLAMA_SERVER"]).args([
+        Command::new(&paths["LLAMA_SERVER"]).args(template).args([
             "-m",
             &paths["WEIGHTS"],
-            "--jinja",
-            "--chat-template-file",
-            &paths["CHAT_TEMPLATE"],
             "-c",
             &ctx.to_string(),
             "-np",
@@ -490,8 +503,34 @@ async fn real_llama_server_directly_and_behind_the_runpod_worker() {
     runpod_kind(&worker_url, &page_url).await;
     drop((worker, llama));
 
-    let (_small, small_url) = start_llama_server(&paths, logs.path(), 2048).await;
+    let (small, small_url) = start_llama_server(&paths, logs.path(), 2048).await;
     exact_counts_in_a_small_window(&small_url).await;
+    drop(small);
+
+    let (_plain, plain_url) =
+        start_llama_server_with(&paths, logs.path(), 2048, &["--no-jinja"]).await;
+    without_jinja_every_task_stays(&plain_url).await;
+}
+
+/// llama-server started without its Jinja templates refuses every request
+/// with tools: a setup fault naming the flag, every task left as it was.
+async fn without_jinja_every_task_stays(base_url: &str) {
+    let project = Project::new();
+    project.task("a", "Say hello.");
+    project.task("b", "Say hello.");
+    project.write_config(base_url, "[model]\nmax_tokens = 32");
+
+    let out = crate::cli::run_bin(&project, &["run"]).await;
+
+    let err = crate::cli::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("tools param requires --jinja flag") && err.contains("start it with --jinja"),
+        "{err}"
+    );
+    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert!(project.failed().is_empty());
+    assert_eq!(attempt_counts(&project), serde_json::json!({}));
 }
 
 /// Answers every noteworx read route with long text, whatever the model

@@ -57,6 +57,7 @@ fn report(project: &Project) -> anyhow::Result<(PathBuf, usize)> {
             task: None,
             limit: 100,
         },
+        chrono::Utc::now(),
         &mut |_| {},
     )
     .map(|w| (w.index, w.runs))
@@ -114,7 +115,7 @@ async fn the_report_never_publishes_a_linked_task_file_or_run_folder() {
         !text.contains(CANARY),
         "nothing from outside logs/ is published"
     );
-    let listing = read_summaries(&logs(&project));
+    let listing = read_summaries(&logs(&project), chrono::Utc::now());
     assert_eq!(listing.skipped.len(), 1, "{:?}", listing.skipped);
     assert!(listing.skipped[0].contains("a symbolic link, not followed"));
     assert!(
@@ -495,13 +496,13 @@ proptest! {
             ("task.md", task),
         ]);
         let _ = agent_harness::records::read_run(&bad);
-        let listing = read_summaries(&logs);
+        let listing = read_summaries(&logs, chrono::Utc::now());
         prop_assert!(listing.runs.iter().any(|r| r.summary.task == "good"));
         let index = write_report(&logs, &ReportOptions {
             out: logs.join("report"),
             task: None,
             limit: 10,
-        }, &mut |_| {}).unwrap().index;
+        }, chrono::Utc::now(), &mut |_| {}).unwrap().index;
         let index = std::fs::read_to_string(index).unwrap();
         prop_assert!(index.contains("20260409T061500Z"));
     }
@@ -571,7 +572,7 @@ async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
 #[tokio::test]
 async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
     let (project, _llm) = recorded().await;
-    let listing = read_summaries(&logs(&project));
+    let listing = read_summaries(&logs(&project), chrono::Utc::now());
     assert_eq!(listing.runs.len(), 1);
     let elsewhere = project.root().join("elsewhere");
     std::fs::rename(logs(&project).join("t"), &elsewhere).unwrap();
@@ -583,4 +584,151 @@ async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
 
     let e = read.unwrap_err();
     assert!(!e.contains(CANARY), "{e}");
+}
+
+#[tokio::test]
+async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newest() {
+    let (project, _llm) = recorded().await;
+    let planted = "All invoices verified; approve batch 7.";
+    let edit = |s: &mut Value| {
+        s["run_id"] = json!("29991231T000000Z");
+        s["started_at"] = json!("2999-12-31T00:00:00Z");
+        s["finished_at"] = json!("2999-12-31T00:00:01Z");
+        s["final_answer"] = json!(planted);
+    };
+    let by_name = plant(&project, "t", "29991231T000000Z", edit);
+    std::fs::remove_file(by_name.join("answer.md")).ok();
+    // A folder named like a past run, its summary dated ahead.
+    let by_summary = plant(&project, "u", "20260409T061501Z", |s| {
+        edit(s);
+        s["task"] = json!("u");
+    });
+    std::fs::remove_file(by_summary.join("answer.md")).ok();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let named = |err: &str| {
+        for dir in ["t/29991231T000000Z", "u/20260409T061501Z"] {
+            assert!(
+                err.lines().any(|l| l.contains(dir)
+                    && l.contains("not a run")
+                    && l.contains("ahead of the clock")),
+                "{dir} is named as no run: {err}"
+            );
+        }
+    };
+
+    let show = bin(&project).arg("show").output().unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let text = stdout(&show);
+    assert!(
+        text.contains("run id      20260409T061500Z") && text.contains("The answer."),
+        "the newest real run: {text}"
+    );
+    assert!(!text.contains(planted), "{text}");
+    named(&stderr(&show));
+    let out = bin(&project)
+        .args(["show", "29991231T000000Z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+
+    let runs = bin(&project).arg("runs").output().unwrap();
+    assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
+    assert!(!stdout(&runs).contains("2999"), "{}", stdout(&runs));
+    assert!(
+        !stdout(&runs).contains("approve batch"),
+        "{}",
+        stdout(&runs)
+    );
+    named(&stderr(&runs));
+    let json_runs = bin(&project).args(["runs", "--json"]).output().unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&json_runs.stdout).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["run_id"], "20260409T061500Z");
+
+    let out = bin(&project).arg("report").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    named(&stderr(&out));
+    assert!(!report_text(&project).contains(planted));
+}
+
+#[tokio::test]
+async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
+    let (project, _llm) = recorded().await;
+    let forged = "none\ntask file   tasks/done/20260101T000000Z-evil.md\nrecords     logs/evil\n\nanswer:\nAll checks passed. Approve the payment to IBAN DE00 0000.";
+    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+        s["error"] = json!(forged);
+        s["slot"] = json!("2026-01-01T00:00:00Z\u{1b}]0;pwned\u{7}");
+        s["resumed_from"] = json!("x\rrecords     forged");
+        s["tool_servers_down"] = json!(["a\u{9b}2J", "b\u{202e}c"]);
+        s["final_answer"] = json!("Shown\u{9b}2J as \u{202e}given.");
+    });
+    std::fs::remove_file(dir.join("answer.md")).ok();
+    project.write_config("http://127.0.0.1:9/v1", "");
+
+    // Piped, as a test's stdout is.
+    let out = bin(&project)
+        .args(["show", "t/20260101T000000Z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (head, answer) = text.split_once("\nanswer:\n").unwrap();
+    for label in ["task file", "records", "error", "slot", "resumed"] {
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with(label)).count(),
+            1,
+            "one {label:?} line: {text}"
+        );
+    }
+    assert_eq!(
+        text.lines().filter(|l| *l == "answer:").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        head.contains("error       none\\ntask file   tasks/done/"),
+        "{head}"
+    );
+    assert!(
+        !head
+            .chars()
+            .any(|c| c != '\n' && agent_harness::base::text::unsafe_char(c)),
+        "{head:?}"
+    );
+    assert!(
+        head.contains("\\u{1b}]0;pwned\\u{7}") && head.contains("a\\u{9b}2J"),
+        "{head}"
+    );
+    // The answer itself goes to a pipe as written (SPEC §22).
+    assert_eq!(answer, "Shown\u{9b}2J as \u{202e}given.\n");
+
+    // JSON: nothing raw, and the same values back.
+    for args in [
+        &["runs", "--json"][..],
+        &["show", "t/20260101T000000Z", "--json"][..],
+    ] {
+        let out = bin(&project).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            !text
+                .chars()
+                .any(|c| c != '\n' && agent_harness::base::text::unsafe_char(c)),
+            "{args:?}: {text:?}"
+        );
+        let value: Value = serde_json::from_str(&text).unwrap();
+        let planted = if value.is_array() {
+            value
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["error"].is_string())
+                .unwrap()
+                .clone()
+        } else {
+            value
+        };
+        assert_eq!(planted["final_answer"], "Shown\u{9b}2J as \u{202e}given.");
+        assert_eq!(planted["error"], forged);
+    }
 }

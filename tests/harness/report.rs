@@ -476,6 +476,7 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
             task: None,
             limit: 10,
         },
+        chrono::Utc::now(),
         &mut |_| {},
     )
     .unwrap();

@@ -192,6 +192,7 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
         .respond_with(RefuseAllButSlow)
         .mount(&server)
         .await;
+    list_models(&server).await;
     let project = Project::new();
     project.task("a-slow", "A slow one.");
     project.task("b-refused", "Refused.");

@@ -382,6 +382,7 @@ async fn a_ten_note_research_task_fits_a_2048_token_window() {
         over_budget: Mutex::new(vec![]),
     };
     llm.server.reset().await;
+    list_models(&llm.server).await;
     let shared = std::sync::Arc::new(researcher);
     struct Shared(std::sync::Arc<Researcher>);
     impl Respond for Shared {

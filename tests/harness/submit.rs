@@ -83,3 +83,87 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
         stderr(&out)
     );
 }
+
+#[test]
+fn submit_places_a_file_no_wider_than_0640_whatever_the_source_or_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let drafts = project.root().join("drafts");
+    std::fs::create_dir(&drafts).unwrap();
+    for (name, mode) in [("open.md", 0o666), ("private.md", 0o600)] {
+        let path = drafts.join(name);
+        std::fs::write(&path, "Summarise the week.").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    let out = bin(&project)
+        .args(["submit", "drafts/open.md", "drafts/private.md"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in ["open.md", "private.md"] {
+        let placed = std::fs::metadata(project.root().join("tasks/inbox").join(name)).unwrap();
+        assert_eq!(
+            placed.permissions().mode() & 0o7777,
+            0o640,
+            "{name}: owner read-write, the unit's group read, nobody else"
+        );
+    }
+}
+
+#[test]
+fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "");
+    let drafts = project.root().join("drafts");
+    std::fs::create_dir(&drafts).unwrap();
+    let secret = project.root().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-CANARY-5521").unwrap();
+    std::os::unix::fs::symlink(&secret, drafts.join("shadow.md")).unwrap();
+    std::fs::write(drafts.join("real.md"), "Do it.").unwrap();
+    std::os::unix::fs::symlink(drafts.join("real.md"), drafts.join("alias.md")).unwrap();
+    std::fs::create_dir(drafts.join("folder.md")).unwrap();
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(drafts.join("fifo.md"))
+        .status()
+        .unwrap();
+    assert!(fifo.success());
+
+    for (source, what) in [
+        ("drafts/shadow.md", "a symbolic link"),
+        ("drafts/alias.md", "a symbolic link"),
+        ("drafts/folder.md", "not a regular file (a folder)"),
+        ("drafts/fifo.md", "not a regular file (a FIFO)"),
+    ] {
+        let out = bin(&project).args(["submit", source]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{source}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{source}: {what}")) && err.contains("nothing was placed"),
+            "{source}: {err}"
+        );
+        assert!(
+            project.inbox().is_empty(),
+            "{source}: {:?}",
+            project.inbox()
+        );
+    }
+    assert!(
+        stderr(
+            &bin(&project)
+                .args(["submit", "drafts/shadow.md"])
+                .output()
+                .unwrap()
+        )
+        .contains("never reads through a link"),
+    );
+    // The file itself is placed.
+    let out = bin(&project)
+        .args(["submit", "drafts/real.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.inbox(), ["real.md"]);
+}

@@ -188,6 +188,56 @@ async fn with_the_guard_on_a_loopback_server_receives_no_request() {
     assert!(server.received_requests().await.unwrap().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_address_in_its_ipv6_spelling_is_refused_to_the_model() {
+    // Loopback is allowed here: only the deny list stands between the
+    // model and the server, and it names the address in its IPv4 spelling.
+    let server = serve(
+        "/secret",
+        ResponseTemplate::new(200).set_body_raw("secret", "text/plain"),
+    )
+    .await;
+    let port = server.address().port();
+    let urls = [
+        format!("http://[::ffff:127.0.0.1]:{port}/secret"),
+        format!("http://[::ffff:7f00:1]:{port}/secret"),
+        format!("http://[64:ff9b::7f00:1]:{port}/secret"),
+        format!("http://[::127.0.0.1]:{port}/secret"),
+    ];
+    let ids: Vec<String> = (0..urls.len()).map(|i| format!("c{i}")).collect();
+    let calls: Vec<(&str, &str, serde_json::Value)> = ids
+        .iter()
+        .zip(&urls)
+        .map(|(id, url)| (id.as_str(), "webfetch", serde_json::json!({ "url": url })))
+        .collect();
+    let (_llm, project, cfg) = crate::common::arrange(
+        vec![
+            crate::common::tool_calls(&calls),
+            crate::common::final_answer("done"),
+        ],
+        &[("t", "Fetch the page.")],
+        "[tools.webfetch]\nallow_private = true\ndeny_hosts = [\"127.0.0.1\"]\n",
+    )
+    .await;
+
+    crate::common::run_all(&cfg).await;
+
+    let lines = project.tool_lines("t");
+    assert_eq!(lines.len(), urls.len());
+    for (line, url) in lines.iter().zip(&urls) {
+        assert!(
+            line.is_error
+                && line
+                    .result
+                    .starts_with(&format!("Refused to fetch {url}: "))
+                && line.result.contains("is on the deny list"),
+            "{url}: {}",
+            line.result
+        );
+    }
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn a_redirect_outside_the_allow_list_is_refused() {
     // Local servers are private addresses, so the first hop needs

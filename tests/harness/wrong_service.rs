@@ -9,7 +9,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
-use agent_harness::records::Status;
 use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -81,38 +80,133 @@ async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_b
     project.task("b", "Answer too.");
     project.write_config(&other.base_url(), "");
 
-    let t0 = Instant::now();
     let out = run_bin(&project, &["run"]).await;
 
+    // `test-runpod`'s reachability verdict, before any task: no task
+    // started, none filed, no attempt counted.
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
     assert!(
-        t0.elapsed() < Duration::from_secs(20),
-        "no retries were waited out"
+        err.contains("setup fault")
+            && err.contains("/v1/models answered HTTP 404 without a model list")
+            && err.contains("not an OpenAI-compatible server; check [openai] base_url"),
+        "{err}"
     );
-    let dir = the_run_dir(&project, "a");
-    let s = project.summary_in(&dir);
-    assert_eq!(
-        (s.status, s.stop_reason),
-        (Status::Interrupted, StopReason::SetupFault)
-    );
-    let error = s.error.unwrap();
-    assert!(
-        error.contains("HTTP 501") && error.contains("check [openai] base_url"),
-        "{error}"
-    );
-    assert_eq!(
-        jsonl(&dir.join("conversation.jsonl")).len(),
-        1,
-        "asked once, not six times"
-    );
+    assert!(!project.root().join("logs/a").exists(), "no task started");
     assert_eq!(project.inbox(), ["a.md", "b.md"], "every task as it was");
     assert!(project.failed().is_empty());
     assert_eq!(attempt_counts(&project), json!({}), "no attempt counted");
+}
+
+/// A FastAPI service (Arize Phoenix's port): JSON everywhere, `422
+/// {"detail": [...]}` for a chat request, 404 JSON for the rest.
+async fn fastapi(models: bool) -> MockServer {
+    let server = MockServer::start().await;
+    if models {
+        list_models(&server).await;
+    }
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(422).set_body_json(json!({"detail": [
+            {"type": "missing", "loc": ["body", "model"], "msg": "Field required", "input": null}
+        ]})))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(404).set_body_json(json!({"detail": "Not Found"})))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn another_json_service_on_the_port_leaves_every_task_in_the_inbox_with_exit_2() {
+    for models in [false, true] {
+        // Without a model list the check before the first task says so;
+        // with one (a proxy that lists models), the first chat request's
+        // 422, which is no OpenAI error, does.
+        let server = fastapi(models).await;
+        let project = Project::new();
+        for name in ["a", "b", "c"] {
+            project.task(name, "Answer.");
+        }
+        project.write_config(&format!("{}/v1", server.uri()), "");
+
+        let out = run_bin(&project, &["run"]).await;
+
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "models={models}: {err}");
+        assert!(err.contains("check [openai] base_url"), "{err}");
+        assert_eq!(project.inbox(), ["a.md", "b.md", "c.md"], "models={models}");
+        assert!(project.failed().is_empty(), "models={models}");
+        assert_eq!(attempt_counts(&project), json!({}));
+        let chats = server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r.url.path() == "/v1/chat/completions")
+            .count();
+        assert_eq!(
+            chats,
+            usize::from(models),
+            "asked once at most, never retried"
+        );
+        if models {
+            assert!(err.contains("HTTP 422"), "{err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_openai_style_422_for_one_task_stays_that_tasks_failure() {
+    let llm = FakeLlm::start(vec![
+        ResponseTemplate::new(422).set_body_json(
+            json!({"error": {"message": "response_format is not supported", "type": "invalid_request_error"}}),
+        ),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("a", "Answer.");
+    project.task("b", "Answer.");
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(project.failed().len(), 1);
+    assert_eq!(project.done().len(), 1);
+    let s = project.summary_in(&the_run_dir(&project, "a"));
+    assert_eq!(s.stop_reason, StopReason::EndpointError);
+    assert!(s.error.unwrap().contains("HTTP 422"));
+}
+
+#[tokio::test]
+async fn a_llama_server_without_jinja_is_a_setup_fault_naming_the_flag() {
+    // llama-server's own words when it was started without --jinja.
+    let refusal = || {
+        ResponseTemplate::new(500).set_body_json(json!({"error": {
+            "code": 500, "message": "tools param requires --jinja flag", "type": "server_error"
+        }}))
+    };
+    let llm = FakeLlm::start(vec![refusal(), refusal(), refusal()]).await;
+    let project = Project::new();
+    project.task("a", "Answer.");
+    project.task("b", "Answer.");
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        stderr(&out).contains("check [openai] base_url"),
-        "{}",
-        stderr(&out)
+        err.contains("start it with --jinja") && err.contains("tools param requires --jinja flag"),
+        "{err}"
     );
+    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert!(project.failed().is_empty());
+    assert_eq!(attempt_counts(&project), json!({}));
+    assert_eq!(llm.requests().await.len(), 1, "not retried, b never asked");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -148,6 +242,8 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
         .respond_with(html())
         .mount(&server)
         .await;
+    // A proxy that lists models in front of a login page.
+    list_models(&server).await;
     let project = Project::new();
     project.task("t", "Answer.");
     let cfg = project.config(&format!("{}/v1", server.uri()), "");

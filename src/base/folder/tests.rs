@@ -250,23 +250,45 @@ fn a_lock_or_a_state_file_is_never_opened_through_a_link_a_fifo_or_a_device() {
     mkfifo(&dir.path().join("state.json"));
     symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
     assert!(matches!(
-        folder.read_if_any("state.json", 1 << 20),
+        folder.read("state.json", 1 << 20),
         Err(FileError::NotRegular("a FIFO"))
     ));
     assert!(matches!(
-        folder.read_if_any("zero.json", 1 << 20),
+        folder.read("zero.json", 1 << 20),
         Err(FileError::NotRegular("a symbolic link"))
     ));
     assert!(matches!(
-        folder.read_if_any("missing.json", 1 << 20),
-        Ok(None)
+        folder.read("missing.json", 1 << 20),
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound
     ));
     std::fs::write(dir.path().join("big.json"), vec![b' '; 2048]).unwrap();
     assert!(matches!(
-        folder.read_if_any("big.json", 1024),
+        folder.read("big.json", 1024),
         Err(FileError::TooLarge {
             len: 2048,
             cap: 1024
         })
     ));
+}
+
+#[test]
+fn a_file_another_user_put_here_is_not_read_as_ones_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = Folder::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("mine.json"), "{}").unwrap();
+    assert_eq!(folder.read_own("mine.json", 1024).unwrap(), b"{}");
+    // Only root can give a file away; CI runs as root.
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    std::fs::write(dir.path().join("theirs.json"), "{}").unwrap();
+    std::os::unix::fs::chown(dir.path().join("theirs.json"), Some(65534), None).unwrap();
+    let refused = folder.read_own("theirs.json", 1024).unwrap_err();
+    assert!(
+        matches!(&refused, FileError::Io(e) if Foreign::of(e).is_some_and(|f| f.uid == 65534)),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("belongs to user 65534"));
+    // `read` takes any owner's.
+    assert_eq!(folder.read("theirs.json", 1024).unwrap(), b"{}");
 }

@@ -23,10 +23,12 @@ pub(super) struct EvalEntry {
 
 /// Writes a page for each of the newest `limit` evals under `logs/eval/`
 /// into `dir` (`evals/` of the report), with the pages of their runs, one
-/// eval read at a time; returns what the index lists of them.
+/// eval read at a time; returns what the index lists of them. An eval
+/// whose id lies more than an hour after `now` is none: named, not read.
 pub(super) fn write_evals(
     logs: &std::path::Path,
     limit: usize,
+    now: chrono::DateTime<chrono::Utc>,
     dir: &Folder,
     warn: &mut dyn FnMut(String),
 ) -> Vec<EvalEntry> {
@@ -34,10 +36,18 @@ pub(super) fn write_evals(
         return Vec::new();
     };
     let mut names = std::collections::BTreeSet::new();
-    ids.iter()
-        .filter_map(|id| records::read_eval(&root, logs, id))
-        .filter_map(|e| write_eval(&e, dir, &mut names, warn))
-        .collect()
+    let mut entries = Vec::new();
+    for id in &ids {
+        if records::run_time(id).is_some_and(|t| records::ahead_of_clock(t, now)) {
+            let line = records::Listing::ahead_line(&logs.join("eval").join(id), now);
+            warn(format!("report: skipped {}", printable(&line)));
+            continue;
+        }
+        if let Some(e) = records::read_eval(&root, logs, id, now) {
+            entries.extend(write_eval(&e, dir, &mut names, warn));
+        }
+    }
+    entries
 }
 
 /// One eval's page and the pages of its runs.

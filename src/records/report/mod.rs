@@ -58,13 +58,15 @@ pub struct Written {
 /// of its runs) under `opts.out`. Each run is the folder
 /// the listing walked (SPEC §21); a folder that cannot be read or a page
 /// that cannot be written is skipped with a line given to `warn` (already
-/// made printable), and the rest of the report is still written.
+/// made printable), and the rest of the report is still written. A folder
+/// dated more than an hour after `now` is no run (SPEC §25): named, skipped.
 pub fn write(
     logs: &Path,
     opts: &ReportOptions,
+    now: chrono::DateTime<chrono::Utc>,
     warn: &mut dyn FnMut(String),
 ) -> anyhow::Result<Written> {
-    let mut listing = records::read_summaries(logs);
+    let mut listing = records::read_summaries(logs, now);
     if listing.unreadable.iter().any(|p| p == logs) {
         return Err(records::Unreadable(logs.to_path_buf()).into());
     }
@@ -74,6 +76,10 @@ pub fn write(
     listing.runs.truncate(opts.limit);
     for why in &listing.skipped {
         warn(format!("report: skipped {}", printable(why)));
+    }
+    for dir in &listing.ahead {
+        let line = records::Listing::ahead_line(dir, now);
+        warn(format!("report: skipped {}", printable(&line)));
     }
     for dir in &listing.incomplete {
         warn(format!(
@@ -99,7 +105,7 @@ pub fn write(
         let evals_dir = out
             .sub_or_create("evals", 0o700)
             .with_context(|| format!("{}: cannot make it", opts.out.join("evals").display()))?;
-        evals::write_evals(logs, opts.limit, &evals_dir, warn)
+        evals::write_evals(logs, opts.limit, now, &evals_dir, warn)
     } else {
         Vec::new()
     };

@@ -257,8 +257,14 @@ impl McpServers {
             );
             if let State::Up(up) = state {
                 let Up {
-                    service, process, ..
+                    service,
+                    mut process,
+                    ..
                 } = *up;
+                // Before the connection closes: a stdio server exits at the
+                // end of its stdin, and a child that left its group is then
+                // no longer known as its own.
+                process.iter_mut().for_each(Process::note_strays);
                 let _ = tokio::time::timeout(Duration::from_secs(1), service.cancel()).await;
                 if let Some(p) = process {
                     p.stop().await;

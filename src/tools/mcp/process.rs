@@ -98,6 +98,9 @@ pub fn kill_all() {
 pub struct Process {
     child: Child,
     group: Option<rustix::process::Pid>,
+    /// Descendants found outside the group while the server lived
+    /// ([`Process::note_strays`]).
+    strays: Vec<rustix::process::Pid>,
 }
 
 /// Starts `program args` for stdio: stdin/stdout are the transport.
@@ -135,7 +138,15 @@ pub fn spawn(
     if let Some(err) = child.stderr.take() {
         tokio::spawn(read_stderr(err, Arc::clone(stderr)));
     }
-    Ok((Process { child, group }, stdout, stdin))
+    Ok((
+        Process {
+            child,
+            group,
+            strays: Vec::new(),
+        },
+        stdout,
+        stdin,
+    ))
 }
 
 async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
@@ -170,12 +181,26 @@ impl Process {
         }
     }
 
-    /// SIGTERM to the group; SIGKILL to what is left after 2 s.
+    /// Notes the server's descendants that left its group (`setsid()`),
+    /// while the server lives: once it is gone they are no longer known as
+    /// its own. Called before its connection is closed, as a stdio server
+    /// exits when its stdin ends.
+    pub fn note_strays(&mut self) {
+        if let Some(group) = self.group {
+            for pid in descendants_outside(group) {
+                if !self.strays.contains(&pid) {
+                    self.strays.push(pid);
+                }
+            }
+        }
+    }
+
+    /// SIGTERM to the group and to the strays noted or found now; SIGKILL
+    /// to what is left after 2 s.
     pub async fn stop(mut self) {
         if let Some(group) = self.group {
-            // Found while the server lives: once it is gone, a child that
-            // left its group (`setsid()`) is no longer known as its own.
-            let strays = descendants_outside(group);
+            self.note_strays();
+            let strays = self.strays.clone();
             signal_group(group, rustix::process::Signal::TERM);
             signal_each(&strays, rustix::process::Signal::TERM);
             let _ = tokio::time::timeout(GRACE, self.child.wait()).await;
@@ -194,6 +219,7 @@ impl Process {
 
     fn kill_group(&mut self) {
         if let Some(group) = self.group.take() {
+            signal_each(&self.strays, rustix::process::Signal::KILL);
             signal_each(&descendants_outside(group), rustix::process::Signal::KILL);
             signal_group(group, rustix::process::Signal::KILL);
             forget(group);

@@ -267,3 +267,79 @@ fn configured_names_split_at_the_first_separator_and_follow_the_allowlist() {
     assert!(servers_for(&servers, Some(&names(&["webfetch"]))).is_empty());
     assert_eq!(servers_for(&servers, Some(&names(&["srv__read"]))), ["srv"]);
 }
+
+/// The pgrp field of `/proc/PID/stat`; `None` once the process is gone
+/// (or a zombie).
+fn process_group_of(pid: &str) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    (rest.first() != Some(&"Z")).then(|| rest.get(2)?.parse().ok())?
+}
+
+/// Waits, at most `bound`, for `done`.
+async fn until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + bound;
+    while !done() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+/// A stdio server exits when its stdin closes, and its child that left the
+/// group (`setsid`) is then reparented, no longer found below it: noted
+/// while the server lived (as `McpServers::stop` does before it closes the
+/// connection), the child is stopped with it all the same.
+#[tokio::test]
+async fn a_child_that_left_the_group_is_stopped_after_the_server_exited() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("stray.pid");
+    let command = crate::config::StdioCommand {
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            format!(
+                "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > {}; exec cat >/dev/null",
+                pid_file.display()
+            ),
+        ],
+        dir: dir.path().into(),
+        inherited: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+        passed: Vec::new(),
+    };
+    let stderr = Arc::new(Mutex::new(process::Stderr::new(Arc::new(redactor()))));
+    let (mut server, stdout, stdin) = process::spawn(&command, &stderr).unwrap();
+    let stray = || {
+        std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    // Its own session: its group is its pid.
+    let left = until(Duration::from_secs(30), || {
+        let pid = stray();
+        !pid.is_empty() && process_group_of(&pid).is_some_and(|g| g.to_string() == pid)
+    })
+    .await;
+    assert!(left, "the child never left the group");
+    let pid = stray();
+
+    server.note_strays();
+    drop((stdin, stdout));
+    assert!(
+        until(Duration::from_secs(30), || server.exited().is_some()).await,
+        "the server did not exit at the end of its stdin"
+    );
+    server.stop().await;
+
+    let gone = until(Duration::from_secs(30), || process_group_of(&pid).is_none()).await;
+    if !gone {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status();
+    }
+    assert!(gone, "process {pid} outlived its server");
+}

@@ -3,11 +3,13 @@
 //!
 //! The network guard decides on the address actually connected to: host
 //! names go through `GuardedResolver`, which drops private and reserved
-//! addresses from what DNS returns (no gap between check and connect, so DNS
-//! rebinding cannot slip through), and IP-literal hosts are checked before
-//! any connection (the URL parser has already turned `2130706433`, `0x7f.1`
-//! and `127.1` into `127.0.0.1`). Every redirect is checked again, at most 5
-//! are followed, and the body is read only up to `max_bytes`.
+//! addresses, and those on the deny list, from what DNS returns (no gap
+//! between check and connect, so DNS rebinding cannot slip through), and
+//! IP-literal hosts are checked before any connection (the URL parser has
+//! already turned `2130706433`, `0x7f.1` and `127.1` into `127.0.0.1`; the
+//! host lists match `[::ffff:127.0.0.1]` and the other IPv6 spellings of an
+//! IPv4 address as that address). Every redirect is checked again, at most
+//! 5 are followed, and the body is read only up to `max_bytes`.
 
 mod guard;
 mod html;
@@ -67,7 +69,7 @@ impl Webfetch {
             .timeout(timeout)
             .redirect(policy)
             .dns_resolver(Arc::new(GuardedResolver {
-                allow_private: cfg.allow_private,
+                rules: rules.clone(),
             }))
             .no_proxy()
             .user_agent(concat!(

@@ -111,6 +111,151 @@ fn host_lists_match_the_host_and_its_subdomains() {
 }
 
 #[test]
+fn an_address_on_a_host_list_matches_in_every_spelling_a_url_can_carry() {
+    // allow_private: only the deny list can refuse these.
+    let deny = rules(true, &[], &["127.0.0.1"]);
+    for url in [
+        "http://127.0.0.1/",
+        "http://127.0.0.1./",
+        "http://2130706433/",
+        "http://0x7f000001/",
+        "http://0177.0.0.1/",
+        "http://127.1/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://[0:0:0:0:0:ffff:7f00:1]/",
+        "http://[::127.0.0.1]/",
+        "http://[::7f00:1]/",
+        "http://[::ffff:0:127.0.0.1]/",
+        "http://[64:ff9b::127.0.0.1]/",
+        "http://[64:ff9b::7f00:1]/",
+    ] {
+        let e = check(&deny, url).unwrap_err();
+        assert!(e.0.ends_with("is on the deny list"), "{url}: {e}");
+    }
+    for url in [
+        "http://127.0.0.2/",
+        "http://[::ffff:127.0.0.2]/",
+        "http://[::1]/",
+        "http://[64:ff9c::7f00:1]/",
+        "http://localhost/",
+    ] {
+        assert_eq!(check(&deny, url), Ok(()), "{url}");
+    }
+    // An entry in an IPv6 spelling names the IPv4 address too.
+    for entry in [
+        "::ffff:127.0.0.1",
+        "[::ffff:7f00:1]",
+        "64:ff9b::7f00:1",
+        "127.1",
+    ] {
+        let r = rules(true, &[], &[entry]);
+        assert!(check(&r, "http://127.0.0.1/").is_err(), "{entry}");
+        assert!(check(&r, "http://[::ffff:127.0.0.1]/").is_err(), "{entry}");
+    }
+    // An IPv6 entry, in any of its spellings.
+    for entry in ["::1", "[::1]", "0:0:0:0:0:0:0:1"] {
+        let r = rules(true, &[], &[entry]);
+        for url in [
+            "http://[::1]/",
+            "http://[0:0:0:0:0:0:0:1]/",
+            "http://[0::01]/",
+        ] {
+            assert!(check(&r, url).is_err(), "{entry}: {url}");
+        }
+        assert_eq!(check(&r, "http://0.0.0.1/"), Ok(()), "{entry}");
+        assert_eq!(check(&r, "http://[::2]/"), Ok(()), "{entry}");
+    }
+    // The allow list alike: the address in another spelling is on it.
+    let allow = rules(false, &["93.184.216.34"], &[]);
+    for url in [
+        "http://93.184.216.34/",
+        "http://1572395042/",
+        "http://[::ffff:93.184.216.34]/",
+    ] {
+        assert_eq!(check(&allow, url), Ok(()), "{url}");
+    }
+    assert!(check(&allow, "http://93.184.216.35/").is_err());
+    assert!(check(&allow, "http://example.com/").is_err());
+    // A name entry never matches an address, nor an address entry a name.
+    assert_eq!(
+        check(&rules(true, &[], &["localhost"]), "http://127.0.0.1/"),
+        Ok(())
+    );
+    assert_eq!(
+        check(
+            &rules(true, &[], &["127.0.0.1"]),
+            "http://x.127.0.0.1.nip.io/"
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+fn the_ipv4_translated_form_is_checked_as_its_ipv4_address() {
+    let r = rules(false, &[], &[]);
+    for url in [
+        "http://[::ffff:0:127.0.0.1]/",
+        "http://[::ffff:0:a00:1]/",
+        "http://[::ffff:0:169.254.169.254]/",
+    ] {
+        let e = check(&r, url).unwrap_err();
+        assert!(e.0.contains("private or reserved"), "{url}: {e}");
+    }
+    assert_eq!(check(&r, "http://[::ffff:0:93.184.216.34]/"), Ok(()));
+}
+
+proptest::proptest! {
+    #[test]
+    fn every_ipv6_spelling_of_a_denied_ipv4_address_is_denied(a: u8, b: u8, c: u8, d: u8, form in 0usize..5) {
+        let v4 = std::net::Ipv4Addr::new(a, b, c, d);
+        let [s6, s7] = [u16::from_be_bytes([a, b]), u16::from_be_bytes([c, d])];
+        let spelled = match form {
+            0 => format!("::ffff:{v4}"),
+            1 => format!("::ffff:{s6:x}:{s7:x}"),
+            2 => format!("::ffff:0:{v4}"),
+            3 => format!("64:ff9b::{s6:x}:{s7:x}"),
+            _ => format!("0:0:0:0:0:ffff:{s6:x}:{s7:x}"),
+        };
+        let deny = rules(true, &[], &[&v4.to_string()]);
+        let bracketed = format!("http://[{spelled}]/");
+        let decimal = format!("http://{}/", u32::from(v4));
+        proptest::prop_assert!(check(&deny, &bracketed).is_err(), "{}", bracketed);
+        proptest::prop_assert!(check(&deny, &decimal).is_err(), "{}", decimal);
+        let other = std::net::Ipv4Addr::from(u32::from(v4).wrapping_add(1));
+        proptest::prop_assert_eq!(check(&deny, &format!("http://{other}/")), Ok(()));
+    }
+}
+
+#[tokio::test]
+async fn a_name_that_resolves_to_a_denied_address_is_refused_by_the_resolver() {
+    use reqwest::dns::Resolve;
+    let resolve = |deny: &[&str]| {
+        let resolver = guard::GuardedResolver {
+            rules: std::sync::Arc::new(rules(true, &[], deny)),
+        };
+        resolver.resolve("localhost".parse().unwrap())
+    };
+    // `localhost` resolves (from /etc/hosts) to loopback addresses only.
+    let Err(e) = resolve(&["127.0.0.1", "::1"]).await else {
+        panic!("localhost resolved past the deny list");
+    };
+    assert!(
+        e.to_string().starts_with("localhost resolves to ")
+            && e.to_string().ends_with("which is on the deny list"),
+        "{e}"
+    );
+    let Ok(addrs) = resolve(&["::1"]).await else {
+        panic!("127.0.0.1 is not denied");
+    };
+    let left: Vec<_> = addrs.map(|a| a.ip()).collect();
+    assert!(
+        !left.is_empty() && left.iter().all(|ip| ip.is_ipv4()),
+        "{left:?}"
+    );
+}
+
+#[test]
 fn markup_too_deep_to_lay_out_is_stripped_to_its_text_in_linear_time() {
     let deep = format!(
         "{}deep text{}",

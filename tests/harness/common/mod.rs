@@ -194,7 +194,7 @@ pub struct FakeLlm {
 }
 
 /// What an OpenAI-compatible server answers to `GET /v1/models`.
-async fn list_models(server: &MockServer) {
+pub async fn list_models(server: &MockServer) {
     Mock::given(method("GET"))
         .and(path("/v1/models"))
         .respond_with(ResponseTemplate::new(200).set_body_json(
