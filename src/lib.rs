@@ -5,26 +5,32 @@
 //! Each room is a folder; a room imports only rooms in layers below its
 //! own, never one beside it (`scripts/check-structure` holds this in CI).
 //!
-//! 1. [`base`] — text, capped HTTP bodies, lenient fields, regular-file
-//!    reads, JSON Schemas: helpers that know nothing of the product.
+//! 1. [`base`] — text, outbound HTTP (the client, its failures in words,
+//!    the retry policy), capped bodies, lenient fields, regular-file reads,
+//!    JSON Schemas, locks and times: helpers that know nothing of the
+//!    product.
 //! 2. [`config`] — the TOML file → one resolved [`config::Config`]; secrets
 //!    read once; which answers mean the setup is wrong.
-//! 3. [`inbox`] — task files: listing, `+++` frontmatter, moving, attempt
-//!    counts. [`wire`] — the chat wire format and reading a reply.
+//! 3. [`state`] — the files beside the inbox: attempt counts, recurring
+//!    slots, the day's spend, the run lock; one safe reader and writer.
+//!    [`wire`] — the chat wire format and reading a reply.
 //! 4. [`endpoint`] — the chat client (`openai`, `runpod`) with retries and
-//!    recorded answers. [`tools`] — the tool catalog, validation, dispatch,
-//!    and the webfetch and noteworx bodies.
+//!    recorded answers. [`inbox`] — task files: listing, `+++` frontmatter,
+//!    moving. [`tools`] — the tool catalog, validation, dispatch, and the
+//!    webfetch and noteworx bodies.
 //! 5. [`agent`] — the bounded tool-calling loop, its context budget, what a
 //!    task must achieve, and the [`agent::TaskEvent`] stream.
-//! 6. [`records`] — a run's files, their readers, the HTML report and the
-//!    metrics textfile. [`display`] — the live lines on a terminal.
+//! 6. [`records`] — a run's files, written and read. [`display`] — the
+//!    live lines on a terminal, and the one writer to stdout and stderr.
 //!    [`traces`] — each task's OpenTelemetry trace, sent to a collector.
-//! 7. [`drain`] — the engine: the lock, the folders, the inbox and the
+//! 7. [`outputs`] — what is made of the records for the operator: the
+//!    HTML report, the metrics textfile; and retention.
+//! 8. [`drain`] — the engine: the lock, the folders, the inbox and the
 //!    recurring tasks drained, one task from file to records.
-//! 8. [`lab`] — studies that call the engine: `eval`, its statistics,
+//! 9. [`lab`] — studies that call the engine: `eval`, its statistics,
 //!    `replay`.
-//! 9. [`app`] — the commands: the only room that prints and knows exit
-//!    codes.
+//! 10. [`app`] — the commands: the only room that prints and knows exit
+//!     codes.
 //!
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
 //! lines) and calls [`app::main`].
@@ -36,10 +42,11 @@ pub mod base;
 // Layer 2
 pub mod config;
 // Layer 3
-pub mod inbox;
+pub mod state;
 pub mod wire;
 // Layer 4
 pub mod endpoint;
+pub mod inbox;
 pub mod tools;
 // Layer 5
 pub mod agent;
@@ -48,8 +55,10 @@ pub mod display;
 pub mod records;
 pub mod traces;
 // Layer 7
-pub mod drain;
+pub mod outputs;
 // Layer 8
-pub mod lab;
+pub mod drain;
 // Layer 9
+pub mod lab;
+// Layer 10
 pub mod app;

@@ -1,7 +1,6 @@
 //! The `agent-harness` binary: parse the command line, set up diagnostics
 //! on stderr, run the command, exit with its code.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use agent_harness::display::Progress;
@@ -24,8 +23,8 @@ fn main() -> ExitCode {
                 .with_target("rmcp", tracing_subscriber::filter::LevelFilter::OFF)
                 .with_default(tracing::Level::WARN)
         });
-    let terminal =
-        std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let terminal = agent_harness::display::stderr_is_terminal()
+        && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let progress = if terminal {
         Progress::live()

@@ -237,7 +237,7 @@ pub async fn run_calls(
             }
             Plan::Refuse(message) | Plan::OverBudget(message) => ToolOutput::error(message.clone()),
         };
-        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let ms = crate::base::time::millis(started.elapsed());
         (output, ms, recorded)
     });
     let outputs = futures::future::join_all(runs).await;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::budget::Budget;
 use crate::config::{self, Config};
 use crate::endpoint::Endpoint;
+use crate::state::Budget;
 use crate::tools::{self, Toolbox};
 
 /// The source of "now" for records and signatures; tests pass a fixed one.

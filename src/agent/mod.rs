@@ -12,7 +12,6 @@
 //! task ends, so the loop below reads as the SPEC's list.
 
 mod answer;
-pub mod budget;
 mod calls;
 pub mod context;
 pub mod deps;

@@ -1,16 +1,20 @@
 //! `check`: the config and every inbox task, read as a run would read
 //! them, with nothing run and nothing moved.
 
+use std::io::Write;
+
 use super::exit;
 use crate::agent::deps::system_clock;
 use crate::config::Config;
+use crate::display::Progress;
 use crate::drain;
 use crate::tools::Toolbox;
 
-pub(super) fn check_command(cfg: &Config) -> u8 {
+pub(super) fn check_command(cfg: &Config, progress: &Progress) -> u8 {
     let offered = Toolbox::offered_by(cfg);
     match drain::check_inbox(cfg, &offered, (system_clock())()) {
         Ok(report) => {
+            let mut out = progress.stdout();
             for line in report
                 .config_problems
                 .iter()
@@ -20,10 +24,11 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
                 .chain(&report.recurring)
                 .chain(&report.budget)
             {
-                println!("{}", crate::base::text::printable(line));
+                let _ = writeln!(out, "{}", crate::base::text::printable(line));
             }
             if let Some(t) = &cfg.traces {
-                println!(
+                let _ = writeln!(
+                    out,
                     "traces: each task's trace goes to {} (contents {}, {} extra header(s); the end of a run waits at most {} s for them)",
                     crate::base::text::printable(&t.shown_endpoint()),
                     if t.content {
@@ -44,7 +49,8 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
                 0 => String::new(),
                 n => format!("; {n} recurring task(s) scheduled"),
             };
-            println!(
+            let _ = writeln!(
+                out,
                 "{}: {config}; {} task file(s), {} with problems, {} with warnings{recurring}",
                 cfg.path.display(),
                 report.tasks,
@@ -60,7 +66,7 @@ pub(super) fn check_command(cfg: &Config) -> u8 {
             }
         }
         Err(e) => {
-            eprintln!("agent-harness: {e:#}");
+            progress.eprintln(&format!("agent-harness: {e:#}"));
             exit::FAILED
         }
     }

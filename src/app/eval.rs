@@ -46,7 +46,7 @@ fn eval_configs(
         .into_iter()
         .map(|set| match Config::load_with(path, env, &set) {
             Ok(c) => Ok((set, c)),
-            Err(e) => Err(config_error(&e)),
+            Err(e) => Err(config_error(progress, &e)),
         })
         .collect()
 }

@@ -17,14 +17,20 @@ use crate::agent::deps::system_clock;
 use crate::base::folder::Folder;
 use crate::base::text::{clip, printable, printable_json, table};
 use crate::config::Config;
+use crate::display::Progress;
+use crate::outputs::report;
 use crate::records::{self, ListedRun, Listing, Summary, read_summaries};
 
 /// `runs`, `show` or `report`.
-pub(super) fn logs_command(cfg: &Config, command: &Command) -> u8 {
+pub(super) fn logs_command(cfg: &Config, command: &Command, progress: &Progress) -> u8 {
     match command {
-        Command::Report { out, task, limit } => report_command(cfg, out.as_deref(), task, *limit),
-        Command::Show { which, json } => show_command(cfg, which.as_deref(), *json),
-        Command::Runs { task, limit, json } => runs_command(cfg, task.as_deref(), *limit, *json),
+        Command::Report { out, task, limit } => {
+            report_command(cfg, out.as_deref(), task, *limit, progress)
+        }
+        Command::Show { which, json } => show_command(cfg, which.as_deref(), *json, progress),
+        Command::Runs { task, limit, json } => {
+            runs_command(cfg, task.as_deref(), *limit, *json, progress)
+        }
         _ => exit::USAGE,
     }
 }
@@ -58,28 +64,35 @@ fn user_name(uid: u32) -> Option<String> {
     })
 }
 
-fn report_command(cfg: &Config, out: Option<&Path>, task: &Option<String>, limit: usize) -> u8 {
+fn report_command(
+    cfg: &Config,
+    out: Option<&Path>,
+    task: &Option<String>,
+    limit: usize,
+    progress: &Progress,
+) -> u8 {
     let logs = &cfg.paths.logs;
-    let opts = records::report::ReportOptions {
+    let opts = report::ReportOptions {
         out: out.map_or_else(|| logs.join("report"), Path::to_path_buf),
         task: task.clone(),
         limit,
     };
-    let mut warn = |line: String| eprintln!("agent-harness: {line}");
-    match records::report::write(logs, &opts, (system_clock())(), &mut warn) {
+    let mut warn = |line: String| progress.eprintln(&format!("agent-harness: {line}"));
+    match report::write(logs, &opts, (system_clock())(), &mut warn) {
         Ok(written) => {
             for path in &written.unreadable {
-                eprintln!(
+                progress.eprintln(&format!(
                     "agent-harness: {}",
                     permission_problem("[paths] logs", path, "report")
-                );
+                ));
             }
             let shown = std::fs::canonicalize(&written.index).unwrap_or(written.index);
             let evals = match written.evals {
                 0 => String::new(),
                 n => format!(" and {n} eval(s)"),
             };
-            println!(
+            let _ = writeln!(
+                progress.stdout(),
                 "report of {} run(s){evals}: file://{}",
                 written.runs,
                 shown.display()
@@ -95,16 +108,16 @@ fn report_command(cfg: &Config, out: Option<&Path>, task: &Option<String>, limit
                 c.downcast_ref::<std::io::Error>()
                     .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
             });
-            match e.downcast_ref::<records::Unreadable>() {
-                Some(records::Unreadable(path)) => eprintln!(
-                    "agent-harness: {}",
+            let line = match e.downcast_ref::<records::Unreadable>() {
+                Some(records::Unreadable(path)) => {
                     permission_problem("[paths] logs", path, "report")
+                }
+                None if denied => format!(
+                    "{e:#}: this user may not write the report there; run it as the user that owns it, or write it elsewhere with --out DIR"
                 ),
-                None if denied => eprintln!(
-                    "agent-harness: {e:#}: this user may not write the report there; run it as the user that owns it, or write it elsewhere with --out DIR"
-                ),
-                None => eprintln!("agent-harness: {e:#}"),
-            }
+                None => format!("{e:#}"),
+            };
+            progress.eprintln(&format!("agent-harness: {line}"));
             exit::FAILED
         }
     }
@@ -113,37 +126,43 @@ fn report_command(cfg: &Config, out: Option<&Path>, task: &Option<String>, limit
 /// The listing of `logs`, its skipped and unreadable folders said on
 /// stderr; `Err` with the exit code when the logs folder itself cannot be
 /// read (nothing listed would be true).
-fn listing(cfg: &Config, command: &str) -> Result<records::Listing, u8> {
+fn listing(cfg: &Config, command: &str, progress: &Progress) -> Result<records::Listing, u8> {
     let logs = &cfg.paths.logs;
     let now = (system_clock())();
     let listing = read_summaries(logs, now);
     for path in &listing.unreadable {
-        eprintln!(
+        progress.eprintln(&format!(
             "agent-harness: {}",
             permission_problem("[paths] logs", path, command)
-        );
+        ));
     }
     if let Some(why) = &listing.broken {
-        eprintln!("agent-harness: [paths] logs: {}", printable(why));
+        progress.eprintln(&format!("agent-harness: [paths] logs: {}", printable(why)));
         return Err(exit::FAILED);
     }
     if listing.unreadable.iter().any(|p| p == logs) {
         return Err(exit::FAILED);
     }
     for why in &listing.skipped {
-        eprintln!("agent-harness: skipped {}", printable(why));
+        progress.eprintln(&format!("agent-harness: skipped {}", printable(why)));
     }
     for dir in &listing.ahead {
-        eprintln!(
+        progress.eprintln(&format!(
             "agent-harness: skipped {}",
             printable(&Listing::ahead_line(dir, now))
-        );
+        ));
     }
     Ok(listing)
 }
 
-fn runs_command(cfg: &Config, task: Option<&str>, limit: usize, json: bool) -> u8 {
-    let listing = match listing(cfg, "runs") {
+fn runs_command(
+    cfg: &Config,
+    task: Option<&str>,
+    limit: usize,
+    json: bool,
+    progress: &Progress,
+) -> u8 {
+    let listing = match listing(cfg, "runs", progress) {
         Ok(listing) => listing,
         Err(code) => return code,
     };
@@ -155,14 +174,14 @@ fn runs_command(cfg: &Config, task: Option<&str>, limit: usize, json: bool) -> u
     }
     if !incomplete.is_empty() {
         let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
-        eprintln!(
+        progress.eprintln(&format!(
             "agent-harness: {} run folder(s) without a readable summary.json (still running, killed mid-run, or not a run): {}",
             dirs.len(),
             printable(&dirs.join(", "))
-        );
+        ));
     }
     summaries.truncate(limit);
-    let mut out = std::io::stdout().lock();
+    let mut out = progress.stdout();
     let written = if json {
         serde_json::to_string_pretty(&summaries)
             .map_err(std::io::Error::other)
@@ -174,13 +193,14 @@ fn runs_command(cfg: &Config, task: Option<&str>, limit: usize, json: bool) -> u
             text.push_str("(no runs recorded)\n");
         }
         write!(out, "{text}")
-    };
+    }
+    .and_then(|()| out.flush());
     match written {
         Ok(()) if listing.unreadable.is_empty() => exit::OK,
         Ok(()) => exit::FAILED,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
         Err(e) => {
-            eprintln!("agent-harness: {e}");
+            progress.eprintln(&format!("agent-harness: {e}"));
             exit::FAILED
         }
     }
@@ -248,8 +268,8 @@ pub fn runs_table(summaries: &[Summary]) -> String {
 
 /// `show [NAME|RUN_ID|NAME/RUN_ID] [--json]`: one run, the newest that
 /// matches; exit 2 when none does.
-fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
-    let listing = match listing(cfg, "show") {
+fn show_command(cfg: &Config, which: Option<&str>, json: bool, progress: &Progress) -> u8 {
+    let listing = match listing(cfg, "show", progress) {
         Ok(listing) => listing,
         Err(code) => return code,
     };
@@ -259,14 +279,14 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
         // said above is the answer, not "no run".
         [] if !listing.unreadable.is_empty() => return exit::FAILED,
         [] => {
-            eprintln!(
+            progress.eprintln(&format!(
                 "agent-harness: {} in {}",
                 match which {
                     None => "no run is recorded".to_string(),
                     Some(w) => format!("no run matches {:?}", printable(w)),
                 },
                 cfg.paths.logs.display()
-            );
+            ));
             return exit::USAGE;
         }
         [run] => *run,
@@ -275,18 +295,18 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
                 .iter()
                 .map(|r| printable(&r.summary.task).into_owned())
                 .collect();
-            eprintln!(
+            progress.eprintln(&format!(
                 "agent-harness: run {} is a run of {} tasks; showing {} (the others: {}; name one as TASK/RUN_ID)",
                 printable(&run.summary.run_id),
                 others.len() + 1,
                 printable(&run.summary.task),
                 tasks.join(", ")
-            );
+            ));
             run
         }
         [run, ..] => run,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = progress.stdout();
     if json {
         let text = serde_json::to_string_pretty(&run.summary).unwrap_or_default();
         let _ = writeln!(out, "{}", printable_json(&text));
@@ -299,7 +319,7 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool) -> u8 {
     // On a terminal what a record holds cannot move the cursor or retitle
     // the window; a pipe gets the answer as written (its one-line fields
     // are escaped already).
-    let text = if std::io::IsTerminal::is_terminal(&out) {
+    let text = if out.is_terminal() {
         text.split('\n')
             .map(|l| printable(l).into_owned())
             .collect::<Vec<_>>()

@@ -2,8 +2,10 @@
 //! returns the process exit code. `main.rs` calls [`main`].
 
 // The one room that prints: every other reports through values, tracing
-// or the display it is handed (the crate root denies print macros).
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+// or the display it is handed. It prints through `display`'s one writer
+// (`Progress::eprintln`, `Progress::stdout`), which redacts every secret;
+// the print macros are denied here too, and `std::io::stdout`/`stderr`
+// disallowed (clippy.toml).
 
 mod check;
 pub mod cli;
@@ -22,8 +24,6 @@ pub use exit::{replay_exit, smoke_exit};
 use logs::logs_command;
 pub use run::run_inbox;
 use upkeep::{prune_command, requeue_command};
-
-use std::io::Write;
 
 use crate::app::cli::{Cli, Command};
 use crate::config;
@@ -54,7 +54,9 @@ pub fn main(cli: Cli, progress: Progress) -> u8 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("agent-harness: cannot start the async runtime: {e}");
+            progress.eprintln(&format!(
+                "agent-harness: cannot start the async runtime: {e}"
+            ));
             return exit::FAILED;
         }
     };
@@ -73,18 +75,14 @@ async fn dispatch(
 ) -> u8 {
     let cfg = match load_config(&cli, env) {
         Ok(c) => c,
-        Err(e) => return config_error(&e),
+        Err(e) => return config_error(&progress, &e),
     };
     progress.redact_with(cfg.redactor());
-    let stdout = || Redacting {
-        inner: std::io::stdout(),
-        redactor: cfg.redactor(),
-    };
     match &cli.command {
         Command::Run { .. } | Command::RunTask { .. } | Command::Exec { .. } => {
             run::command(&cfg, &cli.command, progress).await
         }
-        Command::Check => check_command(&cfg),
+        Command::Check => check_command(&cfg, &progress),
         Command::Prune { dry_run } => prune_command(&cfg, *dry_run, &progress),
         Command::Requeue { target, all_failed } => {
             requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
@@ -106,21 +104,23 @@ async fn dispatch(
                 traces: traces.then(|| crate::traces::Traces::start(&cfg)).flatten(),
             };
             tokio::spawn(run::exit_on_signal());
-            let end = crate::lab::replay::replay(&cfg, &opts, &mut stdout()).await;
+            let end = crate::lab::replay::replay(&cfg, &opts, &mut progress.stdout()).await;
             if let Some(traces) = &opts.traces {
                 traces.finish(None).await;
             }
             replay_exit(end)
         }
-        Command::Eval { .. } => eval_command(&cli, &cfg, env, &progress, &mut stdout()).await,
-        Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
-            logs_command(&cfg, &cli.command)
+        Command::Eval { .. } => {
+            eval_command(&cli, &cfg, env, &progress, &mut progress.stdout()).await
         }
-        Command::Submit { files } => submit::submit_command(&cfg, files),
+        Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
+            logs_command(&cfg, &cli.command, &progress)
+        }
+        Command::Submit { files } => submit::submit_command(&cfg, files, &progress),
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
             Ok(ep) => {
                 tokio::spawn(run::exit_on_signal());
-                smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut stdout()).await)
+                smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut progress.stdout()).await)
             }
             Err(e) => {
                 progress.eprintln(&format!("agent-harness: {e:#}"));
@@ -167,25 +167,10 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
     Ok(cfg)
 }
 
-fn config_error(e: &ConfigError) -> u8 {
-    eprintln!("agent-harness: configuration error: {e}");
+/// A config that does not load. Before the first one loads no secret has
+/// been read, and the printer redacts nothing yet; after (an eval's
+/// variant), it redacts the first one's.
+fn config_error(progress: &Progress, e: &ConfigError) -> u8 {
+    progress.eprintln(&format!("agent-harness: configuration error: {e}"));
     exit::USAGE
-}
-
-/// A writer that redacts every secret from what passes through it.
-struct Redacting<W> {
-    inner: W,
-    redactor: config::Redactor,
-}
-
-impl<W: Write> Write for Redacting<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        self.inner
-            .write_all(self.redactor.redact_str(&text).as_bytes())?;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }

@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 use super::cli::Command;
 use super::exit::{self, Exit};
 use crate::agent::deps::{TaskDeps, system_clock};
-use crate::config::{Config, Redactor};
-use crate::display::Progress;
-use crate::drain::{self, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome, lock};
-use crate::records::metrics;
+use crate::config::Config;
+use crate::display::{Printer, Progress};
+use crate::drain::{self, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome};
+use crate::outputs::metrics;
+use crate::state::RunLock;
 use crate::traces::Traces;
 
 use super::notify::{self, Notifier};
@@ -34,7 +35,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 only: None,
                 recurring: false,
                 progress: progress.clone(),
-                on_end: json.then(|| summary_lines(cfg.redactor())),
+                on_end: json.then(|| summary_lines(progress.clone())),
                 traces: Traces::start(cfg),
                 on_locked: None,
             };
@@ -56,8 +57,8 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 traces: Traces::start(cfg),
                 on_locked: None,
             };
-            let code = run_command(cfg, opts, progress).await;
-            answer.print(&cfg.redactor());
+            let code = run_command(cfg, opts, progress.clone()).await;
+            answer.print(&progress);
             code
         }
         Command::Exec {
@@ -85,8 +86,8 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 on_end: Some(answer.keeper()),
                 traces: Traces::start(cfg),
             };
-            let code = exec_command(cfg, &opts, progress).await;
-            answer.print(&cfg.redactor());
+            let code = exec_command(cfg, &opts, progress.clone()).await;
+            answer.print(&progress);
             code
         }
         _ => exit::USAGE,
@@ -111,7 +112,7 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
             match &outcome {
                 RunOutcome::Locked { wanted } => progress.eprintln(&format!(
                     "agent-harness: another run holds the lock {}; {}",
-                    lock::RunLock::path(&cfg.paths.state_dir()).display(),
+                    RunLock::path(&cfg.paths.state_dir()).display(),
                     match wanted {
                         Some(name) => format!("task {name:?} did not run: try again when it ends"),
                         None => "nothing to do".into(),
@@ -126,6 +127,7 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
                     // resets is the log's last line too.
                     if let Some(why) = &tally.budget_exhausted
                         && outcome.exit_code() == exit::TEMPFAIL
+                        && !progress.is_live()
                     {
                         tracing::warn!(
                             "budget: {why}; what is left waits in the inbox, nothing was filed for it"
@@ -267,7 +269,9 @@ pub(super) async fn watch_signals(cancel: CancellationToken) {
     tracing::warn!("signal received: finishing records and leaving running tasks in the inbox");
     cancel.cancel();
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-    eprintln!("agent-harness: second signal, exiting at once");
+    // Not through the printer: the process leaves now, waiting on no lock
+    // the live lines may hold; the line is a constant, so holds no secret.
+    Printer::at_once("agent-harness: second signal, exiting at once");
     crate::tools::mcp::kill_all();
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
@@ -284,17 +288,18 @@ pub(super) async fn exit_on_signal() {
     };
     tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
     crate::tools::mcp::kill_all();
-    eprintln!("agent-harness: stopped by a signal");
+    // As the second signal of a run: a constant line, straight out.
+    Printer::at_once("agent-harness: stopped by a signal");
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 
 /// `run --json`: each task's summary as one JSON line on stdout, redacted,
 /// as the task ends. A reader that went away stops nothing.
-pub(super) fn summary_lines(redactor: Redactor) -> OnEnd {
+pub(super) fn summary_lines(progress: Progress) -> OnEnd {
     OnEnd(Arc::new(move |summary, _| {
         if let Ok(line) = serde_json::to_string(summary) {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", redactor.redact(line));
+            let mut out = progress.stdout();
+            let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
     }))
@@ -314,23 +319,19 @@ impl Answer {
                 Some(value) => serde_json::to_string_pretty(value).ok(),
                 None => summary.final_answer.clone(),
             };
-            *kept
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = text;
+            *crate::base::sync::lock(&kept) = text;
         }))
     }
 
-    pub(super) fn print(&self, redactor: &Redactor) {
-        let kept = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub(super) fn print(&self, progress: &Progress) {
+        let kept = crate::base::sync::lock(&self.0);
         if let Some(text) = kept.as_deref() {
-            let text = redactor.redact_str(text.trim_end());
-            let mut out = std::io::stdout().lock();
+            let text = text.trim_end();
+            // Redacted by the printer, whole lines at a time.
+            let mut out = progress.stdout();
             // On a terminal, what the model wrote cannot move the cursor,
             // retitle the window or write the clipboard; a pipe gets it as is.
-            let _ = if std::io::IsTerminal::is_terminal(&out) {
+            let _ = if out.is_terminal() {
                 let lines: Vec<String> = text
                     .split('\n')
                     .map(|l| crate::base::text::printable(l).into_owned())

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, EndpointKind, NoteworxConfig};
-use crate::endpoint::{CallError, Completion, Endpoint};
+use crate::endpoint::{CallError, Completion, Endpoint, Fit};
 use crate::tools::mcp::McpServers;
 use crate::tools::noteworx::client::{NoteworxClient, NoteworxError};
 use crate::wire::chat::{self, Message, Sampling, Tweaks};
@@ -140,12 +140,15 @@ const TWEAKS: Tweaks = Tweaks {
 async fn reachable(cfg: &Config, ep: &Endpoint) -> Steps {
     let t0 = Instant::now();
     match ep.probe().await {
-        Ok(p) if p.fits => Ok(format!(
+        Ok(p) if p.fit == Fit::Fits => Ok(format!(
             "ok   reachable: HTTP {} in {} ms ({})\n",
             p.status,
             t0.elapsed().as_millis(),
             p.what
         )),
+        Ok(p) if p.fit == Fit::NotReady => {
+            Err(format!("FAIL reachable: {}; try again later\n", p.what))
+        }
         Ok(p) => Err(format!("FAIL reachable: {}\n", p.misfit(cfg.endpoint.kind))),
         Err(why) => Err(format!("FAIL reachable: {why}\n")),
     }

@@ -6,6 +6,7 @@
 //! when it is a regular file, never through a link, and the placed file is
 //! mode 0640 (group-readable, for the unit's group).
 
+use std::io::Write;
 use std::path::Path;
 
 use super::exit;
@@ -13,6 +14,7 @@ use crate::agent::deps::system_clock;
 use crate::base::file::{FileError, Links, read_regular};
 use crate::base::text::printable;
 use crate::config::Config;
+use crate::display::Progress;
 use crate::tools::Toolbox;
 
 /// A placed task's mode, whatever the source's or the umask: the owner
@@ -20,7 +22,11 @@ use crate::tools::Toolbox;
 /// nobody else (SPEC §25).
 const PLACED_MODE: u32 = 0o640;
 
-pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
+pub(super) fn submit_command(
+    cfg: &Config,
+    files: &[std::path::PathBuf],
+    progress: &Progress,
+) -> u8 {
     let offered = Toolbox::offered_by(cfg);
     let today = (system_clock())().date_naive();
     let mut checked = Vec::new();
@@ -29,7 +35,7 @@ pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
         match checked_file(cfg, &offered, file, today) {
             Ok((name, bytes, warnings)) => {
                 for w in warnings {
-                    eprintln!("agent-harness: {}", printable(&w));
+                    progress.eprintln(&format!("agent-harness: {}", printable(&w)));
                 }
                 checked.push((file, name, bytes));
             }
@@ -38,45 +44,50 @@ pub(super) fn submit_command(cfg: &Config, files: &[std::path::PathBuf]) -> u8 {
     }
     if !problems.is_empty() {
         for p in &problems {
-            eprintln!("agent-harness: {}", printable(p));
+            progress.eprintln(&format!("agent-harness: {}", printable(p)));
         }
-        eprintln!("agent-harness: nothing was placed in the inbox");
+        progress.eprintln("agent-harness: nothing was placed in the inbox");
         return exit::FAILED;
     }
     if let Err(e) = crate::drain::folders::check_inbox(&cfg.paths.inbox) {
-        eprintln!("agent-harness: {e}");
+        progress.eprintln(&format!("agent-harness: {e}"));
         return exit::USAGE;
     }
-    let inbox = match crate::inbox::state::task_folder(&cfg.paths, &cfg.paths.inbox) {
+    let inbox = match crate::state::task_folder(&cfg.paths, &cfg.paths.inbox) {
         Ok(folder) => folder,
         Err(e) => {
-            eprintln!(
+            progress.eprintln(&format!(
                 "agent-harness: [paths] inbox: {}: {e}",
                 cfg.paths.inbox.display()
-            );
+            ));
             return exit::USAGE;
         }
     };
     let mut code = exit::OK;
+    let mut out = progress.stdout();
     for (file, name, bytes) in checked {
         let target = format!("{name}.md");
         let to = cfg.paths.inbox.join(&target);
         match inbox.place(target.as_ref(), &bytes, PLACED_MODE) {
-            Ok(()) => println!(
-                "{} → {}",
-                printable(&file.display().to_string()),
-                printable(&to.display().to_string())
-            ),
+            Ok(()) => {
+                // A reader that went away does not undo a placing.
+                let _ = writeln!(
+                    out,
+                    "{} → {}",
+                    printable(&file.display().to_string()),
+                    printable(&to.display().to_string())
+                );
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                eprintln!(
+                progress.eprintln(&format!(
                     "agent-harness: {}: a task of that name is already in the inbox ({}); it was not placed",
                     printable(&file.display().to_string()),
                     to.display()
-                );
+                ));
                 code = exit::FAILED;
             }
             Err(e) => {
-                eprintln!("agent-harness: placing {}: {e}", to.display());
+                progress.eprintln(&format!("agent-harness: placing {}: {e}", to.display()));
                 code = exit::FAILED;
             }
         }

@@ -7,9 +7,9 @@ use super::exit;
 use crate::agent::deps::system_clock;
 use crate::config::Config;
 use crate::display::Progress;
-use crate::drain::lock;
 use crate::drain::requeue::{RequeueOutcome, Target, requeue};
-use crate::records::retention::prune;
+use crate::outputs::retention::prune;
+use crate::state::RunLock;
 
 /// `requeue NAME|RUN_ID|--all-failed`: prints each move; exit 1 when a task
 /// was left in `failed/` because the inbox holds one of its name, 75 when a
@@ -28,7 +28,7 @@ pub(super) fn requeue_command(
         Ok(RequeueOutcome::Locked) => {
             progress.eprintln(&format!(
                 "agent-harness: another run holds the lock {}; nothing was moved: try again when it ends",
-                lock::RunLock::path(&cfg.paths.state_dir()).display()
+                RunLock::path(&cfg.paths.state_dir()).display()
             ));
             exit::TEMPFAIL
         }
@@ -39,7 +39,7 @@ pub(super) fn requeue_command(
             unnamed,
             error,
         }) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = progress.stdout();
             for m in &moved {
                 // A reader that went away does not undo a move.
                 let _ = writeln!(
@@ -92,12 +92,12 @@ pub(super) fn requeue_command(
 /// when a run holds the lock.
 pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) -> u8 {
     let state_dir = cfg.paths.state_dir();
-    let _lock = match lock::RunLock::try_acquire(&state_dir) {
+    let _lock = match RunLock::try_acquire(&state_dir) {
         Ok(Some(lock)) => lock,
         Ok(None) => {
             progress.eprintln(&format!(
                 "agent-harness: another run holds the lock {}; nothing was removed",
-                lock::RunLock::path(&state_dir).display()
+                RunLock::path(&state_dir).display()
             ));
             return exit::TEMPFAIL;
         }
@@ -108,7 +108,7 @@ pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) ->
     };
     let pruned = prune(&cfg.paths, &cfg.retention, (system_clock())(), dry_run);
     let verb = if dry_run { "would remove" } else { "removed" };
-    let mut out = std::io::stdout().lock();
+    let mut out = progress.stdout();
     for path in &pruned.removed {
         let _ = writeln!(
             out,

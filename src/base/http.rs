@@ -1,6 +1,8 @@
-//! Reading HTTP bodies from servers that may be hostile (SPEC §12.3): never
-//! more than a cap, whatever `Content-Length` says, so no answer sets the
-//! harness's memory.
+//! Outbound HTTP: the one client builder (one TLS configuration, one user
+//! agent), bodies read from servers that may be hostile (SPEC §12.3) never
+//! past a cap, whatever `Content-Length` says, so no answer sets the
+//! harness's memory; `Retry-After` read; and a request that got no answer
+//! described in words an operator acts on ([`TransportFailure`]).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,14 +16,30 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// How much of a refused, oversized body a record keeps.
 pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
 
+/// What every request says it comes from: `agent-harness/<version>`.
+pub const USER_AGENT: &str = concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION"));
+
 /// A new HTTP client, on the one TLS configuration every client of the
-/// harness shares (the endpoint, webfetch, noteworx, notifications, MCP
-/// over HTTP): rustls with the `ring` provider, the bundled webpki roots
+/// harness shares (the endpoint, webfetch, noteworx, notifications, traces,
+/// MCP over HTTP): rustls with the `ring` provider, the bundled webpki roots
 /// (no system store to go missing under a sandboxed unit), HTTP/2 and
-/// HTTP/1.1 offered by ALPN. Callers set their own timeouts and names.
+/// HTTP/1.1 offered by ALPN; and an honest [`USER_AGENT`]. Callers set
+/// their own timeouts and redirect rules.
 pub fn client() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(USER_AGENT.to_owned())
+}
+
+/// [`client`] for requests made on someone else's behalf: the user agent
+/// says for whom (`agent-harness/<version> (<role>)`).
+pub fn client_acting_as(role: &str) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(format!("{USER_AGENT} ({role})"))
+}
+
+fn builder(user_agent: String) -> Result<reqwest::ClientBuilder, rustls::Error> {
     let tls = tls().clone()?;
-    Ok(reqwest::Client::builder().tls_backend_preconfigured(tls))
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .user_agent(user_agent))
 }
 
 /// The shared rustls configuration, built once.
@@ -160,6 +178,113 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     Some(v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs))
 }
 
+/// A request that got no (whole) answer, as a `reqwest::Error` tells it:
+/// what kind of failure, where the request went (host and port only: the
+/// rest of a URL may hold a key) and the innermost cause's words. Its
+/// `Display` is the sentence for an operator; [`TransportFailure::brief`]
+/// the few words for text that leaves the operator's hands (a model's
+/// tool result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportFailure {
+    pub kind: TransportKind,
+    /// `host:port`, when the error or the caller knows the URL.
+    pub target: Option<String>,
+    /// The innermost cause, printable and clipped.
+    pub cause: Option<String>,
+}
+
+/// What kind of transport failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// No answer within the client's timeout.
+    Timeout,
+    /// Nothing listens at the address.
+    Refused,
+    /// No connection for another reason (a name that does not resolve, a
+    /// certificate refused, a network out of reach).
+    Connect,
+    /// The connection dropped while the answer came, or the answer could
+    /// not be decoded.
+    Dropped,
+    /// The request failed otherwise (a redirect refused, a protocol error).
+    Other,
+}
+
+impl TransportFailure {
+    /// `e` read; `url` names the target when `e` does not (an error
+    /// reading a body carries no URL).
+    pub fn of(e: &reqwest::Error, url: Option<&str>) -> Self {
+        let kind = if e.is_timeout() {
+            TransportKind::Timeout
+        } else if e.is_connect() {
+            let refused = crate::base::error::causes(e).any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            });
+            if refused {
+                TransportKind::Refused
+            } else {
+                TransportKind::Connect
+            }
+        } else if e.is_body() || e.is_decode() {
+            TransportKind::Dropped
+        } else {
+            TransportKind::Other
+        };
+        let target = e
+            .url()
+            .cloned()
+            .or_else(|| reqwest::Url::parse(url?).ok())
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)));
+        let cause = crate::base::error::innermost_cause(e)
+            .map(|c| crate::base::text::clip(&crate::base::text::printable(&c.to_string()), 200));
+        TransportFailure {
+            kind,
+            target,
+            cause,
+        }
+    }
+
+    /// The failure in a few words, naming no address.
+    pub fn brief(&self) -> &'static str {
+        match self.kind {
+            TransportKind::Timeout => "timed out",
+            TransportKind::Refused => "connection refused",
+            TransportKind::Connect => "connection failed",
+            TransportKind::Dropped => "connection dropped",
+            TransportKind::Other => "request failed",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = self.target.as_deref().unwrap_or("the server");
+        let cause = |plain: &str| match &self.cause {
+            Some(cause) => format!("{plain}: {cause}"),
+            None => plain.to_owned(),
+        };
+        match self.kind {
+            TransportKind::Timeout => write!(f, "{target} did not answer in time (timeout)"),
+            TransportKind::Refused => write!(f, "cannot connect to {target} (connection refused)"),
+            TransportKind::Connect => match &self.cause {
+                Some(cause) => write!(f, "cannot connect to {target} ({cause})"),
+                None => write!(f, "cannot connect to {target}"),
+            },
+            TransportKind::Dropped => write!(
+                f,
+                "the connection to {target} failed ({})",
+                cause("dropped mid-answer")
+            ),
+            TransportKind::Other => write!(
+                f,
+                "the connection to {target} failed ({})",
+                cause("request error")
+            ),
+        }
+    }
+}
+
 /// About what a JSON tree of `text` would take in memory, counted from its
 /// separators (each value after the first follows a `,`, `:`, `[` or `{`)
 /// at a generous 80 bytes a value, plus the text itself.
@@ -202,6 +327,55 @@ mod tests {
         let mut budget = 1000;
         assert_eq!(parse_tree(&zeros, &mut budget), None, "over the budget");
         assert_eq!(budget, 1000, "nothing spent");
+    }
+
+    /// What a client sends, read by a one-request server on 127.0.0.1.
+    async fn request_head(client: reqwest::Client) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = vec![0; 4096];
+            let n = conn.read(&mut head).await.unwrap();
+            let answer = b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n";
+            conn.write_all(answer).await.unwrap();
+            String::from_utf8_lossy(&head[..n]).to_lowercase()
+        });
+        client.get(url).send().await.unwrap();
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_client_says_it_is_the_harness_and_for_whom_it_acts() {
+        let head = request_head(client().unwrap().build().unwrap()).await;
+        assert!(
+            head.contains(&format!("user-agent: {USER_AGENT}\r\n")),
+            "{head}"
+        );
+        assert!(USER_AGENT.starts_with("agent-harness/"));
+        let acting = client_acting_as("a tool").unwrap().build().unwrap();
+        let head = request_head(acting).await;
+        assert!(
+            head.contains(&format!("user-agent: {USER_AGENT} (a tool)\r\n")),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_host_and_port_and_no_more() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let url = format!("http://user:secret@127.0.0.1:{port}/key/abc?token=t");
+        let e = client().unwrap().build().unwrap().get(&url).send().await;
+        let failure = TransportFailure::of(&e.unwrap_err(), None);
+        assert_eq!(failure.kind, TransportKind::Refused);
+        assert_eq!(
+            failure.to_string(),
+            format!("cannot connect to 127.0.0.1:{port} (connection refused)")
+        );
+        assert_eq!(failure.brief(), "connection refused");
     }
 
     use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};

@@ -53,7 +53,19 @@ pub const MAX_CELL_CHARS: usize = 200;
 /// C1: what moves a cursor, breaks a line or starts an escape sequence), or
 /// a bidirectional override that can make a line read otherwise than it is.
 pub fn unsafe_char(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(
+            c,
+            // Bidirectional overrides, isolates and marks; line and
+            // paragraph separators.
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
 }
 
 /// `s` fit for a terminal: every [`unsafe_char`] written as its Rust
@@ -226,6 +238,11 @@ mod tests {
         assert_eq!(printable("plain — text"), "plain — text");
         assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
         assert_eq!(printable("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
+        // Line separators and bidi marks too.
+        assert_eq!(
+            printable("a\u{2028}b\u{2029}c\u{200f}d\u{61c}"),
+            "a\\u{2028}b\\u{2029}c\\u{200f}d\\u{61c}"
+        );
     }
 
     #[test]

@@ -18,9 +18,11 @@ pub fn is_endpoint_fault(status: u16) -> bool {
 /// llama-server's refusals that no retry and no other task mends: it must
 /// be started otherwise (SPEC §25). A server started without `--jinja`
 /// answers every request with tools `500 tools param requires --jinja
-/// flag`. Matched on its words, the only place the harness does so.
+/// flag`. Matched on its whole message, the only place the harness reads
+/// a server's words, and only before the endpoint answered in this run
+/// (after that a message could quote anything).
 pub fn is_server_refusal(status: u16, message: &str) -> bool {
-    status == 500 && message.contains("requires --jinja")
+    status == 500 && message.trim() == "tools param requires --jinja flag"
 }
 
 /// HTTP statuses from noteworx that mean the token is refused.
@@ -74,7 +76,7 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         (407, _) => format!(
             "a proxy between here and the endpoint wants credentials ({answer}); check the HTTPS_PROXY / HTTP_PROXY settings of the service"
         ),
-        (500, _) if is_server_refusal(status, &answer) => format!(
+        (500, _) if is_server_refusal(status, answer.trim_start_matches("HTTP 500: ")) => format!(
             "llama-server refuses tool requests: it runs without its Jinja chat templates ({answer}); start it with --jinja (and for Gemma 4 its template, --chat-template-file)"
         ),
         (404, EndpointKind::Runpod) => {
@@ -85,10 +87,10 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
              (llama-server: http://HOST:PORT/v1) and [openai] model"
         ),
         (200..=299, EndpointKind::Openai) => format!(
-            "the endpoint answered with something that is not JSON ({answer}): another service is on that port; check [openai] base_url (llama-server: http://HOST:PORT/v1)"
+            "the endpoint answered with something that is no chat completion ({answer}): another service is on that port; check [openai] base_url (llama-server: http://HOST:PORT/v1)"
         ),
         (200..=299, EndpointKind::Runpod) => format!(
-            "the endpoint answered with something that is not JSON ({answer}): that URL is not a RunPod endpoint; check [runpod] endpoint_id, base_url or endpoint_url"
+            "the endpoint answered with something that is no chat completion ({answer}): that URL is not a RunPod endpoint, or its worker is not llama-server's; check [runpod] endpoint_id, base_url or endpoint_url"
         ),
         (_, EndpointKind::Runpod) => format!(
             "the endpoint does not take a chat request there ({answer}); check [runpod] base_url, endpoint_id or endpoint_url"

@@ -4,12 +4,17 @@
 //! When stderr is not a terminal (journald, a pipe, a file) nothing is drawn
 //! and no escape code is written: the plain log lines say the same things.
 //! The lines carry no colour, so `NO_COLOR` holds here as in the log.
-//! Log lines written while the live lines are up go through [`Progress`] as
-//! a tracing writer, which lifts the live lines, prints, and redraws them.
-//! Every diagnostic line passes the same redactor as the records (SPEC
-//! §12.8) once the configuration, and so the secrets, are known.
+//! Everything printed — log lines (as a tracing writer), `app`'s messages
+//! and what it writes on stdout — goes through [`Progress`]'s
+//! [`Printer`], which lifts the live lines, writes redacted, and redraws
+//! them.
 
-use std::io::{self, Write};
+mod printer;
+
+use printer::Stream;
+pub use printer::{Printer, stderr_is_terminal};
+
+use std::io::Write;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -57,10 +62,25 @@ impl Progress {
         let _ = self.redactor.set(redactor);
     }
 
+    /// The printer to stdout: redacted, the live lines lifted around it.
+    pub fn stdout(&self) -> Printer {
+        self.printer(Stream::Stdout)
+    }
+
+    /// The printer to stderr, as [`Progress::stdout`].
+    pub fn stderr(&self) -> Printer {
+        self.printer(Stream::Stderr)
+    }
+
+    fn printer(&self, stream: Stream) -> Printer {
+        let live = self.live.as_ref().map(|(bars, _)| bars.clone());
+        Printer::new(stream, live, self.redactor.clone())
+    }
+
     /// A diagnostic line on stderr, redacted, with the live lines lifted
     /// and every control character in it escaped (it may quote a server).
     pub fn eprintln(&self, line: &str) {
-        let mut w = self.make_writer();
+        let mut w = self.stderr();
         let text: Vec<String> = line
             .split('\n')
             .map(|l| crate::base::text::printable(l).into_owned())
@@ -81,14 +101,17 @@ impl Progress {
         TaskProgress { bar }
     }
 
+    /// Whether live lines are drawn (stderr is a terminal).
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
     /// The run's last line (its tally), printed when the display is live.
     pub fn finish(&self, last_line: &str) {
         if let Some((bars, _)) = &self.live {
             let _ = bars.clear();
             // One write, through the redactor like every other line.
-            let _ = self
-                .make_writer()
-                .write_all(format!("{last_line}\n").as_bytes());
+            let _ = self.stderr().write_all(format!("{last_line}\n").as_bytes());
         }
     }
 }
@@ -123,41 +146,12 @@ fn turn_text(turn: u32, tokens: u64) -> String {
     }
 }
 
-/// Log lines lift the live lines out of the way, so the two never
-/// interleave, and lose every secret on the way out.
-pub struct LogWriter {
-    live: Option<MultiProgress>,
-    redactor: Arc<OnceLock<Redactor>>,
-}
-
-impl Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        let out = match self.redactor.get() {
-            Some(r) => r.redact_str(&text),
-            None => text,
-        };
-        let write = || io::stderr().write_all(out.as_bytes());
-        match &self.live {
-            Some(mp) => mp.suspend(write)?,
-            None => write()?,
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        io::stderr().flush()
-    }
-}
-
+/// Log lines go out through the printer to stderr.
 impl<'a> MakeWriter<'a> for Progress {
-    type Writer = LogWriter;
+    type Writer = Printer;
 
-    fn make_writer(&'a self) -> LogWriter {
-        LogWriter {
-            live: self.live.as_ref().map(|(bars, _)| bars.clone()),
-            redactor: self.redactor.clone(),
-        }
+    fn make_writer(&'a self) -> Printer {
+        self.stderr()
     }
 }
 

@@ -10,9 +10,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::folders;
 use super::prepare::{Offer, Origin, resolve};
 use super::recurring;
-use crate::agent::budget::day_of;
 use crate::config::{Config, McpTransport};
-use crate::inbox::{self, DaySpend, Found, SPEND_FILE, TaskFile, TaskProblem};
+use crate::inbox::{self, TaskFile, TaskProblem};
+use crate::state::{DaySpend, Found, SPEND_FILE, Slots, day_of};
 use crate::tools::{Tool, ToolName, Toolbox};
 
 /// What `check` found in the inbox.
@@ -266,7 +266,7 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
         }
         return;
     };
-    let state = recurring::State::load(&cfg.paths.state_dir());
+    let state = Slots::load(&cfg.paths.state_dir());
     let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
     let offer = checked_offer(cfg, offered, now.date_naive());
     for (task, (name, when)) in tasks

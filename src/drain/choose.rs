@@ -5,17 +5,18 @@
 
 use std::path::Path;
 
-use super::recurring::{self, Due, State};
+use super::recurring::{self, Due};
 use super::{NameError, RunOptions};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
-use crate::inbox::{self, Attempts, InboxEntry};
+use crate::inbox::{self, InboxEntry};
+use crate::state::{Attempts, Slots};
 
 /// What a run has to do: inbox entries, then recurring tasks due.
 pub(super) struct ToRun {
     pub(super) entries: Vec<InboxEntry>,
     pub(super) due: Vec<Due>,
-    pub(super) state: State,
+    pub(super) state: Slots,
     /// What the operator must fix that no task's record says (SPEC §22).
     pub(super) problems: Vec<String>,
     /// Inbox entries that will never run.
@@ -30,7 +31,7 @@ pub(super) fn to_run(
     opts: &RunOptions,
     state_dir: &Path,
 ) -> anyhow::Result<ToRun> {
-    let mut state = State::load(state_dir);
+    let mut state = Slots::load(state_dir);
     let now = (deps.clock)();
     if opts.recurring {
         let name = opts.only.as_deref().unwrap_or_default();

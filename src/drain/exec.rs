@@ -77,6 +77,7 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
     let ends = run_tasks(cfg, deps, vec![entry], &mode, 1).await;
     let mut tally = Tally::of(&ends);
     tally.paused_by(&deps.budget);
+    tally.problems.extend(deps.budget.problems());
     Ok(RunOutcome::Finished(tally))
 }
 

@@ -175,7 +175,7 @@ pub(super) fn summarize(
         total_tokens: usage.total_tokens,
         runpod_exec_ms: runpod_exec_ms.or(runpod.then_some(0)),
         runpod_delay_ms: runpod_delay_ms.or(runpod.then_some(0)),
-        wall_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
+        wall_ms: crate::base::time::millis(wall),
         started_at: timing.started_at,
         finished_at: timing.finished_at,
         final_answer: outcome.final_answer,

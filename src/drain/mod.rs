@@ -9,11 +9,10 @@
 
 mod check;
 mod choose;
+mod counting;
 pub mod exec;
 mod filing;
 pub mod folders;
-mod ledger;
-pub mod lock;
 mod pipeline;
 mod prepare;
 pub mod recurring;
@@ -31,16 +30,16 @@ use std::sync::Mutex;
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::agent::budget::Standing;
 use crate::agent::deps::TaskDeps;
 use crate::config::{Config, EndpointKind};
 use crate::display::Progress;
 use crate::endpoint::Reach;
-use crate::inbox::{Attempts, InboxEntry};
-use crate::records::{Summary, retention};
+use crate::inbox::InboxEntry;
+use crate::outputs::retention;
+use crate::records::Summary;
+use crate::state::{Attempts, RunLock, Slots, Standing};
 use crate::traces::Traces;
-use ledger::Ledger;
-use lock::RunLock;
+use counting::Counting;
 use pipeline::Batch;
 
 /// Options of one `run` / `run-task` invocation.
@@ -307,7 +306,7 @@ async fn drain_then_recur(
     deps: &TaskDeps,
     opts: &RunOptions,
     entries: Vec<InboxEntry>,
-    (due, state): (Vec<recurring::Due>, recurring::State),
+    (due, state): (Vec<recurring::Due>, Slots),
 ) -> (RunOutcome, Vec<Summary>) {
     let (mut outcome, mut summaries) = if entries.is_empty() {
         (RunOutcome::Finished(Tally::default()), Vec::new())
@@ -391,16 +390,16 @@ pub async fn run_tasks(
     concurrency: usize,
 ) -> Vec<TaskEnd> {
     deps.budget.keep_ledger(&cfg.paths.state_dir());
-    let ledger = if mode.file {
-        Ledger::Inbox(Mutex::new(Attempts::load(&cfg.paths.state_dir())))
+    let counting = if mode.file {
+        Counting::Inbox(Mutex::new(Attempts::load(&cfg.paths.state_dir())))
     } else {
-        Ledger::Uncounted
+        Counting::Uncounted
     };
     let batch = Batch {
         cfg,
         deps,
         context_tokens: context_window(cfg, deps).await,
-        ledger,
+        counting,
         mode,
         setup_fault: Mutex::new(None),
     };
@@ -439,13 +438,13 @@ async fn run_slot(
     deps: &TaskDeps,
     entry: InboxEntry,
     mode: &Mode,
-    settle: Option<&Mutex<recurring::State>>,
+    settle: Option<&Mutex<Slots>>,
 ) -> Vec<TaskEnd> {
     let batch = Batch {
         cfg,
         deps,
         context_tokens: context_window(cfg, deps).await,
-        ledger: settle.map_or(Ledger::Uncounted, Ledger::Slot),
+        counting: settle.map_or(Counting::Uncounted, Counting::Slot),
         mode,
         setup_fault: Mutex::new(None),
     };

@@ -13,8 +13,8 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::counting::Counting;
 use super::filing::{self, Disposition, Filing, TaskResult, Timing};
-use super::ledger::Ledger;
 use super::prepare::{PrepLog, Preparer, StartFailure};
 use super::resume::{self, Replayed, ResumePoint, Resumption};
 use super::tool_servers;
@@ -23,8 +23,9 @@ use crate::agent::deps::TaskDeps;
 use crate::agent::expect::{self, Evidence};
 use crate::agent::{Outcome, StopReason, TaskEvent, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
-use crate::inbox::{self, AttemptCount, FileRef, InboxEntry, RunRef, TaskFile, TaskProblem};
+use crate::inbox::{self, InboxEntry, TaskFile, TaskProblem};
 use crate::records::{RunRecord, StartLine, Status, Summary};
+use crate::state::{AttemptCount, FileRef, RunRef};
 use crate::traces::{Ending, TaskTrace};
 
 /// What every task of one batch shares.
@@ -34,7 +35,7 @@ pub(super) struct Batch<'a> {
     /// The context window every task manages, if any.
     pub(super) context_tokens: Option<u32>,
     /// Where attempts are counted.
-    pub(super) ledger: Ledger<'a>,
+    pub(super) counting: Counting<'a>,
     pub(super) mode: &'a Mode,
     /// The first setup fault a task met: the run stops (SPEC §16).
     pub(super) setup_fault: Mutex<Option<String>>,
@@ -117,7 +118,7 @@ impl Batch<'_> {
         rec.summary(&summary)?;
         let place = self.move_file(entry, &rec.run_id, &filing)?;
         let slot = self.mode.slot.as_ref();
-        (self.ledger).settle(self.cfg, slot, &entry.name, &count, &summary)?;
+        (self.counting).settle(self.cfg, slot, &entry.name, &count, &summary)?;
         rec.filed(&summary, &place);
         if let Some(on_end) = &self.mode.on_end {
             (on_end.0)(&summary, schema_result.as_ref());
@@ -137,7 +138,7 @@ impl Batch<'_> {
         };
         let file = FileRef::of(&entry.path);
         let slot = self.mode.slot.as_ref();
-        (self.ledger).begin(self.cfg, slot, (&entry.name, file), run)
+        (self.counting).begin(self.cfg, slot, (&entry.name, file), run)
     }
 
     /// Steps 2 to 6, isolated: a panic ends this task as `internal_error`.
@@ -306,7 +307,7 @@ impl Batch<'_> {
             today: self.preparer().today(point.map(|p| p.today)),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
             resumed_from: resumption.from.clone(),
-            wall_ms_before: u64::try_from(resumption.wall_before.as_millis()).unwrap_or(u64::MAX),
+            wall_ms_before: crate::base::time::millis(resumption.wall_before),
         };
         rec.start(now, &start, resumption.turns);
         if let Some(why) = &resumption.refused {
@@ -346,10 +347,7 @@ impl Batch<'_> {
     /// A setup fault stops the run: no further task starts, and the tasks
     /// in flight (interrupted by it) end as setup faults too.
     fn stop_on_setup_fault(&self, mut outcome: Outcome) -> Outcome {
-        let mut fault = self
-            .setup_fault
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fault = crate::base::sync::lock(&self.setup_fault);
         match (outcome.stop, fault.as_ref()) {
             (StopReason::SetupFault, None) => {
                 let diagnosis = outcome.error.clone().unwrap_or_default();
@@ -382,8 +380,8 @@ impl Batch<'_> {
 
     /// Where the task goes, and its attempt number.
     fn filing(&self, outcome: &Outcome, count: &AttemptCount) -> Filing {
-        let counted_slot = match self.ledger {
-            Ledger::Slot(_) => self.mode.slot.as_ref(),
+        let counted_slot = match self.counting {
+            Counting::Slot(_) => self.mode.slot.as_ref(),
             _ => None,
         };
         let attempts = (count.number(), self.max());
@@ -443,7 +441,7 @@ impl Batch<'_> {
     fn may_resume(&self) -> bool {
         !self.mode.dry_run
             && self.mode.replay_of.is_none()
-            && !matches!(self.ledger, Ledger::Uncounted)
+            && !matches!(self.counting, Counting::Uncounted)
     }
 
     fn preparer(&self) -> Preparer<'_> {

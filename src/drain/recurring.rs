@@ -4,43 +4,16 @@
 //! for its next scheduled time — with their slots kept in a state file
 //! beside the inbox, written whole (a new file, then a rename).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::{Mode, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
-use crate::inbox::{self, AttemptCount, InboxEntry, Schedule};
+use crate::inbox::{self, InboxEntry, Schedule};
 use crate::records::{Status, Summary};
-
-const STATE_FILE: &str = ".agent-harness-recurring.json";
-
-/// A bigger state file is not read.
-const MAX_STATE_BYTES: u64 = 16 << 20;
-
-/// The slots of every recurring task, by name.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct State {
-    #[serde(flatten)]
-    tasks: BTreeMap<String, TaskState>,
-    /// The file was there but could not be read: a task it does not know
-    /// is first seen now, not when its file was put there.
-    #[serde(skip)]
-    unreadable: bool,
-    /// Recurring files that cannot run (unreadable, no working schedule),
-    /// by name, with the version (modification time) already recorded as
-    /// `invalid_task`: each version is said once, not every run. A task
-    /// name never starts with a dot, so this key is no task's.
-    #[serde(
-        rename = ".broken",
-        default,
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
-    broken: BTreeMap<String, String>,
-}
+use crate::state::{AttemptCount, RunRef, Slots, TaskSlots};
 
 /// A recurring task to run now: for its slot, or — a file that cannot run
 /// (`broken`, its version) — once, to record why as `invalid_task`.
@@ -49,62 +22,6 @@ pub(super) struct Due {
     pub(super) entry: InboxEntry,
     pub(super) slot: Slot,
     pub(super) broken: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct TaskState {
-    /// When the file was first seen: no slot at or before it is due.
-    since: DateTime<Utc>,
-    /// The last slot run for good (succeeded, failed, or given up).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    done: Option<DateTime<Utc>>,
-    /// The slot `attempts` were spent on, still due.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pending: Option<DateTime<Utc>>,
-    #[serde(default)]
-    attempts: u32,
-    /// The runs of those attempts, oldest first: the only run folders the
-    /// slot's next attempt may go on from (SPEC §21).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    runs: Vec<inbox::RunRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    last_success: Option<NaiveDate>,
-}
-
-impl State {
-    /// The state beside the inbox. A missing file is empty: every task is
-    /// first seen now and runs at its first scheduled time after its file
-    /// was put there. A file that cannot be read is empty too, with a
-    /// warning, and then every task waits for its next slot — never a slot
-    /// that may already be done.
-    pub fn load(state_dir: &Path) -> State {
-        let unreadable = |e: &str| {
-            tracing::warn!(path = %state_dir.join(STATE_FILE).display(), error = %e, "recurring state unreadable; every recurring task waits for its next slot");
-            State {
-                unreadable: true,
-                ..State::default()
-            }
-        };
-        match inbox::state::read(state_dir, STATE_FILE, MAX_STATE_BYTES) {
-            inbox::state::Stored::Absent => State::default(),
-            inbox::state::Stored::Bytes(bytes) => {
-                serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
-            }
-            inbox::state::Stored::Unreadable(why) | inbox::state::Stored::Foreign(why) => {
-                unreadable(&why)
-            }
-        }
-    }
-
-    pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
-        inbox::state::write(state_dir, STATE_FILE, (text + "\n").as_bytes())
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", state_dir.join(STATE_FILE).display()))
-    }
-
-    fn last_success(&self, name: &str) -> Option<NaiveDate> {
-        self.tasks.get(name).and_then(|t| t.last_success)
-    }
 }
 
 /// A recurring task file and its schedule, or why it has none that works.
@@ -149,7 +66,7 @@ pub(super) fn due(
     cfg: &Config,
     tasks: &[Recurring],
     now: DateTime<Utc>,
-    state: &mut State,
+    state: &mut Slots,
 ) -> Vec<Due> {
     state
         .tasks
@@ -190,7 +107,7 @@ pub(super) fn due(
             };
             state.tasks.insert(
                 name.clone(),
-                TaskState {
+                TaskSlots {
                     since: added,
                     done: None,
                     pending: None,
@@ -238,7 +155,7 @@ pub(super) fn now_slot(
     tasks: &[Recurring],
     name: &str,
     now: DateTime<Utc>,
-    state: &State,
+    state: &Slots,
 ) -> Result<Due, UsageError> {
     let task = tasks.iter().find(|t| t.entry.name == name).ok_or_else(|| {
         UsageError(format!(
@@ -296,11 +213,11 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
 /// `max_attempts`); exhausted when the slot has had them all, and is
 /// given up.
 pub(super) fn begin_slot(
-    state: &mut State,
+    state: &mut Slots,
     name: &str,
     slot: &Slot,
     max_attempts: u32,
-    run: inbox::RunRef,
+    run: RunRef,
 ) -> AttemptCount {
     let Some(task) = state.tasks.get_mut(name) else {
         return AttemptCount::UNCOUNTED;
@@ -348,7 +265,7 @@ const MAX_RUNS: usize = 16;
 /// failure (a retryable one at its last attempt included) marks the slot
 /// done; another retryable failure keeps it due; a run that was
 /// interrupted or stopped by a setup fault gives its attempt back.
-pub fn settle_slot(state: &mut State, name: &str, slot: &Slot, summary: &Summary) {
+pub fn settle_slot(state: &mut Slots, name: &str, slot: &Slot, summary: &Summary) {
     let Some(task) = state.tasks.get_mut(name) else {
         return;
     };
@@ -373,7 +290,7 @@ pub fn next_due(
     cfg: &Config,
     tasks: &[Recurring],
     now: DateTime<Utc>,
-    state: &State,
+    state: &Slots,
 ) -> Vec<(String, Result<String, String>)> {
     tasks
         .iter()
@@ -409,7 +326,7 @@ pub(super) async fn run_recurring(
     deps: &TaskDeps,
     opts: &RunOptions,
     due: Vec<Due>,
-    settle: Option<&std::sync::Mutex<State>>,
+    settle: Option<&std::sync::Mutex<Slots>>,
 ) -> (Tally, Vec<Summary>) {
     let mut ends = Vec::new();
     for Due {
@@ -438,9 +355,7 @@ pub(super) async fn run_recurring(
         if let (Some(version), Some(state), Some(TaskEnd::Filed(_))) =
             (broken, settle, these.first())
         {
-            let mut state = state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut state = crate::base::sync::lock(state);
             state.broken.insert(name.clone(), version);
             if let Err(e) = state.save(&cfg.paths.state_dir()) {
                 tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");

@@ -7,13 +7,12 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use super::lock::RunLock;
 use super::{UsageError, folders};
 use crate::base::folder::Kind;
 use crate::config::Config;
-use crate::inbox::state::task_folder;
-use crate::inbox::{self, Attempts};
+use crate::inbox;
 use crate::records::{run_order, run_time};
+use crate::state::{Attempts, RunLock, task_folder};
 
 /// Which failed tasks go back.
 #[derive(Debug, Clone, PartialEq, Eq)]

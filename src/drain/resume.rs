@@ -21,11 +21,11 @@ use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::base::folder::Folder;
 use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
-use crate::inbox::RunRef;
 use crate::records::{
     PartialRun, Status, read_partial, read_partial_lines, recorded_attempt, recorded_counts,
     recorded_results, recorded_window,
 };
+use crate::state::RunRef;
 use crate::tools::{RecordedResults, ToolOutput};
 
 /// The records a task can go on from: its resume point.
@@ -272,9 +272,7 @@ impl ResumePoint {
             None,
         );
         run_task(&probe, spec, &mut |_| {}).await;
-        let r = recording
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = crate::base::sync::lock(&recording);
         match r.mismatches.first() {
             None => Ok(r.answered_turns()),
             Some(m) => Err(refusal(m)),
@@ -365,9 +363,7 @@ pub(super) fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> 
 
 /// The turns a resumed task answered from its records.
 pub(super) fn answered_turns(r: &Mutex<Recording>) -> u32 {
-    r.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .answered_turns()
+    crate::base::sync::lock(r).answered_turns()
 }
 
 /// What is left of a resumed task's wall clock; at least a second, so the
@@ -403,7 +399,7 @@ impl Replayed {
 
     pub(super) fn earlier(&self, wall_before: Duration) -> crate::records::Earlier {
         crate::records::Earlier {
-            wall_ms: u64::try_from(wall_before.as_millis()).unwrap_or(u64::MAX),
+            wall_ms: crate::base::time::millis(wall_before),
             ..self.tokens
         }
     }

@@ -3,8 +3,8 @@
 
 use super::TaskEnd;
 use crate::agent::StopReason;
-use crate::agent::budget::Budget;
 use crate::records::Status;
+use crate::state::Budget;
 
 /// What the run did, by task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::base::http::RawBody;
+use crate::base::http::{RawBody, TransportFailure, TransportKind};
 use crate::base::lenient;
 use crate::base::text::clip;
 use crate::wire::chat::ChatResponse;
@@ -170,8 +170,20 @@ pub(crate) struct ServerError {
     pub(super) kind: Option<String>,
     pub(super) n_prompt_tokens: Option<u64>,
     pub(super) n_ctx: Option<u64>,
-    /// The body was `{"error": …}`.
+    /// The body was a chat server's error: `{"error": …}`, or the flat
+    /// `{"object": "error", "message": …}` of vLLM and SGLang.
     pub(super) enveloped: bool,
+}
+
+/// Whether `body` is a chat server's error: `{"error": …}`, or the flat
+/// `{"object": "error", "message": …}`.
+pub(crate) fn is_error_envelope(body: &[u8]) -> bool {
+    ServerError::read(
+        Some(&RawBody::json(body.to_vec()).unwrap_or_else(|_| RawBody::text(""))),
+        "",
+        StatusCode::BAD_REQUEST,
+    )
+    .enveloped
 }
 
 impl ServerError {
@@ -192,11 +204,23 @@ impl ServerError {
             #[serde(default, deserialize_with = "lenient::count")]
             n_ctx: Option<u64>,
         }
+        /// vLLM's and SGLang's flat error: `{"object": "error", "message": …}`.
+        #[derive(Deserialize)]
+        struct Flat {
+            object: String,
+            #[serde(flatten)]
+            detail: Detail,
+        }
         let error = parsed
             .and_then(|b| b.parse::<Envelope>().ok())
             .map(|e| e.error);
         let as_text = error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
-        let detail = error.and_then(|e| serde_json::from_str::<Detail>(e.get()).ok());
+        let detail = error
+            .and_then(|e| serde_json::from_str::<Detail>(e.get()).ok())
+            .or_else(|| {
+                let flat = parsed?.parse::<Flat>().ok()?;
+                (flat.object == "error").then_some(flat.detail)
+            });
         // The server's words reach logs and terminals: no control characters.
         let shown = |m: &str, n: usize| crate::base::text::printable(&clip(m, n)).into_owned();
         match (as_text, detail) {
@@ -239,41 +263,50 @@ impl AttemptError {
     }
 }
 
-/// A transport failure in words an operator can act on: the host and port,
-/// and for a refused connection, whether the server is running.
-pub fn describe_transport(e: &reqwest::Error, url: &str) -> String {
-    let target = reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
-        .unwrap_or_else(|| "the endpoint".into());
-    if e.is_timeout() {
-        format!("{target} did not answer in time (timeout)")
-    } else if e.is_connect() {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-        let (mut detail, mut refused) = (String::new(), false);
-        while let Some(s) = source {
-            detail = s.to_string();
-            refused |= s
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
-            source = s.source();
+/// A request to the endpoint that got no answer, in words an operator can
+/// act on ([`TransportFailure`]: the host and port), and for a refused
+/// connection, whether the server is running.
+pub(crate) fn unanswered(e: &reqwest::Error, url: &str) -> String {
+    let failure = TransportFailure::of(e, Some(url));
+    match failure.kind {
+        TransportKind::Refused => {
+            format!("{failure}: is llama-server (or the RunPod worker) running there?")
         }
-        if refused {
-            format!(
-                "cannot connect to {target} (connection refused): is llama-server (or the RunPod worker) running there?"
-            )
-        } else {
-            format!("cannot connect to {target} ({detail})")
+        _ => failure.to_string(),
+    }
+}
+
+/// What follows an HTTP error status that is neither a context overflow
+/// nor a setup fault found before the endpoint answered.
+fn status_next(
+    status: u16,
+    message: String,
+    retry_after: Option<Duration>,
+    answered: bool,
+) -> Next {
+    match status {
+        408 | 429 | 502 | 503 | 504 => Next::Retry {
+            new_seed: false,
+            retry_after,
+        },
+        500 => Next::Retry {
+            new_seed: true,
+            retry_after,
+        },
+        s if crate::config::setup::endpoint_refusal_stops(s, answered) => {
+            Next::Fail(CallError::Setup { status: s, message })
         }
-    } else {
-        format!(
-            "the connection to {target} failed ({})",
-            if e.is_body() || e.is_decode() {
-                "dropped mid-answer"
-            } else {
-                "request error"
-            }
-        )
+        // Once the route has answered, a 501 is a passing fault of
+        // something between; a 403, 404 or 405 is about the request.
+        501 => Next::Retry {
+            new_seed: false,
+            retry_after,
+        },
+        s if (400..500).contains(&s) => Next::Fail(CallError::Rejected { status: s, message }),
+        _ => Next::Retry {
+            new_seed: false,
+            retry_after,
+        },
     }
 }
 
@@ -287,6 +320,12 @@ impl AttemptError {
             AttemptError::NotJson { status, message } if !answered => {
                 Next::Fail(CallError::Setup { status, message })
             }
+            // JSON that is no chat completion, before any was: a catch-all
+            // service, not a chat server having a bad moment.
+            AttemptError::BadBody(message) if !answered => Next::Fail(CallError::Setup {
+                status: 200,
+                message,
+            }),
             AttemptError::Transport(_)
             | AttemptError::BadBody(_)
             | AttemptError::NotJson { .. } => Next::Retry {
@@ -297,9 +336,11 @@ impl AttemptError {
                 context: Some((n_prompt, n_ctx)),
                 ..
             } => Next::Fail(CallError::ContextExceeded { n_prompt, n_ctx }),
+            // llama-server without `--jinja` refuses the first request with
+            // tools; after an answer, its words could be quoted from anywhere.
             AttemptError::Status {
                 status, message, ..
-            } if crate::config::setup::is_server_refusal(status, &message) => {
+            } if !answered && crate::config::setup::is_server_refusal(status, &message) => {
                 Next::Fail(CallError::Setup { status, message })
             }
             // Before a chat request was answered, a refusal that is no chat
@@ -321,35 +362,7 @@ impl AttemptError {
                 retry_after,
                 message,
                 ..
-            } => match status {
-                408 | 429 | 502 | 503 | 504 => Next::Retry {
-                    new_seed: false,
-                    retry_after,
-                },
-                500 => Next::Retry {
-                    new_seed: true,
-                    retry_after,
-                },
-                s if crate::config::setup::endpoint_refusal_stops(s, answered) => {
-                    Next::Fail(CallError::Setup { status: s, message })
-                }
-                // Once the route has answered, a 501 is a passing fault of
-                // something between; a 403, 404 or 405 is about the request.
-                501 => Next::Retry {
-                    new_seed: false,
-                    retry_after,
-                },
-                s if crate::config::setup::is_endpoint_fault(s) => {
-                    Next::Fail(CallError::Rejected { status: s, message })
-                }
-                s if (400..500).contains(&s) => {
-                    Next::Fail(CallError::Rejected { status: s, message })
-                }
-                _ => Next::Retry {
-                    new_seed: false,
-                    retry_after,
-                },
-            },
+            } => status_next(status, message, retry_after, answered),
             AttemptError::JobFailed(_) => Next::Retry {
                 new_seed: true,
                 retry_after: None,

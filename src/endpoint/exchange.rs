@@ -1,52 +1,18 @@
-//! One HTTP exchange of a model call: the retry policy, the attempt as it
-//! ended, the body read up to its cap and classified, and the race with
-//! the run's cancellation and the task's deadline.
+//! One HTTP exchange of a model call: the attempt as it ended, the body
+//! read up to its cap and classified, and the race with the run's
+//! cancellation and the task's deadline.
 
 use std::time::Duration;
 
 use super::errors::{AttemptError, ServerError};
 use crate::base::http::{Body, RawBody};
 use crate::base::text::clip;
-use crate::endpoint::errors::{Failure, describe_transport};
+use crate::endpoint::errors::{Failure, unanswered};
 use crate::wire::chat::ChatResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// How a call retries. The defaults are the product's; tests shrink them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryPolicy {
-    /// The first backoff; each retry doubles it.
-    pub base: Duration,
-    /// No single wait is longer (unless the server's `Retry-After` says so).
-    pub cap: Duration,
-    /// Retries after the first attempt of one call.
-    pub max_retries: u32,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(30),
-            max_retries: 5,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait before retry number `n` (1-based): exponential with jitter in
-    /// [50 %, 100 %], raised to the server's `Retry-After` when it asks for more.
-    pub fn delay(&self, n: u32, retry_after: Option<Duration>, jitter: f64) -> Duration {
-        let exp = self
-            .base
-            .saturating_mul(1u32 << (n.saturating_sub(1)).min(16))
-            .min(self.cap);
-        let jittered = exp.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0));
-        retry_after.map_or(jittered, |ra| ra.max(jittered))
-    }
-}
 
 /// RunPod job facts of one attempt.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -166,7 +132,7 @@ pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswe
             return HttpAnswer {
                 status: code,
                 body: None,
-                result: Err(AttemptError::Transport(describe_transport(&e, url))),
+                result: Err(AttemptError::Transport(unanswered(&e, url))),
             };
         }
     };

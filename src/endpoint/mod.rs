@@ -3,14 +3,15 @@
 //! `{"input": …}`, posts it to `/runsync` and follows the job (see
 //! [`runpod`]). Request building is not here: the body arrives built.
 //!
-//! Retries live here too, because what is retryable is a property of the
-//! wire: connection failures, timeouts, 408, 429, 500, 502, 503, 504 and
-//! failed RunPod jobs are retried with exponential backoff and jitter,
-//! honouring `Retry-After`, inside the task's deadline; a retry after a
-//! server error sends a new `seed` (llama-server's 500 on output that did
-//! not parse as a tool call is the model's fault, so the same request would
-//! likely fail the same way). Every attempt is reported to the caller as it
-//! ends, so the records show it even if the run is killed later.
+//! What is retried is decided here, because it is a property of the wire:
+//! connection failures, timeouts, 408, 429, 500, 502, 503, 504 and failed
+//! RunPod jobs are retried on the shared [`RetryPolicy`] (exponential
+//! backoff and jitter, honouring `Retry-After`, inside the task's
+//! deadline); a retry after a server error sends a new `seed`
+//! (llama-server's 500 on output that did not parse as a tool call is the
+//! model's fault, so the same request would likely fail the same way).
+//! Every attempt is reported to the caller as it ends, so the records show
+//! it even if the run is killed later.
 
 mod count;
 mod errors;
@@ -19,9 +20,10 @@ mod probe;
 pub mod recorded;
 pub mod runpod;
 
-pub use errors::{CallError, Failure, describe_transport};
-pub use exchange::{Attempt, Completion, JobInfo, RetryPolicy};
-pub use probe::{Probe, Reach};
+pub use crate::base::retry::RetryPolicy;
+pub use errors::{CallError, Failure};
+pub use exchange::{Attempt, Completion, JobInfo};
+pub use probe::{Fit, Probe, Reach};
 
 use std::time::Duration;
 
@@ -32,9 +34,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::base::http::Body;
+use crate::base::retry::{Backoff, GiveUp, pause};
+use crate::base::sync::lock;
 use crate::base::text::clip;
+use crate::base::time::millis;
 use crate::config::{EndpointConfig, EndpointKind};
-use errors::{AttemptError, Next, parse_chat};
+use errors::{AttemptError, Next, parse_chat, unanswered};
 use exchange::{HttpAnswer, RawAttempt, read_answer, until};
 use recorded::{Recording, Source};
 use std::sync::{Arc, Mutex};
@@ -59,7 +64,6 @@ impl Endpoint {
         let http = crate::base::http::client()?
             .timeout(Duration::from_secs(cfg.request_timeout_secs))
             .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
-            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()?;
         Ok(Endpoint {
             http,
@@ -146,19 +150,19 @@ impl Endpoint {
             EndpointKind::Openai => body,
             EndpointKind::Runpod => json!({ "input": body }),
         };
-        let mut retries = 0;
+        let mut backoff = self.retry.start(call.deadline);
         loop {
-            if retries > 0 && matches!(source, Source::Live) {
+            if backoff.retries() > 0 && matches!(source, Source::Live) {
                 (call.gate)().map_err(CallError::OverBudget)?;
             }
             let started_at = (call.clock)();
             let t0 = Instant::now();
             let raw = self.one_attempt(source, &sent, call).await;
             on_attempt(&Attempt {
-                attempt: retries + 1,
+                attempt: backoff.retries() + 1,
                 started_at,
                 finished_at: (call.clock)(),
-                latency_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
+                latency_ms: millis(t0.elapsed()),
                 request: &sent,
                 http_status: raw.http_status,
                 response: raw.response,
@@ -192,9 +196,8 @@ impl Endpoint {
                 }
                 Err(e) => e,
             };
-            retries += 1;
             let new_seed = self
-                .before_retry(error, retries, call, matches!(source, Source::Live))
+                .before_retry(error, &mut backoff, call, matches!(source, Source::Live))
                 .await?;
             let chat_body = match self.cfg.kind {
                 EndpointKind::Openai => &mut sent,
@@ -212,12 +215,16 @@ impl Endpoint {
     async fn before_retry(
         &self,
         error: AttemptError,
-        retries: u32,
+        backoff: &mut Backoff,
         call: &Call<'_>,
         sleeps: bool,
     ) -> Result<bool, CallError> {
         let why = error.describe();
-        let answered = self.answered.load(std::sync::atomic::Ordering::Relaxed);
+        // A RunPod job whose output is no chat completion is that job's
+        // (or its worker's) fault, retried: only the openai kind's answer
+        // says what listens on the port.
+        let answered = self.answered.load(std::sync::atomic::Ordering::Relaxed)
+            || (self.cfg.kind == EndpointKind::Runpod && matches!(error, AttemptError::BadBody(_)));
         let (new_seed, retry_after) = match error.next(answered) {
             Next::Fail(e) => return Err(e),
             Next::Retry {
@@ -225,28 +232,21 @@ impl Endpoint {
                 retry_after,
             } => (new_seed, retry_after),
         };
-        if retries > self.retry.max_retries {
-            return Err(CallError::Unavailable(format!(
-                "the endpoint failed {retries} times; last: {why}"
-            )));
-        }
-        let wait = self.retry.delay(retries, retry_after, fastrand::f64());
-        // A server may ask for any wait: past the deadline (or past what
-        // a clock can hold) the task ends now, retryable in a later run.
-        if Instant::now()
-            .checked_add(wait)
-            .is_none_or(|resume| resume >= call.deadline)
-        {
-            return Err(CallError::Unavailable(format!(
+        // A server may ask for any wait: past the deadline the task ends
+        // now, retryable in a later run.
+        let wait = backoff.next(retry_after).map_err(|give_up| match give_up {
+            GiveUp::Spent { failures } => CallError::Unavailable(format!(
+                "the endpoint failed {failures} times; last: {why}"
+            )),
+            GiveUp::PastDeadline | GiveUp::Cancelled => CallError::Unavailable(format!(
                 "the endpoint failed ({why}) and the next retry would start after the task's wall clock runs out"
-            )));
-        }
-        tracing::warn!(attempt = retries, wait_ms = wait.as_millis() as u64, error = %why, "model call failed; retrying");
+            )),
+        })?;
+        tracing::warn!(attempt = backoff.retries(), wait_ms = millis(wait), error = %why, "model call failed; retrying");
         if sleeps {
-            tokio::select! {
-                _ = call.cancel.cancelled() => return Err(CallError::Interrupted),
-                _ = tokio::time::sleep(wait) => {}
-            }
+            pause(wait, Some(call.cancel))
+                .await
+                .map_err(|_| CallError::Interrupted)?;
         }
         Ok(new_seed)
     }
@@ -312,7 +312,7 @@ impl Endpoint {
         }
         match req.send().await {
             Ok(resp) => read_answer(resp, url).await,
-            Err(e) => HttpAnswer::failed(AttemptError::Transport(describe_transport(&e, url))),
+            Err(e) => HttpAnswer::failed(AttemptError::Transport(unanswered(&e, url))),
         }
     }
     /// Checks that the endpoint answers HTTP at all (any status counts).
@@ -330,7 +330,7 @@ impl Endpoint {
             .await
         {
             Ok(r) => Ok(r.status().as_u16()),
-            Err(e) => Err(describe_transport(&e, &url)),
+            Err(e) => Err(unanswered(&e, &url)),
         }
     }
 
@@ -422,10 +422,6 @@ struct Call<'a> {
     cancel: &'a CancellationToken,
     clock: &'a (dyn Fn() -> DateTime<Utc> + Send + Sync),
     gate: &'a (dyn Fn() -> Result<(), String> + Send + Sync),
-}
-
-fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
-    r.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
-//! What answers at the endpoint's address, for `test-runpod` (SPEC §22):
-//! its reachability line passes only for the kind of server the config
-//! says is there. For the `openai` kind that is an OpenAI-compatible server
-//! (`GET /v1/models` answering JSON with a `data` list, or llama-server's
-//! `/health` answering JSON); for the `runpod` kind, a JSON answer at the
-//! endpoint's `/health` (RunPod's own, with the key). Anything else — an
-//! HTML page, a plain-text 404 of another service on that port — is named.
+//! What answers at the endpoint's address, for `test-runpod` (SPEC §22)
+//! and for `run` before its first task (SPEC §25): the verdict passes only
+//! for the kind of server the config says is there. For the `openai` kind
+//! that is an OpenAI-compatible server: `GET /v1/models` answering a model
+//! list, or refusing the key as such a server does (an error envelope with
+//! 401 or 403: the chat request then says which key), or, where the route
+//! is missing, llama-server's `/health` answering JSON. A 408, 429 or 5xx
+//! there is a server not ready (loading, or a gateway between): a later
+//! run. For the `runpod` kind, a JSON answer at the endpoint's `/health`
+//! (RunPod's own, with the key). Anything else — an HTML page, another
+//! service's 404, JSON that is no model list — is named.
 
 use std::time::Duration;
 
@@ -19,10 +23,20 @@ use crate::config::EndpointKind;
 pub struct Probe {
     /// The HTTP status of the first URL asked.
     pub status: u16,
-    /// Whether the answers are the configured kind of server's.
-    pub fits: bool,
+    pub fit: Fit,
     /// What answered, in words (`GET …/v1/models lists 1 model`).
     pub what: String,
+}
+
+/// Whether what answered is the configured kind of server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    Fits,
+    /// It answers as such a server does while it is not ready (408, 429,
+    /// 5xx): loading, or a gateway in front of it.
+    NotReady,
+    /// Another kind of service.
+    Misfit,
 }
 
 /// What `run` finds before its first task (SPEC §25).
@@ -66,35 +80,56 @@ impl Endpoint {
             EndpointKind::Openai => {
                 let models = format!("{}/models", self.base_url());
                 let (status, body) = self.get(&models, true).await?;
-                #[derive(Deserialize)]
-                struct Models {
-                    data: Vec<serde::de::IgnoredAny>,
-                }
-                if let Some(m) = body
-                    .as_deref()
-                    .and_then(|b| serde_json::from_slice::<Models>(b).ok())
-                    && (200..300).contains(&status)
-                {
-                    return Ok(Probe {
-                        status,
-                        fits: true,
-                        what: format!("GET {models} lists {} model(s)", m.data.len()),
-                    });
-                }
-                let health = format!("{}/health", self.root());
-                let fits = matches!(self.get(&health, false).await, Ok((200..=299, Some(b))) if is_json(&b));
-                Ok(Probe {
-                    status,
-                    fits,
-                    what: if fits {
-                        format!("GET {health} answers as llama-server's does")
-                    } else {
+                let probe = |fit, what| Probe { status, fit, what };
+                match status {
+                    200..=299 => Ok(match body.as_deref().and_then(model_count) {
+                        Some(n) => probe(Fit::Fits, format!("GET {models} lists {n} model(s)")),
+                        None => probe(
+                            Fit::Misfit,
+                            format!(
+                                "GET {models} answered HTTP {status} without a model list{}",
+                                shape(body.as_deref())
+                            ),
+                        ),
+                    }),
+                    401 | 403
+                        if body
+                            .as_deref()
+                            .is_some_and(super::errors::is_error_envelope) =>
+                    {
+                        Ok(probe(
+                            Fit::Fits,
+                            format!(
+                                "GET {models} answered HTTP {status} as an OpenAI-compatible server refusing a key does"
+                            ),
+                        ))
+                    }
+                    408 | 429 | 500..=599 => Ok(probe(
+                        Fit::NotReady,
                         format!(
-                            "GET {models} answered HTTP {status} without a model list{}, and {health} is no llama-server's",
+                            "GET {models} answered HTTP {status}{}: the server is not ready (loading, or a gateway in front of it)",
                             shape(body.as_deref())
-                        )
-                    },
-                })
+                        ),
+                    )),
+                    _ => {
+                        let health = format!("{}/health", self.root());
+                        let fits = matches!(self.get(&health, false).await, Ok((200..=299, Some(b))) if is_json(&b));
+                        Ok(if fits {
+                            probe(
+                                Fit::Fits,
+                                format!("GET {health} answers as llama-server's does"),
+                            )
+                        } else {
+                            probe(
+                                Fit::Misfit,
+                                format!(
+                                    "GET {models} answered HTTP {status} without a model list{}, and {health} is no llama-server's",
+                                    shape(body.as_deref())
+                                ),
+                            )
+                        })
+                    }
+                }
             }
             EndpointKind::Runpod => {
                 let health = format!("{}/health", self.base_url());
@@ -102,7 +137,7 @@ impl Endpoint {
                 let fits = body.as_deref().is_some_and(is_json);
                 Ok(Probe {
                     status,
-                    fits,
+                    fit: if fits { Fit::Fits } else { Fit::Misfit },
                     what: format!(
                         "GET {health} answered HTTP {status}{}",
                         if fits {
@@ -125,12 +160,17 @@ impl Endpoint {
             EndpointKind::Openai => self.probe().await,
             EndpointKind::Runpod => self.ping().await.map(|status| Probe {
                 status,
-                fits: true,
+                fit: Fit::Fits,
                 what: String::new(),
             }),
         };
         match probed {
-            Ok(p) if p.fits => Reach::Answers,
+            Ok(Probe { fit: Fit::Fits, .. }) => Reach::Answers,
+            Ok(
+                p @ Probe {
+                    fit: Fit::NotReady, ..
+                },
+            ) => Reach::Unreachable(p.what),
             Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
             Err(why) => Reach::Unreachable(why),
         }
@@ -145,7 +185,7 @@ impl Endpoint {
         let resp = req
             .send()
             .await
-            .map_err(|e| super::describe_transport(&e, url))?;
+            .map_err(|e| super::errors::unanswered(&e, url))?;
         let status = resp.status().as_u16();
         let body = match crate::base::http::read_capped(resp, MAX_BYTES).await {
             Ok(Body::Whole(bytes)) => Some(bytes),
@@ -153,6 +193,17 @@ impl Endpoint {
         };
         Ok((status, body))
     }
+}
+
+/// How many models a `/v1/models` answer lists, when it is a model list.
+fn model_count(body: &[u8]) -> Option<usize> {
+    #[derive(Deserialize)]
+    struct Models {
+        data: Vec<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Models>(body)
+        .ok()
+        .map(|m| m.data.len())
 }
 
 fn is_json(body: &[u8]) -> bool {

@@ -16,6 +16,7 @@ use super::errors::{AttemptError, Failure, ServerError, parse_chat};
 use super::exchange::{JobInfo, RawAttempt};
 use super::runpod;
 use crate::base::http::RawBody;
+use crate::base::sync::lock;
 
 /// The most memory one recorded request may take as a tree to be compared.
 const MAX_REQUEST_TREE_BYTES: usize = 256 << 20;
@@ -184,10 +185,6 @@ pub(crate) enum Source {
     Exhausted,
 }
 
-fn lock(r: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
-    r.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// `body` without its `seed` (top level, or inside RunPod's `input`).
 fn without_seed(body: &Value) -> Value {
     let mut b = body.clone();
@@ -209,9 +206,7 @@ pub(crate) fn answer(
     sent: &Value,
     runpod_kind: bool,
 ) -> RawAttempt {
-    let mut rec = recording
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut rec = lock(recording);
     let Some(a) = attempts.pop_front() else {
         rec.mismatches.push(Mismatch {
             turn,

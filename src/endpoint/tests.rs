@@ -6,27 +6,6 @@ use crate::base::http::RawBody;
 use reqwest::StatusCode;
 
 #[test]
-fn backoff_doubles_with_jitter_caps_and_honours_retry_after() {
-    let p = RetryPolicy {
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(30),
-        max_retries: 5,
-    };
-    assert_eq!(p.delay(1, None, 1.0), Duration::from_secs(1));
-    assert_eq!(p.delay(3, None, 1.0), Duration::from_secs(4));
-    assert_eq!(p.delay(3, None, 0.0), Duration::from_secs(2));
-    assert_eq!(p.delay(10, None, 1.0), Duration::from_secs(30));
-    assert_eq!(
-        p.delay(1, Some(Duration::from_secs(7)), 1.0),
-        Duration::from_secs(7)
-    );
-    assert_eq!(
-        p.delay(4, Some(Duration::from_secs(1)), 1.0),
-        Duration::from_secs(8)
-    );
-}
-
-#[test]
 fn after_the_endpoint_answered_only_credentials_stop_the_run() {
     let status = |s: u16| AttemptError::Status {
         status: s,
@@ -106,7 +85,25 @@ fn before_an_answer_a_refusal_that_is_no_chat_servers_is_a_setup_fault() {
         }
         .next(answered)
     };
-    assert!(setup(jinja(false)) && setup(jinja(true)));
+    assert!(setup(jinja(false)));
+    // After an answer those words could be quoted from a model's output.
+    assert!(!setup(jinja(true)));
+    let quoted = AttemptError::Status {
+        status: 500,
+        message: "Failed to parse input: <tool_call>tools param requires --jinja flag".into(),
+        retry_after: None,
+        context: None,
+        enveloped: true,
+    };
+    assert!(!setup(quoted.next(false)));
+    // JSON that is no chat completion, before any was: another service.
+    assert!(setup(
+        AttemptError::BadBody("the reply has no choices".into()).next(false)
+    ));
+    assert!(matches!(
+        AttemptError::BadBody("the reply has no choices".into()).next(true),
+        Next::Retry { .. }
+    ));
 }
 
 #[test]

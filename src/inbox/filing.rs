@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::state;
 use crate::base::text::{prefix_bytes, short_hash};
 use crate::config::Paths;
+use crate::state;
 
 /// The longest file name most file systems take.
 pub const MAX_FILE_NAME: usize = 255;

@@ -1,24 +1,19 @@
 //! The task inbox (SPEC §4): listing task files, parsing them (optional `+++`
 //! TOML frontmatter, then the body that becomes the first user message),
-//! moving finished tasks to `done/` or `failed/` without ever overwriting,
-//! and the attempt counts of retryable tasks, kept in a state file beside the
-//! inbox (never in the task file).
+//! moving finished tasks to `done/` or `failed/` without ever overwriting.
+//! What is kept about them beside the inbox (attempt counts, slots) is the
+//! `state` room's.
 //!
 //! Parsing is pure ([`parse_task`]) so it is tested on strings; the I/O
 //! wrappers add the file-level checks (size, UTF-8).
 
-mod attempts;
 mod compose;
 mod filing;
 mod schedule;
-mod spending;
-pub mod state;
 
-pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::{ONLY_RECURRING, RECURRING_NEEDS_ONE, Schedule};
-pub use spending::{Added, DaySpend, Found, SPEND_FILE, SPEND_LOCK, Wait};
 
 use std::path::{Path, PathBuf};
 

@@ -121,12 +121,7 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
         );
         return ReplayEnd::NotRecorded;
     };
-    let mismatches = std::mem::take(
-        &mut recording
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .mismatches,
-    );
+    let mismatches = std::mem::take(&mut crate::base::sync::lock(&recording).mismatches);
     report(out, &of, &recorded.summary, &new, &mismatches, opts)
 }
 

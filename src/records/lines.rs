@@ -107,9 +107,7 @@ impl<'a> ConversationLine<'a> {
             error: a.error.as_deref(),
             finish_reason: a.finish_reason.as_deref(),
             error_kind: a.failure.map(failure_name),
-            retry_after_ms: a
-                .retry_after
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            retry_after_ms: a.retry_after.map(crate::base::time::millis),
             runpod: a.runpod.as_ref().map(|j| JobLine {
                 job_id: j.job_id.as_deref(),
                 status: j.status.as_deref(),

@@ -10,13 +10,10 @@ mod capped;
 mod evals;
 mod lines;
 mod listing;
-pub mod metrics;
 mod partial;
 mod read;
 mod record;
 mod recorded;
-pub mod report;
-pub mod retention;
 mod run_id;
 
 pub use capped::{MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::otlp;
-use crate::base::http::{Body, read_capped};
+use crate::base::http::{Body, TransportFailure, TransportKind, read_capped};
 use crate::config::TracesConfig;
 
 /// One request's body at most (OTLP collectors take 4 MiB and more).
@@ -77,7 +77,6 @@ impl Sender {
             .timeout(cfg.flush)
             .connect_timeout(cfg.flush.min(Duration::from_secs(5)))
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let mut headers = reqwest::header::HeaderMap::new();
         for (name, value) in &cfg.headers {
@@ -226,24 +225,13 @@ impl Sender {
     }
 }
 
-/// A transport error in words, without the URL (it may hold a key): what
-/// failed and its innermost cause (`Connection refused (os error 111)`).
+/// A request the collector did not answer, in words naming its host and
+/// port, never the rest of the URL (it may hold a key); a timeout names
+/// the setting that bounds it.
 fn transport(e: &reqwest::Error) -> String {
-    let what = if e.is_timeout() {
-        "no answer within [traces] flush_secs"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "the request failed"
-    };
-    let mut cause = None;
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        cause = Some(s.to_string());
-        source = s.source();
-    }
-    match cause {
-        Some(cause) => format!("{what}: {}", crate::base::text::clip(&cause, 200)),
-        None => what.into(),
+    let failure = TransportFailure::of(e, None);
+    match failure.kind {
+        TransportKind::Timeout => format!("{failure}: a request has [traces] flush_secs"),
+        _ => failure.to_string(),
     }
 }

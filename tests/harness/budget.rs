@@ -629,3 +629,18 @@ async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_run
     assert_eq!(project.inbox(), ["c.md"]);
     assert_eq!(llm.requests().await.len(), 2);
 }
+
+#[tokio::test]
+async fn a_run_that_spends_nothing_still_replaces_a_ledger_it_does_not_trust() {
+    let project = Project::new();
+    project.write_config("http://127.0.0.1:9/v1", "[budget]\ntokens_per_day = 200");
+    plant_ledger(&project, "2099-01-01", 0, 0);
+
+    let first = run_bin(&project, &["run"]).await;
+
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    assert_ne!(ledger(&project)["day"], json!("2099-01-01"));
+    assert_eq!(ledger(&project)["tokens"], json!(0));
+    let next = run_bin(&project, &["run"]).await;
+    assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
+}

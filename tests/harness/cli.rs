@@ -177,7 +177,7 @@ fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
     let project = Project::new();
     project.write_config("http://127.0.0.1:9/v1", "");
     project.task("t", "x");
-    let _lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+    let _lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
         .unwrap()
         .unwrap();
     let out = bin(&project).arg("run").output().unwrap();

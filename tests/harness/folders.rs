@@ -57,7 +57,7 @@ fn run_task_exits_75_while_another_run_holds_the_lock() {
     let project = Project::new();
     project.write_config("http://127.0.0.1:9/v1", "");
     project.task("t", "x");
-    let _lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+    let _lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
         .unwrap()
         .unwrap();
     let out = bin(&project).args(["run-task", "t"]).output().unwrap();

@@ -119,7 +119,7 @@ async fn tasks_run_oldest_file_name_first() {
 #[tokio::test]
 async fn a_second_run_while_the_lock_is_held_does_nothing() {
     let (llm, project, cfg) = arrange(vec![final_answer("x")], &[("t", "hi")], "").await;
-    let _held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
+    let _held = agent_harness::state::RunLock::try_acquire(&cfg.paths.state_dir())
         .unwrap()
         .unwrap();
 

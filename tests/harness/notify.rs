@@ -183,7 +183,7 @@ async fn a_run_that_finds_the_lock_taken_logs_and_never_pings_start() {
         &notify(&hc),
     )
     .await;
-    let held = agent_harness::drain::lock::RunLock::try_acquire(&cfg.paths.state_dir())
+    let held = agent_harness::state::RunLock::try_acquire(&cfg.paths.state_dir())
         .unwrap()
         .unwrap();
 

@@ -5,8 +5,8 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+use agent_harness::outputs::report::{ReportOptions, write as write_report};
 use agent_harness::records::read_summaries;
-use agent_harness::records::report::{ReportOptions, write as write_report};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -469,9 +469,9 @@ async fn the_report_marks_cut_replies_and_counts_tool_errors() {
     assert_eq!(run_all(&cfg).await.exit_code(), 0);
 
     let out = project.root().join("report");
-    let written = agent_harness::records::report::write(
+    let written = agent_harness::outputs::report::write(
         &project.root().join("logs"),
-        &agent_harness::records::report::ReportOptions {
+        &agent_harness::outputs::report::ReportOptions {
             out: out.clone(),
             task: None,
             limit: 10,

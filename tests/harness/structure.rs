@@ -1,9 +1,10 @@
 //! The shape ARCHITECTURE.md promises is checked by `scripts/check-structure`
 //! in CI; here its self-test plants one breach of each rule (a room
 //! importing upward or sideways, a glob over the crate's own modules, a
-//! cycle between sibling files, a file or function over its cap, printing
-//! or an exit code outside `app`, more than the room map in `lib.rs`, a
-//! file that does not say what it is for) and asserts each is caught.
+//! cycle between sibling files, a file or function over its cap, a print
+//! macro allowed or stdout reached past `display`'s writer, an exit code
+//! outside `app`, more than the room map in `lib.rs`, a file that does not
+//! say what it is for) and asserts each is caught.
 
 use std::process::Command;
 

@@ -133,7 +133,7 @@ fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
             "20260403T060000Z-b.md",
         ],
     );
-    let lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+    let lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
         .unwrap()
         .unwrap();
     let out = bin(&project)
@@ -331,7 +331,7 @@ fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
     );
     assert_eq!(left + removed, 24 * 365);
 
-    let lock = agent_harness::drain::lock::RunLock::try_acquire(&project.root().join("tasks"))
+    let lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
         .unwrap()
         .unwrap();
     let out = bin(&project).arg("prune").output().unwrap();

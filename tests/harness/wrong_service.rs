@@ -288,3 +288,125 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
         .collect();
     assert_eq!(kinds, ["-", "not_json", "-"]);
 }
+
+/// `run` of one task against `server`.
+async fn run_one_task(server: &MockServer) -> (Project, std::process::Output) {
+    let project = Project::new();
+    project.task("a", "Answer.");
+    project.write_config(&format!("{}/v1", server.uri()), "");
+    let out = run_bin(&project, &["run"]).await;
+    (project, out)
+}
+
+/// A server that answers `GET /v1/models` with `models` and every chat
+/// request with `chat`.
+async fn answering(models: ResponseTemplate, chat: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .respond_with(models)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(chat)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_a_later_run() {
+    let refused = || {
+        ResponseTemplate::new(401).set_body_json(
+            json!({"error": {"message": "Invalid API key", "type": "invalid_request_error"}}),
+        )
+    };
+    // The model list and the chat refuse the key: the key is named, not the URL.
+    let server = answering(refused(), refused()).await;
+    let (project, out) = run_one_task(&server).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the endpoint refused the API key"), "{err}");
+    assert!(!err.contains("not an OpenAI-compatible server"), "{err}");
+    assert_eq!(project.inbox(), ["a.md"]);
+
+    // A key that may chat but not list models runs.
+    let server = answering(
+        ResponseTemplate::new(403)
+            .set_body_json(json!({"error": {"message": "Missing scopes: api.model.read"}})),
+        ok(final_answer("done")),
+    )
+    .await;
+    let (project, out) = run_one_task(&server).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(project.done().len(), 1);
+
+    // Loading, or a gateway's 502: nothing touched, a later run (75).
+    for status in [502, 503] {
+        let server = answering(
+            ResponseTemplate::new(status).set_body_string("<html>Bad Gateway</html>"),
+            ResponseTemplate::new(status),
+        )
+        .await;
+        let (project, out) = run_one_task(&server).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(75), "{status}: {err}");
+        assert!(err.contains("not ready"), "{err}");
+        assert_eq!(project.inbox(), ["a.md"]);
+        assert!(!project.root().join("logs/a").exists());
+    }
+}
+
+#[tokio::test]
+async fn a_catch_all_json_service_files_nothing() {
+    // `{"status": "ok"}` to everything, as llama-server's /health says.
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "ok"})))
+        .mount(&server)
+        .await;
+    let (project, out) = run_one_task(&server).await;
+
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("without a model list"), "{err}");
+    assert_eq!(project.inbox(), ["a.md"]);
+
+    // Past the model list, its chat answer is no chat completion: a setup
+    // fault at the first request, never six retries and a filed task.
+    let server = answering(
+        ok(json!({"object": "list", "data": []})),
+        ResponseTemplate::new(200).set_body_json(json!({"status": "ok"})),
+    )
+    .await;
+    let (project, out) = run_one_task(&server).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no chat completion"), "{err}");
+    assert_eq!(project.inbox(), ["a.md"]);
+    assert_eq!(attempt_counts(&project), json!({}));
+}
+
+#[tokio::test]
+async fn a_flat_error_from_a_vllm_style_server_is_the_tasks_failure() {
+    let llm = FakeLlm::start(vec![
+        ResponseTemplate::new(400).set_body_json(json!({
+            "object": "error", "message": "This model's maximum context length is 4096 tokens",
+            "type": "BadRequestError", "param": null, "code": 400
+        })),
+        ok(final_answer("done")),
+    ])
+    .await;
+    let project = Project::new();
+    project.task("a", "Answer.");
+    project.task("b", "Answer.");
+    project.write_config(&llm.base_url(), "");
+
+    let out = run_bin(&project, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!((project.failed().len(), project.done().len()), (1, 1));
+    let s = project.summary_in(&the_run_dir(&project, "a"));
+    assert!(s.error.unwrap().contains("maximum context length"));
+}

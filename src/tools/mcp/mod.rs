@@ -24,6 +24,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use serde_json::{Map, Value};
 
+use crate::base::sync::lock;
 use crate::config::{McpServerConfig, Redactor};
 use crate::tools::ToolOutput;
 use process::{Process, Stderr};
@@ -273,10 +274,6 @@ impl McpServers {
         });
         futures::future::join_all(stops).await;
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A tool name of the form `SERVER__tool` checked against the config:

@@ -80,9 +80,7 @@ impl Stderr {
 static GROUPS: Mutex<Vec<rustix::process::Pid>> = Mutex::new(Vec::new());
 
 fn groups() -> std::sync::MutexGuard<'static, Vec<rustix::process::Pid>> {
-    GROUPS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::base::sync::lock(&GROUPS)
 }
 
 /// SIGKILL to every server group still running: for an exit that skips
@@ -159,7 +157,7 @@ async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
         };
         for &b in &buf[..n] {
             if b == b'\n' {
-                super::lock(&into).push(&line);
+                crate::base::sync::lock(&into).push(&line);
                 line.clear();
             } else if line.len() < RAW_LINE_BYTES {
                 line.push(b);
@@ -167,7 +165,7 @@ async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
         }
     }
     if !line.is_empty() {
-        super::lock(&into).push(&line);
+        crate::base::sync::lock(&into).push(&line);
     }
 }
 

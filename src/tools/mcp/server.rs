@@ -4,9 +4,8 @@
 
 use super::State;
 use super::answers::{self};
-use super::{
-    MAX_HTTP_BYTES, MAX_LINE_BYTES, Server, Unavailable, Up, lines, listing, lock, process,
-};
+use super::{MAX_HTTP_BYTES, MAX_LINE_BYTES, Server, Unavailable, Up, lines, listing, process};
+use crate::base::sync::lock;
 use crate::config::{McpTransport, Redactor};
 use crate::tools::mcp::listing::{MAX_TOOLS, McpTool};
 use crate::tools::mcp::process::Process;
@@ -250,17 +249,17 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
     })
 }
 
-/// An error and its sources, `: `-joined: a cause kept only in a source
+/// An error and its causes, `: `-joined: a cause kept only in a source
 /// (an I/O error under the SDK's) is not lost.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    for cause in crate::base::error::causes(e) {
+        let more = cause.to_string();
+        if text.is_empty() {
+            text = more;
+        } else if !text.contains(&more) {
             text = format!("{text}: {more}");
         }
-        source = s.source();
     }
     text
 }

@@ -1,6 +1,7 @@
 //! The noteworx HTTP client (SPEC §7 "noteworx HTTP API"): typed requests
 //! and responses that tolerate missing and extra fields, a bearer token that
-//! never appears in an error, and one retry on a 5xx or a dropped connection.
+//! never appears in an error, and one retry on a 5xx or a dropped connection
+//! ([`RETRY`]).
 //!
 //! The tool bodies that turn these calls into text for the model live in
 //! `tools::noteworx`; this module knows nothing about models.
@@ -12,8 +13,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::base::http::{Body, MAX_BODY_BYTES, read_capped};
+use crate::base::http::{Body, MAX_BODY_BYTES, TransportFailure, read_capped};
 use crate::base::lenient;
+use crate::base::retry::{Attempt, RetryPolicy};
 use crate::config::{NoteworxConfig, Secret};
 
 /// A note as the API returns it. Every field may be missing, and a field
@@ -137,10 +139,21 @@ pub enum NoteworxError {
     BadArgument(String),
 }
 
+/// How a request retries: once, after 150–300 ms (longer when a 5xx's
+/// `Retry-After` asks for it), and never later than twice the request
+/// timeout after the first attempt began.
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(300),
+    cap: Duration::from_millis(300),
+    max_retries: 1,
+};
+
 /// One client per run, shared by every task.
 #[derive(Debug, Clone)]
 pub struct NoteworxClient {
     http: reqwest::Client,
+    /// What one request may take.
+    timeout: Duration,
     base: Url,
     token: Secret,
     /// A request of this run was answered with a 2xx: the token works.
@@ -149,14 +162,15 @@ pub struct NoteworxClient {
 
 impl NoteworxClient {
     pub fn new(cfg: &NoteworxConfig) -> anyhow::Result<Self> {
+        let timeout = Duration::from_secs(cfg.timeout_secs);
         let http = crate::base::http::client()?
-            .timeout(Duration::from_secs(cfg.timeout_secs))
+            .timeout(timeout)
             .connect_timeout(Duration::from_secs(cfg.timeout_secs.min(10)))
-            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let base = Url::parse(&format!("{}/", cfg.base_url))?;
         Ok(NoteworxClient {
             http,
+            timeout,
             base,
             token: cfg.token.clone(),
             answered: std::sync::Arc::default(),
@@ -281,55 +295,63 @@ impl NoteworxClient {
         Ok(url)
     }
 
+    /// One request, retried on [`RETRY`] while what failed may pass.
     async fn send<T: DeserializeOwned + Send + 'static>(
         &self,
         method: Method,
         url: Url,
         body: Option<Value>,
     ) -> Result<T, NoteworxError> {
-        let mut last = NoteworxError::Unreachable("no attempt made".into());
-        for attempt in 0..2 {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            let mut req = self
-                .http
-                .request(method.clone(), url.clone())
-                .bearer_auth(self.token.expose());
-            if let Some(b) = &body {
-                req = req.json(b);
-            }
-            let resp = match req.send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    last = NoteworxError::Unreachable(describe_transport(&e));
-                    // A POST whose connection dropped may have been applied: only
-                    // retry one that never connected.
-                    if method == Method::POST && !e.is_connect() {
-                        return Err(last);
-                    }
-                    continue;
-                }
-            };
-            let status = resp.status();
-            if status.is_success() {
-                self.answered
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                return parse_streaming(resp).await;
-            }
-            let text = match read_capped(resp, 64 * 1024).await {
-                Ok(Body::Whole(b) | Body::TooLarge(b)) => String::from_utf8_lossy(&b).into_owned(),
-                Err(e) => return Err(NoteworxError::Unreachable(describe_transport(&e))),
-            };
-            last = NoteworxError::Status {
-                status: status.as_u16(),
-                message: error_message(&text, status),
-            };
-            if !status.is_server_error() {
-                return Err(last);
-            }
+        let deadline = tokio::time::Instant::now() + self.timeout.saturating_mul(2);
+        let backoff = RETRY.start(deadline);
+        backoff
+            .run(|| self.attempt(&method, &url, body.as_ref()))
+            .await
+    }
+
+    /// One attempt of a request.
+    async fn attempt<T: DeserializeOwned + Send + 'static>(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&Value>,
+    ) -> Attempt<T, NoteworxError> {
+        let mut req = self
+            .http
+            .request(method.clone(), url.clone())
+            .bearer_auth(self.token.expose());
+        if let Some(b) = body {
+            req = req.json(b);
         }
-        Err(last)
+        let resp = match req.send().await {
+            Ok(r) => r,
+            // A POST whose connection dropped may have been applied: only
+            // retry one that never connected.
+            Err(e) if method == Method::POST && !e.is_connect() => {
+                return Attempt::Done(Err(no_answer(&e)));
+            }
+            Err(e) => return Attempt::Again(no_answer(&e), None),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            self.answered
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Attempt::Done(parse_streaming(resp).await);
+        }
+        let retry_after = crate::base::http::retry_after(resp.headers());
+        let text = match read_capped(resp, 64 * 1024).await {
+            Ok(Body::Whole(b) | Body::TooLarge(b)) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => return Attempt::Done(Err(no_answer(&e))),
+        };
+        let failed = NoteworxError::Status {
+            status: status.as_u16(),
+            message: error_message(&text, status),
+        };
+        if status.is_server_error() {
+            Attempt::Again(failed, retry_after)
+        } else {
+            Attempt::Done(Err(failed))
+        }
     }
 }
 
@@ -409,13 +431,8 @@ fn error_message(body: &str, status: StatusCode) -> String {
     crate::base::text::printable(&text).into_owned()
 }
 
-/// A short, secret-free description of a transport failure.
-pub fn describe_transport(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".into()
-    } else if e.is_connect() {
-        "connection failed".into()
-    } else {
-        "connection dropped".into()
-    }
+/// A request noteworx did not answer, in a few words: they reach the
+/// model too, so they name no address.
+fn no_answer(e: &reqwest::Error) -> NoteworxError {
+    NoteworxError::Unreachable(TransportFailure::of(e, None).brief().into())
 }

@@ -129,11 +129,18 @@ fn entry_ip(entry: &str) -> Option<IpAddr> {
 }
 
 /// An address as the lists compare it: an IPv6 address that carries an
-/// IPv4 one (mapped, compatible, translated, NAT64) is that IPv4 address.
+/// IPv4 one (mapped, compatible, translated, NAT64) is that IPv4 address;
+/// the unspecified address, which a connection on Linux takes to this
+/// host, is the loopback address (`0.0.0.0` is `127.0.0.1`, `::` is `::1`).
 fn plain_ip(ip: IpAddr) -> IpAddr {
-    match ip {
+    let ip = match ip {
         IpAddr::V6(v6) => embedded_v4(v6).map_or(ip, IpAddr::V4),
         IpAddr::V4(_) => ip,
+    };
+    match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
     }
 }
 

@@ -18,7 +18,6 @@ pub use guard::is_forbidden;
 pub use html::{MAX_HTML_DEPTH, MAX_HTML_ELEMENTS, Shape, html_to_text, markup_shape};
 
 use crate::config::Redactor;
-use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +26,7 @@ use reqwest::redirect::Policy;
 
 use super::ToolOutput;
 use super::text::page;
+use crate::base::http::{TransportFailure, TransportKind};
 use crate::base::text::chars;
 use crate::config::WebfetchConfig;
 use guard::{GuardedResolver, Rules};
@@ -65,18 +65,13 @@ impl Webfetch {
             }
         });
         let timeout = Duration::from_secs(cfg.timeout_secs);
-        let http = crate::base::http::client()?
+        let http = crate::base::http::client_acting_as("webfetch tool of an LLM agent")?
             .timeout(timeout)
             .redirect(policy)
             .dns_resolver(Arc::new(GuardedResolver {
                 rules: rules.clone(),
             }))
             .no_proxy()
-            .user_agent(concat!(
-                "agent-harness/",
-                env!("CARGO_PKG_VERSION"),
-                " (webfetch tool of an LLM agent)"
-            ))
             .build()?;
         Ok(Webfetch {
             http,
@@ -334,28 +329,23 @@ impl Fetched {
     }
 }
 
-/// A fetch failure in a sentence the model can act on.
+/// A fetch failure in a sentence the model can act on: the guard's
+/// refusal (found among the error's causes), or the failure in brief.
 fn describe(e: &reqwest::Error, url: &str) -> String {
-    let mut source: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(refused) = s.downcast_ref::<Refused>() {
-            return format!("Refused to fetch {url}: {refused}. Fetch a public web page instead.");
-        }
-        source = s.source();
+    let refused = crate::base::error::causes(e).find_map(|c| c.downcast_ref::<Refused>());
+    if let Some(refused) = refused {
+        return format!("Refused to fetch {url}: {refused}. Fetch a public web page instead.");
     }
-    if e.is_timeout() {
-        format!("Fetching {url} timed out.")
-    } else if e.is_connect() {
-        format!("Could not connect to {url}. Check the address or try another page.")
-    } else {
-        format!(
-            "Fetching {url} failed ({}).",
-            if e.is_body() {
-                "the connection dropped"
-            } else {
-                "request error"
-            }
-        )
+    let failure = TransportFailure::of(e, None);
+    match failure.kind {
+        TransportKind::Timeout => format!("Fetching {url} timed out."),
+        TransportKind::Refused | TransportKind::Connect => format!(
+            "Could not connect to {url} ({}). Check the address or try another page.",
+            failure.brief()
+        ),
+        TransportKind::Dropped | TransportKind::Other => {
+            format!("Fetching {url} failed ({}).", failure.brief())
+        }
     }
 }
 

@@ -129,6 +129,11 @@ fn an_address_on_a_host_list_matches_in_every_spelling_a_url_can_carry() {
         "http://[::ffff:0:127.0.0.1]/",
         "http://[64:ff9b::127.0.0.1]/",
         "http://[64:ff9b::7f00:1]/",
+        // The unspecified address reaches this host.
+        "http://0.0.0.0/",
+        "http://0/",
+        "http://[::ffff:0.0.0.0]/",
+        "http://[::ffff:0:0]/",
     ] {
         let e = check(&deny, url).unwrap_err();
         assert!(e.0.ends_with("is on the deny list"), "{url}: {e}");
@@ -142,6 +147,10 @@ fn an_address_on_a_host_list_matches_in_every_spelling_a_url_can_carry() {
     ] {
         assert_eq!(check(&deny, url), Ok(()), "{url}");
     }
+}
+
+#[test]
+fn an_address_entry_in_any_spelling_names_every_spelling_of_the_address() {
     // An entry in an IPv6 spelling names the IPv4 address too.
     for entry in [
         "::ffff:127.0.0.1",
@@ -157,6 +166,7 @@ fn an_address_on_a_host_list_matches_in_every_spelling_a_url_can_carry() {
     for entry in ["::1", "[::1]", "0:0:0:0:0:0:0:1"] {
         let r = rules(true, &[], &[entry]);
         for url in [
+            "http://[::]/",
             "http://[::1]/",
             "http://[0:0:0:0:0:0:0:1]/",
             "http://[0::01]/",

@@ -29,7 +29,7 @@ impl RunLock {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("creating {}", state_dir.display()))?;
         let path = Self::path(state_dir);
-        let file = crate::inbox::state::open(state_dir)
+        let file = super::files::open(state_dir)
             .and_then(|folder| folder.open_lock(LOCK_FILE))
             .with_context(|| format!("opening the lock file {}", path.display()))?;
         match file.try_lock() {

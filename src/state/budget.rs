@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 
+use super::{Added, DaySpend, Found, SPEND_FILE, Wait};
 use crate::base::zone::Zone;
 use crate::config::{self, Config};
-use crate::inbox::{Added, DaySpend, Found, SPEND_FILE, Wait};
 
 /// The limits of a run and what it has spent against them.
 pub struct Budget {
@@ -106,8 +106,23 @@ impl Budget {
         let kept = match DaySpend::find(&dir, s.today.day) {
             Found::Today(spent) => spent,
             Found::Absent | Found::Earlier => DaySpend::nothing(s.today.day),
-            found @ (Found::Unreadable(_) | Found::Distrusted(_)) => {
+            found @ Found::Unreadable(_) => {
                 self.say(s, &dir, &found);
+                DaySpend::nothing(s.today.day)
+            }
+            // Replaced at once, by what this process has pending (nothing,
+            // at its first look), so a run that spends nothing leaves a
+            // ledger it trusts.
+            found @ Found::Distrusted(_) => {
+                self.say(s, &dir, &found);
+                let pending = DaySpend {
+                    day: s.today.day,
+                    tokens: s.pending.0,
+                    gpu_ms: s.pending.1,
+                };
+                if let Ok(Some(_)) = DaySpend::add(&dir, pending, Wait::No) {
+                    s.pending = (0, 0);
+                }
                 DaySpend::nothing(s.today.day)
             }
         };
@@ -297,9 +312,7 @@ impl Budget {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Spending> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::base::sync::lock(&self.state)
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::state::{self, Stored};
+use super::files::{self, Stored};
 
 /// The file's name in the folder holding the inbox.
 pub const ATTEMPTS_FILE: &str = ".agent-harness-attempts.json";
@@ -127,7 +127,7 @@ impl Attempts {
             tracing::warn!(path = %state_dir.join(ATTEMPTS_FILE).display(), error = %why, "attempt counts unreadable; every task's attempts count from zero and none resumes");
             Attempts::default()
         };
-        match state::read(state_dir, ATTEMPTS_FILE, MAX_BYTES) {
+        match files::read(state_dir, ATTEMPTS_FILE, MAX_BYTES) {
             Stored::Absent => Attempts::default(),
             Stored::Bytes(bytes) => {
                 serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(&e.to_string()))
@@ -193,11 +193,11 @@ impl Attempts {
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
         let path = || state_dir.join(ATTEMPTS_FILE).display().to_string();
         if self.tasks.is_empty() {
-            return state::remove(state_dir, ATTEMPTS_FILE)
+            return files::remove(state_dir, ATTEMPTS_FILE)
                 .with_context(|| format!("removing {}", path()));
         }
         let bytes = serde_json::to_vec_pretty(self)?;
-        state::write(state_dir, ATTEMPTS_FILE, &bytes)
+        files::write(state_dir, ATTEMPTS_FILE, &bytes)
             .with_context(|| format!("writing {}", path()))
     }
 }

@@ -12,7 +12,7 @@
 //! first task, never before it (a second more at the end, then it is given
 //! up); the end's notifications take at most 10 s together, at most 1 s
 //! once a signal came. Each request has 5 s and at
-//! most two retries within that; a failure is a warning and a count in the
+//! most two retries ([`RETRY`]); a failure is a warning and a count in the
 //! metrics. Bodies are in the harness's own words (a task's error clipped,
 //! the model's text never quoted), capped, and pass through the redactor.
 
@@ -21,18 +21,29 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::StopReason;
+use crate::base::http::TransportFailure;
+use crate::base::retry::{Attempt, RetryPolicy};
+use crate::base::sync::lock;
 use crate::config::{Config, NotifyConfig, Redactor};
-use crate::drain::{RunEnd, RunOutcome};
-use crate::records::{Status, Summary};
+use crate::drain::RunEnd;
+
+mod bodies;
+
+pub(super) use bodies::last_lines;
+use bodies::{failure_report, whole_lines};
 
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
-/// Retries after a failed request.
-const RETRIES: u32 = 2;
+/// How a failed request retries: at most twice, after 0.25–0.5 s and
+/// 0.5–1 s (longer when the receiver's `Retry-After` asks), none starting
+/// later than [`END_WITHIN`] after the first.
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(500),
+    cap: Duration::from_secs(1),
+    max_retries: 2,
+};
 /// What the end's notifications may take together.
 const END_WITHIN: Duration = Duration::from_secs(10);
 /// What `/start`, still unanswered when the run ends, may still take
@@ -42,12 +53,6 @@ const START_GRACE: Duration = Duration::from_secs(1);
 const AFTER_SIGNAL: Duration = Duration::from_secs(1);
 /// The ping body's cap (healthchecks.io keeps 10 KB of a self-hosted ping).
 const MAX_PING_BYTES: usize = 10 * 1024;
-/// `on_failure_url`'s body's cap.
-const MAX_REPORT_BYTES: usize = 64 * 1024;
-/// Tasks (and problems) a body names; the rest are counted.
-const MAX_NAMED: usize = 50;
-/// Characters of a task's error or a problem a body carries.
-const MAX_ERROR_CHARS: usize = 300;
 
 /// The notifications of one run; clones share it.
 #[derive(Clone)]
@@ -63,34 +68,6 @@ struct Inner {
     start: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// `on_failure_url`'s body.
-#[derive(Debug, Serialize)]
-struct FailureReport<'a> {
-    exit_code: u8,
-    started_at: chrono::DateTime<chrono::Utc>,
-    duration_secs: f64,
-    succeeded: usize,
-    failed: usize,
-    left_in_inbox: usize,
-    setup_fault: Option<String>,
-    problems: Vec<String>,
-    /// Problems past the first 50.
-    more_problems: usize,
-    failed_tasks: Vec<FailedTask<'a>>,
-    /// Tasks that did not succeed past the first 50.
-    more_failed_tasks: usize,
-    error: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct FailedTask<'a> {
-    task: &'a str,
-    run_id: &'a str,
-    status: Status,
-    stop_reason: &'a str,
-    error: Option<String>,
-}
-
 impl Notifier {
     /// The notifier of `cfg`, when it names a URL.
     pub(super) fn new(cfg: &Config) -> Option<Notifier> {
@@ -103,7 +80,6 @@ impl Notifier {
             .connect_timeout(TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .referer(false)
-            .user_agent(concat!("agent-harness/", env!("CARGO_PKG_VERSION")))
             .build()
             .ok()?;
         Some(Notifier(Arc::new(Inner {
@@ -185,14 +161,18 @@ impl Notifier {
         let left = AtomicUsize::new(usize::from(ping.is_some()) + usize::from(report.is_some()));
         // `/start` before the end, as the protocol wants, but it never
         // costs the end's own notifications more than a second.
-        let grace = if cancel.is_cancelled() {
-            Duration::ZERO
-        } else {
-            START_GRACE
+        let waited = match start {
+            Some(mut start) => {
+                let done = tokio::select! {
+                    _ = &mut start => true,
+                    () = tokio::time::sleep(START_GRACE) => false,
+                    () = cancel.cancelled() => start.is_finished(),
+                };
+                Some((start, done))
+            }
+            None => None,
         };
-        if let Some(mut start) = start
-            && tokio::time::timeout(grace, &mut start).await.is_err()
-        {
+        if let Some((start, false)) = waited {
             start.abort();
             self.0.failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
@@ -274,49 +254,21 @@ impl Notifier {
         left.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// One notification, tried at most three times; a failure is logged
-    /// (the URL as scheme, host and port) and counted, never more.
+    /// One notification, retried on [`RETRY`]; a failure is logged (the
+    /// URL as scheme, host and port) and counted, never more.
     async fn send(&self, method: reqwest::Method, url: &str, body: Option<String>, kind: &str) {
-        let mut last = String::new();
-        for attempt in 0..=RETRIES {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+        let request = || {
+            let req = self.0.http.request(method.clone(), url);
+            let req = req.header(reqwest::header::CONTENT_TYPE, kind);
+            match &body {
+                Some(b) => req.body(b.clone()),
+                None => req,
             }
-            let mut req = self
-                .0
-                .http
-                .request(method.clone(), url)
-                .header(reqwest::header::CONTENT_TYPE, kind);
-            if let Some(b) = &body {
-                req = req.body(b.clone());
-            }
-            match req.send().await {
-                Ok(r) if r.status().is_success() => return,
-                Ok(r) if r.status().is_redirection() => {
-                    // Not followed: the receiver does not choose where the
-                    // run's status goes. Its host only, never its path.
-                    let to = r
-                        .headers()
-                        .get(reqwest::header::LOCATION)
-                        .and_then(|l| l.to_str().ok())
-                        .and_then(|l| r.url().join(l).ok())
-                        .and_then(|l| l.host_str().map(str::to_string))
-                        .unwrap_or_else(|| "nowhere readable".into());
-                    last = format!(
-                        "HTTP {}, a redirect to {} (not followed)",
-                        r.status().as_u16(),
-                        crate::base::text::printable(&crate::base::text::clip(&to, 100))
-                    );
-                    break;
-                }
-                Ok(r) => last = format!("HTTP {}", r.status().as_u16()),
-                Err(e) if e.is_timeout() => {
-                    last = format!("no answer within {} s", TIMEOUT.as_secs())
-                }
-                Err(e) if e.is_connect() => last = "cannot connect".into(),
-                Err(_) => last = "the request failed".into(),
-            }
-        }
+        };
+        let backoff = RETRY.start(tokio::time::Instant::now() + END_WITHIN);
+        let Err(last) = backoff.run(|| attempt(request())).await else {
+            return;
+        };
         self.0.failures.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             url = %shown(url),
@@ -325,14 +277,39 @@ impl Notifier {
         );
     }
 
-    fn ping_body(&self, last_line: &str) -> String {
-        let body = self.0.redactor.redact_str(last_line);
-        crate::base::text::prefix_bytes(&body, MAX_PING_BYTES).to_string()
+    /// The ping's body: `lines` redacted, whole lines within
+    /// [`MAX_PING_BYTES`].
+    fn ping_body(&self, lines: &str) -> String {
+        whole_lines(&self.0.redactor.redact_str(lines), MAX_PING_BYTES)
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// One attempt of a notification: a redirect is not tried again.
+async fn attempt(req: reqwest::RequestBuilder) -> Attempt<(), String> {
+    match req.send().await {
+        Ok(r) if r.status().is_success() => Attempt::Done(Ok(())),
+        Ok(r) if r.status().is_redirection() => {
+            // Not followed: the receiver does not choose where the run's
+            // status goes. Its host only, never its path.
+            let to = r
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| r.url().join(l).ok())
+                .and_then(|l| l.host_str().map(str::to_string))
+                .unwrap_or_else(|| "nowhere readable".into());
+            Attempt::Done(Err(format!(
+                "HTTP {}, a redirect to {} (not followed)",
+                r.status().as_u16(),
+                crate::base::text::printable(&crate::base::text::clip(&to, 100))
+            )))
+        }
+        Ok(r) => Attempt::Again(
+            format!("HTTP {}", r.status().as_u16()),
+            crate::base::http::retry_after(r.headers()),
+        ),
+        Err(e) => Attempt::Again(TransportFailure::of(&e, None).to_string(), None),
+    }
 }
 
 /// `url` as logs show it: scheme, host and port — never a user, a
@@ -356,124 +333,6 @@ fn with_segment(url: &str, segment: &str) -> Option<String> {
     Some(u.to_string())
 }
 
-/// A task's error in the harness's own words: where it would quote the
-/// model (a value off the schema, a repeated block or call, a missed
-/// expectation), what happened instead; otherwise the error, one line,
-/// clipped.
-fn own_words(s: &Summary) -> Option<String> {
-    let instead = match s.stop_reason {
-        StopReason::InvalidAnswer => "the answer did not match the output schema",
-        StopReason::Repetition => "a reply repeated one block until max_tokens",
-        StopReason::LoopDetected => "the model kept repeating the same call",
-        StopReason::ExpectationFailed => "the answer missed its [expect] checks",
-        _ => return s.error.as_deref().map(one_line),
-    };
-    Some(format!("{instead} (its summary.json says more)"))
-}
-
-/// `text` on one line, control characters escaped, at most
-/// [`MAX_ERROR_CHARS`] characters.
-fn one_line(text: &str) -> String {
-    crate::base::text::clip(&crate::base::text::printable(text), MAX_ERROR_CHARS)
-}
-
-/// The tasks that did not succeed, the first [`MAX_NAMED`] of them, and
-/// how many more.
-fn not_succeeded(end: &RunEnd) -> (Vec<&Summary>, usize) {
-    let all: Vec<&Summary> = end
-        .summaries
-        .iter()
-        .filter(|s| s.status != Status::Succeeded)
-        .collect();
-    let more = all.len().saturating_sub(MAX_NAMED);
-    (all.into_iter().take(MAX_NAMED).collect(), more)
-}
-
-/// What a run's end says, for a ping's body: its last line, then a line
-/// for each task that did not succeed (50 at most, then how many more).
-pub(super) fn last_lines(end: &RunEnd) -> String {
-    let mut lines = vec![match &end.result {
-        Ok(RunOutcome::Finished(tally)) => tally.describe(end.duration),
-        Ok(RunOutcome::Locked { .. }) => "another run holds the lock; nothing to do".into(),
-        Ok(RunOutcome::Unreachable(why)) => {
-            format!("the endpoint is unreachable, no task was touched: {why}")
-        }
-        Err(e) => format!("{e:#}"),
-    }];
-    let (named, more) = not_succeeded(end);
-    for s in named {
-        lines.push(format!(
-            "{}: {} ({}): {}",
-            s.task,
-            s.status.as_str(),
-            s.stop_reason.as_str(),
-            own_words(s).unwrap_or_else(|| "-".into())
-        ));
-    }
-    if more > 0 {
-        lines.push(format!("and {more} more"));
-    }
-    lines.join("\n")
-}
-
-/// `on_failure_url`'s body as JSON, at most [`MAX_REPORT_BYTES`].
-fn failure_report(code: u8, end: &RunEnd) -> String {
-    let tally = match &end.result {
-        Ok(RunOutcome::Finished(t)) => Some(t),
-        _ => None,
-    };
-    let (named, more_failed_tasks) = not_succeeded(end);
-    let problems = tally.map_or(&[][..], |t| t.problems.as_slice());
-    let mut report = FailureReport {
-        exit_code: code,
-        started_at: end.started,
-        duration_secs: end.duration.as_secs_f64(),
-        succeeded: tally.map_or(0, |t| t.succeeded),
-        failed: tally.map_or(0, |t| t.failed),
-        left_in_inbox: tally.map_or(0, |t| t.retry_later + t.interrupted + t.not_started),
-        setup_fault: tally.and_then(|t| t.setup_fault.as_deref()).map(one_line),
-        problems: problems
-            .iter()
-            .take(MAX_NAMED)
-            .map(|p| one_line(p))
-            .collect(),
-        more_problems: problems.len().saturating_sub(MAX_NAMED),
-        failed_tasks: named
-            .into_iter()
-            .map(|s| FailedTask {
-                task: &s.task,
-                run_id: &s.run_id,
-                status: s.status,
-                stop_reason: s.stop_reason.as_str(),
-                error: own_words(s),
-            })
-            .collect(),
-        more_failed_tasks,
-        error: match &end.result {
-            Err(e) => Some(one_line(&format!("{e:#}"))),
-            Ok(RunOutcome::Unreachable(why)) => {
-                Some(one_line(&format!("the endpoint is unreachable: {why}")))
-            }
-            _ => None,
-        },
-    };
-    loop {
-        let body = serde_json::to_string(&report).unwrap_or_default();
-        if body.len() <= MAX_REPORT_BYTES
-            || (report.failed_tasks.is_empty() && report.problems.is_empty())
-        {
-            return body;
-        }
-        // Names that long (255 bytes each) are an attack: fewer of them.
-        let keep = report.failed_tasks.len() / 2;
-        report.more_failed_tasks += report.failed_tasks.len() - keep;
-        report.failed_tasks.truncate(keep);
-        let keep = report.problems.len() / 2;
-        report.more_problems += report.problems.len() - keep;
-        report.problems.truncate(keep);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,6 +346,27 @@ mod tests {
         assert_eq!(
             with_segment("https://hc-ping.com/abc/?create=1", "75").as_deref(),
             Some("https://hc-ping.com/abc/75?create=1")
+        );
+    }
+
+    #[test]
+    fn a_long_body_keeps_whole_lines_and_counts_the_rest() {
+        let text: Vec<String> = (0..100)
+            .map(|i| format!("{i:03} {}", "x".repeat(96)))
+            .collect();
+        let text = text.join("\n");
+        let body = whole_lines(&text, 1024);
+        assert!(body.len() <= 1024, "{}", body.len());
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 10, "{body}");
+        assert!(lines[..9].iter().all(|l| l.len() == 100));
+        assert_eq!(lines[9], "and 91 more line(s)");
+        assert_eq!(whole_lines("short\nbody", 1024), "short\nbody");
+        let one = "y".repeat(5000);
+        let body = whole_lines(&one, 1024);
+        assert!(
+            body.len() <= 1024 && body.ends_with("and 0 more line(s)"),
+            "{body}"
         );
     }
 

@@ -9,22 +9,23 @@ use std::sync::Mutex;
 
 use super::Slot;
 use super::recurring;
+use crate::base::sync::lock;
 use crate::config::Config;
-use crate::inbox::{AttemptCount, Attempts, FileRef, RunRef};
 use crate::records::{Status, Summary};
+use crate::state::{AttemptCount, Attempts, FileRef, RunRef, Slots};
 
 /// Where a task's attempts are counted, beside the inbox.
-pub(super) enum Ledger<'a> {
+pub(super) enum Counting<'a> {
     /// Nothing is counted: a dry run, `exec`, an eval, a replay,
     /// `run-task --recurring`.
     Uncounted,
     /// Inbox tasks: the attempt counts.
     Inbox(Mutex<Attempts>),
     /// A recurring task's slot: the recurring state.
-    Slot(&'a Mutex<recurring::State>),
+    Slot(&'a Mutex<Slots>),
 }
 
-impl Ledger<'_> {
+impl Counting<'_> {
     /// Counts an attempt before the task starts and saves it with the
     /// run's id, so a task that kills the process still reaches
     /// `max_attempts`, and its next attempt knows which records are its own.
@@ -42,7 +43,7 @@ impl Ledger<'_> {
         let max = cfg.limits.max_attempts;
         let state_dir = cfg.paths.state_dir();
         match (self, slot) {
-            (Ledger::Inbox(attempts), _) => {
+            (Counting::Inbox(attempts), _) => {
                 let mut counts = lock(attempts);
                 let (previous, runs) = counts
                     .of_file(name, file)
@@ -58,7 +59,7 @@ impl Ledger<'_> {
                     runs,
                 })
             }
-            (Ledger::Slot(state), Some(slot)) => {
+            (Counting::Slot(state), Some(slot)) => {
                 let mut state = lock(state);
                 let begun = recurring::begin_slot(&mut state, name, slot, max, run);
                 state.save(&state_dir)?;
@@ -81,7 +82,7 @@ impl Ledger<'_> {
     ) -> anyhow::Result<()> {
         let state_dir = cfg.paths.state_dir();
         match (self, slot) {
-            (Ledger::Inbox(attempts), _) => {
+            (Counting::Inbox(attempts), _) => {
                 let mut counts = lock(attempts);
                 match (summary.status, summary.retryable) {
                     (Status::Interrupted, _) => counts.set(name, count.previous),
@@ -90,7 +91,7 @@ impl Ledger<'_> {
                 }
                 counts.save(&state_dir)
             }
-            (Ledger::Slot(state), Some(slot)) => {
+            (Counting::Slot(state), Some(slot)) => {
                 let mut state = lock(state);
                 recurring::settle_slot(&mut state, name, slot, summary);
                 state.save(&state_dir)
@@ -98,8 +99,4 @@ impl Ledger<'_> {
             _ => Ok(()),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -173,7 +173,7 @@ fn a_ledger_locked_elsewhere_is_added_to_later_never_waited_for_mid_run() {
     let dir = tempfile::tempdir().unwrap();
     let (b, _) = budget("tokens_per_day = 100", "UTC");
     b.keep_ledger(dir.path());
-    let held = std::fs::File::create(dir.path().join(crate::inbox::SPEND_LOCK)).unwrap();
+    let held = std::fs::File::create(dir.path().join(crate::state::SPEND_LOCK)).unwrap();
     held.lock().unwrap();
     b.spend(30, 0);
     // Not waited for: waiting would have ended in "stayed locked", a problem.

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::agent::budget::Standing;
 use crate::records::Summary;
+use crate::state::Standing;
 
 /// What one run did.
 #[derive(Debug, Clone)]
@@ -348,7 +348,7 @@ mod tests {
             notify_failures: Some(3),
             trace_export_failures: Some(2),
             budget: Some(Standing {
-                today: crate::inbox::DaySpend {
+                today: crate::state::DaySpend {
                     day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
                     tokens: 1234,
                     gpu_ms: 5500,

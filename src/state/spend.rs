@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 
-use super::state::{self, Stored};
+use super::files::{self, Stored};
 
 /// The ledger's name, beside the inbox.
 pub const SPEND_FILE: &str = ".agent-harness-budget.json";
@@ -87,7 +87,7 @@ impl DaySpend {
 
     /// What the ledger in `state_dir` holds, judged for `today`.
     pub fn find(state_dir: &Path, today: NaiveDate) -> Found {
-        let stored = match state::read_own(state_dir, SPEND_FILE, MAX_BYTES) {
+        let stored = match files::read_own(state_dir, SPEND_FILE, MAX_BYTES) {
             Stored::Absent => return Found::Absent,
             Stored::Unreadable(why) => return Found::Unreadable(why),
             Stored::Foreign(why) => return Found::Distrusted(why),
@@ -114,7 +114,9 @@ impl DaySpend {
     /// that is not today's, cannot be read or is not trusted ([`Found`])
     /// is replaced by `spent`.
     pub fn add(state_dir: &Path, spent: DaySpend, wait: Wait) -> io::Result<Option<Added>> {
-        let lock = state::open(state_dir)?.open_lock(SPEND_LOCK)?;
+        let lock = files::open(state_dir)?
+            .open_lock(SPEND_LOCK)
+            .map_err(|e| io::Error::new(e.kind(), format!("its lock {SPEND_LOCK}: {e}")))?;
         let waited = Instant::now();
         loop {
             match lock.try_lock() {
@@ -151,7 +153,7 @@ impl DaySpend {
     /// Writes the ledger whole (`0600`), replacing whatever had its name.
     pub fn save(&self, state_dir: &Path) -> io::Result<()> {
         let text = serde_json::to_string(self).map_err(io::Error::other)?;
-        state::write(state_dir, SPEND_FILE, (text + "\n").as_bytes())
+        files::write(state_dir, SPEND_FILE, (text + "\n").as_bytes())
     }
 }
 

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::run_id::{ahead_of_clock, run_order, run_time};
 use crate::base::folder::{Folder, Kind};
 use crate::config::Retention;
 use crate::inbox;
+use crate::records::{ahead_of_clock, run_order, run_time};
 
 /// What pruning removed (or, in a dry run, would remove).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub fn prune(
     let separate = [&paths.failed, &paths.inbox]
         .iter()
         .all(|other| !same_folder(&paths.done, other));
-    let done_folder = match separate.then(|| crate::inbox::state::task_folder(paths, &paths.done)) {
+    let done_folder = match separate.then(|| crate::state::task_folder(paths, &paths.done)) {
         Some(Ok(folder)) => Some(folder),
         Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => {
             pruned
