@@ -6,7 +6,7 @@
 //! third or fourth time is answered without running; the fifth stops the
 //! task as `loop_detected`, and every call of that turn is recorded as not run.
 //!
-//! The budgets (SPEC §12.6): calls of one reply past `max_calls_per_turn`,
+//! The call limits (SPEC §12.6): calls of one reply past `max_calls_per_turn`,
 //! and write calls past the task's `max_writes`, are answered "not run", so
 //! one injected page cannot make a reply spam every note.
 //!
@@ -88,7 +88,7 @@ pub struct Answer {
     pub original_chars: usize,
     pub returned_chars: usize,
     /// False when the call was answered without running the tool (invalid,
-    /// repeated, cut off, over a budget); dry-run writes count as run.
+    /// repeated, cut off, over a limit); dry-run writes count as run.
     pub executed: bool,
     /// The call was written as text and recovered.
     pub recovered: bool,
@@ -96,8 +96,8 @@ pub struct Answer {
     pub repeat: u32,
     /// Extra facts (a dry-run intent, a duplicate skipped).
     pub detail: Option<Value>,
-    /// Not run because a budget was spent.
-    pub over_budget: bool,
+    /// Not run because a call limit was reached.
+    pub over_limit: bool,
     /// The service refused the setup: the run stops (SPEC §16).
     pub setup_fault: Option<String>,
     /// Answered from a recording (a replay, or the records a task resumes
@@ -119,8 +119,8 @@ pub enum TurnResult {
 
 enum Plan {
     Refuse(String),
-    /// Not run: a budget is spent.
-    OverBudget(String),
+    /// Not run: a call limit is reached.
+    OverLimit(String),
     Run(tools::Call),
 }
 
@@ -162,7 +162,7 @@ impl Quotable {
     }
 }
 
-/// The task's budgets and how results are shaped for the model.
+/// The task's call limits and how results are shaped for the model.
 pub struct Rules<'a> {
     pub allowed: &'a [Tool],
     pub max_calls_per_turn: u32,
@@ -171,7 +171,7 @@ pub struct Rules<'a> {
     pub redactor: &'a Redactor,
 }
 
-/// The calls of a turn, each judged: run, refused, or over a budget.
+/// The calls of a turn, each judged: run, refused, or over a limit.
 pub struct Planned<'t> {
     plans: Vec<(&'t ToolCall, Plan, u32)>,
 }
@@ -235,7 +235,7 @@ pub async fn run_calls(
                 };
                 toolbox.run(c, &ctx).await
             }
-            Plan::Refuse(message) | Plan::OverBudget(message) => ToolOutput::error(message.clone()),
+            Plan::Refuse(message) | Plan::OverLimit(message) => ToolOutput::error(message.clone()),
         };
         let ms = crate::base::time::millis(started.elapsed());
         (output, ms, recorded)
@@ -248,7 +248,7 @@ pub async fn run_calls(
         .map(|((call, plan, count), (output, duration_ms, recorded))| {
             let executed = matches!(plan, Plan::Run(_));
             let mut a = answer(turn, call, count, executed, output, duration_ms, rules);
-            a.over_budget = matches!(plan, Plan::OverBudget(_));
+            a.over_limit = matches!(plan, Plan::OverLimit(_));
             a.recorded = recorded && executed;
             a
         })
@@ -267,7 +267,7 @@ fn judge(
 ) -> Plan {
     let call = &turn.calls[i];
     if u32::try_from(i).map_or(true, |i| i >= rules.max_calls_per_turn) {
-        return Plan::OverBudget(format!(
+        return Plan::OverLimit(format!(
             "not run: at most {} tool calls per reply. Ask for it again in your next reply if you still need it.",
             rules.max_calls_per_turn
         ));
@@ -288,7 +288,7 @@ fn judge(
     }
     match tools::validate(&call.function.name, &call.function.arguments, rules.allowed) {
         Ok(c) if c.tool().is_write() && repeats.writes >= rules.max_writes => {
-            Plan::OverBudget(format!(
+            Plan::OverLimit(format!(
                 "not run: this task's write budget ({}) is spent. Do not call {} again; finish with what you have.",
                 rules.max_writes,
                 c.tool().name()
@@ -366,7 +366,7 @@ fn answer(
         recovered: turn.recovered,
         repeat,
         detail: output.detail,
-        over_budget: false,
+        over_limit: false,
         setup_fault: output.setup_fault,
         recorded: false,
     }

@@ -1,4 +1,4 @@
-//! The conversation and its token budget (SPEC §5 "Context").
+//! The conversation and its token window (SPEC §5 "Context").
 //!
 //! The prompt size is estimated from the server's own count when there is
 //! one — `usage.prompt_tokens` of the previous request plus that reply's
@@ -71,7 +71,7 @@ pub struct ContextNote {
     /// answers its counts from these).
     pub counts: Vec<u64>,
     /// `context_tokens − max_tokens`, when the context is managed.
-    pub budget: Option<u64>,
+    pub room: Option<u64>,
     /// What was removed to fit before this request.
     pub elided: Elided,
 }
@@ -200,11 +200,11 @@ impl Conversation {
         }
     }
 
-    /// Elides until the estimate fits `budget`: replayed thinking first,
+    /// Elides until the estimate fits `room`: replayed thinking first,
     /// then tool results, oldest first. `Err` says what was removed when
     /// even removing all of it does not make it fit. One pass over the
     /// messages, however many are elided.
-    pub fn fit(&mut self, budget: u64) -> Result<Elided, Elided> {
+    pub fn fit(&mut self, room: u64) -> Result<Elided, Elided> {
         let mut elided = Elided::default();
         let mut raw = self.raw_estimate();
         let thinking = (0..self.messages.len()).filter(|&i| {
@@ -220,7 +220,7 @@ impl Conversation {
             .chain(results.map(|i| (i, false)))
             .collect();
         let mut order = order.into_iter();
-        while self.scaled(raw) > budget {
+        while self.scaled(raw) > room {
             let Some((i, is_thinking)) = order.next() else {
                 return Err(elided);
             };
@@ -427,7 +427,7 @@ mod tests {
             lens in proptest::collection::vec(0usize..5000, 0..40),
             anchor_at in proptest::option::of((0usize..45, 0u64..20_000)),
             actual in proptest::option::of(0u64..50_000),
-            budget in 0u64..20_000,
+            room in 0u64..20_000,
         ) {
             let mut c = Conversation::new("sys", "task", "[]");
             for (k, len) in lens.iter().enumerate() {
@@ -440,7 +440,7 @@ mod tests {
                 c.calibrate(a);
             }
             let before = c.clone();
-            let result = c.fit(budget);
+            let result = c.fit(room);
             let elided = match &result {
                 Ok(e) | Err(e) => e.call_ids.clone(),
             };
@@ -448,14 +448,14 @@ mod tests {
             proptest::prop_assert_eq!(&elided, &expected);
             match result {
                 Ok(e) => {
-                    proptest::prop_assert!(c.estimate() <= budget, "{} > {budget}", c.estimate());
+                    proptest::prop_assert!(c.estimate() <= room, "{} > {room}", c.estimate());
                     if let Some(fewer) = e.call_ids.len().checked_sub(1) {
                         // One result fewer would not have fitted.
                         let mut c0 = before;
                         for i in 0..fewer {
                             c0.elide(2 + i);
                         }
-                        proptest::prop_assert!(c0.estimate() > budget);
+                        proptest::prop_assert!(c0.estimate() > room);
                     }
                 }
                 Err(e) => proptest::prop_assert_eq!(e.call_ids.len(), lens.len()),

@@ -185,7 +185,7 @@ mod tests {
             recovered: false,
             repeat: 1,
             detail,
-            over_budget: false,
+            over_limit: false,
             setup_fault: None,
             recorded: false,
         }

@@ -271,7 +271,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             self.stats.calls_over_budget = self
                 .stats
                 .calls_over_budget
-                .saturating_add(u32::from(a.over_budget));
+                .saturating_add(u32::from(a.over_limit));
             self.quotable.push(&a.undefanged);
             self.emit(&TaskEvent::ToolAnswered(a));
         }

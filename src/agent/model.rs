@@ -16,31 +16,31 @@ use serde_json::Value;
 impl TaskRun<'_, '_> {
     /// Makes the next request fit the window. Where the server counts, the
     /// request is counted as it is, and only when the count is over the
-    /// budget is anything elided (by the estimate, anchored on the count)
+    /// room is anything elided (by the estimate, anchored on the count)
     /// and the request counted again; each round removes at least one more
     /// thing, or the task stops. Elsewhere the estimate decides.
     pub(super) async fn fit_context(&mut self, tweaks: Tweaks) -> Result<ContextNote, Stop> {
-        let budget = self.spec.prompt_budget();
+        let room = self.spec.prompt_room();
         let mut note = ContextNote {
             window: self.spec.context_tokens,
-            budget,
+            room,
             estimated_prompt_tokens: self.conv.estimate(),
             ..ContextNote::default()
         };
-        if let Some(budget) = budget {
+        if let Some(room) = room {
             loop {
                 let Some(n) = self.count_exactly(tweaks).await else {
                     note.counted = Counted::Estimated;
-                    self.fit_round(budget, &mut note)?;
+                    self.fit_round(room, &mut note)?;
                     break;
                 };
                 note.counts.push(n);
                 self.conv.set_exact(n);
                 note.counted = Counted::Exact;
-                if n <= budget {
+                if n <= room {
                     break;
                 }
-                self.fit_round(budget, &mut note)?;
+                self.fit_round(room, &mut note)?;
             }
         }
         note.prompt_tokens = self.conv.estimate();
@@ -53,16 +53,16 @@ impl TaskRun<'_, '_> {
         Ok(note)
     }
 
-    /// One round of eliding until the estimate fits `budget`.
-    pub(super) fn fit_round(&mut self, budget: u64, note: &mut ContextNote) -> Result<(), Stop> {
-        match self.conv.fit(budget) {
+    /// One round of eliding until the estimate fits `room`.
+    pub(super) fn fit_round(&mut self, room: u64, note: &mut ContextNote) -> Result<(), Stop> {
+        match self.conv.fit(room) {
             Ok(elided) => {
                 note.elided.extend(elided);
                 Ok(())
             }
             Err(elided) => {
                 note.elided.extend(elided);
-                Err(self.exhausted(budget, note))
+                Err(self.exhausted(room, note))
             }
         }
     }
@@ -96,7 +96,7 @@ impl TaskRun<'_, '_> {
         )
     }
 
-    pub(super) fn exhausted(&self, budget: u64, note: &ContextNote) -> Stop {
+    pub(super) fn exhausted(&self, room: u64, note: &ContextNote) -> Stop {
         let how = match note.counted {
             Counted::Exact => "counts",
             Counted::Estimated => "needs about",
@@ -104,7 +104,7 @@ impl TaskRun<'_, '_> {
         Stop::failed(
             StopReason::ContextExhausted,
             format!(
-                "the prompt {how} {} tokens but only {budget} fit (context_tokens − max_tokens), even after removing {} tool result(s) and the thinking of {} turn(s)",
+                "the prompt {how} {} tokens but only {room} fit (context_tokens − max_tokens), even after removing {} tool result(s) and the thinking of {} turn(s)",
                 self.conv.estimate(),
                 note.elided.call_ids.len(),
                 note.elided.reasoning
@@ -226,14 +226,14 @@ impl TaskRun<'_, '_> {
         let estimate = self.conv.estimate();
         self.conv
             .calibrate(n_prompt.unwrap_or(estimate.saturating_mul(2)));
-        let budget = n_ctx
+        let room = n_ctx
             .map(|n| n.saturating_sub(u64::from(self.spec.sampling.max_tokens)))
             .into_iter()
-            .chain(self.spec.prompt_budget())
+            .chain(self.spec.prompt_room())
             .min()
             .unwrap_or(self.conv.estimate() / 2);
         self.emit(&TaskEvent::ContextExceeded { n_prompt, n_ctx });
-        match self.conv.fit(budget) {
+        match self.conv.fit(room) {
             Ok(elided) => {
                 self.repeats.forget(&elided.call_ids);
                 let estimate = self.conv.estimate();
@@ -241,7 +241,7 @@ impl TaskRun<'_, '_> {
                     window: self.spec.context_tokens,
                     prompt_tokens: estimate,
                     estimated_prompt_tokens: estimate,
-                    budget: Some(budget),
+                    room: Some(room),
                     elided,
                     ..ContextNote::default()
                 })

@@ -70,8 +70,10 @@ pub struct ContextLine<'a> {
     /// took more than one round).
     #[serde(skip_serializing_if = "<[u64]>::is_empty")]
     pub counts: &'a [u64],
-    /// `context_tokens − max_tokens`, when the context is managed.
-    pub budget: Option<u64>,
+    /// `context_tokens − max_tokens`, when the context is managed (the
+    /// record's name for it is `budget`).
+    #[serde(rename = "budget")]
+    pub room: Option<u64>,
     /// Tool results whose bodies were replaced by a placeholder before this request.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub elided_call_ids: &'a [String],
@@ -121,7 +123,7 @@ impl<'a> ConversationLine<'a> {
                 counted: counted_name(c.counted),
                 estimated_prompt_tokens: c.estimated_prompt_tokens,
                 counts: &c.counts,
-                budget: c.budget,
+                room: c.room,
                 elided_call_ids: &c.elided.call_ids,
                 elided_reasoning: c.elided.reasoning,
             }),
@@ -153,7 +155,7 @@ pub struct ToolLine {
     pub original_chars: usize,
     pub returned_chars: usize,
     /// False when the call was answered without running the tool (invalid,
-    /// repeated, cut off, over a budget; dry-run writes are still "executed" as intents).
+    /// repeated, cut off, over a call limit; dry-run writes are still "executed" as intents).
     pub executed: bool,
     /// The call was written as text and recovered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -53,9 +53,9 @@ pub fn recorded_window(attempts: &[RecordedLine]) -> Option<u32> {
 }
 
 /// The results of the tools a recorded run ran, by turn and call id; their
-/// details become trees within one budget for the whole run (SPEC §21).
+/// details become trees within one byte cap for the whole run (SPEC §21).
 pub fn recorded_results(tools: &[ToolLine]) -> HashMap<(u32, String), ToolOutput> {
-    let mut budget = MAX_DETAIL_TREE_BYTES;
+    let mut left = MAX_DETAIL_TREE_BYTES;
     tools
         .iter()
         .filter(|t| t.executed)
@@ -66,7 +66,7 @@ pub fn recorded_results(tools: &[ToolLine]) -> HashMap<(u32, String), ToolOutput
                 detail: t
                     .detail
                     .as_ref()
-                    .and_then(|d| parse_tree(d.get(), &mut budget)),
+                    .and_then(|d| parse_tree(d.get(), &mut left)),
                 setup_fault: None,
             };
             ((t.turn, t.call_id.clone()), output)

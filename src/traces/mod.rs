@@ -12,7 +12,7 @@ mod otlp;
 mod spans;
 
 pub use data::{Ending, Model, Trace};
-pub use spans::{CONTENT_BUDGET, CONTENT_CAP, MAX_SPANS, TaskTrace};
+pub use spans::{CONTENT_CAP, CONTENT_TOTAL, MAX_SPANS, TaskTrace};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -22,7 +22,7 @@ const MESSAGE_CAP: usize = 512;
 pub const MAX_SPANS: usize = 4096;
 /// Content characters one trace carries, all attributes together; past
 /// it, contents are left out (`agent_harness.content_dropped`).
-pub const CONTENT_BUDGET: usize = 1024 * 1024;
+pub const CONTENT_TOTAL: usize = 1024 * 1024;
 
 /// The model request in flight.
 #[derive(Debug)]
@@ -55,9 +55,9 @@ pub struct TaskTrace {
     input: Option<String>,
     /// Spans past [`MAX_SPANS`], not kept.
     dropped: u64,
-    /// Content characters this trace may still carry ([`CONTENT_BUDGET`]).
+    /// Content characters this trace may still carry ([`CONTENT_TOTAL`]).
     content_left: usize,
-    /// Content attributes left out once the budget was spent.
+    /// Content attributes left out once the cap was reached.
     content_dropped: u64,
     /// Attributes of the root span set by whoever runs the task.
     labels: Vec<(&'static str, String)>,
@@ -85,7 +85,7 @@ impl TaskTrace {
             last_reply: started,
             input: None,
             dropped: 0,
-            content_left: CONTENT_BUDGET,
+            content_left: CONTENT_TOTAL,
             content_dropped: 0,
             labels: Vec::new(),
         }
@@ -399,7 +399,7 @@ impl TaskTrace {
     }
 
     /// A content attribute's text, redacted and capped, while the trace's
-    /// content budget lasts.
+    /// content cap lasts.
     fn content_of(&mut self, text: &str) -> Option<String> {
         if self.content_left == 0 && !text.is_empty() {
             // Spent: not worth redacting what cannot go.

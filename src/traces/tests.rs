@@ -56,7 +56,7 @@ fn answer(name: &str, is_error: bool, text: &str, duration_ms: u64) -> Answer {
         recovered: false,
         repeat: 1,
         detail: None,
-        over_budget: false,
+        over_limit: false,
         setup_fault: None,
         recorded: false,
     }
@@ -421,7 +421,7 @@ fn names_the_model_chose_are_redacted_like_their_attributes() {
 fn a_traces_contents_stop_at_its_budget_and_the_root_says_how_many_were_left_out() {
     let mut t = trace(true);
     let big = "r".repeat(CONTENT_CAP);
-    let calls = CONTENT_BUDGET / CONTENT_CAP + 5;
+    let calls = CONTENT_TOTAL / CONTENT_CAP + 5;
     for n in 0..calls {
         t.on(
             at(n as i64),
@@ -439,7 +439,7 @@ fn a_traces_contents_stop_at_its_budget_and_the_root_says_how_many_were_left_out
         })
         .sum();
     assert!(
-        carried < CONTENT_BUDGET + 100_000,
+        carried < CONTENT_TOTAL + 100_000,
         "{carried} characters in one trace"
     );
     let Some(Value::Int(dropped)) = attr(&trace.spans[0], "agent_harness.content_dropped") else {
