@@ -23,7 +23,7 @@
 //!    made of small values (it must cost about its size, not a tree's);
 //! 7. resume — a six-turn task with two attachment writes, SIGKILLed three
 //!    times mid-call (in turns 2, 4 and 5) and run again until done:
-//!    model requests and wall time, resumed from its records (SPEC §18)
+//!    model requests and wall time, resumed from its records (README, Resume)
 //!    against restarted from turn 1 (`[limits] resume = false`);
 //! 8. mcp — the tests' MCP server (official Python SDK) started by the
 //!    binary: its start-up (spawn, `initialize`, `tools/list`) as `run.log`
@@ -35,7 +35,7 @@
 //!    (read a note, answer), each process alone, the chain interleaved with
 //!    simonw/llm running the same chain against its own copy of the fake
 //!    (`LLM_BIN`, or `llm` on `PATH`; skipped without it);
-//! 10. redaction — the secret redactor (SPEC §25) over each kind of text at
+//! 10. redaction — the secret redactor (docs/untrusted-input.md) over each kind of text at
 //!     two sizes (it must be linear: the time per MiB stays): plain text, a
 //!     record line's escapes, escapes nested 8 deep, backslashes only (none
 //!     holding a secret), the key escaped twice every 51 bytes, and the key

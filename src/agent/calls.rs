@@ -1,4 +1,4 @@
-//! Answering one turn's tool calls (SPEC §5 step 6): every call gets exactly
+//! Answering one turn's tool calls (README, The loop): every call gets exactly
 //! one tool result, in call order. Calls are first judged in order — invalid,
 //! cut off, repeated — and the ones worth running then run concurrently.
 //!
@@ -6,7 +6,7 @@
 //! third or fourth time is answered without running; the fifth stops the
 //! task as `loop_detected`, and every call of that turn is recorded as not run.
 //!
-//! The call limits (SPEC §12.6): calls of one reply past `max_calls_per_turn`,
+//! The call limits (docs/untrusted-input.md): calls of one reply past `max_calls_per_turn`,
 //! and write calls past the task's `max_writes`, are answered "not run", so
 //! one injected page cannot make a reply spam every note.
 //!
@@ -58,7 +58,7 @@ impl Repeats {
     }
 
     /// The results of these calls left the context: asking for them again
-    /// is not a repeat (SPEC §5 "Elision order").
+    /// is not a repeat (README, The loop: elision order).
     pub fn forget(&mut self, call_ids: &[String]) {
         for id in call_ids {
             if let Some(key) = self.keys.remove(id)
@@ -98,7 +98,7 @@ pub struct Answer {
     pub detail: Option<Value>,
     /// Not run because a call limit was reached.
     pub over_limit: bool,
-    /// The service refused the setup: the run stops (SPEC §16).
+    /// The service refused the setup: the run stops (README, Exit codes).
     pub setup_fault: Option<String>,
     /// Answered from a recording (a replay, or the records a task resumes
     /// from): the tool did not run now.
@@ -134,7 +134,7 @@ pub struct Turn<'a> {
 
 /// The tool results the model read lately, as they were before control
 /// strings were broken: a text-form call found in one is a quote, not a
-/// call (SPEC §12.7). The newest [`Quotable::MAX_BYTES`] are kept, so the
+/// call (docs/untrusted-input.md). The newest [`Quotable::MAX_BYTES`] are kept, so the
 /// check costs at most that much per recovered call.
 #[derive(Debug, Default)]
 pub struct Quotable {
@@ -178,7 +178,7 @@ pub struct Planned<'t> {
 
 impl Planned<'_> {
     /// The write calls about to be sent: each is recorded as an intent
-    /// first (SPEC §18), so a crash between sending and recording is known.
+    /// first (README, Resume), so a crash between sending and recording is known.
     /// A dry run sends nothing, and a call answered from the records is
     /// not sent again.
     pub fn writes_to_send(&self, turn: u32, toolbox: &Toolbox, dry_run: bool) -> Vec<&ToolCall> {

@@ -1,5 +1,5 @@
-//! Where a secret stands in a text, in every spelling JSON allows (SPEC
-//! §25): written plainly, or with any of its characters escaped
+//! Where a secret stands in a text, in every spelling JSON allows
+//! (docs/untrusted-input.md): written plainly, or with any of its characters escaped
 //! (`\u0073k-…` in upper or lower hex, `\/`, `\"`, `\\`, `\n`, a surrogate
 //! pair), and again inside a JSON string that is itself JSON text (a tool
 //! call's arguments in a record line: `\\u0073k-…`), up to [`MAX_DEPTH`]

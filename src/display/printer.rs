@@ -1,5 +1,5 @@
 //! [`Printer`]: the one way out to stdout and stderr. Every line passes
-//! the same redactor as the records (SPEC §12.8) once the configuration,
+//! the same redactor as the records (docs/untrusted-input.md) once the configuration,
 //! and so the secrets, are known, and the live lines are lifted while it
 //! is written, so the two never interleave. `app` prints through it and
 //! nothing else does: the crate root denies the print macros, and

@@ -1,4 +1,4 @@
-//! The state beside the inbox (SPEC §21): the files that live in the
+//! The state beside the inbox (docs/untrusted-input.md): the files that live in the
 //! folder holding the inbox, and nothing else writes or reads them —
 //! `files` (the one safe reader and writer: capped, never through a link,
 //! never waiting, written whole; a configured task folder there opened

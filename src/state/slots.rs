@@ -1,4 +1,4 @@
-//! The recurring tasks' slots (SPEC §17), kept beside the inbox in
+//! The recurring tasks' slots (README, Recurring tasks), kept beside the inbox in
 //! `.agent-harness-recurring.json`: for each task when it was first seen,
 //! the last slot run for good, the slot its attempts are spent on, and
 //! the date of its last success. Which slot is due is the engine's
@@ -54,7 +54,7 @@ pub struct TaskSlots {
     #[serde(default)]
     pub attempts: u32,
     /// The runs of those attempts, oldest first: the only run folders the
-    /// slot's next attempt may go on from (SPEC §21).
+    /// slot's next attempt may go on from (docs/untrusted-input.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

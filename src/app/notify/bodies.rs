@@ -1,4 +1,4 @@
-//! What a notification says (SPEC §22, §25): the ping's last status
+//! What a notification says (README, Notify): the ping's last status
 //! lines and `on_failure_url`'s JSON, in the harness's own words — a
 //! task's error clipped to one line, the model's text never quoted, at
 //! most 50 tasks named, then how many more — within their caps.

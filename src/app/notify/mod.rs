@@ -1,4 +1,4 @@
-//! Telling someone how a run ended (SPEC §22, §25): `[notify] ping_url`
+//! Telling someone how a run ended (README, Notify): `[notify] ping_url`
 //! speaks the healthchecks.io ping protocol — `GET <url>/start` once the
 //! run holds its lock, `POST <url>` on exit 0, `POST <url>/<exit code>`
 //! otherwise, the run's last status lines as the body — so a run that

@@ -59,7 +59,7 @@ pub struct Written {
 /// the listing walked (SPEC §21); a folder that cannot be read or a page
 /// that cannot be written is skipped with a line given to `warn` (already
 /// made printable), and the rest of the report is still written. A folder
-/// dated more than an hour after `now` is no run (SPEC §25): named, skipped.
+/// dated more than an hour after `now` is no run (docs/untrusted-input.md): named, skipped.
 pub fn write(
     logs: &Path,
     opts: &ReportOptions,
