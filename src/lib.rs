@@ -18,13 +18,14 @@
 //!    recorded answers. [`inbox`] — task files: listing, `+++` frontmatter,
 //!    moving. [`tools`] — the tool catalog, validation, dispatch, and the
 //!    webfetch and noteworx bodies.
-//! 5. [`agent`] — the bounded tool-calling loop, its context budget, what a
+//! 5. [`agent`] — the bounded tool-calling loop, its context window, what a
 //!    task must achieve, and the [`agent::TaskEvent`] stream.
 //! 6. [`records`] — a run's files, written and read. [`display`] — the
 //!    live lines on a terminal, and the one writer to stdout and stderr.
-//!    [`traces`] — each task's OpenTelemetry trace, sent to a collector.
 //! 7. [`outputs`] — what is made of the records for the operator: the
-//!    HTML report, the metrics textfile; and retention.
+//!    HTML report, the metrics textfile; and retention. [`traces`] — each
+//!    task's OpenTelemetry trace, closed as its summary says, sent to a
+//!    collector.
 //! 8. [`drain`] — the engine: the lock, the folders, the inbox and the
 //!    recurring tasks drained, one task from file to records.
 //! 9. [`lab`] — studies that call the engine: `eval`, its statistics,
@@ -53,9 +54,9 @@ pub mod agent;
 // Layer 6
 pub mod display;
 pub mod records;
-pub mod traces;
 // Layer 7
 pub mod outputs;
+pub mod traces;
 // Layer 8
 pub mod drain;
 // Layer 9

@@ -1,10 +1,14 @@
-//! A reply without tool calls: the final answer, or — when it is empty, cut
-//! at `max_tokens`, or does not match the output schema — asked for once
-//! more, in the way that fixes it.
+//! A reply without tool calls, judged: the final answer, or — when it is
+//! empty, cut at `max_tokens`, or does not match the output schema — asked
+//! for once more, in the way that fixes it, or the failure that ends the
+//! task (README, The loop). [`AnswerState::judge`] only decides; the loop
+//! reports the [`AskAgain`] and appends its messages.
 
-use super::TaskRun;
+use serde_json::Value;
+
 use crate::agent::events::TaskEvent;
-use crate::agent::outcome::{Stop, StopReason};
+use crate::agent::outcome::{FinalAnswer, Stop, StopReason};
+use crate::agent::spec::TaskSpec;
 use crate::base::schema::OutputSchema;
 use crate::tools::text::{defang, without_control_strings};
 use crate::wire::chat::{Message, Tweaks};
@@ -12,16 +16,80 @@ use crate::wire::reply::repeated_block;
 use crate::wire::reply::{Reply, replayed_assistant};
 
 /// How much of an answer cut at `max_tokens` is sent back when it is asked
-/// for again (SPEC §16).
+/// for again (README, The loop: cut-off output).
 const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
 
-impl TaskRun<'_, '_> {
-    /// A reply without calls: the final answer, or — when it is empty, or
-    /// nothing but chat-template debris (SPEC §22) — the request once more
-    /// (without thinking if thinking used up `max_tokens`), and
-    /// `empty_response` the second time. A reply cut while it repeated one
-    /// block over and over ends the task as `repetition`.
-    pub(super) fn answer_or_ask_again(&mut self, mut reply: Reply) -> Result<Tweaks, Stop> {
+/// What the answer checks remember across a task's turns: each way of
+/// asking again is used once.
+#[derive(Debug, Default)]
+pub struct AnswerState {
+    /// An empty reply was already asked again.
+    asked_again: bool,
+    /// A cut answer was already asked for again, shorter.
+    asked_shorter: bool,
+    /// The output schema as `response_format`, once an answer was asked for
+    /// again under it: every later request carries it, and offers no tools.
+    repair: Option<Value>,
+}
+
+/// What a reply without calls comes to, short of a failure.
+#[derive(Debug)]
+pub enum Verdict {
+    Final(FinalAnswer),
+    AskAgain(AskAgain),
+}
+
+/// The request once more: why (what the loop reports), the messages
+/// appended first, and how the request changes.
+#[derive(Debug)]
+pub struct AskAgain {
+    pub why: Why,
+    pub messages: Vec<Message>,
+    pub tweaks: Tweaks,
+}
+
+/// Why an answer is asked for again.
+#[derive(Debug)]
+pub enum Why {
+    /// No answer and no call (or nothing but chat-template debris).
+    Empty { thinking_off: bool },
+    /// The answer was cut at `max_tokens`.
+    Cut,
+    /// The answer does not match the output schema.
+    OffSchema { errors: Vec<String> },
+}
+
+impl AskAgain {
+    /// The event the loop reports before it asks.
+    pub fn event(&self) -> TaskEvent<'_> {
+        match &self.why {
+            Why::Empty { thinking_off } => TaskEvent::AskedAgain {
+                thinking_off: *thinking_off,
+            },
+            Why::Cut => TaskEvent::AnswerCut,
+            Why::OffSchema { errors } => TaskEvent::AnswerRejected { errors },
+        }
+    }
+}
+
+impl AnswerState {
+    /// The `response_format` every request carries from now on, if any.
+    pub fn response_format(&self) -> Option<&Value> {
+        self.repair.as_ref()
+    }
+
+    /// A reply without calls, `turns` into the task: the final answer, or —
+    /// when it is empty, or nothing but chat-template debris (README, The
+    /// loop) — the request once more (without thinking if thinking used up
+    /// `max_tokens`), and `empty_response` the second time. A reply cut
+    /// while it repeated one block over and over ends the task as
+    /// `repetition`.
+    pub fn judge(
+        &mut self,
+        mut reply: Reply,
+        spec: &TaskSpec,
+        turns: u32,
+    ) -> Result<Verdict, Stop> {
         let empty = without_control_strings(&reply.content).trim().is_empty();
         if reply.cut_off {
             let text = if empty {
@@ -30,19 +98,22 @@ impl TaskRun<'_, '_> {
                 &reply.content
             };
             if let Some(block) = repeated_block(text) {
-                return Err(self.looped(&block));
+                return Err(looped(&block, spec.sampling.max_tokens));
             }
         }
         // What the model wrote goes on to the records and stdout: no
         // control string in it stays whole.
         reply.content = defang(&reply.content).into_owned();
         if !empty && reply.cut_off {
-            return self.ask_shorter(reply);
+            return self.ask_shorter(reply, spec, turns);
         }
         if !empty {
-            return match self.spec.output_schema.clone() {
-                Some(schema) => self.check_answer(&schema, reply),
-                None => Err(Stop::answered(reply.content)),
+            return match &spec.output_schema {
+                Some(schema) => self.check_answer(schema, reply, spec, turns),
+                None => Ok(Verdict::Final(FinalAnswer {
+                    answer: reply.content,
+                    result: None,
+                })),
             };
         }
         if self.asked_again {
@@ -53,32 +124,21 @@ impl TaskRun<'_, '_> {
         }
         self.asked_again = true;
         let thinking_off = reply.cut_off && reply.thinking.is_some();
-        self.emit(&TaskEvent::AskedAgain { thinking_off });
-        Ok(Tweaks {
-            seed: Some(u64::from(fastrand::u32(..))),
-            thinking_off,
-        })
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::Empty { thinking_off },
+            messages: Vec::new(),
+            tweaks: Tweaks {
+                seed: Some(u64::from(fastrand::u32(..))),
+                thinking_off,
+            },
+        }))
     }
 
-    /// A reply cut at `max_tokens` while it repeated one block: no shorter
-    /// answer will come of asking again; the sampler is what stops a loop.
-    fn looped(&self, block: &str) -> Stop {
-        let shown =
-            crate::base::text::printable(&crate::base::text::clip(block.trim(), 60)).into_owned();
-        Stop::failed(
-            StopReason::Repetition,
-            format!(
-                "the reply was cut at max_tokens = {} while it repeated one block over and over ({shown:?}); a model caught in a loop needs its sampler to stop it, not more tokens: set [model.extra] dry_multiplier = 0.8 (llama-server's DRY sampler) or repeat_penalty = 1.1",
-                self.spec.sampling.max_tokens
-            ),
-        )
-    }
-
-    /// An answer cut at `max_tokens` is no answer (SPEC §16): it is asked
-    /// for once more — complete, shorter, thinking off — and a second cut
-    /// (or no turn left to ask in) ends the task as `answer_truncated`.
-    pub(super) fn ask_shorter(&mut self, reply: Reply) -> Result<Tweaks, Stop> {
-        let max_tokens = self.spec.sampling.max_tokens;
+    /// An answer cut at `max_tokens` is no answer (README, The loop): it is
+    /// asked for once more — complete, shorter, thinking off — and a second
+    /// cut (or no turn left to ask in) ends the task as `answer_truncated`.
+    fn ask_shorter(&mut self, reply: Reply, spec: &TaskSpec, turns: u32) -> Result<Verdict, Stop> {
+        let max_tokens = spec.sampling.max_tokens;
         let truncated = |why: &str| {
             Stop::failed(
                 StopReason::AnswerTruncated,
@@ -90,42 +150,52 @@ impl TaskRun<'_, '_> {
         if self.asked_shorter {
             return Err(truncated(", again when asked for a shorter one"));
         }
-        if self.stats.turns >= self.spec.max_turns {
+        if turns >= spec.max_turns {
             return Err(truncated(" and no turn is left to ask again"));
         }
         self.asked_shorter = true;
-        self.emit(&TaskEvent::AnswerCut);
         // Only its start goes back: a whole cut answer is max_tokens long,
         // and sent again it could crowd the window the retry needs.
-        let mut cut = replayed_assistant(&reply, self.spec.replay_thinking);
+        let mut cut = replayed_assistant(&reply, spec.replay_thinking);
         cut.content = crate::base::text::clip(&cut.content, CUT_ANSWER_REPLAYED_CHARS);
-        self.conv.push(cut);
-        self.conv.push(Message::user(
-            "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",
-        ));
         // Under an output schema this is also the one repair: the schema
         // goes as a grammar, so the JSON can close within max_tokens.
-        if let Some(schema) = &self.spec.output_schema {
+        if let Some(schema) = &spec.output_schema {
             self.repair = Some(schema.response_format());
-            self.repaired = true;
         }
-        Ok(Tweaks {
-            seed: None,
-            thinking_off: true,
-        })
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::Cut,
+            messages: vec![
+                cut,
+                Message::user(
+                    "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",
+                ),
+            ],
+            tweaks: Tweaks {
+                seed: None,
+                thinking_off: true,
+            },
+        }))
     }
 
     /// A final answer under an output schema: it stands when it matches; the
     /// first time it does not, the model is asked once more with the errors
     /// quoted, the schema as `response_format` and thinking off; the second
     /// time, the task ends as `invalid_answer`.
-    pub(super) fn check_answer(
+    fn check_answer(
         &mut self,
         schema: &OutputSchema,
         reply: Reply,
-    ) -> Result<Tweaks, Stop> {
+        spec: &TaskSpec,
+        turns: u32,
+    ) -> Result<Verdict, Stop> {
         let errors = match schema.check(&reply.content) {
-            Ok(value) => return Err(Stop::answered(reply.content).with_result(value)),
+            Ok(value) => {
+                return Ok(Verdict::Final(FinalAnswer {
+                    answer: reply.content,
+                    result: Some(value),
+                }));
+            }
             Err(errors) => errors,
         };
         let invalid = |why: &str| {
@@ -138,28 +208,44 @@ impl TaskRun<'_, '_> {
                 ),
             )
         };
-        if self.repaired {
+        if self.repair.is_some() {
             return Err(invalid(
                 ", even when asked again with the schema as a grammar",
             ));
         }
-        if self.stats.turns >= self.spec.max_turns {
+        if turns >= spec.max_turns {
             return Err(invalid(" and no turn is left to ask again"));
         }
-        self.repaired = true;
-        self.emit(&TaskEvent::AnswerRejected { errors: &errors });
-        self.conv
-            .push(replayed_assistant(&reply, self.spec.replay_thinking));
-        self.conv.push(Message::user(format!(
-            "Your answer does not match the required JSON Schema:\n- {}\nReply with only the corrected JSON value.",
-            errors.join("\n- ")
-        )));
         self.repair = Some(schema.response_format());
+        let messages = vec![
+            replayed_assistant(&reply, spec.replay_thinking),
+            Message::user(format!(
+                "Your answer does not match the required JSON Schema:\n- {}\nReply with only the corrected JSON value.",
+                errors.join("\n- ")
+            )),
+        ];
         // Measured on llama-server: with thinking on, the grammar leaves the
         // thought unconstrained and it can use up max_tokens before any JSON.
-        Ok(Tweaks {
-            seed: None,
-            thinking_off: true,
-        })
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::OffSchema { errors },
+            messages,
+            tweaks: Tweaks {
+                seed: None,
+                thinking_off: true,
+            },
+        }))
     }
+}
+
+/// A reply cut at `max_tokens` while it repeated one block: no shorter
+/// answer will come of asking again; the sampler is what stops a loop.
+fn looped(block: &str, max_tokens: u32) -> Stop {
+    let shown =
+        crate::base::text::printable(&crate::base::text::clip(block.trim(), 60)).into_owned();
+    Stop::failed(
+        StopReason::Repetition,
+        format!(
+            "the reply was cut at max_tokens = {max_tokens} while it repeated one block over and over ({shown:?}); a model caught in a loop needs its sampler to stop it, not more tokens: set [model.extra] dry_multiplier = 0.8 (llama-server's DRY sampler) or repeat_penalty = 1.1"
+        ),
+    )
 }

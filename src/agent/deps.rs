@@ -1,5 +1,5 @@
 //! What every task of a run shares: the clients built once from the
-//! config, the clock, the stop signal, the redactor.
+//! config, the clock, the stop signal, the redactor, the budget.
 
 use std::sync::Arc;
 
@@ -28,7 +28,9 @@ pub struct TaskDeps {
     pub cancel: CancellationToken,
     /// Replaces every configured secret in what the model and the logs see.
     pub redactor: std::sync::Arc<config::Redactor>,
-    /// `[budget]`: asked before every model request, shared by every task.
+    /// `[budget]`, shared by every task: the one the endpoint is metered
+    /// by (it asks and charges it at every live attempt); the drain keeps
+    /// its ledger and asks it before a task starts.
     pub budget: Arc<Budget>,
 }
 
@@ -58,8 +60,9 @@ impl TaskDeps {
             .as_ref()
             .map(tools::webfetch::Webfetch::new)
             .transpose()?;
+        let budget = Arc::new(Budget::new(cfg, clock.clone()));
         Ok(TaskDeps {
-            endpoint: Endpoint::new(&cfg.endpoint)?,
+            endpoint: Endpoint::new(&cfg.endpoint)?.metered(budget.clone()),
             toolbox: Toolbox {
                 webfetch,
                 noteworx,
@@ -72,10 +75,18 @@ impl TaskDeps {
                 }),
             },
             redactor: std::sync::Arc::new(cfg.redactor()),
-            budget: Arc::new(Budget::new(cfg, clock.clone())),
+            budget,
             clock,
             cancel,
         })
+    }
+
+    /// These dependencies spending from `budget` (an eval's variants share
+    /// its first's): the endpoint metered by it too.
+    pub fn sharing(mut self, budget: Arc<Budget>) -> TaskDeps {
+        self.endpoint = self.endpoint.metered(budget.clone());
+        self.budget = budget;
+        self
     }
 
     /// These dependencies with model calls and tool results answered from

@@ -10,6 +10,9 @@ use crate::endpoint::Attempt;
 use crate::tools::Tool;
 use crate::wire::chat::{ToolCall, Usage};
 
+/// Where a task's events go: the run's records and the live display.
+pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
+
 /// One step of a task, in the order it happened.
 #[derive(Debug)]
 pub enum TaskEvent<'a> {
@@ -41,7 +44,7 @@ pub enum TaskEvent<'a> {
     /// once more, the schema as `response_format`.
     AnswerRejected { errors: &'a [String] },
     /// A write call is about to be sent: recorded before it goes, so a
-    /// crash between sending and recording its result is known (SPEC §18).
+    /// crash between sending and recording its result is known (README, Resume).
     WriteIntent { turn: u32, call: &'a ToolCall },
     /// One tool call was answered (run, or refused with the reason).
     ToolAnswered(&'a Answer),

@@ -1,4 +1,4 @@
-//! The bounded tool-calling loop (SPEC §5).
+//! The bounded tool-calling loop (README, The loop).
 //!
 //! [`run_task`] is the contract: messages start as `[system, user(task)]`;
 //! each turn sends them with the task's tools, reads the reply, and either
@@ -8,8 +8,12 @@
 //! replayed turns but reported in the events.
 //!
 //! Every step reports what it did as a [`TaskEvent`] to one sink; the loop
-//! writes no file and draws nothing. Each step returns `Err(Stop)` when the
-//! task ends, so the loop below reads as the SPEC's list.
+//! writes no file and draws nothing. `run` owns the loop and its state;
+//! each step beside it is a type or a function of its own: `model` (one
+//! model call), `answer` (a reply without calls judged), `calls` (one
+//! turn's calls), `context` (the conversation). A step returns `Err(Stop)`
+//! when the task stops without an answer; the final answer is the loop's
+//! `Ok`, so the loop reads as the README's list.
 
 mod answer;
 mod calls;
@@ -19,261 +23,12 @@ pub mod events;
 pub mod expect;
 mod model;
 mod outcome;
+mod run;
 mod spec;
 
-use std::convert::Infallible;
-use std::time::Duration;
-
-use serde_json::Value;
-use tokio::time::Instant;
-
-use crate::agent::deps::TaskDeps;
-use crate::endpoint::CallError;
-use crate::tools::CallContext;
-use crate::wire::chat::{Message, Tweaks};
-use crate::wire::reply::{Reply, replayed_assistant};
 pub use calls::Answer;
-use calls::{Quotable, Repeats, Rules, Turn, TurnResult, plan_calls, run_calls};
 pub use context::{ContextNote, Counted, Elided};
-use context::{Conversation, ToolOrigin};
-pub use events::{ModelAttempt, ReplyFacts, TaskEvent};
+pub use events::{ModelAttempt, ReplyFacts, Sink, TaskEvent};
 pub use outcome::{Outcome, Stats, Stop, StopReason};
+pub use run::run_task;
 pub use spec::{BUILT_IN_SYSTEM_PROMPT, TaskInput, TaskSpec};
-
-/// Where a task's events go: the run's records and the live display.
-pub type Sink<'a> = dyn FnMut(&TaskEvent<'_>) + Send + 'a;
-
-/// Runs one task to its end and reports every step to `sink`, the last
-/// being [`TaskEvent::Stopped`]. Never returns without an outcome.
-pub async fn run_task(deps: &TaskDeps, spec: &TaskSpec, sink: &mut Sink<'_>) -> Outcome {
-    let mut run = TaskRun::new(deps, spec, sink);
-    let Err(stop) = run.run().await;
-    let outcome = Outcome {
-        stop: stop.reason,
-        final_answer: stop.final_answer,
-        error: stop.error,
-        retryable: stop.retryable,
-        stats: run.stats.clone(),
-        result: stop.result,
-    };
-    (run.sink)(&TaskEvent::Stopped(&outcome));
-    outcome
-}
-
-/// The state of one task run, with a method per step of the loop.
-struct TaskRun<'a, 's> {
-    deps: &'a TaskDeps,
-    spec: &'a TaskSpec,
-    sink: &'a mut Sink<'s>,
-    conv: Conversation,
-    tool_defs: Vec<Value>,
-    stats: Stats,
-    repeats: Repeats,
-    /// The latest tool results, for telling a quoted call from a call.
-    quotable: Quotable,
-    /// An empty reply was already asked again.
-    asked_again: bool,
-    /// A cut answer was already asked for again, shorter.
-    asked_shorter: bool,
-    /// The `response_format` of the next request: the answer did not match
-    /// the output schema, and is asked for once more (no tools offered).
-    repair: Option<Value>,
-    repaired: bool,
-    deadline: Instant,
-    /// GPU time of the live attempt whose reply is not yet read, to be put
-    /// to the budget with its tokens.
-    unbilled: Option<u64>,
-}
-
-impl<'a, 's> TaskRun<'a, 's> {
-    fn new(deps: &'a TaskDeps, spec: &'a TaskSpec, sink: &'a mut Sink<'s>) -> Self {
-        let now = Instant::now();
-        // max_wall is bounded by the config, but no number may crash the run.
-        let deadline = now
-            .checked_add(spec.max_wall)
-            .unwrap_or(now + Duration::from_secs(crate::config::bounds::MAX_WALL_SECS.1));
-        let tool_defs: Vec<Value> = spec.tools.iter().map(|t| t.definition()).collect();
-        let conv = Conversation::new(
-            &spec.system_prompt,
-            &spec.body,
-            &Value::Array(tool_defs.clone()).to_string(),
-        );
-        TaskRun {
-            deps,
-            spec,
-            sink,
-            conv,
-            tool_defs,
-            stats: Stats::default(),
-            repeats: Repeats::default(),
-            quotable: Quotable::default(),
-            asked_again: false,
-            asked_shorter: false,
-            repair: None,
-            repaired: false,
-            deadline,
-            unbilled: None,
-        }
-    }
-
-    fn emit(&mut self, event: &TaskEvent<'_>) {
-        (self.sink)(event);
-    }
-
-    /// The loop. It only ever ends with the reason it stopped.
-    async fn run(&mut self) -> Result<Infallible, Stop> {
-        let spec = self.spec;
-        self.emit(&TaskEvent::Started {
-            task: &spec.name,
-            tools: &spec.tools,
-        });
-        let mut tweaks = Tweaks::default();
-        loop {
-            self.check_bounds()?;
-            let note = self.fit_context(tweaks).await?;
-            let completion = self.call_model(tweaks, note).await?;
-            let reply = self.take_reply(&completion);
-            if reply.calls.is_empty() {
-                tweaks = self.answer_or_ask_again(reply)?;
-                continue;
-            }
-            tweaks = Tweaks::default();
-            self.conv
-                .push(replayed_assistant(&reply, spec.replay_thinking));
-            self.check_bounds().map_err(|stop| {
-                stop.with_note(format!(
-                    "the last reply's {} tool call(s) were not executed",
-                    reply.calls.len()
-                ))
-            })?;
-            self.answer_calls(&reply).await?;
-        }
-    }
-
-    /// `max_turns` or `max_total_tokens` reached.
-    fn check_bounds(&self) -> Result<(), Stop> {
-        let spec = self.spec;
-        if self.stats.turns >= spec.max_turns {
-            return Err(Stop::failed(
-                StopReason::MaxTurns,
-                format!("no final answer within max_turns = {}", spec.max_turns),
-            ));
-        }
-        let used = self.stats.usage.total();
-        if used >= spec.max_total_tokens {
-            return Err(Stop::failed(
-                StopReason::MaxTotalTokens,
-                format!(
-                    "{used} tokens used, max_total_tokens = {}",
-                    spec.max_total_tokens
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Answers every call of the reply (within the wall clock) and appends
-    /// the results to the conversation in call order.
-    async fn answer_calls(&mut self, reply: &Reply) -> Result<(), Stop> {
-        let turn = Turn {
-            number: self.stats.turns,
-            calls: &reply.calls,
-            cut_off: reply.cut_off,
-            recovered: reply.recovered,
-        };
-        let ctx = CallContext {
-            task: self.spec.name.clone(),
-            run_id: self.spec.run_id.clone(),
-            turn: self.stats.turns,
-            call_id: String::new(),
-            agent: self.spec.agent.clone(),
-            now: (self.deps.clock)(),
-            dry_run: self.spec.dry_run,
-            max_chars: self.spec.max_tool_result_chars,
-            redactor: self.deps.redactor.clone(),
-        };
-        let rules = Rules {
-            allowed: &self.spec.tools,
-            max_calls_per_turn: self.spec.max_calls_per_turn,
-            max_writes: self.spec.max_writes,
-            max_chars: self.spec.max_tool_result_chars,
-            redactor: &self.deps.redactor,
-        };
-        let result = match plan_calls(&turn, &rules, &mut self.repeats) {
-            Ok(planned) => {
-                for call in planned.writes_to_send(turn.number, &self.deps.toolbox, ctx.dry_run) {
-                    self.emit(&TaskEvent::WriteIntent {
-                        turn: turn.number,
-                        call,
-                    });
-                }
-                self.run_calls(&turn, planned, &rules, &ctx).await?
-            }
-            Err(loop_detected) => loop_detected,
-        };
-        self.take_answers(result)
-    }
-
-    /// Runs the planned calls within the wall clock and the stop signal.
-    async fn run_calls(
-        &self,
-        turn: &Turn<'_>,
-        planned: calls::Planned<'_>,
-        rules: &Rules<'_>,
-        ctx: &CallContext,
-    ) -> Result<TurnResult, Stop> {
-        let work = run_calls(turn, planned, rules, &self.deps.toolbox, ctx);
-        Ok(tokio::select! {
-            biased;
-            _ = self.deps.cancel.cancelled() => return Err(self.call_failed(CallError::Interrupted)),
-            _ = tokio::time::sleep_until(self.deadline) => {
-                return Err(Stop::failed(
-                    StopReason::MaxWallSecs,
-                    format!("the task's wall clock (max_wall_secs = {}) ran out during tool calls", self.spec.max_wall.as_secs()),
-                ));
-            }
-            r = work => r,
-        })
-    }
-
-    /// The answers of a turn into the records and the conversation.
-    fn take_answers(&mut self, result: TurnResult) -> Result<(), Stop> {
-        match result {
-            TurnResult::Answered(answers) => {
-                self.record_answers(&answers);
-                if let Some(fault) = answers.iter().find_map(|a| a.setup_fault.clone()) {
-                    return Err(Stop::setup_fault(fault));
-                }
-                for a in answers {
-                    let origin = ToolOrigin {
-                        call_id: a.call_id.clone(),
-                        call: crate::tools::describe_call(&a.name, &a.arguments),
-                    };
-                    self.conv
-                        .push_tool(Message::tool(a.call_id, a.text), origin);
-                }
-                Ok(())
-            }
-            TurnResult::LoopDetected { call, answers } => {
-                self.record_answers(&answers);
-                Err(Stop::failed(
-                    StopReason::LoopDetected,
-                    format!("the model kept repeating the same call: {call}"),
-                ))
-            }
-        }
-    }
-
-    fn record_answers(&mut self, answers: &[Answer]) {
-        for a in answers {
-            self.stats.tool_calls += 1;
-            self.stats.tool_errors += u32::from(a.is_error);
-            self.stats.calls_over_budget = self
-                .stats
-                .calls_over_budget
-                .saturating_add(u32::from(a.over_limit));
-            self.quotable.push(&a.undefanged);
-            self.emit(&TaskEvent::ToolAnswered(a));
-        }
-    }
-}

@@ -1,25 +1,68 @@
 //! One model call of the loop: the conversation fitted to the context
 //! window (counted exactly when the server can), the request built and
 //! sent, a context overflow shrunk and retried once, and the reply taken
-//! apart into what is kept and what is sent back.
+//! apart into what is kept and what is sent back (README, The loop:
+//! context). [`ModelCall`] is the call's view of the run — what it reads
+//! and the parts of the run's state it changes, each named.
+//!
+//! Spend is not asked or charged here: the endpoint asks the budget before
+//! every live attempt and charges each (README, Budget); a limit reached
+//! comes back as [`CallError::OverBudget`] and ends the task
+//! `budget_exhausted`. The one thing left to the loop is a live reply the
+//! server sent without `usage`: its estimated tokens are charged as the
+//! reply is read.
 
-use super::TaskRun;
-use crate::agent::context::{ContextNote, Counted};
-use crate::agent::events::{ModelAttempt, ReplyFacts, TaskEvent};
-use crate::agent::outcome::{Stop, StopReason};
-use crate::endpoint::{Attempt, CallError, Completion};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::agent::calls::{Quotable, Repeats};
+use crate::agent::context::{ContextNote, Conversation, Counted};
+use crate::agent::deps::TaskDeps;
+use crate::agent::events::{ModelAttempt, ReplyFacts, Sink, TaskEvent};
+use crate::agent::outcome::{Stats, Stop, StopReason};
+use crate::agent::spec::TaskSpec;
+use crate::endpoint::{CallError, CallEvent, Completion, Endpoint};
 use crate::wire::chat;
 use crate::wire::chat::{Role, Tweaks, Usage};
 use crate::wire::reply::{Reply, read_reply};
-use serde_json::Value;
 
-impl TaskRun<'_, '_> {
+/// One model call's view of the run: what it reads, and the parts of the
+/// run's state it changes.
+pub struct ModelCall<'r, 's> {
+    pub deps: &'r TaskDeps,
+    pub spec: &'r TaskSpec,
+    pub deadline: Instant,
+    pub sink: &'r mut Sink<'s>,
+    pub conv: &'r mut Conversation,
+    /// Calls whose results are elided are forgotten by the repeat guard.
+    pub repeats: &'r mut Repeats,
+    pub stats: &'r mut Stats,
+    /// The latest tool results, for telling a quoted call from a call.
+    pub quotable: &'r Quotable,
+    pub request: Request<'r>,
+}
+
+/// What the request carries besides the conversation.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'r> {
+    /// The task's tools, offered unless a `response_format` is asked for.
+    pub tools: &'r [Value],
+    /// The output schema, when an answer is asked for under it.
+    pub response_format: Option<&'r Value>,
+    pub tweaks: Tweaks,
+}
+
+impl ModelCall<'_, '_> {
+    fn emit(&mut self, event: &TaskEvent<'_>) {
+        (self.sink)(event);
+    }
+
     /// Makes the next request fit the window. Where the server counts, the
     /// request is counted as it is, and only when the count is over the
     /// room is anything elided (by the estimate, anchored on the count)
     /// and the request counted again; each round removes at least one more
     /// thing, or the task stops. Elsewhere the estimate decides.
-    pub(super) async fn fit_context(&mut self, tweaks: Tweaks) -> Result<ContextNote, Stop> {
+    pub async fn fit_context(&mut self) -> Result<ContextNote, Stop> {
         let room = self.spec.prompt_room();
         let mut note = ContextNote {
             window: self.spec.context_tokens,
@@ -29,7 +72,7 @@ impl TaskRun<'_, '_> {
         };
         if let Some(room) = room {
             loop {
-                let Some(n) = self.count_exactly(tweaks).await else {
+                let Some(n) = self.count_exactly().await else {
                     note.counted = Counted::Estimated;
                     self.fit_round(room, &mut note)?;
                     break;
@@ -54,7 +97,7 @@ impl TaskRun<'_, '_> {
     }
 
     /// One round of eliding until the estimate fits `room`.
-    pub(super) fn fit_round(&mut self, room: u64, note: &mut ContextNote) -> Result<(), Stop> {
+    fn fit_round(&mut self, room: u64, note: &mut ContextNote) -> Result<(), Stop> {
         match self.conv.fit(room) {
             Ok(elided) => {
                 note.elided.extend(elided);
@@ -68,8 +111,8 @@ impl TaskRun<'_, '_> {
     }
 
     /// The server's count of the request as it would go out now.
-    pub(super) async fn count_exactly(&self, tweaks: Tweaks) -> Option<u64> {
-        let body = self.request_body(tweaks);
+    async fn count_exactly(&self) -> Option<u64> {
+        let body = self.request_body();
         self.deps
             .endpoint
             .count_prompt(
@@ -81,22 +124,29 @@ impl TaskRun<'_, '_> {
             .await
     }
 
-    pub(super) fn request_body(&self, tweaks: Tweaks) -> Value {
-        let tools: &[Value] = if self.repair.is_some() {
+    /// The request as it would go out now: an answer asked for under the
+    /// output schema is offered no tools.
+    fn request_body(&self) -> Value {
+        let Request {
+            tools,
+            response_format,
+            tweaks,
+        } = self.request;
+        let tools = if response_format.is_some() {
             &[]
         } else {
-            &self.tool_defs
+            tools
         };
         chat::build_request(
             self.conv.messages(),
             tools,
             &self.spec.sampling,
             tweaks,
-            self.repair.as_ref(),
+            response_format,
         )
     }
 
-    pub(super) fn exhausted(&self, room: u64, note: &ContextNote) -> Stop {
+    fn exhausted(&self, room: u64, note: &ContextNote) -> Stop {
         let how = match note.counted {
             Counted::Exact => "counts",
             Counted::Estimated => "needs about",
@@ -113,11 +163,7 @@ impl TaskRun<'_, '_> {
     }
 
     /// Sends the conversation; on the server's context error, shrinks once and resends.
-    pub(super) async fn call_model(
-        &mut self,
-        tweaks: Tweaks,
-        mut note: ContextNote,
-    ) -> Result<Completion, Stop> {
+    pub async fn call_model(&mut self, mut note: ContextNote) -> Result<Completion, Stop> {
         let turn = self.stats.turns + 1;
         let mut shrunk = false;
         loop {
@@ -127,65 +173,49 @@ impl TaskRun<'_, '_> {
                     .last()
                     .is_some_and(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
             );
-            // A recorded answer (a resume, a replay) spends nothing.
-            if self.deps.endpoint.next_call_is_live() {
-                self.deps
-                    .budget
-                    .check()
-                    .map_err(|why| Stop::failed(StopReason::BudgetExhausted, why).retryable())?;
-            }
-            let body = self.request_body(tweaks);
-            self.emit(&TaskEvent::RequestSent {
-                turn,
-                messages: self.conv.messages().len(),
-                prompt_tokens: note.prompt_tokens,
-                counted: note.counted,
-            });
+            let body = self.request_body();
             match self.send(turn, body, &note).await {
                 Ok(c) => return Ok(c),
                 Err(CallError::ContextExceeded { n_prompt, n_ctx }) if !shrunk => {
                     shrunk = true;
                     note = self.shrink(n_prompt, n_ctx)?;
                 }
-                Err(e) => return Err(self.call_failed(e)),
+                Err(e) => return Err(call_failed(e, self.spec, &self.deps.endpoint)),
             }
         }
     }
 
-    /// One model call with its retries; every attempt is reported as it ends.
-    pub(super) async fn send(
+    /// One model call with its retries: the request reported once the
+    /// endpoint lets it go out (a `[budget]` limit reached sends nothing,
+    /// and nothing is reported sent), every attempt as it ends.
+    async fn send(
         &mut self,
         turn: u32,
         body: Value,
         note: &ContextNote,
     ) -> Result<Completion, CallError> {
-        let TaskRun {
+        let ModelCall {
             deps,
             sink,
             stats,
             deadline,
-            unbilled,
+            conv,
             ..
         } = self;
+        let messages = conv.messages().len();
         let mut context = Some(note);
-        let runpod = deps.endpoint.kind() == crate::config::EndpointKind::Runpod;
-        *unbilled = None;
-        let mut on_attempt = |a: &Attempt<'_>| {
-            // What the budget counts as GPU time: RunPod's execution time
-            // (the request's wall time when a job reports none: a timed-out
-            // or cancelled one), else the request's wall time; a recorded
-            // answer cost nothing. A failed attempt is spent at once (the
-            // retry's check sees it), the answered one with its tokens.
-            if !a.recorded {
-                let ms = match (runpod, a.runpod.as_ref().and_then(|j| j.execution_time)) {
-                    (true, Some(ms)) => ms,
-                    _ => a.latency_ms,
-                };
-                match a.error {
-                    Some(_) => deps.budget.spend(0, ms),
-                    None => *unbilled = Some(ms),
+        let mut on_event = |e: CallEvent<'_>| {
+            let a = match e {
+                CallEvent::Sending => {
+                    return sink(&TaskEvent::RequestSent {
+                        turn,
+                        messages,
+                        prompt_tokens: note.prompt_tokens,
+                        counted: note.counted,
+                    });
                 }
-            }
+                CallEvent::Ended(a) => a,
+            };
             if let Some(job) = &a.runpod {
                 let add = |sum: &mut Option<u64>, ms: Option<u64>| {
                     if let Some(ms) = ms {
@@ -202,27 +232,14 @@ impl TaskRun<'_, '_> {
                 context: context.take(),
             }));
         };
-        let budget = deps.budget.clone();
-        let gate = move || budget.check();
         deps.endpoint
-            .chat(
-                body,
-                *deadline,
-                &deps.cancel,
-                &*deps.clock,
-                &mut on_attempt,
-                &gate,
-            )
+            .chat(body, *deadline, &deps.cancel, &*deps.clock, &mut on_event)
             .await
     }
 
     /// After the server said the prompt is over its context: recalibrates
     /// the estimate to the server's count and elides to fit its window.
-    pub(super) fn shrink(
-        &mut self,
-        n_prompt: Option<u64>,
-        n_ctx: Option<u64>,
-    ) -> Result<ContextNote, Stop> {
+    fn shrink(&mut self, n_prompt: Option<u64>, n_ctx: Option<u64>) -> Result<ContextNote, Stop> {
         let estimate = self.conv.estimate();
         self.conv
             .calibrate(n_prompt.unwrap_or(estimate.saturating_mul(2)));
@@ -255,33 +272,13 @@ impl TaskRun<'_, '_> {
         }
     }
 
-    pub(super) fn call_failed(&self, e: CallError) -> Stop {
-        let stop = |reason| Stop::failed(reason, e.to_string());
-        match &e {
-            CallError::WallClock => Stop::failed(
-                StopReason::MaxWallSecs,
-                format!(
-                    "the task's wall clock (max_wall_secs = {}) ran out during a model call",
-                    self.spec.max_wall.as_secs()
-                ),
-            ),
-            CallError::Unavailable(_) => stop(StopReason::EndpointError).retryable(),
-            CallError::Rejected { .. } | CallError::TooLarge(_) | CallError::NotRecorded(_) => {
-                stop(StopReason::EndpointError)
-            }
-            CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
-            CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
-            CallError::OverBudget(_) => stop(StopReason::BudgetExhausted).retryable(),
-            CallError::Setup { .. } => Stop::setup_fault(self.deps.endpoint.diagnose(&e)),
-        }
-    }
-
-    /// Counts the reply's tokens and reads it.
-    pub(super) fn take_reply(&mut self, c: &Completion) -> Reply {
+    /// Counts the reply's tokens and reads it; a live reply without
+    /// `usage` charges the budget its estimate.
+    pub fn take_reply(&mut self, c: &Completion) -> Reply {
         self.stats.turns += 1;
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
-        let quotable = &self.quotable;
+        let quotable = self.quotable;
         let quoted = |call: &str| quotable.quotes(call);
         let reply = read_reply(
             &choice.message,
@@ -289,15 +286,15 @@ impl TaskRun<'_, '_> {
             &format!("recovered-{turn}"),
             &quoted,
         );
-        let usage = c
-            .response
-            .usage
-            .unwrap_or_else(|| self.estimated_usage(&reply));
+        let usage = c.response.usage.unwrap_or_else(|| {
+            let estimated = self.estimated_usage(&reply);
+            let tokens = estimated
+                .prompt_tokens
+                .saturating_add(estimated.completion_tokens);
+            self.deps.endpoint.charge_estimate(c, tokens);
+            estimated
+        });
         self.stats.usage.add(&usage);
-        if let Some(gpu_ms) = self.unbilled.take() {
-            let tokens = usage.prompt_tokens.saturating_add(usage.completion_tokens);
-            self.deps.budget.spend(tokens, gpu_ms);
-        }
         self.conv
             .anchor(usage.prompt_tokens, usage.completion_tokens);
         let total_tokens = self.stats.usage.total_tokens;
@@ -320,7 +317,7 @@ impl TaskRun<'_, '_> {
 
     /// A server that reports no `usage`: the prompt as estimated, the reply
     /// at about 3 characters a token.
-    pub(super) fn estimated_usage(&self, reply: &Reply) -> Usage {
+    fn estimated_usage(&self, reply: &Reply) -> Usage {
         let out = reply.content.len()
             + reply.thinking.as_ref().map_or(0, String::len)
             + reply
@@ -333,5 +330,27 @@ impl TaskRun<'_, '_> {
             completion_tokens: (out as u64).div_ceil(3),
             total_tokens: 0,
         }
+    }
+}
+
+/// How a failed model call ends the task.
+pub fn call_failed(e: CallError, spec: &TaskSpec, endpoint: &Endpoint) -> Stop {
+    let stop = |reason| Stop::failed(reason, e.to_string());
+    match &e {
+        CallError::WallClock => Stop::failed(
+            StopReason::MaxWallSecs,
+            format!(
+                "the task's wall clock (max_wall_secs = {}) ran out during a model call",
+                spec.max_wall.as_secs()
+            ),
+        ),
+        CallError::Unavailable(_) => stop(StopReason::EndpointError).retryable(),
+        CallError::Rejected { .. } | CallError::TooLarge(_) | CallError::NotRecorded(_) => {
+            stop(StopReason::EndpointError)
+        }
+        CallError::ContextExceeded { .. } => stop(StopReason::ContextExhausted),
+        CallError::Interrupted => stop(StopReason::Interrupted).retryable(),
+        CallError::OverBudget(_) => stop(StopReason::BudgetExhausted).retryable(),
+        CallError::Setup { .. } => Stop::setup_fault(endpoint.diagnose(&e)),
     }
 }

@@ -1,6 +1,6 @@
-//! How a task ends: the stop reasons (SPEC §8), the counters of a run, and
-//! the outcome the loop hands back. These belong to the loop; the records
-//! serialize them.
+//! How a task ends: the stop reasons (README, Task files), the counters
+//! of a run, a final answer or the stop without one, and the outcome the
+//! loop hands back. These belong to the loop; the records serialize them.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,12 +36,12 @@ pub enum StopReason {
     SetupFault,
     /// The answer was cut at `max_tokens`, even when asked again for a shorter one.
     AnswerTruncated,
-    /// An MCP server the task may use did not start, or died (SPEC §19):
-    /// retryable, never run with its tools missing.
+    /// An MCP server the task may use did not start, or died (README,
+    /// Tools from MCP servers): retryable, never run with its tools missing.
     ToolServerUnavailable,
-    /// A reply cut at `max_tokens` while it repeated one block (SPEC §22).
+    /// A reply cut at `max_tokens` while it repeated one block (README, The loop).
     Repetition,
-    /// A `[budget]` limit was reached before a model request (SPEC §23):
+    /// A `[budget]` limit was reached before a model request (README, Budget):
     /// the task stays in the inbox and goes on from its records later.
     BudgetExhausted,
 }
@@ -62,7 +62,7 @@ pub struct Stats {
     pub usage: Usage,
     pub runpod_exec_ms: Option<u64>,
     pub runpod_delay_ms: Option<u64>,
-    /// Calls answered "not run" because a budget was spent.
+    /// Calls answered "not run" because a call limit was reached.
     pub calls_over_budget: u32,
 }
 
@@ -91,18 +91,49 @@ impl Outcome {
             result: None,
         }
     }
+
+    /// How the loop ended, with the run's counters.
+    pub(super) fn ended(ending: Result<FinalAnswer, Stop>, stats: Stats) -> Outcome {
+        match ending {
+            Ok(FinalAnswer { answer, result }) => Outcome {
+                stop: StopReason::FinalAnswer,
+                final_answer: Some(answer),
+                error: None,
+                retryable: false,
+                stats,
+                result,
+            },
+            Err(Stop {
+                reason,
+                error,
+                retryable,
+            }) => Outcome {
+                stop: reason,
+                final_answer: None,
+                error: Some(error),
+                retryable,
+                stats,
+                result: None,
+            },
+        }
+    }
 }
 
-/// Why the loop stops: the error every step returns with `?`. A final
-/// answer is a stop too — the good one.
+/// A final answer: how the loop ends well.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalAnswer {
+    pub answer: String,
+    /// The answer's JSON, when an output schema checked it.
+    pub result: Option<serde_json::Value>,
+}
+
+/// Why the loop stopped without an answer: the error every step returns
+/// with `?`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stop {
     pub reason: StopReason,
-    pub final_answer: Option<String>,
-    pub error: Option<String>,
+    pub error: String,
     pub retryable: bool,
-    /// The answer's JSON, when an output schema checked it.
-    pub result: Option<serde_json::Value>,
 }
 
 impl Stop {
@@ -110,14 +141,12 @@ impl Stop {
     pub fn failed(reason: StopReason, error: impl Into<String>) -> Stop {
         Stop {
             reason,
-            final_answer: None,
-            error: Some(error.into()),
+            error: error.into(),
             retryable: false,
-            result: None,
         }
     }
 
-    /// The setup is wrong (SPEC §16): the task is left as it was.
+    /// The setup is wrong (README, Exit codes): the task is left as it was.
     pub fn setup_fault(diagnosis: impl Into<String>) -> Stop {
         Stop::failed(StopReason::SetupFault, diagnosis).retryable()
     }
@@ -127,29 +156,9 @@ impl Stop {
         self
     }
 
-    /// The task's answer.
-    pub fn answered(answer: String) -> Stop {
-        Stop {
-            reason: StopReason::FinalAnswer,
-            final_answer: Some(answer),
-            error: None,
-            retryable: false,
-            result: None,
-        }
-    }
-
-    /// The answer's JSON, checked against the output schema.
-    pub fn with_result(mut self, value: serde_json::Value) -> Stop {
-        self.result = Some(value);
-        self
-    }
-
     /// Adds a note to the error.
     pub fn with_note(mut self, note: String) -> Stop {
-        self.error = Some(match self.error {
-            Some(e) => format!("{e}; {note}"),
-            None => note,
-        });
+        self.error = format!("{}; {note}", self.error);
         self
     }
 }

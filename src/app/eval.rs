@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::cli::Cli;
 use super::config_error;
 use super::exit;
-use super::run::watch_signals;
+use super::run::{batch_options, watch_signals};
 use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
 use crate::display::Progress;
@@ -66,7 +66,7 @@ async fn eval_deps(
         })?;
         // One process, one budget: the first variant's `[budget]` for all.
         if let Some(first) = all.first() {
-            deps.budget = first.budget.clone();
+            deps = deps.sharing(first.budget.clone());
         }
         if let Err(why) = deps.endpoint.ping().await {
             progress.eprintln(&format!(
@@ -91,26 +91,23 @@ pub(super) async fn eval_command(
     let Command::Eval {
         dir,
         repeat,
-        concurrency,
         sets,
         matrix,
         live_writes,
         json,
         min_pass_rate,
+        ..
     } = &cli.command
     else {
         return exit::USAGE;
     };
     let opts = crate::lab::eval::EvalOptions {
+        batch: batch_options(cfg, &cli.command, progress, None),
         dir: dir.clone(),
         repeat: *repeat,
-        concurrency: concurrency.map_or(cfg.limits.concurrency, usize::from),
         sets: sets.clone(),
         matrix: matrix.clone(),
         live_writes: *live_writes,
-        progress: progress.clone(),
-        // Every variant's runs go to the first config's collector.
-        traces: crate::traces::Traces::start(cfg),
     };
     let configs = match eval_configs(&cli.config, env, &opts, progress) {
         Ok(c) => c,
@@ -188,7 +185,7 @@ async fn run_variants(
         }
     }
     // The last traces go before the report: at most `[traces] flush_secs`.
-    if let Some(traces) = &opts.traces {
+    if let Some(traces) = &opts.batch.traces {
         traces.finish(all_deps.first().map(|d| &d.cancel)).await;
     }
     failed.map_or(Ok(variants), Err)
@@ -210,7 +207,7 @@ fn finish(
     gate(report, min_pass_rate, progress)
 }
 
-/// `--min-pass-rate R` (SPEC §20): exit 1 when a variant's pass rate (its
+/// `--min-pass-rate R` (README, Eval): exit 1 when a variant's pass rate (its
 /// passes over its runs, unrounded) is below R, naming each such variant.
 fn gate(report: &crate::records::Report, min: Option<f64>, progress: &Progress) -> u8 {
     let Some(min) = min else {

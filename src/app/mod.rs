@@ -1,5 +1,7 @@
-//! The commands (SPEC §2): each reads the config, does its work, and
-//! returns the process exit code. `main.rs` calls [`main`].
+//! The commands (README, Commands): each reads the config, does its work,
+//! and returns the process exit code; those that run tasks fill their
+//! shared options in one place (`run::batch_options`). `main.rs` calls
+//! [`main`].
 
 // The one room that prints: every other reports through values, tracing
 // or the display it is handed. It prints through `display`'s one writer
@@ -98,14 +100,14 @@ async fn dispatch(
                 return exit::USAGE;
             }
             let opts = crate::lab::replay::ReplayOptions {
+                batch: run::batch_options(&cfg, &cli.command, &progress, None),
                 run_dir: run_dir.clone(),
                 from_turn: *from_turn,
                 live_writes: *live_writes,
-                traces: traces.then(|| crate::traces::Traces::start(&cfg)).flatten(),
             };
             tokio::spawn(run::exit_on_signal());
             let end = crate::lab::replay::replay(&cfg, &opts, &mut progress.stdout()).await;
-            if let Some(traces) = &opts.traces {
+            if let Some(traces) = &opts.batch.traces {
                 traces.finish(None).await;
             }
             replay_exit(end)

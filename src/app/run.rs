@@ -1,6 +1,7 @@
 //! `run`, `run-task` and `exec`: the drain under signal handling, its last
 //! line, its exit code, the metrics textfile that records both, and what
-//! goes to stdout (`--json` lines, the answer).
+//! goes to stdout (`--json` lines, the answer); and the one place the
+//! [`BatchOptions`] of every command that runs tasks are filled in.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,10 @@ use super::exit::{self, Exit};
 use crate::agent::deps::{TaskDeps, system_clock};
 use crate::config::Config;
 use crate::display::{Printer, Progress};
-use crate::drain::{self, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome};
+use crate::drain::exec::ExecOptions;
+use crate::drain::{
+    self, BatchOptions, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome,
+};
 use crate::outputs::metrics;
 use crate::state::RunLock;
 use crate::traces::Traces;
@@ -22,40 +26,22 @@ use super::notify::{self, Notifier};
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
     match command {
-        Command::Run {
-            concurrency,
-            dry_run,
-            json,
-        } => {
+        Command::Run { json, .. } => {
+            let on_end = json.then(|| summary_lines(progress.clone()));
             let opts = RunOptions {
-                dry_run: *dry_run,
-                concurrency: concurrency
-                    .map(usize::from)
-                    .unwrap_or(cfg.limits.concurrency),
-                only: None,
-                recurring: false,
-                progress: progress.clone(),
-                on_end: json.then(|| summary_lines(progress.clone())),
-                traces: Traces::start(cfg),
-                on_locked: None,
+                batch: batch_options(cfg, command, &progress, on_end),
+                ..RunOptions::default()
             };
             run_command(cfg, opts, progress).await
         }
         Command::RunTask {
-            name,
-            dry_run,
-            recurring,
+            name, recurring, ..
         } => {
             let answer = Answer::default();
             let opts = RunOptions {
-                dry_run: *dry_run,
-                concurrency: 1,
+                batch: batch_options(cfg, command, &progress, Some(answer.keeper())),
                 only: Some(name.clone()),
                 recurring: *recurring,
-                progress: progress.clone(),
-                on_end: Some(answer.keeper()),
-                traces: Traces::start(cfg),
-                on_locked: None,
             };
             let code = run_command(cfg, opts, progress.clone()).await;
             answer.print(&progress);
@@ -66,7 +52,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
             agent,
             tools,
             name,
-            dry_run,
+            ..
         } => {
             let text = match task_text(prompt) {
                 Ok(text) => text,
@@ -76,21 +62,57 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 }
             };
             let answer = Answer::default();
-            let opts = drain::exec::ExecOptions {
+            let opts = ExecOptions {
+                batch: batch_options(cfg, command, &progress, Some(answer.keeper())),
                 name: name.clone(),
                 text,
                 agent: agent.clone(),
                 tools: tools.clone(),
-                dry_run: *dry_run,
-                progress: progress.clone(),
-                on_end: Some(answer.keeper()),
-                traces: Traces::start(cfg),
             };
             let code = exec_command(cfg, &opts, progress.clone()).await;
             answer.print(&progress);
             code
         }
         _ => exit::USAGE,
+    }
+}
+
+/// How a command that runs tasks runs its batch and who is told, read from
+/// its flags in this one place: the traces started once, from `[traces]`
+/// (a replay's only with `--traces`; every eval variant's go to the first
+/// config's collector), the live lines (never over a replay's report), and
+/// `on_end`, told of each task. `run`'s `on_locked` is `run_inbox`'s.
+pub(super) fn batch_options(
+    cfg: &Config,
+    command: &Command,
+    progress: &Progress,
+    on_end: Option<OnEnd>,
+) -> BatchOptions {
+    let at_once = |asked: &Option<u16>| asked.map_or(cfg.limits.concurrency, usize::from);
+    let (dry_run, concurrency, traced, live) = match command {
+        Command::Run {
+            dry_run,
+            concurrency,
+            ..
+        } => (*dry_run, at_once(concurrency), true, true),
+        Command::RunTask { dry_run, .. } | Command::Exec { dry_run, .. } => {
+            (*dry_run, 1, true, true)
+        }
+        Command::Eval { concurrency, .. } => (false, at_once(concurrency), true, true),
+        Command::Replay { traces, .. } => (false, 1, *traces, false),
+        _ => (false, 1, false, false),
+    };
+    BatchOptions {
+        dry_run,
+        concurrency,
+        progress: if live {
+            progress.clone()
+        } else {
+            Progress::hidden()
+        },
+        on_end,
+        traces: traced.then(|| Traces::start(cfg)).flatten(),
+        on_locked: None,
     }
 }
 
@@ -157,18 +179,18 @@ pub async fn run_inbox(
     deps: &TaskDeps,
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
-    let notifier = (!opts.dry_run && opts.only.is_none())
+    let notifier = (!opts.batch.dry_run && opts.only.is_none())
         .then(|| Notifier::new(cfg))
         .flatten();
     let mut opts = opts.clone();
     if let Some(n) = &notifier {
         let n = n.clone();
-        opts.on_locked = Some(OnLocked(Arc::new(move || n.start())));
+        opts.batch.on_locked = Some(OnLocked(Arc::new(move || n.start())));
     }
     let end = drain::run(cfg, deps, &opts).await;
     // The last traces go before anything reads the run's end: at most
     // `[traces] flush_secs`.
-    let lost_traces = match &opts.traces {
+    let lost_traces = match &opts.batch.traces {
         Some(traces) => Some(traces.finish(Some(&deps.cancel)).await),
         None => None,
     };
@@ -179,7 +201,7 @@ pub async fn run_inbox(
         Err(e) => Some(exit::run_error(e)),
     };
     let metrics = code
-        .filter(|_| !opts.dry_run)
+        .filter(|_| !opts.batch.dry_run)
         .and_then(|code| Metrics::of(cfg, &end, code, notifier.is_some(), lost_traces));
     let written = notifier.as_ref().map_or(0, Notifier::failures);
     if let Some(m) = &metrics {
@@ -367,11 +389,7 @@ pub(super) fn task_text(prompt: &str) -> Result<String, String> {
 }
 
 /// `exec`: the one task under signal handling; its exit code is the task's.
-pub(super) async fn exec_command(
-    cfg: &Config,
-    opts: &drain::exec::ExecOptions,
-    progress: Progress,
-) -> u8 {
+pub(super) async fn exec_command(cfg: &Config, opts: &ExecOptions, progress: Progress) -> u8 {
     let cancel = CancellationToken::new();
     let deps = match TaskDeps::new(cfg, system_clock(), cancel.clone()) {
         Ok(d) => d,
@@ -382,7 +400,7 @@ pub(super) async fn exec_command(
     };
     tokio::spawn(watch_signals(cancel));
     let ran = drain::exec::exec(cfg, &deps, opts).await;
-    if let Some(traces) = &opts.traces {
+    if let Some(traces) = &opts.batch.traces {
         traces.finish(Some(&deps.cancel)).await;
     }
     deps.shutdown().await;

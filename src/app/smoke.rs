@@ -242,7 +242,6 @@ async fn timed_call(
             &CancellationToken::new(),
             &clock,
             &mut |_| {},
-            &|| Ok(()),
         )
         .await?;
     Ok((c, t0.elapsed().as_millis()))

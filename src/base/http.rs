@@ -299,14 +299,14 @@ pub fn tree_cost(text: &str) -> usize {
         .saturating_add(text.len())
 }
 
-/// `text` as a JSON tree, unless that would take more than `budget` bytes
-/// (which it then spends).
-pub fn parse_tree(text: &str, budget: &mut usize) -> Option<serde_json::Value> {
+/// `text` as a JSON tree, unless that would take more than the `left`
+/// bytes of memory allowed (which it then takes from them).
+pub fn parse_tree(text: &str, left: &mut usize) -> Option<serde_json::Value> {
     let cost = tree_cost(text);
-    if cost > *budget {
+    if cost > *left {
         return None;
     }
-    *budget -= cost;
+    *left -= cost;
     serde_json::from_str(text).ok()
 }
 
@@ -317,16 +317,16 @@ mod tests {
     #[test]
     fn a_tree_of_small_values_costs_its_values_not_its_bytes() {
         assert!(tree_cost("[0,0,0,0]") >= 4 * 80);
-        let mut budget = 1000;
+        let mut left = 1000;
         assert_eq!(
-            parse_tree("[1,2]", &mut budget),
+            parse_tree("[1,2]", &mut left),
             Some(serde_json::json!([1, 2]))
         );
-        assert!(budget < 1000);
+        assert!(left < 1000);
         let zeros = format!("[{}0]", "0,".repeat(100));
-        let mut budget = 1000;
-        assert_eq!(parse_tree(&zeros, &mut budget), None, "over the budget");
-        assert_eq!(budget, 1000, "nothing spent");
+        let mut left = 1000;
+        assert_eq!(parse_tree(&zeros, &mut left), None, "over the allowance");
+        assert_eq!(left, 1000, "nothing taken");
     }
 
     /// What a client sends, read by a one-request server on 127.0.0.1.

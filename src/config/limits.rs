@@ -76,8 +76,9 @@ pub mod bounds {
     pub const FLUSH_SECS: (u64, u64) = (1, 300);
 }
 
-/// `Err` names `key` when `value` is outside `(min, max)`.
-pub fn check_range(key: &str, value: u64, (min, max): (u64, u64)) -> Result<(), String> {
+/// `Err` names `key` when `value` is outside `range`, a `(min, max)` of [`bounds`].
+pub fn check_range(key: &str, value: u64, range: (u64, u64)) -> Result<(), String> {
+    let (min, max) = range;
     if value < min {
         Err(format!("{key} = {value} is below its minimum, {min}"))
     } else if value > max {

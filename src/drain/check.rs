@@ -148,8 +148,8 @@ fn profiles_named(cfg: &Config) -> BTreeSet<String> {
         .collect()
 }
 
-/// Each stdio MCP server whose program would not start (SPEC §22): not
-/// found, not a file, not executable.
+/// Each stdio MCP server whose program would not start (README, Tools
+/// from MCP servers): not found, not a file, not executable.
 fn mcp_commands(cfg: &Config) -> Vec<String> {
     cfg.mcp
         .iter()
@@ -208,7 +208,7 @@ pub fn check_task(
     today: NaiveDate,
 ) -> Result<Vec<String>, String> {
     let offer = checked_offer(cfg, offered, today);
-    let result = read.and_then(|mut f| resolve(cfg, (name, Origin::Inbox), &mut f, &offer));
+    let result = read.and_then(|mut f| resolve(cfg, name, Origin::Inbox, &mut f, &offer));
     match result {
         Ok(spec) => Ok(exfiltration_risk(cfg, &spec.tools)
             .map(|w| format!("{}: {w}", path.display()))
@@ -276,7 +276,7 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
         let path = task.entry.path.display();
         let origin = Origin::Recurring(None);
         let resolved = inbox::read_task(&task.entry.path)
-            .and_then(|mut f| resolve(cfg, (&name, origin), &mut f, &offer));
+            .and_then(|mut f| resolve(cfg, &name, origin, &mut f, &offer));
         match (when, resolved) {
             (Err(why), _) => report.problems.push(format!("{path}: {why}")),
             (Ok(_), Err(p)) => report.problems.push(format!("{path}: {p}")),

@@ -1,7 +1,8 @@
-//! What a run has to do (SPEC §2, §17, §22): the inbox entries (all of
-//! them, or the one `run-task` names), the entries that will never run,
-//! said, and the recurring tasks due — with the attempt counts of tasks no
-//! longer in the inbox forgotten and the recurring state saved.
+//! What a run has to do (README, Commands; Recurring tasks; Exit codes):
+//! the inbox entries (all of them, or the one `run-task` names), the
+//! entries that will never run, said, and the recurring tasks due — with
+//! the attempt counts of tasks no longer in the inbox forgotten and the
+//! recurring state saved.
 
 use std::path::Path;
 
@@ -17,7 +18,7 @@ pub(super) struct ToRun {
     pub(super) entries: Vec<InboxEntry>,
     pub(super) due: Vec<Due>,
     pub(super) state: Slots,
-    /// What the operator must fix that no task's record says (SPEC §22).
+    /// What the operator must fix that no task's record says (README, Exit codes).
     pub(super) problems: Vec<String>,
     /// Inbox entries that will never run.
     pub(super) strays: usize,
@@ -48,7 +49,7 @@ pub(super) fn to_run(
         });
     }
     let mut entries = inbox::list(&cfg.paths.inbox)?;
-    if !opts.dry_run {
+    if !opts.batch.dry_run {
         forget_absent(state_dir, &entries);
     }
     let mut problems = Vec::new();
@@ -77,7 +78,7 @@ pub(super) fn to_run(
         Some(tasks) => recurring::due(cfg, tasks, now, &mut state),
         None => Vec::new(),
     };
-    if let Some(tasks) = tasks.as_ref().filter(|_| !opts.dry_run)
+    if let Some(tasks) = tasks.as_ref().filter(|_| !opts.batch.dry_run)
         && let Err(e) = state.save(state_dir)
     {
         tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state; no recurring task runs");
@@ -112,13 +113,13 @@ fn forget_absent(state_dir: &Path, entries: &[InboxEntry]) {
 }
 
 /// Inbox entries that will never run named in the log one by one; the
-/// rest are counted in one line (SPEC §25: nothing floods).
+/// rest are counted in one line (docs/untrusted-input.md: nothing floods).
 const NAMED_STRAYS: usize = 20;
 
 /// Each inbox entry that will never run (not a `*.md` regular file: a
 /// `.txt`, a `.MD`, a folder), logged — the first [`NAMED_STRAYS`] by name,
 /// the others counted; one problem line for them all (the run exits 1 for
-/// it, SPEC §22). Their number, for the metrics.
+/// it: README, Exit codes). Their number, for the metrics.
 fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<usize> {
     let strays = inbox::strays(&cfg.paths.inbox)?;
     for path in strays.iter().take(NAMED_STRAYS) {

@@ -1,4 +1,5 @@
-//! Where a task's attempts are counted (SPEC §12.1, §17, §21): before a
+//! Where a task's attempts are counted (README, Endpoints and retries,
+//! Recurring tasks, Resume): the pipeline's first and last steps. Before a
 //! task starts its attempt is saved beside the inbox with the run's id —
 //! so a task that kills the process still reaches `max_attempts`, and its
 //! next attempt knows which run folders are its own to resume from — and
@@ -37,7 +38,8 @@ impl Counting<'_> {
         &self,
         cfg: &Config,
         slot: Option<&Slot>,
-        (name, file): (&str, Option<FileRef>),
+        name: &str,
+        file: Option<FileRef>,
         run: RunRef,
     ) -> anyhow::Result<AttemptCount> {
         let max = cfg.limits.max_attempts;

@@ -1,23 +1,24 @@
-//! `exec` (SPEC §17): one task given on the command line — no inbox file,
-//! no lock, nothing filed in `done/` or `failed/` — run as any task is and
-//! recorded under `logs/<name>/`.
+//! `exec` (README, Commands): one task given on the command line — no
+//! inbox file, no lock, nothing filed in `done/` or `failed/` — run as any
+//! task is, a batch of one as its [`BatchOptions`] ask, and recorded under
+//! `logs/<name>/`.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 
 use anyhow::Context;
 
-use super::{Mode, OnEnd, RunOutcome, Tally, UsageError, run_tasks};
+use super::{BatchOptions, Mode, RunOutcome, Tally, UsageError, run_tasks};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
-use crate::display::Progress;
 use crate::inbox::{self, InboxEntry};
 use crate::tools::ToolName;
 use crate::tools::mcp::configured;
 
-/// One `exec`.
+/// One `exec`: the batch, and the task it is.
 #[derive(Debug, Clone, Default)]
 pub struct ExecOptions {
+    pub batch: BatchOptions,
     /// The task's name: its records go to `logs/<name>/`.
     pub name: String,
     /// The task file's text: a body, perhaps with `+++` frontmatter.
@@ -25,11 +26,6 @@ pub struct ExecOptions {
     /// `--agent` and `--tools`, set over what the frontmatter says.
     pub agent: Option<String>,
     pub tools: Option<Vec<String>>,
-    pub dry_run: bool,
-    pub progress: Progress,
-    pub on_end: Option<OnEnd>,
-    /// Where the task's trace goes, when `[traces]` is set.
-    pub traces: Option<crate::traces::Traces>,
 }
 
 /// Runs the task; a name, a text or a flag that makes no task is a
@@ -64,12 +60,7 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
         .open(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .with_context(|| format!("writing {}", path.display()))?;
-    let mode = Mode {
-        dry_run: opts.dry_run,
-        on_end: opts.on_end.clone(),
-        traces: opts.traces.clone(),
-        ..Mode::new(cfg, opts.progress.clone())
-    };
+    let mode = Mode::new(cfg, &opts.batch);
     let entry = InboxEntry {
         name: opts.name.clone(),
         path,

@@ -1,7 +1,7 @@
 //! Where a finished task goes and what its summary says about it: pure
-//! decisions over the task's result and its attempt count (a recurring
-//! task's file never moves; its retries are its slot's), and the summary
-//! built whole from them.
+//! decisions over the task's judged result and its attempt count (a
+//! recurring task's file never moves; its retries are its slot's), and the
+//! summary built whole from them.
 
 use std::time::Duration;
 
@@ -13,28 +13,17 @@ use crate::agent::expect::Verdict;
 use crate::agent::{Outcome, Stats, StopReason};
 use crate::records::{Status, Summary};
 
-/// What running a task gave, for its filing and its summary.
-pub(super) struct TaskResult {
+/// What a task came to, judged: its outcome as the run sees it (a setup
+/// fault's already stops the run), and what its summary needs besides.
+pub(super) struct Judged {
     pub(super) outcome: Outcome,
     pub(super) verdicts: Option<Vec<Verdict>>,
     /// The profile it ran as.
     pub(super) agent: Option<String>,
-    /// What it went on from (SPEC §18).
+    /// What it went on from (README, Resume).
     pub(super) resumption: Resumption,
     /// The MCP servers it was not offered because they were down.
     pub(super) servers_down: Vec<String>,
-}
-
-impl From<Outcome> for TaskResult {
-    fn from(outcome: Outcome) -> TaskResult {
-        TaskResult {
-            outcome,
-            verdicts: None,
-            agent: None,
-            resumption: Resumption::default(),
-            servers_down: Vec::new(),
-        }
-    }
 }
 
 /// Where a finished task's file goes.
@@ -63,7 +52,8 @@ pub(super) struct Filing {
 /// task's counted slot.
 pub(super) fn file_outcome(
     outcome: &Outcome,
-    (attempt, max_attempts): (u32, u32),
+    attempt: u32,
+    max_attempts: u32,
     file: bool,
     slot: Option<&Slot>,
 ) -> Filing {
@@ -123,28 +113,37 @@ fn for_slot(filing: &mut Filing, slot: &Slot, max_attempts: u32) {
     }
 }
 
-/// When a task ran: its start, its end, and its wall time in this run.
-pub(super) struct Timing {
+/// What a summary says besides the task's result and its filing: whose
+/// it is, how its batch ran it, and when.
+pub(super) struct Stamp<'a> {
+    pub(super) task: &'a str,
+    pub(super) run_id: &'a str,
+    pub(super) mode: &'a Mode,
+    /// The endpoint is RunPod's: its timings are 0, not absent, when unknown.
+    pub(super) runpod: bool,
     pub(super) started_at: DateTime<Utc>,
     pub(super) finished_at: DateTime<Utc>,
+    /// Its wall time in this run.
     pub(super) wall: Duration,
 }
 
+/// A task summarised: its summary, where its file goes, and the JSON its
+/// answer matched, for whoever is told of its end.
+pub(super) struct Summarised {
+    pub(super) summary: Summary,
+    pub(super) disposition: Disposition,
+    pub(super) result: Option<serde_json::Value>,
+}
+
 /// A task's summary, whole: who it was, what it gave, where it goes, when.
-pub(super) fn summarize(
-    (task, run_id): (&str, &str),
-    result: TaskResult,
-    filing: &Filing,
-    timing: Timing,
-    (mode, runpod): (&Mode, bool),
-) -> Summary {
-    let TaskResult {
+pub(super) fn summarize(judged: Judged, filing: Filing, stamp: &Stamp<'_>) -> Summarised {
+    let Judged {
         outcome,
         verdicts,
         agent,
         resumption,
         servers_down,
-    } = result;
+    } = judged;
     let Stats {
         turns,
         tool_calls,
@@ -154,14 +153,15 @@ pub(super) fn summarize(
         runpod_delay_ms,
         calls_over_budget,
     } = outcome.stats;
-    let error = match (outcome.error, filing.note.clone()) {
+    let error = match (outcome.error, filing.note) {
         (Some(e), Some(k)) => Some(format!("{e}; {k}")),
         (e, k) => e.or(k),
     };
-    let wall = timing.wall.saturating_add(resumption.wall_before);
-    Summary {
-        task: task.to_string(),
-        run_id: run_id.to_string(),
+    let mode = stamp.mode;
+    let wall = stamp.wall.saturating_add(resumption.wall_before);
+    let summary = Summary {
+        task: stamp.task.to_string(),
+        run_id: stamp.run_id.to_string(),
         status: filing.status,
         stop_reason: outcome.stop,
         retryable: filing.retryable,
@@ -173,11 +173,11 @@ pub(super) fn summarize(
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
         total_tokens: usage.total_tokens,
-        runpod_exec_ms: runpod_exec_ms.or(runpod.then_some(0)),
-        runpod_delay_ms: runpod_delay_ms.or(runpod.then_some(0)),
+        runpod_exec_ms: runpod_exec_ms.or(stamp.runpod.then_some(0)),
+        runpod_delay_ms: runpod_delay_ms.or(stamp.runpod.then_some(0)),
         wall_ms: crate::base::time::millis(wall),
-        started_at: timing.started_at,
-        finished_at: timing.finished_at,
+        started_at: stamp.started_at,
+        finished_at: stamp.finished_at,
         final_answer: outcome.final_answer,
         error,
         dry_run: mode.dry_run,
@@ -193,5 +193,10 @@ pub(super) fn summarize(
         resume_refused: resumption.refused,
         tool_servers_down: servers_down,
         earlier: resumption.earlier,
+    };
+    Summarised {
+        summary,
+        disposition: filing.disposition,
+        result: outcome.result,
     }
 }

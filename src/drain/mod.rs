@@ -1,18 +1,26 @@
-//! Draining the inbox (SPEC §2 `run` / `run-task`): take the lock, list the
-//! tasks, check the endpoint answers at all, then take each task from file
-//! to records: parse, run the loop, write the summary, and move the file to
-//! `done/` or `failed/` — or leave it in the inbox to be tried again.
+//! Draining the inbox (README, Commands: `run` / `run-task`): take the
+//! lock, list the tasks, check the endpoint answers at all, then take each
+//! task from file to records: parse, run the loop, write the summary, and
+//! move the file to `done/` or `failed/` — or leave it in the inbox to be
+//! tried again.
 //!
 //! A task's file leaves the inbox only after its summary is written, so a
 //! kill at any point leaves the task in the inbox (tried again next run)
 //! and its records readable.
+//!
+//! Every command that runs tasks asks through one [`BatchOptions`] (how a
+//! batch runs and who is told), beside what is its own ([`RunOptions`],
+//! `exec`'s, `eval`'s, `replay`'s); each batch is a [`Mode`] made from it.
 
+mod budget;
 mod check;
 mod choose;
 mod counting;
 pub mod exec;
 mod filing;
 pub mod folders;
+mod observers;
+mod options;
 mod pipeline;
 mod prepare;
 pub mod recurring;
@@ -22,9 +30,9 @@ mod tally;
 mod tool_servers;
 
 pub use check::{CheckReport, check_inbox, check_task};
+pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};
 pub use tally::Tally;
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use futures::StreamExt;
@@ -32,114 +40,14 @@ use tokio::time::Instant;
 
 use crate::agent::deps::TaskDeps;
 use crate::config::{Config, EndpointKind};
-use crate::display::Progress;
 use crate::endpoint::Reach;
 use crate::inbox::InboxEntry;
 use crate::outputs::retention;
 use crate::records::Summary;
 use crate::state::{Attempts, RunLock, Slots, Standing};
-use crate::traces::Traces;
+use budget::{may_start, spending};
 use counting::Counting;
 use pipeline::Batch;
-
-/// Options of one `run` / `run-task` invocation.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub dry_run: bool,
-    pub concurrency: usize,
-    /// `run-task NAME`: only this inbox entry (or, with `recurring`, this
-    /// recurring task, now).
-    pub only: Option<String>,
-    /// `run-task --recurring NAME`.
-    pub recurring: bool,
-    /// The live lines on a terminal (hidden unless the binary draws them).
-    pub progress: Progress,
-    /// Told of each task as it ends (`run --json`, `run-task`'s answer).
-    pub on_end: Option<OnEnd>,
-    /// Where each task's trace goes, when `[traces]` is set.
-    pub traces: Option<Traces>,
-    /// Told once the run holds the lock, before its first task (`[notify]`'s
-    /// `/start`); it must not wait.
-    pub on_locked: Option<OnLocked>,
-}
-
-/// What [`RunOptions::on_locked`] calls.
-#[derive(Clone)]
-pub struct OnLocked(pub std::sync::Arc<dyn Fn() + Send + Sync>);
-
-impl std::fmt::Debug for OnLocked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnLocked")
-    }
-}
-
-/// A task's end, for whoever asked to be told: its summary and, for a
-/// structured answer, the JSON that matched the schema.
-#[derive(Clone)]
-pub struct OnEnd(pub std::sync::Arc<EndFn>);
-
-/// What [`OnEnd`] calls.
-pub type EndFn = dyn Fn(&Summary, Option<&serde_json::Value>) + Send + Sync;
-
-impl std::fmt::Debug for OnEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnEnd")
-    }
-}
-
-/// How a batch of tasks is handled: by `run`, `eval` and `replay` alike.
-#[derive(Debug, Clone)]
-pub struct Mode {
-    /// Write tools become logged intents.
-    pub dry_run: bool,
-    /// Task files move to `done/` / `failed/` and attempts are counted (a
-    /// real `run`); otherwise every file stays where it is.
-    pub file: bool,
-    /// Where the run folders go (`<logs>/<task>/<run_id>/`).
-    pub logs: PathBuf,
-    /// `<task>/<run_id>` of the run this one replays, for its summary.
-    pub replay_of: Option<String>,
-    /// Where each task's trace goes (`[traces]`; a replay only with `--traces`).
-    pub traces: Option<Traces>,
-    /// The date role prompts see (`{{date}}`); a replay keeps the recorded
-    /// one; a slot's date wins over both.
-    pub today: Option<chrono::NaiveDate>,
-    /// The live lines on a terminal: the drain draws them, the loop never sees them.
-    pub progress: Progress,
-    /// Told of each task filed.
-    pub on_end: Option<OnEnd>,
-    /// A recurring task's slot: what its body's `{{date}}` and
-    /// `{{last_success}}` say, and its summary's `slot` (SPEC §17).
-    pub slot: Option<Slot>,
-}
-
-/// The scheduled time a recurring task runs for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Slot {
-    pub at: chrono::DateTime<chrono::Utc>,
-    /// `at`'s date in the schedule's time zone.
-    pub date: chrono::NaiveDate,
-    /// The date of the last slot that succeeded.
-    pub last_success: Option<chrono::NaiveDate>,
-}
-
-impl Mode {
-    /// A batch that files nothing, writes for real, and records under the
-    /// config's logs folder; callers change what differs.
-    pub fn new(cfg: &Config, progress: Progress) -> Mode {
-        Mode {
-            dry_run: false,
-            file: false,
-            logs: cfg.paths.logs.clone(),
-            replay_of: None,
-            traces: None,
-            today: None,
-            progress,
-            on_end: None,
-            slot: None,
-        }
-    }
-}
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,17 +142,41 @@ async fn drain_inbox(
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
-    if let Some(on_locked) = &opts.on_locked {
+    if let Some(on_locked) = &opts.batch.on_locked {
         (on_locked.0)();
     }
-    deps.budget.keep_ledger(&state_dir);
+    let mut ended = spending(cfg, deps, drain_locked(cfg, deps, opts, ignored)).await?;
+    if let RunOutcome::Finished(tally) = &mut ended.0 {
+        tally.paused_by(&deps.budget);
+        tally.problems.extend(deps.budget.problems());
+        if let Some(mcp) = &deps.toolbox.mcp {
+            tally.problems.extend(mcp.problems());
+        }
+        for problem in &tally.problems {
+            tracing::warn!("{problem}; the run exits 1 for it");
+        }
+    }
+    if !opts.batch.dry_run {
+        retain(cfg, deps);
+    }
+    Ok(ended)
+}
+
+/// Under the lock: what the run has to do, and doing it — unless the
+/// budget leaves the queue paused, or the endpoint does not answer.
+async fn drain_locked(
+    cfg: &Config,
+    deps: &TaskDeps,
+    opts: &RunOptions,
+    ignored: &mut Option<usize>,
+) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     let choose::ToRun {
         entries,
         due,
         state,
         problems,
         strays,
-    } = choose::to_run(cfg, deps, opts, &state_dir)?;
+    } = choose::to_run(cfg, deps, opts, &cfg.paths.state_dir())?;
     *ignored = Some(strays);
     let mut ended = if entries.is_empty() && due.is_empty() {
         match strays {
@@ -257,7 +189,8 @@ async fn drain_inbox(
         }
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else if let Err(why) = deps.budget.check() {
-        // Nothing starts, and no request goes out: the queue waits.
+        // May this batch start? Not at a limit: nothing starts, and no
+        // request goes out (the endpoint is not even asked); the queue waits.
         tracing::warn!(reason = %why, "budget reached: no task starts");
         let tally = Tally {
             not_started: entries.len() + due.len(),
@@ -267,7 +200,7 @@ async fn drain_inbox(
         (RunOutcome::Finished(tally), Vec::new())
     } else {
         match deps.endpoint.reach().await {
-            Reach::Answers => drain_then_recur(cfg, deps, opts, entries, (due, state)).await,
+            Reach::Answers => drain_then_recur(cfg, deps, opts, entries, due, state).await,
             Reach::Unreachable(why) => (RunOutcome::Unreachable(why), Vec::new()),
             // Another service on the endpoint's port: every task stays.
             Reach::NotTheServer(why) => {
@@ -281,20 +214,8 @@ async fn drain_inbox(
             }
         }
     };
-    deps.budget.flush();
     if let RunOutcome::Finished(tally) = &mut ended.0 {
-        tally.paused_by(&deps.budget);
         tally.problems.extend(problems);
-        tally.problems.extend(deps.budget.problems());
-        if let Some(mcp) = &deps.toolbox.mcp {
-            tally.problems.extend(mcp.problems());
-        }
-        for problem in &tally.problems {
-            tracing::warn!("{problem}; the run exits 1 for it");
-        }
-    }
-    if !opts.dry_run {
-        retain(cfg, deps);
     }
     Ok(ended)
 }
@@ -306,20 +227,21 @@ async fn drain_then_recur(
     deps: &TaskDeps,
     opts: &RunOptions,
     entries: Vec<InboxEntry>,
-    (due, state): (Vec<recurring::Due>, Slots),
+    due: Vec<recurring::Due>,
+    state: Slots,
 ) -> (RunOutcome, Vec<Summary>) {
     let (mut outcome, mut summaries) = if entries.is_empty() {
         (RunOutcome::Finished(Tally::default()), Vec::new())
     } else {
-        drain(cfg, deps, opts, entries).await
+        drain(cfg, deps, &opts.batch, entries).await
     };
     if let RunOutcome::Finished(tally) = &mut outcome
         && tally.setup_fault.is_none()
     {
-        let settle = !opts.dry_run && !opts.recurring;
+        let settle = !opts.batch.dry_run && !opts.recurring;
         let state = Mutex::new(state);
         let (more, ran) =
-            recurring::run_recurring(cfg, deps, opts, due, settle.then_some(&state)).await;
+            recurring::run_recurring(cfg, deps, &opts.batch, due, settle.then_some(&state)).await;
         tally.absorb(&more);
         summaries.extend(ran);
     }
@@ -342,21 +264,22 @@ fn retain(cfg: &Config, deps: &TaskDeps) {
     }
 }
 
-/// Runs the listed tasks and tallies them.
+/// Runs the listed tasks and tallies them; unless it is a dry run, each
+/// is filed.
 async fn drain(
     cfg: &Config,
     deps: &TaskDeps,
-    opts: &RunOptions,
+    opts: &BatchOptions,
     entries: Vec<InboxEntry>,
 ) -> (RunOutcome, Vec<Summary>) {
     let mode = Mode {
-        dry_run: opts.dry_run,
         file: !opts.dry_run,
-        on_end: opts.on_end.clone(),
-        traces: opts.traces.clone(),
-        ..Mode::new(cfg, opts.progress.clone())
+        ..Mode::new(cfg, opts)
     };
-    let ends = run_tasks(cfg, deps, entries, &mode, opts.concurrency).await;
+    let ends = run_batch(cfg, deps, entries, &mode, opts.concurrency).await;
+    // What the inbox spent reaches the ledger before the recurring tasks
+    // start, waiting for its lock if another process holds it.
+    deps.budget.flush();
     let tally = Tally::of(&ends);
     tracing::info!(
         succeeded = tally.succeeded,
@@ -381,7 +304,8 @@ fn filed(ends: Vec<TaskEnd>) -> Vec<Summary> {
 
 /// Runs `entries` (up to `concurrency` at once) as `mode` says, each from
 /// file to records; the endpoint is not checked first. A real run
-/// (`mode.file`) counts their attempts beside the inbox.
+/// (`mode.file`) counts their attempts beside the inbox. A batch of its
+/// own (`exec`, `eval`, `replay`): its spend is kept in the ledger.
 pub async fn run_tasks(
     cfg: &Config,
     deps: &TaskDeps,
@@ -389,7 +313,17 @@ pub async fn run_tasks(
     mode: &Mode,
     concurrency: usize,
 ) -> Vec<TaskEnd> {
-    deps.budget.keep_ledger(&cfg.paths.state_dir());
+    spending(cfg, deps, run_batch(cfg, deps, entries, mode, concurrency)).await
+}
+
+/// [`run_tasks`] within a run that keeps the ledger already.
+async fn run_batch(
+    cfg: &Config,
+    deps: &TaskDeps,
+    entries: Vec<InboxEntry>,
+    mode: &Mode,
+    concurrency: usize,
+) -> Vec<TaskEnd> {
     let counting = if mode.file {
         Counting::Inbox(Mutex::new(Attempts::load(&cfg.paths.state_dir())))
     } else {
@@ -410,15 +344,11 @@ pub async fn run_tasks(
         dry_run = mode.dry_run,
         "run started"
     );
-    let ends = futures::stream::iter(entries)
+    futures::stream::iter(entries)
         .map(|entry| {
             let batch = &batch;
             async move {
-                // Stopping, or a `[budget]` limit reached: it stays as it
-                // is. A replay spends only when it goes live, and is
-                // checked then.
-                let paused = mode.replay_of.is_none() && deps.budget.check().is_err();
-                if deps.cancel.is_cancelled() || paused {
+                if !may_start(deps, mode) {
                     return TaskEnd::NotStarted;
                 }
                 batch.process_task(&entry).await
@@ -426,9 +356,7 @@ pub async fn run_tasks(
         })
         .buffer_unordered(concurrency)
         .collect()
-        .await;
-    deps.budget.flush();
-    ends
+        .await
 }
 
 /// Runs a recurring task for the slot `mode` names; with `settle`, the

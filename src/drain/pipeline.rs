@@ -1,32 +1,40 @@
-//! One task from file to records, as one list of named steps (see
-//! [`Batch::process_task`]): count the attempt → prepare → find the resume
-//! point → write `start.json` → run the loop → judge → summarise → file →
-//! settle. A panic anywhere between preparing and judging ends that task
-//! as `internal_error`; the run goes on. The file leaves the inbox only
-//! after its summary is written.
+//! One task from file to records, as one list of named steps
+//! ([`Batch::steps`]), each handing the next a value of its own: count the
+//! attempt (an `AttemptCount`) → prepare (`Prepared`: the file read, the
+//! MCP servers it may use started) → place ([`Placed`]: the resume point
+//! found and checked, the spec of this run resolved with the date it
+//! needs) → start (`start.json`) → run ([`Ran`], the events watched by
+//! [`Observers`]) → judge (`Judged`: the `[expect]` verdicts; a setup fault
+//! stops the run) → summarise (`Summarised`) → file (`summary.json`, the
+//! file moved: where it went) → settle (the attempt count, the last
+//! `run.log` line, whoever asked told: the `Summary`). A panic anywhere
+//! from preparing to judging ends that task as `internal_error`; the run
+//! goes on. The file leaves the inbox only after its summary is written.
 
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::counting::Counting;
-use super::filing::{self, Disposition, Filing, TaskResult, Timing};
-use super::prepare::{PrepLog, Preparer, StartFailure};
-use super::resume::{self, Replayed, ResumePoint, Resumption};
+use super::filing::{self, Disposition, Judged, Stamp, Summarised};
+use super::observers::Observers;
+use super::prepare::{Prepared, Preparer, StartFailure};
+use super::resume::{self, Replayed, Resumption, Start};
 use super::tool_servers;
 use super::{Mode, TaskEnd};
 use crate::agent::deps::TaskDeps;
 use crate::agent::expect::{self, Evidence};
 use crate::agent::{Outcome, StopReason, TaskEvent, TaskSpec, run_task};
 use crate::config::{Config, EndpointKind};
-use crate::inbox::{self, InboxEntry, TaskFile, TaskProblem};
-use crate::records::{RunRecord, StartLine, Status, Summary};
+use crate::inbox::{self, InboxEntry, TaskFile};
+use crate::records::{RunRecord, StartLine, Summary};
 use crate::state::{AttemptCount, FileRef, RunRef};
-use crate::traces::{Ending, TaskTrace};
+use crate::traces::TaskTrace;
 
 /// What every task of one batch shares.
 pub(super) struct Batch<'a> {
@@ -37,16 +45,34 @@ pub(super) struct Batch<'a> {
     /// Where attempts are counted.
     pub(super) counting: Counting<'a>,
     pub(super) mode: &'a Mode,
-    /// The first setup fault a task met: the run stops (SPEC §16).
+    /// The first setup fault a task met: the run stops (README, Exit codes).
     pub(super) setup_fault: Mutex<Option<String>>,
 }
 
-/// A task prepared and placed: its file, its spec, and where it goes on from.
+/// When a task began: on the run's clock, and on the monotonic one.
+struct Began {
+    at: DateTime<Utc>,
+    instant: Instant,
+}
+
+/// A task placed: its file, the spec of this run, and how it starts with
+/// respect to earlier records.
 struct Placed {
     file: TaskFile,
     spec: TaskSpec,
-    point: Option<ResumePoint>,
+    start: Start,
+    /// The MCP servers it is not offered because they are down.
+    servers_down: Vec<String>,
+}
+
+/// A task run: what the loop gave, and what judging it and its summary
+/// need besides.
+struct Ran {
+    outcome: Outcome,
+    evidence: Evidence,
+    spec: TaskSpec,
     resumption: Resumption,
+    servers_down: Vec<String>,
 }
 
 impl Batch<'_> {
@@ -54,13 +80,15 @@ impl Batch<'_> {
     /// Never fails the run: a task whose records or file cannot be written
     /// is logged, left where it was and counted failed.
     pub(super) async fn process_task(&self, entry: &InboxEntry) -> TaskEnd {
-        let started_at = (self.deps.clock)();
-        let t0 = Instant::now();
+        let began = Began {
+            at: (self.deps.clock)(),
+            instant: Instant::now(),
+        };
         let broken = || TaskEnd::Broken {
             task: entry.name.clone(),
         };
         let secrets = self.cfg.secrets();
-        let mut rec = match RunRecord::create(&self.mode.logs, &entry.name, started_at, secrets) {
+        let mut rec = match RunRecord::create(&self.mode.logs, &entry.name, began.at, secrets) {
             Ok(rec) => rec,
             Err(e) => {
                 tracing::error!(task = %entry.name, error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
@@ -68,9 +96,8 @@ impl Batch<'_> {
             }
         };
         let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
-        let trace =
-            (self.mode.traces.as_ref()).map(|t| t.task(&entry.name, &rec.run_id, started_at));
-        let steps = self.steps(entry, &mut rec, trace, (started_at, t0));
+        let trace = (self.mode.traces.as_ref()).map(|t| t.task(&entry.name, &rec.run_id, began.at));
+        let steps = self.steps(entry, &mut rec, trace, began);
         match steps.instrument(span.clone()).await {
             Ok(summary) => TaskEnd::Filed(Box::new(summary)),
             Err(e) => {
@@ -82,54 +109,34 @@ impl Batch<'_> {
         }
     }
 
-    /// The steps, in order; `Err` when the records or the file could not
-    /// be written (the task stays in the inbox).
+    /// The steps, in order, each taking what the one before gave; `Err`
+    /// when the records or the file could not be written (the task stays
+    /// in the inbox).
     async fn steps(
         &self,
         entry: &InboxEntry,
         rec: &mut RunRecord,
         mut trace: Option<TaskTrace>,
-        (started_at, t0): (chrono::DateTime<chrono::Utc>, Instant),
+        began: Began,
     ) -> anyhow::Result<Summary> {
-        let count = self.count_attempt(entry, rec)?;
-        let result = if count.exhausted {
-            let error = rec.killed_too_often((self.deps.clock)(), count.previous, self.max());
-            tracing::error!(error = %error, "task given up");
-            TaskResult::from(Outcome::failed(StopReason::InternalError, error))
-        } else {
-            self.run_isolated(entry, rec, &count, &mut trace).await
+        let count = self.count(entry, rec)?;
+        let judged = match count.exhausted {
+            true => self.give_up(rec, &count),
+            false => self.isolated(entry, rec, &count, trace.as_mut()).await,
         };
-        let result = TaskResult {
-            outcome: self.stop_on_setup_fault(result.outcome),
-            ..result
-        };
-        let schema_result = result.outcome.result.clone();
-        self.write_answer(rec, &result.outcome)?;
-        let filing = self.filing(&result.outcome, &count);
-        let timing = Timing {
-            started_at,
-            finished_at: (self.deps.clock)(),
-            wall: t0.elapsed(),
-        };
-        let runpod = self.cfg.endpoint.kind == EndpointKind::Runpod;
-        let task = (entry.name.as_str(), rec.run_id.as_str());
-        let summary = filing::summarize(task, result, &filing, timing, (self.mode, runpod));
-        self.send_trace(rec, trace, &summary);
-        rec.summary(&summary)?;
-        let place = self.move_file(entry, &rec.run_id, &filing)?;
+        self.write_answer(rec, &judged.outcome)?;
+        let summarised = self.summarise(entry, &rec.run_id, &count, judged, began);
+        self.send_trace(rec, trace, &summarised.summary);
+        let place = self.file(entry, rec, &summarised)?;
         let slot = self.mode.slot.as_ref();
-        (self.counting).settle(self.cfg, slot, &entry.name, &count, &summary)?;
-        rec.filed(&summary, &place);
-        if let Some(on_end) = &self.mode.on_end {
-            (on_end.0)(&summary, schema_result.as_ref());
-        }
-        log_end(&summary, &place);
-        Ok(summary)
+        (self.counting).settle(self.cfg, slot, &entry.name, &count, &summarised.summary)?;
+        rec.filed(&summarised.summary, &place);
+        Ok(self.tell(summarised, &place))
     }
 
-    /// Step 1: the attempt counted and saved with this run's folder and
-    /// the task file's identity, before anything else happens.
-    fn count_attempt(&self, entry: &InboxEntry, rec: &RunRecord) -> anyhow::Result<AttemptCount> {
+    /// Count: the attempt counted and saved with this run's folder and the
+    /// task file's identity, before anything else happens.
+    fn count(&self, entry: &InboxEntry, rec: &RunRecord) -> anyhow::Result<AttemptCount> {
         let (dev, ino) = rec.identity()?;
         let run = RunRef {
             id: rec.run_id.clone(),
@@ -138,167 +145,105 @@ impl Batch<'_> {
         };
         let file = FileRef::of(&entry.path);
         let slot = self.mode.slot.as_ref();
-        (self.counting).begin(self.cfg, slot, (&entry.name, file), run)
+        (self.counting).begin(self.cfg, slot, &entry.name, file, run)
     }
 
-    /// Steps 2 to 6, isolated: a panic ends this task as `internal_error`.
-    async fn run_isolated(
+    /// A task killed mid-run too often is given up, not run again.
+    fn give_up(&self, rec: &mut RunRecord, count: &AttemptCount) -> Judged {
+        let error = rec.killed_too_often((self.deps.clock)(), count.previous, self.max());
+        tracing::error!(error = %error, "task given up");
+        self.unran(Outcome::failed(StopReason::InternalError, error))
+    }
+
+    /// From preparing to judging, isolated: a panic ends this task as
+    /// `internal_error`.
+    async fn isolated(
         &self,
         entry: &InboxEntry,
         rec: &mut RunRecord,
         count: &AttemptCount,
-        trace: &mut Option<TaskTrace>,
-    ) -> TaskResult {
-        match AssertUnwindSafe(self.run(entry, rec, count, trace))
-            .catch_unwind()
-            .await
-        {
-            Ok(result) => result,
-            Err(panic) => {
-                let error = rec.internal_error((self.deps.clock)(), &panic_message(panic.as_ref()));
-                tracing::error!(error = %error, "internal error; the other tasks go on");
-                TaskResult::from(Outcome::failed(StopReason::InternalError, error))
-            }
-        }
+        trace: Option<&mut TaskTrace>,
+    ) -> Judged {
+        let steps = AssertUnwindSafe(self.prepare_to_judge(entry, rec, count, trace));
+        steps.catch_unwind().await.unwrap_or_else(|panic| {
+            let error = rec.internal_error((self.deps.clock)(), &panic_message(panic.as_ref()));
+            tracing::error!(error = %error, "internal error; the other tasks go on");
+            self.unran(Outcome::failed(StopReason::InternalError, error))
+        })
     }
 
-    /// Prepare, find the resume point, write `start.json`, run, judge.
-    async fn run(
+    /// Prepare, place, start, run, judge — or why the task could not start.
+    async fn prepare_to_judge(
         &self,
         entry: &InboxEntry,
         rec: &mut RunRecord,
         count: &AttemptCount,
-        trace: &mut Option<TaskTrace>,
-    ) -> TaskResult {
-        let deps = self.deps;
-        let mut log = PrepLog::default();
-        let placed = self.place(entry, &rec.run_id, count, &mut log).await;
-        let servers_down = std::mem::take(&mut log.servers_down);
-        for line in log.lines {
-            rec.log_line((deps.clock)(), &line);
-        }
-        let placed = match placed {
+        mut trace: Option<&mut TaskTrace>,
+    ) -> Judged {
+        let prepared = match self.preparer().prepare(entry, rec).await {
+            Ok(prepared) => prepared,
+            Err(failure) => return self.not_started(entry, rec, failure),
+        };
+        let placed = match self.place(entry, &rec.run_id, count, prepared).await {
             Ok(placed) => placed,
-            Err(failure) => return TaskResult::from(self.cannot_start(rec, &entry.path, failure)),
+            Err(failure) => return self.not_started(entry, rec, failure),
         };
-        rec.task_file(&placed.file.text);
-        if let Some(trace) = trace.as_mut() {
-            trace.task_text(&placed.file.text);
-        }
-        let Placed {
-            mut spec,
-            point,
-            mut resumption,
-            ..
-        } = placed;
-        self.write_start(rec, &spec, &resumption, point.as_ref());
-        if point.is_some() {
-            spec.max_wall = resume::wall_left(spec.max_wall, resumption.wall_before);
-        }
-        let resumed = point.map(|p| p.into_deps(deps));
-        let task_deps = resumed.as_ref().map_or(deps, |(d, _)| d);
-        let live = self.mode.progress.task(&entry.name);
-        let mut evidence = Evidence::default();
-        let mut replayed = Replayed::default();
-        let mut sink = |event: &TaskEvent<'_>| {
-            rec.record((deps.clock)(), event);
-            live.on(event);
-            evidence.on(event);
-            replayed.on(event);
-            if let Some(trace) = trace.as_mut() {
-                trace.on((deps.clock)(), event);
-            }
-        };
-        let outcome = run_task(task_deps, &spec, &mut sink).await;
-        let outcome = tool_servers::unless_one_died(deps, &spec, outcome).await;
-        tool_servers::log_stderr(deps, rec, &spec);
-        resumption.earlier = replayed.earlier(resumption.wall_before);
-        if let Some((_, recording)) = &resumed {
-            resumption.turns = resume::answered_turns(recording);
-        }
-        let (outcome, verdicts) = match &spec.expect {
-            Some(expectations) => {
-                let verdicts = expect::verdicts(expectations, &evidence, &outcome);
-                (expect::judged(outcome, &verdicts), Some(verdicts))
-            }
-            None => (outcome, None),
-        };
-        TaskResult {
-            outcome,
-            verdicts,
-            agent: spec.agent,
-            resumption,
-            servers_down,
-        }
+        self.start(rec, trace.as_deref_mut(), &placed);
+        let ran = self.run(entry, rec, trace, placed).await;
+        self.judge(ran)
     }
 
-    /// Steps 2 and 3: the task read and resolved, the records it may go
-    /// on from found and checked against the spec; refused records leave
-    /// a fresh task and the reason.
+    /// Place: the records the task may go on from found and checked, and
+    /// the spec of this run resolved with their date — or, refused, with
+    /// its own and the reason.
     async fn place(
         &self,
         entry: &InboxEntry,
         run_id: &str,
         count: &AttemptCount,
-        log: &mut PrepLog,
+        prepared: Prepared,
     ) -> Result<Placed, StartFailure> {
         let preparer = self.preparer();
         let now = (self.deps.clock)();
-        let unsettled = count.previous > 0;
         let point = (self.cfg.limits.resume && self.may_resume())
-            .then(|| resume::find(self.mode, &entry.name, &count.runs, run_id, unsettled, now))
+            .then(|| resume::find(self.mode, &entry.name, count, run_id, now))
             .flatten();
-        let (file, spec) = preparer
-            .prepare(entry, point.as_ref().map(|p| p.today), log)
-            .await?;
-        let spec = spec.for_run(run_id);
-        let Some(point) = point else {
-            return Ok(Placed {
-                file,
-                spec,
-                point: None,
-                resumption: Resumption::default(),
-            });
+        let spec = preparer.spec(&entry.name, &prepared, run_id, point.as_ref())?;
+        let start = match point {
+            Some(point) => point.check(self.deps, &spec).await,
+            None => Start::Fresh,
         };
-        match point.check(self.deps, &spec).await {
-            Ok(turns) => Ok(Placed {
-                file,
-                spec,
-                resumption: Resumption {
-                    from: Some(point.run_id.clone()),
-                    turns,
-                    wall_before: point.wall_before,
-                    ..Resumption::default()
-                },
-                point: Some(point),
-            }),
-            Err(why) => {
-                log.servers_down.clear();
-                let (file, spec) = preparer.prepare(entry, None, log).await?;
-                Ok(Placed {
-                    file,
-                    spec: spec.for_run(run_id),
-                    point: None,
-                    resumption: Resumption {
-                        refused: Some(format!("run {}: {why}", point.run_id)),
-                        ..Resumption::default()
-                    },
-                })
-            }
-        }
+        // Checked with the whole wall clock, as the recorded run ran (a
+        // recorded retry's wait must not end the check early); run with
+        // what the runs before left of it.
+        let spec = match &start {
+            Start::Refused(_) => preparer.spec(&entry.name, &prepared, run_id, None)?,
+            Start::Resumed { point, .. } => TaskSpec {
+                max_wall: resume::wall_left(spec.max_wall, point.wall_before),
+                ..spec
+            },
+            Start::Fresh => spec,
+        };
+        Ok(Placed {
+            file: prepared.file,
+            spec,
+            start,
+            servers_down: prepared.servers_down,
+        })
     }
 
-    /// Step 4: `start.json`, and what the run goes on from (SPEC §18).
-    fn write_start(
-        &self,
-        rec: &mut RunRecord,
-        spec: &TaskSpec,
-        resumption: &Resumption,
-        point: Option<&ResumePoint>,
-    ) {
+    /// Start: the task file in its records (and its trace), `start.json`,
+    /// and what the run goes on from (README, Resume).
+    fn start(&self, rec: &mut RunRecord, trace: Option<&mut TaskTrace>, placed: &Placed) {
+        rec.task_file(&placed.file.text);
+        if let Some(trace) = trace {
+            trace.task_text(&placed.file.text);
+        }
         let now = (self.deps.clock)();
+        let point = placed.start.point();
+        let wall_before = point.map_or(Duration::ZERO, |p| p.wall_before);
         let start = StartLine {
-            task: spec.name.clone(),
+            task: placed.spec.name.clone(),
             run_id: rec.run_id.clone(),
             started_at: now,
             dry_run: self.mode.dry_run,
@@ -306,47 +251,87 @@ impl Batch<'_> {
             resumable: self.may_resume(),
             today: self.preparer().today(point.map(|p| p.today)),
             slot: self.mode.slot.as_ref().map(|s| s.at.to_rfc3339()),
-            resumed_from: resumption.from.clone(),
-            wall_ms_before: crate::base::time::millis(resumption.wall_before),
+            resumed_from: point.map(|p| p.run_id.clone()),
+            wall_ms_before: crate::base::time::millis(wall_before),
         };
-        rec.start(now, &start, resumption.turns);
-        if let Some(why) = &resumption.refused {
-            let line = format!("not resumed from {why}; the task starts fresh");
-            rec.log_line(now, &line);
-            tracing::warn!(reason = %why, "not resumed; the task starts fresh");
-        }
-        for call in point.map(|p| p.resent.as_slice()).unwrap_or_default() {
-            rec.log_line(
-                now,
-                &format!(
-                    "write call {call} was recorded as about to be sent, but not its result: it runs again with the recorded arguments (an attachment with the same name and text is found, not created twice)"
-                ),
-            );
+        rec.start(now, &start, placed.start.turns());
+        placed.start.note(rec, now);
+    }
+
+    /// Run: the loop, its events watched; what it gave once the MCP servers
+    /// it used are asked whether one died, and what it went on from.
+    async fn run(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+        trace: Option<&mut TaskTrace>,
+        placed: Placed,
+    ) -> Ran {
+        let deps = self.deps;
+        let resuming = placed.start.begin(deps);
+        let mut observers = Observers {
+            rec,
+            live: self.mode.progress.task(&entry.name),
+            evidence: Evidence::default(),
+            replayed: Replayed::default(),
+            trace,
+        };
+        let task_deps = resuming.deps.as_ref().unwrap_or(deps);
+        let mut sink = |event: &TaskEvent<'_>| observers.on((deps.clock)(), event);
+        let outcome = run_task(task_deps, &placed.spec, &mut sink).await;
+        let outcome = tool_servers::unless_one_died(deps, &placed.spec, outcome).await;
+        tool_servers::log_stderr(deps, observers.rec, &placed.spec);
+        Ran {
+            outcome,
+            evidence: observers.evidence,
+            spec: placed.spec,
+            resumption: resuming.resumption(&observers.replayed),
+            servers_down: placed.servers_down,
         }
     }
 
-    /// Why a task could not start, recorded, as its outcome.
-    fn cannot_start(&self, rec: &mut RunRecord, path: &Path, failure: StartFailure) -> Outcome {
-        let now = (self.deps.clock)();
-        match failure {
-            StartFailure::Invalid(problem) => invalid(rec, now, path, &problem),
-            StartFailure::Unavailable(why) => {
-                rec.log_line(now, &format!("{why}; the task stays in the inbox"));
-                tracing::warn!(error = %why, "a tool server is unavailable; the task is tried again later");
-                let mut outcome = Outcome::failed(StopReason::ToolServerUnavailable, why);
-                outcome.retryable = true;
-                outcome
-            }
-            StartFailure::Interrupted => {
-                let why = "stopped by a signal while its MCP servers started";
-                Outcome::failed(StopReason::Interrupted, why.into())
-            }
+    /// Judge: the `[expect]` verdicts, and the outcome as the run sees it.
+    fn judge(&self, ran: Ran) -> Judged {
+        let verdicts = (ran.spec.expect.as_ref())
+            .map(|expectations| expect::verdicts(expectations, &ran.evidence, &ran.outcome));
+        let outcome = match &verdicts {
+            Some(verdicts) => expect::judged(ran.outcome, verdicts),
+            None => ran.outcome,
+        };
+        Judged {
+            outcome: self.stop_on_setup_fault(outcome),
+            verdicts,
+            agent: ran.spec.agent,
+            resumption: ran.resumption,
+            servers_down: ran.servers_down,
+        }
+    }
+
+    /// Why the task could not start, recorded, as what it came to.
+    fn not_started(
+        &self,
+        entry: &InboxEntry,
+        rec: &mut RunRecord,
+        failure: StartFailure,
+    ) -> Judged {
+        let outcome = failure.outcome(rec, (self.deps.clock)(), &entry.path);
+        self.unran(outcome)
+    }
+
+    /// What a task that never ran the loop came to: given up, not started, a panic.
+    fn unran(&self, outcome: Outcome) -> Judged {
+        Judged {
+            outcome: self.stop_on_setup_fault(outcome),
+            verdicts: None,
+            agent: None,
+            resumption: Resumption::default(),
+            servers_down: Vec::new(),
         }
     }
 
     /// A setup fault stops the run: no further task starts, and the tasks
     /// in flight (interrupted by it) end as setup faults too.
-    fn stop_on_setup_fault(&self, mut outcome: Outcome) -> Outcome {
+    fn stop_on_setup_fault(&self, outcome: Outcome) -> Outcome {
         let mut fault = crate::base::sync::lock(&self.setup_fault);
         match (outcome.stop, fault.as_ref()) {
             (StopReason::SetupFault, None) => {
@@ -354,14 +339,15 @@ impl Batch<'_> {
                 tracing::error!(error = %diagnosis, "setup fault: the run stops and every task stays in the inbox");
                 *fault = Some(diagnosis);
                 self.deps.cancel.cancel();
+                outcome
             }
-            (StopReason::Interrupted, Some(first)) => {
-                outcome.stop = StopReason::SetupFault;
-                outcome.error = Some(format!("stopped by another task's setup fault: {first}"));
-            }
-            _ => {}
+            (StopReason::Interrupted, Some(first)) => Outcome {
+                stop: StopReason::SetupFault,
+                error: Some(format!("stopped by another task's setup fault: {first}")),
+                ..outcome
+            },
+            _ => outcome,
         }
-        outcome
     }
 
     /// `result.json` and `answer.md`, before the summary that names them.
@@ -378,32 +364,32 @@ impl Batch<'_> {
         Ok(())
     }
 
-    /// Where the task goes, and its attempt number.
-    fn filing(&self, outcome: &Outcome, count: &AttemptCount) -> Filing {
+    /// Summarise: where the task goes, with its attempt number, and its
+    /// summary, whole.
+    fn summarise(
+        &self,
+        entry: &InboxEntry,
+        run_id: &str,
+        count: &AttemptCount,
+        judged: Judged,
+        began: Began,
+    ) -> Summarised {
         let counted_slot = match self.counting {
             Counting::Slot(_) => self.mode.slot.as_ref(),
             _ => None,
         };
-        let attempts = (count.number(), self.max());
-        filing::file_outcome(outcome, attempts, self.mode.file, counted_slot)
-    }
-
-    /// Moves the task file where its filing says; where it went, in words.
-    fn move_file(
-        &self,
-        entry: &InboxEntry,
-        run_id: &str,
-        filing: &Filing,
-    ) -> anyhow::Result<String> {
-        let paths = &self.cfg.paths;
-        let dir = match filing.disposition {
-            Disposition::Done => &paths.done,
-            Disposition::Failed => &paths.failed,
-            Disposition::Keep if self.mode.file => return Ok("left in the inbox".into()),
-            Disposition::Keep => return Ok("not moved".into()),
+        let (attempt, file) = (count.number(), self.mode.file);
+        let filing = filing::file_outcome(&judged.outcome, attempt, self.max(), file, counted_slot);
+        let stamp = Stamp {
+            task: &entry.name,
+            run_id,
+            mode: self.mode,
+            runpod: self.cfg.endpoint.kind == EndpointKind::Runpod,
+            started_at: began.at,
+            finished_at: (self.deps.clock)(),
+            wall: began.instant.elapsed(),
         };
-        let moved = inbox::move_task(paths, &entry.path, dir, run_id, &entry.name)?;
-        Ok(moved.display().to_string())
+        filing::summarize(judged, filing, &stamp)
     }
 
     /// The task's trace, its root span closed as the summary says, queued
@@ -412,27 +398,55 @@ impl Batch<'_> {
         let (Some(traces), Some(trace)) = (&self.mode.traces, trace) else {
             return;
         };
-        let ending = Ending {
-            succeeded: summary.status == Status::Succeeded,
-            status: summary.status.as_str(),
-            stop_reason: summary.stop_reason.as_str(),
-            error: summary.error.as_deref(),
-            attempt: summary.attempt,
-            turns: summary.turns,
-            input_tokens: summary.prompt_tokens,
-            output_tokens: summary.completion_tokens,
-            final_answer: summary.final_answer.as_deref(),
-            dry_run: summary.dry_run,
-            replay_of: summary.replay_of.as_deref(),
-        };
         let id = trace.trace_id();
-        let line = match traces.send(&trace.end(summary.finished_at, &ending)) {
+        let line = match traces.send(&trace.end(summary.finished_at, summary)) {
             true => format!("trace {id} queued for [traces] endpoint"),
             false => {
                 format!("trace {id} dropped: the queue for [traces] endpoint is full or closed")
             }
         };
         rec.log_line(summary.finished_at, &line);
+    }
+
+    /// File: `summary.json`, then the task file moved where its filing
+    /// says; where it went, in words.
+    fn file(
+        &self,
+        entry: &InboxEntry,
+        rec: &RunRecord,
+        summarised: &Summarised,
+    ) -> anyhow::Result<String> {
+        rec.summary(&summarised.summary)?;
+        let paths = &self.cfg.paths;
+        let dir = match summarised.disposition {
+            Disposition::Done => &paths.done,
+            Disposition::Failed => &paths.failed,
+            Disposition::Keep if self.mode.file => return Ok("left in the inbox".into()),
+            Disposition::Keep => return Ok("not moved".into()),
+        };
+        let moved = inbox::move_task(paths, &entry.path, dir, &rec.run_id, &entry.name)?;
+        Ok(moved.display().to_string())
+    }
+
+    /// The task's end told to whoever asked (`OnEnd`) and to the service
+    /// log; its summary.
+    fn tell(&self, summarised: Summarised, place: &str) -> Summary {
+        let summary = summarised.summary;
+        if let Some(on_end) = &self.mode.on_end {
+            (on_end.0)(&summary, summarised.result.as_ref());
+        }
+        tracing::info!(
+            status = summary.status.as_str(),
+            stop_reason = summary.stop_reason.as_str(),
+            turns = summary.turns,
+            tool_errors = summary.tool_errors,
+            tokens = summary.total_tokens,
+            wall_ms = summary.wall_ms,
+            file = %place,
+            error = summary.error.as_deref().unwrap_or("-"),
+            "task finished"
+        );
+        summary
     }
 
     /// Whether a task of this batch may go on from earlier records: a real
@@ -456,33 +470,6 @@ impl Batch<'_> {
     fn max(&self) -> u32 {
         self.cfg.limits.max_attempts
     }
-}
-
-/// The task's end, in the service log.
-fn log_end(summary: &Summary, place: &str) {
-    tracing::info!(
-        status = summary.status.as_str(),
-        stop_reason = summary.stop_reason.as_str(),
-        turns = summary.turns,
-        tool_errors = summary.tool_errors,
-        tokens = summary.total_tokens,
-        wall_ms = summary.wall_ms,
-        file = %place,
-        error = summary.error.as_deref().unwrap_or("-"),
-        "task finished"
-    );
-}
-
-/// An invalid task, recorded, as its outcome.
-fn invalid(
-    rec: &mut RunRecord,
-    now: chrono::DateTime<chrono::Utc>,
-    path: &Path,
-    problem: &TaskProblem,
-) -> Outcome {
-    let error = rec.invalid_task(now, path, problem);
-    tracing::warn!(error = %error, "invalid task");
-    Outcome::failed(StopReason::InvalidTask, error)
 }
 
 /// The text of a panic's payload.

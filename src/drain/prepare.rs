@@ -1,16 +1,24 @@
-//! A task made ready to run: its file read, the rules every task file
-//! meets checked (for `run` and `check` alike, [`resolve`]), a recurring
-//! task's slot filled in, the MCP servers it may use started and their
-//! tools offered with the configuration's, and everything resolved into a
-//! [`TaskSpec`] — or the reason it cannot start.
+//! A task made ready to run, in two parts. [`Preparer::prepare`]: its file
+//! read and fitted to where it comes from (a recurring task's slot filled
+//! in), and the MCP servers it may use started — once per run — their tools
+//! offered with the configuration's. [`Preparer::spec`], pure: what was
+//! prepared resolved into the run's [`TaskSpec`], with the date its prompts
+//! are built with and, going on from earlier records, the wall time they
+//! left — so a resume refused only resolves again. [`resolve`] is the one
+//! way a task file becomes a spec, for `run` and `check` alike; a task
+//! that cannot start says why ([`StartFailure`]) and that is its outcome.
 
-use chrono::NaiveDate;
+use std::path::Path;
 
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::resume::ResumePoint;
 use super::{Mode, Slot};
 use crate::agent::deps::TaskDeps;
-use crate::agent::{TaskInput, TaskSpec};
+use crate::agent::{Outcome, StopReason, TaskInput, TaskSpec};
 use crate::config::Config;
 use crate::inbox::{self, InboxEntry, TaskFile, TaskProblem};
+use crate::records::RunRecord;
 use crate::tools::Tool;
 use crate::tools::mcp::servers_for;
 
@@ -38,7 +46,8 @@ pub(super) struct Offer<'a> {
 /// [`fit`] to where it comes from, then resolved against the config.
 pub(super) fn resolve(
     cfg: &Config,
-    (name, origin): (&str, Origin<'_>),
+    name: &str,
+    origin: Origin<'_>,
     file: &mut TaskFile,
     offer: &Offer<'_>,
 ) -> Result<TaskSpec, TaskProblem> {
@@ -87,11 +96,11 @@ fn spec_of(
     )
 }
 
-/// What preparing a task logged: `run.log` lines, and the MCP servers it
-/// was not offered because they are down.
-#[derive(Debug, Default)]
-pub(super) struct PrepLog {
-    pub(super) lines: Vec<String>,
+/// A task prepared: its file read and fitted, and the tools it is offered.
+pub(super) struct Prepared {
+    pub(super) file: TaskFile,
+    tools: Vec<Tool>,
+    /// The MCP servers it is not offered because they are down.
     pub(super) servers_down: Vec<String>,
 }
 
@@ -100,7 +109,7 @@ pub(super) enum StartFailure {
     /// The task file or its settings are wrong: `invalid_task`.
     Invalid(TaskProblem),
     /// An MCP server it may use is not there: retryable
-    /// `tool_server_unavailable` (SPEC §19).
+    /// `tool_server_unavailable` (README, Tools from MCP servers).
     Unavailable(String),
     /// The run was stopped while its MCP servers started.
     Interrupted,
@@ -109,6 +118,31 @@ pub(super) enum StartFailure {
 impl From<TaskProblem> for StartFailure {
     fn from(p: TaskProblem) -> StartFailure {
         StartFailure::Invalid(p)
+    }
+}
+
+impl StartFailure {
+    /// Why the task in `path` could not start, in its records, as its outcome.
+    pub(super) fn outcome(self, rec: &mut RunRecord, now: DateTime<Utc>, path: &Path) -> Outcome {
+        match self {
+            StartFailure::Invalid(problem) => {
+                let error = rec.invalid_task(now, path, &problem);
+                tracing::warn!(error = %error, "invalid task");
+                Outcome::failed(StopReason::InvalidTask, error)
+            }
+            StartFailure::Unavailable(why) => {
+                rec.log_line(now, &format!("{why}; the task stays in the inbox"));
+                tracing::warn!(error = %why, "a tool server is unavailable; the task is tried again later");
+                Outcome {
+                    retryable: true,
+                    ..Outcome::failed(StopReason::ToolServerUnavailable, why)
+                }
+            }
+            StartFailure::Interrupted => {
+                let why = "stopped by a signal while its MCP servers started";
+                Outcome::failed(StopReason::Interrupted, why.into())
+            }
+        }
     }
 }
 
@@ -121,30 +155,46 @@ pub(super) struct Preparer<'a> {
 }
 
 impl Preparer<'_> {
-    /// The task file read and resolved against the config; `resumed_today`
-    /// is the date of the run it goes on from.
+    /// The task file read and fitted to where it comes from, and the MCP
+    /// servers it may use started; what starting them says goes to `rec`'s
+    /// `run.log`.
     pub(super) async fn prepare(
         &self,
         entry: &InboxEntry,
-        resumed_today: Option<NaiveDate>,
-        log: &mut PrepLog,
-    ) -> Result<(TaskFile, TaskSpec), StartFailure> {
+        rec: &mut RunRecord,
+    ) -> Result<Prepared, StartFailure> {
         let mut file = inbox::read_task(&entry.path)?;
         let origin = match &self.mode.slot {
             Some(slot) => Origin::Recurring(Some(slot)),
             None => Origin::Inbox,
         };
         fit(origin, &mut file)?;
-        let offered = self.offered(&file, log).await?;
+        let (tools, servers_down) = self.offered(&file, rec).await?;
+        Ok(Prepared {
+            file,
+            tools,
+            servers_down,
+        })
+    }
+
+    /// The spec of run `run_id` resolved from what was prepared (pure):
+    /// going on from the records of `from`, its prompts have that run's
+    /// date.
+    pub(super) fn spec(
+        &self,
+        name: &str,
+        prepared: &Prepared,
+        run_id: &str,
+        from: Option<&ResumePoint>,
+    ) -> Result<TaskSpec, TaskProblem> {
         let offer = Offer {
-            offered: &offered,
+            offered: &prepared.tools,
             mcp_listed: self.deps.toolbox.mcp.is_some(),
             context_tokens: self.context_tokens,
             dry_run: self.mode.dry_run,
-            today: self.today(resumed_today),
+            today: self.today(from.map(|p| p.today)),
         };
-        let spec = spec_of(self.cfg, &entry.name, &file, &offer)?;
-        Ok((file, spec))
+        Ok(spec_of(self.cfg, name, &prepared.file, &offer)?.for_run(run_id))
     }
 
     /// The date the task's prompts are built with: a recurring task's slot
@@ -158,37 +208,46 @@ impl Preparer<'_> {
     }
 
     /// The MCP servers the task may use started (once per run), and their
-    /// tools with the configuration's. A task that names its tools needs
-    /// every server it names; one that names none is offered the servers
-    /// that are up, and told which are not (SPEC §22).
-    async fn offered(&self, file: &TaskFile, log: &mut PrepLog) -> Result<Vec<Tool>, StartFailure> {
+    /// tools with the configuration's; the servers it is not offered. A
+    /// task that names its tools needs every server it names; one that
+    /// names none is offered the servers that are up, and told which are
+    /// not (README, Tools from MCP servers).
+    async fn offered(
+        &self,
+        file: &TaskFile,
+        rec: &mut RunRecord,
+    ) -> Result<(Vec<Tool>, Vec<String>), StartFailure> {
         let mut offered = self.deps.toolbox.offered();
         let Some(mcp) = &self.deps.toolbox.mcp else {
-            return Ok(offered);
+            return Ok((offered, Vec::new()));
         };
         let names = TaskSpec::tool_names(self.cfg, &file.frontmatter)?;
         let servers = servers_for(&self.cfg.mcp, names);
         if servers.is_empty() {
-            return Ok(offered);
+            return Ok((offered, Vec::new()));
         }
         let (ready, down) = tokio::select! {
             r = mcp.ready(&servers) => r,
             () = self.deps.cancel.cancelled() => return Err(StartFailure::Interrupted),
         };
-        log.lines.extend(ready.log_lines);
+        for line in ready.log_lines {
+            rec.log_line((self.deps.clock)(), &line);
+        }
         if names.is_some()
             && let Some(first) = down.first()
         {
             return Err(StartFailure::Unavailable(first.why.why.clone()));
         }
+        let mut servers_down = Vec::with_capacity(down.len());
         for d in down {
-            log.lines.push(format!(
+            let line = format!(
                 "MCP server {} is not offered (the task names no tools, so it runs without them): {}",
                 d.server, d.why.why
-            ));
-            log.servers_down.push(d.server);
+            );
+            rec.log_line((self.deps.clock)(), &line);
+            servers_down.push(d.server);
         }
         offered.extend(ready.tools.into_iter().map(Tool::Mcp));
-        Ok(offered)
+        Ok((offered, servers_down))
     }
 }

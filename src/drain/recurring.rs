@@ -1,4 +1,4 @@
-//! Recurring tasks (SPEC §17): files in `[paths] recurring` that never
+//! Recurring tasks (README, Recurring tasks): files in `[paths] recurring` that never
 //! move, each run when a time of its `schedule` has passed since the slot
 //! it last ran for — missed slots collapse into one run, a new file waits
 //! for its next scheduled time — with their slots kept in a state file
@@ -8,7 +8,8 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::{Mode, RunOptions, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
+use super::budget::may_start;
+use super::{BatchOptions, Mode, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
 use crate::inbox::{self, InboxEntry, Schedule};
@@ -209,8 +210,8 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
 }
 
 /// Counts an attempt at `slot`, made in run `run`, before its task
-/// starts (SPEC §12.1: a task that kills the process still reaches
-/// `max_attempts`); exhausted when the slot has had them all, and is
+/// starts (README, Recurring tasks: a task that kills the process still
+/// reaches `max_attempts`); exhausted when the slot has had them all, and is
 /// given up.
 pub(super) fn begin_slot(
     state: &mut Slots,
@@ -318,13 +319,13 @@ pub fn next_due(
         .collect()
 }
 
-/// The recurring tasks due, one after another, each for its slot; with
-/// `settle`, each slot's attempt counted and settled in the state beside
-/// the inbox as its task starts and ends.
+/// The recurring tasks due, one after another, each for its slot, as
+/// `opts` asks; with `settle`, each slot's attempt counted and settled in
+/// the state beside the inbox as its task starts and ends.
 pub(super) async fn run_recurring(
     cfg: &Config,
     deps: &TaskDeps,
-    opts: &RunOptions,
+    opts: &BatchOptions,
     due: Vec<Due>,
     settle: Option<&std::sync::Mutex<Slots>>,
 ) -> (Tally, Vec<Summary>) {
@@ -335,21 +336,18 @@ pub(super) async fn run_recurring(
         broken,
     } in due
     {
+        let mode = Mode {
+            slot: Some(slot),
+            ..Mode::new(cfg, opts)
+        };
         // Stopping, or a `[budget]` limit reached: the slot stays due.
-        if deps.cancel.is_cancelled() || deps.budget.check().is_err() {
+        if !may_start(deps, &mode) {
             ends.push(TaskEnd::NotStarted);
             continue;
         }
-        let mode = Mode {
-            dry_run: opts.dry_run,
-            on_end: opts.on_end.clone(),
-            slot: Some(slot),
-            traces: opts.traces.clone(),
-            ..Mode::new(cfg, opts.progress.clone())
-        };
         let name = entry.name.clone();
         // A file that cannot run has no slot to count: it is recorded, once
-        // for each version of it (SPEC §22).
+        // for each version of it (README, Exit codes).
         let counted = settle.filter(|_| broken.is_none());
         let mut these = run_slot(cfg, deps, entry, &mode, counted).await;
         if let (Some(version), Some(state), Some(TaskEnd::Filed(_))) =

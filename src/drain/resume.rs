@@ -1,17 +1,22 @@
-//! Resume, don't restart (SPEC §18): a task that did not finish goes on
-//! from the records of its newest run folder that holds a whole turn. The
-//! model calls recorded there are answered from them, in order; the tool
-//! results recorded there likewise; a call of the last recorded turn with
-//! no recorded result runs (a write sent but not recorded is sent again,
-//! and the attachment rule keeps it single); then the loop goes on live.
+//! Resume, don't restart (README, Resume): a task that did not finish goes
+//! on from the records of its newest run folder that holds a whole turn.
+//! Here: which run that is (only one the state beside the inbox names as
+//! the task's own), what of it is gone on from (the calls up to the last
+//! whole one, the results of their turns but those the service refused for
+//! the setup, the writes recorded as intents with no result), the wall time
+//! the task already spent, and the earlier runs' share of its counts.
 //!
-//! Before anything goes live, the recorded part is run once in memory with
-//! the current config and nothing live behind it: when a request it builds
-//! differs from the recorded one (a changed prompt, tools, model or limit),
-//! the task starts fresh and says why.
+//! The point is found once the task is prepared, and its spec resolved
+//! with the date of the run it goes on from. The records answer through
+//! `records::answering`: the model calls recorded there in order, the tool
+//! results likewise; a call of the last recorded turn with no recorded
+//! result runs (a write sent but not recorded is sent again, and the
+//! attachment rule keeps it single); then the loop goes on live. Before
+//! anything goes live, the recorded part is run once in memory with that
+//! spec and nothing live behind it ([`ResumePoint::check`]): when a request
+//! it builds differs from the recorded one (a changed prompt, tools, model
+//! or limit), the task starts fresh and says why ([`Start`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -20,25 +25,18 @@ use super::Mode;
 use crate::agent::deps::TaskDeps;
 use crate::agent::{TaskSpec, run_task};
 use crate::base::folder::Folder;
-use crate::endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use crate::records::{
-    PartialRun, Status, read_partial, read_partial_lines, recorded_attempt, recorded_counts,
-    recorded_results, recorded_window,
+    Answered, Answers, GoLive, PartialRun, RunRecord, Status, read_partial, read_partial_lines,
 };
-use crate::state::RunRef;
-use crate::tools::{RecordedResults, ToolOutput};
+use crate::state::{AttemptCount, RunRef};
 
 /// The records a task can go on from: its resume point.
 #[derive(Debug)]
 pub(super) struct ResumePoint {
     pub(super) run_id: String,
-    /// The recorded model calls to answer, up to the last that got a reply.
-    attempts: Vec<RecordedAttempt>,
-    counts: Vec<(u32, u64)>,
-    window: Option<u32>,
-    results: HashMap<(u32, String), ToolOutput>,
-    /// The turn after the last recorded reply: its tools run live.
-    live_from_turn: u32,
+    /// The recorded model calls to answer, up to the last that got a reply,
+    /// and the tool results of their turns.
+    answers: Answers,
     /// Wall time the task used in the runs before.
     pub(super) wall_before: Duration,
     /// The date its prompts were built with.
@@ -49,8 +47,8 @@ pub(super) struct ResumePoint {
     resumed_from: Option<String>,
 }
 
-/// How a task started with respect to earlier records: what it went on
-/// from, or why it could not.
+/// How a task ran with respect to earlier records, for its summary: what
+/// it went on from and the turns answered from there, or why it could not.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Resumption {
     pub(super) from: Option<String>,
@@ -62,22 +60,23 @@ pub(super) struct Resumption {
 }
 
 /// The records task `name` goes on from, if any: of the runs the state
-/// beside the inbox names as its attempts since it last settled (`runs`,
-/// oldest first; never `own`), the newest that holds a whole turn, when
-/// the runs since the task last ended say it did not finish. A run folder
-/// no state names — planted in `logs/`, or left by an earlier task of the
-/// same name — is never gone on from, nor one put in the place of a named
-/// one (another folder on disk). `unsettled`: an attempt of this task
-/// was counted and never settled (the process died after a summary was
-/// written, before the file moved).
+/// beside the inbox names as its attempts since it last settled (`count`'s
+/// runs, oldest first; never `own`), the newest that holds a whole turn,
+/// when the runs since the task last ended say it did not finish. A run
+/// folder no state names — planted in `logs/`, or left by an earlier task
+/// of the same name — is never gone on from, nor one put in the place of a
+/// named one (another folder on disk).
 pub(super) fn find(
     mode: &Mode,
     name: &str,
-    runs: &[RunRef],
+    count: &AttemptCount,
     own: &str,
-    unsettled: bool,
     now: DateTime<Utc>,
 ) -> Option<ResumePoint> {
+    let runs = count.runs.as_slice();
+    // An attempt of this task was counted and never settled: the process
+    // died after a summary was written, before the file moved.
+    let unsettled = count.previous > 0;
     let task_dir = crate::inbox::fit_file_name("", name, "");
     let folder = Folder::open_root(&mode.logs).ok()?.sub(&task_dir).ok()?;
     let slot = mode.slot.as_ref().map(|s| s.at.to_rfc3339());
@@ -169,7 +168,7 @@ fn fuller_source(
             .ok()
             .and_then(|run| found_in(run, now));
         match older {
-            Some(older) if older.attempts.len() > found.attempts.len() => {
+            Some(older) if older.answers.attempts() > found.answers.attempts() => {
                 found = ResumePoint {
                     wall_before: found.wall_before,
                     run_id: found.run_id,
@@ -230,11 +229,7 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<ResumePoint> {
     };
     Some(ResumePoint {
         run_id: run.run_id.clone(),
-        attempts: kept.iter().map(recorded_attempt).collect(),
-        counts: recorded_counts(kept),
-        window: recorded_window(kept),
-        results: recorded_results(&tools),
-        live_from_turn: last_turn.saturating_add(1),
+        answers: Answers::new(kept, &tools),
         wall_before,
         today: start.today,
         resent,
@@ -246,124 +241,124 @@ fn found_in(run: PartialRun, now: DateTime<Utc>) -> Option<ResumePoint> {
 }
 
 impl ResumePoint {
-    /// The task's dependencies answering from these records, then live
-    /// where the records end (the records move into them).
-    pub(super) fn into_deps(self, deps: &TaskDeps) -> (TaskDeps, Arc<Mutex<Recording>>) {
-        let live_from_turn = Some(self.live_from_turn);
-        answering(
-            deps,
-            self.attempts,
-            self.counts,
-            self.window,
-            self.results,
-            live_from_turn,
-        )
-    }
-
-    /// Runs the recorded part once in memory, nothing live behind it:
-    /// `Err` says why the records cannot be gone on from with this config.
-    pub(super) async fn check(&self, deps: &TaskDeps, spec: &TaskSpec) -> Result<u32, String> {
-        let (probe, recording) = answering(
-            deps,
-            self.attempts.clone(),
-            self.counts.clone(),
-            self.window,
-            self.results.clone(),
-            None,
-        );
+    /// Runs the recorded part once in memory with `spec`, nothing live
+    /// behind it: the task goes on from these records, or starts fresh and
+    /// says why.
+    pub(super) async fn check(self, deps: &TaskDeps, spec: &TaskSpec) -> Start {
+        let (probe, answered) = self.answers.clone().deps(deps, GoLive::Never);
         run_task(&probe, spec, &mut |_| {}).await;
-        let r = crate::base::sync::lock(&recording);
-        match r.mismatches.first() {
-            None => Ok(r.answered_turns()),
-            Some(m) => Err(refusal(m)),
+        match answered.difference() {
+            None => Start::Resumed {
+                turns: answered.turns(),
+                point: self,
+            },
+            Some(difference) => {
+                Start::Refused(format!("run {}: {}", self.run_id, difference.in_one_line()))
+            }
         }
     }
 }
 
-/// Dependencies whose endpoint and tools answer from recorded calls and
-/// results; from `live_from_turn` on (and once the calls run out) they go
-/// live, and a call of an earlier turn with no recorded result runs. With
-/// `None`, nothing goes live: a call past the records is not sent and a
-/// missing result is an error result.
-fn answering(
-    deps: &TaskDeps,
-    attempts: Vec<RecordedAttempt>,
-    counts: Vec<(u32, u64)>,
-    window: Option<u32>,
-    results: HashMap<(u32, String), ToolOutput>,
-    live_from_turn: Option<u32>,
-) -> (TaskDeps, Arc<Mutex<Recording>>) {
-    let live = live_from_turn.is_some();
-    let recording = Recording::resume(attempts, counts, window, live);
-    let results = RecordedResults {
-        results,
-        live_from_turn,
-        missing_run_live: live,
-    };
-    (deps.answering_from(recording.clone(), results), recording)
+/// How a placed task starts with respect to earlier records.
+#[derive(Debug)]
+pub(super) enum Start {
+    /// No records to go on from.
+    Fresh,
+    /// Goes on from `point`, checked: its records answer `turns` turns whole.
+    Resumed { point: ResumePoint, turns: u32 },
+    /// It had records to go on from, refused: which run, and why.
+    Refused(String),
 }
 
-/// Why a recorded turn cannot be answered from the records, in one line.
-fn refusal(m: &Mismatch) -> String {
-    match (&m.recorded, &m.sent) {
-        (Some(recorded), Some(sent)) => format!(
-            "the request of turn {} differs from the recorded one at {} (a changed prompt, tools, model or limit)",
-            m.turn,
-            first_difference(recorded, sent)
-        ),
-        _ => format!(
-            "turn {}: {}",
-            m.turn,
-            crate::base::text::printable(&crate::base::text::clip(&m.note, 200))
-        ),
-    }
-}
-
-/// The path of the first place two JSON values differ: `messages[0].content`.
-pub(super) fn first_difference(a: &serde_json::Value, b: &serde_json::Value) -> String {
-    use serde_json::Value;
-    let mut path = String::new();
-    let (mut a, mut b) = (a, b);
-    loop {
-        match (a, b) {
-            (Value::Object(x), Value::Object(y)) => {
-                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
-                keys.sort();
-                keys.dedup();
-                let Some(k) = keys.into_iter().find(|k| x.get(*k) != y.get(*k)) else {
-                    break;
-                };
-                match (x.get(k), y.get(k)) {
-                    (Some(p), Some(q)) => {
-                        path.push_str(&format!(".{}", crate::base::text::clip(k, 40)));
-                        (a, b) = (p, q);
-                    }
-                    _ => {
-                        path.push_str(&format!(".{}", crate::base::text::clip(k, 40)));
-                        break;
-                    }
-                }
-            }
-            (Value::Array(x), Value::Array(y)) => {
-                let Some(i) = (0..x.len().max(y.len())).find(|i| x.get(*i) != y.get(*i)) else {
-                    break;
-                };
-                path.push_str(&format!("[{i}]"));
-                match (x.get(i), y.get(i)) {
-                    (Some(p), Some(q)) => (a, b) = (p, q),
-                    _ => break,
-                }
-            }
-            _ => break,
+impl Start {
+    /// The records it goes on from, if any.
+    pub(super) fn point(&self) -> Option<&ResumePoint> {
+        match self {
+            Start::Resumed { point, .. } => Some(point),
+            _ => None,
         }
     }
-    let path = path.trim_start_matches('.');
-    crate::base::text::printable(if path.is_empty() { "the top" } else { path }).into_owned()
+
+    /// The turns its records answer whole, as the check found.
+    pub(super) fn turns(&self) -> u32 {
+        match self {
+            Start::Resumed { turns, .. } => *turns,
+            _ => 0,
+        }
+    }
+
+    /// In `run.log`: why the records were refused, or the writes recorded
+    /// as about to be sent, with no result, that run again.
+    pub(super) fn note(&self, rec: &mut RunRecord, now: DateTime<Utc>) {
+        if let Start::Refused(why) = self {
+            let line = format!("not resumed from {why}; the task starts fresh");
+            rec.log_line(now, &line);
+            tracing::warn!(reason = %why, "not resumed; the task starts fresh");
+        }
+        for call in self
+            .point()
+            .map(|p| p.resent.as_slice())
+            .unwrap_or_default()
+        {
+            rec.log_line(
+                now,
+                &format!(
+                    "write call {call} was recorded as about to be sent, but not its result: it runs again with the recorded arguments (an attachment with the same name and text is found, not created twice)"
+                ),
+            );
+        }
+    }
+
+    /// The task under way: its dependencies answering from the records it
+    /// goes on from (they move into them), then live.
+    pub(super) fn begin(self, deps: &TaskDeps) -> Resuming {
+        let fresh = |refused| Resuming {
+            deps: None,
+            answered: None,
+            from: None,
+            refused,
+            wall_before: Duration::ZERO,
+        };
+        match self {
+            Start::Fresh => fresh(None),
+            Start::Refused(why) => fresh(Some(why)),
+            Start::Resumed { point, .. } => {
+                let (from, wall_before) = (point.run_id.clone(), point.wall_before);
+                let (deps, answered) = point.answers.deps(deps, GoLive::AfterRecords);
+                Resuming {
+                    deps: Some(deps),
+                    answered: Some(answered),
+                    from: Some(from),
+                    refused: None,
+                    wall_before,
+                }
+            }
+        }
+    }
 }
 
-/// The turns a resumed task answered from its records.
-pub(super) fn answered_turns(r: &Mutex<Recording>) -> u32 {
-    crate::base::sync::lock(r).answered_turns()
+/// A task under way with respect to earlier records.
+pub(super) struct Resuming {
+    /// Its dependencies, answering from the records it goes on from.
+    pub(super) deps: Option<TaskDeps>,
+    answered: Option<Answered>,
+    from: Option<String>,
+    refused: Option<String>,
+    wall_before: Duration,
+}
+
+impl Resuming {
+    /// What the task went on from, whole once it ran: `replayed` counted
+    /// what its events say was answered from the records.
+    pub(super) fn resumption(self, replayed: &Replayed) -> Resumption {
+        Resumption {
+            from: self.from,
+            turns: self.answered.map_or(0, |a| a.turns()),
+            refused: self.refused,
+            wall_before: self.wall_before,
+            earlier: replayed.earlier(self.wall_before),
+        }
+    }
 }
 
 /// What is left of a resumed task's wall clock; at least a second, so the
@@ -410,7 +405,6 @@ mod tests {
     use super::*;
     use crate::records::{IntentLine, RecordedLine, StartLine, ToolLine};
     use chrono::TimeZone;
-    use serde_json::json;
 
     fn line(turn: u32, attempt: u32, failure: Option<&str>) -> RecordedLine {
         let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_string()).unwrap();
@@ -492,12 +486,12 @@ mod tests {
         run.intents = vec![intent(2, "b"), intent(2, "c"), intent(3, "d")];
         let found = found_in(run, now).unwrap();
         assert_eq!(
-            found.attempts.len(),
+            found.answers.attempts(),
             3,
             "the failed call of turn 3 is not kept"
         );
-        assert_eq!(found.live_from_turn, 3);
-        assert_eq!(found.results.len(), 2);
+        assert_eq!(found.answers.first_live_turn(), 3);
+        assert_eq!(found.answers.results(), 2);
         assert_eq!(found.resent, ["noteworx_create_attachment [c] of turn 2"]);
         assert_eq!(
             found.wall_before,
@@ -510,13 +504,13 @@ mod tests {
             vec![line(1, 1, None), line(2, 1, Some("interrupted"))],
             vec![],
         );
-        assert_eq!(found_in(cut, now).unwrap().attempts.len(), 1);
+        assert_eq!(found_in(cut, now).unwrap().answers.attempts(), 1);
         assert!(found_in(partial(vec![line(1, 1, Some("busy"))], vec![]), now).is_none());
         assert!(found_in(partial(vec![], vec![]), now).is_none());
 
         // A refused context, shrunk and sent again in the same turn: both kept.
         let shrunk = partial(vec![line(1, 1, Some("exceeds")), line(1, 1, None)], vec![]);
-        assert_eq!(found_in(shrunk, now).unwrap().attempts.len(), 2);
+        assert_eq!(found_in(shrunk, now).unwrap().answers.attempts(), 2);
     }
 
     #[test]
@@ -540,16 +534,5 @@ mod tests {
             arguments: "{}".into(),
             at: chrono::DateTime::UNIX_EPOCH,
         }
-    }
-
-    #[test]
-    fn the_first_difference_is_named_by_its_path() {
-        let a = json!({"model": "m", "messages": [{"role": "system", "content": "A"}, {"content": "T"}]});
-        let b = json!({"model": "m", "messages": [{"role": "system", "content": "B"}, {"content": "T"}]});
-        assert_eq!(first_difference(&a, &b), "messages[0].content");
-        let c = json!({"model": "m", "messages": [{"role": "system", "content": "A"}]});
-        assert_eq!(first_difference(&a, &c), "messages[1]");
-        assert_eq!(first_difference(&json!({"t": 1}), &json!({"u": 1})), "t");
-        assert_eq!(first_difference(&json!(1), &json!(2)), "the top");
     }
 }

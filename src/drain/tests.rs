@@ -13,7 +13,7 @@ fn filing_sends_each_outcome_where_it_belongs() {
     let f = |stop, retryable, attempt, dry: bool| {
         let mut outcome = Outcome::failed(stop, String::new());
         outcome.retryable = retryable;
-        let f = file_outcome(&outcome, (attempt, 3), !dry, None);
+        let f = file_outcome(&outcome, attempt, 3, !dry, None);
         (f.disposition, f.status, f.retryable, f.note)
     };
     assert_eq!(

@@ -72,7 +72,8 @@ pub enum CallError {
     /// The run is shutting down.
     #[error("interrupted")]
     Interrupted,
-    /// A `[budget]` limit was reached before a retry could start (SPEC §23).
+    /// A `[budget]` limit was reached before an attempt could start
+    /// (README, Budget): nothing was sent.
     #[error("{0}")]
     OverBudget(String),
     /// A response body passed [`crate::base::http::MAX_BODY_BYTES`]: not read

@@ -25,6 +25,15 @@ pub struct JobInfo {
     pub polls: u32,
 }
 
+/// What a caller of [`Endpoint::chat`](super::Endpoint::chat) is told,
+/// in order: the call is going out (once, after the budget let its first
+/// attempt start), then each attempt as it ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CallEvent<'a> {
+    Sending,
+    Ended(&'a Attempt<'a>),
+}
+
 /// One HTTP attempt of a model call, as it ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt<'a> {
@@ -54,6 +63,8 @@ pub struct Attempt<'a> {
 pub struct Completion {
     pub response: ChatResponse,
     pub job: Option<JobInfo>,
+    /// Answered from a recording: it cost nothing.
+    pub recorded: bool,
 }
 
 /// The raw outcome of one attempt before it is judged.

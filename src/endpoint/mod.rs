@@ -1,7 +1,8 @@
-//! The chat client (SPEC §6). One client, two kinds: `openai` posts the
-//! request to `{base_url}/chat/completions`; `runpod` wraps the same body in
-//! `{"input": …}`, posts it to `/runsync` and follows the job (see
-//! [`runpod`]). Request building is not here: the body arrives built.
+//! The chat client (README, Endpoints and retries). One client, two kinds:
+//! `openai` posts the request to `{base_url}/chat/completions`; `runpod`
+//! wraps the same body in `{"input": …}`, posts it to `/runsync` and
+//! follows the job (see [`runpod`]). Request building is not here: the
+//! body arrives built.
 //!
 //! What is retried is decided here, because it is a property of the wire:
 //! connection failures, timeouts, 408, 429, 500, 502, 503, 504 and failed
@@ -12,6 +13,15 @@
 //! model's fault, so the same request would likely fail the same way).
 //! Every attempt is reported to the caller as it ends, so the records show
 //! it even if the run is killed later.
+//!
+//! This is also where spend is charged (README, Budget): an endpoint
+//! [`metered`](Endpoint::metered) by the run's [`Budget`] asks it before
+//! every live attempt (a limit reached is [`CallError::OverBudget`], and
+//! nothing is sent) and charges it each live attempt as it ends: its GPU
+//! time (RunPod's `executionTime` when the job reports one, else the
+//! attempt's wall time), so a failed attempt counts before its retry is
+//! asked, and an answered one's `usage` tokens with it. Attempts answered
+//! from a recording are neither asked nor charged.
 
 mod count;
 mod errors;
@@ -22,7 +32,7 @@ pub mod runpod;
 
 pub use crate::base::retry::RetryPolicy;
 pub use errors::{CallError, Failure};
-pub use exchange::{Attempt, Completion, JobInfo};
+pub use exchange::{Attempt, CallEvent, Completion, JobInfo};
 pub use probe::{Fit, Probe, Reach};
 
 use std::time::Duration;
@@ -39,6 +49,8 @@ use crate::base::sync::lock;
 use crate::base::text::clip;
 use crate::base::time::millis;
 use crate::config::{EndpointConfig, EndpointKind};
+use crate::state::Budget;
+use crate::wire::chat::ChatResponse;
 use errors::{AttemptError, Next, parse_chat, unanswered};
 use exchange::{HttpAnswer, RawAttempt, read_answer, until};
 use recorded::{Recording, Source};
@@ -57,6 +69,9 @@ pub struct Endpoint {
     /// A chat request of this run was answered: the key and the route work,
     /// so a later refusal is about that request, not the setup.
     answered: Arc<std::sync::atomic::AtomicBool>,
+    /// The run's `[budget]`, asked before and charged for every live
+    /// attempt; `None` spends freely (`test-runpod`, a probe).
+    budget: Option<Arc<Budget>>,
 }
 
 impl Endpoint {
@@ -72,20 +87,21 @@ impl Endpoint {
             recording: None,
             counting: Arc::default(),
             answered: Arc::default(),
+            budget: None,
         })
+    }
+
+    /// This endpoint asking `budget` before every live attempt and
+    /// charging it for each (one budget a run, shared by its tasks).
+    pub fn metered(mut self, budget: Arc<Budget>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// This endpoint answering from a recorded run (see [`recorded`]).
     pub fn replaying(mut self, recording: Arc<Mutex<Recording>>) -> Self {
         self.recording = Some(recording);
         self
-    }
-
-    /// The next chat call goes to the network, not to a recording.
-    pub fn next_call_is_live(&self) -> bool {
-        self.recording
-            .as_ref()
-            .is_none_or(|r| lock(r).next_call_is_live())
     }
 
     /// `openai` or `runpod`.
@@ -99,16 +115,18 @@ impl Endpoint {
     }
 
     /// Sends one chat request, retrying what is retryable until `deadline`.
-    /// `on_attempt` sees every attempt as it ends; `gate` is asked before
-    /// each live retry (a `[budget]` reached ends the call).
+    /// `on_event` is told when the call goes out (after the budget let its
+    /// first attempt start: nothing is reported as sent that was not) and
+    /// sees every attempt as it ends. The budget is asked before every live
+    /// attempt, the first one too: a limit reached ends the call with
+    /// [`CallError::OverBudget`].
     pub async fn chat(
         &self,
         body: Value,
         deadline: Instant,
         cancel: &CancellationToken,
         clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync),
-        on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
-        gate: &(dyn Fn() -> Result<(), String> + Send + Sync),
+        on_event: &mut (dyn FnMut(CallEvent<'_>) + Send),
     ) -> Result<Completion, CallError> {
         let mut source = match &self.recording {
             Some(r) => lock(r).next_call(),
@@ -118,9 +136,8 @@ impl Endpoint {
             deadline,
             cancel,
             clock,
-            gate,
         };
-        let result = self.attempts(body, &call, &mut source, on_attempt).await;
+        let result = self.attempts(body, &call, &mut source, on_event).await;
         if let (Some(r), Source::Recorded { turn, attempts }) = (&self.recording, &source)
             && !attempts.is_empty()
         {
@@ -143,7 +160,7 @@ impl Endpoint {
         body: Value,
         call: &Call<'_>,
         source: &mut Source,
-        on_attempt: &mut (dyn FnMut(&Attempt<'_>) + Send),
+        on_event: &mut (dyn FnMut(CallEvent<'_>) + Send),
     ) -> Result<Completion, CallError> {
         // What goes on the wire, built once: every attempt sends and records it.
         let mut sent = match self.cfg.kind {
@@ -152,13 +169,17 @@ impl Endpoint {
         };
         let mut backoff = self.retry.start(call.deadline);
         loop {
-            if backoff.retries() > 0 && matches!(source, Source::Live) {
-                (call.gate)().map_err(CallError::OverBudget)?;
+            let live = matches!(source, Source::Live);
+            if live && let Some(budget) = &self.budget {
+                budget.check().map_err(CallError::OverBudget)?;
+            }
+            if backoff.retries() == 0 {
+                on_event(CallEvent::Sending);
             }
             let started_at = (call.clock)();
             let t0 = Instant::now();
             let raw = self.one_attempt(source, &sent, call).await;
-            on_attempt(&Attempt {
+            let attempt = Attempt {
                 attempt: backoff.retries() + 1,
                 started_at,
                 finished_at: (call.clock)(),
@@ -180,25 +201,28 @@ impl Endpoint {
                     .ok()
                     .and_then(|r| r.choices.first()?.finish_reason.as_deref())
                     .map(|f| clip(f, 32)),
-                recorded: !matches!(source, Source::Live),
-            });
+                recorded: !live,
+            };
+            if live {
+                self.charge(&attempt, raw.result.as_ref().ok());
+            }
+            on_event(CallEvent::Ended(&attempt));
             let error = match raw.result {
                 Ok(response) => {
                     // Only the network tells that the key and route work.
-                    if matches!(source, Source::Live) {
+                    if live {
                         self.answered
                             .store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                     return Ok(Completion {
                         response,
                         job: raw.job,
+                        recorded: !live,
                     });
                 }
                 Err(e) => e,
             };
-            let new_seed = self
-                .before_retry(error, &mut backoff, call, matches!(source, Source::Live))
-                .await?;
+            let new_seed = self.before_retry(error, &mut backoff, call, live).await?;
             let chat_body = match self.cfg.kind {
                 EndpointKind::Openai => &mut sent,
                 EndpointKind::Runpod => &mut sent["input"],
@@ -206,6 +230,37 @@ impl Endpoint {
             if new_seed && let Value::Object(map) = chat_body {
                 map.insert("seed".into(), Value::from(fastrand::u32(..)));
             }
+        }
+    }
+
+    /// Charges the budget one live attempt as it ended: its GPU time
+    /// (RunPod's `executionTime` when the job reports one — a timed-out or
+    /// cancelled job may not — else the attempt's wall time) and, answered,
+    /// its reply's `usage` tokens, in one addition.
+    fn charge(&self, attempt: &Attempt<'_>, answered: Option<&ChatResponse>) {
+        let Some(budget) = &self.budget else {
+            return;
+        };
+        let execution = attempt.runpod.as_ref().and_then(|job| job.execution_time);
+        let gpu_ms = match (self.cfg.kind, execution) {
+            (EndpointKind::Runpod, Some(ms)) => ms,
+            _ => attempt.latency_ms,
+        };
+        let tokens = answered
+            .and_then(|r| r.usage)
+            .map_or(0, |u| u.prompt_tokens.saturating_add(u.completion_tokens));
+        budget.spend(tokens, gpu_ms);
+    }
+
+    /// A live reply the server sent without `usage`: its tokens as the
+    /// caller estimated them go to the budget (its GPU time already did).
+    /// A recorded reply, or one the server counted, charges nothing here.
+    pub fn charge_estimate(&self, reply: &Completion, tokens: u64) {
+        if let Some(budget) = &self.budget
+            && !reply.recorded
+            && reply.response.usage.is_none()
+        {
+            budget.spend(tokens, 0);
         }
     }
 
@@ -373,7 +428,7 @@ impl Endpoint {
     }
 
     /// One line for the operator saying what failed and what to fix; for a
-    /// setup fault, the config key (SPEC §16).
+    /// setup fault, the config key (README, Exit codes).
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
             CallError::Setup { status, message } => self.diagnosis(*status, message),
@@ -421,7 +476,6 @@ struct Call<'a> {
     deadline: Instant,
     cancel: &'a CancellationToken,
     clock: &'a (dyn Fn() -> DateTime<Utc> + Send + Sync),
-    gate: &'a (dyn Fn() -> Result<(), String> + Send + Sync),
 }
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
-//! Answering model calls from a recording (SPEC §13 `replay`): each call
-//! the harness makes is matched, in order, with a recorded call — one or
-//! more attempts — and every attempt's request is compared with the one
-//! recorded (ignoring `seed`). The recorded answers go through the same
-//! judging and retry rules as live ones, so a replay tests the harness
-//! with no model and no network in it.
+//! Model calls answered from a recording: the endpoint's seam of
+//! answering from records (`records::answering` builds the [`Recording`],
+//! for `replay` and for a task resuming from its records: README, Replay
+//! and Resume). Each call the harness makes is matched, in order, with a
+//! recorded call — one or more attempts — and every attempt's request is
+//! compared with the one recorded (ignoring `seed`); a difference is kept
+//! as a [`Mismatch`]. The recorded answers go through the same judging and
+//! retry rules as live ones, so a replay tests the harness with no model
+//! and no network in it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -23,7 +26,7 @@ const MAX_REQUEST_TREE_BYTES: usize = 256 << 20;
 
 /// One recorded HTTP attempt.
 #[derive(Debug, Clone)]
-pub struct RecordedAttempt {
+pub(crate) struct RecordedAttempt {
     /// The turn it belonged to.
     pub turn: u32,
     /// 1 for the first attempt of a call.
@@ -40,7 +43,7 @@ pub struct RecordedAttempt {
 
 /// A request that differed from the recorded one.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     pub turn: u32,
     pub recorded: Option<Value>,
     pub sent: Option<Value>,
@@ -49,22 +52,22 @@ pub struct Mismatch {
 }
 
 /// The recorded model calls of a run, shared by the endpoint that answers
-/// them and the command that reads the mismatches afterwards.
-#[derive(Debug, Default)]
+/// them and the handle that reads the mismatches afterwards.
+#[derive(Debug)]
 pub struct Recording {
     calls: VecDeque<VecDeque<RecordedAttempt>>,
     /// From this turn on, calls go to the live endpoint (`--from-turn`).
     live_from_turn: Option<u32>,
     /// Once every recorded call is answered, calls go to the live
-    /// endpoint: a task resuming from its records (SPEC §18).
+    /// endpoint: a task resuming from its records.
     then_live: bool,
     /// The turns whose model calls were answered from the recording.
     answered_turns: std::collections::BTreeSet<u32>,
     /// The context window the recorded run managed.
-    pub window: Option<u32>,
+    pub(super) window: Option<u32>,
     /// The exact prompt counts the recorded run made, by turn, in order.
     counts: VecDeque<(u32, u64)>,
-    pub mismatches: Vec<Mismatch>,
+    pub(super) mismatches: Vec<Mismatch>,
 }
 
 /// Where a prompt count comes from in a replay.
@@ -77,12 +80,16 @@ pub(crate) enum Count {
 }
 
 impl Recording {
-    /// Groups attempts into calls (a call starts at attempt 1).
-    pub fn new(
+    /// The recorded `attempts` grouped into calls (a call starts at
+    /// attempt 1), answered in order; from turn `live_from_turn` on, and
+    /// with `then_live` once every recorded call is answered, the endpoint
+    /// is asked. Otherwise a call past the recording is not sent.
+    pub(crate) fn new(
         attempts: Vec<RecordedAttempt>,
         counts: Vec<(u32, u64)>,
-        live_from_turn: Option<u32>,
         window: Option<u32>,
+        live_from_turn: Option<u32>,
+        then_live: bool,
     ) -> Arc<Mutex<Recording>> {
         let mut calls: VecDeque<VecDeque<RecordedAttempt>> = VecDeque::new();
         for a in attempts {
@@ -94,7 +101,7 @@ impl Recording {
         Arc::new(Mutex::new(Recording {
             calls,
             live_from_turn,
-            then_live: false,
+            then_live,
             answered_turns: Default::default(),
             window,
             counts: counts.into(),
@@ -102,23 +109,13 @@ impl Recording {
         }))
     }
 
-    /// The records a task resumes from (SPEC §18): every recorded call is
-    /// answered in order, then the endpoint is asked. With `then_live`
-    /// false, a call past the recording is not sent (the check made before
-    /// a resume).
-    pub fn resume(
-        attempts: Vec<RecordedAttempt>,
-        counts: Vec<(u32, u64)>,
-        window: Option<u32>,
-        then_live: bool,
-    ) -> Arc<Mutex<Recording>> {
-        let r = Recording::new(attempts, counts, None, window);
-        lock(&r).then_live = then_live;
-        r
+    /// The requests that differed from the recorded ones so far, taken.
+    pub(crate) fn take_mismatches(&mut self) -> Vec<Mismatch> {
+        std::mem::take(&mut self.mismatches)
     }
 
     /// How many turns were answered from the recording.
-    pub fn answered_turns(&self) -> u32 {
+    pub(crate) fn answered_turns(&self) -> u32 {
         u32::try_from(self.answered_turns.len()).unwrap_or(u32::MAX)
     }
 
@@ -148,11 +145,6 @@ impl Recording {
         self.calls
             .front()
             .is_some_and(|call| !call.front().is_some_and(|a| live_now(a.turn)))
-    }
-
-    /// The next call goes live ([`Recording::next_call`] would say `Live`).
-    pub(crate) fn next_call_is_live(&self) -> bool {
-        !self.next_is_recorded() && self.live_next()
     }
 
     /// The recorded attempts of the next call, or `None` when the call goes live.
@@ -216,7 +208,7 @@ pub(crate) fn answer(
         });
         return not_recorded("the recording has no further attempt for this call");
     };
-    // A record is input too (SPEC §21): its request becomes a tree only
+    // A record is input too (docs/untrusted-input.md): its request becomes a tree only
     // within a budget, one at a time.
     let mut budget = MAX_REQUEST_TREE_BYTES;
     match crate::base::http::parse_tree(a.request.get(), &mut budget) {

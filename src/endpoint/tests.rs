@@ -186,3 +186,217 @@ fn llama_server_error_bodies_are_read() {
     let e = ServerError::read(None, "<html>bad gateway</html>", StatusCode::BAD_GATEWAY);
     assert_eq!(e.message, "<html>bad gateway</html>");
 }
+
+/// Spend: the endpoint asks the budget before every live attempt and
+/// charges each one as it ends.
+mod spend {
+    use std::path::Path;
+
+    use serde_json::json;
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::super::recorded::{RecordedAttempt, Recording};
+    use super::*;
+    use crate::config::Config;
+
+    /// A config for `endpoint` (its TOML sections) with `[budget]` as given.
+    fn config(endpoint: &str, budget: &str) -> Config {
+        let text = format!("{endpoint}[budget]\n{budget}\n");
+        let env = |key: &str| (key == "RUNPOD_API_KEY").then(|| "rp-key".to_string());
+        Config::parse(&text, Path::new("/t/agent.toml"), Path::new("/t"), &env)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn openai(server: &MockServer) -> String {
+        format!(
+            "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"{}/v1\"\n",
+            server.uri()
+        )
+    }
+
+    fn runpod(server: &MockServer) -> String {
+        format!(
+            "[endpoint]\nkind = \"runpod\"\n[runpod]\nbase_url = \"{}/v2\"\nendpoint_id = \"ep1\"\n",
+            server.uri()
+        )
+    }
+
+    /// An endpoint for `cfg` metered by a budget of its own, retrying at once.
+    fn metered(cfg: &Config) -> (Endpoint, Arc<Budget>) {
+        let clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync> =
+            Arc::new(|| DateTime::from_timestamp(1_795_000_000, 0).unwrap_or_default());
+        let budget = Arc::new(Budget::new(cfg, clock));
+        let retry = RetryPolicy {
+            base: Duration::ZERO,
+            cap: Duration::ZERO,
+            max_retries: 3,
+        };
+        let ep = Endpoint::new(&cfg.endpoint)
+            .unwrap()
+            .with_retry_policy(retry)
+            .metered(budget.clone());
+        (ep, budget)
+    }
+
+    fn body() -> Value {
+        json!({"messages": [{"role": "user", "content": "Say hello."}]})
+    }
+
+    fn answer(usage: bool) -> Value {
+        let mut reply = json!({
+            "choices": [{"message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]
+        });
+        if usage {
+            reply["usage"] =
+                json!({"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120});
+        }
+        reply
+    }
+
+    /// One call, as the loop makes it; every attempt's failure, in order.
+    async fn call(ep: &Endpoint) -> (Result<Completion, CallError>, Vec<Option<String>>) {
+        let mut seen = Vec::new();
+        let result = ep
+            .chat(
+                body(),
+                Instant::now() + Duration::from_secs(30),
+                &CancellationToken::new(),
+                &Utc::now,
+                &mut |e| {
+                    if let CallEvent::Ended(a) = e {
+                        seen.push(a.error.clone());
+                    }
+                },
+            )
+            .await;
+        (result, seen)
+    }
+
+    /// (tokens, GPU ms) spent today.
+    fn spent(budget: &Budget) -> (u64, u64) {
+        let today = budget.standing().today;
+        (today.tokens, today.gpu_ms)
+    }
+
+    #[tokio::test]
+    async fn a_budget_already_reached_sends_nothing() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(answer(true)))
+            .expect(0)
+            .mount(&server)
+            .await;
+        let (ep, budget) = metered(&config(&openai(&server), "tokens_per_day = 100"));
+        budget.spend(100, 0);
+
+        let (result, attempts) = call(&ep).await;
+
+        let Err(CallError::OverBudget(why)) = result else {
+            panic!("{result:?}")
+        };
+        assert!(
+            why.contains("[budget] tokens_per_day = 100 reached"),
+            "{why}"
+        );
+        assert!(attempts.is_empty());
+        assert!(
+            server
+                .received_requests()
+                .await
+                .unwrap_or_default()
+                .is_empty()
+        );
+        assert_eq!(spent(&budget), (100, 0));
+    }
+
+    #[tokio::test]
+    async fn a_failed_attempts_gpu_time_is_charged_before_its_retry_is_asked() {
+        let server = MockServer::start().await;
+        let failed = json!({"id": "j1", "status": "FAILED", "executionTime": 2500, "error": "CUDA out of memory"});
+        Mock::given(method("POST"))
+            .and(path_regex("/runsync$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(failed))
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        let done = json!({"id": "j2", "status": "COMPLETED", "output": answer(true), "delayTime": 900, "executionTime": 600});
+        Mock::given(method("POST"))
+            .and(path_regex("/runsync$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(done))
+            .mount(&server)
+            .await;
+
+        // 2.5 s of a 2-second day: the retry is never sent.
+        let (ep, budget) = metered(&config(&runpod(&server), "gpu_seconds_per_day = 2"));
+        let (result, attempts) = call(&ep).await;
+
+        assert!(
+            matches!(&result, Err(CallError::OverBudget(why)) if why.contains("gpu_seconds_per_day = 2 reached (2.5 GPU-seconds")),
+            "{result:?}"
+        );
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(
+            server.received_requests().await.unwrap_or_default().len(),
+            1
+        );
+        assert_eq!(spent(&budget), (0, 2500));
+
+        // Within 4 seconds the retry goes out, and its answer is charged
+        // its execution time (not the queue's) and its tokens at once.
+        let (ep, budget) = metered(&config(&runpod(&server), "gpu_seconds_per_day = 4"));
+        let (result, attempts) = call(&ep).await;
+
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(attempts.len(), 1, "the failed job's mock is used up");
+        assert_eq!(spent(&budget), (120, 600));
+    }
+
+    #[tokio::test]
+    async fn a_recorded_attempt_is_neither_asked_nor_charged() {
+        let server = MockServer::start().await;
+        let cfg = config(&openai(&server), "tokens_per_day = 100");
+        let recorded = RecordedAttempt {
+            turn: 1,
+            attempt: 1,
+            request: serde_json::value::to_raw_value(&body()).unwrap(),
+            http_status: Some(200),
+            response: Some(RawBody::from_value(&answer(false))),
+            error: None,
+            failure: None,
+            retry_after: None,
+            job: None,
+        };
+        let (ep, budget) = metered(&cfg);
+        let ep = ep.replaying(Recording::new(
+            vec![recorded],
+            Vec::new(),
+            None,
+            None,
+            false,
+        ));
+        budget.spend(100, 0);
+
+        let (result, attempts) = call(&ep).await;
+
+        let c = result.unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.recorded);
+        assert_eq!(attempts, [None]);
+        // Without `usage`, the loop's estimate is charged only when live.
+        ep.charge_estimate(&c, 50);
+        assert_eq!(spent(&budget), (100, 0));
+        let live = Completion {
+            recorded: false,
+            ..c
+        };
+        ep.charge_estimate(&live, 50);
+        assert_eq!(spent(&budget), (150, 0));
+        assert!(
+            server
+                .received_requests()
+                .await
+                .unwrap_or_default()
+                .is_empty()
+        );
+    }
+}

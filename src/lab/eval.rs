@@ -1,7 +1,8 @@
-//! `eval DIR` (SPEC §13): every task file in DIR, run N times against the
-//! configured endpoint (per variant of the config), and how often each
+//! `eval DIR` (README, Eval): every task file in DIR, run N times against
+//! the configured endpoint (per variant of the config), and how often each
 //! passed — with a 95 % Wilson interval, because three runs prove little.
-//! Files are read, never moved; write tools are dry-run unless asked.
+//! Each variant is a batch as its [`BatchOptions`] ask; files are read,
+//! never moved; write tools are dry-run unless asked.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -10,28 +11,26 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 
-use super::stats::{compare, median, most_common, round3, wilson};
+use super::stats::{Arm, compare, median, most_common, round3, wilson};
 use crate::agent::deps::TaskDeps;
 use crate::config::Config;
-use crate::drain::{Mode, TaskEnd, run_tasks};
+use crate::drain::{BatchOptions, Mode, TaskEnd, run_tasks};
 use crate::inbox;
 use crate::records::{Comparison, Report, Status, Summary, TaskRow, Totals, VariantReport};
 
-/// What `eval` was asked.
+/// What `eval` was asked: the batch (every variant's traces to the first
+/// config's collector), and the suite.
 #[derive(Debug, Clone, Default)]
 pub struct EvalOptions {
+    pub batch: BatchOptions,
     pub dir: PathBuf,
     pub repeat: u32,
-    pub concurrency: usize,
     /// `--set KEY=VALUE`, for every variant.
     pub sets: Vec<(String, String)>,
     /// `--matrix KEY=V1,V2,…`: one variant per combination of values.
     pub matrix: Vec<(String, Vec<String>)>,
+    /// `--live-writes`: write tools change things (else they are dry-run).
     pub live_writes: bool,
-    /// The live lines on a terminal.
-    pub progress: crate::display::Progress,
-    /// Where each run's trace goes, when `[traces]` is set.
-    pub traces: Option<crate::traces::Traces>,
 }
 
 /// The config overrides of each variant: the `--set` pairs, then one value
@@ -69,7 +68,7 @@ pub fn variants(opts: &EvalOptions) -> Result<Vec<Vec<(String, String)>>, String
     Ok(all)
 }
 
-/// The most variants one eval runs (SPEC §20, §21).
+/// The most variants one eval runs (README, Eval).
 pub const MAX_VARIANTS: usize = 64;
 
 /// A variant's settings as records show them: secret values as `***`.
@@ -225,7 +224,7 @@ fn totals(rows: &[TaskRow]) -> Totals {
     }
 }
 
-/// The paired comparison of a two-value `--matrix` (SPEC §20): its two
+/// The paired comparison of a two-value `--matrix` (README, Eval): its two
 /// variants, pair by pair; `None` for any other matrix.
 pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comparison> {
     let [(key, values)] = opts.matrix.as_slice() else {
@@ -242,7 +241,18 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
             v.to_string()
         }
     };
-    Some(compare(key, (&shown(va), a), (&shown(vb), b)))
+    let (va, vb) = (shown(va), shown(vb));
+    Some(compare(
+        key,
+        Arm {
+            value: &va,
+            report: a,
+        },
+        Arm {
+            value: &vb,
+            report: b,
+        },
+    ))
 }
 
 /// What marks a variant's traces: the eval's id and the variant's folder
@@ -272,15 +282,12 @@ pub async fn run_variant(
         .flat_map(|_| entries.iter().cloned())
         .collect();
     let mode = Mode {
-        dry_run: !opts.live_writes,
+        dry_run: opts.batch.dry_run || !opts.live_writes,
         logs: logs.to_path_buf(),
-        traces: opts
-            .traces
-            .as_ref()
-            .map(|t| t.for_config(cfg, variant_labels(logs))),
-        ..Mode::new(cfg, opts.progress.clone())
+        traces: (opts.batch.traces.as_ref()).map(|t| t.for_config(cfg, variant_labels(logs))),
+        ..Mode::new(cfg, &opts.batch)
     };
-    let ends = run_tasks(cfg, deps, runs, &mode, opts.concurrency).await;
+    let ends = run_tasks(cfg, deps, runs, &mode, opts.batch.concurrency).await;
     let mut summaries = Vec::new();
     let mut broken: BTreeMap<String, u32> = BTreeMap::new();
     // Ends come in the order the runs finished, not the order they started.

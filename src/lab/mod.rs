@@ -1,6 +1,7 @@
-//! Studies of the agent that call the engine and never change it: `eval`
-//! (variants × tasks × repeats, pass@k and pass^k, SPEC §14), its
-//! statistics, and `replay` (a recorded run again, SPEC §13).
+//! Studies of the agent that call the engine and never change it, each a
+//! batch of the drain's: `eval` (variants × tasks × repeats, pass@k and
+//! pass^k: README, Eval), its statistics, and `replay` (a recorded run
+//! again: README, Replay).
 
 pub mod eval;
 pub mod replay;

@@ -106,13 +106,17 @@ pub fn paired_interval(both: u32, a_only: u32, b_only: u32, neither: u32) -> (f6
     (low.max(-1.0), high.min(1.0))
 }
 
+/// One side of a paired comparison: a `--matrix` value and its variant's runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Arm<'a> {
+    pub value: &'a str,
+    pub report: &'a VariantReport,
+}
+
 /// Variant `a` against variant `b` of `--matrix KEY=A,B`: the runs of each
 /// task paired by repeat index (a task or run one side lacks is left out).
-pub fn compare(
-    key: &str,
-    (va, a): (&str, &VariantReport),
-    (vb, b): (&str, &VariantReport),
-) -> Comparison {
+pub fn compare(key: &str, arm_a: Arm<'_>, arm_b: Arm<'_>) -> Comparison {
+    let (va, a, vb, b) = (arm_a.value, arm_a.report, arm_b.value, arm_b.report);
     let (mut both, mut a_only, mut b_only, mut neither) = (0u32, 0u32, 0u32, 0u32);
     let empty = Vec::new();
     for (task, runs_a) in &a.outcomes {
@@ -170,6 +174,10 @@ pub fn most_common(seen: impl IntoIterator<Item = String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn arm<'a>(value: &'a str, report: &'a VariantReport) -> Arm<'a> {
+        Arm { value, report }
+    }
 
     fn variant(outcomes: &[(&str, &[bool])]) -> VariantReport {
         VariantReport {
@@ -232,16 +240,16 @@ mod tests {
         let never = variant(&[("a", &[false, false, false]), ("b", &[false, false, false])]);
         let c = compare(
             "model.replay_thinking",
-            ("keep", &always),
-            ("strip", &never),
+            arm("keep", &always),
+            arm("strip", &never),
         );
         assert_eq!((c.pairs, c.a_only, c.b_only), (6, 6, 0));
         assert_eq!((c.difference, c.p_value), (1.0, 0.0313));
         assert_eq!(c.verdict, "model.replay_thinking=keep better");
-        let c = compare("k", ("x", &never), ("y", &always));
+        let c = compare("k", arm("x", &never), arm("y", &always));
         assert_eq!((c.difference, c.verdict.as_str()), (-1.0, "k=y better"));
         // The same arm twice: nothing discordant, nothing found.
-        let c = compare("k", ("x", &always), ("y", &always));
+        let c = compare("k", arm("x", &always), arm("y", &always));
         assert_eq!(
             (c.difference, c.p_value, c.verdict.as_str()),
             (0.0, 1.0, "no difference found at 95 %")
@@ -249,7 +257,7 @@ mod tests {
         // Balanced disagreement.
         let one = variant(&[("a", &[true, false, true, false])]);
         let other = variant(&[("a", &[false, true, false, true])]);
-        let c = compare("k", ("x", &one), ("y", &other));
+        let c = compare("k", arm("x", &one), arm("y", &other));
         assert_eq!((c.a_only, c.b_only, c.p_value), (2, 2, 1.0));
         assert!(c.ci_low < 0.0 && c.ci_high > 0.0);
         // 117 against 150: the exact p is 0.049983, shown as 0.0500, and the
@@ -260,7 +268,7 @@ mod tests {
         let mut b = ones(117, false);
         b.extend(ones(150, true));
         let (a, b) = (variant(&[("t", &a)]), variant(&[("t", &b)]));
-        let c = compare("k", ("x", &a), ("y", &b));
+        let c = compare("k", arm("x", &a), arm("y", &b));
         assert!(mcnemar_p(117, 150) < 0.05);
         assert_eq!(
             (c.p_value, c.verdict.as_str()),
@@ -268,7 +276,7 @@ mod tests {
         );
         // A task one side lacks is not paired.
         let extra = variant(&[("a", &[true]), ("z", &[true, true])]);
-        assert_eq!(compare("k", ("x", &extra), ("y", &never)).pairs, 1);
+        assert_eq!(compare("k", arm("x", &extra), arm("y", &never)).pairs, 1);
     }
 
     #[test]

@@ -105,7 +105,8 @@ pub fn prune(
     for d in old {
         remove(
             paths,
-            (root.as_ref(), done_folder.as_ref()),
+            root.as_ref(),
+            done_folder.as_ref(),
             &d,
             dry_run,
             &mut pruned,
@@ -183,7 +184,8 @@ fn same_folder(a: &Path, b: &Path) -> bool {
 
 fn remove(
     paths: &crate::config::Paths,
-    (logs, done): (Option<&Folder>, Option<&Folder>),
+    logs: Option<&Folder>,
+    done: Option<&Folder>,
     d: &Dated,
     dry_run: bool,
     pruned: &mut Pruned,

@@ -1,11 +1,15 @@
-//! Run records (SPEC §8): `logs/<task>/<run_id>/` with `conversation.jsonl`
-//! (every request attempt, raw), `tools.jsonl` (every tool call), `run.log`
-//! (a human-readable trace, thinking included) and `summary.json`.
+//! Run records (README, Records): `logs/<task>/<run_id>/` with
+//! `conversation.jsonl` (every request attempt, raw), `tools.jsonl` (every
+//! tool call), `run.log` (a human-readable trace, thinking included) and
+//! `summary.json`.
 //!
 //! Each line is written with one `write` call as it happens, so a killed run
 //! still leaves whole, parseable lines. Every line passes through the
 //! redactor first: no secret value reaches a record, whatever produced it.
+//! Read back (as untrusted input), a run's lines answer a task again
+//! ([`answering`]: resume and `replay`).
 
+mod answering;
 mod capped;
 mod evals;
 mod lines;
@@ -13,9 +17,9 @@ mod listing;
 mod partial;
 mod read;
 mod record;
-mod recorded;
 mod run_id;
 
+pub use answering::{Answered, Answers, Difference, GoLive};
 pub use capped::{MAX_CONVERSATION_BYTES, MAX_SUMMARY_BYTES, MAX_TOOLS_BYTES};
 pub use evals::{
     Comparison, ListedEval, MAX_EVAL_BYTES, Report, TaskRow, Totals, VariantReport, list_evals,
@@ -31,7 +35,6 @@ pub use read::{
     read_run, reply_view, request_texts,
 };
 pub use record::{RunRecord, create_private_dir, replace_private};
-pub use recorded::{recorded_attempt, recorded_counts, recorded_results, recorded_window};
 pub use run_id::{ahead_of_clock, run_id_for, run_order, run_time};
 
 use chrono::{DateTime, Utc};
@@ -106,7 +109,7 @@ pub struct Summary {
     /// The `[agents.NAME]` profile the task ran as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// A recurring task (SPEC §17), run for `slot` (RFC 3339).
+    /// A recurring task (README, Recurring tasks), run for `slot` (RFC 3339).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recurring: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +118,7 @@ pub struct Summary {
     /// sends the same body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success: Option<chrono::NaiveDate>,
-    /// The run whose records this one went on from (SPEC §18).
+    /// The run whose records this one went on from (README, Resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<String>,
     /// The turns answered from those records.
@@ -125,7 +128,7 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_refused: Option<String>,
     /// The MCP servers it was not offered because they were down (a task
-    /// that names no tools runs without them, SPEC §22).
+    /// that names no tools runs without them: README, Tools from MCP servers).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_servers_down: Vec<String>,
     /// What of the counts above earlier runs used (a resumed task's

@@ -1,12 +1,16 @@
-//! The budget (SPEC §23): asked before every model request whether a
-//! limit is reached, told what every reply spent. One is shared by every
+//! The budget (README, Budget): spend's one home — the `[budget]` limits,
+//! what was spent against them, the ledger, and the check. It is asked
+//! and charged at one seam: the endpoint it meters asks [`Budget::check`]
+//! before every live attempt and [`Budget::spend`]s each as it ends (its
+//! GPU time, an answered one's tokens with it); the drain asks the same
+//! check before a task starts, and keeps the ledger for a run's length
+//! ([`Budget::keep_ledger`], [`Budget::flush`]). One is shared by every
 //! task of a run, so with `--concurrency N` the tasks in flight draw on
 //! one ledger and overshoot by at most one request each. The day is the
 //! calendar day in `[schedule] timezone`; the day's spend is kept beside
-//! the inbox ([`DaySpend`]) from a run's first task on, and read there
-//! again before every request, so processes spending at the same time
-//! (`run`, `exec`, `eval`) overshoot a daily limit by at most one request
-//! each too.
+//! the inbox ([`DaySpend`]) from a run's start, and read there again
+//! before every request, so processes spending at the same time (`run`,
+//! `exec`, `eval`) overshoot a daily limit by at most one request each too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -34,7 +38,7 @@ struct Spending {
     pending: (u64, u64),
     /// Tokens this process spent (for `tokens_per_run`).
     run_tokens: u64,
-    /// Where the day's spend is kept, from the first task on; `None` after
+    /// Where the day's spend is kept, from the run's start; `None` after
     /// it could not be written (the run goes on counting in memory).
     ledger: Option<PathBuf>,
     /// The ledger was read (once a run).
@@ -48,6 +52,14 @@ struct Spending {
     problems: Vec<String>,
     /// The first limit reached, as it was said.
     refused: Option<String>,
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budget")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Today's spend against each limit, for the metrics.
@@ -87,23 +99,25 @@ impl Budget {
             return;
         }
         self.roll(&mut s);
-        if DaySpend::find(state_dir, s.today.day) == Found::Absent {
-            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
-        }
         s.ledger = Some(state_dir.to_path_buf());
         s.kept = true;
         self.save(&mut s, Wait::No);
-        self.refresh(&mut s);
+        if !self.refresh(&mut s) {
+            tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
+        }
     }
 
     /// What the day spent, as the ledger says now (another process may
     /// have added to it) plus this process's pending spend — never less
-    /// than this process already counted.
-    fn refresh(&self, s: &mut Spending) {
+    /// than this process already counted. `false` when there is no
+    /// ledger to read.
+    fn refresh(&self, s: &mut Spending) -> bool {
         let Some(dir) = s.ledger.clone() else {
-            return;
+            return false;
         };
-        let kept = match DaySpend::find(&dir, s.today.day) {
+        let found = DaySpend::find(&dir, s.today.day);
+        let there = found != Found::Absent;
+        let kept = match found {
             Found::Today(spent) => spent,
             Found::Absent | Found::Earlier => DaySpend::nothing(s.today.day),
             found @ Found::Unreadable(_) => {
@@ -128,6 +142,7 @@ impl Budget {
         };
         s.today.tokens = s.today.tokens.max(kept.tokens.saturating_add(s.pending.0));
         s.today.gpu_ms = s.today.gpu_ms.max(kept.gpu_ms.saturating_add(s.pending.1));
+        there
     }
 
     /// A ledger that cannot be read is warned about once; one that is not
@@ -153,8 +168,9 @@ impl Budget {
     }
 
     /// `Err` names the limit reached, what was spent and when it resets:
-    /// no model request may start. The ledger is read first: what other
-    /// processes spent counts.
+    /// no model request may start (the endpoint asks before each live
+    /// attempt), and no task (the drain asks before each). The ledger is
+    /// read first: what other processes spent counts.
     pub fn check(&self) -> Result<(), String> {
         if !self.limits.any() {
             return Ok(());
@@ -210,7 +226,8 @@ impl Budget {
         Ok(())
     }
 
-    /// Adds what one model request spent and keeps it in the ledger.
+    /// Adds what one model request spent and keeps it in the ledger (the
+    /// endpoint, as each live attempt ends).
     pub fn spend(&self, tokens: u64, gpu_ms: u64) {
         if !self.limits.any() {
             return;

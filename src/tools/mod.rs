@@ -1,6 +1,7 @@
-//! The seven built-in tools (SPEC §7) and those of MCP servers (SPEC §19,
-//! [`mcp`]): names, the short descriptions a small model reads,
-//! parameters, argument validation, and dispatch.
+//! The seven built-in tools (README, Tools) and those of MCP servers
+//! (README, Tools from MCP servers; [`mcp`]): names, the short
+//! descriptions a small model reads, parameters, argument validation, and
+//! dispatch — or a recorded result instead ([`RecordedResults`]).
 //!
 //! Each tool's parameters are declared once ([`Param`]); that table yields
 //! both the JSON schema sent to the model and the validator, which names
@@ -31,7 +32,7 @@ pub struct ToolOutput {
     /// Extra facts for `tools.jsonl` (a dry-run intent, a duplicate skipped).
     pub detail: Option<Value>,
     /// The service refused the setup (a notes token): the run stops with
-    /// this diagnosis (SPEC §16).
+    /// this diagnosis (README, Exit codes).
     pub setup_fault: Option<String>,
 }
 
@@ -82,28 +83,42 @@ pub struct CallContext {
 pub struct Toolbox {
     pub webfetch: Option<webfetch::Webfetch>,
     pub noteworx: Option<noteworx::Noteworx>,
-    /// A replay: calls are answered from a recorded run, not run.
+    /// A replay or a resumed task: calls are answered from a recorded
+    /// run first, not run.
     pub recorded: Option<std::sync::Arc<RecordedResults>>,
     /// The configured MCP servers, started as tasks need them.
     pub mcp: Option<std::sync::Arc<mcp::McpServers>>,
 }
 
-/// The tool results of a recorded run, by turn and call id: a replay (and
-/// a task resuming from its records) answers with them instead of running
-/// the tools.
-#[derive(Debug, Default)]
+/// The tool results of a recorded run, by turn and call id: the tools'
+/// seam of answering from records (`records::answering` builds them, for
+/// a replay and for a task resuming from its records), answered instead of
+/// running the tools.
+#[derive(Debug)]
 pub struct RecordedResults {
-    pub results: std::collections::HashMap<(u32, String), ToolOutput>,
+    results: std::collections::HashMap<(u32, String), ToolOutput>,
     /// From this turn on, tools run for real (`replay --from-turn`, or the
     /// turn after the last recorded reply of a resumed task).
-    pub live_from_turn: Option<u32>,
+    live_from_turn: Option<u32>,
     /// A call with no recorded result runs for real (a resumed task: the
     /// process died before its result was written); in a replay it is an
     /// error result.
-    pub missing_run_live: bool,
+    missing_run_live: bool,
 }
 
 impl RecordedResults {
+    pub(crate) fn new(
+        results: std::collections::HashMap<(u32, String), ToolOutput>,
+        live_from_turn: Option<u32>,
+        missing_run_live: bool,
+    ) -> Self {
+        RecordedResults {
+            results,
+            live_from_turn,
+            missing_run_live,
+        }
+    }
+
     /// The recorded answer to call `call_id` of `turn`, when the recording
     /// gives one; `None` when the call runs for real.
     fn answer(&self, turn: u32, call_id: &str) -> Option<Cow<'_, ToolOutput>> {

@@ -1,5 +1,5 @@
 //! What a trace is made of: spans with their kind, attributes and
-//! status, the endpoint facts every span names, and how a task ended.
+//! status, and the endpoint facts every span names.
 
 use chrono::{DateTime, Utc};
 
@@ -51,21 +51,4 @@ pub struct Model {
     pub name: Option<String>,
     /// `server.address` and `server.port`.
     pub server: Option<(String, u16)>,
-}
-
-/// How the task ended, as its summary says.
-#[derive(Debug, Clone, Copy)]
-pub struct Ending<'a> {
-    pub succeeded: bool,
-    pub status: &'a str,
-    pub stop_reason: &'a str,
-    pub error: Option<&'a str>,
-    pub attempt: u32,
-    pub turns: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub final_answer: Option<&'a str>,
-    pub dry_run: bool,
-    /// `<task>/<run_id>` a replay replays.
-    pub replay_of: Option<&'a str>,
 }

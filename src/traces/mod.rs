@@ -1,7 +1,8 @@
-//! OpenTelemetry traces (SPEC §24): each task's events become one trace
-//! ([`TaskTrace`], `spans`), encoded as OTLP protobuf (`otlp`) as the task
-//! ends and sent in batches while the run goes (`export`); the end of the
-//! run waits at most `[traces] flush_secs` for the rest ([`Traces::finish`]).
+//! OpenTelemetry traces (README, Traces): each task's events become one
+//! trace ([`TaskTrace`], `spans`), its root closed as the task's summary
+//! says, encoded as OTLP protobuf (`otlp`) as the task ends and sent in
+//! batches while the run goes (`export`); the end of the run waits at most
+//! `[traces] flush_secs` for the rest ([`Traces::finish`]).
 //! A collector that is down, slow or wrong costs a warning and a count,
 //! never a task's outcome or the exit code. Nothing here runs, or is
 //! allocated, on a run without `[traces]`.
@@ -11,7 +12,7 @@ mod export;
 mod otlp;
 mod spans;
 
-pub use data::{Ending, Model, Trace};
+pub use data::{Model, Trace};
 pub use spans::{CONTENT_CAP, CONTENT_TOTAL, MAX_SPANS, TaskTrace};
 
 use std::sync::Arc;
@@ -95,7 +96,8 @@ impl Traces {
     pub fn task(&self, task: &str, run_id: &str, started: DateTime<Utc>) -> TaskTrace {
         let inner = &self.0;
         TaskTrace::new(
-            (task, run_id),
+            task,
+            run_id,
             started,
             inner.model.clone(),
             inner.content,

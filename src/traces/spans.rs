@@ -1,7 +1,8 @@
-//! One task's trace, built from its events as they happen (SPEC §24): the
-//! root `invoke_agent <task>`, a `chat <model>` span per model request and
-//! an `execute_tool <name>` span per tool call, named and attributed as
-//! the OpenTelemetry GenAI conventions say. Every time comes from the
+//! One task's trace, built from its events as they happen (README,
+//! Traces) and closed as its summary says: the root `invoke_agent <task>`,
+//! a `chat <model>` span per model request and an `execute_tool <name>`
+//! span per tool call, named and attributed as the OpenTelemetry GenAI
+//! conventions say. Every time comes from the
 //! run's own clock, so the spans nest; every text from outside passes the
 //! redactor and a cap.
 
@@ -10,8 +11,9 @@ use chrono::{DateTime, Utc};
 use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, TaskEvent};
 use crate::base::text::clip;
 use crate::config::Redactor;
+use crate::records::{Status, Summary};
 
-use super::data::{Ending, Kind, Model, Span, Trace, Value};
+use super::data::{Kind, Model, Span, Trace, Value};
 
 /// Characters of one exported content attribute (a reply, a tool's
 /// result): what a request replays of one reply's text.
@@ -65,7 +67,8 @@ pub struct TaskTrace {
 
 impl TaskTrace {
     pub(super) fn new(
-        (task, run_id): (&str, &str),
+        task: &str,
+        run_id: &str,
         started: DateTime<Utc>,
         model: Model,
         content: bool,
@@ -141,11 +144,12 @@ impl TaskTrace {
     }
 
     /// The root span, closed as the task's summary says, and every span.
-    pub fn end(mut self, now: DateTime<Utc>, ending: &Ending<'_>) -> Trace {
+    pub fn end(mut self, now: DateTime<Utc>, summary: &Summary) -> Trace {
         self.close_chat(now, None);
-        let attributes = self.root_attributes(ending);
-        let message = match ending.error {
-            Some(e) if !ending.succeeded => self.text(e, MESSAGE_CAP),
+        let succeeded = summary.status == Status::Succeeded;
+        let attributes = self.root_attributes(summary, succeeded);
+        let message = match &summary.error {
+            Some(e) if !succeeded => self.text(e, MESSAGE_CAP),
             _ => String::new(),
         };
         let root = Span {
@@ -156,7 +160,7 @@ impl TaskTrace {
             start: self.started,
             end: now.max(self.started),
             attributes,
-            ok: Some(ending.succeeded),
+            ok: Some(succeeded),
             message,
         };
         let mut spans = Vec::with_capacity(self.spans.len() + 1);
@@ -168,32 +172,39 @@ impl TaskTrace {
         }
     }
 
-    fn root_attributes(&mut self, ending: &Ending<'_>) -> Vec<(&'static str, Value)> {
+    fn root_attributes(
+        &mut self,
+        summary: &Summary,
+        succeeded: bool,
+    ) -> Vec<(&'static str, Value)> {
         let mut attributes = vec![
             ("gen_ai.operation.name", str("invoke_agent")),
             ("gen_ai.agent.name", str(&self.task)),
             ("gen_ai.provider.name", str(self.model.provider)),
             ("agent_harness.run_id", str(&self.run_id)),
-            ("agent_harness.status", str(ending.status)),
-            ("agent_harness.stop_reason", str(ending.stop_reason)),
-            ("agent_harness.attempt", int(ending.attempt)),
-            ("agent_harness.turns", int(ending.turns)),
-            ("gen_ai.usage.input_tokens", int(ending.input_tokens)),
-            ("gen_ai.usage.output_tokens", int(ending.output_tokens)),
+            ("agent_harness.status", str(summary.status.as_str())),
+            (
+                "agent_harness.stop_reason",
+                str(summary.stop_reason.as_str()),
+            ),
+            ("agent_harness.attempt", int(summary.attempt)),
+            ("agent_harness.turns", int(summary.turns)),
+            ("gen_ai.usage.input_tokens", int(summary.prompt_tokens)),
+            ("gen_ai.usage.output_tokens", int(summary.completion_tokens)),
         ];
         if let Some(model) = &self.model.name {
             attributes.push(("gen_ai.request.model", str(model)));
         }
-        if !ending.succeeded {
-            attributes.push(("error.type", str(ending.stop_reason)));
+        if !succeeded {
+            attributes.push(("error.type", str(summary.stop_reason.as_str())));
         }
         if self.dropped > 0 {
             attributes.push(("agent_harness.spans_dropped", int(self.dropped)));
         }
-        if ending.dry_run {
+        if summary.dry_run {
             attributes.push(("agent_harness.dry_run", Value::Bool(true)));
         }
-        if let Some(of) = ending.replay_of {
+        if let Some(of) = &summary.replay_of {
             attributes.push(("agent_harness.replay_of", str(of)));
         }
         for (key, value) in &self.labels {
@@ -203,7 +214,7 @@ impl TaskTrace {
             attributes.push(("gen_ai.input.messages", messages("user", &input, None, &[])));
         }
         if self.content
-            && let Some(answer) = ending.final_answer.and_then(|a| self.content_of(a))
+            && let Some(answer) = (summary.final_answer.as_deref()).and_then(|a| self.content_of(a))
         {
             attributes.push((
                 "gen_ai.output.messages",

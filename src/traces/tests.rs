@@ -15,6 +15,7 @@ use super::{export, otlp};
 use crate::agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
 use crate::config::Secret;
 use crate::endpoint::Attempt;
+use crate::records::{Earlier, Status, Summary};
 use crate::wire::chat::{FunctionCall, ToolCall, Usage};
 
 fn at(ms: i64) -> DateTime<Utc> {
@@ -32,7 +33,8 @@ fn model() -> Model {
 fn trace(content: bool) -> TaskTrace {
     let redactor = Redactor::new(vec![Secret::new("hunter2-secret")]);
     TaskTrace::new(
-        ("hello", "20261126T120000Z-ab12"),
+        "hello",
+        "20261126T120000Z-ab12",
         at(0),
         model(),
         content,
@@ -122,23 +124,50 @@ fn usage(prompt: u64, completion: u64) -> Usage {
     }
 }
 
-fn ending<'a>(succeeded: bool, error: Option<&'a str>) -> Ending<'a> {
-    Ending {
-        succeeded,
-        status: if succeeded { "succeeded" } else { "failed" },
-        stop_reason: if succeeded {
-            "final_answer"
+/// The summary a task's trace is closed with.
+fn ending(succeeded: bool, error: Option<&str>) -> Summary {
+    Summary {
+        task: "hello".into(),
+        run_id: "20261126T120000Z".into(),
+        status: if succeeded {
+            Status::Succeeded
         } else {
-            "max_turns"
+            Status::Failed
         },
-        error,
+        stop_reason: if succeeded {
+            StopReason::FinalAnswer
+        } else {
+            StopReason::MaxTurns
+        },
+        retryable: false,
         attempt: 1,
         turns: 2,
-        input_tokens: 300,
-        output_tokens: 45,
-        final_answer: Some("It is 42 (hunter2-secret)."),
+        tool_calls: 0,
+        tool_errors: 0,
+        calls_over_budget: 0,
+        prompt_tokens: 300,
+        completion_tokens: 45,
+        total_tokens: 345,
+        runpod_exec_ms: None,
+        runpod_delay_ms: None,
+        wall_ms: 0,
+        started_at: at(0),
+        finished_at: at(0),
+        final_answer: Some("It is 42 (hunter2-secret).".into()),
+        error: error.map(str::to_string),
         dry_run: false,
+        expectations: None,
         replay_of: None,
+        schema_checked: false,
+        agent: None,
+        recurring: false,
+        slot: None,
+        last_success: None,
+        resumed_from: None,
+        resumed_turns: 0,
+        resume_refused: None,
+        tool_servers_down: Vec::new(),
+        earlier: Earlier::default(),
     }
 }
 
@@ -457,9 +486,9 @@ fn a_traces_contents_stop_at_its_budget_and_the_root_says_how_many_were_left_out
 fn a_dry_run_a_replay_and_an_eval_variant_say_so_on_the_root() {
     let mut t = trace(false).labelled(&[("agent_harness.eval_variant", "v2".into())]);
     t.on(at(1), &sent(1));
-    let ending = Ending {
+    let ending = Summary {
         dry_run: true,
-        replay_of: Some("hello/20261126T120000Z"),
+        replay_of: Some("hello/20261126T120000Z".into()),
         ..ending(true, None)
     };
     let trace = t.end(at(2), &ending);

@@ -97,7 +97,7 @@ fn arguments_as_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
 pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
 
 /// The most tool calls of one reply that are read; the rest are counted
-/// (SPEC §12.6: they are over any budget) and parsed past.
+/// (docs/untrusted-input.md: they are over any call limit) and parsed past.
 pub const MAX_CALLS_PER_REPLY: usize = 256;
 
 /// The parts of a chat-completions response the loop uses.

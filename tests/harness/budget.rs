@@ -1,12 +1,12 @@
-//! Spend within a budget (SPEC §23): a `[budget]` limit reached pauses the
-//! queue — the task in flight ends `interrupted` / `budget_exhausted` and
-//! stays in the inbox to resume from its records, nothing further starts,
-//! the run exits 75 naming the limit and when it resets — and never fails
-//! a task. The ledger beside the inbox is hostile input.
+//! Spend within a budget (README, Budget): a `[budget]` limit reached pauses
+//! the queue — the task in flight ends `interrupted` / `budget_exhausted` and
+//! stays in the inbox to resume from its records, nothing further starts, the
+//! run exits 75 naming the limit and when it resets — and never fails a task.
+//! The ledger beside the inbox is hostile input.
 
 use std::time::Duration;
 
-use agent_harness::drain::{RunOptions, RunOutcome};
+use agent_harness::drain::RunOutcome;
 use serde_json::{Value, json};
 
 use crate::cli::{run_bin, stderr, stdout};
@@ -116,6 +116,11 @@ async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
     assert_eq!(attempt_runs(&project, "b").len(), 1);
     // No daily limit: no ledger.
     assert!(!project.root().join(LEDGER).exists());
+    // b's second request was refused before it went out: its records
+    // name one request, and the refusal.
+    let log = std::fs::read_to_string(the_run_dir(&project, "b").join("run.log")).unwrap();
+    assert_eq!(log.matches(": request with ").count(), 1, "{log}");
+    assert!(log.contains("tokens_per_run = 400 reached"), "{log}");
 }
 
 #[tokio::test]
@@ -181,14 +186,7 @@ async fn tasks_in_flight_overshoot_by_at_most_one_request_each() {
     }
     let cfg = project.config(&llm.base_url(), "[budget]\ntokens_per_run = 500");
 
-    let outcome = run(
-        &cfg,
-        RunOptions {
-            concurrency: 4,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let outcome = run(&cfg, run_options(4, false)).await;
 
     // 120 tokens a request: the 5th reply reaches 500; at most 3 others
     // were in flight with it.

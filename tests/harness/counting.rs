@@ -1,6 +1,6 @@
-//! Exact prompt counting and the elision rules (SPEC §5 "Counting",
-//! "Elision order"), against a llama-server stand-in whose `/apply-template`
-//! and `/tokenize` agree with the `usage` it reports and the window it enforces.
+//! Exact prompt counting and the elision rules (README, The loop), against a
+//! llama-server stand-in whose `/apply-template` and `/tokenize` agree with
+//! the `usage` it reports and the window it enforces.
 
 use agent_harness::lab::replay::{ReplayOptions, replay};
 use agent_harness::records::Status;
@@ -143,10 +143,10 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
     let end = replay(
         &offline,
         &ReplayOptions {
+            batch: agent_harness::drain::BatchOptions::default(),
             run_dir: exact.run_dir("read"),
             from_turn: None,
             live_writes: false,
-            traces: None,
         },
         &mut out,
     )

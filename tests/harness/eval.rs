@@ -1,5 +1,5 @@
-//! Expectations and `eval DIR` (SPEC §13): what a task must achieve, and
-//! how often a suite of tasks achieves it.
+//! Expectations and `eval DIR` (README, Expectations; Eval): what a task must
+//! achieve, and how often a suite of tasks achieves it.
 
 use std::process::Output;
 
@@ -380,7 +380,10 @@ async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() 
     let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 1,
-        concurrency: 2,
+        batch: agent_harness::drain::BatchOptions {
+            concurrency: 2,
+            ..Default::default()
+        },
         ..agent_harness::lab::eval::EvalOptions::default()
     };
 

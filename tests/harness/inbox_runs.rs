@@ -1,5 +1,6 @@
-//! Draining the inbox (SPEC §2, §4, §6): invalid tasks, moves, the lock,
-//! dry runs, retryable tasks and their attempt counts, the reachability check.
+//! Draining the inbox (README, Commands; Task files; Endpoints and
+//! retries): invalid tasks, moves, the lock, dry runs, retryable tasks and
+//! their attempt counts, the reachability check.
 
 use agent_harness::agent::StopReason;
 use agent_harness::drain::{RunOptions, RunOutcome, Tally};
@@ -183,15 +184,7 @@ async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
     std::fs::write(&state, r#"{"gone": 2, "t": 1}"#).unwrap();
     let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 3\n");
 
-    let dry = run(
-        &cfg,
-        RunOptions {
-            dry_run: true,
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let dry = run(&cfg, run_options(1, true)).await;
     assert_eq!(dry.exit_code(), 75);
     assert_eq!(
         std::fs::read_to_string(&state).unwrap(),
@@ -349,15 +342,7 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     )
     .await;
 
-    let outcome = run(
-        &cfg,
-        RunOptions {
-            dry_run: true,
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let outcome = run(&cfg, run_options(1, true)).await;
 
     assert_eq!(outcome.exit_code(), 0);
     assert_eq!(project.inbox(), ["t.md"]);
@@ -403,8 +388,7 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
 
     let opts = |n: &str| RunOptions {
         only: Some(n.into()),
-        concurrency: 1,
-        ..RunOptions::default()
+        ..run_options(1, false)
     };
     let outcome = agent_harness::app::run_inbox(&cfg, &h, &opts("two"))
         .await
@@ -452,14 +436,7 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
     project.task("t9-broken", "+++\nmax_turns = 0\n+++\nNever runs.");
     let cfg = project.config(&llm.base_url(), &notes.config_section());
 
-    let outcome = run(
-        &cfg,
-        RunOptions {
-            concurrency: 4,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let outcome = run(&cfg, run_options(4, false)).await;
 
     assert_eq!(
         outcome,

@@ -1,6 +1,6 @@
-//! Isolation (SPEC §12.1): a panic in one task fails that task alone; a
-//! task that kills the process reaches `max_attempts`; an interrupted task
-//! gets its attempt back.
+//! Isolation (docs/untrusted-input.md): a panic in one task fails that task
+//! alone; a task that kills the process reaches `max_attempts`; an
+//! interrupted task gets its attempt back.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
 use agent_harness::agent::deps::TaskDeps;
-use agent_harness::drain::{RunOptions, RunOutcome, Tally};
+use agent_harness::drain::{RunOutcome, Tally};
 use agent_harness::records::Status;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -69,16 +69,9 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         .unwrap()
         .with_retry_policy(fast_retries());
 
-    let outcome = agent_harness::app::run_inbox(
-        &cfg,
-        &h,
-        &RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let outcome = agent_harness::app::run_inbox(&cfg, &h, &run_options(1, false))
+        .await
+        .unwrap();
 
     assert_eq!(
         outcome,

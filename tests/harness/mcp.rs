@@ -1,14 +1,13 @@
-//! Tools from MCP servers (SPEC §19), against a real MCP server nobody here
-//! wrote the protocol of: `tests/mcp/test_server.py` on the official Python
-//! SDK (PyPI `mcp`, installed by `scripts/stack install`), started by the
-//! harness as a run would start it.
+//! Tools from MCP servers (README, Tools from MCP servers), against a real
+//! MCP server nobody here wrote the protocol of: `tests/mcp/test_server.py`
+//! on the official Python SDK (PyPI `mcp`, installed by
+//! `scripts/stack install`), started by the harness as a run would start it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::drain::RunOptions;
 use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
@@ -27,14 +26,7 @@ fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
 }
 
 async fn run_one(cfg: &Config) -> RunOutcome {
-    run_stopping(
-        cfg,
-        RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await
+    run_stopping(cfg, run_options(1, false)).await
 }
 
 fn pid_file(project: &Project, name: &str) -> PathBuf {
@@ -293,15 +285,7 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
     let llm = FakeLlm::replies(script()).await;
     let cfg = config(&project, &llm, &extra);
     project.task("dry", task);
-    run_stopping(
-        &cfg,
-        RunOptions {
-            concurrency: 1,
-            dry_run: true,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    run_stopping(&cfg, run_options(1, true)).await;
     assert_eq!(
         std::fs::read_dir(&markers).unwrap().count(),
         0,
@@ -424,10 +408,10 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
     );
 }
 
-/// A down server spares the tasks that do not name its tools (SPEC §22):
-/// a task without a `tools` list runs with the built-in tools and the
-/// servers that are up, and its records say which server was left out and
-/// why; the metrics say which servers were up.
+/// A down server spares the tasks that do not name its tools (README, Tools
+/// from MCP servers): a task without a `tools` list runs with the built-in
+/// tools and the servers that are up, and its records say which server was
+/// left out and why; the metrics say which servers were up.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {
@@ -763,10 +747,10 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
 async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
     let mut out = Vec::new();
     let opts = agent_harness::lab::replay::ReplayOptions {
+        batch: agent_harness::drain::BatchOptions::default(),
         run_dir: dir.to_path_buf(),
         from_turn: None,
         live_writes: false,
-        traces: None,
     };
     let end = agent_harness::lab::replay::replay(cfg, &opts, &mut out).await;
     (

@@ -1,14 +1,14 @@
-//! MCP servers as hostile input (SPEC §12, §19): a raw JSON-RPC server
-//! (`tests/mcp/hostile_server.py`) that pages forever, floods requests,
-//! notifications and stderr, dies mid-call, answers malformed results,
-//! leaks the secret it is passed, or never answers — and configuration
-//! mistakes that must not pass as success.
+//! MCP servers as hostile input (docs/untrusted-input.md; README, Tools from
+//! MCP servers): a raw JSON-RPC server (`tests/mcp/hostile_server.py`) that
+//! pages forever, floods requests, notifications and stderr, dies mid-call,
+//! answers malformed results, leaks the secret it is passed, or never answers
+//! — and configuration mistakes that must not pass as success.
 
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::drain::{RunOptions, RunOutcome};
+use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::json;
 
@@ -25,19 +25,15 @@ fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
 }
 
 async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
-    let opts = RunOptions {
-        concurrency: 1,
-        dry_run,
-        ..RunOptions::default()
-    };
+    let opts = run_options(1, dry_run);
     run_stopping(cfg, opts).await
 }
 
-/// A typo in `write_tools` is no setup fault (a server's answer does not
-/// stop the inbox, SPEC §19), and it never makes the real write tool a
-/// read: with a name the server does not list, every tool not marked
-/// read-only counts as a write, so under --dry-run it is an intent, never
-/// sent. The run says what to fix and exits 1.
+/// A typo in `write_tools` is no setup fault (a server's answer does not stop
+/// the inbox: README, Tools from MCP servers), and it never makes the real
+/// write tool a read: with a name the server does not list, every tool not
+/// marked read-only counts as a write, so under --dry-run it is an intent,
+/// never sent. The run says what to fix and exits 1.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read() {
@@ -271,8 +267,9 @@ fn a_server_cannot_flood_the_harness_stderr() {
     );
 }
 
-/// SPEC §19: a server that dies while a task may use it ends that task
-/// retryable, even when the model answered after the failed call.
+/// README, Tools from MCP servers: a server that dies while a task may use it
+/// ends that task retryable, even when the model answered after the failed
+/// call.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_dying_mid_task_does_not_pass_as_success() {

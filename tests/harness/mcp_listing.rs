@@ -1,11 +1,12 @@
-//! An MCP server's listing as hostile input (SPEC §19): a server that
-//! pings, lists past what is read, in any order, in one huge page, or
-//! lacks a name the config allows — what is offered never depends on it.
+//! An MCP server's listing as hostile input (README, Tools from MCP servers):
+//! a server that pings, lists past what is read, in any order, in one huge
+//! page, or lacks a name the config allows — what is offered never depends on
+//! it.
 
 use std::path::Path;
 
 use agent_harness::agent::StopReason;
-use agent_harness::drain::{RunOptions, RunOutcome};
+use agent_harness::drain::RunOutcome;
 use serde_json::json;
 
 use crate::common::mcp::*;
@@ -79,9 +80,9 @@ async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
     assert_eq!(offered[0], offered[1]);
 }
 
-/// A listing that lacks a configured name is no setup fault (SPEC §19):
-/// the task that names the missing tool is invalid, and the run's stop
-/// leaves no server process behind.
+/// A listing that lacks a configured name is no setup fault (README, Tools
+/// from MCP servers): the task that names the missing tool is invalid, and
+/// the run's stop leaves no server process behind.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_server_process() {
@@ -105,16 +106,9 @@ async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_serve
     let cfg = mcp_config(&project, &llm, &extra);
     project.task("x", "+++\ntools = [\"h__ecko\"]\n+++\nGo.");
     let h = harness(&cfg);
-    let out = agent_harness::app::run_inbox(
-        &cfg,
-        &h,
-        &RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let out = agent_harness::app::run_inbox(&cfg, &h, &run_options(1, false))
+        .await
+        .unwrap();
     assert!(
         matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_none() && t.failed == 1),
         "{out:?}"

@@ -1,14 +1,13 @@
-//! Somebody is told (SPEC §22): `[notify] ping_url` speaks healthchecks.io's
-//! ping protocol (`/start`, success, `/<exit code>` with the last status
-//! lines as the body), `[notify] on_failure_url` gets the run's result as
-//! JSON when it exits non-zero; neither ever changes the exit code, a dry
-//! run notifies nothing, and the URLs' keys are redacted everywhere.
+//! Somebody is told (README, Notify): `[notify] ping_url` speaks
+//! healthchecks.io's ping protocol (`/start`, success, `/<exit code>` with
+//! the last status lines as the body), `[notify] on_failure_url` gets the
+//! run's result as JSON when it exits non-zero; neither ever changes the exit
+//! code, a dry run notifies nothing, and the URLs' keys are redacted
+//! everywhere.
 
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-use agent_harness::drain::RunOptions;
 
 use crate::cli::{run_bin, stderr};
 use crate::common::*;
@@ -125,15 +124,7 @@ async fn a_dry_run_notifies_nothing() {
         &notify(&hc),
     )
     .await;
-    run(
-        &cfg,
-        RunOptions {
-            dry_run: true,
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    run(&cfg, run_options(1, true)).await;
     assert!(received(&hc).await.is_empty());
 }
 

@@ -199,12 +199,12 @@ fn tasks(project: &Project, page_url: &str) {
     );
 }
 
-/// SPEC §19 on the real server: PyPI's reference time server
-/// (`mcp-server-time`), started by the harness, its tool offered to the
-/// model and called by the loop. One call per reply (`parallel_tool_calls
-/// = false`: llama-server then parses at most one), so a 270M model's
-/// habit of repeating a call within one reply cannot stop the task before
-/// the call runs.
+/// README, Tools from MCP servers, on the real server: PyPI's reference time
+/// server (`mcp-server-time`), started by the harness, its tool offered to
+/// the model and called by the loop. One call per reply (`parallel_tool_calls
+/// = false`: llama-server then parses at most one), so a 270M model's habit
+/// of repeating a call within one reply cannot stop the task before the call
+/// runs.
 async fn mcp_tool_on_the_real_server(base_url: &str) {
     let project = Project::new();
     let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
@@ -247,7 +247,7 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
     );
 }
 
-/// SPEC §16 on the real server: each line records the reply's own
+/// README, The loop, on the real server: each line records the reply's own
 /// `finish_reason`, and an answer cut at max_tokens is followed by a request
 /// with thinking off that asks for the complete answer.
 fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
@@ -264,8 +264,8 @@ fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
             "{task}: {line}"
         );
         // Read as the harness reads it: thinking and text-form calls taken
-        // out; nothing but template debris is no answer (SPEC §22), and a
-        // reply cut while it loops ends the task (`repetition`).
+        // out; nothing but template debris is no answer (README, The loop),
+        // and a reply cut while it loops ends the task (`repetition`).
         let message: ResponseMessage = serde_json::from_value(choice["message"].clone()).unwrap();
         let reply = read_reply(&message, Some("length"), "t", &|_| false);
         let answered = reply.calls.is_empty()
@@ -318,8 +318,8 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         StopReason::LoopDetected,
         StopReason::MaxTotalTokens,
         StopReason::EmptyResponse,
-        // A 270M model can ramble past max_tokens twice (SPEC §16), or
-        // loop until they cut it (SPEC §22).
+        // A 270M model can ramble past max_tokens twice (README, The loop), or
+        // loop until they cut it (README, The loop).
         StopReason::AnswerTruncated,
         StopReason::Repetition,
     ];
@@ -567,12 +567,13 @@ async fn long_notes() -> MockServer {
     server
 }
 
-/// SPEC §5 "Counting" on the real server: in a 2048-token window (learnt
-/// from `/props`) a task whose every turn lists the notes (a grammar makes
-/// the model write the call, with a limit of its choosing so no two calls
-/// need be the same) has to elide to stay in. Every request is counted with llama-server's own template and
-/// tokenizer, the count is within 1 % of the `usage.prompt_tokens` it then
-/// reports, and no request is refused for its size.
+/// README, The loop (counting), on the real server: in a 2048-token window
+/// (learnt from `/props`) a task whose every turn lists the notes (a grammar
+/// makes the model write the call, with a limit of its choosing so no two
+/// calls need be the same) has to elide to stay in. Every request is counted
+/// with llama-server's own template and tokenizer, the count is within 1 % of
+/// the `usage.prompt_tokens` it then reports, and no request is refused for
+/// its size.
 async fn exact_counts_in_a_small_window(base_url: &str) {
     const MAX: u64 = 64;
     let notes = long_notes().await;
@@ -688,10 +689,10 @@ async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
     let end = agent_harness::lab::replay::replay(
         cfg,
         &agent_harness::lab::replay::ReplayOptions {
+            batch: agent_harness::drain::BatchOptions::default(),
             run_dir: run.to_path_buf(),
             from_turn: None,
             live_writes: false,
-            traces: None,
         },
         &mut out,
     )
@@ -733,7 +734,10 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
     let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 2,
-        concurrency: 1,
+        batch: agent_harness::drain::BatchOptions {
+            concurrency: 1,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let logs = project.root().join("logs/eval/e/v1");
@@ -815,10 +819,11 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     mcp_tool_on_the_real_server(base_url).await;
 }
 
-/// SPEC §15 on the real server: a task whose answer must match a small
-/// schema. Whenever the first answer does not match, the repair request
-/// carries the schema as `response_format` (llama-server's grammar), and
-/// the run ends with a `result.json` that matches.
+/// README, Profiles (structured answers), on the real server: a task whose
+/// answer must match a small schema. Whenever the first answer does not
+/// match, the repair request carries the schema as `response_format`
+/// (llama-server's grammar), and the run ends with a `result.json` that
+/// matches.
 async fn structured_answer_on_the_real_server(base_url: &str) {
     let project = Project::new();
     // `maxLength` lets the grammar close the string: unbounded, a 270M model
@@ -830,10 +835,10 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
         "structured",
         "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
     );
-    // The quickstart's sampler settings for the 270M base model: without
-    // them it may loop until max_tokens, which ends the task `repetition`
-    // (SPEC §22) before any repair. A fixed seed makes the sampled replies
-    // the same on every run of this build.
+    // The quickstart's sampler settings for the 270M base model: without them
+    // it may loop until max_tokens, which ends the task `repetition` (README,
+    // The loop) before any repair. A fixed seed makes the sampled replies the
+    // same on every run of this build.
     let cfg = project.config(
         base_url,
         "[model]\nmax_tokens = 128\ntemperature = 0.5\n[model.extra]\nrepeat_penalty = 1.5\n\
@@ -880,8 +885,8 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
     );
 }
 
-/// SPEC §12.7 on the real tokenizer: a listing whose note titles hold
-/// control-token strings is sent to the model with every one broken, so
+/// docs/untrusted-input.md on the real tokenizer: a listing whose note titles
+/// hold control-token strings is sent to the model with every one broken, so
 /// llama-server's `/tokenize` (special tokens parsed, as for a prompt) finds
 /// no control token in the tool message — while the raw titles do hold them.
 async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {

@@ -1,12 +1,12 @@
-//! Recurring tasks (SPEC §17): due once per slot, missed slots collapsed,
-//! never on first sight, the slot in the body and the summary, retried
-//! until max_attempts, read in the configured time zone.
+//! Recurring tasks (README, Recurring tasks): due once per slot, missed slots
+//! collapsed, never on first sight, the slot in the body and the summary,
+//! retried until max_attempts, read in the configured time zone.
 
 use std::sync::{Arc, Mutex};
 
 use agent_harness::agent::StopReason;
 use agent_harness::app::run_inbox;
-use agent_harness::drain::{RunOptions, RunOutcome, Tally};
+use agent_harness::drain::{RunOutcome, Tally};
 use agent_harness::records::Status;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
@@ -51,16 +51,7 @@ async fn run_at(cfg: &agent_harness::config::Config, clock: &Clock) -> (RunOutco
     let t = clock.0.clone();
     h.clock = Arc::new(move || *t.lock().unwrap());
     let before = summaries(cfg);
-    let outcome = run_inbox(
-        cfg,
-        &h,
-        &RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let outcome = run_inbox(cfg, &h, &run_options(1, false)).await.unwrap();
     let after = summaries(cfg);
     (outcome, after.into_iter().skip(before.len()).collect())
 }
@@ -701,7 +692,8 @@ async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
 }
 
 /// A recurring file that cannot run gets a record saying why, and the run
-/// exits 1 — once for each version of the file, not every run (SPEC §22).
+/// exits 1 — once for each version of the file, not every run (README, Exit
+/// codes).
 #[tokio::test]
 async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
@@ -759,7 +751,7 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
 
 /// A state file that cannot be read (garbage, a FIFO) never re-runs a slot
 /// that may be done already: every task waits for its next slot, as the
-/// warning says (SPEC §21).
+/// warning says (docs/untrusted-input.md).
 #[tokio::test]
 async fn an_unreadable_state_never_reruns_a_slot_that_may_be_done() {
     for plant in ["garbage", "fifo"] {

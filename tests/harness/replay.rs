@@ -1,4 +1,4 @@
-//! `replay RUN_DIR` (SPEC §13): a recorded run answered from its own
+//! `replay RUN_DIR` (README, Replay): a recorded run answered from its own
 //! records, with no endpoint or tool service to talk to, compared request
 //! by request.
 
@@ -34,10 +34,10 @@ async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, Str
     let end = replay(
         cfg,
         &ReplayOptions {
+            batch: agent_harness::drain::BatchOptions::default(),
             run_dir: dir.to_path_buf(),
             from_turn,
             live_writes: false,
-            traces: None,
         },
         &mut out,
     )

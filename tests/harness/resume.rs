@@ -1,4 +1,4 @@
-//! Resume, don't restart (SPEC §18): a task that did not finish goes on
+//! Resume, don't restart (README, Resume): a task that did not finish goes on
 //! from its records — the turns recorded whole are answered from them, no
 //! request sent and no tool run — and a kill at any instant costs at most
 //! the one model call it cut.
@@ -7,7 +7,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
-use agent_harness::drain::RunOptions;
 use agent_harness::records::{Status, Summary};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
@@ -213,10 +212,10 @@ async fn a_retryable_failure_goes_on_from_its_records() {
     let end = agent_harness::lab::replay::replay(
         &offline,
         &agent_harness::lab::replay::ReplayOptions {
+            batch: agent_harness::drain::BatchOptions::default(),
             run_dir: dirs[1].clone(),
             from_turn: None,
             live_writes: false,
-            traces: None,
         },
         &mut out,
     )
@@ -295,11 +294,7 @@ async fn a_dry_run_neither_resumes_nor_is_resumed_from() {
     let (notes, project) = (&scan.notes, &scan.project);
     let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
     let cfg = scan.config(&llm, "");
-    let dry = RunOptions {
-        dry_run: true,
-        concurrency: 1,
-        ..RunOptions::default()
-    };
+    let dry = run_options(1, true);
     run(&cfg, dry.clone()).await;
     assert!(notes.attachments("eval").is_empty());
 
@@ -516,16 +511,9 @@ async fn run_recurring_at(
 ) -> Summary {
     let mut h = harness(cfg);
     h.clock = std::sync::Arc::new(move || at);
-    agent_harness::app::run_inbox(
-        cfg,
-        &h,
-        &RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    agent_harness::app::run_inbox(cfg, &h, &run_options(1, false))
+        .await
+        .unwrap();
     let id = agent_harness::records::run_id_for(at);
     let text =
         std::fs::read_to_string(cfg.paths.logs.join("news").join(id).join("summary.json")).unwrap();

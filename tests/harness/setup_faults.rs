@@ -1,13 +1,12 @@
-//! Setup faults (SPEC §16): a key, a route or a token the endpoint or a
-//! service refuses stops the run loudly, files nothing, counts no attempt,
-//! and the next run (the setup fixed) does everything; a refusal after a
-//! success is the task's, not the setup's.
+//! Setup faults (README, Exit codes): a key, a route or a token the endpoint
+//! or a service refuses stops the run loudly, files nothing, counts no
+//! attempt, and the next run (the setup fixed) does everything; a refusal
+//! after a success is the task's, not the setup's.
 
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::drain::RunOptions;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 use wiremock::{Request, Respond, ResponseTemplate};
@@ -199,14 +198,7 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
     project.task("c-later", "Never started.");
     let cfg = project.config(&format!("{}/v1", server.uri()), "");
 
-    let outcome = run(
-        &cfg,
-        RunOptions {
-            concurrency: 2,
-            ..RunOptions::default()
-        },
-    )
-    .await;
+    let outcome = run(&cfg, run_options(2, false)).await;
 
     assert_eq!(outcome.exit_code(), 2);
     let slow = project.summary("a-slow");

@@ -1,4 +1,4 @@
-//! Upkeep (SPEC §9, §10): `requeue` brings a failed task back on its first
+//! Upkeep (README, Commands): `requeue` brings a failed task back on its first
 //! attempt without ever overwriting the inbox; retention and `prune`
 //! remove old runs by age, keep the newest of each task and all of
 //! `failed/`, and trust no clock behind the records.
@@ -270,15 +270,7 @@ async fn keep_days_0_keeps_everything_and_a_dry_run_prunes_nothing() {
 
     project.task("u", "Answer.");
     let cfg = project.config(&llm.base_url(), "[retention]\nkeep_runs = 0\n");
-    run(
-        &cfg,
-        agent_harness::drain::RunOptions {
-            dry_run: true,
-            concurrency: 1,
-            ..Default::default()
-        },
-    )
-    .await;
+    run(&cfg, run_options(1, true)).await;
     assert_eq!(
         runs_of(&project, "scan").len(),
         15,

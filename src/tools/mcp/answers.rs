@@ -18,7 +18,7 @@ const BURST: f64 = 64.0;
 const LIFETIME: u32 = 10_000;
 
 /// A client transport that passes on answers, and the server's requests
-/// within a budget.
+/// within a rate limit.
 pub struct Answers<T> {
     inner: T,
     tokens: f64,

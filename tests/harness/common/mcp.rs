@@ -8,7 +8,7 @@ use std::path::Path;
 use agent_harness::config::Config;
 use agent_harness::drain::{RunOptions, RunOutcome};
 
-use super::{FakeLlm, Project, harness, stack_paths, test_env};
+use super::{FakeLlm, Project, harness, run_options, stack_paths, test_env};
 
 /// The secret the tests pass to a server with `env_pass` (as
 /// `MCP_TEST_TOKEN` or `MCP_TOKEN`).
@@ -80,10 +80,7 @@ pub fn pid_file_gone(pid_file: &Path) -> bool {
 
 /// Runs the inbox with `concurrency` tasks at once, the servers stopped after.
 pub async fn run_concurrently(cfg: &Config, concurrency: usize) -> RunOutcome {
-    let opts = RunOptions {
-        concurrency,
-        ..RunOptions::default()
-    };
+    let opts = run_options(concurrency, false);
     run_stopping(cfg, opts).await
 }
 

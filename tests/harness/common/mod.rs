@@ -1,6 +1,7 @@
 //! Test fixtures: a scripted OpenAI-compatible endpoint, a stateful fake
-//! noteworx implementing the SPEC API, a fake RunPod, and a throwaway
-//! project folder with config, inbox and the helpers to read its records.
+//! noteworx implementing its API (README, Tools), a fake RunPod, and a
+//! throwaway project folder with config, inbox and the helpers to read its
+//! records.
 #![allow(dead_code)]
 
 pub mod fake_noteworx;
@@ -16,8 +17,8 @@ use std::time::Duration;
 use agent_harness::agent::deps::{Clock, TaskDeps};
 pub use agent_harness::app::exit::Exit;
 use agent_harness::config::Config;
-use agent_harness::drain::{RunOptions, RunOutcome};
-use agent_harness::endpoint::{Endpoint, RetryPolicy};
+use agent_harness::drain::{BatchOptions, RunOptions, RunOutcome};
+use agent_harness::endpoint::RetryPolicy;
 use agent_harness::records::{Summary, ToolLine};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -457,9 +458,8 @@ pub fn fast_retries() -> RetryPolicy {
 
 pub fn harness(cfg: &Config) -> TaskDeps {
     let mut h = TaskDeps::new(cfg, fixed_clock(), CancellationToken::new()).unwrap();
-    h.endpoint = Endpoint::new(&cfg.endpoint)
-        .unwrap()
-        .with_retry_policy(fast_retries());
+    // The same endpoint, metered by the same budget, retrying faster.
+    h.endpoint = h.endpoint.clone().with_retry_policy(fast_retries());
     h
 }
 
@@ -486,15 +486,21 @@ pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
     agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap()
 }
 
-pub async fn run_all(cfg: &Config) -> RunOutcome {
-    run(
-        cfg,
-        RunOptions {
-            concurrency: 1,
-            ..RunOptions::default()
+/// A `run` of the whole inbox, `concurrency` tasks at once (a dry run
+/// when `dry_run`), told of nobody.
+pub fn run_options(concurrency: usize, dry_run: bool) -> RunOptions {
+    RunOptions {
+        batch: BatchOptions {
+            concurrency,
+            dry_run,
+            ..BatchOptions::default()
         },
-    )
-    .await
+        ..RunOptions::default()
+    }
+}
+
+pub async fn run_all(cfg: &Config) -> RunOutcome {
+    run(cfg, run_options(1, false)).await
 }
 
 /// A loopback port nothing listens on (bound, then released).
