@@ -39,27 +39,27 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 // Layer 1
-pub mod base;
+pub use harness_base as base;
 // Layer 2
-pub mod config;
+pub use harness_config as config;
 // Layer 3
-pub mod state;
-pub mod wire;
+pub use harness_state as state;
+pub use harness_wire as wire;
 // Layer 4
-pub mod endpoint;
-pub mod inbox;
-pub mod tools;
+pub use harness_endpoint as endpoint;
+pub use harness_inbox as inbox;
+pub use harness_tools as tools;
 // Layer 5
-pub mod agent;
+pub use harness_agent as agent;
 // Layer 6
-pub mod display;
-pub mod records;
+pub use harness_display as display;
+pub use harness_records as records;
 // Layer 7
-pub mod outputs;
-pub mod traces;
+pub use harness_outputs as outputs;
+pub use harness_traces as traces;
 // Layer 8
-pub mod drain;
+pub use harness_drain as drain;
 // Layer 9
-pub mod lab;
+pub use harness_lab as lab;
 // Layer 10
-pub mod app;
+pub use harness_app as app;

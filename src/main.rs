@@ -16,10 +16,11 @@ fn main() -> ExitCode {
     // parse leaves the default.
     let filter = std::env::var("AGENT_HARNESS_LOG")
         .ok()
-        .and_then(|v| v.parse::<Targets>().ok())
+        .and_then(|v| rooms_named(&v).parse::<Targets>().ok())
         .unwrap_or_else(|| {
             Targets::new()
                 .with_target("agent_harness", tracing::Level::INFO)
+                .with_target(ROOMS, tracing::Level::INFO)
                 .with_target("rmcp", tracing_subscriber::filter::LevelFilter::OFF)
                 .with_default(tracing::Level::WARN)
         });
@@ -46,4 +47,49 @@ fn main() -> ExitCode {
         tracing::error!("internal error (a bug; please report it): {info}");
     }));
     ExitCode::from(agent_harness::app::main(cli, progress))
+}
+
+/// Where the rooms log from: each room is a crate `harness_<room>`, and a
+/// target matches every target it begins.
+const ROOMS: &str = "harness_";
+
+/// `AGENT_HARNESS_LOG` as written, with `agent_harness` also naming the
+/// rooms' crates: `agent_harness=debug` turns on every room, and
+/// `agent_harness::drain=debug` the `harness_drain` crate.
+fn rooms_named(spec: &str) -> String {
+    spec.split(',')
+        .flat_map(|directive| {
+            let room = directive
+                .strip_prefix("agent_harness::")
+                .map(|rest| format!("{ROOMS}{rest}"))
+                .or_else(|| {
+                    let level = directive.strip_prefix("agent_harness")?;
+                    (level.is_empty() || level.starts_with('=')).then(|| format!("{ROOMS}{level}"))
+                });
+            std::iter::once(directive.to_string()).chain(room)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rooms_named;
+
+    #[test]
+    fn agent_harness_in_the_log_filter_names_the_rooms_crates_too() {
+        assert_eq!(
+            rooms_named("agent_harness=debug"),
+            "agent_harness=debug,harness_=debug"
+        );
+        assert_eq!(
+            rooms_named("warn,agent_harness::drain=trace,rmcp=off"),
+            "warn,agent_harness::drain=trace,harness_drain=trace,rmcp=off"
+        );
+        assert_eq!(rooms_named("agent_harness"), "agent_harness,harness_");
+        assert_eq!(
+            rooms_named("agent_harnessing=info"),
+            "agent_harnessing=info"
+        );
+    }
 }

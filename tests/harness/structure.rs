@@ -1,10 +1,12 @@
-//! The shape ARCHITECTURE.md promises is checked by `scripts/check-structure`
-//! in CI; here its self-test plants one breach of each rule (a room
-//! importing upward or sideways, a glob over the crate's own modules, a
-//! cycle between sibling files, a file or function over its cap, a print
-//! macro allowed or stdout reached past `display`'s writer, an exit code
-//! outside `app`, more than the room map in `lib.rs`, a file that does not
-//! say what it is for) and asserts each is caught.
+//! The shape ARCHITECTURE.md promises beyond what Cargo holds is checked
+//! by `scripts/check-structure` in CI; here its self-test plants one
+//! breach of each rule (a room depending on one above or beside it, code
+//! in the root package, a glob over the crate's own modules, a cycle
+//! between sibling files, a print macro allowed or stdout reached past
+//! `display`'s writer, a crate root that may print, an exit code outside
+//! `app`, more than the room map in `lib.rs`, a file that does not say
+//! what it is for, "budget" for anything but spend, a state file named
+//! outside `state`, a tuple parameter) and asserts each is caught.
 
 use std::process::Command;
 

@@ -1,0 +1,251 @@
+//! A reply without tool calls, judged: the final answer, or — when it is
+//! empty, cut at `max_tokens`, or does not match the output schema — asked
+//! for once more, in the way that fixes it, or the failure that ends the
+//! task (README, The loop). [`AnswerState::judge`] only decides; the loop
+//! reports the [`AskAgain`] and appends its messages.
+
+use serde_json::Value;
+
+use crate::events::TaskEvent;
+use crate::outcome::{FinalAnswer, Stop, StopReason};
+use crate::spec::TaskSpec;
+use harness_base::schema::OutputSchema;
+use harness_tools::text::{defang, without_control_strings};
+use harness_wire::chat::{Message, Tweaks};
+use harness_wire::reply::repeated_block;
+use harness_wire::reply::{Reply, replayed_assistant};
+
+/// How much of an answer cut at `max_tokens` is sent back when it is asked
+/// for again (README, The loop: cut-off output).
+const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
+
+/// What the answer checks remember across a task's turns: each way of
+/// asking again is used once.
+#[derive(Debug, Default)]
+pub struct AnswerState {
+    /// An empty reply was already asked again.
+    asked_again: bool,
+    /// A cut answer was already asked for again, shorter.
+    asked_shorter: bool,
+    /// The output schema as `response_format`, once an answer was asked for
+    /// again under it: every later request carries it, and offers no tools.
+    repair: Option<Value>,
+}
+
+/// What a reply without calls comes to, short of a failure.
+#[derive(Debug)]
+pub enum Verdict {
+    Final(FinalAnswer),
+    AskAgain(AskAgain),
+}
+
+/// The request once more: why (what the loop reports), the messages
+/// appended first, and how the request changes.
+#[derive(Debug)]
+pub struct AskAgain {
+    pub why: Why,
+    pub messages: Vec<Message>,
+    pub tweaks: Tweaks,
+}
+
+/// Why an answer is asked for again.
+#[derive(Debug)]
+pub enum Why {
+    /// No answer and no call (or nothing but chat-template debris).
+    Empty { thinking_off: bool },
+    /// The answer was cut at `max_tokens`.
+    Cut,
+    /// The answer does not match the output schema.
+    OffSchema { errors: Vec<String> },
+}
+
+impl AskAgain {
+    /// The event the loop reports before it asks.
+    pub fn event(&self) -> TaskEvent<'_> {
+        match &self.why {
+            Why::Empty { thinking_off } => TaskEvent::AskedAgain {
+                thinking_off: *thinking_off,
+            },
+            Why::Cut => TaskEvent::AnswerCut,
+            Why::OffSchema { errors } => TaskEvent::AnswerRejected { errors },
+        }
+    }
+}
+
+impl AnswerState {
+    /// The `response_format` every request carries from now on, if any.
+    pub fn response_format(&self) -> Option<&Value> {
+        self.repair.as_ref()
+    }
+
+    /// A reply without calls, `turns` into the task: the final answer, or —
+    /// when it is empty, or nothing but chat-template debris (README, The
+    /// loop) — the request once more (without thinking if thinking used up
+    /// `max_tokens`), and `empty_response` the second time. A reply cut
+    /// while it repeated one block over and over ends the task as
+    /// `repetition`.
+    pub fn judge(
+        &mut self,
+        mut reply: Reply,
+        spec: &TaskSpec,
+        turns: u32,
+    ) -> Result<Verdict, Stop> {
+        let empty = without_control_strings(&reply.content).trim().is_empty();
+        if reply.cut_off {
+            let text = if empty {
+                reply.thinking.as_deref().unwrap_or_default()
+            } else {
+                &reply.content
+            };
+            if let Some(block) = repeated_block(text) {
+                return Err(looped(&block, spec.sampling.max_tokens));
+            }
+        }
+        // What the model wrote goes on to the records and stdout: no
+        // control string in it stays whole.
+        reply.content = defang(&reply.content).into_owned();
+        if !empty && reply.cut_off {
+            return self.ask_shorter(reply, spec, turns);
+        }
+        if !empty {
+            return match &spec.output_schema {
+                Some(schema) => self.check_answer(schema, reply, spec, turns),
+                None => Ok(Verdict::Final(FinalAnswer {
+                    answer: reply.content,
+                    result: None,
+                })),
+            };
+        }
+        if self.asked_again {
+            return Err(Stop::failed(
+                StopReason::EmptyResponse,
+                "the model gave no answer and no tool call, twice",
+            ));
+        }
+        self.asked_again = true;
+        let thinking_off = reply.cut_off && reply.thinking.is_some();
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::Empty { thinking_off },
+            messages: Vec::new(),
+            tweaks: Tweaks {
+                seed: Some(u64::from(fastrand::u32(..))),
+                thinking_off,
+            },
+        }))
+    }
+
+    /// An answer cut at `max_tokens` is no answer (README, The loop): it is
+    /// asked for once more — complete, shorter, thinking off — and a second
+    /// cut (or no turn left to ask in) ends the task as `answer_truncated`.
+    fn ask_shorter(&mut self, reply: Reply, spec: &TaskSpec, turns: u32) -> Result<Verdict, Stop> {
+        let max_tokens = spec.sampling.max_tokens;
+        let truncated = |why: &str| {
+            Stop::failed(
+                StopReason::AnswerTruncated,
+                format!(
+                    "the answer was cut at max_tokens = {max_tokens} (finish_reason \"length\"){why}; raise max_tokens or ask for a shorter answer"
+                ),
+            )
+        };
+        if self.asked_shorter {
+            return Err(truncated(", again when asked for a shorter one"));
+        }
+        if turns >= spec.max_turns {
+            return Err(truncated(" and no turn is left to ask again"));
+        }
+        self.asked_shorter = true;
+        // Only its start goes back: a whole cut answer is max_tokens long,
+        // and sent again it could crowd the window the retry needs.
+        let mut cut = replayed_assistant(&reply, spec.replay_thinking);
+        cut.content = harness_base::text::clip(&cut.content, CUT_ANSWER_REPLAYED_CHARS);
+        // Under an output schema this is also the one repair: the schema
+        // goes as a grammar, so the JSON can close within max_tokens.
+        if let Some(schema) = &spec.output_schema {
+            self.repair = Some(schema.response_format());
+        }
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::Cut,
+            messages: vec![
+                cut,
+                Message::user(
+                    "Your answer was cut off at the output length limit. Give your complete final answer again, shorter.",
+                ),
+            ],
+            tweaks: Tweaks {
+                seed: None,
+                thinking_off: true,
+            },
+        }))
+    }
+
+    /// A final answer under an output schema: it stands when it matches; the
+    /// first time it does not, the model is asked once more with the errors
+    /// quoted, the schema as `response_format` and thinking off; the second
+    /// time, the task ends as `invalid_answer`.
+    fn check_answer(
+        &mut self,
+        schema: &OutputSchema,
+        reply: Reply,
+        spec: &TaskSpec,
+        turns: u32,
+    ) -> Result<Verdict, Stop> {
+        let errors = match schema.check(&reply.content) {
+            Ok(value) => {
+                return Ok(Verdict::Final(FinalAnswer {
+                    answer: reply.content,
+                    result: Some(value),
+                }));
+            }
+            Err(errors) => errors,
+        };
+        let invalid = |why: &str| {
+            Stop::failed(
+                StopReason::InvalidAnswer,
+                format!(
+                    "the answer does not match the output schema {}{why}: {}",
+                    schema.path.display(),
+                    errors.join("; ")
+                ),
+            )
+        };
+        if self.repair.is_some() {
+            return Err(invalid(
+                ", even when asked again with the schema as a grammar",
+            ));
+        }
+        if turns >= spec.max_turns {
+            return Err(invalid(" and no turn is left to ask again"));
+        }
+        self.repair = Some(schema.response_format());
+        let messages = vec![
+            replayed_assistant(&reply, spec.replay_thinking),
+            Message::user(format!(
+                "Your answer does not match the required JSON Schema:\n- {}\nReply with only the corrected JSON value.",
+                errors.join("\n- ")
+            )),
+        ];
+        // Measured on llama-server: with thinking on, the grammar leaves the
+        // thought unconstrained and it can use up max_tokens before any JSON.
+        Ok(Verdict::AskAgain(AskAgain {
+            why: Why::OffSchema { errors },
+            messages,
+            tweaks: Tweaks {
+                seed: None,
+                thinking_off: true,
+            },
+        }))
+    }
+}
+
+/// A reply cut at `max_tokens` while it repeated one block: no shorter
+/// answer will come of asking again; the sampler is what stops a loop.
+fn looped(block: &str, max_tokens: u32) -> Stop {
+    let shown =
+        harness_base::text::printable(&harness_base::text::clip(block.trim(), 60)).into_owned();
+    Stop::failed(
+        StopReason::Repetition,
+        format!(
+            "the reply was cut at max_tokens = {max_tokens} while it repeated one block over and over ({shown:?}); a model caught in a loop needs its sampler to stop it, not more tokens: set [model.extra] dry_multiplier = 0.8 (llama-server's DRY sampler) or repeat_penalty = 1.1"
+        ),
+    )
+}

@@ -1,0 +1,180 @@
+//! The commands (README, Commands): each reads the config, does its work,
+//! and returns the process exit code; those that run tasks fill their
+//! shared options in one place (`run::batch_options`). `main.rs` calls
+//! [`main`].
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+// The one room that prints: every other reports through values, tracing
+// or the display it is handed. It prints through `display`'s one writer
+// (`Progress::eprintln`, `Progress::stdout`), which redacts every secret;
+// the print macros are denied here too, and `std::io::stdout`/`stderr`
+// disallowed (clippy.toml).
+
+mod check;
+pub mod cli;
+mod eval;
+pub mod exit;
+mod logs;
+mod notify;
+mod run;
+pub mod smoke;
+mod submit;
+mod upkeep;
+
+use check::check_command;
+use eval::eval_command;
+pub use exit::{replay_exit, smoke_exit};
+use logs::logs_command;
+pub use run::run_inbox;
+use upkeep::{prune_command, requeue_command};
+
+use crate::cli::{Cli, Command};
+use harness_config as config;
+use harness_config::{Config, ConfigError};
+use harness_display::Progress;
+use harness_endpoint::Endpoint;
+
+/// Runs a parsed command line and returns the process exit code;
+/// `progress` is the live display the binary set up (also its log writer).
+pub fn main(cli: Cli, progress: Progress) -> u8 {
+    // Only the commands that run tasks (or call the endpoint) need worker
+    // threads; the others do their work on this one.
+    let mut builder = match cli.command {
+        Command::Run { .. }
+        | Command::RunTask { .. }
+        | Command::Exec { .. }
+        | Command::Eval { .. }
+        | Command::Replay { .. }
+        | Command::TestRunpod => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder
+        .enable_all()
+        // Blocking threads parse noteworx answers as they stream; the
+        // systemd unit's TasksMax= leaves room for this many.
+        .max_blocking_threads(64)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            progress.eprintln(&format!(
+                "agent-harness: cannot start the async runtime: {e}"
+            ));
+            return exit::FAILED;
+        }
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let code = runtime.block_on(dispatch(cli, &env, progress));
+    // Work a server could still be holding up (a body streaming to a
+    // parser) never delays the exit: the records are written by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+async fn dispatch(
+    cli: Cli,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
+    progress: Progress,
+) -> u8 {
+    let cfg = match load_config(&cli, env) {
+        Ok(c) => c,
+        Err(e) => return config_error(&progress, &e),
+    };
+    progress.redact_with(cfg.redactor());
+    match &cli.command {
+        Command::Run { .. } | Command::RunTask { .. } | Command::Exec { .. } => {
+            run::command(&cfg, &cli.command, progress).await
+        }
+        Command::Check => check_command(&cfg, &progress),
+        Command::Prune { dry_run } => prune_command(&cfg, *dry_run, &progress),
+        Command::Requeue { target, all_failed } => {
+            requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
+        }
+        Command::Replay {
+            run_dir,
+            from_turn,
+            live_writes,
+            traces,
+        } => {
+            if *traces && cfg.traces.is_none() {
+                progress.eprintln("agent-harness: --traces: the config sets no [traces] endpoint to send the trace to");
+                return exit::USAGE;
+            }
+            let opts = harness_lab::replay::ReplayOptions {
+                batch: run::batch_options(&cfg, &cli.command, &progress, None),
+                run_dir: run_dir.clone(),
+                from_turn: *from_turn,
+                live_writes: *live_writes,
+            };
+            tokio::spawn(run::exit_on_signal());
+            let end = harness_lab::replay::replay(&cfg, &opts, &mut progress.stdout()).await;
+            if let Some(traces) = &opts.batch.traces {
+                traces.finish(None).await;
+            }
+            replay_exit(end)
+        }
+        Command::Eval { .. } => {
+            eval_command(&cli, &cfg, env, &progress, &mut progress.stdout()).await
+        }
+        Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
+            logs_command(&cfg, &cli.command, &progress)
+        }
+        Command::Submit { files } => submit::submit_command(&cfg, files, &progress),
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
+            Ok(ep) => {
+                tokio::spawn(run::exit_on_signal());
+                smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut progress.stdout()).await)
+            }
+            Err(e) => {
+                progress.eprintln(&format!("agent-harness: {e:#}"));
+                exit::FAILED
+            }
+        },
+    }
+}
+
+/// The config: `runs`, `show` and `report` read only the logs folder,
+/// `submit` only checks task files, and a replay without `--from-turn`
+/// contacts nothing, so none of them needs a secret.
+fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let offline = matches!(
+        cli.command,
+        Command::Runs { .. }
+            | Command::Report { .. }
+            | Command::Show { .. }
+            | Command::Submit { .. }
+            | Command::Replay {
+                from_turn: None,
+                traces: false,
+                ..
+            }
+    );
+    let mut cfg = if offline {
+        Config::load_offline(&cli.config, env)
+    } else {
+        Config::load(&cli.config, env)
+    }?;
+    // Every line printed while an eval runs is redacted of its secret values.
+    if let Command::Eval { sets, matrix, .. } = &cli.command {
+        let pairs: Vec<(String, String)> = sets
+            .iter()
+            .cloned()
+            .chain(
+                matrix
+                    .iter()
+                    .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone()))),
+            )
+            .collect();
+        cfg.setting_secrets = config::setting_secrets(&pairs);
+    }
+    Ok(cfg)
+}
+
+/// A config that does not load. Before the first one loads no secret has
+/// been read, and the printer redacts nothing yet; after (an eval's
+/// variant), it redacts the first one's.
+fn config_error(progress: &Progress, e: &ConfigError) -> u8 {
+    progress.eprintln(&format!("agent-harness: configuration error: {e}"));
+    exit::USAGE
+}

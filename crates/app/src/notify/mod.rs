@@ -1,0 +1,387 @@
+//! Telling someone how a run ended (README, Notify): `[notify] ping_url`
+//! speaks the healthchecks.io ping protocol — `GET <url>/start` once the
+//! run holds its lock, `POST <url>` on exit 0, `POST <url>/<exit code>`
+//! otherwise, the run's last status lines as the body — so a run that
+//! never comes (a timer that stopped) is noticed by the dead-man's switch;
+//! `[notify] on_failure_url` gets the run's result as JSON when it exits
+//! non-zero.
+//!
+//! A notification never changes the run, and belongs to the operator, not
+//! to the receiver: no redirect is followed and no `Referer` sent; logs
+//! show a URL as scheme, host and port only. `/start` goes out beside the
+//! first task, never before it (a second more at the end, then it is given
+//! up); the end's notifications take at most 10 s together, at most 1 s
+//! once a signal came. Each request has 5 s and at
+//! most two retries ([`RETRY`]); a failure is a warning and a count in the
+//! metrics. Bodies are in the harness's own words (a task's error clipped,
+//! the model's text never quoted), capped, and pass through the redactor.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use harness_base::http::TransportFailure;
+use harness_base::retry::{Attempt, RetryPolicy};
+use harness_base::sync::lock;
+use harness_config::{Config, NotifyConfig, Redactor};
+use harness_drain::RunEnd;
+
+mod bodies;
+
+pub(super) use bodies::last_lines;
+use bodies::{failure_report, whole_lines};
+
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// How a failed request retries: at most twice, after 0.25–0.5 s and
+/// 0.5–1 s (longer when the receiver's `Retry-After` asks), none starting
+/// later than [`END_WITHIN`] after the first.
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(500),
+    cap: Duration::from_secs(1),
+    max_retries: 2,
+};
+/// What the end's notifications may take together.
+const END_WITHIN: Duration = Duration::from_secs(10);
+/// What `/start`, still unanswered when the run ends, may still take
+/// (nothing once a signal came).
+const START_GRACE: Duration = Duration::from_secs(1);
+/// What they may take once a signal came.
+const AFTER_SIGNAL: Duration = Duration::from_secs(1);
+/// The ping body's cap (healthchecks.io keeps 10 KB of a self-hosted ping).
+const MAX_PING_BYTES: usize = 10 * 1024;
+
+/// The notifications of one run; clones share it.
+#[derive(Clone)]
+pub(super) struct Notifier(Arc<Inner>);
+
+struct Inner {
+    http: reqwest::Client,
+    cfg: NotifyConfig,
+    redactor: Redactor,
+    /// Requests that failed for good (a cut one included).
+    failures: AtomicU64,
+    /// `/start`, sent beside the run's first task.
+    start: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Notifier {
+    /// The notifier of `cfg`, when it names a URL.
+    pub(super) fn new(cfg: &Config) -> Option<Notifier> {
+        if cfg.notify.ping_url.is_none() && cfg.notify.on_failure_url.is_none() {
+            return None;
+        }
+        let http = harness_base::http::client()
+            .ok()?
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
+            .build()
+            .ok()?;
+        Some(Notifier(Arc::new(Inner {
+            http,
+            cfg: cfg.notify.clone(),
+            redactor: cfg.redactor(),
+            failures: AtomicU64::new(0),
+            start: Mutex::new(None),
+        })))
+    }
+
+    /// Requests that failed for good so far.
+    pub(super) fn failures(&self) -> u64 {
+        self.0.failures.load(Ordering::Relaxed)
+    }
+
+    /// `GET <ping_url>/start`, in the background: the run holds its lock
+    /// and its first task goes on meanwhile.
+    pub(super) fn start(&self) {
+        let Some(url) = self
+            .0
+            .cfg
+            .ping_url
+            .as_deref()
+            .and_then(|u| with_segment(u, "start"))
+        else {
+            return;
+        };
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            me.send(reqwest::Method::GET, &url, None, "text/plain")
+                .await;
+        });
+        *lock(&self.0.start) = Some(task);
+    }
+
+    /// A run that did nothing of its own (another run holds the lock): a
+    /// `POST <ping_url>/log`, which leaves the check as the run holding the
+    /// lock will leave it — so a run that hangs with the lock held is
+    /// still noticed.
+    pub(super) async fn log(&self, last_line: &str, cancel: &CancellationToken) {
+        let Some(url) = self
+            .0
+            .cfg
+            .ping_url
+            .as_deref()
+            .and_then(|u| with_segment(u, "log"))
+        else {
+            return;
+        };
+        let body = self.ping_body(last_line);
+        let left = AtomicUsize::new(1);
+        let work = self.counted(
+            &left,
+            reqwest::Method::POST,
+            url,
+            body,
+            "text/plain; charset=utf-8",
+        );
+        self.within(work, &left, cancel).await;
+    }
+
+    /// The end of the run, exiting with `code`: the ping, and the failure
+    /// report when the code is not 0, at the same time and within
+    /// [`END_WITHIN`] ([`AFTER_SIGNAL`] once `cancel` fired).
+    pub(super) async fn end(
+        &self,
+        code: u8,
+        end: &RunEnd,
+        last_line: &str,
+        cancel: &CancellationToken,
+    ) {
+        let start = lock(&self.0.start).take();
+        let ping = self.0.cfg.ping_url.as_deref().and_then(|u| match code {
+            0 => Some(u.to_string()),
+            n => with_segment(u, &n.to_string()),
+        });
+        let report = self.0.cfg.on_failure_url.clone().filter(|_| code != 0);
+        let left = AtomicUsize::new(usize::from(ping.is_some()) + usize::from(report.is_some()));
+        // `/start` before the end, as the protocol wants, but it never
+        // costs the end's own notifications more than a second.
+        let waited = match start {
+            Some(mut start) => {
+                let done = tokio::select! {
+                    _ = &mut start => true,
+                    () = tokio::time::sleep(START_GRACE) => false,
+                    () = cancel.cancelled() => start.is_finished(),
+                };
+                Some((start, done))
+            }
+            None => None,
+        };
+        if let Some((start, false)) = waited {
+            start.abort();
+            self.0.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "a notification failed ([notify]): /start had no answer when the run ended; the run's exit code stands"
+            );
+        }
+        let work = async {
+            let ping = async {
+                if let Some(url) = ping {
+                    let body = self.ping_body(last_line);
+                    self.counted(
+                        &left,
+                        reqwest::Method::POST,
+                        url,
+                        body,
+                        "text/plain; charset=utf-8",
+                    )
+                    .await;
+                }
+            };
+            let report = async {
+                if let Some(url) = report {
+                    let body = self.0.redactor.redact(failure_report(code, end));
+                    self.counted(&left, reqwest::Method::POST, url, body, "application/json")
+                        .await;
+                }
+            };
+            futures::join!(ping, report);
+        };
+        self.within(work, &left, cancel).await;
+    }
+
+    /// Runs `work` (notifications, `left` of them not finished) for at most
+    /// [`END_WITHIN`], or [`AFTER_SIGNAL`] after `cancel` fired; what it
+    /// did not finish by then failed.
+    async fn within(
+        &self,
+        work: impl Future<Output = ()>,
+        left: &AtomicUsize,
+        cancel: &CancellationToken,
+    ) {
+        let after_signal = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(AFTER_SIGNAL).await;
+        };
+        let cut = tokio::select! {
+            () = work => None,
+            () = tokio::time::sleep(END_WITHIN) => Some(END_WITHIN),
+            () = after_signal => Some(AFTER_SIGNAL),
+        };
+        let unsent = left.load(Ordering::Relaxed);
+        if let Some(limit) = cut
+            && unsent > 0
+        {
+            self.0.failures.fetch_add(unsent as u64, Ordering::Relaxed);
+            tracing::warn!(
+                notifications = unsent,
+                "notifications cut after {:.0} s ([notify]){}; the run's exit code stands",
+                limit.as_secs_f64(),
+                if limit == AFTER_SIGNAL {
+                    ", a signal came"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
+    /// One notification of `left`, which counts it off when it is done.
+    async fn counted(
+        &self,
+        left: &AtomicUsize,
+        method: reqwest::Method,
+        url: String,
+        body: String,
+        kind: &str,
+    ) {
+        self.send(method, &url, Some(body), kind).await;
+        left.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// One notification, retried on [`RETRY`]; a failure is logged (the
+    /// URL as scheme, host and port) and counted, never more.
+    async fn send(&self, method: reqwest::Method, url: &str, body: Option<String>, kind: &str) {
+        let request = || {
+            let req = self.0.http.request(method.clone(), url);
+            let req = req.header(reqwest::header::CONTENT_TYPE, kind);
+            match &body {
+                Some(b) => req.body(b.clone()),
+                None => req,
+            }
+        };
+        let backoff = RETRY.start(tokio::time::Instant::now() + END_WITHIN);
+        let Err(last) = backoff.run(|| attempt(request())).await else {
+            return;
+        };
+        self.0.failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            url = %shown(url),
+            error = %last,
+            "a notification failed ([notify]); the run's exit code stands"
+        );
+    }
+
+    /// The ping's body: `lines` redacted, whole lines within
+    /// [`MAX_PING_BYTES`].
+    fn ping_body(&self, lines: &str) -> String {
+        whole_lines(&self.0.redactor.redact_str(lines), MAX_PING_BYTES)
+    }
+}
+
+/// One attempt of a notification: a redirect is not tried again.
+async fn attempt(req: reqwest::RequestBuilder) -> Attempt<(), String> {
+    match req.send().await {
+        Ok(r) if r.status().is_success() => Attempt::Done(Ok(())),
+        Ok(r) if r.status().is_redirection() => {
+            // Not followed: the receiver does not choose where the run's
+            // status goes. Its host only, never its path.
+            let to = r
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| r.url().join(l).ok())
+                .and_then(|l| l.host_str().map(str::to_string))
+                .unwrap_or_else(|| "nowhere readable".into());
+            Attempt::Done(Err(format!(
+                "HTTP {}, a redirect to {} (not followed)",
+                r.status().as_u16(),
+                harness_base::text::printable(&harness_base::text::clip(&to, 100))
+            )))
+        }
+        Ok(r) => Attempt::Again(
+            format!("HTTP {}", r.status().as_u16()),
+            harness_base::http::retry_after(r.headers()),
+        ),
+        Err(e) => Attempt::Again(TransportFailure::of(&e, None).to_string(), None),
+    }
+}
+
+/// `url` as logs show it: scheme, host and port — never a user, a
+/// password, a path or a query, where receivers keep their secrets.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!(
+            "{}://{}{}",
+            u.scheme(),
+            u.host_str().unwrap_or(""),
+            u.port().map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        Err(_) => "(not a URL)".into(),
+    }
+}
+
+/// `url` with one more path segment (`…/start`, `…/1`), its query kept.
+fn with_segment(url: &str, segment: &str) -> Option<String> {
+    let mut u = reqwest::Url::parse(url).ok()?;
+    u.path_segments_mut().ok()?.pop_if_empty().push(segment);
+    Some(u.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_goes_before_the_query_and_never_doubles_a_slash() {
+        assert_eq!(
+            with_segment("https://hc-ping.com/abc", "start").as_deref(),
+            Some("https://hc-ping.com/abc/start")
+        );
+        assert_eq!(
+            with_segment("https://hc-ping.com/abc/?create=1", "75").as_deref(),
+            Some("https://hc-ping.com/abc/75?create=1")
+        );
+    }
+
+    #[test]
+    fn a_long_body_keeps_whole_lines_and_counts_the_rest() {
+        let text: Vec<String> = (0..100)
+            .map(|i| format!("{i:03} {}", "x".repeat(96)))
+            .collect();
+        let text = text.join("\n");
+        let body = whole_lines(&text, 1024);
+        assert!(body.len() <= 1024, "{}", body.len());
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 10, "{body}");
+        assert!(lines[..9].iter().all(|l| l.len() == 100));
+        assert_eq!(lines[9], "and 91 more line(s)");
+        assert_eq!(whole_lines("short\nbody", 1024), "short\nbody");
+        let one = "y".repeat(5000);
+        let body = whole_lines(&one, 1024);
+        assert!(
+            body.len() <= 1024 && body.ends_with("and 0 more line(s)"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn a_url_is_shown_as_scheme_host_and_port_only() {
+        assert_eq!(
+            shown(
+                "http://ghp_TOKENUSERNAME42:x-oauth-basic@127.0.0.1:19009/p/short?sig=SIG&code=C"
+            ),
+            "http://127.0.0.1:19009"
+        );
+        assert_eq!(
+            shown("https://hc-ping.com/0d338dcc-a054/start"),
+            "https://hc-ping.com"
+        );
+        assert_eq!(shown("not a url"), "(not a URL)");
+    }
+}

@@ -1,0 +1,404 @@
+//! Outbound HTTP: the one client builder (one TLS configuration, one user
+//! agent), bodies read from servers that may be hostile (SPEC §12.3) never
+//! past a cap, whatever `Content-Length` says, so no answer sets the
+//! harness's memory; `Retry-After` read; and a request that got no answer
+//! described in words an operator acts on ([`TransportFailure`]).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The most any endpoint or noteworx body may hold.
+pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// How much of a refused, oversized body a record keeps.
+pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
+
+/// What every request says it comes from: `agent-harness/<version>`.
+pub const USER_AGENT: &str = concat!("agent-harness/", env!("CARGO_PKG_VERSION"));
+
+/// A new HTTP client, on the one TLS configuration every client of the
+/// harness shares (the endpoint, webfetch, noteworx, notifications, traces,
+/// MCP over HTTP): rustls with the `ring` provider, the bundled webpki roots
+/// (no system store to go missing under a sandboxed unit), HTTP/2 and
+/// HTTP/1.1 offered by ALPN; and an honest [`USER_AGENT`]. Callers set
+/// their own timeouts and redirect rules.
+pub fn client() -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(USER_AGENT.to_owned())
+}
+
+/// [`client`] for requests made on someone else's behalf: the user agent
+/// says for whom (`agent-harness/<version> (<role>)`).
+pub fn client_acting_as(role: &str) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(format!("{USER_AGENT} ({role})"))
+}
+
+fn builder(user_agent: String) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    let tls = tls().clone()?;
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .user_agent(user_agent))
+}
+
+/// The shared rustls configuration, built once.
+fn tls() -> &'static Result<rustls::ClientConfig, rustls::Error> {
+    static TLS: OnceLock<Result<rustls::ClientConfig, rustls::Error>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    })
+}
+
+/// A body read up to a cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// The whole body.
+    Whole(Vec<u8>),
+    /// The body went past the cap: its first [`KEPT_OF_OVERSIZED`] bytes.
+    TooLarge(Vec<u8>),
+}
+
+/// A response body as it came: JSON kept as its text, so a record holds it
+/// at its own size and not at the many times a parsed tree of small values
+/// takes (SPEC §12.3), or text that was not JSON, kept as a JSON string.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawBody(Box<RawValue>);
+
+impl PartialEq for RawBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl From<Box<RawValue>> for RawBody {
+    fn from(raw: Box<RawValue>) -> Self {
+        RawBody(raw)
+    }
+}
+
+impl RawBody {
+    /// `bytes` when they are one JSON value, else the bytes back. Line
+    /// breaks between tokens become spaces so the body stays on one JSONL
+    /// line (a JSON string cannot hold a raw line break, so no content changes).
+    pub fn json(mut bytes: Vec<u8>) -> Result<RawBody, Vec<u8>> {
+        // Validated without building anything: serde_json skips a value
+        // with a byte stack, not recursion.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+            return Err(bytes);
+        }
+        for b in &mut bytes {
+            if matches!(*b, b'\n' | b'\r') {
+                *b = b' ';
+            }
+        }
+        let text = String::from_utf8(bytes).map_err(std::string::FromUtf8Error::into_bytes)?;
+        let trimmed = text.trim();
+        let text = if trimmed.len() == text.len() {
+            text
+        } else {
+            trimmed.to_owned()
+        };
+        RawValue::from_string(text)
+            .map(RawBody)
+            .map_err(|_| Vec::new())
+    }
+
+    /// Text that is not JSON, as a JSON string.
+    pub fn text(text: &str) -> RawBody {
+        RawBody(serde_json::value::to_raw_value(text).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// A parsed value, written back as text (for bodies read from records).
+    pub fn from_value(v: &serde_json::Value) -> RawBody {
+        RawBody(serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The body read as `T`: typed, so only what `T` keeps is built.
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> serde_json::Result<T> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// The body when it is a JSON string (text that was not JSON).
+    pub fn as_text(&self) -> Option<String> {
+        self.get()
+            .starts_with('"')
+            .then(|| self.parse::<String>().ok())
+            .flatten()
+    }
+}
+
+/// Reads `resp`'s body, stopping as soon as it passes `cap` bytes (the rest
+/// is never downloaded).
+pub async fn read_capped(mut resp: reqwest::Response, cap: usize) -> reqwest::Result<Body> {
+    let hint = resp
+        .content_length()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    let mut body = Vec::with_capacity(hint.min(cap).min(1024 * 1024));
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > cap {
+            let room = KEPT_OF_OVERSIZED.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..room.min(chunk.len())]);
+            body.truncate(KEPT_OF_OVERSIZED);
+            return Ok(Body::TooLarge(body));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Body::Whole(body))
+}
+
+/// `Retry-After` as a delay: whole seconds (a number too large for any
+/// clock is `Duration::MAX`, i.e. "longer than you can wait"). An HTTP date
+/// or garbage is no hint at all.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs))
+}
+
+/// A request that got no (whole) answer, as a `reqwest::Error` tells it:
+/// what kind of failure, where the request went (host and port only: the
+/// rest of a URL may hold a key) and the innermost cause's words. Its
+/// `Display` is the sentence for an operator; [`TransportFailure::brief`]
+/// the few words for text that leaves the operator's hands (a model's
+/// tool result).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportFailure {
+    pub kind: TransportKind,
+    /// `host:port`, when the error or the caller knows the URL.
+    pub target: Option<String>,
+    /// The innermost cause, printable and clipped.
+    pub cause: Option<String>,
+}
+
+/// What kind of transport failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// No answer within the client's timeout.
+    Timeout,
+    /// Nothing listens at the address.
+    Refused,
+    /// No connection for another reason (a name that does not resolve, a
+    /// certificate refused, a network out of reach).
+    Connect,
+    /// The connection dropped while the answer came, or the answer could
+    /// not be decoded.
+    Dropped,
+    /// The request failed otherwise (a redirect refused, a protocol error).
+    Other,
+}
+
+impl TransportFailure {
+    /// `e` read; `url` names the target when `e` does not (an error
+    /// reading a body carries no URL).
+    pub fn of(e: &reqwest::Error, url: Option<&str>) -> Self {
+        let kind = if e.is_timeout() {
+            TransportKind::Timeout
+        } else if e.is_connect() {
+            let refused = crate::error::causes(e).any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            });
+            if refused {
+                TransportKind::Refused
+            } else {
+                TransportKind::Connect
+            }
+        } else if e.is_body() || e.is_decode() {
+            TransportKind::Dropped
+        } else {
+            TransportKind::Other
+        };
+        let target = e
+            .url()
+            .cloned()
+            .or_else(|| reqwest::Url::parse(url?).ok())
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)));
+        let cause = crate::error::innermost_cause(e)
+            .map(|c| crate::text::clip(&crate::text::printable(&c.to_string()), 200));
+        TransportFailure {
+            kind,
+            target,
+            cause,
+        }
+    }
+
+    /// The failure in a few words, naming no address.
+    pub fn brief(&self) -> &'static str {
+        match self.kind {
+            TransportKind::Timeout => "timed out",
+            TransportKind::Refused => "connection refused",
+            TransportKind::Connect => "connection failed",
+            TransportKind::Dropped => "connection dropped",
+            TransportKind::Other => "request failed",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = self.target.as_deref().unwrap_or("the server");
+        let cause = |plain: &str| match &self.cause {
+            Some(cause) => format!("{plain}: {cause}"),
+            None => plain.to_owned(),
+        };
+        match self.kind {
+            TransportKind::Timeout => write!(f, "{target} did not answer in time (timeout)"),
+            TransportKind::Refused => write!(f, "cannot connect to {target} (connection refused)"),
+            TransportKind::Connect => match &self.cause {
+                Some(cause) => write!(f, "cannot connect to {target} ({cause})"),
+                None => write!(f, "cannot connect to {target}"),
+            },
+            TransportKind::Dropped => write!(
+                f,
+                "the connection to {target} failed ({})",
+                cause("dropped mid-answer")
+            ),
+            TransportKind::Other => write!(
+                f,
+                "the connection to {target} failed ({})",
+                cause("request error")
+            ),
+        }
+    }
+}
+
+/// About what a JSON tree of `text` would take in memory, counted from its
+/// separators (each value after the first follows a `,`, `:`, `[` or `{`)
+/// at a generous 80 bytes a value, plus the text itself.
+pub fn tree_cost(text: &str) -> usize {
+    let values = text
+        .bytes()
+        .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))
+        .count();
+    values
+        .saturating_add(1)
+        .saturating_mul(80)
+        .saturating_add(text.len())
+}
+
+/// `text` as a JSON tree, unless that would take more than the `left`
+/// bytes of memory allowed (which it then takes from them).
+pub fn parse_tree(text: &str, left: &mut usize) -> Option<serde_json::Value> {
+    let cost = tree_cost(text);
+    if cost > *left {
+        return None;
+    }
+    *left -= cost;
+    serde_json::from_str(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_of_small_values_costs_its_values_not_its_bytes() {
+        assert!(tree_cost("[0,0,0,0]") >= 4 * 80);
+        let mut left = 1000;
+        assert_eq!(
+            parse_tree("[1,2]", &mut left),
+            Some(serde_json::json!([1, 2]))
+        );
+        assert!(left < 1000);
+        let zeros = format!("[{}0]", "0,".repeat(100));
+        let mut left = 1000;
+        assert_eq!(parse_tree(&zeros, &mut left), None, "over the allowance");
+        assert_eq!(left, 1000, "nothing taken");
+    }
+
+    /// What a client sends, read by a one-request server on 127.0.0.1.
+    async fn request_head(client: reqwest::Client) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = vec![0; 4096];
+            let n = conn.read(&mut head).await.unwrap();
+            let answer = b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n";
+            conn.write_all(answer).await.unwrap();
+            String::from_utf8_lossy(&head[..n]).to_lowercase()
+        });
+        client.get(url).send().await.unwrap();
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_client_says_it_is_the_harness_and_for_whom_it_acts() {
+        let head = request_head(client().unwrap().build().unwrap()).await;
+        assert!(
+            head.contains(&format!("user-agent: {USER_AGENT}\r\n")),
+            "{head}"
+        );
+        assert!(USER_AGENT.starts_with("agent-harness/"));
+        let acting = client_acting_as("a tool").unwrap().build().unwrap();
+        let head = request_head(acting).await;
+        assert!(
+            head.contains(&format!("user-agent: {USER_AGENT} (a tool)\r\n")),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_host_and_port_and_no_more() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let url = format!("http://user:secret@127.0.0.1:{port}/key/abc?token=t");
+        let e = client().unwrap().build().unwrap().get(&url).send().await;
+        let failure = TransportFailure::of(&e.unwrap_err(), None);
+        assert_eq!(failure.kind, TransportKind::Refused);
+        assert_eq!(
+            failure.to_string(),
+            format!("cannot connect to 127.0.0.1:{port} (connection refused)")
+        );
+        assert_eq!(failure.brief(), "connection refused");
+    }
+
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_saturates() {
+        assert_eq!(retry_after(&with("7")), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after(&with("18446744073709551615")),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(
+            retry_after(&with("99999999999999999999999999")),
+            Some(Duration::MAX)
+        );
+        assert_eq!(retry_after(&with("-1")), None);
+        assert_eq!(retry_after(&with("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+}

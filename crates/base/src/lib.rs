@@ -1,0 +1,25 @@
+//! The ground floor: small helpers every room may use and none of which
+//! knows the product — characters and lines ([`text`]), outbound HTTP
+//! (the client, capped bodies, a failed request in words: [`http`]; a
+//! retry policy: [`retry`]), an error's innermost cause ([`error`]), a
+//! lock a panic does not spoil ([`sync`]), milliseconds ([`time`]),
+//! reading server fields without building what is not kept
+//! ([`lenient`]), opening named local files only when they are regular
+//! ones ([`file`]), an opened folder that writes, moves and removes
+//! without ever following a link ([`folder`]), the JSON Schemas final
+//! answers must match ([`schema`]), and time zones read from the system's
+//! tz database ([`zone`]).
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod error;
+pub mod file;
+pub mod folder;
+pub mod http;
+pub mod lenient;
+pub mod retry;
+pub mod schema;
+pub mod sync;
+pub mod text;
+pub mod time;
+pub mod zone;

@@ -1,0 +1,229 @@
+//! `requeue` (SPEC §17): a failed task back into the inbox, under the run
+//! lock, its attempt count reset, never over a task already there.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use super::{UsageError, folders};
+use harness_base::folder::Kind;
+use harness_config::Config;
+use harness_inbox as inbox;
+use harness_records::{run_order, run_time};
+use harness_state::{Attempts, RunLock, task_folder};
+
+/// Which failed tasks go back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The newest failed file of this task.
+    Name(String),
+    /// Every failed file of the run that started at this run id.
+    RunId(String),
+    /// The newest failed file of every task.
+    AllFailed,
+}
+
+impl Target {
+    /// `requeue ARG`: a run id (`YYYYMMDDTHHMMSSZ`, perhaps `-N`) or a task name.
+    pub fn of(arg: &str) -> Target {
+        if run_time(arg).is_some() {
+            Target::RunId(arg.to_string())
+        } else {
+            Target::Name(arg.to_string())
+        }
+    }
+}
+
+/// One file moved back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub task: String,
+    pub from: PathBuf,
+    pub to: PathBuf,
+}
+
+/// What `requeue` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequeueOutcome {
+    /// A run holds the lock: nothing moved.
+    Locked,
+    Done {
+        moved: Vec<Move>,
+        /// Tasks left in `failed/` because the inbox holds one of that name.
+        refused: Vec<String>,
+        /// Files whose name was shortened to fit: the task's name is not
+        /// in it, so they are left for the operator to move.
+        shortened: Vec<PathBuf>,
+        /// Files of `failed/` the target names that are not a filed task's
+        /// name (`<run_id>-NAME.md`, NAME a task name), left where they are.
+        unnamed: Vec<PathBuf>,
+        /// The move that failed, which stopped the rest (the moves before it stand).
+        error: Option<String>,
+    },
+}
+
+/// A file of `failed/`, read.
+#[derive(Debug, Clone)]
+struct Filed {
+    path: PathBuf,
+    /// Its name as the folder holds it: bytes, not always UTF-8.
+    file: OsString,
+    run_id: String,
+    /// Its task's name as text (a byte that is no character read as U+FFFD).
+    task: String,
+    /// The name it had in the inbox: its own name's bytes after `<run_id>-`.
+    inbox_name: OsString,
+}
+
+/// Moves the failed files `target` names back into the inbox. Naming
+/// nothing that is in `failed/` is a [`UsageError`].
+pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> {
+    folders::check_inbox(&cfg.paths.inbox).map_err(UsageError)?;
+    let state_dir = cfg.paths.state_dir();
+    let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
+        return Ok(RequeueOutcome::Locked);
+    };
+    let (filed, unnamed) = failed_files(cfg)?;
+    let chosen = choose(filed, target);
+    // A name that makes no task is said, not skipped: only `--all-failed`
+    // names every file (a name or run id typed names none of them).
+    let unnamed = match target {
+        Target::AllFailed => unnamed,
+        Target::RunId(r) => unnamed
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(r.as_bytes()))
+            })
+            .collect(),
+        Target::Name(_) => Vec::new(),
+    };
+    if chosen.is_empty() && unnamed.is_empty() {
+        return Err(UsageError(format!(
+            "nothing in {} matches {}",
+            cfg.paths.failed.display(),
+            match target {
+                Target::Name(n) => format!("task {n:?}"),
+                Target::RunId(r) => format!("run id {r}"),
+                Target::AllFailed => "--all-failed (it is empty)".into(),
+            }
+        ))
+        .into());
+    }
+    let mut attempts = Attempts::load(&state_dir);
+    let (failed, inbox) = (
+        task_folder(&cfg.paths, &cfg.paths.failed)
+            .with_context(|| format!("opening {}", cfg.paths.failed.display()))?,
+        task_folder(&cfg.paths, &cfg.paths.inbox)
+            .with_context(|| format!("opening {}", cfg.paths.inbox.display()))?,
+    );
+    let (mut moved, mut refused, mut error) = (Vec::new(), Vec::new(), None);
+    let mut short = Vec::new();
+    for f in chosen {
+        if shortened(&f) {
+            short.push(f.path);
+            continue;
+        }
+        let to = cfg.paths.inbox.join(&f.inbox_name);
+        match failed.move_to(&f.file, &inbox, &f.inbox_name) {
+            Ok(()) => {
+                attempts.clear(&f.task);
+                moved.push(Move {
+                    task: f.task,
+                    from: f.path,
+                    to,
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => refused.push(f.task),
+            Err(e) => {
+                error = Some(format!(
+                    "moving {} to {}: {e}",
+                    f.path.display(),
+                    to.display()
+                ));
+                break;
+            }
+        }
+    }
+    attempts.save(&state_dir)?;
+    Ok(RequeueOutcome::Done {
+        moved,
+        refused,
+        shortened: short,
+        unnamed,
+        error,
+    })
+}
+
+/// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md` (of two
+/// readings, the one whose run folder exists), and the other files there,
+/// which name no task. Nothing is followed.
+fn failed_files(cfg: &Config) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
+    let dir = &cfg.paths.failed;
+    let folder = match task_folder(&cfg.paths, dir) {
+        Ok(folder) => folder,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    let entries = folder
+        .entries()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    let (mut filed, mut unnamed) = (Vec::new(), Vec::new());
+    for entry in entries.into_iter().filter(|e| e.kind != Kind::Folder) {
+        let lossy = entry.name.to_string_lossy().into_owned();
+        let readings = inbox::filed_readings(&lossy);
+        let reading = readings
+            .iter()
+            .find(|(run_id, task)| cfg.paths.logs.join(task).join(run_id).is_dir())
+            .or(readings.last());
+        // The run id is ASCII, so the bytes after `<run_id>-` are the
+        // task's own file name, whatever they are.
+        match reading.filter(|(_, task)| !task.starts_with('.')) {
+            Some((run_id, task)) => filed.push(Filed {
+                path: dir.join(&entry.name),
+                inbox_name: OsStr::from_bytes(&entry.name.as_bytes()[run_id.len() + 1..])
+                    .to_os_string(),
+                file: entry.name,
+                run_id: run_id.clone(),
+                task: task.clone(),
+            }),
+            None => unnamed.push(dir.join(&entry.name)),
+        }
+    }
+    Ok((filed, unnamed))
+}
+
+/// The files `target` names: for a name (and for every name, with
+/// `--all-failed`) only its newest.
+fn choose(mut filed: Vec<Filed>, target: &Target) -> Vec<Filed> {
+    filed.retain(|f| match target {
+        Target::Name(n) => &f.task == n,
+        Target::RunId(r) => &f.run_id == r,
+        Target::AllFailed => true,
+    });
+    if matches!(target, Target::RunId(_)) {
+        filed.sort_by(|a, b| a.task.cmp(&b.task));
+        return filed;
+    }
+    filed.sort_by(|a, b| {
+        a.task
+            .cmp(&b.task)
+            .then(run_order(&b.run_id).cmp(&run_order(&a.run_id)))
+    });
+    filed.dedup_by(|later, first| later.task == first.task);
+    filed
+}
+
+/// A file name [`inbox::fit_file_name`] shortened (`…~1a2b3c4d.md` at the
+/// length limit): the task's own name is not in it, so it is not guessed.
+fn shortened(f: &Filed) -> bool {
+    let file_len = f.path.file_name().map_or(0, |n| n.len());
+    let tagged = f.task.len() > 9
+        && f.task.as_bytes()[f.task.len() - 9] == b'~'
+        && f.task[f.task.len() - 8..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit());
+    tagged && file_len + 8 >= inbox::MAX_FILE_NAME
+}

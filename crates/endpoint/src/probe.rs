@@ -1,0 +1,230 @@
+//! What answers at the endpoint's address, for `test-runpod` (SPEC §22)
+//! and for `run` before its first task (SPEC §25): the verdict passes only
+//! for the kind of server the config says is there. For the `openai` kind
+//! that is an OpenAI-compatible server: `GET /v1/models` answering a model
+//! list, or refusing the key as such a server does (an error envelope with
+//! 401 or 403: the chat request then says which key), or, where the route
+//! is missing, llama-server's `/health` answering JSON. A 408, 429 or 5xx
+//! there is a server not ready (loading, or a gateway between): a later
+//! run. For the `runpod` kind, a JSON answer at the endpoint's `/health`
+//! (RunPod's own, with the key). Anything else — an HTML page, another
+//! service's 404, JSON that is no model list — is named.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Endpoint;
+use harness_base::http::Body;
+use harness_config::EndpointKind;
+
+/// What the probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The HTTP status of the first URL asked.
+    pub status: u16,
+    pub fit: Fit,
+    /// What answered, in words (`GET …/v1/models lists 1 model`).
+    pub what: String,
+}
+
+/// Whether what answered is the configured kind of server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    Fits,
+    /// It answers as such a server does while it is not ready (408, 429,
+    /// 5xx): loading, or a gateway in front of it.
+    NotReady,
+    /// Another kind of service.
+    Misfit,
+}
+
+/// What `run` finds before its first task (SPEC §25).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// The configured kind of server answers.
+    Answers,
+    /// Nothing answers HTTP there (the words name the host and port): the
+    /// run waits for a later one.
+    Unreachable(String),
+    /// Something answers that is not the configured kind of server: a
+    /// setup fault, in words naming the key to fix.
+    NotTheServer(String),
+}
+
+impl Probe {
+    /// Why what answered is not the configured kind of server, naming the
+    /// key to fix: what `test-runpod` and `run` say alike.
+    pub fn misfit(&self, kind: EndpointKind) -> String {
+        match kind {
+            EndpointKind::Openai => format!(
+                "{}: not an OpenAI-compatible server; check [openai] base_url (llama-server: http://HOST:PORT/v1)",
+                self.what
+            ),
+            EndpointKind::Runpod => format!(
+                "{}: not a RunPod endpoint; check [runpod] endpoint_id, base_url or endpoint_url",
+                self.what
+            ),
+        }
+    }
+}
+
+/// Bytes of a probe's answer read at most.
+const MAX_BYTES: usize = 1 << 20;
+
+impl Endpoint {
+    /// Asks what is at the endpoint's address; `Err` when nothing answers
+    /// HTTP there (the words name the host and port).
+    pub async fn probe(&self) -> Result<Probe, String> {
+        match self.cfg.kind {
+            EndpointKind::Openai => {
+                let models = format!("{}/models", self.base_url());
+                let (status, body) = self.get(&models, true).await?;
+                let probe = |fit, what| Probe { status, fit, what };
+                match status {
+                    200..=299 => Ok(match body.as_deref().and_then(model_count) {
+                        Some(n) => probe(Fit::Fits, format!("GET {models} lists {n} model(s)")),
+                        None => probe(
+                            Fit::Misfit,
+                            format!(
+                                "GET {models} answered HTTP {status} without a model list{}",
+                                shape(body.as_deref())
+                            ),
+                        ),
+                    }),
+                    401 | 403
+                        if body
+                            .as_deref()
+                            .is_some_and(super::errors::is_error_envelope) =>
+                    {
+                        Ok(probe(
+                            Fit::Fits,
+                            format!(
+                                "GET {models} answered HTTP {status} as an OpenAI-compatible server refusing a key does"
+                            ),
+                        ))
+                    }
+                    408 | 429 | 500..=599 => Ok(probe(
+                        Fit::NotReady,
+                        format!(
+                            "GET {models} answered HTTP {status}{}: the server is not ready (loading, or a gateway in front of it)",
+                            shape(body.as_deref())
+                        ),
+                    )),
+                    _ => {
+                        let health = format!("{}/health", self.root());
+                        let fits = matches!(self.get(&health, false).await, Ok((200..=299, Some(b))) if is_json(&b));
+                        Ok(if fits {
+                            probe(
+                                Fit::Fits,
+                                format!("GET {health} answers as llama-server's does"),
+                            )
+                        } else {
+                            probe(
+                                Fit::Misfit,
+                                format!(
+                                    "GET {models} answered HTTP {status} without a model list{}, and {health} is no llama-server's",
+                                    shape(body.as_deref())
+                                ),
+                            )
+                        })
+                    }
+                }
+            }
+            EndpointKind::Runpod => {
+                let health = format!("{}/health", self.base_url());
+                let (status, body) = self.get(&health, true).await?;
+                let fits = body.as_deref().is_some_and(is_json);
+                Ok(Probe {
+                    status,
+                    fit: if fits { Fit::Fits } else { Fit::Misfit },
+                    what: format!(
+                        "GET {health} answered HTTP {status}{}",
+                        if fits {
+                            String::new()
+                        } else {
+                            shape(body.as_deref())
+                        }
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Whether the configured kind of server answers, before a run's first
+    /// task: for the `openai` kind [`Endpoint::probe`]'s verdict; a RunPod
+    /// endpoint answers its `/health` with whatever status (a worker may be
+    /// cold), so any answer there is enough.
+    pub async fn reach(&self) -> Reach {
+        let probed = match self.cfg.kind {
+            EndpointKind::Openai => self.probe().await,
+            EndpointKind::Runpod => self.ping().await.map(|status| Probe {
+                status,
+                fit: Fit::Fits,
+                what: String::new(),
+            }),
+        };
+        match probed {
+            Ok(Probe { fit: Fit::Fits, .. }) => Reach::Answers,
+            Ok(
+                p @ Probe {
+                    fit: Fit::NotReady, ..
+                },
+            ) => Reach::Unreachable(p.what),
+            Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
+            Err(why) => Reach::Unreachable(why),
+        }
+    }
+
+    /// One GET within 10 s: its status and its body (`None` past the cap).
+    async fn get(&self, url: &str, with_key: bool) -> Result<(u16, Option<Vec<u8>>), String> {
+        let mut req = self.http.get(url).timeout(Duration::from_secs(10));
+        if let (true, Some(key)) = (with_key, &self.cfg.api_key) {
+            req = req.bearer_auth(key.expose());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| super::errors::unanswered(&e, url))?;
+        let status = resp.status().as_u16();
+        let body = match harness_base::http::read_capped(resp, MAX_BYTES).await {
+            Ok(Body::Whole(bytes)) => Some(bytes),
+            _ => None,
+        };
+        Ok((status, body))
+    }
+}
+
+/// How many models a `/v1/models` answer lists, when it is a model list.
+fn model_count(body: &[u8]) -> Option<usize> {
+    #[derive(Deserialize)]
+    struct Models {
+        data: Vec<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Models>(body)
+        .ok()
+        .map(|m| m.data.len())
+}
+
+fn is_json(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+}
+
+/// What a body that is not the expected one looks like: ` (an HTML page)`.
+fn shape(body: Option<&[u8]>) -> String {
+    let Some(body) = body else {
+        return " (a body over 1 MiB)".into();
+    };
+    let start =
+        String::from_utf8_lossy(harness_base::text::prefix_bytes_of(body, 256)).to_lowercase();
+    let start = start.trim_start();
+    if start.starts_with("<!doctype html") || start.starts_with("<html") {
+        " (an HTML page)".into()
+    } else if is_json(body) {
+        " (JSON of another shape)".into()
+    } else if body.is_empty() {
+        " (no body)".into()
+    } else {
+        " (a body that is not JSON)".into()
+    }
+}

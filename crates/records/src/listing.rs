@@ -1,0 +1,205 @@
+//! Walking `logs/` for its runs (SPEC §21, §22): through opened folders,
+//! one real folder at a time, never following a link; a folder this user
+//! may not read is named as such, never taken for "no runs"; a folder
+//! dated more than an hour ahead of the clock is no run (SPEC §25).
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use super::Summary;
+use super::capped::read_summary_in;
+use super::run_id::{ahead_of_clock, run_time};
+use harness_base::folder::Folder;
+
+/// A run folder as the listing walked it, with its summary.
+#[derive(Debug, Clone)]
+pub struct ListedRun {
+    /// `logs/<task_dir>/<run_dir>`, for messages.
+    pub dir: PathBuf,
+    /// The names of the folders walked (never a summary's fields).
+    pub task_dir: String,
+    pub run_dir: String,
+    pub summary: Summary,
+}
+
+/// What `logs/` holds: the readable runs, newest first; the run folders
+/// without a readable summary (a run still going, one killed before it
+/// ended, or a crafted one); the folders whose run id or start lies more
+/// than an hour ahead of the clock, which no run of this clock wrote
+/// (planted, or the clock went back: never "the newest run", SPEC §25);
+/// what was skipped, one line each; and the folders this user may not
+/// read (SPEC §22: a permission problem, never "no runs").
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub runs: Vec<ListedRun>,
+    pub incomplete: Vec<PathBuf>,
+    pub ahead: Vec<PathBuf>,
+    pub skipped: Vec<String>,
+    pub unreadable: Vec<PathBuf>,
+    /// The logs folder is there but is no folder to read (a file, a loop
+    /// of links): why.
+    pub broken: Option<String>,
+}
+
+impl Listing {
+    pub fn summaries(&self) -> Vec<Summary> {
+        self.runs.iter().map(|r| r.summary.clone()).collect()
+    }
+
+    /// The line that names a folder of [`Listing::ahead`] as no run.
+    pub fn ahead_line(dir: &Path, now: DateTime<Utc>) -> String {
+        format!(
+            "{}: not a run: its run id or start lies more than an hour ahead of the clock ({}); planted, or the clock went back",
+            dir.display(),
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    }
+}
+
+/// Walks `logs/<task>/<run>/` through opened folders, one real folder at a
+/// time: a link is never followed (a linked task or run folder is skipped
+/// with a line saying so), and a folder renamed or swapped for a link
+/// during the walk is not followed either. A missing, half-written or
+/// foreign summary never stops the listing: its folder is named instead,
+/// and so is one dated more than an hour after `now`.
+pub fn read_summaries(logs: &Path, now: DateTime<Utc>) -> Listing {
+    match Folder::open_root(logs) {
+        Ok(root) => read_summaries_in(&root, logs, now),
+        // No logs folder yet: no run was recorded.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::default(),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Listing {
+            unreadable: vec![logs.to_path_buf()],
+            ..Listing::default()
+        },
+        // Not a folder, a loop of links: said as what it is.
+        Err(e) => Listing {
+            broken: Some(format!("{}: {e}", logs.display())),
+            ..Listing::default()
+        },
+    }
+}
+
+/// A folder of the records this user may not read (SPEC §22): named as a
+/// permission problem by whoever reads it, never taken for "no runs".
+#[derive(Debug, thiserror::Error)]
+#[error("{} cannot be read by this user (permission denied)", .0.display())]
+pub struct Unreadable(pub PathBuf);
+
+/// Why an entry the listing saw as a real folder did not open: a
+/// permission problem, gone meanwhile (retention, a rename), or swapped
+/// for a link meanwhile.
+enum Unopened {
+    Denied,
+    Gone,
+    Link,
+}
+
+fn unopened(e: &std::io::Error) -> Unopened {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => Unopened::Denied,
+        std::io::ErrorKind::NotFound => Unopened::Gone,
+        _ => Unopened::Link,
+    }
+}
+
+/// [`read_summaries`] from an opened folder (`logs` names it in messages).
+pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> Listing {
+    let mut out = Listing::default();
+    let listed = match root.folders_and_links() {
+        Ok(listed) => listed,
+        Err(e) => {
+            if let Unopened::Denied = unopened(&e) {
+                out.unreadable.push(logs.to_path_buf());
+            }
+            Vec::new()
+        }
+    };
+    for (task, real) in listed {
+        let task_path = logs.join(&task);
+        let Some(task_folder) = out.opened(root, &task, real, &task_path) else {
+            continue;
+        };
+        let runs = match task_folder.folders_and_links() {
+            Ok(runs) => runs,
+            Err(e) => {
+                if let Unopened::Denied = unopened(&e) {
+                    out.unreadable.push(task_path.clone());
+                }
+                Vec::new()
+            }
+        };
+        for (run, real) in runs {
+            let dir = task_path.join(&run);
+            let Some(run_folder) = out.opened(&task_folder, &run, real, &dir) else {
+                continue;
+            };
+            if !is_run(&run_folder) {
+                continue;
+            }
+            if run_time(&run).is_some_and(|t| ahead_of_clock(t, now)) {
+                out.ahead.push(dir);
+                continue;
+            }
+            match read_summary_in(&run_folder, &dir) {
+                // Runs are put in order by their start: a planted one
+                // cannot be the newest by its summary either.
+                Ok(summary) if ahead_of_clock(summary.started_at, now) => out.ahead.push(dir),
+                Ok(summary) => out.runs.push(ListedRun {
+                    dir,
+                    task_dir: task.clone(),
+                    run_dir: run,
+                    summary,
+                }),
+                Err(why) => {
+                    tracing::debug!(error = %why, "unreadable summary");
+                    out.incomplete.push(dir);
+                }
+            }
+        }
+    }
+    out.runs.sort_by(|a, b| {
+        b.summary
+            .started_at
+            .cmp(&a.summary.started_at)
+            .then_with(|| b.dir.cmp(&a.dir))
+    });
+    out.incomplete.sort();
+    out.ahead.sort();
+    out.skipped.sort();
+    out.unreadable.sort();
+    out
+}
+
+impl Listing {
+    /// The sub-folder `name` of `parent`, when the listing saw a real one
+    /// and it opens; else why not, noted.
+    fn opened(&mut self, parent: &Folder, name: &str, real: bool, path: &Path) -> Option<Folder> {
+        let result = if real {
+            parent.sub(name).map_err(|e| unopened(&e))
+        } else {
+            Err(Unopened::Link)
+        };
+        match result {
+            Ok(folder) => Some(folder),
+            Err(Unopened::Denied) => {
+                self.unreadable.push(path.to_path_buf());
+                None
+            }
+            Err(Unopened::Gone) => None,
+            Err(Unopened::Link) => {
+                self.skipped
+                    .push(format!("{}: a symbolic link, not followed", path.display()));
+                None
+            }
+        }
+    }
+}
+
+/// A run folder holds records; anything else (an eval's folders, the
+/// report) is not a run. Entries are looked at, not followed.
+fn is_run(folder: &Folder) -> bool {
+    ["summary.json", "conversation.jsonl", "run.log"]
+        .iter()
+        .any(|f| folder.has(f))
+}

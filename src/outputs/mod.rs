@@ -1,9 +1,0 @@
-//! What is made of a run's records for the operator, and what clears them
-//! away: `report` (the static HTML report built from `logs/`), `metrics`
-//! (the Prometheus textfile of the last run) and `retention` (old run
-//! folders and `done/` task files removed). They read `records`; none
-//! writes one.
-
-pub mod metrics;
-pub mod report;
-pub mod retention;
