@@ -93,7 +93,22 @@ async fn a_task_that_meets_every_expectation_succeeds() {
 
     let s = project.summary("t");
     assert_eq!(s.stop_reason, StopReason::FinalAnswer);
-    assert!(s.expectations.unwrap().iter().all(|v| v.ok));
+    // Each of the four checks SUITE_READ declares has a verdict, and each is met.
+    let verdicts: Vec<(String, bool)> = s
+        .expectations
+        .expect("a task with [expect] has verdicts")
+        .into_iter()
+        .map(|v| (v.check, v.ok))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("tools_called".to_string(), true),
+            ("answer_matches".to_string(), true),
+            ("attachments".to_string(), true),
+            ("max_turns_used".to_string(), true),
+        ]
+    );
 }
 
 #[test]

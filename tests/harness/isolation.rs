@@ -233,7 +233,10 @@ async fn interrupt_one_run(project: &Project, llm: &FakeLlm) {
         .unwrap();
     let start = Instant::now();
     while llm.requests().await.len() == seen {
-        assert!(start.elapsed() < Duration::from_secs(30));
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no model call arrived"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let pid = child.id().to_string();

@@ -607,14 +607,24 @@ async fn exact_counts_in_a_small_window(base_url: &str) {
         assert_eq!(c["budget"], 2048 - MAX, "the window came from /props");
         assert_eq!(c["counted"], "exact", "{c}");
         elided += c["elided_call_ids"].as_array().map_or(0, Vec::len);
-        let reported = &l["response"]["usage"]["prompt_tokens"];
-        if let (Some(counted), Some(reported)) = (c["prompt_tokens"].as_u64(), reported.as_u64()) {
-            assert!(
-                counted.abs_diff(reported) * 100 <= reported,
-                "counted {counted}, llama-server reported {reported}"
-            );
-            assert!(counted <= 2048 - MAX);
-        }
+        // Every request's record counts its prompt, and llama-server
+        // reports `usage` on every reply: neither may be missing.
+        let counted = c["prompt_tokens"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("the record counts no prompt tokens: {c}"));
+        let reported = l["response"]["usage"]["prompt_tokens"]
+            .as_u64()
+            .unwrap_or_else(|| {
+                panic!(
+                    "llama-server reported no usage.prompt_tokens: {}",
+                    l["response"]
+                )
+            });
+        assert!(
+            counted.abs_diff(reported) * 100 <= reported,
+            "counted {counted}, llama-server reported {reported}"
+        );
+        assert!(counted <= 2048 - MAX);
     }
     assert!(
         elided > 0,

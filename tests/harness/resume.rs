@@ -374,8 +374,9 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     send(&child, "TERM");
+    // Turn 4's reply takes a minute: a run that waited for it fails here.
     assert_eq!(
-        wait_exit(&mut child, Duration::from_secs(10)).await,
+        wait_exit(&mut child, crate::signals::STOP_TIMEOUT).await,
         Some(75)
     );
     let first = project.summary_in(&run_dirs(project, "scan")[0]);
@@ -384,10 +385,7 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
     let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
     config(project, &llm2, notes, "");
     let mut child = spawn_run(project);
-    assert_eq!(
-        wait_exit(&mut child, Duration::from_secs(30)).await,
-        Some(0)
-    );
+    assert_eq!(wait_exit(&mut child, HANG_LIMIT).await, Some(0));
     let s = project.summary_in(&run_dirs(project, "scan")[1]);
     assert_eq!((s.status, s.turns), (Status::Succeeded, 6));
     assert_eq!(s.resumed_from.as_deref(), Some(first.run_id.as_str()));

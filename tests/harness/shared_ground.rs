@@ -7,7 +7,6 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use agent_harness::app::exit::Exit;
 use agent_harness::base::folder::Folder;
@@ -89,15 +88,12 @@ async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_the_run_ends_i
             "fifo" => mkfifo(&state),
             _ => symlink("/dev/zero", &state).unwrap(),
         }
-        let started = std::time::Instant::now();
 
         let out = run_bin(&project, &["run"]).await;
 
+        // Nothing waited on it: a run that read on is killed by `bin`'s
+        // 60 s limit and has no exit code.
         assert_eq!(out.status.code(), Some(0), "{plant}: {}", stderr(&out));
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{plant}: nothing waited on it"
-        );
         assert!(
             stderr(&out).contains("attempt counts unreadable"),
             "{plant}: {}",

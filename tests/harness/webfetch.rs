@@ -330,26 +330,22 @@ async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
 async fn a_server_that_never_answers_times_out() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    // The server closes the connection after 5 s without a byte: a fetch
+    // that did not time out first ends on the closed connection instead.
     let _keep = std::thread::spawn(move || {
         let conn = listener.accept();
         std::thread::sleep(Duration::from_secs(5));
         drop(conn);
     });
-    let started = std::time::Instant::now();
+    let url = format!("http://127.0.0.1:{port}/");
     let out = fetcher(true, 1000, 1)
-        .fetch(
-            &format!("http://127.0.0.1:{port}/"),
-            0,
-            2000,
-            &Redactor::default(),
-        )
+        .fetch(&url, 0, 2000, &Redactor::default())
         .await;
     assert!(
-        out.is_error && out.text.contains("timed out"),
+        out.is_error && out.text.starts_with(&format!("Fetching {url} timed out")),
         "{}",
         out.text
     );
-    assert!(started.elapsed() < Duration::from_secs(4));
 }
 
 #[tokio::test]

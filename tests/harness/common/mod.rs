@@ -503,6 +503,20 @@ pub async fn run_all(cfg: &Config) -> RunOutcome {
     run(cfg, run_options(1, false)).await
 }
 
+/// How long a test lets work that must end on its own go on before it
+/// fails instead of hanging: generous for a loaded two-core machine, and
+/// never a speed (figures belong in benches/harness.rs). What a test must
+/// not wait for takes far longer, so a run that waited for it fails here.
+pub const HANG_LIMIT: Duration = Duration::from_secs(60);
+
+/// `work`'s output; a failure naming `what` once it has gone on for
+/// [`HANG_LIMIT`].
+pub async fn before_hang_limit<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG_LIMIT, work)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: still going after {HANG_LIMIT:?}"))
+}
+
 /// A loopback port nothing listens on (bound, then released).
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
