@@ -77,7 +77,7 @@ async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_the_run_ends_in_seconds() {
+async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_on_it() {
     for plant in ["fifo", "dev-zero"] {
         let llm = FakeLlm::replies(vec![final_answer("done")]).await;
         let project = Project::new();
@@ -91,11 +91,12 @@ async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_the_run_ends_i
 
         let out = run_bin(&project, &["run"]).await;
 
-        // Nothing waited on it: a run that read on is killed by `bin`'s
-        // 60 s limit and has no exit code.
+        // Nothing waited on it: it was refused by its type, unread (and a
+        // run that blocked on it is killed by `bin`'s 60 s limit, no code).
         assert_eq!(out.status.code(), Some(0), "{plant}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains("attempt counts unreadable"),
+            stderr(&out).contains("attempt counts unreadable")
+                && stderr(&out).contains("not a regular file"),
             "{plant}: {}",
             stderr(&out)
         );
