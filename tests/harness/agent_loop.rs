@@ -501,7 +501,7 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
 #[tokio::test]
 async fn max_wall_secs_cuts_a_call_in_flight() {
     let llm = FakeLlm::start(vec![
-        ok(final_answer("late")).set_delay(std::time::Duration::from_secs(10)),
+        ok(final_answer("late")).set_delay(std::time::Duration::from_secs(30)),
     ])
     .await;
     let project = Project::new();
@@ -510,12 +510,16 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
 
     let outcome = run_all(&cfg).await;
 
-    // Cut, not waited for: the one attempt ended on the wall clock with no
-    // reply, though the reply would have come (after 10 s).
+    // Cut, not waited for: the one attempt ended on the wall clock (1 s)
+    // with no reply, long before the reply would have come (after 30 s).
     let lines = project.conversation("t");
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["error_kind"], "wall_clock", "{}", lines[0]);
     assert!(lines[0]["response"].is_null(), "{}", lines[0]);
+    let took = lines[0]["latency_ms"]
+        .as_u64()
+        .expect("the attempt's latency");
+    assert!(took < 15_000, "cut at {took} ms, not at the 1 s wall clock");
     let s = project.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.retryable),

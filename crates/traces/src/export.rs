@@ -69,6 +69,8 @@ pub(super) struct Sender {
     pub(super) headers: reqwest::header::HeaderMap,
     pub(super) shown: String,
     pub(super) counts: Arc<Counts>,
+    /// `[traces] flush_secs`: what one request may take.
+    pub(super) flush: Duration,
 }
 
 impl Sender {
@@ -91,6 +93,7 @@ impl Sender {
             headers,
             shown: cfg.shown_endpoint(),
             counts,
+            flush: cfg.flush,
         })
     }
 
@@ -189,7 +192,7 @@ impl Sender {
             .body(body)
             .send()
             .await
-            .map_err(|e| transport(&e))?;
+            .map_err(|e| transport(&e, self.flush))?;
         let status = resp.status().as_u16();
         let content_type = resp
             .headers()
@@ -228,10 +231,13 @@ impl Sender {
 /// A request the collector did not answer, in words naming its host and
 /// port, never the rest of the URL (it may hold a key); a timeout names
 /// the setting that bounds it.
-fn transport(e: &reqwest::Error) -> String {
+fn transport(e: &reqwest::Error, flush: Duration) -> String {
     let failure = TransportFailure::of(e, None);
     match failure.kind {
-        TransportKind::Timeout => format!("{failure}: a request has [traces] flush_secs"),
+        TransportKind::Timeout => format!(
+            "{failure}: a request has [traces] flush_secs = {}",
+            flush.as_secs()
+        ),
         _ => failure.to_string(),
     }
 }
