@@ -1,4 +1,4 @@
-//! What a task must achieve (SPEC §13): the `[expect]` table of a task
+//! What a task must achieve (README, Expectations): the `[expect]` table of a task
 //! file, and the verdicts once the task has ended. A final answer alone is
 //! not success when a task says what success is.
 //!

@@ -1,4 +1,4 @@
-//! Exit codes (SPEC §2): the one place where what a command found becomes
+//! Exit codes (README, Exit codes): the one place where what a command found becomes
 //! the number the process exits with, and so what systemd, a script or the
 //! metrics textfile sees.
 
