@@ -74,7 +74,7 @@ pub struct Attachment {
 }
 
 /// The most entries a listing keeps; the rest are skipped while parsing.
-pub const MAX_LISTED: usize = 100;
+pub(crate) const MAX_LISTED: usize = 100;
 
 #[derive(Deserialize)]
 struct NotesEnvelope {
@@ -90,7 +90,7 @@ struct AttachmentsEnvelope {
 
 /// An attachment in a listing: its `content`, if a server sends one, is skipped.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ListedAttachment {
+pub(crate) struct ListedAttachment {
     #[serde(default, deserialize_with = "lenient::text_or_empty")]
     pub id: String,
     #[serde(default, deserialize_with = "lenient::text_or_empty")]
@@ -113,7 +113,7 @@ where
 }
 
 #[derive(Debug, Serialize)]
-pub struct NewAttachment<'a> {
+pub(crate) struct NewAttachment<'a> {
     pub filename: &'a str,
     pub content_type: &'a str,
     pub content: &'a str,
@@ -179,7 +179,7 @@ impl NoteworxClient {
 
     /// Whether a request of this run was answered with a 2xx: then a
     /// refusal is about one note, not the token (SPEC §16).
-    pub fn token_worked(&self) -> bool {
+    pub(crate) fn token_worked(&self) -> bool {
         self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -210,7 +210,7 @@ impl NoteworxClient {
     }
 
     /// `GET /api/notes/search?q=Q&mode=M&limit=N`
-    pub async fn search_notes(
+    pub(crate) async fn search_notes(
         &self,
         query: &str,
         mode: &str,
@@ -237,7 +237,7 @@ impl NoteworxClient {
     }
 
     /// `GET /api/notes/{slug}/attachments`
-    pub async fn list_attachments(
+    pub(crate) async fn list_attachments(
         &self,
         slug: &str,
     ) -> Result<Vec<ListedAttachment>, NoteworxError> {
@@ -252,7 +252,11 @@ impl NoteworxClient {
     }
 
     /// `GET /api/notes/{slug}/attachments/{id}`
-    pub async fn read_attachment(&self, slug: &str, id: &str) -> Result<Attachment, NoteworxError> {
+    pub(crate) async fn read_attachment(
+        &self,
+        slug: &str,
+        id: &str,
+    ) -> Result<Attachment, NoteworxError> {
         self.send(
             Method::GET,
             self.url(&["api", "notes", slug, "attachments", id])?,
@@ -262,7 +266,7 @@ impl NoteworxClient {
     }
 
     /// `POST /api/notes/{slug}/attachments`
-    pub async fn create_attachment(
+    pub(crate) async fn create_attachment(
         &self,
         slug: &str,
         new: &NewAttachment<'_>,
@@ -357,7 +361,7 @@ impl NoteworxClient {
 
 /// A path segment noteworx may be asked for: not empty, not `.` or `..`, no
 /// control characters.
-pub fn is_path_segment(s: &str) -> bool {
+pub(crate) fn is_path_segment(s: &str) -> bool {
     !s.is_empty() && s != "." && s != ".." && !s.chars().any(char::is_control)
 }
 
@@ -368,7 +372,16 @@ async fn parse_streaming<T: DeserializeOwned + Send + 'static>(
     resp: reqwest::Response,
 ) -> Result<T, NoteworxError> {
     use futures::TryStreamExt;
-    let stream = resp.bytes_stream().map_err(std::io::Error::other);
+    // A body still coming when the request's timeout ends is a timeout,
+    // not a dropped connection: the operator raises `timeout_secs`.
+    let stream = resp.bytes_stream().map_err(|e| {
+        let kind = if e.is_timeout() {
+            std::io::ErrorKind::TimedOut
+        } else {
+            std::io::ErrorKind::Other
+        };
+        std::io::Error::new(kind, e)
+    });
     let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
     let parse = tokio::task::spawn_blocking(move || {
         let capped = std::io::BufReader::new(Capped {
@@ -382,6 +395,9 @@ async fn parse_streaming<T: DeserializeOwned + Send + 'static>(
         Ok(Err(e)) if e.io_error_kind() == Some(std::io::ErrorKind::FileTooLarge) => {
             Err(NoteworxError::TooLarge)
         }
+        Ok(Err(e)) if e.io_error_kind() == Some(std::io::ErrorKind::TimedOut) => Err(
+            NoteworxError::Unreachable("timed out while the answer came".into()),
+        ),
         Ok(Err(e)) if e.is_io() => Err(NoteworxError::Unreachable("connection dropped".into())),
         Ok(Err(e)) => Err(NoteworxError::BadResponse(harness_base::text::clip(
             &e.to_string(),

@@ -104,3 +104,42 @@ fn listings_are_one_line_per_note_without_content() {
     );
     assert_eq!(list_notes_text(&[]), "No notes found.");
 }
+
+/// A listing whose body is still coming when `timeout_secs` ends is told as
+/// a timeout (the operator raises `timeout_secs`), never as a dropped
+/// connection; the connection stays open the whole time.
+#[tokio::test]
+async fn a_body_still_coming_at_the_timeout_is_a_timeout_not_a_dropped_connection() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Every attempt (the client may retry once) gets the start of a body,
+    // then nothing, the connection held open well past the timeout.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"notes\": [",
+            );
+            held.push(s);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    });
+    let client = NoteworxClient::new(&harness_config::NoteworxConfig {
+        base_url: format!("http://127.0.0.1:{port}"),
+        token: harness_config::Secret::new("t0ken-for-tests"),
+        token_env: "NOTEWORX_TOKEN".into(),
+        agent_name: "default-agent".into(),
+        timeout_secs: 1,
+    })
+    .unwrap();
+    let err = client.list_notes(None, None, None).await.unwrap_err();
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        "noteworx could not be reached: timed out while the answer came"
+    );
+}
