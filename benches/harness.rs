@@ -49,6 +49,8 @@
 //! what it measures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test helpers are `pub` to share them between modules, not an API.
+#![allow(unreachable_pub)]
 
 #[path = "../tests/harness/common/mod.rs"]
 mod common;

@@ -8,6 +8,8 @@
 //!
 //! The notes token is the fake's fixed one; it is printed at start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The fake it serves is the tests'; its `pub` is theirs, not an API.
+#![allow(unreachable_pub)]
 
 #[allow(dead_code)]
 #[path = "../tests/harness/common/fake_noteworx.rs"]

@@ -2,8 +2,9 @@
 //!
 //! # Rooms, lowest first
 //!
-//! Each room is a folder; a room imports only rooms in layers below its
-//! own, never one beside it (`scripts/check-structure` holds this in CI).
+//! Each room is a library crate (`crates/<room>`); a room depends only on
+//! rooms in layers below its own, never one beside it: Cargo refuses a
+//! cycle, and `scripts/check-structure` a dependency beside or above.
 //!
 //! 1. [`base`] — text, outbound HTTP (the client, its failures in words,
 //!    the retry policy), capped bodies, lenient fields, regular-file reads,

@@ -64,7 +64,8 @@ fn rooms_named(spec: &str) -> String {
                 .map(|rest| format!("{ROOMS}{rest}"))
                 .or_else(|| {
                     let level = directive.strip_prefix("agent_harness")?;
-                    (level.is_empty() || level.starts_with('=')).then(|| format!("{ROOMS}{level}"))
+                    (level.is_empty() || level.starts_with(['=', '[']))
+                        .then(|| format!("{ROOMS}{level}"))
                 });
             std::iter::once(directive.to_string()).chain(room)
         })
@@ -87,6 +88,14 @@ mod tests {
             "warn,agent_harness::drain=trace,harness_drain=trace,rmcp=off"
         );
         assert_eq!(rooms_named("agent_harness"), "agent_harness,harness_");
+        assert_eq!(
+            rooms_named("agent_harness[task]=debug"),
+            "agent_harness[task]=debug,harness_[task]=debug"
+        );
+        assert_eq!(
+            rooms_named("agent_harness_x=debug"),
+            "agent_harness_x=debug"
+        );
         assert_eq!(
             rooms_named("agent_harnessing=info"),
             "agent_harnessing=info"

@@ -22,7 +22,7 @@ const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
 /// What the answer checks remember across a task's turns: each way of
 /// asking again is used once.
 #[derive(Debug, Default)]
-pub struct AnswerState {
+pub(crate) struct AnswerState {
     /// An empty reply was already asked again.
     asked_again: bool,
     /// A cut answer was already asked for again, shorter.
@@ -34,7 +34,7 @@ pub struct AnswerState {
 
 /// What a reply without calls comes to, short of a failure.
 #[derive(Debug)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Final(FinalAnswer),
     AskAgain(AskAgain),
 }
@@ -42,7 +42,7 @@ pub enum Verdict {
 /// The request once more: why (what the loop reports), the messages
 /// appended first, and how the request changes.
 #[derive(Debug)]
-pub struct AskAgain {
+pub(crate) struct AskAgain {
     pub why: Why,
     pub messages: Vec<Message>,
     pub tweaks: Tweaks,
@@ -50,7 +50,7 @@ pub struct AskAgain {
 
 /// Why an answer is asked for again.
 #[derive(Debug)]
-pub enum Why {
+pub(crate) enum Why {
     /// No answer and no call (or nothing but chat-template debris).
     Empty { thinking_off: bool },
     /// The answer was cut at `max_tokens`.
@@ -61,7 +61,7 @@ pub enum Why {
 
 impl AskAgain {
     /// The event the loop reports before it asks.
-    pub fn event(&self) -> TaskEvent<'_> {
+    pub(crate) fn event(&self) -> TaskEvent<'_> {
         match &self.why {
             Why::Empty { thinking_off } => TaskEvent::AskedAgain {
                 thinking_off: *thinking_off,
@@ -74,7 +74,7 @@ impl AskAgain {
 
 impl AnswerState {
     /// The `response_format` every request carries from now on, if any.
-    pub fn response_format(&self) -> Option<&Value> {
+    pub(crate) fn response_format(&self) -> Option<&Value> {
         self.repair.as_ref()
     }
 
@@ -84,7 +84,7 @@ impl AnswerState {
     /// `max_tokens`), and `empty_response` the second time. A reply cut
     /// while it repeated one block over and over ends the task as
     /// `repetition`.
-    pub fn judge(
+    pub(crate) fn judge(
         &mut self,
         mut reply: Reply,
         spec: &TaskSpec,

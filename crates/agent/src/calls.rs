@@ -25,14 +25,14 @@ use harness_tools::{self as tools, CallContext, Tool, ToolOutput, Toolbox};
 use harness_wire::chat::ToolCall;
 
 /// The call count at which a repeated call is answered without running.
-pub const REPEAT_REFUSE_AT: u32 = 3;
+pub(crate) const REPEAT_REFUSE_AT: u32 = 3;
 /// The call count at which a repeated call stops the task.
-pub const REPEAT_STOP_AT: u32 = 5;
+pub(crate) const REPEAT_STOP_AT: u32 = 5;
 
 /// What a task's calls have used so far: identical calls whose results are
 /// still in the context, and writes run.
 #[derive(Debug, Default)]
-pub struct Repeats {
+pub(crate) struct Repeats {
     /// Each call (name + canonical arguments): the ids asked for it, oldest first.
     seen: HashMap<String, Vec<String>>,
     /// Each call id's key in `seen`.
@@ -59,7 +59,7 @@ impl Repeats {
 
     /// The results of these calls left the context: asking for them again
     /// is not a repeat (README, The loop: elision order).
-    pub fn forget(&mut self, call_ids: &[String]) {
+    pub(crate) fn forget(&mut self, call_ids: &[String]) {
         for id in call_ids {
             if let Some(key) = self.keys.remove(id)
                 && let Some(ids) = self.seen.get_mut(&key)
@@ -107,7 +107,7 @@ pub struct Answer {
 
 /// The turn's calls were answered, or a call repeated too often.
 #[derive(Debug)]
-pub enum TurnResult {
+pub(crate) enum TurnResult {
     Answered(Vec<Answer>),
     /// The named call reached `REPEAT_STOP_AT`; no call of the turn was run.
     /// `answers` records each of them as not run (the model never sees them).
@@ -124,7 +124,7 @@ enum Plan {
     Run(tools::Call),
 }
 
-pub struct Turn<'a> {
+pub(crate) struct Turn<'a> {
     pub number: u32,
     pub calls: &'a [ToolCall],
     /// The reply hit `max_tokens`: its last call may be cut off.
@@ -137,15 +137,15 @@ pub struct Turn<'a> {
 /// call (docs/untrusted-input.md). The newest [`Quotable::MAX_BYTES`] are kept, so the
 /// check costs at most that much per recovered call.
 #[derive(Debug, Default)]
-pub struct Quotable {
+pub(crate) struct Quotable {
     texts: std::collections::VecDeque<String>,
     bytes: usize,
 }
 
 impl Quotable {
-    pub const MAX_BYTES: usize = 2 * 1024 * 1024;
+    pub(crate) const MAX_BYTES: usize = 2 * 1024 * 1024;
 
-    pub fn push(&mut self, text: &str) {
+    pub(crate) fn push(&mut self, text: &str) {
         self.bytes += text.len();
         self.texts.push_back(text.to_owned());
         while self.bytes > Self::MAX_BYTES {
@@ -157,13 +157,13 @@ impl Quotable {
     }
 
     /// Whether a kept result holds `text`.
-    pub fn quotes(&self, text: &str) -> bool {
+    pub(crate) fn quotes(&self, text: &str) -> bool {
         self.texts.iter().any(|t| t.contains(text))
     }
 }
 
 /// The task's call limits and how results are shaped for the model.
-pub struct Rules<'a> {
+pub(crate) struct Rules<'a> {
     pub allowed: &'a [Tool],
     pub max_calls_per_turn: u32,
     pub max_writes: u32,
@@ -172,7 +172,7 @@ pub struct Rules<'a> {
 }
 
 /// The calls of a turn, each judged: run, refused, or over a limit.
-pub struct Planned<'t> {
+pub(crate) struct Planned<'t> {
     plans: Vec<(&'t ToolCall, Plan, u32)>,
 }
 
@@ -181,7 +181,12 @@ impl Planned<'_> {
     /// first (README, Resume), so a crash between sending and recording is known.
     /// A dry run sends nothing, and a call answered from the records is
     /// not sent again.
-    pub fn writes_to_send(&self, turn: u32, toolbox: &Toolbox, dry_run: bool) -> Vec<&ToolCall> {
+    pub(crate) fn writes_to_send(
+        &self,
+        turn: u32,
+        toolbox: &Toolbox,
+        dry_run: bool,
+    ) -> Vec<&ToolCall> {
         if dry_run {
             return Vec::new();
         }
@@ -198,7 +203,7 @@ impl Planned<'_> {
 
 /// Judges every call of the turn; a call asked for too often stops the
 /// task before any runs.
-pub fn plan_calls<'t>(
+pub(crate) fn plan_calls<'t>(
     turn: &Turn<'t>,
     rules: &Rules<'_>,
     repeats: &mut Repeats,
@@ -216,7 +221,7 @@ pub fn plan_calls<'t>(
 }
 
 /// Runs the planned calls (concurrently) and shapes each result for the model.
-pub async fn run_calls(
+pub(crate) async fn run_calls(
     turn: &Turn<'_>,
     planned: Planned<'_>,
     rules: &Rules<'_>,

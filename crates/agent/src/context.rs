@@ -15,7 +15,7 @@ const MESSAGE_OVERHEAD: u64 = 8;
 
 /// A deliberately pessimistic estimate: about 3 characters a token (English
 /// prose runs nearer 4; JSON and code nearer 3).
-pub fn estimate_tokens(text: &str) -> u64 {
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (chars(text) as u64).div_ceil(3)
 }
 
@@ -98,13 +98,13 @@ impl Elided {
 
 /// What a tool message answered, for its placeholder.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolOrigin {
+pub(crate) struct ToolOrigin {
     pub call_id: String,
     pub call: String,
 }
 
 #[derive(Debug, Clone)]
-pub struct Conversation {
+pub(crate) struct Conversation {
     messages: Vec<Message>,
     /// For each message: where a tool result came from, and whether it was elided.
     origins: Vec<Option<(ToolOrigin, bool)>>,
@@ -117,7 +117,7 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    pub fn new(system: &str, user: &str, tools_json: &str) -> Self {
+    pub(crate) fn new(system: &str, user: &str, tools_json: &str) -> Self {
         Conversation {
             messages: vec![Message::system(system), Message::user(user)],
             origins: vec![None, None],
@@ -127,30 +127,30 @@ impl Conversation {
         }
     }
 
-    pub fn messages(&self) -> &[Message] {
+    pub(crate) fn messages(&self) -> &[Message] {
         &self.messages
     }
 
-    pub fn push(&mut self, m: Message) {
+    pub(crate) fn push(&mut self, m: Message) {
         self.messages.push(m);
         self.origins.push(None);
     }
 
-    pub fn push_tool(&mut self, m: Message, origin: ToolOrigin) {
+    pub(crate) fn push_tool(&mut self, m: Message, origin: ToolOrigin) {
         self.messages.push(m);
         self.origins.push(Some((origin, false)));
     }
 
     /// The fewest tokens the messages can take: a server's count below it
     /// is not believed.
-    pub fn min_tokens(&self) -> u64 {
+    pub(crate) fn min_tokens(&self) -> u64 {
         self.messages.iter().map(message_bytes).sum::<u64>() / MAX_BYTES_PER_TOKEN
     }
 
     /// Records the server's prompt count for the request just answered
     /// (which held every message so far) and the reply's length. A count
     /// under [`Self::min_tokens`] is ignored.
-    pub fn anchor(&mut self, prompt_tokens: u64, completion_tokens: u64) {
+    pub(crate) fn anchor(&mut self, prompt_tokens: u64, completion_tokens: u64) {
         if prompt_tokens > 0 && prompt_tokens >= self.min_tokens() {
             self.anchor = Some((
                 self.messages.len(),
@@ -161,13 +161,13 @@ impl Conversation {
 
     /// The server's exact count of the whole conversation as it is now:
     /// later estimates start from it, unscaled.
-    pub fn set_exact(&mut self, prompt_tokens: u64) {
+    pub(crate) fn set_exact(&mut self, prompt_tokens: u64) {
         self.anchor = Some((self.messages.len(), prompt_tokens));
         self.correction = 1.0;
     }
 
     /// The estimated prompt size of the next request.
-    pub fn estimate(&self) -> u64 {
+    pub(crate) fn estimate(&self) -> u64 {
         self.scaled(self.raw_estimate())
     }
 
@@ -191,7 +191,7 @@ impl Conversation {
 
     /// After the server reported `actual` tokens for a prompt we estimated
     /// lower, scales every later estimate up to match (with a margin).
-    pub fn calibrate(&mut self, actual: u64) {
+    pub(crate) fn calibrate(&mut self, actual: u64) {
         let estimated = self.estimate().max(1);
         if actual > estimated {
             // A server may claim any count: the factor stays finite.
@@ -204,7 +204,7 @@ impl Conversation {
     /// then tool results, oldest first. `Err` says what was removed when
     /// even removing all of it does not make it fit. One pass over the
     /// messages, however many are elided.
-    pub fn fit(&mut self, room: u64) -> Result<Elided, Elided> {
+    pub(crate) fn fit(&mut self, room: u64) -> Result<Elided, Elided> {
         let mut elided = Elided::default();
         let mut raw = self.raw_estimate();
         let thinking = (0..self.messages.len()).filter(|&i| {

@@ -21,7 +21,7 @@ pub struct Verdict {
 
 /// How a `tools_called` verdict's detail names the tools that never ran
 /// without error: `never ran without error: webfetch; ran: none`.
-pub const NEVER_RAN: &str = "never ran without error: ";
+pub(crate) const NEVER_RAN: &str = "never ran without error: ";
 
 /// The tools a missed `tools_called` verdict names, from its detail.
 pub fn tools_never_ran(v: &Verdict) -> Option<&str> {

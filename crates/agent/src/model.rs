@@ -28,7 +28,7 @@ use harness_wire::reply::{Reply, read_reply};
 
 /// One model call's view of the run: what it reads, and the parts of the
 /// run's state it changes.
-pub struct ModelCall<'r, 's> {
+pub(crate) struct ModelCall<'r, 's> {
     pub deps: &'r TaskDeps,
     pub spec: &'r TaskSpec,
     pub deadline: Instant,
@@ -44,7 +44,7 @@ pub struct ModelCall<'r, 's> {
 
 /// What the request carries besides the conversation.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'r> {
+pub(crate) struct Request<'r> {
     /// The task's tools, offered unless a `response_format` is asked for.
     pub tools: &'r [Value],
     /// The output schema, when an answer is asked for under it.
@@ -62,7 +62,7 @@ impl ModelCall<'_, '_> {
     /// room is anything elided (by the estimate, anchored on the count)
     /// and the request counted again; each round removes at least one more
     /// thing, or the task stops. Elsewhere the estimate decides.
-    pub async fn fit_context(&mut self) -> Result<ContextNote, Stop> {
+    pub(crate) async fn fit_context(&mut self) -> Result<ContextNote, Stop> {
         let room = self.spec.prompt_room();
         let mut note = ContextNote {
             window: self.spec.context_tokens,
@@ -163,7 +163,7 @@ impl ModelCall<'_, '_> {
     }
 
     /// Sends the conversation; on the server's context error, shrinks once and resends.
-    pub async fn call_model(&mut self, mut note: ContextNote) -> Result<Completion, Stop> {
+    pub(crate) async fn call_model(&mut self, mut note: ContextNote) -> Result<Completion, Stop> {
         let turn = self.stats.turns + 1;
         let mut shrunk = false;
         loop {
@@ -274,7 +274,7 @@ impl ModelCall<'_, '_> {
 
     /// Counts the reply's tokens and reads it; a live reply without
     /// `usage` charges the budget its estimate.
-    pub fn take_reply(&mut self, c: &Completion) -> Reply {
+    pub(crate) fn take_reply(&mut self, c: &Completion) -> Reply {
         self.stats.turns += 1;
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
@@ -334,7 +334,7 @@ impl ModelCall<'_, '_> {
 }
 
 /// How a failed model call ends the task.
-pub fn call_failed(e: CallError, spec: &TaskSpec, endpoint: &Endpoint) -> Stop {
+pub(crate) fn call_failed(e: CallError, spec: &TaskSpec, endpoint: &Endpoint) -> Stop {
     let stop = |reason| Stop::failed(reason, e.to_string());
     match &e {
         CallError::WallClock => Stop::failed(

@@ -121,7 +121,7 @@ impl Outcome {
 
 /// A final answer: how the loop ends well.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FinalAnswer {
+pub(crate) struct FinalAnswer {
     pub answer: String,
     /// The answer's JSON, when an output schema checked it.
     pub result: Option<serde_json::Value>,
@@ -157,7 +157,7 @@ impl Stop {
     }
 
     /// Adds a note to the error.
-    pub fn with_note(mut self, note: String) -> Stop {
+    pub(crate) fn with_note(mut self, note: String) -> Stop {
         self.error = format!("{}; {note}", self.error);
         self
     }

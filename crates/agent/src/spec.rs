@@ -148,7 +148,7 @@ impl TaskSpec {
     }
 
     /// The most prompt tokens a request may carry.
-    pub fn prompt_room(&self) -> Option<u64> {
+    pub(crate) fn prompt_room(&self) -> Option<u64> {
         self.context_tokens
             .map(|c| u64::from(c).saturating_sub(u64::from(self.sampling.max_tokens)))
     }

@@ -7,8 +7,8 @@ use harness_lab::replay::ReplayEnd;
 
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
-pub const USAGE: u8 = 2;
-pub const TEMPFAIL: u8 = 75;
+pub(crate) const USAGE: u8 = 2;
+pub(crate) const TEMPFAIL: u8 = 75;
 
 /// An outcome's exit code.
 pub trait Exit {

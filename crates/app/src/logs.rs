@@ -210,7 +210,7 @@ fn runs_command(
 const ANSWER_CHARS: usize = 40;
 
 /// An answer's first line, clipped and escaped, for a table cell.
-pub fn answer_cell(answer: Option<&str>) -> String {
+pub(crate) fn answer_cell(answer: Option<&str>) -> String {
     let first = answer
         .and_then(|a| a.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("-");
@@ -220,7 +220,7 @@ pub fn answer_cell(answer: Option<&str>) -> String {
 /// The `runs` table: task, run id, status, stop reason, turns, tool
 /// errors, tokens, wall time, the answer's first line — and, when any run
 /// listed is a recurring task's, its slot.
-pub fn runs_table(summaries: &[Summary]) -> String {
+pub(crate) fn runs_table(summaries: &[Summary]) -> String {
     let slots = summaries.iter().any(|s| s.slot.is_some());
     let mut header = vec![
         "TASK",

@@ -295,6 +295,7 @@ pub(super) async fn watch_signals(cancel: CancellationToken) {
     // the live lines may hold; the line is a constant, so holds no secret.
     Printer::at_once("agent-harness: second signal, exiting at once");
     harness_tools::mcp::kill_all();
+    #[expect(clippy::exit, reason = "a second signal ends the process now")]
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 
@@ -312,6 +313,7 @@ pub(super) async fn exit_on_signal() {
     harness_tools::mcp::kill_all();
     // As the second signal of a run: a constant line, straight out.
     Printer::at_once("agent-harness: stopped by a signal");
+    #[expect(clippy::exit, reason = "a command without an orderly stop ends now")]
     std::process::exit(i32::from(exit::TEMPFAIL));
 }
 

@@ -11,7 +11,9 @@ pub fn causes<'a>(e: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn
 
 /// The innermost cause of `e`: the last error of its chain; `None` when
 /// `e` has no cause.
-pub fn innermost_cause<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
+pub(crate) fn innermost_cause<'a>(
+    e: &'a (dyn Error + 'static),
+) -> Option<&'a (dyn Error + 'static)> {
     causes(e).skip(1).last()
 }
 

@@ -26,7 +26,7 @@ use super::file::{FileError, Foreign, read_opened};
 /// Folders deeper than this below a tree being removed are left, and
 /// the removal says so: each level holds one open descriptor, and a
 /// crafted tree could be any depth.
-pub const MAX_TREE_DEPTH: usize = 64;
+pub(crate) const MAX_TREE_DEPTH: usize = 64;
 
 /// An opened folder (see the module's text).
 #[derive(Debug)]

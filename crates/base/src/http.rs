@@ -17,7 +17,7 @@ pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
 
 /// What every request says it comes from: `agent-harness/<version>`.
-pub const USER_AGENT: &str = concat!("agent-harness/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("agent-harness/", env!("CARGO_PKG_VERSION"));
 
 /// A new HTTP client, on the one TLS configuration every client of the
 /// harness shares (the endpoint, webfetch, noteworx, notifications, traces,
@@ -288,7 +288,7 @@ impl std::fmt::Display for TransportFailure {
 /// About what a JSON tree of `text` would take in memory, counted from its
 /// separators (each value after the first follows a `,`, `:`, `[` or `{`)
 /// at a generous 80 bytes a value, plus the text itself.
-pub fn tree_cost(text: &str) -> usize {
+pub(crate) fn tree_cost(text: &str) -> usize {
     let values = text
         .bytes()
         .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))

@@ -15,7 +15,7 @@ use serde_json::Number;
 
 /// A value where a scalar belongs. Lists and objects are skipped, not built.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Scalar {
+pub(crate) enum Scalar {
     Text(String),
     Number(Number),
     Bool(bool),
@@ -25,7 +25,7 @@ pub enum Scalar {
 
 impl Scalar {
     /// A string as is; a number or a boolean written out.
-    pub fn into_text(self) -> Option<String> {
+    pub(crate) fn into_text(self) -> Option<String> {
         match self {
             Scalar::Text(s) => Some(s),
             Scalar::Number(n) => Some(n.to_string()),
@@ -118,7 +118,7 @@ pub fn text_or_empty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error
 }
 
 /// The most strings [`texts`] keeps.
-pub const MAX_TEXTS: usize = 64;
+pub(crate) const MAX_TEXTS: usize = 64;
 
 /// A list of texts (the first [`MAX_TEXTS`]; containers among them dropped),
 /// or one string as a list of one.

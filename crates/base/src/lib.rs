@@ -7,8 +7,10 @@
 //! ([`lenient`]), opening named local files only when they are regular
 //! ones ([`file`]), an opened folder that writes, moves and removes
 //! without ever following a link ([`folder`]), the JSON Schemas final
-//! answers must match ([`schema`]), and time zones read from the system's
-//! tz database ([`zone`]).
+//! answers must match ([`schema`]), time zones read from the system's tz
+//! database ([`zone`]), and secrets kept out of what is written: the
+//! redactor, in every spelling JSON allows, and the writer that passes
+//! whole lines through it ([`redact`]).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
@@ -17,6 +19,7 @@ pub mod file;
 pub mod folder;
 pub mod http;
 pub mod lenient;
+pub mod redact;
 pub mod retry;
 pub mod schema;
 pub mod sync;

@@ -47,7 +47,7 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
 
 /// Left-aligned columns, two spaces apart, one line each; no trailing spaces.
 /// The widest cell [`table`] prints.
-pub const MAX_CELL_CHARS: usize = 200;
+pub(crate) const MAX_CELL_CHARS: usize = 200;
 
 /// Whether `c` is unfit for a terminal: a control character (C0, DEL,
 /// C1: what moves a cursor, breaks a line or starts an escape sequence), or

@@ -1,7 +1,9 @@
 //! Configuration (SPEC §3): the TOML file is parsed into raw sections that
 //! reject unknown keys, then resolved once into [`Config`]: defaults applied,
 //! relative paths made absolute against the file's own folder, secrets read
-//! from the environment variables the file names.
+//! from the environment variables the file names, and every secret of it
+//! gathered for the one [`Redactor`] ([`Config::redactor`]; it and
+//! [`Secret`] are `base`'s, re-exported here).
 //!
 //! Nothing here reads the process environment directly: callers pass an
 //! `env` lookup, so tests never mutate global state.
@@ -15,17 +17,17 @@ mod raw;
 mod resolve;
 mod secrets;
 pub mod setup;
-mod spellings;
 mod traces;
 mod value;
 
+pub use harness_base::redact::{Redactor, Secret};
 pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
 pub use mcp::{
     MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, StdioCommand, is_function_name,
 };
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
-pub use secrets::{Redactor, Secret, is_secret_setting, is_variable_name, setting_secrets};
+pub use secrets::{is_secret_setting, is_variable_name, setting_secrets};
 pub use traces::TracesConfig;
 pub use value::resolve_file;
 

@@ -55,25 +55,25 @@ pub mod bounds {
     pub const MAX_WALL_SECS: (u64, u64) = (1, 86_400);
     pub const MAX_TOTAL_TOKENS: (u64, u64) = (1, 1_000_000_000);
     pub const MAX_TOKENS: (u64, u64) = (1, 1_000_000);
-    pub const MAX_TOOL_RESULT_CHARS: (u64, u64) = (200, 1_000_000);
+    pub(crate) const MAX_TOOL_RESULT_CHARS: (u64, u64) = (200, 1_000_000);
     pub const CONTEXT_TOKENS: (u64, u64) = (0, 10_000_000);
-    pub const CONCURRENCY: (u64, u64) = (1, 256);
-    pub const MAX_ATTEMPTS: (u64, u64) = (1, 100);
+    pub(crate) const CONCURRENCY: (u64, u64) = (1, 256);
+    pub(crate) const MAX_ATTEMPTS: (u64, u64) = (1, 100);
     pub const MAX_CALLS_PER_TURN: (u64, u64) = (1, 64);
     pub const MAX_WRITES: (u64, u64) = (0, 1000);
-    pub const TIMEOUT_SECS: (u64, u64) = (1, 3600);
-    pub const POLL_INTERVAL_MS: (u64, u64) = (50, 60_000);
+    pub(crate) const TIMEOUT_SECS: (u64, u64) = (1, 3600);
+    pub(crate) const POLL_INTERVAL_MS: (u64, u64) = (50, 60_000);
     /// `[tools.webfetch] max_bytes`: no page is read past what an endpoint body may hold.
-    pub const WEBFETCH_MAX_BYTES: (u64, u64) = (1024, 32 * 1024 * 1024);
+    pub(crate) const WEBFETCH_MAX_BYTES: (u64, u64) = (1024, 32 * 1024 * 1024);
     /// `[retention] keep_days`: 0 keeps everything; a century at most.
-    pub const KEEP_DAYS: (u64, u64) = (0, 36_500);
-    pub const KEEP_RUNS: (u64, u64) = (0, 1_000_000);
+    pub(crate) const KEEP_DAYS: (u64, u64) = (0, 36_500);
+    pub(crate) const KEEP_RUNS: (u64, u64) = (0, 1_000_000);
     /// `[budget]` tokens, a day's or a run's: 0 is no limit.
-    pub const BUDGET_TOKENS: (u64, u64) = (0, 1_000_000_000_000);
+    pub(crate) const BUDGET_TOKENS: (u64, u64) = (0, 1_000_000_000_000);
     /// `[budget] gpu_seconds_per_day`: 0 is no limit; a thousand GPUs a day at most.
-    pub const BUDGET_GPU_SECONDS: (u64, u64) = (0, 86_400_000);
+    pub(crate) const BUDGET_GPU_SECONDS: (u64, u64) = (0, 86_400_000);
     /// `[traces] flush_secs`: what the end of a run may wait for the last spans.
-    pub const FLUSH_SECS: (u64, u64) = (1, 300);
+    pub(crate) const FLUSH_SECS: (u64, u64) = (1, 300);
 }
 
 /// `Err` names `key` when `value` is outside `range`, a `(min, max)` of [`bounds`].

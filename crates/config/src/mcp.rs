@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use harness_base::redact::Secret;
+
 use super::limits::{bounds, check_range};
-use super::secrets::{Secret, Secrets};
+use super::secrets::Secrets;
 use super::value::{check_http_url, resolve_file};
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,11 +7,13 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use harness_base::redact::Secret;
+
 use super::limits::{bounds, check_finite, check_range};
 use super::raw::{
     RawEndpoint, RawModel, RawNoteworx, RawNotify, RawOpenai, RawPaths, RawRunpod, RawWebfetch,
 };
-use super::secrets::{Secret, Secrets};
+use super::secrets::Secrets;
 use super::value::{check_http_url, check_keyed_url, resolve_file};
 use super::{
     EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, NotifyConfig, Paths, WebfetchConfig,

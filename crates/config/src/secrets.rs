@@ -1,84 +1,12 @@
-//! Secrets: values read from the environment variables the file names,
-//! never shown by `Debug` or `Display`; the one [`Redactor`] every record
-//! and diagnostic line passes; and which `--set` values look secret.
+//! Which values are secret: those read from the environment variables the
+//! file names (or systemd credentials), the keys written into a URL, and
+//! secret-looking `--set` values. [`Secret`] and the one
+//! [`Redactor`](harness_base::redact::Redactor) they go to are `base`'s
+//! (`harness_base::redact`), re-exported at this crate's root.
 
-use std::fmt;
 use std::path::Path;
 
-use super::spellings::{self, Pattern};
-
-/// A secret read from the environment. Its `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-/// Replaces every secret value with `***`: the one redactor for records,
-/// tool results and diagnostic lines (SPEC §8, §12.8), in every spelling
-/// JSON allows (SPEC §25; `spellings.rs`): `\u0073k-…` in a record line or
-/// a tool call's arguments is replaced as `sk-…` is.
-///
-/// A value under 4 bytes is not looked for: it would make `***` of
-/// ordinary words. A short password in a URL is still never shown in that
-/// URL: `url_secrets` gives the whole `user:password` as a secret too.
-#[derive(Clone, Default)]
-pub struct Redactor {
-    patterns: std::sync::Arc<[Pattern]>,
-}
-
-impl fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactor({} secrets)", self.patterns.len())
-    }
-}
-
-impl Redactor {
-    pub fn new(secrets: Vec<Secret>) -> Self {
-        // A value this short would make `***` of ordinary text.
-        let mut values: Vec<&str> = secrets
-            .iter()
-            .map(Secret::expose)
-            .filter(|s| s.len() >= 4)
-            .collect();
-        values.sort_unstable();
-        values.dedup();
-        Redactor {
-            patterns: values.into_iter().map(Pattern::new).collect(),
-        }
-    }
-
-    /// `text` with every secret replaced; without a copy when it holds none.
-    pub fn redact(&self, text: String) -> String {
-        spellings::redact(&text, &self.patterns).unwrap_or(text)
-    }
-
-    /// As [`Redactor::redact`], borrowing when nothing changes.
-    pub fn redact_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        match spellings::redact(text, &self.patterns) {
-            Some(redacted) => std::borrow::Cow::Owned(redacted),
-            None => std::borrow::Cow::Borrowed(text),
-        }
-    }
-}
+use harness_base::redact::Secret;
 
 /// The keys written into a URL (SPEC §25: the userinfo of every configured
 /// URL is a secret), each as written and percent-decoded:
@@ -89,7 +17,8 @@ impl Redactor {
 ///   the key, and so is one that looks like a token whatever follows it
 ///   (`https://ghp_…:x-oauth-basic@h/`);
 /// - the whole userinfo, `user:password`, so a password too short to be
-///   looked for alone (under 4 bytes, see [`Redactor`]) is still never
+///   looked for alone (under 4 bytes, see
+///   [`Redactor`](harness_base::redact::Redactor)) is still never
 ///   shown inside the URL (`http://bob:pw@h/` is shown `http://***@h/`);
 ///   when even that is under 4 bytes, `user:password@`;
 /// - the values of query keys that name a secret (`api_key`, `token`, … —

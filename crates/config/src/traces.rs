@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use harness_base::redact::Secret;
+
 use super::limits::{bounds, check_range};
-use super::secrets::{Secret, Secrets, secret_key, url_secrets};
+use super::secrets::{Secrets, secret_key, url_secrets};
 use super::value::check_keyed_url;
 
 /// `[traces]` as written.

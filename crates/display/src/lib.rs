@@ -24,7 +24,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::fmt::MakeWriter;
 
 use harness_agent::TaskEvent;
-use harness_config::Redactor;
+use harness_base::redact::Redactor;
 
 /// A handle on the live display; clones share it. Hidden unless stderr is a terminal.
 #[derive(Clone, Default)]

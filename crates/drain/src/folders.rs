@@ -49,7 +49,7 @@ pub fn check_inbox(inbox: &Path) -> Result<(), String> {
 /// Before a run: the inbox exists, and `done/`, `failed/` and the logs
 /// folder exist or are created, and this user may write every folder a run
 /// writes. `Err` names the key of each that fails.
-pub fn prepare(cfg: &Config) -> Result<(), String> {
+pub(crate) fn prepare(cfg: &Config) -> Result<(), String> {
     check_inbox(&cfg.paths.inbox)?;
     for (key, dir) in [
         ("[paths] done", &cfg.paths.done),
@@ -78,7 +78,7 @@ pub fn prepare(cfg: &Config) -> Result<(), String> {
 /// The inbox, `done/` and `failed/` must be three folders: a task filed in
 /// one that is another would run again, or be taken for what it is not
 /// (and retention prunes `done/`, never `failed/`).
-pub fn clashes(cfg: &Config) -> Vec<String> {
+pub(crate) fn clashes(cfg: &Config) -> Vec<String> {
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let keys = [
         ("[paths] inbox", &cfg.paths.inbox),
@@ -129,7 +129,7 @@ pub fn linked(cfg: &Config) -> Vec<String> {
 /// missing, could not create), each named by its key, the metrics folder
 /// too when asked. Nothing is created or written: `check` runs it as the
 /// service user.
-pub fn unwritable(cfg: &Config, with_metrics: bool) -> Vec<String> {
+pub(crate) fn unwritable(cfg: &Config, with_metrics: bool) -> Vec<String> {
     let state = cfg.paths.state_dir();
     let metrics = cfg
         .metrics_textfile

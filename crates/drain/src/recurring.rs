@@ -266,7 +266,7 @@ const MAX_RUNS: usize = 16;
 /// failure (a retryable one at its last attempt included) marks the slot
 /// done; another retryable failure keeps it due; a run that was
 /// interrupted or stopped by a setup fault gives its attempt back.
-pub fn settle_slot(state: &mut Slots, name: &str, slot: &Slot, summary: &Summary) {
+pub(crate) fn settle_slot(state: &mut Slots, name: &str, slot: &Slot, summary: &Summary) {
     let Some(task) = state.tasks.get_mut(name) else {
         return;
     };
@@ -287,7 +287,7 @@ pub fn settle_slot(state: &mut Slots, name: &str, slot: &Slot, summary: &Summary
 
 /// When each recurring task is next due, for `check`: `Err` for a file
 /// without a working schedule.
-pub fn next_due(
+pub(crate) fn next_due(
     cfg: &Config,
     tasks: &[Recurring],
     now: DateTime<Utc>,

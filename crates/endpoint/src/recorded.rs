@@ -126,7 +126,7 @@ impl Recording {
 
     /// The next prompt count of the call about to be made: the recorded
     /// one for its turn, in order.
-    pub fn next_count(&mut self) -> Count {
+    pub(crate) fn next_count(&mut self) -> Count {
         let turn = self.calls.front().and_then(|c| c.front()).map(|a| a.turn);
         match turn {
             Some(t) if self.live_from_turn.is_some_and(|n| t >= n) => Count::Live,
@@ -148,7 +148,7 @@ impl Recording {
     }
 
     /// The recorded attempts of the next call, or `None` when the call goes live.
-    pub fn next_call(&mut self) -> Source {
+    pub(crate) fn next_call(&mut self) -> Source {
         if self.next_is_recorded() {
             let call = self.calls.pop_front().unwrap_or_default();
             let turn = call.front().map_or(0, |a| a.turn);
@@ -167,7 +167,7 @@ impl Recording {
 
 /// Where the attempts of one call come from.
 #[derive(Debug)]
-pub enum Source {
+pub(crate) enum Source {
     Live,
     Recorded {
         turn: u32,

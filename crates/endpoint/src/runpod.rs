@@ -68,7 +68,7 @@ impl JobStatus {
 }
 
 /// A job id fit for a URL: 1–128 characters of `[A-Za-z0-9_-]` (SPEC §12.5).
-pub fn is_job_id(id: &str) -> bool {
+pub(crate) fn is_job_id(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && id
             .bytes()

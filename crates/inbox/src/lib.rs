@@ -162,7 +162,7 @@ impl TaskProblem {
 }
 
 /// Parses the text of a task file.
-pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
+pub(crate) fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let is_fence = |l: &str| l.trim_end_matches(['\n', '\r']) == "+++";

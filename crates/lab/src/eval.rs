@@ -69,10 +69,10 @@ pub fn variants(opts: &EvalOptions) -> Result<Vec<Vec<(String, String)>>, String
 }
 
 /// The most variants one eval runs (README, Eval).
-pub const MAX_VARIANTS: usize = 64;
+pub(crate) const MAX_VARIANTS: usize = 64;
 
 /// A variant's settings as records show them: secret values as `***`.
-pub fn shown_settings(set: &[(String, String)]) -> BTreeMap<String, String> {
+pub(crate) fn shown_settings(set: &[(String, String)]) -> BTreeMap<String, String> {
     set.iter()
         .map(|(k, v)| {
             let shown = if harness_config::is_secret_setting(k, v) {
@@ -411,7 +411,7 @@ fn task_cells(t: &TaskRow, variant: &str) -> Vec<String> {
 
 /// The paired comparison in words: the counts, the difference with its
 /// interval, the p-value, and the verdict line.
-pub fn comparison_text(c: &Comparison) -> String {
+pub(crate) fn comparison_text(c: &Comparison) -> String {
     format!(
         "paired comparison, {key}={a} (A) against {key}={b} (B), over {pairs} pair(s) of the same task and repeat:\n\
          \x20 A passed and B did not: {ao}; B passed and A did not: {bo}\n\

@@ -12,7 +12,7 @@ const Z95: f64 = 1.959_963_984_540_054;
 
 /// The 95 % Wilson score interval of `passes` out of `runs`: sound for
 /// the small counts an eval has (a plain ±1.96σ would leave [0, 1]).
-pub fn wilson(passes: u32, runs: u32) -> (f64, f64) {
+pub(crate) fn wilson(passes: u32, runs: u32) -> (f64, f64) {
     if runs == 0 {
         return (0.0, 1.0);
     }
@@ -51,7 +51,7 @@ pub(super) fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
 /// The exact two-sided McNemar p-value: `a_only` pairs went one way and
 /// `b_only` the other; under no difference each way is a fair coin. Summed
 /// in logarithms, so thousands of pairs neither overflow nor underflow.
-pub fn mcnemar_p(a_only: u32, b_only: u32) -> f64 {
+pub(crate) fn mcnemar_p(a_only: u32, b_only: u32) -> f64 {
     let n = a_only.saturating_add(b_only);
     if n == 0 {
         return 1.0;
@@ -70,7 +70,7 @@ pub fn mcnemar_p(a_only: u32, b_only: u32) -> f64 {
 /// of two paired proportions: `both` pairs passed in A and B, `a_only`,
 /// `b_only`, `neither`. Wilson intervals of each rate, joined with the
 /// correlation of the pairs; sound at the small counts an eval has.
-pub fn paired_interval(both: u32, a_only: u32, b_only: u32, neither: u32) -> (f64, f64) {
+pub(crate) fn paired_interval(both: u32, a_only: u32, b_only: u32, neither: u32) -> (f64, f64) {
     let (a, b, c, d) = (
         f64::from(both),
         f64::from(a_only),
@@ -162,7 +162,7 @@ pub fn compare(key: &str, arm_a: Arm<'_>, arm_b: Arm<'_>) -> Comparison {
 }
 
 /// The most common of `seen` (the first in name order on a tie).
-pub fn most_common(seen: impl IntoIterator<Item = String>) -> Option<String> {
+pub(crate) fn most_common(seen: impl IntoIterator<Item = String>) -> Option<String> {
     let mut counts: BTreeMap<String, u32> = BTreeMap::new();
     for s in seen {
         *counts.entry(s).or_insert(0) += 1;

@@ -294,39 +294,14 @@ mod tests {
     fn summary(status: Status, stop: StopReason, tokens: (u64, u64), wall_ms: u64) -> Summary {
         let t = Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap();
         Summary {
-            task: "t".into(),
-            run_id: "r".into(),
             status,
             stop_reason: stop,
-            retryable: false,
-            attempt: 1,
             turns: 1,
-            tool_calls: 0,
-            tool_errors: 0,
-            calls_over_budget: 0,
             prompt_tokens: tokens.0,
             completion_tokens: tokens.1,
             total_tokens: tokens.0 + tokens.1,
-            runpod_exec_ms: None,
-            runpod_delay_ms: None,
             wall_ms,
-            started_at: t,
-            finished_at: t,
-            final_answer: None,
-            error: None,
-            dry_run: false,
-            expectations: None,
-            replay_of: None,
-            schema_checked: false,
-            agent: None,
-            recurring: false,
-            slot: None,
-            last_success: None,
-            resumed_from: None,
-            resumed_turns: 0,
-            resume_refused: None,
-            tool_servers_down: Vec::new(),
-            earlier: harness_records::Earlier::default(),
+            ..Summary::blank("t", "r", t)
         }
     }
 

@@ -36,7 +36,7 @@ pub fn run_order(run_id: &str) -> (&str, u32) {
 
 /// How far ahead of the clock a run's time may lie: further, and no run
 /// of this clock wrote it (a planted folder, or a clock that went back).
-pub const CLOCK_SLACK_HOURS: i64 = 1;
+pub(crate) const CLOCK_SLACK_HOURS: i64 = 1;
 
 /// Whether `time`, a run's, lies more than [`CLOCK_SLACK_HOURS`] ahead of
 /// `now`.

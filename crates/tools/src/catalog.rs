@@ -233,7 +233,7 @@ impl ToolName {
     }
 
     /// One line describing the expected arguments, for error messages.
-    pub fn signature(self) -> String {
+    pub(crate) fn signature(self) -> String {
         let parts: Vec<String> = self
             .params()
             .iter()

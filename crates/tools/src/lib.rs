@@ -55,7 +55,7 @@ impl ToolOutput {
             setup_fault: None,
         }
     }
-    pub fn with_detail(mut self, detail: Value) -> Self {
+    pub(crate) fn with_detail(mut self, detail: Value) -> Self {
         self.detail = Some(detail);
         self
     }

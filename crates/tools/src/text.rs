@@ -40,7 +40,7 @@ pub const CONTROL_STRINGS: &[&str] = &[
 ];
 
 /// U+2060 WORD JOINER: invisible, and no tokenizer merges it into a control token.
-pub const WORD_JOINER: char = '\u{2060}';
+pub(crate) const WORD_JOINER: char = '\u{2060}';
 
 /// Breaks every [`CONTROL_STRINGS`] occurrence with a word joiner after its
 /// first character, so a tool result can never open a forged turn. One pass;

@@ -16,9 +16,9 @@ use harness_base::http::{Body, TransportFailure, TransportKind, read_capped};
 use harness_config::TracesConfig;
 
 /// One request's body at most (OTLP collectors take 4 MiB and more).
-pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 /// Encoded traces waiting at most; a trace past it is dropped and counted.
-pub const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
 /// A collector's answer read at most.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 

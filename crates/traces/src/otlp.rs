@@ -15,13 +15,13 @@ use prost::Message;
 use super::data::{Kind, Span, Trace, Value};
 
 /// The content type every OTLP/HTTP collector takes for protobuf.
-pub const CONTENT_TYPE: &str = "application/x-protobuf";
+pub(crate) const CONTENT_TYPE: &str = "application/x-protobuf";
 
 const NAME: &str = "agent-harness";
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The request body for `traces`: one resource (this program), one scope.
-pub fn encode(traces: &[Trace]) -> Vec<u8> {
+pub(crate) fn encode(traces: &[Trace]) -> Vec<u8> {
     let spans = traces
         .iter()
         .flat_map(|t| t.spans.iter().map(|s| span(&t.trace_id, s)))
@@ -52,7 +52,7 @@ pub fn encode(traces: &[Trace]) -> Vec<u8> {
 
 /// Spans the collector said it refused, and why, from a 2xx answer's
 /// body; an empty or unreadable body is a full success, as OTLP says.
-pub fn rejected(body: &[u8]) -> Option<(u64, String)> {
+pub(crate) fn rejected(body: &[u8]) -> Option<(u64, String)> {
     let answer = ExportTraceServiceResponse::decode(body).ok()?;
     let partial = answer.partial_success?;
     // A negative count (the field is signed) refused nothing.

@@ -15,7 +15,7 @@ use super::{export, otlp};
 use harness_agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
 use harness_config::Secret;
 use harness_endpoint::Attempt;
-use harness_records::{Earlier, Status, Summary};
+use harness_records::{Status, Summary};
 use harness_wire::chat::{FunctionCall, ToolCall, Usage};
 
 fn at(ms: i64) -> DateTime<Utc> {
@@ -127,8 +127,6 @@ fn usage(prompt: u64, completion: u64) -> Usage {
 /// The summary a task's trace is closed with.
 fn ending(succeeded: bool, error: Option<&str>) -> Summary {
     Summary {
-        task: "hello".into(),
-        run_id: "20261126T120000Z".into(),
         status: if succeeded {
             Status::Succeeded
         } else {
@@ -139,35 +137,13 @@ fn ending(succeeded: bool, error: Option<&str>) -> Summary {
         } else {
             StopReason::MaxTurns
         },
-        retryable: false,
-        attempt: 1,
         turns: 2,
-        tool_calls: 0,
-        tool_errors: 0,
-        calls_over_budget: 0,
         prompt_tokens: 300,
         completion_tokens: 45,
         total_tokens: 345,
-        runpod_exec_ms: None,
-        runpod_delay_ms: None,
-        wall_ms: 0,
-        started_at: at(0),
-        finished_at: at(0),
         final_answer: Some("It is 42 (hunter2-secret).".into()),
         error: error.map(str::to_string),
-        dry_run: false,
-        expectations: None,
-        replay_of: None,
-        schema_checked: false,
-        agent: None,
-        recurring: false,
-        slot: None,
-        last_success: None,
-        resumed_from: None,
-        resumed_turns: 0,
-        resume_refused: None,
-        tool_servers_down: Vec::new(),
-        earlier: Earlier::default(),
+        ..Summary::blank("hello", "20261126T120000Z", at(0))
     }
 }
 

@@ -114,7 +114,7 @@ pub struct ChatResponse {
 
 /// Why the server stopped generating (llama-server sends these three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
+pub(crate) enum FinishReason {
     /// End of turn, no call.
     Stop,
     /// `max_tokens` (or the context) ran out: the output is cut off.
@@ -124,7 +124,7 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
-    pub fn parse(s: &str) -> Option<FinishReason> {
+    pub(crate) fn parse(s: &str) -> Option<FinishReason> {
         match s {
             "stop" => Some(FinishReason::Stop),
             "length" => Some(FinishReason::Length),

@@ -19,7 +19,7 @@ const LIFETIME: u32 = 10_000;
 
 /// A client transport that passes on answers, and the server's requests
 /// within a rate limit.
-pub struct Answers<T> {
+pub(super) struct Answers<T> {
     inner: T,
     tokens: f64,
     refilled: Instant,
@@ -27,7 +27,7 @@ pub struct Answers<T> {
 }
 
 impl<T> Answers<T> {
-    pub fn new(inner: T) -> Answers<T> {
+    pub(super) fn new(inner: T) -> Answers<T> {
         Answers {
             inner,
             tokens: BURST,

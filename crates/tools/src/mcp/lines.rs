@@ -12,13 +12,17 @@ use std::borrow::Cow;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Levels of arrays and objects a message keeps; deeper values become `null`.
-pub const MAX_NESTING: usize = 64;
+pub(super) const MAX_NESTING: usize = 64;
 
 /// Copies `from` to `to` line by line, each [`flatten`]ed; a line longer
 /// than `cap` bytes is dropped whole (as the SDK would), never held. What
 /// one read brings is passed on in one write, so a flood of small lines
 /// costs a copy, not a wake-up each.
-pub async fn relay(from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin, cap: usize) {
+pub(super) async fn relay(
+    from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    cap: usize,
+) {
     let mut from = BufReader::with_capacity(64 * 1024, from);
     let (mut line, mut out) = (Vec::new(), Vec::new());
     let mut dropping = false;
@@ -68,7 +72,7 @@ pub async fn relay(from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin
 /// levels replaced by `null`; borrowed when nothing is that deep. Strings
 /// are read as JSON reads them (escapes included), so a bracket inside one
 /// is text. One pass, no tree built.
-pub fn flatten(line: &[u8], max: usize) -> Cow<'_, [u8]> {
+pub(super) fn flatten(line: &[u8], max: usize) -> Cow<'_, [u8]> {
     if deepest(line) <= max {
         return Cow::Borrowed(line);
     }

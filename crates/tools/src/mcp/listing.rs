@@ -76,7 +76,7 @@ pub struct Offer {
 }
 
 /// The listed tools this configuration offers.
-pub fn offer(
+pub(super) fn offer(
     cfg: &McpServerConfig,
     mut listed: Vec<rmcp::model::Tool>,
     redactor: &Redactor,

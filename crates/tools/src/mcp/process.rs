@@ -28,7 +28,7 @@ const GRACE: Duration = Duration::from_secs(2);
 /// What a server wrote to stderr: each line redacted, then its control
 /// characters escaped, then cut (so no part of a secret survives a cut).
 #[derive(Debug, Default)]
-pub struct Stderr {
+pub(super) struct Stderr {
     redactor: Arc<harness_config::Redactor>,
     tail: VecDeque<String>,
     backlog: Vec<String>,
@@ -37,7 +37,7 @@ pub struct Stderr {
 }
 
 impl Stderr {
-    pub fn new(redactor: Arc<harness_config::Redactor>) -> Stderr {
+    pub(super) fn new(redactor: Arc<harness_config::Redactor>) -> Stderr {
         Stderr {
             redactor,
             ..Stderr::default()
@@ -61,12 +61,12 @@ impl Stderr {
     }
 
     /// The last lines, joined, for an error message.
-    pub fn tail(&self) -> String {
+    pub(super) fn tail(&self) -> String {
         self.tail.iter().cloned().collect::<Vec<_>>().join(" | ")
     }
 
     /// The lines written since the last call, and how many were left out.
-    pub fn take(&mut self) -> (Vec<String>, u64) {
+    pub(super) fn take(&mut self) -> (Vec<String>, u64) {
         self.backlog_bytes = 0;
         (
             std::mem::take(&mut self.backlog),
@@ -93,7 +93,7 @@ pub fn kill_all() {
 
 /// A started server process. Dropping it kills its process group.
 #[derive(Debug)]
-pub struct Process {
+pub(super) struct Process {
     child: Child,
     group: Option<rustix::process::Pid>,
     /// Descendants found outside the group while the server lived
@@ -102,7 +102,7 @@ pub struct Process {
 }
 
 /// Starts `program args` for stdio: stdin/stdout are the transport.
-pub fn spawn(
+pub(super) fn spawn(
     command: &StdioCommand,
     stderr: &Arc<Mutex<Stderr>>,
 ) -> std::io::Result<(Process, ChildStdout, ChildStdin)> {
@@ -171,7 +171,7 @@ async fn read_stderr(mut from: ChildStderr, into: Arc<Mutex<Stderr>>) {
 
 impl Process {
     /// Whether the server process has ended.
-    pub fn exited(&mut self) -> Option<String> {
+    pub(super) fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(status.to_string()),
             Ok(None) => None,
@@ -183,7 +183,7 @@ impl Process {
     /// while the server lives: once it is gone they are no longer known as
     /// its own. Called before its connection is closed, as a stdio server
     /// exits when its stdin ends.
-    pub fn note_strays(&mut self) {
+    pub(super) fn note_strays(&mut self) {
         if let Some(group) = self.group {
             for pid in descendants_outside(group) {
                 if !self.strays.contains(&pid) {
@@ -195,7 +195,7 @@ impl Process {
 
     /// SIGTERM to the group and to the strays noted or found now; SIGKILL
     /// to what is left after 2 s.
-    pub async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         if let Some(group) = self.group {
             self.note_strays();
             let strays = self.strays.clone();
@@ -210,7 +210,7 @@ impl Process {
 
     /// SIGKILL to the group and to the server's descendants outside it,
     /// and the process waited for.
-    pub async fn kill(mut self) {
+    pub(super) async fn kill(mut self) {
         self.kill_group();
         let _ = self.child.wait().await;
     }

@@ -7,7 +7,7 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use crate::ToolOutput;
 
 /// The result the model is given; the loop redacts, cuts and defangs it.
-pub fn output(result: CallToolResult) -> ToolOutput {
+pub(super) fn output(result: CallToolResult) -> ToolOutput {
     let mut parts: Vec<String> = result.content.iter().map(describe).collect();
     if parts.is_empty()
         && let Some(structured) = &result.structured_content

@@ -19,7 +19,7 @@ use crate::noteworx::client::{
 };
 
 /// Suggestion bodies larger than this are refused.
-pub const MAX_ATTACHMENT_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_ATTACHMENT_BYTES: usize = 256 * 1024;
 
 /// The noteworx tools with their client and settings.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub struct Noteworx {
 
 /// The facts stamped into a suggestion's frontmatter.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Signature<'a> {
+pub(crate) struct Signature<'a> {
     pub agent_name: &'a str,
     pub task: &'a str,
     pub run_id: &'a str,
@@ -252,7 +252,7 @@ fn or_dash(s: &str) -> &str {
 }
 
 /// One line per note: slug, title, tags, space, updated date (and score).
-pub fn list_notes_text(notes: &[ListedNote]) -> String {
+pub(crate) fn list_notes_text(notes: &[ListedNote]) -> String {
     if notes.is_empty() {
         return "No notes found.".into();
     }
@@ -361,7 +361,7 @@ fn read_attachment_text(
 }
 
 /// Wraps a suggestion body in the signature frontmatter (SPEC §7).
-pub fn sign(body: &str, sig: &Signature<'_>) -> String {
+pub(crate) fn sign(body: &str, sig: &Signature<'_>) -> String {
     let fields = [
         ("agent", "noteworx-agent-harness".to_string()),
         ("agent_name", sig.agent_name.to_string()),
@@ -388,7 +388,7 @@ pub fn sign(body: &str, sig: &Signature<'_>) -> String {
 
 /// A YAML scalar for `s`: plain when that reads back as the same string,
 /// double-quoted (with escapes) otherwise.
-pub fn yaml_scalar(s: &str) -> String {
+pub(crate) fn yaml_scalar(s: &str) -> String {
     const RESERVED: &[&str] = &[
         "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~",
     ];
@@ -433,7 +433,7 @@ pub fn yaml_scalar(s: &str) -> String {
 }
 
 /// Removes frontmatter the model wrote itself (`---` YAML or `+++` TOML at the top).
-pub fn strip_frontmatter(content: &str) -> &str {
+pub(crate) fn strip_frontmatter(content: &str) -> &str {
     let trimmed = content.trim_start_matches(['\n', '\r', ' ', '\u{feff}']);
     for fence in ["---", "+++"] {
         let Some(first) = trimmed.split_inclusive('\n').next() else {
@@ -456,7 +456,7 @@ pub fn strip_frontmatter(content: &str) -> &str {
 
 /// A safe attachment file name: no path separators or control characters,
 /// no leading dot, `.md` added when there is no extension.
-pub fn sanitize_filename(name: &str) -> String {
+pub(crate) fn sanitize_filename(name: &str) -> String {
     let mut s: String = name
         .chars()
         .map(|c| {

@@ -33,7 +33,7 @@ use harness_config::WebfetchConfig;
 use html::{CONVERTER_STACK, CONVERTERS, strip_tags};
 
 /// Redirects followed at most.
-pub const MAX_REDIRECTS: usize = 5;
+pub(crate) const MAX_REDIRECTS: usize = 5;
 
 /// A fetch refused by the guard; found again in reqwest's error chain.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

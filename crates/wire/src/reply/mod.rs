@@ -38,7 +38,7 @@ pub struct Reply {
 }
 
 /// The longest block a reply may repeat and still be called looping.
-pub const MAX_LOOP_PERIOD: usize = 400;
+pub(crate) const MAX_LOOP_PERIOD: usize = 400;
 
 /// Characters of a reply examined for a loop: its end (a loop runs to the
 /// cut), so the check stays linear and small whatever the reply's size.
@@ -193,13 +193,13 @@ fn clean_thought(t: &str, open: &str) -> String {
 /// The most characters of an assistant's text, or of its thinking, that are
 /// replayed: a reply can be as long as a server likes, and every later
 /// request (and its record) would carry it again.
-pub const MAX_REPLAYED_CHARS: usize = 16_000;
+pub(crate) const MAX_REPLAYED_CHARS: usize = 16_000;
 
 /// The most bytes of call arguments one replayed reply carries, all its
 /// calls together: a reply may hold 256 calls of up to 1 MiB each, and every
 /// later request (and its record) would carry them again. A legitimate
 /// reply stays under it (an 8K window holds about 24 KB).
-pub const MAX_REPLAYED_ARGUMENT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_REPLAYED_ARGUMENT_BYTES: usize = 64 * 1024;
 
 /// The characters of one string value kept when a call's arguments are
 /// shortened to fit [`MAX_REPLAYED_ARGUMENT_BYTES`].
