@@ -25,8 +25,8 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         note("other", "Other", &["misc"], "Nothing here."),
     ])
     .await;
-    let (llm, project, cfg) = arrange(
-        vec![
+    let scene = scenario()
+        .replies(vec![
             tool_calls(&[("call_1", "noteworx_list_notes", json!({"tag": "research"}))]),
             tool_calls(&[(
                 "call_2",
@@ -34,16 +34,14 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
                 json!({"slug": "eval-methods"}),
             )]),
             final_answer("Evaluation uses held-out sets."),
-        ],
-        &[("weekly-scan", "# Scan\nSummarise my research notes.\n")],
-        &format!(
-            "{SAMPLING}[tools.webfetch]\nenabled = false\n{}",
-            notes.config_section()
-        ),
-    )
-    .await;
+        ])
+        .task("weekly-scan", "# Scan\nSummarise my research notes.\n")
+        .config(&format!("{SAMPLING}[tools.webfetch]\nenabled = false"))
+        .notes(&notes)
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(
         outcome,
@@ -53,11 +51,11 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         })
     );
     assert_eq!(outcome.exit_code(), 0);
-    assert_eq!(project.inbox(), Vec::<String>::new());
-    assert_eq!(project.done(), [format!("{RUN_ID}-weekly-scan.md")]);
+    assert_eq!(scene.inbox(), Vec::<String>::new());
+    assert_eq!(scene.done(), [format!("{RUN_ID}-weekly-scan.md")]);
     assert_eq!(
         std::fs::read_to_string(
-            project
+            scene
                 .root()
                 .join("tasks/done")
                 .join(format!("{RUN_ID}-weekly-scan.md"))
@@ -67,7 +65,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     );
 
     // What the endpoint received.
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     assert_eq!(requests.len(), 3);
     let first = &requests[0];
     assert_eq!(first["temperature"], json!(0.7));
@@ -134,7 +132,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     );
 
     // The records.
-    let s = project.summary("weekly-scan");
+    let s = scene.summary("weekly-scan");
     assert_eq!(s.task, "weekly-scan");
     assert_eq!(s.run_id, RUN_ID);
     assert_eq!(
@@ -154,7 +152,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     assert_eq!(s.error, None);
     assert!(!s.dry_run);
 
-    let conversation = project.conversation("weekly-scan");
+    let conversation = scene.conversation("weekly-scan");
     assert_eq!(conversation.len(), 3);
     for (i, line) in conversation.iter().enumerate() {
         assert_eq!(line["turn"], json!(i + 1));
@@ -172,7 +170,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         "Evaluation uses held-out sets."
     );
 
-    let tools = project.tool_lines("weekly-scan");
+    let tools = scene.tool_lines("weekly-scan");
     assert_eq!(tools.len(), 2);
     assert_eq!(
         (
@@ -189,7 +187,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         && t.repeat == 1
         && t.original_chars == t.returned_chars));
 
-    let log = project.run_log("weekly-scan");
+    let log = scene.run_log("weekly-scan");
     assert!(log.contains("turn 1: request"), "{log}");
     assert!(
         log.contains("noteworx_read_note {\"slug\":\"eval-methods\"}"),
@@ -202,7 +200,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     assert!(log.contains("succeeded: final_answer"), "{log}");
 
     // The token never reaches a record, and every noteworx call carried it.
-    assert!(!project.all_records().contains(fake_noteworx::TOKEN));
+    assert!(!scene.all_records().contains(fake_noteworx::TOKEN));
     assert!(
         notes
             .authorization_headers()
@@ -221,16 +219,16 @@ async fn thinking_is_logged_but_never_replayed() {
     first["choices"][0]["message"]["reasoning_content"] = json!("I should read note a.");
     first["choices"][0]["message"]["content"] =
         json!("<|channel>thought\ninline plan<channel|>Reading it.");
-    let (llm, project, cfg) = arrange(
-        vec![first, final_answer("<think>hidden</think>All done.")],
-        &[("t", "Read note a.")],
-        &notes.config_section(),
-    )
-    .await;
+    let scene = scenario()
+        .replies(vec![first, final_answer("<think>hidden</think>All done.")])
+        .task("t", "Read note a.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
     assert_eq!(replayed["role"], "assistant");
     assert_eq!(replayed["content"], "Reading it.");
@@ -238,12 +236,12 @@ async fn thinking_is_logged_but_never_replayed() {
     assert!(!requests[1].to_string().contains("inline plan"));
     assert!(!requests[1].to_string().contains("I should read note a."));
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(s.final_answer.as_deref(), Some("All done."));
-    let log = project.run_log("t");
+    let log = scene.run_log("t");
     assert!(log.contains("I should read note a."), "{log}");
     assert!(log.contains("inline plan"), "{log}");
-    let raw = &project.conversation("t")[0]["response"]["choices"][0]["message"];
+    let raw = &scene.conversation("t")[0]["response"]["choices"][0]["message"];
     assert_eq!(
         raw["reasoning_content"], "I should read note a.",
         "raw responses keep the thinking"
@@ -255,20 +253,18 @@ async fn replay_thinking_keep_sends_reasoning_back_on_tool_call_turns() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let mut first = tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]);
     first["choices"][0]["message"]["reasoning_content"] = json!("plan");
-    let (llm, _project, cfg) = arrange(
-        vec![first, final_answer("ok")],
-        &[("t", "Read note a.")],
-        &format!(
-            "[model]\nreplay_thinking = \"keep\"\n{}",
-            notes.config_section()
-        ),
-    )
-    .await;
+    let s = scenario()
+        .replies(vec![first, final_answer("ok")])
+        .task("t", "Read note a.")
+        .config("[model]\nreplay_thinking = \"keep\"")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
     assert_eq!(
-        messages(&llm.requests().await[1])[2]["reasoning_content"],
+        messages(&s.requests().await[1])[2]["reasoning_content"],
         "plan"
     );
 }
@@ -280,23 +276,23 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
         note("b", "B", &[], "beta"),
     ])
     .await;
-    let (llm, project, cfg) = arrange(
-        vec![
+    let scene = scenario()
+        .replies(vec![
             tool_calls(&[
                 ("id_b", "noteworx_read_note", json!({"slug": "b"})),
                 ("id_a", "noteworx_read_note", json!({"slug": "a"})),
                 ("id_x", "noteworx_read_note", json!({"slug": "missing"})),
             ]),
             final_answer("done"),
-        ],
-        &[("t", "Read both.")],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", "Read both.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let msgs = messages(&llm.requests().await[1]).clone();
+    let msgs = messages(&scene.requests().await[1]).clone();
     let tool_msgs: Vec<(&str, &str)> = msgs
         .iter()
         .filter(|m| m["role"] == "tool")
@@ -316,7 +312,7 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
         "{}",
         tool_msgs[2].1
     );
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!((s.tool_calls, s.tool_errors), (3, 1));
 }
 
@@ -326,8 +322,8 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
     let notes = FakeNoteworx::start(vec![note("long", "Long", &[], &long)]).await;
-    let (llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "long"}))]),
             tool_calls(&[(
                 "c2",
@@ -335,18 +331,16 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
                 json!({"slug": "long", "offset": 1822}),
             )]),
             final_answer("read"),
-        ],
-        &[("t", "Read it.")],
-        &format!(
-            "[limits]\nmax_tool_result_chars = 2000\n{}",
-            notes.config_section()
-        ),
-    )
-    .await;
+        ])
+        .task("t", "Read it.")
+        .config("[limits]\nmax_tool_result_chars = 2000")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let msgs = messages(&llm.requests().await[2]).clone();
+    let msgs = messages(&s.requests().await[2]).clone();
     let first = msgs[3]["content"].as_str().unwrap();
     assert!(
         first.chars().count() <= 2000,
@@ -360,7 +354,7 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
         "the second page starts where the first ended"
     );
     assert!(second.contains("offset=3644"), "{second}");
-    let lines = project.tool_lines("t");
+    let lines = s.tool_lines("t");
     assert_eq!(lines[0].returned_chars, first.chars().count());
 }
 
@@ -370,8 +364,8 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
     let bad_json = json!({"choices": [{"finish_reason": "tool_calls", "message": {"content": "", "tool_calls": [
         {"id": "j", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"slug\": \"a\""}}
     ]}}]});
-    let (llm, project, cfg) = arrange(
-        vec![
+    let scene = scenario()
+        .replies(vec![
             tool_calls(&[
                 ("u", "read_file", json!({"path": "/etc/passwd"})),
                 ("d", "webfetch", json!({"url": "http://example.com"})),
@@ -383,26 +377,26 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
             ]),
             bad_json,
             final_answer("gave up politely"),
-        ],
-        &[("t", "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead a.")],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead a.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.tool_calls, s.tool_errors),
         (Status::Succeeded, 4, 4)
     );
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     assert_eq!(
         requests[0]["tools"].as_array().unwrap().len(),
         1,
         "the task narrowed the tools"
     );
-    let lines = project.tool_lines("t");
+    let lines = scene.tool_lines("t");
     assert_eq!(
         lines[0].result,
         "Unknown tool \"read_file\". The tools you can call are: noteworx_read_note."
@@ -442,22 +436,22 @@ async fn max_turns_stops_a_model_that_never_answers() {
     let replies = (0..10)
         .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
         .collect();
-    let (llm, project, cfg) = arrange(
-        replies,
-        &[("t", "+++\nmax_turns = 3\n+++\nLoop forever.")],
-        &notes.config_section(),
-    )
-    .await;
+    let scene = scenario()
+        .replies(replies)
+        .task("t", "+++\nmax_turns = 3\n+++\nLoop forever.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.turns),
         (Status::Failed, StopReason::MaxTurns, 3)
     );
-    assert_eq!(llm.requests().await.len(), 3);
+    assert_eq!(scene.requests().await.len(), 3);
     assert_eq!(
         s.tool_calls, 2,
         "the calls of the reply that reached max_turns are not executed"
@@ -467,7 +461,7 @@ async fn max_turns_stops_a_model_that_never_answers() {
         "{:?}",
         s.error
     );
-    assert_eq!(project.failed(), [format!("{RUN_ID}-t.md")]);
+    assert_eq!(scene.failed(), [format!("{RUN_ID}-t.md")]);
 }
 
 #[tokio::test]
@@ -476,22 +470,22 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
     let replies = (0..10)
         .map(|i| tool_calls(&[(&format!("c{i}"), "noteworx_list_notes", json!({"limit": i}))]))
         .collect();
-    let (llm, project, cfg) = arrange(
-        replies,
-        &[("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.")],
-        &notes.config_section(),
-    )
-    .await;
+    let scene = scenario()
+        .replies(replies)
+        .task("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.stop_reason, s.total_tokens),
         (StopReason::MaxTotalTokens, 360)
     );
     assert_eq!(
-        llm.requests().await.len(),
+        scene.requests().await.len(),
         3,
         "120 + 120 < 250, the third reply reaches it, no fourth request"
     );
@@ -500,19 +494,19 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
 
 #[tokio::test]
 async fn max_wall_secs_cuts_a_call_in_flight() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("late")).set_delay(std::time::Duration::from_secs(30)),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "+++\nmax_wall_secs = 1\n+++\nBe slow.");
-    let cfg = project.config(&llm.base_url(), "");
+    let scene = scenario()
+        .script(vec![
+            ok(final_answer("late")).set_delay(std::time::Duration::from_secs(30)),
+        ])
+        .task("t", "+++\nmax_wall_secs = 1\n+++\nBe slow.")
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     // Cut, not waited for: the one attempt ended on the wall clock (1 s)
     // with no reply, long before the reply would have come (after 30 s).
-    let lines = project.conversation("t");
+    let lines = scene.conversation("t");
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["error_kind"], "wall_clock", "{}", lines[0]);
     assert!(lines[0]["response"].is_null(), "{}", lines[0]);
@@ -520,32 +514,32 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
         .as_u64()
         .expect("the attempt's latency");
     assert!(took < 15_000, "cut at {took} ms, not at the 1 s wall clock");
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.retryable),
         (Status::Failed, StopReason::MaxWallSecs, false)
     );
     assert_eq!(outcome.exit_code(), 1);
-    let line = &project.conversation("t")[0];
+    let line = &scene.conversation("t")[0];
     assert_eq!(line["error"], "the task's wall clock ran out");
 }
 
 #[tokio::test]
 async fn a_request_never_sends_null_fields_or_ends_on_an_assistant_tool_call() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let (llm, _project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]),
             final_answer("ok"),
-        ],
-        &[("t", "Read a.")],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", "Read a.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    for body in llm.requests().await {
+    for body in s.requests().await {
         fn has_null(v: &Value) -> bool {
             match v {
                 Value::Null => true,
@@ -566,22 +560,21 @@ async fn a_server_error_is_retried_with_a_new_seed() {
     let error = ResponseTemplate::new(500).set_body_json(
         json!({"error": {"code": 500, "type": "server_error", "message": "The model produced output that does not match the expected peg-gemma4 format"}}),
     );
-    let llm = FakeLlm::start(vec![error, ok(final_answer("fine"))]).await;
-    let project = Project::new();
-    project.task("t", "Hi.");
-    let cfg = project.config(&llm.base_url(), "[model.extra]\nseed = 7\n");
+    let s = scenario()
+        .script(vec![error, ok(final_answer("fine"))])
+        .task("t", "Hi.")
+        .config("[model.extra]\nseed = 7")
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0]["seed"], json!(7));
     assert_ne!(requests[1]["seed"], json!(7), "the retry changes the seed");
-    let lines = project.conversation("t");
-    assert_eq!(
-        (lines[0]["attempt"].as_u64(), lines[1]["attempt"].as_u64()),
-        (Some(1), Some(2))
-    );
-    assert_eq!(lines[0]["http_status"], 500);
-    assert_eq!(project.summary("t").status, Status::Succeeded);
+    let lines = s.attempts("t");
+    assert_eq!((lines[0].attempt, lines[1].attempt), (1, 2));
+    assert_eq!(lines[0].http_status, Some(500));
+    assert_eq!(s.summary("t").status, Status::Succeeded);
 }

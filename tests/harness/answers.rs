@@ -6,26 +6,24 @@ use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
-use crate::cli::{run_bin, stderr, stdout};
 use crate::common::*;
 
 #[tokio::test]
 async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
-    let (llm, project, cfg) = arrange(
-        vec![
+    let scene = scenario()
+        .replies(vec![
             cut("The answer is that the timer runs every"),
             final_answer("The timer runs hourly."),
-        ],
-        &[("t", "When does the timer run?")],
-        "",
-    )
-    .await;
+        ])
+        .task("t", "When does the timer run?")
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(scene.run().await.exit_code(), 0);
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(s.final_answer.as_deref(), Some("The timer runs hourly."));
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     assert_eq!(requests.len(), 2);
     let second = messages(&requests[1]);
     let n = second.len();
@@ -45,13 +43,13 @@ async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
         requests[1]["chat_template_kwargs"]["enable_thinking"], false,
         "thinking off for the second ask"
     );
-    let finishes: Vec<Value> = project
-        .conversation("t")
-        .iter()
-        .map(|l| l["finish_reason"].clone())
+    let finishes: Vec<Option<String>> = scene
+        .attempts("t")
+        .into_iter()
+        .map(|l| l.finish_reason)
         .collect();
-    assert_eq!(finishes, [json!("length"), json!("stop")]);
-    let log = project.run_log("t");
+    assert_eq!(finishes, [Some("length".into()), Some("stop".into())]);
+    let log = scene.run_log("t");
     assert!(log.contains("finish length); CUT at max_tokens"), "{log}");
     assert!(log.contains("the answer was CUT at max_tokens"), "{log}");
 }
@@ -60,16 +58,15 @@ async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
 async fn only_the_start_of_a_long_cut_answer_is_sent_back() {
     // Long, and no loop (a loop is `repetition`, never asked again).
     let long: String = (0..2000).map(|i| format!("w{i} ")).collect();
-    let (llm, _project, cfg) = arrange(
-        vec![cut(&long), final_answer("Short.")],
-        &[("t", "Explain.")],
-        "",
-    )
-    .await;
+    let s = scenario()
+        .replies(vec![cut(&long), final_answer("Short.")])
+        .task("t", "Explain.")
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(s.run().await.exit_code(), 0);
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     let second = messages(&requests[1]);
     let replayed = second[second.len() - 2]["content"].as_str().unwrap();
     assert_eq!(replayed.chars().count(), 1000, "{replayed}");
@@ -85,17 +82,21 @@ async fn an_answer_cut_twice_or_on_the_last_turn_is_answer_truncated() {
             ", again when asked for a shorter one",
         ),
         (
-            "[limits]\nmax_turns = 1\n",
+            "[limits]\nmax_turns = 1",
             vec![cut("The answer is that")],
             " and no turn is left to ask again",
         ),
     ] {
-        let (_llm, project, cfg) =
-            arrange(replies, &[("t", "When does the timer run?")], extra).await;
+        let scene = scenario()
+            .replies(replies)
+            .task("t", "When does the timer run?")
+            .config(extra)
+            .build()
+            .await;
 
-        assert_eq!(run_all(&cfg).await.exit_code(), 1, "{why}");
+        assert_eq!(scene.run().await.exit_code(), 1, "{why}");
 
-        let s = project.summary("t");
+        let s = scene.summary("t");
         assert_eq!(
             (s.status, s.stop_reason, s.final_answer),
             (Status::Failed, StopReason::AnswerTruncated, None),
@@ -111,37 +112,39 @@ async fn an_answer_cut_twice_or_on_the_last_turn_is_answer_truncated() {
                 .as_str()
             )
         );
-        assert_eq!(project.failed().len(), 1);
+        assert_eq!(scene.failed().len(), 1);
     }
 }
 
 #[tokio::test]
 async fn a_final_answer_is_kept_as_answer_md_and_a_failed_task_has_none() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("The answer is 42.")),
-        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("a-answered", "Answer.");
-    project.task("b-refused", "Answer.");
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            ok(final_answer("The answer is 42.")),
+            wiremock::ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "bad"}})),
+        ])
+        .task("a-answered", "Answer.")
+        .task("b-refused", "Answer.")
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 1);
+    assert_eq!(s.run().await.exit_code(), 1);
 
-    let answer = std::fs::read_to_string(project.run_dir("a-answered").join("answer.md")).unwrap();
+    let answer = std::fs::read_to_string(s.run_dir("a-answered").join("answer.md")).unwrap();
     assert_eq!(answer, "The answer is 42.\n");
-    assert!(!project.run_dir("b-refused").join("answer.md").exists());
+    assert!(!s.run_dir("b-refused").join("answer.md").exists());
 }
 
 #[tokio::test]
 async fn run_task_prints_the_answer_and_nothing_else_on_stdout() {
-    let llm = FakeLlm::replies(vec![final_answer("Forty-two.\n\nThat is all.")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("q", "Answer.");
+    let s = scenario()
+        .replies(vec![final_answer("Forty-two.\n\nThat is all.")])
+        .task("q", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run-task", "q"]).await;
+    let out = run_bin(&s, &["run-task", "q"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "Forty-two.\n\nThat is all.\n");
@@ -150,47 +153,48 @@ async fn run_task_prints_the_answer_and_nothing_else_on_stdout() {
 
 #[tokio::test]
 async fn run_task_prints_a_structured_answer_as_the_json_of_result_json() {
-    let llm = FakeLlm::replies(vec![final_answer(
-        "Here it is:\n```json\n{\"papers\": 3, \"top\": \"Tool calling\"}\n```",
-    )])
-    .await;
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
+    let s = scenario()
+        .replies(vec![final_answer(
+            "Here it is:\n```json\n{\"papers\": 3, \"top\": \"Tool calling\"}\n```",
+        )])
+        .task(
+            "scan",
+            "+++\noutput_schema = \"schemas/scan.json\"\n+++\nCount.",
+        )
+        .build()
+        .await;
+    std::fs::create_dir_all(s.root().join("schemas")).unwrap();
     std::fs::write(
-        project.root().join("schemas/scan.json"),
+        s.root().join("schemas/scan.json"),
         r#"{"type":"object","required":["papers"],"properties":{"papers":{"type":"integer"}}}"#,
     )
     .unwrap();
-    project.write_config(&llm.base_url(), "");
-    project.task(
-        "scan",
-        "+++\noutput_schema = \"schemas/scan.json\"\n+++\nCount.",
-    );
 
-    let out = run_bin(&project, &["run-task", "scan"]).await;
+    let out = run_bin(&s, &["run-task", "scan"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let printed: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(printed, json!({"papers": 3, "top": "Tool calling"}));
-    let file = std::fs::read_to_string(the_run_dir(&project, "scan").join("result.json")).unwrap();
+    let file = std::fs::read_to_string(the_run_dir(&s, "scan").join("result.json")).unwrap();
     assert_eq!(stdout(&out), file, "stdout is result.json");
 }
 
 #[tokio::test]
 async fn run_json_prints_one_summary_per_line_as_each_task_ends() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("one")),
-        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
-        ok(final_answer("three")),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    for t in ["a", "b", "c"] {
-        project.task(t, "Answer.");
-    }
+    let scene = scenario()
+        .script(vec![
+            ok(final_answer("one")),
+            wiremock::ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "bad"}})),
+            ok(final_answer("three")),
+        ])
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .task("c", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run", "--json"]).await;
+    let out = run_bin(&scene, &["run", "--json"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let lines: Vec<Value> = stdout(&out)
@@ -207,7 +211,7 @@ async fn run_json_prints_one_summary_per_line_as_each_task_ends() {
     );
     for (line, task) in lines.iter().zip(["a", "b", "c"]) {
         let file: Value = serde_json::from_str(
-            &std::fs::read_to_string(the_run_dir(&project, task).join("summary.json")).unwrap(),
+            &std::fs::read_to_string(the_run_dir(&scene, task).join("summary.json")).unwrap(),
         )
         .unwrap();
         assert_eq!(line, &file, "the line is the task's summary.json");
@@ -217,13 +221,14 @@ async fn run_json_prints_one_summary_per_line_as_each_task_ends() {
         "stderr keeps only diagnostics"
     );
 
-    let llm = FakeLlm::replies(vec![final_answer("four")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("d", "Answer.");
-    let quiet = run_bin(&project, &["run"]).await;
+    let scene = scenario()
+        .replies(vec![final_answer("four")])
+        .task("d", "Answer.")
+        .build()
+        .await;
+    let quiet = run_bin(&scene, &["run"]).await;
     assert_eq!(quiet.status.code(), Some(0), "{}", stderr(&quiet));
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(scene.done().len(), 1);
     assert_eq!(
         stdout(&quiet),
         "",

@@ -9,19 +9,10 @@ use std::time::Duration;
 use agent_harness::drain::RunOutcome;
 use serde_json::{Value, json};
 
-use crate::cli::{run_bin, stderr, stdout};
 use crate::common::fake_runpod::{FakeRunpod, completed, job};
 use crate::common::*;
 
 const LEDGER: &str = "tasks/.agent-harness-budget.json";
-
-/// Each task: one tool call (120 tokens), then its answer (160 tokens).
-fn two_turns() -> Vec<wiremock::ResponseTemplate> {
-    vec![
-        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
-        ok(final_answer("done")),
-    ]
-}
 
 /// The tasks in `done/`, without the run id a filed name begins with.
 fn done(project: &Project) -> Vec<String> {
@@ -74,14 +65,16 @@ fn json_lines(out: &std::process::Output) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_run = 400");
-    for name in ["a", "b", "c"] {
-        project.task(name, "Look it up, then answer.");
-    }
+    let s = scenario()
+        .by_progress(two_turns())
+        .config("[budget]\ntokens_per_run = 400")
+        .task("a", "Look it up, then answer.")
+        .task("b", "Look it up, then answer.")
+        .task("c", "Look it up, then answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run", "--json"]).await;
+    let out = run_bin(&s, &["run", "--json"]).await;
 
     // a: 120 + 160 = 280; b's first request brings the run to 400, its
     // second is never sent; c never starts.
@@ -92,10 +85,10 @@ async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
             && err.contains("resets when the next run starts"),
         "{err}"
     );
-    assert_eq!(done(&project), ["a.md"]);
-    assert_eq!(project.inbox(), ["b.md", "c.md"]);
-    assert!(project.failed().is_empty());
-    assert_eq!(llm.requests().await.len(), 3);
+    assert_eq!(done(&s), ["a.md"]);
+    assert_eq!(s.inbox(), ["b.md", "c.md"]);
+    assert!(s.failed().is_empty());
+    assert_eq!(s.requests().await.len(), 3);
     let lines = json_lines(&out);
     assert_eq!(lines.len(), 2, "c never started: {lines:?}");
     assert_eq!(
@@ -110,28 +103,30 @@ async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
             &json!("budget_exhausted")
         )
     );
-    assert!(!project.root().join("logs/c").exists());
+    assert!(!s.root().join("logs/c").exists());
     // Its attempt given back, its run kept to resume from.
-    assert_eq!(attempt_counts(&project), json!({}));
-    assert_eq!(attempt_runs(&project, "b").len(), 1);
+    assert_eq!(attempt_counts(&s), json!({}));
+    assert_eq!(attempt_runs(&s, "b").len(), 1);
     // No daily limit: no ledger.
-    assert!(!project.root().join(LEDGER).exists());
+    assert!(!s.root().join(LEDGER).exists());
     // b's second request was refused before it went out: its records
     // name one request, and the refusal.
-    let log = std::fs::read_to_string(the_run_dir(&project, "b").join("run.log")).unwrap();
+    let log = std::fs::read_to_string(the_run_dir(&s, "b").join("run.log")).unwrap();
     assert_eq!(log.matches(": request with ").count(), 1, "{log}");
     assert!(log.contains("tokens_per_run = 400 reached"), "{log}");
 }
 
 #[tokio::test]
 async fn the_next_day_the_paused_task_resumes_from_its_records() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 400");
-    for name in ["a", "b", "c"] {
-        project.task(name, "Look it up, then answer.");
-    }
-    let first = run_bin(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(two_turns())
+        .config("[budget]\ntokens_per_day = 400")
+        .task("a", "Look it up, then answer.")
+        .task("b", "Look it up, then answer.")
+        .task("c", "Look it up, then answer.")
+        .build()
+        .await;
+    let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(75), "{}", stderr(&first));
     let err = stderr(&first);
     assert!(
@@ -139,28 +134,28 @@ async fn the_next_day_the_paused_task_resumes_from_its_records() {
             && err.contains("T00:00:00+00:00"),
         "{err}"
     );
-    assert_eq!(ledger(&project)["tokens"], json!(400));
+    assert_eq!(ledger(&s)["tokens"], json!(400));
     // The same day, nothing starts and no request goes out.
-    let again = run_bin(&project, &["run"]).await;
+    let again = run_bin(&s, &["run"]).await;
     assert_eq!(again.status.code(), Some(75), "{}", stderr(&again));
-    assert_eq!(llm.requests().await.len(), 3);
+    assert_eq!(s.requests().await.len(), 3);
     // A ledger of another day is today's nothing.
-    plant_ledger(&project, "2000-01-01", 400, 0);
+    plant_ledger(&s, "2000-01-01", 400, 0);
 
-    let next = run_bin(&project, &["run", "--json"]).await;
+    let next = run_bin(&s, &["run", "--json"]).await;
 
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
-    assert_eq!(done(&project), ["a.md", "b.md", "c.md"]);
+    assert_eq!(done(&s), ["a.md", "b.md", "c.md"]);
     // b sent only its second request; c both of its own.
-    assert_eq!(llm.requests().await.len(), 6);
+    assert_eq!(s.requests().await.len(), 6);
     let lines = json_lines(&next);
     let b = lines.iter().find(|l| l["task"] == "b").unwrap();
     assert_eq!(b["status"], json!("succeeded"));
     assert_eq!(b["resumed_turns"], json!(1), "{b}");
     assert!(b["resumed_from"].is_string(), "{b}");
-    assert_eq!(ledger(&project)["tokens"], json!(160 + 280));
+    assert_eq!(ledger(&s)["tokens"], json!(160 + 280));
     // What the day spent, in the metrics.
-    let prom = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let prom = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         prom.contains("agent_harness_budget_spent{kind=\"tokens\"} 440")
             && prom.contains("agent_harness_budget_limit{kind=\"tokens\"} 400"),
@@ -171,39 +166,36 @@ async fn the_next_day_the_paused_task_resumes_from_its_records() {
 #[tokio::test]
 async fn tasks_in_flight_overshoot_by_at_most_one_request_each() {
     let slow = |body| ok(body).set_delay(Duration::from_millis(150));
-    let llm = FakeLlm::by_progress(vec![
-        slow(tool_calls(&[("c1", "no_such_tool", json!({"n": 1}))])),
-        slow(tool_calls(&[("c2", "no_such_tool", json!({"n": 2}))])),
-        slow(final_answer("done")),
-    ])
-    .await;
-    let tasks: Vec<(String, &str)> = (0..8)
-        .map(|i| (format!("t{i}"), "Look twice, then answer."))
-        .collect();
-    let project = Project::new();
-    for (name, text) in &tasks {
-        project.task(name, text);
+    let mut scene = scenario()
+        .by_progress(vec![
+            slow(tool_calls(&[("c1", "no_such_tool", json!({"n": 1}))])),
+            slow(tool_calls(&[("c2", "no_such_tool", json!({"n": 2}))])),
+            slow(final_answer("done")),
+        ])
+        .config("[budget]\ntokens_per_run = 500");
+    for i in 0..8 {
+        scene = scene.task(&format!("t{i}"), "Look twice, then answer.");
     }
-    let cfg = project.config(&llm.base_url(), "[budget]\ntokens_per_run = 500");
+    let s = scene.build().await;
 
-    let outcome = run(&cfg, run_options(4, false)).await;
+    let outcome = s.run_with(run_options(4, false)).await;
 
     // 120 tokens a request: the 5th reply reaches 500; at most 3 others
     // were in flight with it.
-    let sent = llm.requests().await.len();
+    let sent = s.requests().await.len();
     assert!((5..=8).contains(&sent), "{sent} requests");
     let RunOutcome::Finished(tally) = outcome else {
         panic!("{outcome:?}")
     };
     assert!(tally.budget_exhausted.is_some(), "{tally:?}");
     assert_eq!(tally.failed, 0);
-    assert!(project.failed().is_empty());
+    assert!(s.failed().is_empty());
     assert_eq!(
-        project.inbox().len() + done(&project).len(),
+        s.inbox().len() + done(&s).len(),
         8,
         "every task is somewhere"
     );
-    assert_eq!(tally.interrupted + tally.not_started, project.inbox().len());
+    assert_eq!(tally.interrupted + tally.not_started, s.inbox().len());
 }
 
 /// What a test puts at the ledger's name before a run.
@@ -211,18 +203,18 @@ type Plant = Box<dyn FnOnce(&Project)>;
 
 /// Three one-turn tasks (160 tokens each) against `tokens_per_day = 200`,
 /// with what `plant` puts at the ledger's name.
-async fn run_over_a_planted_ledger(
-    plant: impl FnOnce(&Project),
-) -> (Project, std::process::Output) {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 200");
-    for name in ["a", "b", "c"] {
-        project.task(name, "Answer.");
-    }
-    plant(&project);
-    let out = run_bin(&project, &["run"]).await;
-    (project, out)
+async fn run_over_a_planted_ledger(plant: impl FnOnce(&Project)) -> (Scene, std::process::Output) {
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config("[budget]\ntokens_per_day = 200")
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .task("c", "Answer.")
+        .build()
+        .await;
+    plant(&s.project);
+    let out = run_bin(&s, &["run"]).await;
+    (s, out)
 }
 
 #[tokio::test]
@@ -264,7 +256,7 @@ async fn a_corrupt_huge_or_linked_ledger_warns_and_the_limits_hold_from_nothing(
         ),
     ];
     for (what, plant) in plants {
-        let (project, out) = run_over_a_planted_ledger(plant).await;
+        let (s, out) = run_over_a_planted_ledger(plant).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(75), "{what}: {err}");
         assert!(
@@ -272,12 +264,12 @@ async fn a_corrupt_huge_or_linked_ledger_warns_and_the_limits_hold_from_nothing(
             "{what}: {err}"
         );
         // From 0: a (160) and b (320) ran, c waits.
-        assert_eq!(done(&project), ["a.md", "b.md"], "{what}");
-        assert_eq!(project.inbox(), ["c.md"], "{what}");
-        assert!(project.failed().is_empty(), "{what}");
-        let kept = std::fs::symlink_metadata(project.root().join(LEDGER)).unwrap();
+        assert_eq!(done(&s), ["a.md", "b.md"], "{what}");
+        assert_eq!(s.inbox(), ["c.md"], "{what}");
+        assert!(s.failed().is_empty(), "{what}");
+        let kept = std::fs::symlink_metadata(s.root().join(LEDGER)).unwrap();
         assert!(kept.file_type().is_file(), "{what}: replaced by a file");
-        assert_eq!(ledger(&project)["tokens"], json!(320), "{what}");
+        assert_eq!(ledger(&s)["tokens"], json!(320), "{what}");
     }
     let untouched = std::fs::read_to_string(&target).unwrap();
     assert!(untouched.contains("\"tokens\":7"), "{untouched}");
@@ -287,15 +279,15 @@ async fn a_corrupt_huge_or_linked_ledger_warns_and_the_limits_hold_from_nothing(
 async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
     // The tests' clock reads 2026-04-09 06:15 UTC: 23:15 on the 8th in
     // Los Angeles.
-    let (llm, project, cfg) = arrange(
-        vec![final_answer("done")],
-        &[("t", "Answer.")],
-        "[schedule]\ntimezone = \"America/Los_Angeles\"\n[budget]\ntokens_per_day = 100",
-    )
-    .await;
-    let full = |day: &str| plant_ledger(&project, day, 100, 0);
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config("[schedule]\ntimezone = \"America/Los_Angeles\"\n[budget]\ntokens_per_day = 100")
+        .build()
+        .await;
+    let full = |day: &str| plant_ledger(&s, day, 100, 0);
     full("2026-04-08");
-    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+    let RunOutcome::Finished(tally) = s.run().await else {
         panic!()
     };
     let why = tally.budget_exhausted.unwrap_or_default();
@@ -303,21 +295,21 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
         why.contains("spent on 2026-04-08") && why.contains("resets at 2026-04-09T00:00:00-07:00"),
         "{why}"
     );
-    assert_eq!(llm.requests().await.len(), 0);
+    assert_eq!(s.requests().await.len(), 0);
     // Yesterday there is another day.
     full("2026-04-07");
-    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+    let RunOutcome::Finished(tally) = s.run().await else {
         panic!()
     };
     assert_eq!((tally.succeeded, tally.budget_exhausted), (1, None));
-    assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
-    assert_eq!(ledger(&project)["tokens"], json!(160));
+    assert_eq!(ledger(&s)["day"], json!("2026-04-08"));
+    assert_eq!(ledger(&s)["tokens"], json!(160));
     // The UTC date is tomorrow there: a ledger from a clock that was
     // ahead is not trusted (it would switch the daily limit off): said as
     // a problem, and replaced by today's count.
-    project.task("t", "Answer.");
+    s.task("t", "Answer.");
     full("2026-04-09");
-    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+    let RunOutcome::Finished(tally) = s.run().await else {
         panic!()
     };
     assert_eq!(tally.succeeded, 1);
@@ -328,8 +320,8 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
             .any(|p| p.contains("after today (2026-04-08)")),
         "{tally:?}"
     );
-    assert_eq!(ledger(&project)["day"], json!("2026-04-08"));
-    assert_eq!(ledger(&project)["tokens"], json!(160));
+    assert_eq!(ledger(&s)["day"], json!("2026-04-08"));
+    assert_eq!(ledger(&s)["tokens"], json!(160));
 }
 
 #[tokio::test]
@@ -341,37 +333,47 @@ async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
         false,
     )
     .await;
-    let tasks = [("a", "Answer."), ("b", "Answer."), ("c", "Answer.")];
-    let (project, cfg) = rp.project(&tasks, "[budget]\ngpu_seconds_per_day = 3");
+    let s = scenario()
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .task("c", "Answer.")
+        .config_file(&format!(
+            "{}[budget]\ngpu_seconds_per_day = 3\n",
+            rp.config_sections()
+        ))
+        .build()
+        .await;
 
-    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+    let RunOutcome::Finished(tally) = s.run().await else {
         panic!()
     };
 
     // 1.5 s of execution each (the 0.7 s in the queue is not GPU time):
     // a and b reach 3.0, c waits.
-    assert_eq!(done(&project), ["a.md", "b.md"]);
-    assert_eq!(project.inbox(), ["c.md"]);
+    assert_eq!(done(&s), ["a.md", "b.md"]);
+    assert_eq!(s.inbox(), ["c.md"]);
     let why = tally.budget_exhausted.unwrap_or_default();
     assert!(
         why.contains("gpu_seconds_per_day = 3 reached (3.0 GPU-seconds spent on 2026-04-09)"),
         "{why}"
     );
-    assert_eq!(ledger(&project)["gpu_ms"], json!(3000));
-    assert_eq!(ledger(&project)["tokens"], json!(320));
+    assert_eq!(ledger(&s)["gpu_ms"], json!(3000));
+    assert_eq!(ledger(&s)["tokens"], json!(320));
 }
 
 #[tokio::test]
 async fn check_prints_todays_spend_against_each_limit() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\ntokens_per_run = 5000",
-    );
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config(
+            "[budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\ntokens_per_run = 5000",
+        )
+        .build()
+        .await;
     let today = chrono::Utc::now().date_naive();
-    plant_ledger(&project, today, 1234, 61500);
+    plant_ledger(&s, today, 1234, 61500);
 
-    let out = run_bin(&project, &["check"]).await;
+    let out = run_bin(&s, &["check"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let printed = stdout(&out);
@@ -381,15 +383,15 @@ async fn check_prints_todays_spend_against_each_limit() {
         )),
         "{printed}"
     );
-    std::fs::write(project.root().join(LEDGER), "nonsense").unwrap();
-    let printed = stdout(&run_bin(&project, &["check"]).await);
+    std::fs::write(s.root().join(LEDGER), "nonsense").unwrap();
+    let printed = stdout(&run_bin(&s, &["check"]).await);
     assert!(
         printed.contains("budget ledger unreadable") && printed.contains("0 of 100000 tokens"),
         "{printed}"
     );
     // A ledger from a clock that ran ahead is said to be untrusted.
-    plant_ledger(&project, "2999-01-01", 5, 0);
-    let printed = stdout(&run_bin(&project, &["check"]).await);
+    plant_ledger(&s, "2999-01-01", 5, 0);
+    let printed = stdout(&run_bin(&s, &["check"]).await);
     assert!(
         printed.contains("the budget ledger is not trusted (it is dated 2999-01-01, after today")
             && printed.contains("0 of 100000 tokens"),
@@ -399,28 +401,26 @@ async fn check_prints_todays_spend_against_each_limit() {
 
 #[tokio::test]
 async fn eval_spends_from_the_day_and_replay_never_does() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("hello"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 100000");
-    project.task("t", "Say hello.");
-    hello_suite(&project);
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("hello"))])
+        .config("[budget]\ntokens_per_day = 100000")
+        .task("t", "Say hello.")
+        .build()
+        .await;
+    hello_suite(&s);
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(ledger(&project)["tokens"], json!(160));
-    let run_dir = the_run_dir(&project, "t");
-    let out = run_bin(&project, &["replay", run_dir.to_str().unwrap()]).await;
+    assert_eq!(ledger(&s)["tokens"], json!(160));
+    let run_dir = the_run_dir(&s, "t");
+    let out = run_bin(&s, &["replay", run_dir.to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(
-        ledger(&project)["tokens"],
-        json!(160),
-        "a replay sends nothing"
-    );
-    let out = run_bin(&project, &["eval", "suite", "--repeat", "2"]).await;
+    assert_eq!(ledger(&s)["tokens"], json!(160), "a replay sends nothing");
+    let out = run_bin(&s, &["eval", "suite", "--repeat", "2"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    assert_eq!(ledger(&project)["tokens"], json!(160 * 3));
-    assert_eq!(llm.requests().await.len(), 3);
+    assert_eq!(ledger(&s)["tokens"], json!(160 * 3));
+    assert_eq!(s.requests().await.len(), 3);
 }
 
 #[tokio::test]
@@ -434,9 +434,16 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
         false,
     )
     .await;
-    let (project, cfg) = rp.project(&[("t", "Answer.")], "[budget]\ngpu_seconds_per_day = 2");
+    let s = scenario()
+        .task("t", "Answer.")
+        .config_file(&format!(
+            "{}[budget]\ngpu_seconds_per_day = 2\n",
+            rp.config_sections()
+        ))
+        .build()
+        .await;
 
-    let RunOutcome::Finished(tally) = run_all(&cfg).await else {
+    let RunOutcome::Finished(tally) = s.run().await else {
         panic!()
     };
 
@@ -447,14 +454,14 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
         .filter(|(_, p)| p.ends_with("/runsync"))
         .count();
     assert_eq!(runsync, 1, "no retry past the limit");
-    let s = project.summary("t");
+    let t = s.summary("t");
     assert_eq!(
-        (s.status.as_str(), s.stop_reason.as_str()),
+        (t.status.as_str(), t.stop_reason.as_str()),
         ("interrupted", "budget_exhausted")
     );
     assert!(tally.budget_exhausted.is_some());
-    assert_eq!(project.inbox(), ["t.md"]);
-    assert_eq!(ledger(&project)["gpu_ms"], json!(2500));
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert_eq!(ledger(&s)["gpu_ms"], json!(2500));
 }
 
 /// A ledger saying today (UTC, the default zone) has spent `tokens`.
@@ -464,20 +471,22 @@ fn spent_today(project: &Project, tokens: u64) {
 
 #[tokio::test]
 async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stopped() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("hello"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 1000");
-    project.task("t", "Say hello.");
-    let out = run_bin(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("hello"))])
+        .config("[budget]\ntokens_per_day = 1000")
+        .task("t", "Say hello.")
+        .build()
+        .await;
+    let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    spent_today(&project, 1000);
+    spent_today(&s, 1000);
 
     // A replay answers from the records: nothing to spend, nothing refused.
-    let run_dir = the_run_dir(&project, "t");
-    let replay = run_bin(&project, &["replay", run_dir.to_str().unwrap()]).await;
+    let run_dir = the_run_dir(&s, "t");
+    let replay = run_bin(&s, &["replay", run_dir.to_str().unwrap()]).await;
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
 
-    let exec = run_bin(&project, &["exec", "Say hello."]).await;
+    let exec = run_bin(&s, &["exec", "Say hello."]).await;
     assert_eq!(exec.status.code(), Some(75), "{}", stderr(&exec));
     assert!(
         stderr(&exec).contains("budget: [budget] tokens_per_day = 1000 reached"),
@@ -485,8 +494,8 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
         stderr(&exec)
     );
 
-    hello_suite(&project);
-    let eval = run_bin(&project, &["eval", "suite", "--min-pass-rate", "1"]).await;
+    hello_suite(&s);
+    let eval = run_bin(&s, &["eval", "suite", "--min-pass-rate", "1"]).await;
     assert_eq!(eval.status.code(), Some(75), "{}", stderr(&eval));
     assert!(
         stderr(&eval).contains(
@@ -495,8 +504,8 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
         "{}",
         stderr(&eval)
     );
-    assert_eq!(llm.requests().await.len(), 1, "only the first run spent");
-    assert_eq!(ledger(&project)["tokens"], json!(1000));
+    assert_eq!(s.requests().await.len(), 1, "only the first run spent");
+    assert_eq!(ledger(&s)["tokens"], json!(1000));
 }
 
 /// Replies that always call a tool (a new call each turn, so no loop is
@@ -514,13 +523,12 @@ fn endless_calls(delay: Duration) -> Vec<wiremock::ResponseTemplate> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn processes_spending_at_once_overshoot_a_daily_limit_by_one_request_each_at_most() {
-    let llm = FakeLlm::by_progress(endless_calls(Duration::from_millis(200))).await;
-    let project = Project::new();
-    project.write_config(
-        &llm.base_url(),
-        "[budget]\ntokens_per_day = 100\n[limits]\nmax_turns = 30",
-    );
-    project.task("loop", "Loop.");
+    let s = scenario()
+        .by_progress(endless_calls(Duration::from_millis(200)))
+        .config("[budget]\ntokens_per_day = 100\n[limits]\nmax_turns = 30")
+        .task("loop", "Loop.")
+        .build()
+        .await;
     let mut commands = vec![vec!["run".to_string()]];
     for j in 0..5 {
         commands.push(
@@ -532,7 +540,7 @@ async fn processes_spending_at_once_overshoot_a_daily_limit_by_one_request_each_
 
     let outs = futures::future::join_all(commands.iter().map(|args| async {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run_bin(&project, &args).await
+        run_bin(&s, &args).await
     }))
     .await;
 
@@ -540,24 +548,26 @@ async fn processes_spending_at_once_overshoot_a_daily_limit_by_one_request_each_
         assert_eq!(out.status.code(), Some(75), "{}", stderr(out));
     }
     // Six processes, one request each in flight when the limit was met.
-    let spent = ledger(&project)["tokens"].as_u64().unwrap();
+    let spent = ledger(&s)["tokens"].as_u64().unwrap();
     assert!((100..=100 + 6 * 15).contains(&spent), "{spent} tokens");
-    assert_eq!(llm.requests().await.len() as u64 * 15, spent);
+    assert_eq!(s.requests().await.len() as u64 * 15, spent);
 }
 
 #[tokio::test]
 async fn a_limit_met_between_two_tasks_is_the_logs_last_line() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 160");
-    project.task("a", "Answer.");
-    project.task("b", "Answer.");
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config("[budget]\ntokens_per_day = 160")
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
-    assert_eq!(done(&project), ["a.md"]);
-    assert_eq!(project.inbox(), ["b.md"]);
+    assert_eq!(done(&s), ["a.md"]);
+    assert_eq!(s.inbox(), ["b.md"]);
     let err = stderr(&out);
     let last = err
         .lines()
@@ -578,7 +588,7 @@ async fn another_users_ledger_neither_pauses_the_queue_nor_switches_the_limit_of
         return;
     }
     let today = chrono::Utc::now().date_naive();
-    let (project, out) = run_over_a_planted_ledger(|p| {
+    let (s, out) = run_over_a_planted_ledger(|p| {
         plant_ledger(p, today, u64::MAX, 0);
         std::os::unix::fs::chown(p.root().join(LEDGER), Some(65534), Some(65534)).unwrap();
     })
@@ -592,53 +602,56 @@ async fn another_users_ledger_neither_pauses_the_queue_nor_switches_the_limit_of
         err.contains("is not trusted (it belongs to user 65534"),
         "{err}"
     );
-    assert_eq!(done(&project), ["a.md", "b.md"]);
-    assert_eq!(project.inbox(), ["c.md"]);
-    assert_eq!(ledger(&project)["tokens"], json!(320));
-    let owner = std::os::unix::fs::MetadataExt::uid(
-        &std::fs::metadata(project.root().join(LEDGER)).unwrap(),
-    );
+    assert_eq!(done(&s), ["a.md", "b.md"]);
+    assert_eq!(s.inbox(), ["c.md"]);
+    assert_eq!(ledger(&s)["tokens"], json!(320));
+    let owner =
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(s.root().join(LEDGER)).unwrap());
     assert_eq!(owner, 0, "replaced by this user's");
 }
 
 #[tokio::test]
 async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_runs() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[budget]\ntokens_per_day = 200");
-    plant_ledger(&project, "2099-01-01", 0, 0);
-    for name in ["a", "b"] {
-        project.task(name, "Answer.");
-    }
-    let first = run_bin(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config("[budget]\ntokens_per_day = 200")
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .build()
+        .await;
+    plant_ledger(&s, "2099-01-01", 0, 0);
+    let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
     assert!(
         stderr(&first).contains("not trusted (it is dated 2099-01-01, after today"),
         "{}",
         stderr(&first)
     );
-    assert_eq!(ledger(&project)["tokens"], json!(320));
+    assert_eq!(ledger(&s)["tokens"], json!(320));
 
     // The next run counts from what the first spent: the limit holds.
-    project.task("c", "Answer.");
-    let next = run_bin(&project, &["run"]).await;
+    s.task("c", "Answer.");
+    let next = run_bin(&s, &["run"]).await;
 
     assert_eq!(next.status.code(), Some(75), "{}", stderr(&next));
-    assert_eq!(project.inbox(), ["c.md"]);
-    assert_eq!(llm.requests().await.len(), 2);
+    assert_eq!(s.inbox(), ["c.md"]);
+    assert_eq!(s.requests().await.len(), 2);
 }
 
 #[tokio::test]
 async fn a_run_that_spends_nothing_still_replaces_a_ledger_it_does_not_trust() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "[budget]\ntokens_per_day = 200");
-    plant_ledger(&project, "2099-01-01", 0, 0);
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[budget]\ntokens_per_day = 200")
+        .build()
+        .await;
+    plant_ledger(&s, "2099-01-01", 0, 0);
 
-    let first = run_bin(&project, &["run"]).await;
+    let first = run_bin(&s, &["run"]).await;
 
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
-    assert_ne!(ledger(&project)["day"], json!("2099-01-01"));
-    assert_eq!(ledger(&project)["tokens"], json!(0));
-    let next = run_bin(&project, &["run"]).await;
+    assert_ne!(ledger(&s)["day"], json!("2099-01-01"));
+    assert_eq!(ledger(&s)["tokens"], json!(0));
+    let next = run_bin(&s, &["run"]).await;
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
 }

@@ -30,14 +30,14 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
         .iter()
         .map(|(id, args)| (id.as_str(), "noteworx_create_attachment", args.clone()))
         .collect();
-    let (llm, project, cfg) = arrange(
-        vec![tool_calls(&spam), final_answer("done")],
-        &[("t", "Summarise my notes.")],
-        &notes.config_section(),
-    )
-    .await;
+    let scene = scenario()
+        .replies(vec![tool_calls(&spam), final_answer("done")])
+        .task("t", "Summarise my notes.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
     let written: usize = (0..30)
         .map(|i| notes.attachments(&format!("n{i}")).len())
@@ -50,7 +50,7 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
         .filter(|(m, _)| m == "POST")
         .count();
     assert_eq!(posts, 5);
-    let lines = project.tool_lines("t");
+    let lines = scene.tool_lines("t");
     assert_eq!(lines.len(), 30, "every call is answered");
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l.call_id, format!("c{i}"), "in call order");
@@ -76,9 +76,9 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
             }
         }
     }
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!((s.tool_calls, s.calls_over_budget), (30, 25));
-    let second = &llm.requests().await[1];
+    let second = &scene.requests().await[1];
     let answered: Vec<&str> = messages(second)
         .iter()
         .filter(|m| m["role"] == "tool")
@@ -102,31 +102,31 @@ async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
             )
         })
         .collect();
-    let llm = FakeLlm::replies(vec![tool_calls(&calls), final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Read.");
-    // Unmanaged context: 256 answered calls would not fit 8K, and the point here is the counting.
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!("[limits]\ncontext_tokens = 0\n{}", notes.config_section()),
-    );
+    let scene = scenario()
+        .replies(vec![tool_calls(&calls), final_answer("done")])
+        .task("t", "Read.")
+        // Unmanaged context: 256 answered calls would not fit 8K, and the point here is the counting.
+        .config("[limits]\ncontext_tokens = 0")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason),
         (Status::Succeeded, StopReason::FinalAnswer)
     );
     assert_eq!(s.tool_calls, 256, "one answer per call read");
     assert_eq!(s.calls_over_budget, 5000 - 8, "past the 8 a reply may run");
-    let second = &llm.requests().await[1];
+    let second = &scene.requests().await[1];
     let replayed = messages(second)
         .iter()
         .find(|m| m["role"] == "assistant")
         .map(|m| m["tool_calls"].as_array().unwrap().len());
     assert_eq!(replayed, Some(256));
-    let log = std::fs::read_to_string(project.run_dir("t").join("run.log")).unwrap();
+    let log = std::fs::read_to_string(scene.run_dir("t").join("run.log")).unwrap();
     assert!(
         log.contains("4744 more calls past the 256 a reply may hold were not read"),
         "{log}"
@@ -146,16 +146,22 @@ async fn calls_with_huge_arguments_are_replayed_within_64_kib_a_reply() {
         })
         .collect();
     let reply = tool_calls(&calls);
-    let (llm, project, cfg) = arrange(vec![
-        reply.clone(),
-        reply.clone(),
-        reply,
-        final_answer("done"),
-    ], &[("t", "Fetch.")], "[limits]\ncontext_tokens = 0\nmax_turns = 8\n[tools.webfetch]\nallow_hosts = [\"example.invalid\"]\n").await;
+    let s = scenario()
+        .replies(vec![
+            reply.clone(),
+            reply.clone(),
+            reply,
+            final_answer("done"),
+        ])
+        .task("t", "Fetch.")
+        .config("[limits]\ncontext_tokens = 0\nmax_turns = 8")
+        .config("[tools.webfetch]\nallow_hosts = [\"example.invalid\"]")
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     assert_eq!(requests.len(), 4);
     for (turn, request) in requests.iter().enumerate() {
         let size = request.to_string().len();
@@ -190,9 +196,9 @@ async fn calls_with_huge_arguments_are_replayed_within_64_kib_a_reply() {
             );
         }
     }
-    assert_eq!(project.summary("t").final_answer.as_deref(), Some("done"));
+    assert_eq!(s.summary("t").final_answer.as_deref(), Some("done"));
     // The records hold every argument once, in the response that carried it.
-    let records = std::fs::metadata(project.run_dir("t").join("conversation.jsonl")).unwrap();
+    let records = std::fs::metadata(s.run_dir("t").join("conversation.jsonl")).unwrap();
     assert!(records.len() < 3 * 16_000_000, "{} bytes", records.len());
 }
 
@@ -202,11 +208,15 @@ async fn a_reply_padded_with_a_million_numbers_is_read_and_recorded_verbatim() {
     reply["pad"] = Value::Array(vec![json!(1); 1_000_000]);
     reply["usage"] =
         json!({"prompt_tokens": 10, "completion_tokens": [1, 2], "total_tokens": {"x": 1}});
-    let (_llm, project, cfg) = arrange(vec![reply.clone()], &[("t", "Answer.")], "").await;
+    let scene = scenario()
+        .replies(vec![reply.clone()])
+        .task("t", "Answer.")
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.final_answer.as_deref()),
         (Status::Succeeded, Some("the answer"))
@@ -215,7 +225,7 @@ async fn a_reply_padded_with_a_million_numbers_is_read_and_recorded_verbatim() {
         s.total_tokens, 10,
         "counts of the wrong kind read as absent"
     );
-    let line = &project.conversation("t")[0];
+    let line = &scene.conversation("t")[0];
     assert_eq!(line["response"], reply, "the body as it came");
 }
 
@@ -241,25 +251,25 @@ async fn budgets_set_in_frontmatter_hold_across_turns() {
             .collect();
         tool_calls(&calls)
     };
-    let (_llm, project, cfg) = arrange(
-        vec![turn(&[0, 1, 2]), turn(&[3]), final_answer("done")],
-        &[(
+    let s = scenario()
+        .replies(vec![turn(&[0, 1, 2]), turn(&[3]), final_answer("done")])
+        .task(
             "t",
             "+++\nmax_calls_per_turn = 2\nmax_writes = 2\n+++\nAttach ideas.",
-        )],
-        &notes.config_section(),
-    )
-    .await;
+        )
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let ran: Vec<bool> = project.tool_lines("t").iter().map(|l| l.executed).collect();
+    let ran: Vec<bool> = s.tool_lines("t").iter().map(|l| l.executed).collect();
     assert_eq!(
         ran,
         [true, true, false, false],
         "2 per reply, 2 in the task"
     );
-    let lines = project.tool_lines("t");
+    let lines = s.tool_lines("t");
     assert!(
         lines[2]
             .result
@@ -270,5 +280,5 @@ async fn budgets_set_in_frontmatter_hold_across_turns() {
             .result
             .starts_with("not run: this task's write budget (2) is spent")
     );
-    assert_eq!(project.summary("t").calls_over_budget, 2);
+    assert_eq!(s.summary("t").calls_over_budget, 2);
 }

@@ -2,22 +2,23 @@
 //! whose program would not start, and a host list that holds URLs (a deny
 //! list of URLs denies nothing) — the latter for every command.
 
-use crate::cli::{as_nobody, bin, stderr, stdout};
 use crate::common::*;
 
-#[test]
-fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
-    let project = Project::new();
-    project.task("t", "Answer.");
-    std::fs::write(project.root().join("not-executable.sh"), "#!/bin/sh\n").unwrap();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[mcp.servers.gone]\ncommand = [\"mcp-server-that-is-not-installed\"]\n\
-         [mcp.servers.plain]\ncommand = [\"./not-executable.sh\"]\n\
-         [mcp.servers.fine]\ncommand = [\"sh\", \"-c\", \"true\"]\n",
-    );
+#[tokio::test]
+async fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "Answer.")
+        .config(
+            "[mcp.servers.gone]\ncommand = [\"mcp-server-that-is-not-installed\"]\n\
+             [mcp.servers.plain]\ncommand = [\"./not-executable.sh\"]\n\
+             [mcp.servers.fine]\ncommand = [\"sh\", \"-c\", \"true\"]\n",
+        )
+        .build()
+        .await;
+    std::fs::write(s.root().join("not-executable.sh"), "#!/bin/sh\n").unwrap();
 
-    let out = bin(&project).arg("check").output().unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
 
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let printed = stdout(&out);
@@ -35,16 +36,16 @@ fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
     assert!(!printed.contains("[mcp.servers.fine]"), "{printed}");
 }
 
-#[test]
-fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host_meant() {
-    let project = Project::new();
-    project.task("t", "Answer.");
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[tools.webfetch]\ndeny_hosts = [\"https://evil.example/\"]\n",
-    );
+#[tokio::test]
+async fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host_meant() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "Answer.")
+        .config("[tools.webfetch]\ndeny_hosts = [\"https://evil.example/\"]\n")
+        .build()
+        .await;
     for args in [&["check"][..], &["run"], &["runs"], &["run-task", "t"]] {
-        let out = bin(&project).args(args).output().unwrap();
+        let out = bin(&s).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(
@@ -54,18 +55,20 @@ fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host_meant
             stderr(&out)
         );
     }
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
 }
 
-#[test]
-fn check_warns_about_inbox_entries_that_will_never_run() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("good", "Do it.");
-    let inbox = project.root().join("tasks/inbox");
+#[tokio::test]
+async fn check_warns_about_inbox_entries_that_will_never_run() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("good", "Do it.")
+        .build()
+        .await;
+    let inbox = s.root().join("tasks/inbox");
     std::fs::write(inbox.join("notes.txt"), "x").unwrap();
     std::fs::write(inbox.join("TASK.MD"), "x").unwrap();
-    let out = bin(&project).arg("check").output().unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "warnings do not fail check");
     let text = stdout(&out);
     for name in ["notes.txt", "TASK.MD"] {
@@ -80,24 +83,26 @@ fn check_warns_about_inbox_entries_that_will_never_run() {
 
 /// The folders the service user cannot write are named by their keys. As
 /// root, `check` runs as `nobody`; otherwise a folder is made read-only.
-#[test]
-fn check_as_another_user_names_every_folder_it_cannot_write() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("t", "x");
+#[tokio::test]
+async fn check_as_another_user_names_every_folder_it_cannot_write() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "x")
+        .build()
+        .await;
     let root = unsafe { libc::geteuid() } == 0;
     let out = if root {
-        as_nobody(&project, "check")
+        as_nobody(&s, "check")
     } else {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
-            project.root().join("tasks/inbox"),
+            s.root().join("tasks/inbox"),
             std::fs::Permissions::from_mode(0o555),
         )
         .unwrap();
-        let out = bin(&project).arg("check").output().unwrap();
+        let out = bin(&s).arg("check").output().unwrap();
         std::fs::set_permissions(
-            project.root().join("tasks/inbox"),
+            s.root().join("tasks/inbox"),
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
@@ -111,7 +116,7 @@ fn check_as_another_user_names_every_folder_it_cannot_write() {
         stderr(&out)
     );
     let text = stdout(&out);
-    let inbox = project.root().join("tasks/inbox").display().to_string();
+    let inbox = s.root().join("tasks/inbox").display().to_string();
     assert!(
         text.contains(&format!(
             "[paths] inbox: {inbox} is not writable by this user"
@@ -119,7 +124,7 @@ fn check_as_another_user_names_every_folder_it_cannot_write() {
         "{text}"
     );
     if root {
-        let done = project.root().join("tasks/done").display().to_string();
+        let done = s.root().join("tasks/done").display().to_string();
         assert!(
             text.contains(&format!(
                 "[paths] done: {done} does not exist and cannot be created by this user"
@@ -130,26 +135,26 @@ fn check_as_another_user_names_every_folder_it_cannot_write() {
     }
 }
 
-#[test]
-fn check_warns_when_a_task_could_carry_note_text_out() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
-    );
-    project.task("a-both", "Read a note and fetch a page.");
-    project.task(
-        "b-notes-only",
-        "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead.",
-    );
-    project.task(
-        "c-write-and-fetch",
-        "+++\ntools = [\"webfetch\", \"noteworx_create_attachment\"]\n+++\nGo.",
-    );
+#[tokio::test]
+async fn check_warns_when_a_task_could_carry_note_text_out() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
+        .task("a-both", "Read a note and fetch a page.")
+        .task(
+            "b-notes-only",
+            "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead.",
+        )
+        .task(
+            "c-write-and-fetch",
+            "+++\ntools = [\"webfetch\", \"noteworx_create_attachment\"]\n+++\nGo.",
+        )
+        .build()
+        .await;
 
     let out = harness_command()
         .arg("check")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
         .output()
         .unwrap();
@@ -167,13 +172,13 @@ fn check_warns_when_a_task_could_carry_note_text_out() {
         "{text}"
     );
 
-    project.write_config(
+    s.write_config(
         "http://127.0.0.1:9/v1",
         "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n[tools.webfetch]\nallow_hosts = [\"example.org\"]\n",
     );
     let out = harness_command()
         .arg("check")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
         .output()
         .unwrap();

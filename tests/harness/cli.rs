@@ -1,80 +1,17 @@
 //! The binary: exit codes and what it prints (SPEC §2).
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 use crate::common::*;
 
-pub(crate) fn bin(project: &Project) -> Command {
-    let mut cmd = Command::cargo_bin("agent-harness").unwrap();
-    cmd.current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .env("NO_COLOR", "1")
-        .timeout(std::time::Duration::from_secs(60));
-    cmd
-}
-
-/// Runs the binary in `project` off the test's runtime, so the fakes it
-/// calls keep answering.
-pub(crate) async fn run_bin(project: &Project, args: &[&str]) -> std::process::Output {
-    let mut cmd = bin(project);
-    cmd.args(args);
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
-
-/// A copy of the binary another user may run: the build folder may sit
-/// under a home only its owner can enter.
-pub(crate) fn binary_for_anyone(dir: &std::path::Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let copy = dir.join("agent-harness-bin");
-    std::fs::copy(assert_cmd::cargo::cargo_bin("agent-harness"), &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    copy
-}
-
-/// Runs the binary on the project as `nobody` (as root only): nobody may
-/// enter the project and read its config and task `t` but write nothing.
-pub(crate) fn as_nobody(project: &Project, command: &str) -> std::process::Output {
-    use std::os::unix::fs::PermissionsExt;
-    for dir in [
-        project.root(),
-        &project.root().join("tasks"),
-        &project.root().join("tasks/inbox"),
-    ] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    for f in ["agent.toml", "tasks/inbox/t.md"] {
-        std::fs::set_permissions(
-            project.root().join(f),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-    }
-    std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(binary_for_anyone(project.root()))
-        .args(["--config", "agent.toml", command])
-        .current_dir(project.root())
-        .output()
-        .unwrap()
-}
-
-pub(crate) fn stdout(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-pub(crate) fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-#[test]
-fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("good", "+++\nmax_turns = 2\n+++\nDo it.");
-    let out = bin(&project).arg("check").output().unwrap();
+#[tokio::test]
+async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("good", "+++\nmax_turns = 2\n+++\nDo it.")
+        .build()
+        .await;
+    let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("config ok; 1 task file(s), 0 with problems"),
@@ -82,8 +19,8 @@ fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
         stdout(&out)
     );
 
-    project.task("bad", "+++\nmax_turns = 2\ncolour = \"red\"\n+++\nDo it.");
-    let out = bin(&project).arg("check").output().unwrap();
+    s.task("bad", "+++\nmax_turns = 2\ncolour = \"red\"\n+++\nDo it.");
+    let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     assert!(
@@ -92,19 +29,18 @@ fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
         ),
         "{text}"
     );
-    assert_eq!(
-        project.inbox(),
-        ["bad.md", "good.md"],
-        "check moves nothing"
-    );
+    assert_eq!(s.inbox(), ["bad.md", "good.md"], "check moves nothing");
 }
 
-#[test]
-fn a_bad_config_exits_2_naming_the_key_and_the_file() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "[limits]\nmax_turnz = 3\n");
+#[tokio::test]
+async fn a_bad_config_exits_2_naming_the_key_and_the_file() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[limits]\nmax_turnz = 3\n")
+        .build()
+        .await;
     for cmd in ["check", "run"] {
-        let out = bin(&project).arg(cmd).output().unwrap();
+        let out = bin(&s).arg(cmd).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = stderr(&out);
         assert!(
@@ -114,18 +50,21 @@ fn a_bad_config_exits_2_naming_the_key_and_the_file() {
     }
 }
 
-#[test]
-fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
-    let project = Project::new();
-    let good = project.write_config("http://127.0.0.1:9/v1", "");
-    let missing = project.root().join("nope.toml");
-    let out = bin(&project)
+#[tokio::test]
+async fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let good = s.config_path();
+    let missing = s.root().join("nope.toml");
+    let out = bin(&s)
         .env("AGENT_HARNESS_CONFIG", &good)
         .arg("check")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = bin(&project)
+    let out = bin(&s)
         .env("AGENT_HARNESS_CONFIG", &good)
         .arg("--config")
         .arg(&missing)
@@ -136,24 +75,28 @@ fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
     assert!(stderr(&out).contains("nope.toml"), "{}", stderr(&out));
 }
 
-#[test]
-fn run_task_refuses_paths_and_unknown_names_with_exit_2() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("real", "x");
+#[tokio::test]
+async fn run_task_refuses_paths_and_unknown_names_with_exit_2() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("real", "x")
+        .build()
+        .await;
     for name in ["../real", "a/b", "..", "absent"] {
-        let out = bin(&project).args(["run-task", name]).output().unwrap();
+        let out = bin(&s).args(["run-task", name]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
     }
-    assert_eq!(project.inbox(), ["real.md"]);
+    assert_eq!(s.inbox(), ["real.md"]);
 }
 
-#[test]
-fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
-    let project = Project::new();
+#[tokio::test]
+async fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
     let port = closed_port();
-    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
-    let out = bin(&project).arg("run").output().unwrap();
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
+        .build()
+        .await;
+    let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -161,26 +104,28 @@ fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
         stderr(&out)
     );
 
-    project.task("t", "x");
-    let out = bin(&project).arg("run").output().unwrap();
+    s.task("t", "x");
+    let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(75));
     assert!(
         stderr(&out).contains("connection refused"),
         "{}",
         stderr(&out)
     );
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
 }
 
-#[test]
-fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("t", "x");
-    let _lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
+#[tokio::test]
+async fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "x")
+        .build()
+        .await;
+    let _lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
-    let out = bin(&project).arg("run").output().unwrap();
+    let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -189,30 +134,24 @@ fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
 
 #[tokio::test]
 async fn a_failed_task_exits_1_and_runs_lists_it() {
-    let llm = FakeLlm::start(vec![
-        wiremock::ResponseTemplate::new(400)
-            .set_body_json(serde_json::json!({"error": {"message": "bad"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("doomed", "x");
-    let run = {
-        let mut cmd = bin(&project);
-        tokio::task::spawn_blocking(move || cmd.arg("run").output().unwrap())
-            .await
-            .unwrap()
-    };
+    let s = scenario()
+        .script(vec![wiremock::ResponseTemplate::new(400).set_body_json(
+            serde_json::json!({"error": {"message": "bad"}}),
+        )])
+        .task("doomed", "x")
+        .build()
+        .await;
+    let run = run_bin(&s, &["run"]).await;
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(s.failed().len(), 1);
 
-    let out = bin(&project).args(["runs", "--json"]).output().unwrap();
+    let out = bin(&s).args(["runs", "--json"]).output().unwrap();
     let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["task"], "doomed");
     assert_eq!(runs[0]["stop_reason"], "endpoint_error");
 
-    let table = stdout(&bin(&project).arg("runs").output().unwrap());
+    let table = stdout(&bin(&s).arg("runs").output().unwrap());
     let mut lines = table.lines();
     assert!(lines.next().unwrap().starts_with("TASK"), "{table}");
     let row = lines.next().unwrap();
@@ -222,12 +161,14 @@ async fn a_failed_task_exits_1_and_runs_lists_it() {
     );
 }
 
-#[test]
-fn test_runpod_exits_1_with_one_line_when_the_endpoint_is_down() {
+#[tokio::test]
+async fn test_runpod_exits_1_with_one_line_when_the_endpoint_is_down() {
     let port = closed_port();
-    let project = Project::new();
-    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
-    let out = bin(&project).arg("test-runpod").output().unwrap();
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
+        .build()
+        .await;
+    let out = bin(&s).arg("test-runpod").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
@@ -248,51 +189,51 @@ fn plant_run(project: &Project, template: &Value, task: &str, run_id: &str, star
 
 #[tokio::test]
 async fn runs_lists_newest_first_and_survives_broken_run_folders() {
-    let llm = FakeLlm::replies(vec![final_answer("ok")]).await;
-    let project = Project::new();
-    let cfg = project.config(&llm.base_url(), "");
-    project.task("seed", "x");
-    run_all(&cfg).await;
-    let template: Value = serde_json::from_slice(
-        &std::fs::read(project.run_dir("seed").join("summary.json")).unwrap(),
-    )
-    .unwrap();
-    std::fs::remove_dir_all(project.root().join("logs/seed")).unwrap();
+    let s = scenario()
+        .replies(vec![final_answer("ok")])
+        .task("seed", "x")
+        .build()
+        .await;
+    s.run().await;
+    let template: Value =
+        serde_json::from_slice(&std::fs::read(s.run_dir("seed").join("summary.json")).unwrap())
+            .unwrap();
+    std::fs::remove_dir_all(s.root().join("logs/seed")).unwrap();
 
     plant_run(
-        &project,
+        &s,
         &template,
         "alpha",
         "20260401T080000Z",
         "2026-04-01T08:00:00Z",
     );
     plant_run(
-        &project,
+        &s,
         &template,
         "beta",
         "20260403T080000Z",
         "2026-04-03T08:00:00Z",
     );
     plant_run(
-        &project,
+        &s,
         &template,
         "alpha",
         "20260402T080000Z",
         "2026-04-02T08:00:00Z",
     );
     // Killed before its summary was written: records only, the last line cut.
-    let killed = project.root().join("logs/alpha/20260404T080000Z");
+    let killed = s.root().join("logs/alpha/20260404T080000Z");
     std::fs::create_dir_all(&killed).unwrap();
     std::fs::write(killed.join("conversation.jsonl"), "{\"turn\":1}\n{\"tur").unwrap();
     // A summary cut off half way.
-    let torn = project.root().join("logs/beta/20260405T080000Z");
+    let torn = s.root().join("logs/beta/20260405T080000Z");
     std::fs::create_dir_all(&torn).unwrap();
     std::fs::write(torn.join("summary.json"), &template.to_string()[..40]).unwrap();
     // Stray files where folders are expected.
-    std::fs::write(project.root().join("logs/NOTES.txt"), "mine").unwrap();
-    std::fs::write(project.root().join("logs/beta/stray.json"), "{}").unwrap();
+    std::fs::write(s.root().join("logs/NOTES.txt"), "mine").unwrap();
+    std::fs::write(s.root().join("logs/beta/stray.json"), "{}").unwrap();
 
-    let out = bin(&project).args(["runs", "--json"]).output().unwrap();
+    let out = bin(&s).args(["runs", "--json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let ids: Vec<&str> = runs.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
@@ -311,7 +252,7 @@ async fn runs_lists_newest_first_and_survives_broken_run_folders() {
         "{err}"
     );
 
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["runs", "--task", "alpha", "--limit", "1"])
         .output()
         .unwrap();
@@ -332,22 +273,22 @@ async fn runs_lists_newest_first_and_survives_broken_run_folders() {
 #[tokio::test]
 async fn on_a_terminal_each_running_task_has_a_live_line_and_the_run_ends_with_a_tally() {
     let slow = |body| ok(body).set_delay(std::time::Duration::from_millis(700));
-    let llm = FakeLlm::start(vec![
-        slow(tool_calls(&[(
-            "c1",
-            "noteworx_list_notes",
-            serde_json::json!({}),
-        )])),
-        slow(final_answer("done")),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("watched", "Hello.");
+    let s = scenario()
+        .script(vec![
+            slow(tool_calls(&[(
+                "c1",
+                "noteworx_list_notes",
+                serde_json::json!({}),
+            )])),
+            slow(final_answer("done")),
+        ])
+        .task("watched", "Hello.")
+        .build()
+        .await;
     let bin = assert_cmd::cargo::cargo_bin("agent-harness");
     // `script` gives the binary a terminal and records what it drew.
     let out = {
-        let root = project.root().to_path_buf();
+        let root = s.root().to_path_buf();
         tokio::task::spawn_blocking(move || {
             std::process::Command::new("script")
                 .args(["-qec", &format!("{} run", bin.display()), "/dev/null"])
@@ -374,12 +315,13 @@ async fn on_a_terminal_each_running_task_has_a_live_line_and_the_run_ends_with_a
 
 #[tokio::test]
 async fn off_a_terminal_the_log_is_plain_lines() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("logged", "Hello.");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("logged", "Hello.")
+        .build()
+        .await;
     let out = {
-        let mut cmd = bin(&project);
+        let mut cmd = bin(&s);
         cmd.env_remove("NO_COLOR");
         tokio::task::spawn_blocking(move || cmd.arg("run").output().unwrap())
             .await
@@ -395,21 +337,21 @@ async fn off_a_terminal_the_log_is_plain_lines() {
     assert!(!err.contains("succeeded in "), "no live tally: {err}");
 }
 
-#[test]
-fn runs_needs_no_secrets() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
-    );
-    let out = bin(&project)
+#[tokio::test]
+async fn runs_needs_no_secrets() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
+        .build()
+        .await;
+    let out = bin(&s)
         .env_remove("NOTEWORX_TOKEN")
         .args(["runs", "--json"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "[]");
-    let out = bin(&project)
+    let out = bin(&s)
         .env_remove("NOTEWORX_TOKEN")
         .arg("check")
         .output()
@@ -418,34 +360,30 @@ fn runs_needs_no_secrets() {
     assert!(stderr(&out).contains("NOTEWORX_TOKEN"), "{}", stderr(&out));
 }
 
-#[test]
-fn the_shipped_example_inbox_passes_check() {
-    let project = Project::new();
+#[tokio::test]
+async fn the_shipped_example_inbox_passes_check() {
     let example = include_str!("../../config/agent.toml.example");
     let profiles = &example[example.find("[agents.").unwrap()..];
     // `check` starts no server, but its program must be there: any will do.
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        &format!(
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config(&format!(
             "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}\
              [mcp.servers.time]\ncommand = [\"sh\"]\ntools = [\"get_current_time\"]\n"
-        ),
-    );
+        ))
+        .build()
+        .await;
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox");
     let mut names = Vec::new();
     for e in std::fs::read_dir(shipped).unwrap() {
         let e = e.unwrap();
         if e.path().extension().is_some_and(|x| x == "md") {
-            std::fs::copy(
-                e.path(),
-                project.root().join("tasks/inbox").join(e.file_name()),
-            )
-            .unwrap();
+            std::fs::copy(e.path(), s.root().join("tasks/inbox").join(e.file_name())).unwrap();
             names.push(e.file_name());
         }
     }
     assert!(names.len() >= 3, "{names:?}");
-    let out = bin(&project)
+    let out = bin(&s)
         .env("NOTEWORX_TOKEN", "nwx_x")
         .arg("check")
         .output()
@@ -460,20 +398,19 @@ fn the_shipped_example_inbox_passes_check() {
 
 /// SPEC §22 "First contact": a fresh copy of the shipped example config,
 /// with only its endpoint filled in, checks clean — no warning.
-#[test]
-fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_in() {
-    let project = Project::new();
+#[tokio::test]
+async fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_in() {
     let example = include_str!("../../config/agent.toml.example");
     let ours = example.replacen("kind = \"runpod\"", "kind = \"openai\"", 1);
     assert_ne!(ours, example, "the example names its endpoint kind");
-    std::fs::write(project.root().join("agent.toml"), ours).unwrap();
+    let s = scenario().config_file(&ours).build().await;
     std::fs::copy(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox/example.md"),
-        project.root().join("tasks/inbox/example.md"),
+        s.root().join("tasks/inbox/example.md"),
     )
     .unwrap();
 
-    let out = bin(&project).arg("check").output().unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(!stdout(&out).contains("warning:"), "{}", stdout(&out));

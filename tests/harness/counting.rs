@@ -2,7 +2,6 @@
 //! llama-server stand-in whose `/apply-template` and `/tokenize` agree with
 //! the `usage` it reports and the window it enforces.
 
-use agent_harness::lab::replay::{ReplayOptions, replay};
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
@@ -44,22 +43,22 @@ async fn four_long_notes() -> FakeNoteworx {
     .await
 }
 
-/// Runs the four-read task against `llm`; returns the project.
-async fn read_four(llm: &FakeLlm, notes: &FakeNoteworx) -> Project {
-    let project = Project::new();
-    project.task(
-        "read",
-        "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead n1 to n4.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!(
-            "[model]\nmax_tokens = {MAX_TOKENS}\n[limits]\ncontext_tokens = {WINDOW}\nmax_turns = 8\n{}",
-            notes.config_section()
-        ),
-    );
-    run_all(&cfg).await;
-    project
+/// Runs the four-read task against `llm`; returns the scene.
+async fn read_four(llm: FakeLlm, notes: &FakeNoteworx) -> Scene {
+    let scene = scenario()
+        .llm(llm)
+        .task(
+            "read",
+            "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead n1 to n4.",
+        )
+        .config(&format!(
+            "[model]\nmax_tokens = {MAX_TOKENS}\n[limits]\ncontext_tokens = {WINDOW}\nmax_turns = 8"
+        ))
+        .notes(notes)
+        .build()
+        .await;
+    scene.run().await;
+    scene
 }
 
 fn elided(lines: &[Value]) -> usize {
@@ -77,7 +76,7 @@ fn elided(lines: &[Value]) -> usize {
 async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate() {
     let notes = four_long_notes().await;
     let counting = FakeLlm::counting(reads(&["n1", "n2", "n3", "n4"]), WINDOW).await;
-    let exact = read_four(&counting, &notes).await;
+    let exact = read_four(counting, &notes).await;
 
     let s = exact.summary("read");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
@@ -98,7 +97,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
     }
     // Each chat request was counted as sent: the last template request
     // before it carried the same body.
-    let all = counting.server.received_requests().await.unwrap();
+    let all = exact.llm().server.received_requests().await.unwrap();
     let mut last_template: Option<Value> = None;
     for r in &all {
         let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
@@ -111,7 +110,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
 
     // The same task against a server that reports usage but cannot count.
     let reporting = FakeLlm::reporting(reads(&["n1", "n2", "n3", "n4"]), WINDOW).await;
-    let estimated = read_four(&reporting, &notes).await;
+    let estimated = read_four(reporting, &notes).await;
     let est_lines = estimated.conversation("read");
     assert!(
         est_lines
@@ -119,7 +118,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
             .all(|l| l["context"]["counted"] == "estimated")
     );
     assert_eq!(
-        reporting.requests_to("/apply-template").await,
+        estimated.llm().requests_to("/apply-template").await,
         1,
         "asked once, then estimated for the rest of the run"
     );
@@ -133,26 +132,13 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
 
     // The counted run replays exactly, its counts answered from the records.
     let port = closed_port();
-    let offline = exact.config(
+    exact.write_config(
         &format!("http://127.0.0.1:{port}/v1"),
         &format!(
             "[model]\nmax_tokens = {MAX_TOKENS}\n[limits]\ncontext_tokens = {WINDOW}\nmax_turns = 8\n[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n"
         ),
     );
-    let mut out = Vec::new();
-    let end = replay(
-        &offline,
-        &ReplayOptions {
-            batch: agent_harness::drain::BatchOptions::default(),
-            run_dir: exact.run_dir("read"),
-            from_turn: None,
-            live_writes: false,
-        },
-        &mut out,
-    )
-    .await;
-    let code = agent_harness::app::replay_exit(end);
-    let out = String::from_utf8(out).unwrap();
+    let (code, out) = replay_of(&exact.cfg(), &exact.run_dir("read"), None).await;
     assert_eq!(code, 0, "{out}");
 }
 
@@ -173,18 +159,18 @@ async fn a_count_too_small_for_the_prompt_is_not_believed() {
         .mount(&llm.server)
         .await;
 
-    let project = read_four(&llm, &notes).await;
+    let scene = read_four(llm, &notes).await;
 
-    let s = project.summary("read");
+    let s = scene.summary("read");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
-    let lines = project.conversation("read");
+    let lines = scene.conversation("read");
     assert_eq!(lines.len(), 5, "no request was refused for its size");
     for l in &lines {
         assert_eq!(l["context"]["counted"], "estimated", "{}", l["context"]);
         assert!(l["context"]["prompt_tokens"].as_u64().unwrap() > 3);
     }
     assert_eq!(
-        llm.requests_to("/tokenize").await,
+        scene.llm().requests_to("/tokenize").await,
         lines.len(),
         "each request is counted, and each count disbelieved on its own"
     );
@@ -200,55 +186,45 @@ async fn a_model_that_reads_an_elided_note_again_is_not_told_it_has_it() {
         &"a long note body ".repeat(150),
     )])
     .await;
-    let llm = FakeLlm::counting(reads(&["big", "big", "big", "big"]), 1400).await;
-    let project = Project::new();
-    project.task(
-        "again",
-        "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead big.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!(
-            "[model]\nmax_tokens = 200\n[limits]\ncontext_tokens = 1400\n{}",
-            notes.config_section()
-        ),
-    );
+    let scene = scenario()
+        .llm(FakeLlm::counting(reads(&["big", "big", "big", "big"]), 1400).await)
+        .task(
+            "again",
+            "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead big.",
+        )
+        .config("[model]\nmax_tokens = 200\n[limits]\ncontext_tokens = 1400")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("again");
+    let s = scene.summary("again");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
-    let tools = project.tool_lines("again");
+    let tools = scene.tool_lines("again");
     assert_eq!(tools.len(), 4);
     assert!(
         tools.iter().all(|t| t.executed && !t.is_error),
         "each earlier result had left the context, so no read was a repeat: {:?}",
         tools.iter().map(|t| &t.result).collect::<Vec<_>>()
     );
-    assert!(elided(&project.conversation("again")) >= 3);
+    assert!(elided(&scene.conversation("again")) >= 3);
 }
 
 #[tokio::test]
 async fn a_repeat_whose_result_is_still_in_the_context_is_refused() {
     let notes = FakeNoteworx::start(vec![note("small", "Small", &[], "short")]).await;
-    let llm = FakeLlm::counting(reads(&["small", "small", "small"]), 8192).await;
-    let project = Project::new();
-    project.task("again", "Read small.");
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!(
-            "[limits]\ncontext_tokens = 8192\n{}",
-            notes.config_section()
-        ),
-    );
+    let s = scenario()
+        .llm(FakeLlm::counting(reads(&["small", "small", "small"]), 8192).await)
+        .task("again", "Read small.")
+        .config("[limits]\ncontext_tokens = 8192")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let executed: Vec<bool> = project
-        .tool_lines("again")
-        .iter()
-        .map(|t| t.executed)
-        .collect();
+    let executed: Vec<bool> = s.tool_lines("again").iter().map(|t| t.executed).collect();
     assert_eq!(
         executed,
         [true, true, false],
@@ -280,24 +256,23 @@ async fn replayed_thinking_is_elided_before_any_tool_result() {
         1500,
     )
     .await;
-    let project = Project::new();
-    project.task(
-        "think",
-        "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead n1 and n2.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!(
-            "[model]\nmax_tokens = 200\nreplay_thinking = \"keep\"\n[limits]\ncontext_tokens = 1500\n{}",
-            notes.config_section()
-        ),
-    );
+    let scene = scenario()
+        .llm(llm)
+        .task(
+            "think",
+            "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead n1 and n2.",
+        )
+        .config("[model]\nmax_tokens = 200\nreplay_thinking = \"keep\"")
+        .config("[limits]\ncontext_tokens = 1500")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("think");
+    let s = scene.summary("think");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
-    let contexts: Vec<(u64, usize)> = project
+    let contexts: Vec<(u64, usize)> = scene
         .conversation("think")
         .iter()
         .map(|l| {
@@ -320,7 +295,7 @@ async fn replayed_thinking_is_elided_before_any_tool_result() {
             .filter(|m| m.get("reasoning_content").is_some())
             .count()
     };
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     let last = requests.last().unwrap();
     assert!(
         thinking_left(last) < 2,

@@ -10,19 +10,6 @@ use serde_json::{Value, json};
 use crate::common::fake_noteworx::{FakeNoteworx, note};
 use crate::common::*;
 
-fn bin(project: &Project, args: &[&str]) -> Output {
-    assert_cmd::Command::cargo_bin("agent-harness")
-        .unwrap()
-        .args(args)
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
-        .env("NO_COLOR", "1")
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap()
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -36,29 +23,29 @@ const SUITE_PLAIN: &str =
 #[tokio::test]
 async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
             final_answer("It is forty-two."),
-        ],
-        &[("t", SUITE_READ)],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", SUITE_READ)
+        .notes(&notes)
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let s = project.summary("t");
+    let t = s.summary("t");
     assert_eq!(
-        (s.status, s.stop_reason, s.retryable),
+        (t.status, t.stop_reason, t.retryable),
         (Status::Failed, StopReason::ExpectationFailed, false)
     );
     assert_eq!(
-        s.error.as_deref(),
+        t.error.as_deref(),
         Some("missed expectations: attachments (0 created, expected 1)")
     );
-    let v = serde_json::to_value(s.expectations.unwrap()).unwrap();
+    let v = serde_json::to_value(t.expectations.unwrap()).unwrap();
     assert_eq!(
         v,
         json!([
@@ -68,14 +55,14 @@ async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
             {"check": "max_turns_used", "ok": true, "detail": "2 turn(s) used, at most 3 expected"}
         ])
     );
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(s.failed().len(), 1);
 }
 
 #[tokio::test]
 async fn a_task_that_meets_every_expectation_succeeds() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
             tool_calls(&[(
                 "c2",
@@ -83,18 +70,18 @@ async fn a_task_that_meets_every_expectation_succeeds() {
                 json!({"slug": "n", "filename": "s.md", "content": "42."}),
             )]),
             final_answer("Forty-two."),
-        ],
-        &[("t", SUITE_READ)],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", SUITE_READ)
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let s = project.summary("t");
-    assert_eq!(s.stop_reason, StopReason::FinalAnswer);
+    let t = s.summary("t");
+    assert_eq!(t.stop_reason, StopReason::FinalAnswer);
     // Each of the four checks SUITE_READ declares has a verdict, and each is met.
-    let verdicts: Vec<(String, bool)> = s
+    let verdicts: Vec<(String, bool)> = t
         .expectations
         .expect("a task with [expect] has verdicts")
         .into_iter()
@@ -111,17 +98,23 @@ async fn a_task_that_meets_every_expectation_succeeds() {
     );
 }
 
-#[test]
-fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_call() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("a", "+++\n[expect]\nanswer_matches = \"((\"\n+++\nGo.");
-    project.task("b", "+++\n[expect]\nanswers = 1\n+++\nGo.");
-    project.task(
-        "c",
-        "+++\ntools = []\n[expect]\ntools_called = [\"webfetch\"]\n+++\nGo.",
-    );
-    let out = bin(&project, &["check"]);
+#[tokio::test]
+async fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_call() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("a", "+++\n[expect]\nanswer_matches = \"((\"\n+++\nGo.")
+        .task("b", "+++\n[expect]\nanswers = 1\n+++\nGo.")
+        .task(
+            "c",
+            "+++\ntools = []\n[expect]\ntools_called = [\"webfetch\"]\n+++\nGo.",
+        )
+        .build()
+        .await;
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(["check"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let o = text(&out.stdout);
     assert!(
@@ -142,28 +135,29 @@ fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_call() 
 
 /// A project with the two-task suite in `suite/` and a fake that makes the
 /// first task pass and the plain one fail its expectation.
-async fn suite() -> (Project, FakeNoteworx, FakeLlm) {
+async fn suite() -> (Scene, FakeNoteworx) {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[(
-            "c1",
-            "noteworx_read_note",
-            json!({"slug": "n"}),
-        )])),
-        ok(tool_calls(&[(
-            "c2",
-            "noteworx_create_attachment",
-            json!({"slug": "n", "filename": "s.md", "content": "42."}),
-        )])),
-        ok(final_answer("Forty-two.")),
-    ])
-    .await;
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("suite")).unwrap();
-    std::fs::write(project.root().join("suite/read.md"), SUITE_READ).unwrap();
-    std::fs::write(project.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
-    project.write_config(&llm.base_url(), &notes.config_section());
-    (project, notes, llm)
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[(
+                "c1",
+                "noteworx_read_note",
+                json!({"slug": "n"}),
+            )])),
+            ok(tool_calls(&[(
+                "c2",
+                "noteworx_create_attachment",
+                json!({"slug": "n", "filename": "s.md", "content": "42."}),
+            )])),
+            ok(final_answer("Forty-two.")),
+        ])
+        .notes(&notes)
+        .build()
+        .await;
+    std::fs::create_dir_all(s.root().join("suite")).unwrap();
+    std::fs::write(s.root().join("suite/read.md"), SUITE_READ).unwrap();
+    std::fs::write(s.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
+    (s, notes)
 }
 
 fn eval_json(out: &Output) -> Value {
@@ -173,9 +167,13 @@ fn eval_json(out: &Output) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alone() {
-    let (project, notes, llm) = suite().await;
+    let (s, notes) = suite().await;
 
-    let out = bin(&project, &["eval", "suite", "--repeat", "2", "--json"]);
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(["eval", "suite", "--repeat", "2", "--json"])
+        .output()
+        .unwrap();
 
     let report = eval_json(&out);
     assert_eq!(report["repeat"], 2);
@@ -201,12 +199,9 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
         "no two-value matrix, no comparison"
     );
     assert!(notes.attachments("n").is_empty(), "writes are dry-run");
-    assert!(
-        project.root().join("suite/read.md").exists()
-            && project.root().join("suite/plain.md").exists()
-    );
-    assert!(project.inbox().is_empty() && project.done().is_empty());
-    let eval_dir = project
+    assert!(s.root().join("suite/read.md").exists() && s.root().join("suite/plain.md").exists());
+    assert!(s.inbox().is_empty() && s.done().is_empty());
+    let eval_dir = s
         .root()
         .join("logs/eval")
         .join(report["eval_id"].as_str().unwrap());
@@ -216,8 +211,12 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
     assert_eq!(written, report);
     let runs = std::fs::read_dir(eval_dir.join("v1/read")).unwrap().count();
     assert_eq!(runs, 2, "one run folder per repeat");
-    assert_eq!(llm.requests().await.len(), 2 * 3 + 2 * 3);
-    let listed = bin(&project, &["runs"]);
+    assert_eq!(s.requests().await.len(), 2 * 3 + 2 * 3);
+    let listed = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(["runs"])
+        .output()
+        .unwrap();
     assert!(
         !text(&listed.stderr).contains("without a readable summary"),
         "eval folders are not runs: {}",
@@ -227,11 +226,11 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_side() {
-    let (project, _notes, llm) = suite().await;
+    let (s, _notes) = suite().await;
 
-    let out = bin(
-        &project,
-        &[
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args([
             "eval",
             "suite",
             "--repeat",
@@ -240,8 +239,9 @@ async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_
             "limits.max_turns=5",
             "--matrix",
             "model.temperature=0.1,0.9",
-        ],
-    );
+        ])
+        .output()
+        .unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let o = text(&out.stdout);
@@ -269,7 +269,7 @@ async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_
             .any(|l| l.starts_with("TOTAL  limits.max_turns=5 model.temperature=0.9  1/2")),
         "{o}"
     );
-    let temps: Vec<f64> = llm
+    let temps: Vec<f64> = s
         .requests()
         .await
         .iter()
@@ -279,19 +279,22 @@ async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_
     assert_eq!(temps.iter().filter(|t| **t == 0.9).count(), 6);
 }
 
-#[test]
-fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("suite")).unwrap();
-    std::fs::write(project.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
-    project.write_config(&format!("http://127.0.0.1:{}/v1", closed_port()), "");
-    let out = bin(&project, &["eval", "suite"]);
+#[tokio::test]
+async fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{}/v1", closed_port()))
+        .build()
+        .await;
+    std::fs::create_dir_all(s.root().join("suite")).unwrap();
+    std::fs::write(s.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(["eval", "suite"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("unreachable"));
-    assert!(
-        !project.root().join("logs/eval").exists(),
-        "nothing was run"
-    );
+    assert!(!s.root().join("logs/eval").exists(), "nothing was run");
 
     for (args, says) in [
         (vec!["eval", "missing"], "missing"),
@@ -309,8 +312,12 @@ fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
             "0 is not in 1..=1000",
         ),
     ] {
-        std::fs::create_dir_all(project.root().join("logs")).unwrap();
-        let out = bin(&project, &args);
+        std::fs::create_dir_all(s.root().join("logs")).unwrap();
+        let out = bin(&s)
+            .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+            .args(&args)
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
             text(&out.stderr).contains(says),
@@ -320,18 +327,22 @@ fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
     }
 }
 
-#[test]
-fn the_shipped_suite_is_valid_and_covers_every_tool() {
-    let project = Project::new();
+#[tokio::test]
+async fn the_shipped_suite_is_valid_and_covers_every_tool() {
     let evals = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evals");
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        &format!(
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config(&format!(
             "[paths]\ninbox = \"{}\"\n[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
             evals.display()
-        ),
-    );
-    let out = bin(&project, &["check"]);
+        ))
+        .build()
+        .await;
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(["check"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let mut files = 0;
     let mut tools = std::collections::BTreeSet::new();
@@ -382,16 +393,15 @@ async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() 
         .respond_with(SlowForA)
         .mount(&server)
         .await;
-    let project = Project::new();
-    let suite = project.root().join("suite");
+    let s = scenario().llm(FakeLlm { server }).build().await;
+    let suite = s.root().join("suite");
     std::fs::create_dir_all(&suite).unwrap();
     std::fs::write(suite.join("a.md"), "A slow one.").unwrap();
     std::fs::write(suite.join("b.md"), "A quick one.").unwrap();
-    let cfg = project.config(&format!("{}/v1", server.uri()), "");
     // b's records cannot be made: its log folder is a link.
-    let logs = project.root().join("evallogs");
+    let logs = s.root().join("evallogs");
     std::fs::create_dir_all(&logs).unwrap();
-    std::os::unix::fs::symlink(project.root(), logs.join("b")).unwrap();
+    std::os::unix::fs::symlink(s.root(), logs.join("b")).unwrap();
     let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 1,
@@ -402,7 +412,7 @@ async fn a_broken_run_is_counted_against_its_own_task_whatever_finishes_first() 
         ..agent_harness::lab::eval::EvalOptions::default()
     };
 
-    let report = agent_harness::lab::eval::run_variant(&cfg, &harness(&cfg), &opts, &[], &logs)
+    let report = agent_harness::lab::eval::run_variant(&s.cfg(), &s.deps(), &opts, &[], &logs)
         .await
         .unwrap();
 

@@ -31,7 +31,7 @@ impl Respond for ByTemperature {
     }
 }
 
-async fn project() -> (Project, MockServer) {
+async fn project() -> Scene {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/chat/completions"))
@@ -39,8 +39,8 @@ async fn project() -> (Project, MockServer) {
         .mount(&server)
         .await;
     list_models(&server).await;
-    let project = Project::new();
-    let suite = project.root().join("suite");
+    let s = scenario().llm(FakeLlm { server }).build().await;
+    let suite = s.root().join("suite");
     std::fs::create_dir_all(&suite).unwrap();
     for name in ["one", "two"] {
         std::fs::write(
@@ -49,12 +49,11 @@ async fn project() -> (Project, MockServer) {
         )
         .unwrap();
     }
-    project.write_config(&format!("{}/v1", server.uri()), "");
-    (project, server)
+    s
 }
 
 fn eval(project: &Project, args: &[&str]) -> Output {
-    crate::cli::bin(project)
+    bin(project)
         .arg("eval")
         .arg("suite")
         .args(args)
@@ -70,9 +69,9 @@ fn json_of(out: &Output) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
-    let (project, _server) = project().await;
+    let s = project().await;
     let out = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "3",
@@ -98,7 +97,7 @@ async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
 
     // The table says the same, the verdict on a line of its own.
     let out = eval(
-        &project,
+        &s,
         &["--repeat", "3", "--matrix", "model.temperature=0.9,0.1"],
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -130,9 +129,9 @@ async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
-    let (project, _server) = project().await;
+    let s = project().await;
     let out = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "2",
@@ -150,7 +149,7 @@ async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
 
     // Half the runs pass: no task passes all its runs, pass^k is 0.
     let out = eval(
-        &project,
+        &s,
         &["--repeat", "2", "--set", "model.temperature=0.5", "--json"],
     );
     let v = &json_of(&out)["variants"][0];
@@ -168,9 +167,9 @@ async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
-    let (project, _server) = project().await;
+    let s = project().await;
     let below = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "1",
@@ -191,7 +190,7 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
         "the passing arm is not named: {err}"
     );
     let at = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "1",
@@ -208,7 +207,7 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
         String::from_utf8_lossy(&at.stderr)
     );
     let none = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "1",
@@ -220,7 +219,7 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
     );
     assert_eq!(none.status.code(), Some(0));
     for bad in ["1.5", "-0.1", "nan", "eighty"] {
-        let out = eval(&project, &["--min-pass-rate", bad]);
+        let out = eval(&s, &["--min-pass-rate", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
 }
@@ -228,9 +227,9 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs scripts/test: headless Chromium (Debian chromium)"]
 async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
-    let (project, _server) = project().await;
+    let s = project().await;
     let out = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "2",
@@ -241,11 +240,11 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
     );
     let eval_id = json_of(&out)["eval_id"].as_str().unwrap().to_string();
     // One inbox run that misses its expectation, for the index.
-    project.task(
+    s.task(
         "t",
         "+++\ntools = []\ntemperature = 0.9\n[expect]\nanswer_matches = \"^right$\"\n+++\nSay right.\n",
     );
-    let bin = |args: &[&str]| crate::cli::bin(&project).args(args).output().unwrap();
+    let bin = |args: &[&str]| bin(&s).args(args).output().unwrap();
     assert_eq!(bin(&["run"]).status.code(), Some(1));
     let made = bin(&["report", "--out", "report"]);
     let said = String::from_utf8_lossy(&made.stdout).into_owned();
@@ -255,7 +254,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
     );
 
     let work = tempfile::tempdir().unwrap();
-    let out_dir = project.root().join("report");
+    let out_dir = s.root().join("report");
     let (index, requests) = crate::report::render(&out_dir.join("index.html"), work.path());
     assert!(requests.is_empty(), "{requests:?}");
     assert!(
@@ -305,8 +304,11 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
 
 #[tokio::test]
 async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
-    let project = Project::new();
-    let evals = project.root().join("logs/eval");
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let evals = s.root().join("logs/eval");
     for (id, body) in [
         ("20261101T000000Z", "[".repeat(300_000)),
         ("20261102T000000Z", "{\"eval_id\": 1}".to_string()),
@@ -321,9 +323,8 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
     std::os::unix::fs::symlink("/etc/passwd", linked.join("eval.json")).unwrap();
     std::os::unix::fs::symlink("/etc", linked.join("v1")).unwrap();
     std::os::unix::fs::symlink("/etc", evals.join("20261105T000000Z")).unwrap();
-    project.write_config("http://127.0.0.1:9/v1", "");
 
-    let made = crate::cli::bin(&project)
+    let made = bin(&s)
         .args(["report", "--out", "report"])
         .output()
         .unwrap();
@@ -335,10 +336,10 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
     );
     let err = String::from_utf8_lossy(&made.stderr).into_owned();
     assert_eq!(err.matches("eval.json").count(), 4, "one line each: {err}");
-    let index = std::fs::read_to_string(project.root().join("report/index.html")).unwrap();
+    let index = std::fs::read_to_string(s.root().join("report/index.html")).unwrap();
     assert_eq!(index.matches("(eval.json unreadable)").count(), 4);
     let page =
-        std::fs::read_to_string(project.root().join("report/evals/20261104T000000Z.html")).unwrap();
+        std::fs::read_to_string(s.root().join("report/evals/20261104T000000Z.html")).unwrap();
     assert!(
         page.contains("could not be read") && !page.contains("root:"),
         "{page}"
@@ -347,9 +348,9 @@ async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_secret_matrix_value_never_reaches_the_comparison() {
-    let (project, _server) = project().await;
+    let s = project().await;
     let out = eval(
-        &project,
+        &s,
         &[
             "--repeat",
             "1",
@@ -371,8 +372,7 @@ async fn a_secret_matrix_value_never_reaches_the_comparison() {
         (Some("***"), Some("***"))
     );
     let eval_json = std::fs::read_to_string(
-        project
-            .root()
+        s.root()
             .join("logs/eval")
             .join(report["eval_id"].as_str().unwrap())
             .join("eval.json"),

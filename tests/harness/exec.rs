@@ -3,21 +3,21 @@
 
 use serde_json::json;
 
-use crate::cli::{bin, run_bin, stderr, stdout};
 use crate::common::*;
 
 #[tokio::test]
 async fn exec_runs_a_prompt_with_no_inbox_and_prints_the_answer() {
-    let llm = FakeLlm::replies(vec![final_answer("Paris.")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    std::fs::remove_dir(project.root().join("tasks/inbox")).unwrap();
+    let s = scenario()
+        .replies(vec![final_answer("Paris.")])
+        .build()
+        .await;
+    std::fs::remove_dir(s.root().join("tasks/inbox")).unwrap();
 
-    let out = run_bin(&project, &["exec", "What is the capital of France?"]).await;
+    let out = run_bin(&s, &["exec", "What is the capital of France?"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "Paris.\n");
-    let dir = the_run_dir(&project, "exec");
+    let dir = the_run_dir(&s, "exec");
     assert_eq!(
         std::fs::read_to_string(dir.join("task.md")).unwrap(),
         "What is the capital of France?"
@@ -26,22 +26,18 @@ async fn exec_runs_a_prompt_with_no_inbox_and_prints_the_answer() {
         std::fs::read_to_string(dir.join("answer.md")).unwrap(),
         "Paris.\n"
     );
-    assert!(
-        !project.root().join("tasks/inbox").exists(),
-        "no inbox is made"
-    );
-    assert!(
-        !project.root().join("tasks/done").exists(),
-        "nothing is filed"
-    );
+    assert!(!s.root().join("tasks/inbox").exists(), "no inbox is made");
+    assert!(!s.root().join("tasks/done").exists(), "nothing is filed");
 }
 
 #[tokio::test]
 async fn exec_reads_stdin_with_frontmatter_and_the_flags_win() {
-    let llm = FakeLlm::replies(vec![final_answer("fetched nothing")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "[tools.webfetch]\nenabled = true\n");
-    let mut cmd = bin(&project);
+    let s = scenario()
+        .replies(vec![final_answer("fetched nothing")])
+        .config("[tools.webfetch]\nenabled = true")
+        .build()
+        .await;
+    let mut cmd = bin(&s);
     cmd.args(["exec", "--name", "probe", "--tools", "webfetch", "-"])
         .write_stdin("+++\nmax_turns = 2\ntools = [\"noteworx_list_notes\"]\n+++\nLook it up.\n");
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -50,13 +46,13 @@ async fn exec_reads_stdin_with_frontmatter_and_the_flags_win() {
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "fetched nothing\n");
-    let task = std::fs::read_to_string(the_run_dir(&project, "probe").join("task.md")).unwrap();
+    let task = std::fs::read_to_string(the_run_dir(&s, "probe").join("task.md")).unwrap();
     assert!(
         task.contains("max_turns = 2") && task.contains("tools = [\"webfetch\"]"),
         "{task}"
     );
     assert!(task.ends_with("+++\nLook it up.\n"), "{task}");
-    let sent = llm.requests().await;
+    let sent = s.requests().await;
     let offered: Vec<&str> = sent[0]["tools"]
         .as_array()
         .unwrap()
@@ -68,14 +64,15 @@ async fn exec_reads_stdin_with_frontmatter_and_the_flags_win() {
 
 #[tokio::test]
 async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
-    let llm = FakeLlm::start(vec![
-        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            wiremock::ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "bad"}})),
+        ])
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["exec", "Answer."]).await;
+    let out = run_bin(&s, &["exec", "Answer."]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(stdout(&out), "", "no answer, nothing on stdout");
 
@@ -87,10 +84,10 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         &["exec", "--tools", "webfetch,,shell", "Answer."][..],
         &["exec", "--agent", "nobody", "Answer."][..],
     ] {
-        let out = run_bin(&project, args).await;
+        let out = run_bin(&s, args).await;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
-    let mut cmd = bin(&project);
+    let mut cmd = bin(&s);
     cmd.args(["exec", "-"])
         .write_stdin(vec![b'x'; 1024 * 1024 + 1]);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
@@ -103,7 +100,7 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         stderr(&out)
     );
     assert_eq!(
-        llm.requests().await.len(),
+        s.requests().await.len(),
         1,
         "only the first exec called the model"
     );

@@ -2,16 +2,18 @@
 //! uncreatable or unusable is a configuration error naming its key before
 //! any task starts; a run that finds the lock taken touches nothing.
 
-use crate::cli::{as_nobody, bin, stderr, stdout};
 use crate::common::*;
 
-#[test]
-fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "[paths]\ninbox = \"tasks/inbx\"\n");
-    let resolved = project.root().join("tasks/inbx").display().to_string();
+#[tokio::test]
+async fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[paths]\ninbox = \"tasks/inbx\"")
+        .build()
+        .await;
+    let resolved = s.root().join("tasks/inbx").display().to_string();
     for args in [&["run"][..], &["run-task", "t"], &["check"]] {
-        let out = bin(&project).args(args).output().unwrap();
+        let out = bin(&s).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         let text = format!("{}{}", stdout(&out), stderr(&out));
         assert!(
@@ -22,63 +24,65 @@ fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
         );
     }
     assert!(
-        !project.root().join("tasks/inbx").exists(),
+        !s.root().join("tasks/inbx").exists(),
         "nothing creates the inbox"
     );
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_last_run_exit_code 2\n"),
         "a run that read its config writes its figures: {metrics}"
     );
 }
 
-#[test]
-fn a_folder_that_cannot_be_created_names_its_key_and_touches_no_task() {
-    let project = Project::new();
-    std::fs::write(project.root().join("blocker"), "a file").unwrap();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[paths]\ndone = \"blocker/done\"\n",
-    );
-    project.task("t", "x");
-    let out = bin(&project).arg("run").output().unwrap();
+#[tokio::test]
+async fn a_folder_that_cannot_be_created_names_its_key_and_touches_no_task() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[paths]\ndone = \"blocker/done\"")
+        .task("t", "x")
+        .build()
+        .await;
+    std::fs::write(s.root().join("blocker"), "a file").unwrap();
+    let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("[paths] done: cannot create the folder"),
         "{}",
         stderr(&out)
     );
-    assert_eq!(project.inbox(), ["t.md"]);
-    assert!(!project.root().join("logs/t").exists());
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert!(!s.root().join("logs/t").exists());
 }
 
-#[test]
-fn run_task_exits_75_while_another_run_holds_the_lock() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    project.task("t", "x");
-    let _lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
+#[tokio::test]
+async fn run_task_exits_75_while_another_run_holds_the_lock() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "x")
+        .build()
+        .await;
+    let _lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
-    let out = bin(&project).args(["run-task", "t"]).output().unwrap();
+    let out = bin(&s).args(["run-task", "t"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75));
     let err = stderr(&out);
     assert!(err.contains("task \"t\" did not run"), "{err}");
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
 }
 
 /// `run` refuses folders it could not use, as `check` names them: an
 /// existing `done/` it cannot write, a file in the way of `failed/`.
-#[test]
-fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
-    let project = Project::new();
-    std::fs::write(project.root().join("blocker"), "a file").unwrap();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[paths]\nfailed = \"blocker/failed\"\n",
-    );
-    project.task("t", "x");
-    let check = bin(&project).arg("check").output().unwrap();
+#[tokio::test]
+async fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[paths]\nfailed = \"blocker/failed\"")
+        .task("t", "x")
+        .build()
+        .await;
+    std::fs::write(s.root().join("blocker"), "a file").unwrap();
+    let check = bin(&s).arg("check").output().unwrap();
     assert_eq!(check.status.code(), Some(2), "{}", stdout(&check));
     assert!(
         stdout(&check).contains("[paths] failed: ")
@@ -89,25 +93,25 @@ fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
 
     if unsafe { libc::geteuid() } != 0 {
         use std::os::unix::fs::PermissionsExt;
-        project.write_config("http://127.0.0.1:9/v1", "");
-        let done = project.root().join("tasks/done");
+        s.write_config("http://127.0.0.1:9/v1", "");
+        let done = s.root().join("tasks/done");
         std::fs::create_dir_all(&done).unwrap();
         std::fs::set_permissions(&done, std::fs::Permissions::from_mode(0o555)).unwrap();
-        let out = bin(&project).arg("run").output().unwrap();
+        let out = bin(&s).arg("run").output().unwrap();
         std::fs::set_permissions(&done, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert!(stderr(&out).contains("[paths] done: "), "{}", stderr(&out));
-        assert!(!project.root().join("logs/t").exists(), "no task started");
+        assert!(!s.root().join("logs/t").exists(), "no task started");
     } else {
         // As root every folder is writable: the same check runs as nobody.
-        project.write_config("http://127.0.0.1:9/v1", "");
-        let out = as_nobody(&project, "run");
+        s.write_config("http://127.0.0.1:9/v1", "");
+        let out = as_nobody(&s, "run");
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let err = stderr(&out);
         assert!(
             err.contains("[paths] done: ") || err.contains("[paths] inbox: "),
             "{err}"
         );
-        assert!(!project.root().join("logs/t").exists(), "no task started");
+        assert!(!s.root().join("logs/t").exists(), "no task started");
     }
 }

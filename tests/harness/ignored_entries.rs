@@ -3,23 +3,20 @@
 //! counted in the metrics, and makes the run exit 1 — never "the inbox is
 //! empty" with exit 0.
 
-use crate::cli::{run_bin, stderr};
 use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn entries_that_never_run_are_named_counted_and_exit_1() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    let inbox = project.root().join("tasks/inbox");
+    let s = scenario().replies(vec![final_answer("done")]).build().await;
+    let inbox = s.root().join("tasks/inbox");
     std::fs::write(inbox.join("color.txt"), "What colour?").unwrap();
     std::fs::write(inbox.join("Color.MD"), "What colour?").unwrap();
     std::fs::create_dir(inbox.join("folder.md")).unwrap();
     // Names no task may have: never run, said the same way.
     std::fs::write(inbox.join("compare v1..v2.md"), "x").unwrap();
     std::fs::write(inbox.join("bell\u{7}\u{1b}]0;pwned.md"), "x").unwrap();
-    project.write_config(&llm.base_url(), "");
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
@@ -37,7 +34,7 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
         "a name's escapes are shown escaped: {err}"
     );
     assert!(!err.contains("cannot create the task's records"), "{err}");
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_inbox_ignored_files 5\n")
             && metrics.contains("agent_harness_last_run_exit_code 1\n"),
@@ -45,10 +42,10 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
     );
 
     // With a real task beside them the task runs, and the run still says so.
-    project.task("real", "Answer.");
-    let out = run_bin(&project, &["run"]).await;
+    s.task("real", "Answer.");
+    let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(s.done().len(), 1);
     // Taken away, the inbox is truly empty: exit 0, the gauge 0.
     for name in [
         "color.txt",
@@ -59,9 +56,9 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
         std::fs::remove_file(inbox.join(name)).unwrap();
     }
     std::fs::remove_dir(inbox.join("folder.md")).unwrap();
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_inbox_ignored_files 0\n"),
         "{metrics}"
@@ -70,15 +67,13 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn past_twenty_entries_that_never_run_are_counted_not_named() {
-    let llm = FakeLlm::replies(vec![]).await;
-    let project = Project::new();
-    let inbox = project.root().join("tasks/inbox");
+    let s = scenario().build().await;
+    let inbox = s.root().join("tasks/inbox");
     for i in 0..25 {
         std::fs::write(inbox.join(format!("stray{i:02}.txt")), "x").unwrap();
     }
-    project.write_config(&llm.base_url(), "");
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
@@ -100,7 +95,7 @@ async fn past_twenty_entries_that_never_run_are_counted_not_named() {
     assert!(counted[0].contains("and 5 more"), "{err}");
     // The summary and the metrics count every one.
     assert!(err.contains("25 inbox entries will never run"), "{err}");
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_inbox_ignored_files 25\n"),
         "{metrics}"

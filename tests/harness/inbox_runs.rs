@@ -13,8 +13,12 @@ use crate::common::*;
 
 #[tokio::test]
 async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_run() {
-    let llm = FakeLlm::replies(vec![final_answer("fine")]).await;
-    let project = Project::new();
+    let scene = scenario()
+        .replies(vec![final_answer("fine")])
+        .task("z-good", "A valid task.")
+        .config("[tools.webfetch]\nenabled = true")
+        .build()
+        .await;
     let cases: &[(&str, &[u8], &str)] = &[
         (
             "a-unknown-key",
@@ -45,17 +49,15 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
         ),
     ];
     for (name, text, _) in cases {
-        std::fs::write(project.root().join(format!("tasks/inbox/{name}.md")), text).unwrap();
+        std::fs::write(scene.root().join(format!("tasks/inbox/{name}.md")), text).unwrap();
     }
     std::fs::write(
-        project.root().join("tasks/inbox/h-too-big.md"),
+        scene.root().join("tasks/inbox/h-too-big.md"),
         vec![b'x'; 1024 * 1024 + 1],
     )
     .unwrap();
-    project.task("z-good", "A valid task.");
-    let cfg = project.config(&llm.base_url(), "[tools.webfetch]\nenabled = true\n");
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(
         outcome,
@@ -66,11 +68,11 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
         })
     );
     assert_eq!(outcome.exit_code(), 1);
-    assert_eq!(project.done(), [format!("{RUN_ID}-z-good.md")]);
-    assert_eq!(project.failed().len(), 8);
-    assert!(project.inbox().is_empty());
+    assert_eq!(scene.done(), [format!("{RUN_ID}-z-good.md")]);
+    assert_eq!(scene.failed().len(), 8);
+    assert!(scene.inbox().is_empty());
     for (name, _, reason) in cases {
-        let s = project.summary(name);
+        let s = scene.summary(name);
         assert_eq!(
             (s.status, s.stop_reason, s.retryable, s.turns),
             (Status::Failed, StopReason::InvalidTask, false, 0),
@@ -83,15 +85,9 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
             "the reason names the file: {error}"
         );
     }
-    assert!(
-        project
-            .summary("h-too-big")
-            .error
-            .unwrap()
-            .contains("1 MiB")
-    );
+    assert!(scene.summary("h-too-big").error.unwrap().contains("1 MiB"));
     assert_eq!(
-        llm.requests().await.len(),
+        scene.requests().await.len(),
         1,
         "only the valid task called the model"
     );
@@ -99,16 +95,17 @@ async fn every_invalid_task_goes_to_failed_with_its_reason_and_the_others_still_
 
 #[tokio::test]
 async fn tasks_run_oldest_file_name_first() {
-    let llm = FakeLlm::replies(vec![final_answer("one")]).await;
-    let project = Project::new();
-    for name in ["b", "c", "a"] {
-        project.task(name, &format!("task {name}"));
-    }
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("one")])
+        .task("b", "task b")
+        .task("c", "task c")
+        .task("a", "task a")
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let order: Vec<String> = llm
+    let order: Vec<String> = s
         .requests()
         .await
         .iter()
@@ -119,32 +116,38 @@ async fn tasks_run_oldest_file_name_first() {
 
 #[tokio::test]
 async fn a_second_run_while_the_lock_is_held_does_nothing() {
-    let (llm, project, cfg) = arrange(vec![final_answer("x")], &[("t", "hi")], "").await;
-    let _held = agent_harness::state::RunLock::try_acquire(&cfg.paths.state_dir())
+    let s = scenario()
+        .replies(vec![final_answer("x")])
+        .task("t", "hi")
+        .build()
+        .await;
+    let _held = agent_harness::state::RunLock::try_acquire(&s.cfg().paths.state_dir())
         .unwrap()
         .unwrap();
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome, RunOutcome::Locked { wanted: None });
     assert_eq!(outcome.exit_code(), 0);
-    assert_eq!(project.inbox(), ["t.md"]);
-    assert!(llm.requests().await.is_empty());
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert!(s.requests().await.is_empty());
 }
 
 #[tokio::test]
 async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
-    let project = Project::new();
-    project.task("a", "one");
-    project.task("b", "two");
     let port = closed_port();
-    let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
+        .task("a", "one")
+        .task("b", "two")
+        .build()
+        .await;
     let before: Vec<_> = ["a", "b"]
         .iter()
-        .map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
+        .map(|n| std::fs::read(s.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
         .collect();
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     let RunOutcome::Unreachable(why) = &outcome else {
         panic!("{outcome:?}")
@@ -154,37 +157,34 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
         "{why}"
     );
     assert_eq!(outcome.exit_code(), 75);
-    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert_eq!(s.inbox(), ["a.md", "b.md"]);
     let after: Vec<_> = ["a", "b"]
         .iter()
-        .map(|n| std::fs::read(project.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
+        .map(|n| std::fs::read(s.root().join(format!("tasks/inbox/{n}.md"))).unwrap())
         .collect();
     assert_eq!(before, after);
     for task in ["a", "b"] {
         assert!(
-            !project.root().join("logs").join(task).exists(),
+            !s.root().join("logs").join(task).exists(),
             "no records for tasks never started"
         );
     }
-    assert!(
-        !project
-            .root()
-            .join("tasks/.agent-harness-attempts.json")
-            .exists()
-    );
+    assert!(!s.root().join("tasks/.agent-harness-attempts.json").exists());
 }
 
 #[tokio::test]
 async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
     let down = ResponseTemplate::new(503).set_body_json(json!({"error": {"message": "busy"}}));
-    let llm = FakeLlm::start(vec![down]).await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let state = project.root().join("tasks/.agent-harness-attempts.json");
+    let s = scenario()
+        .script(vec![down])
+        .task("t", "hi")
+        .config("[limits]\nmax_attempts = 3")
+        .build()
+        .await;
+    let state = s.root().join("tasks/.agent-harness-attempts.json");
     std::fs::write(&state, r#"{"gone": 2, "t": 1}"#).unwrap();
-    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 3\n");
 
-    let dry = run(&cfg, run_options(1, true)).await;
+    let dry = s.run_with(run_options(1, true)).await;
     assert_eq!(dry.exit_code(), 75);
     assert_eq!(
         std::fs::read_to_string(&state).unwrap(),
@@ -192,26 +192,22 @@ async fn counts_of_tasks_taken_out_of_the_inbox_are_forgotten() {
         "a dry run changes nothing"
     );
 
-    run_all(&cfg).await;
+    s.run().await;
     assert_eq!(
-        attempt_counts(&project),
+        attempt_counts(&s),
         json!({"t": 2}),
         "gone is forgotten; t counted its attempt"
     );
     // A task put back under a forgotten name starts from zero.
-    project.task("gone", "back");
-    run_all(&cfg).await;
+    s.task("gone", "back");
+    s.run().await;
     assert_eq!(
-        attempt_counts(&project),
+        attempt_counts(&s),
         json!({"gone": 1}),
         "t reached max_attempts; gone starts afresh"
     );
-    assert_eq!(project.inbox(), ["gone.md"]);
-    assert!(
-        project.failed()[0].ends_with("-t.md"),
-        "{:?}",
-        project.failed()
-    );
+    assert_eq!(s.inbox(), ["gone.md"]);
+    assert!(s.failed()[0].ends_with("-t.md"), "{:?}", s.failed());
 }
 
 #[tokio::test]
@@ -220,12 +216,14 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         ResponseTemplate::new(503)
             .set_body_json(json!({"error": {"code": 503, "message": "Loading model"}}))
     };
-    let llm = FakeLlm::start(vec![down()]).await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    let scene = scenario()
+        .script(vec![down()])
+        .task("t", "hi")
+        .config("[limits]\nmax_attempts = 2")
+        .build()
+        .await;
 
-    let first = run_all(&cfg).await;
+    let first = scene.run().await;
     assert_eq!(
         first,
         RunOutcome::Finished(Tally {
@@ -234,8 +232,8 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         })
     );
     assert_eq!(first.exit_code(), 75);
-    assert_eq!(project.inbox(), ["t.md"]);
-    let s = project.summary("t");
+    assert_eq!(scene.inbox(), ["t.md"]);
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.retryable, s.attempt),
         (Status::Failed, StopReason::EndpointError, true, 1)
@@ -249,19 +247,19 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         s.error
     );
     assert_eq!(
-        project.conversation("t").len(),
+        scene.conversation("t").len(),
         4,
         "one line per attempt: the first and three retries"
     );
-    assert_eq!(attempt_counts(&project), json!({"t": 1}));
-    assert_eq!(attempt_runs(&project, "t"), [RUN_ID]);
+    assert_eq!(attempt_counts(&scene), json!({"t": 1}));
+    assert_eq!(attempt_runs(&scene, "t"), [RUN_ID]);
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/t.md")).unwrap(),
+        std::fs::read_to_string(scene.root().join("tasks/inbox/t.md")).unwrap(),
         "hi",
         "the task file is never written to"
     );
 
-    let second = run_all(&cfg).await;
+    let second = scene.run().await;
     assert_eq!(
         second,
         RunOutcome::Finished(Tally {
@@ -270,7 +268,7 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         })
     );
     assert_eq!(second.exit_code(), 1);
-    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs/t"))
+    let runs: Vec<_> = std::fs::read_dir(scene.root().join("logs/t"))
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -279,7 +277,7 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         .iter()
         .find(|p| p.ends_with(format!("{RUN_ID}-2")))
         .unwrap();
-    let s = project.summary_in(latest);
+    let s = scene.summary_in(latest);
     assert_eq!((s.retryable, s.attempt), (false, 2));
     assert!(
         s.error
@@ -289,9 +287,9 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
         "{:?}",
         s.error
     );
-    assert_eq!(project.failed(), [format!("{RUN_ID}-2-t.md")]);
+    assert_eq!(scene.failed(), [format!("{RUN_ID}-2-t.md")]);
     assert!(
-        !project
+        !scene
             .root()
             .join("tasks/.agent-harness-attempts.json")
             .exists(),
@@ -301,18 +299,17 @@ async fn an_endpoint_that_stays_down_mid_run_keeps_the_task_until_max_attempts()
 
 #[tokio::test]
 async fn a_rejected_request_is_final_at_once() {
-    let llm =
-        FakeLlm::start(vec![ResponseTemplate::new(422).set_body_json(
+    let scene = scenario()
+        .script(vec![ResponseTemplate::new(422).set_body_json(
             json!({"error": {"message": "tools[0]: unknown field"}}),
         )])
+        .task("t", "hi")
+        .build()
         .await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let cfg = project.config(&llm.base_url(), "");
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.stop_reason, s.retryable),
         (StopReason::EndpointError, false)
@@ -321,41 +318,41 @@ async fn a_rejected_request_is_final_at_once() {
         s.error.as_deref(),
         Some("the endpoint rejected the request (HTTP 422): tools[0]: unknown field")
     );
-    assert_eq!(llm.requests().await.len(), 1, "a 422 is not retried");
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(scene.requests().await.len(), 1, "a 422 is not retried");
+    assert_eq!(scene.failed().len(), 1);
 }
 
 #[tokio::test]
 async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let scene = scenario()
+        .replies(vec![
             tool_calls(&[(
                 "c1",
                 "noteworx_create_attachment",
                 json!({"slug": "a", "filename": "s.md", "content": "Idea"}),
             )]),
             final_answer("attached"),
-        ],
-        &[("t", "Attach an idea to a.")],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", "Attach an idea to a.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    let outcome = run(&cfg, run_options(1, true)).await;
+    let outcome = scene.run_with(run_options(1, true)).await;
 
     assert_eq!(outcome.exit_code(), 0);
-    assert_eq!(project.inbox(), ["t.md"]);
-    assert!(project.done().is_empty());
+    assert_eq!(scene.inbox(), ["t.md"]);
+    assert!(scene.done().is_empty());
     assert!(notes.attachments("a").is_empty());
     assert!(
         notes.calls().await.iter().all(|(m, _)| m == "GET"),
         "no write reached noteworx"
     );
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert!(s.dry_run);
     assert_eq!(s.status, Status::Succeeded);
-    let line = &project.tool_lines("t")[0];
+    let line = &scene.tool_lines("t")[0];
     assert!(
         line.result
             .starts_with("Dry run: the attachment s.md on note a was NOT created"),
@@ -373,7 +370,7 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
             .starts_with("---\nagent: noteworx-agent-harness\n")
     );
     assert!(
-        !project
+        !scene
             .root()
             .join("tasks/.agent-harness-attempts.json")
             .exists()
@@ -382,9 +379,14 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
 
 #[tokio::test]
 async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
-    let (_llm, project, cfg) =
-        arrange(vec![final_answer("x")], &[("one", "1"), ("two", "2")], "").await;
-    let h = harness(&cfg);
+    let s = scenario()
+        .replies(vec![final_answer("x")])
+        .task("one", "1")
+        .task("two", "2")
+        .build()
+        .await;
+    let cfg = s.cfg();
+    let h = s.deps();
 
     let opts = |n: &str| RunOptions {
         only: Some(n.into()),
@@ -394,9 +396,9 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
         .await
         .unwrap();
     assert_eq!(outcome.exit_code(), 0);
-    assert_eq!(project.inbox(), ["one.md"]);
+    assert_eq!(s.inbox(), ["one.md"]);
 
-    let metrics = project.root().join("logs/agent-harness.prom");
+    let metrics = s.root().join("logs/agent-harness.prom");
     let figures = std::fs::read_to_string(&metrics).unwrap();
     for bad in ["../one", "a/b", "missing"] {
         let e = agent_harness::app::run_inbox(&cfg, &h, &opts(bad))
@@ -408,7 +410,7 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
             "{bad}: {e}"
         );
     }
-    assert_eq!(project.inbox(), ["one.md"]);
+    assert_eq!(s.inbox(), ["one.md"]);
     assert_eq!(
         std::fs::read_to_string(&metrics).unwrap(),
         figures,
@@ -419,24 +421,26 @@ async fn run_task_runs_only_the_named_entry_and_refuses_paths() {
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neighbour() {
     let slow = |body| ok(body).set_delay(std::time::Duration::from_millis(300));
-    let llm = FakeLlm::by_progress(vec![
-        slow(tool_calls(&[(
-            "c1",
-            "noteworx_read_note",
-            json!({"slug": "n1"}),
-        )])),
-        slow(final_answer("read it")),
-    ])
-    .await;
     let notes = FakeNoteworx::start(vec![note("n1", "One", &[], "first note")]).await;
-    let project = Project::new();
+    let mut arranged = scenario()
+        .by_progress(vec![
+            slow(tool_calls(&[(
+                "c1",
+                "noteworx_read_note",
+                json!({"slug": "n1"}),
+            )])),
+            slow(final_answer("read it")),
+        ])
+        .notes(&notes);
     for i in 0..6 {
-        project.task(&format!("t{i}"), &format!("Task number {i}."));
+        arranged = arranged.task(&format!("t{i}"), &format!("Task number {i}."));
     }
-    project.task("t9-broken", "+++\nmax_turns = 0\n+++\nNever runs.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let s = arranged
+        .task("t9-broken", "+++\nmax_turns = 0\n+++\nNever runs.")
+        .build()
+        .await;
 
-    let outcome = run(&cfg, run_options(4, false)).await;
+    let outcome = s.run_with(run_options(4, false)).await;
 
     assert_eq!(
         outcome,
@@ -448,7 +452,7 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
     );
     // Four tasks were in flight at once: the first four requests are four
     // different tasks' first turns, before any second turn.
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     let first_four: Vec<&str> = requests[..4]
         .iter()
         .map(|r| messages(r)[1]["content"].as_str().unwrap())
@@ -464,7 +468,7 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
 
     for i in 0..6 {
         let task = format!("t{i}");
-        let lines = project.conversation(&task);
+        let lines = s.conversation(&task);
         assert_eq!(lines.len(), 2, "{task}");
         for line in &lines {
             assert_eq!(
@@ -473,33 +477,26 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
                 "{task}: only its own requests"
             );
         }
-        assert_eq!(project.tool_lines(&task).len(), 1, "{task}");
-        let log = project.run_log(&task);
+        assert_eq!(s.tool_lines(&task).len(), 1, "{task}");
+        let log = s.run_log(&task);
         assert!(log.contains(&format!("task {task} started")), "{log}");
         assert!(!log.contains("t9-broken"), "{log}");
-        assert_eq!(
-            project.summary(&task).final_answer.as_deref(),
-            Some("read it")
-        );
+        assert_eq!(s.summary(&task).final_answer.as_deref(), Some("read it"));
     }
-    assert_eq!(
-        project.summary("t9-broken").stop_reason,
-        StopReason::InvalidTask
-    );
+    assert_eq!(s.summary("t9-broken").stop_reason, StopReason::InvalidTask);
 }
 
 #[tokio::test]
 async fn yaml_frontmatter_is_an_invalid_task_not_a_prompt() {
-    let (llm, project, cfg) = arrange(
-        vec![final_answer("unused")],
-        &[("t", "---\nmax_turns: 2\ntools: [webfetch]\n---\nDo it.\n")],
-        "",
-    )
-    .await;
+    let scene = scenario()
+        .replies(vec![final_answer("unused")])
+        .task("t", "---\nmax_turns: 2\ntools: [webfetch]\n---\nDo it.\n")
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 1);
+    assert_eq!(scene.run().await.exit_code(), 1);
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::InvalidTask);
     assert!(
         s.error
@@ -509,6 +506,6 @@ async fn yaml_frontmatter_is_an_invalid_task_not_a_prompt() {
         "{:?}",
         s.error
     );
-    assert_eq!(project.failed().len(), 1);
-    assert!(llm.requests().await.is_empty(), "the model never saw it");
+    assert_eq!(scene.failed().len(), 1);
+    assert!(scene.requests().await.is_empty(), "the model never saw it");
 }

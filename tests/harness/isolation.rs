@@ -52,11 +52,14 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         .mount(&server)
         .await;
     list_models(&server).await;
-    let project = Project::new();
-    project.task("a-before", "Say hello.");
-    project.task("b-panics", "PANIC in here.");
-    project.task("c-after", "Say goodbye.");
-    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+    let scene = scenario()
+        .llm(FakeLlm { server })
+        .task("a-before", "Say hello.")
+        .task("b-panics", "PANIC in here.")
+        .task("c-after", "Say goodbye.")
+        .build()
+        .await;
+    let cfg = scene.cfg();
     let trigger = armed.clone();
     let clock: agent_harness::agent::deps::Clock = Arc::new(move || {
         if trigger.swap(false, Ordering::SeqCst) {
@@ -82,7 +85,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         })
     );
     assert_eq!(outcome.exit_code(), 1);
-    let s = project.summary("b-panics");
+    let s = scene.summary("b-panics");
     assert_eq!(
         (s.status, s.stop_reason, s.retryable),
         (Status::Failed, StopReason::InternalError, false)
@@ -95,14 +98,14 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         "{s:?}"
     );
     assert_eq!(
-        project.failed(),
+        scene.failed(),
         [format!("{RUN_ID}-b-panics.md")],
         "the file moved"
     );
-    assert_eq!(project.done().len(), 2);
-    assert!(project.inbox().is_empty());
+    assert_eq!(scene.done().len(), 2);
+    assert!(scene.inbox().is_empty());
     assert!(
-        !project
+        !scene
             .root()
             .join("tasks/.agent-harness-attempts.json")
             .exists(),
@@ -111,16 +114,16 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
 }
 
 /// Starts `agent-harness run` and SIGKILLs it once its model call is in flight.
-async fn kill_mid_call(project: &Project, llm: &FakeLlm, calls_before: usize) {
+async fn kill_mid_call(s: &Scene, calls_before: usize) {
     let mut child = harness_command()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while llm.requests().await.len() <= calls_before {
+    while s.requests().await.len() <= calls_before {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "no model call arrived"
@@ -137,29 +140,30 @@ async fn kill_mid_call(project: &Project, llm: &FakeLlm, calls_before: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("oom", "A task the process dies on.");
-    project.write_config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    let scene = scenario()
+        .script(vec![
+            ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
+        ])
+        .task("oom", "A task the process dies on.")
+        .config("[limits]\nmax_attempts = 2")
+        .build()
+        .await;
 
     for killed in 0..2 {
-        kill_mid_call(&project, &llm, killed).await;
-        assert_eq!(project.inbox(), ["oom.md"], "a kill loses no task");
+        kill_mid_call(&scene, killed).await;
+        assert_eq!(scene.inbox(), ["oom.md"], "a kill loses no task");
         assert_eq!(
-            attempt_counts(&project),
+            attempt_counts(&scene),
             json!({"oom": killed + 1}),
             "counted before it ran"
         );
         assert_eq!(
-            attempt_runs(&project, "oom").len(),
+            attempt_runs(&scene, "oom").len(),
             killed + 1,
             "each attempt's run is named"
         );
     }
-    let out = run_binary(&project, &["run"]);
+    let out = scene.binary(&["run"]);
 
     assert_eq!(
         out.status.code(),
@@ -167,17 +171,17 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(llm.requests().await.len(), 2, "not run a third time");
-    assert!(project.inbox().is_empty());
-    let failed = project.failed();
+    assert_eq!(scene.requests().await.len(), 2, "not run a third time");
+    assert!(scene.inbox().is_empty());
+    let failed = scene.failed();
     assert_eq!(failed.len(), 1, "{failed:?}");
-    let runs: Vec<_> = std::fs::read_dir(project.root().join("logs/oom"))
+    let runs: Vec<_> = std::fs::read_dir(scene.root().join("logs/oom"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("summary.json").exists())
         .collect();
     assert_eq!(runs.len(), 1, "only the last run wrote a summary");
-    let s = project.summary_in(&runs[0]);
+    let s = scene.summary_in(&runs[0]);
     assert_eq!(
         (s.status, s.stop_reason, s.attempt),
         (Status::Failed, StopReason::InternalError, 2)
@@ -188,7 +192,7 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
         "{error}"
     );
     assert!(
-        !project
+        !scene
             .root()
             .join("tasks/.agent-harness-attempts.json")
             .exists()
@@ -197,42 +201,42 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_task_gets_its_attempt_back() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "Slow.");
-    project.write_config(&llm.base_url(), "");
-    let state = project.root().join("tasks/.agent-harness-attempts.json");
-    interrupt_one_run(&project, &llm).await;
+    let s = scenario()
+        .script(vec![
+            ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
+        ])
+        .task("t", "Slow.")
+        .build()
+        .await;
+    let state = s.root().join("tasks/.agent-harness-attempts.json");
+    interrupt_one_run(&s).await;
     assert_eq!(
-        attempt_counts(&project),
+        attempt_counts(&s),
         json!({}),
         "the attempt counted at the start was taken back"
     );
     assert_eq!(
-        attempt_runs(&project, "t").len(),
+        attempt_runs(&s, "t").len(),
         1,
         "its run is named, to resume from"
     );
     // A task with attempts from earlier runs goes back to that count (a
     // count alone is how an older version wrote it).
     std::fs::write(&state, r#"{"t": 2}"#).unwrap();
-    interrupt_one_run(&project, &llm).await;
-    assert_eq!(attempt_counts(&project), json!({"t": 2}));
+    interrupt_one_run(&s).await;
+    assert_eq!(attempt_counts(&s), json!({"t": 2}));
 }
 
 /// Starts `run`, waits for its first model request and stops it with SIGTERM.
-async fn interrupt_one_run(project: &Project, llm: &FakeLlm) {
-    let seen = llm.requests().await.len();
+async fn interrupt_one_run(s: &Scene) {
+    let seen = s.requests().await.len();
     let mut child = harness_command()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while llm.requests().await.len() == seen {
+    while s.requests().await.len() == seen {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "no model call arrived"
@@ -248,5 +252,5 @@ async fn interrupt_one_run(project: &Project, llm: &FakeLlm) {
             .success()
     );
     assert_eq!(child.wait().unwrap().code(), Some(75));
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
 }

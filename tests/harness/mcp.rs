@@ -3,30 +3,20 @@
 //! on the official Python SDK (PyPI `mcp`, installed by
 //! `scripts/stack install`), started by the harness as a run would start it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
-use agent_harness::config::Config;
 use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
-use crate::cli::bin;
 use crate::common::mcp::*;
 use crate::common::*;
 
 /// `[mcp.servers.NAME]` running the test server with `args`, plus `extra` keys.
 fn server(name: &str, args: &[&str], extra: &str) -> String {
     mcp_server(name, "test_server.py", args, extra)
-}
-
-fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    mcp_config(project, llm, extra)
-}
-
-async fn run_one(cfg: &Config) -> RunOutcome {
-    run_stopping(cfg, run_options(1, false)).await
 }
 
 fn pid_file(project: &Project, name: &str) -> PathBuf {
@@ -40,24 +30,29 @@ fn tools_offered(request: &Value) -> Vec<Value> {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged() {
-    let project = Project::new();
-    let pid = pid_file(&project, "t");
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
-        final_answer("alpha is 42"),
-    ])
-    .await;
-    let extra = server("t", &["--pid-file", &pid.display().to_string()], "");
-    let cfg = config(&project, &llm, &extra);
-    project.task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.");
-    let outcome = run_one(&cfg).await;
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
+            final_answer("alpha is 42"),
+        ])
+        .task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.")
+        .env(mcp_env)
+        .build()
+        .await;
+    let pid = pid_file(&s, "t");
+    s.rewrite_config(&server(
+        "t",
+        &["--pid-file", &pid.display().to_string()],
+        "",
+    ));
+    let outcome = s.run().await;
     assert!(
         matches!(outcome, RunOutcome::Finished(ref t) if t.succeeded == 1),
         "{outcome:?}\n{}",
-        project.run_log("look")
+        s.run_log("look")
     );
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     let offered = tools_offered(&requests[0]);
     assert_eq!(offered.len(), 1, "{offered:?}");
     let f = &offered[0]["function"];
@@ -67,12 +62,12 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
     assert_eq!(f["parameters"]["properties"]["key"]["type"], "string");
     assert_eq!(f["parameters"]["required"], json!(["key"]));
 
-    let lines = project.tool_lines("look");
+    let lines = s.tool_lines("look");
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].name, "t__lookup");
     assert!(!lines[0].is_error);
     assert_eq!(lines[0].result, "the value of alpha is 42");
-    let log = project.run_log("look");
+    let log = s.run_log("look");
     assert!(log.contains("MCP server t started in"), "{log}");
     assert!(
         log.contains("tools: t__big, t__delete_item, t__die, t__env, t__fail, t__huge, t__lookup, t__nested, t__slow"),
@@ -85,18 +80,22 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
     let extra = format!(
         "{}{}",
         server("t", &[], "tools = [\"lookup\", \"fail\"]"),
         server("u", &[], "")
     );
-    let cfg = config(&project, &llm, &extra);
-    project.task("a-all", "Use what you have.");
-    project.task("b-off-list", "+++\ntools = [\"t__big\"]\n+++\nGo.");
-    project.task("c-unlisted", "+++\ntools = [\"u__nosuch\"]\n+++\nGo.");
-    project.task("d-no-server", "+++\ntools = [\"v__lookup\"]\n+++\nGo.");
+    let scene = scenario()
+        .replies(vec![final_answer("done")])
+        .config(&extra)
+        .env(mcp_env)
+        .task("a-all", "Use what you have.")
+        .task("b-off-list", "+++\ntools = [\"t__big\"]\n+++\nGo.")
+        .task("c-unlisted", "+++\ntools = [\"u__nosuch\"]\n+++\nGo.")
+        .task("d-no-server", "+++\ntools = [\"v__lookup\"]\n+++\nGo.")
+        .build()
+        .await;
+    let cfg = scene.cfg();
 
     // `check` starts nothing: it judges names by the configuration alone.
     let report = agent_harness::drain::check_inbox(
@@ -121,8 +120,8 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
         "{problems}"
     );
 
-    run_one(&cfg).await;
-    let offered: Vec<String> = tools_offered(&llm.requests().await[0])
+    scene.run().await;
+    let offered: Vec<String> = tools_offered(&scene.requests().await[0])
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
         .collect();
@@ -133,7 +132,7 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
         2 + 9,
         "t's allowlist, then every tool of u: {offered:?}"
     );
-    assert_eq!(project.summary("a-all").status, Status::Succeeded);
+    assert_eq!(scene.summary("a-all").status, Status::Succeeded);
     for (task, why) in [
         ("b-off-list", "not on the tools allowlist"),
         (
@@ -142,7 +141,7 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
         ),
         ("d-no-server", "not configured"),
     ] {
-        let s = project.summary(task);
+        let s = scene.summary(task);
         assert_eq!(s.stop_reason, StopReason::InvalidTask, "{task}");
         assert!(
             s.error.as_deref().unwrap().contains(why),
@@ -155,32 +154,34 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_is_passed() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[
-            ("c1", "t__big", json!({})),
-            ("c2", "t__env", json!({"name": "MCP_TEST_TOKEN"})),
-            ("c3", "t__env", json!({"name": "CARGO_MANIFEST_DIR"})),
-        ]),
-        final_answer("done"),
-    ])
-    .await;
     let extra = format!(
         "[limits]\nmax_tool_result_chars = 3000\n{}",
         server("t", &[], "env_pass = [\"MCP_TEST_TOKEN\"]")
     );
-    let cfg = config(&project, &llm, &extra);
-    project.task("hostile", "+++\ntools = [\"t__big\", \"t__env\"]\n+++\nGo.");
-    run_one(&cfg).await;
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[
+                ("c1", "t__big", json!({})),
+                ("c2", "t__env", json!({"name": "MCP_TEST_TOKEN"})),
+                ("c3", "t__env", json!({"name": "CARGO_MANIFEST_DIR"})),
+            ]),
+            final_answer("done"),
+        ])
+        .config(&extra)
+        .env(mcp_env)
+        .task("hostile", "+++\ntools = [\"t__big\", \"t__env\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
 
-    let lines = project.tool_lines("hostile");
+    let lines = s.tool_lines("hostile");
     let big = &lines[0];
     assert!(big.original_chars > 200_000, "{}", big.original_chars);
     assert!(big.returned_chars <= 3000, "{}", big.returned_chars);
     assert!(big.result.contains("[cut: "), "{}", big.result);
     assert!(!big.result.contains("<|turn>"));
     assert!(big.result.contains("<\u{2060}|turn>"));
-    let sent = llm.requests().await[1].to_string();
+    let sent = s.requests().await[1].to_string();
     assert!(
         !sent.contains("<|turn>system"),
         "a control token reached the model"
@@ -192,7 +193,7 @@ async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_
         lines[1].result
     );
     assert!(
-        !project.all_records().contains(PASSED),
+        !s.all_records().contains(PASSED),
         "the passed secret is in the records"
     );
     assert!(
@@ -214,26 +215,28 @@ async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_up() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[
-            ("c1", "t__fail", json!({"reason": "no such key"})),
-            ("c2", "t__slow", json!({"seconds": 3600})),
-            ("c3", "t__lookup", json!({"key": 7})),
-        ]),
-        tool_calls(&[("c4", "t__lookup", json!({"key": "after"}))]),
-        final_answer("done"),
-    ])
-    .await;
-    let cfg = config(&project, &llm, &server("t", &[], "call_timeout_secs = 1"));
-    project.task(
-        "errors",
-        "+++\ntools = [\"t__fail\", \"t__slow\", \"t__lookup\"]\n+++\nGo.",
-    );
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[
+                ("c1", "t__fail", json!({"reason": "no such key"})),
+                ("c2", "t__slow", json!({"seconds": 3600})),
+                ("c3", "t__lookup", json!({"key": 7})),
+            ]),
+            tool_calls(&[("c4", "t__lookup", json!({"key": "after"}))]),
+            final_answer("done"),
+        ])
+        .config(&server("t", &[], "call_timeout_secs = 1"))
+        .env(mcp_env)
+        .task(
+            "errors",
+            "+++\ntools = [\"t__fail\", \"t__slow\", \"t__lookup\"]\n+++\nGo.",
+        )
+        .build()
+        .await;
     // The slow call would answer in an hour: a run that waited for it fails.
-    before_hang_limit("the slow call was waited for", run_one(&cfg)).await;
+    before_hang_limit("the slow call was waited for", s.run()).await;
 
-    let lines = project.tool_lines("errors");
+    let lines = s.tool_lines("errors");
     assert!(lines[0].is_error, "{:?}", lines[0]);
     assert!(
         lines[0].result.contains("Error executing tool fail"),
@@ -252,16 +255,13 @@ async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_
     assert!(lines[2].is_error, "{:?}", lines[2]);
     // The server is still up after a timed-out call.
     assert_eq!(lines[3].result, "the value of after is 42");
-    assert_eq!(project.summary("errors").status, Status::Succeeded);
+    assert_eq!(s.summary("errors").status, Status::Succeeded);
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
-    let project = Project::new();
-    let markers = project.root().join("markers");
-    std::fs::create_dir(&markers).unwrap();
-    let marker_dir = markers.display().to_string();
+    let task = "+++\ntools = [\"t__delete_item\", \"t__lookup\"]\n+++\nDelete.";
     let script = || {
         vec![
             tool_calls(&[
@@ -272,22 +272,28 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
             final_answer("done"),
         ]
     };
+    let s = scenario()
+        .replies(script())
+        .env(mcp_env)
+        .task("dry", task)
+        .build()
+        .await;
+    let markers = s.root().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let marker_dir = markers.display().to_string();
     let extra = format!(
         "[limits]\nmax_writes = 1\n{}",
         server("t", &["--marker-dir", &marker_dir], "")
     );
-    let task = "+++\ntools = [\"t__delete_item\", \"t__lookup\"]\n+++\nDelete.";
+    s.rewrite_config(&extra);
 
-    let llm = FakeLlm::replies(script()).await;
-    let cfg = config(&project, &llm, &extra);
-    project.task("dry", task);
-    run_stopping(&cfg, run_options(1, true)).await;
+    s.run_with(run_options(1, true)).await;
     assert_eq!(
         std::fs::read_dir(&markers).unwrap().count(),
         0,
         "a dry run called a write tool"
     );
-    let lines = project.tool_lines("dry");
+    let lines = s.tool_lines("dry");
     assert!(
         lines[0]
             .result
@@ -308,25 +314,33 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
         lines[2].result
     );
 
-    std::fs::remove_dir_all(project.root().join("logs")).unwrap();
+    std::fs::remove_dir_all(s.root().join("logs")).unwrap();
+    // A model of its own for the second run, the same script again.
     let llm = FakeLlm::replies(script()).await;
-    let cfg = config(&project, &llm, &extra);
-    run_one(&cfg).await;
+    s.write_config(&llm.base_url(), &extra);
+    s.run().await;
     let deleted: Vec<String> = std::fs::read_dir(&markers)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(deleted, ["deleted-one"]);
-    let intents = std::fs::read_to_string(project.run_dir("dry").join("intents.jsonl")).unwrap();
+    let intents = std::fs::read_to_string(s.run_dir("dry").join("intents.jsonl")).unwrap();
     assert!(intents.contains("t__delete_item"), "{intents}");
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_others_run() {
-    let project = Project::new();
-    let slow_pid = pid_file(&project, "slow");
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .env(mcp_env)
+        .task("a-gone", "+++\ntools = [\"gone__x\"]\n+++\nGo.")
+        .task("b-slow", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.")
+        .task("c-slow-again", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.")
+        .task("d-plain", "+++\ntools = []\n+++\nGo.")
+        .build()
+        .await;
+    let slow_pid = pid_file(&s, "slow");
     let extra = format!(
         "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
         server(
@@ -340,14 +354,10 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
             "startup_timeout_secs = 2"
         )
     );
-    let cfg = config(&project, &llm, &extra);
-    project.task("a-gone", "+++\ntools = [\"gone__x\"]\n+++\nGo.");
-    project.task("b-slow", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.");
-    project.task("c-slow-again", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.");
-    project.task("d-plain", "+++\ntools = []\n+++\nGo.");
+    s.rewrite_config(&extra);
     // The slow server would list its tools in an hour: a run that waited
     // for it fails.
-    let outcome = before_hang_limit("the slow server was waited for", run_one(&cfg)).await;
+    let outcome = before_hang_limit("the slow server was waited for", s.run()).await;
     let RunOutcome::Finished(tally) = outcome else {
         panic!("{outcome:?}")
     };
@@ -355,12 +365,9 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         (tally.succeeded, tally.retry_later, tally.failed),
         (1, 3, 0)
     );
-    assert_eq!(
-        project.inbox(),
-        ["a-gone.md", "b-slow.md", "c-slow-again.md"]
-    );
+    assert_eq!(s.inbox(), ["a-gone.md", "b-slow.md", "c-slow-again.md"]);
 
-    let gone = project.summary("a-gone");
+    let gone = s.summary("a-gone");
     assert_eq!(gone.stop_reason, StopReason::ToolServerUnavailable);
     assert!(gone.retryable);
     let error = gone.error.unwrap();
@@ -368,7 +375,7 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         error.contains("MCP server gone did not start: cannot run /nonexistent/mcp-server"),
         "{error}"
     );
-    let slow = project.summary("b-slow").error.unwrap();
+    let slow = s.summary("b-slow").error.unwrap();
     assert!(
         slow.contains("MCP server slow did not start and list its tools within 2 s"),
         "{slow}"
@@ -378,24 +385,21 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         "{slow}"
     );
     assert!(
-        project
-            .summary("c-slow-again")
+        s.summary("c-slow-again")
             .error
             .unwrap()
             .contains("within 2 s")
     );
     assert!(
-        project
-            .run_log("b-slow")
-            .contains("tool_server_unavailable")
-            || project.run_log("b-slow").contains("stays in the inbox")
+        s.run_log("b-slow").contains("tool_server_unavailable")
+            || s.run_log("b-slow").contains("stays in the inbox")
     );
     assert!(
         pid_file_gone(&slow_pid),
         "the slow server outlived its start-up timeout"
     );
     assert_eq!(
-        llm.requests().await.len(),
+        s.requests().await.len(),
         1,
         "only the plain task asked the model"
     );
@@ -408,48 +412,50 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
     let extra = format!(
         "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
         server("t", &[], "")
     );
-    let cfg = config(&project, &llm, &extra);
-    project.task("a-any", "Look up alpha.");
-    project.task("b-named", "+++\ntools = [\"gone__x\"]\n+++\nGo.");
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&extra)
+        .env(mcp_env)
+        .task("a-any", "Look up alpha.")
+        .task("b-named", "+++\ntools = [\"gone__x\"]\n+++\nGo.")
+        .build()
+        .await;
 
-    let outcome = run_one(&cfg).await;
+    let outcome = s.run().await;
 
     let RunOutcome::Finished(tally) = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!((tally.succeeded, tally.retry_later), (1, 1), "{tally:?}");
-    let any = project.summary("a-any");
+    let any = s.summary("a-any");
     assert_eq!(any.status, Status::Succeeded);
     assert_eq!(any.tool_servers_down, ["gone"]);
     assert!(
-        project.run_log("a-any").contains(
+        s.run_log("a-any").contains(
             "MCP server gone is not offered (the task names no tools, so it runs without them): MCP server gone did not start"
         ),
         "{}",
-        project.run_log("a-any")
+        s.run_log("a-any")
     );
-    let offered: Vec<String> = tools_offered(&llm.requests().await[0])
+    let offered: Vec<String> = tools_offered(&s.requests().await[0])
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
         .collect();
     assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
     assert!(!offered.iter().any(|n| n.starts_with("gone__")));
     assert_eq!(
-        project.summary("b-named").stop_reason,
+        s.summary("b-named").stop_reason,
         StopReason::ToolServerUnavailable,
         "a task that names the down server's tool still waits for it"
     );
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_tool_server_up{server=\"gone\"} 0\n")
             && metrics.contains("agent_harness_tool_server_up{server=\"t\"} 1\n"),
@@ -460,24 +466,26 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_it() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "t__die", json!({}))])),
-        ok(final_answer("it died")),
-    ])
-    .await;
-    let cfg = config(&project, &llm, &server("t", &[], ""));
-    project.task("a-dies", "+++\ntools = [\"t__die\"]\n+++\nGo.");
-    project.task("b-after", "+++\ntools = [\"t__lookup\"]\n+++\nGo.");
-    run_one(&cfg).await;
-    let lines = project.tool_lines("a-dies");
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "t__die", json!({}))])),
+            ok(final_answer("it died")),
+        ])
+        .config(&server("t", &[], ""))
+        .env(mcp_env)
+        .task("a-dies", "+++\ntools = [\"t__die\"]\n+++\nGo.")
+        .task("b-after", "+++\ntools = [\"t__lookup\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
+    let lines = s.tool_lines("a-dies");
     assert!(lines[0].is_error);
     assert!(
         lines[0].result.contains("MCP server t stopped answering"),
         "{}",
         lines[0].result
     );
-    let after = project.summary("b-after");
+    let after = s.summary("b-after");
     assert_eq!(after.stop_reason, StopReason::ToolServerUnavailable);
     assert!(
         after
@@ -487,17 +495,16 @@ async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_
     );
     // The model answered after the failed call; the task still does not
     // pass as done: it is tried again when the server can be started.
-    let dies = project.summary("a-dies");
+    let dies = s.summary("a-dies");
     assert_eq!(dies.stop_reason, StopReason::ToolServerUnavailable);
     assert!(dies.retryable && dies.final_answer.is_none());
     assert!(dies.error.unwrap().contains("while the task ran"));
-    assert_eq!(project.inbox(), ["a-dies.md", "b-after.md"]);
+    assert_eq!(s.inbox(), ["a-dies.md", "b-after.md"]);
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn the_streamable_http_transport_calls_a_tool() {
-    let project = Project::new();
     let port = closed_port();
     let mut child = std::process::Command::new(mcp_python())
         .arg(mcp_script("test_server.py"))
@@ -509,22 +516,24 @@ async fn the_streamable_http_transport_calls_a_tool() {
         std::thread::sleep(Duration::from_millis(100));
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "h__huge", json!({"kib": 3000}))]),
-        tool_calls(&[("c2", "h__lookup", json!({"key": "web"}))]),
-        final_answer("done"),
-    ])
-    .await;
-    let extra = format!(
-        "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\", \"huge\"]\n"
-    );
-    let cfg = config(&project, &llm, &extra);
-    project.task("web", "Look it up.");
-    run_one(&cfg).await;
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[("c1", "h__huge", json!({"kib": 3000}))]),
+            tool_calls(&[("c2", "h__lookup", json!({"key": "web"}))]),
+            final_answer("done"),
+        ])
+        .config(&format!(
+            "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\", \"huge\"]"
+        ))
+        .env(mcp_env)
+        .task("web", "Look it up.")
+        .build()
+        .await;
+    s.run().await;
     let _ = child.kill();
     let _ = child.wait();
     assert!(up, "the HTTP test server did not listen");
-    let lines = project.tool_lines("web");
+    let lines = s.tool_lines("web");
     // A 6 MiB answer (3 MiB of text, twice) is read and cut.
     assert!(!lines[0].is_error, "{:?}", lines[0]);
     assert!(
@@ -537,21 +546,14 @@ async fn the_streamable_http_transport_calls_a_tool() {
         lines[1].result,
         "the value of web is 42",
         "{}",
-        project.run_log("web")
+        s.run_log("web")
     );
-    assert_eq!(project.summary("web").status, Status::Succeeded);
+    assert_eq!(s.summary("web").status, Status::Succeeded);
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
-    let llm = FakeLlm::replies(vec![
-        final_answer("Hello."),
-        tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
-        final_answer("It is noon in Paris."),
-    ])
-    .await;
-    let project = Project::new();
     let extra = format!(
         "{}[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n",
         server(
@@ -560,7 +562,17 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
             "tools = [\"lookup\", \"delete_item\"]"
         )
     );
-    let cfg = config(&project, &llm, &extra);
+    let s = scenario()
+        .replies(vec![
+            final_answer("Hello."),
+            tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
+            final_answer("It is noon in Paris."),
+        ])
+        .config(&extra)
+        .env(mcp_env)
+        .build()
+        .await;
+    let cfg = s.cfg();
     let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
     let mut out = Vec::new();
     let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
@@ -594,21 +606,24 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn no_server_process_outlives_the_binary() {
-    let project = Project::new();
-    let pid = pid_file(&project, "t");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let llm = rt.block_on(FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "t__slow", json!({"seconds": 60}))])),
-        ok(final_answer("done")),
-    ]));
+    let s = rt.block_on(
+        scenario()
+            .by_progress(vec![
+                ok(tool_calls(&[("c1", "t__slow", json!({"seconds": 60}))])),
+                ok(final_answer("done")),
+            ])
+            .task("wall", "+++\ntools = [\"t__slow\"]\n+++\nWait.")
+            .build(),
+    );
+    let pid = pid_file(&s, "t");
     let extra = format!(
         "[limits]\nmax_wall_secs = 3\n{}",
         server("t", &["--pid-file", &pid.display().to_string()], "")
     );
-    project.write_config(&llm.base_url(), &extra);
-    project.task("wall", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
-    let out = bin(&project).arg("run").output().unwrap();
-    let wall = project.summary_in(&the_run_dir(&project, "wall"));
+    s.rewrite_config(&extra);
+    let out = bin(&s).arg("run").output().unwrap();
+    let wall = s.summary_in(&the_run_dir(&s, "wall"));
     assert_eq!(
         wall.stop_reason,
         StopReason::MaxWallSecs,
@@ -625,13 +640,13 @@ fn no_server_process_outlives_the_binary() {
         "[limits]\nmax_wall_secs = 120\n{}",
         server("t", &["--pid-file", &pid.display().to_string()], "")
     );
-    project.write_config(&llm.base_url(), &extra);
-    project.task("term", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
-    let mut child = spawn_run(&project);
+    s.rewrite_config(&extra);
+    s.task("term", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
+    let mut child = spawn_run(&s, std::process::Stdio::null());
     // Wait until the slow call is under way.
     let calling = (0..300).any(|_| {
         std::thread::sleep(Duration::from_millis(100));
-        rt.block_on(llm.requests()).len() >= 2 && pid.exists()
+        rt.block_on(s.requests()).len() >= 2 && pid.exists()
     });
     assert!(calling, "the task never called the slow tool");
     std::thread::sleep(Duration::from_millis(500));
@@ -642,17 +657,6 @@ fn no_server_process_outlives_the_binary() {
         Some(75)
     );
     assert!(pid_file_gone(&pid), "the server outlived SIGTERM");
-}
-
-/// `agent-harness run` in the project, in the background.
-fn spawn_run(project: &Project) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .arg("run")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 fn signal(child: &std::process::Child, signal: rustix::process::Signal) {
@@ -676,17 +680,17 @@ fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<i32>
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
-    let project = Project::new();
-    let pid = pid_file(&project, "t");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let llm = rt.block_on(FakeLlm::replies(vec![final_answer("done")]));
-    let args = ["--delay", "60", "--pid-file", &pid.display().to_string()];
-    project.write_config(
-        &llm.base_url(),
-        &server("t", &args, "startup_timeout_secs = 120"),
+    let scene = rt.block_on(
+        scenario()
+            .replies(vec![final_answer("done")])
+            .task("waits", "+++\ntools = [\"t__lookup\"]\n+++\nGo.")
+            .build(),
     );
-    project.task("waits", "+++\ntools = [\"t__lookup\"]\n+++\nGo.");
-    let mut child = spawn_run(&project);
+    let pid = pid_file(&scene, "t");
+    let args = ["--delay", "60", "--pid-file", &pid.display().to_string()];
+    scene.rewrite_config(&server("t", &args, "startup_timeout_secs = 120"));
+    let mut child = spawn_run(&scene, std::process::Stdio::null());
     let started = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
         pid.exists()
@@ -697,27 +701,30 @@ fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
     // The start takes a minute: a run that waited for it fails here.
     let code = wait_at_most(&mut child, crate::signals::STOP_TIMEOUT);
     assert_eq!(code, Some(75), "the run waited for the slow start");
-    assert_eq!(project.inbox(), ["waits.md"]);
-    let s = project.summary_in(&the_run_dir(&project, "waits"));
+    assert_eq!(scene.inbox(), ["waits.md"]);
+    let s = scene.summary_in(&the_run_dir(&scene, "waits"));
     assert_eq!(s.stop_reason, StopReason::Interrupted);
     assert!(
         pid_file_gone(&pid),
         "the half-started server outlived the run"
     );
-    assert!(rt.block_on(llm.requests()).is_empty());
+    assert!(rt.block_on(scene.requests()).is_empty());
 }
 
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn exec_takes_mcp_tool_names_the_configuration_allows() {
-    let project = Project::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let llm = rt.block_on(FakeLlm::replies(vec![
-        tool_calls(&[("c1", "t__lookup", json!({"key": "exec"}))]),
-        final_answer("exec is 42"),
-    ]));
-    project.write_config(&llm.base_url(), &server("t", &[], "tools = [\"lookup\"]"));
-    let out = bin(&project)
+    let s = rt.block_on(
+        scenario()
+            .replies(vec![
+                tool_calls(&[("c1", "t__lookup", json!({"key": "exec"}))]),
+                final_answer("exec is 42"),
+            ])
+            .config(&server("t", &[], "tools = [\"lookup\"]"))
+            .build(),
+    );
+    let out = bin(&s)
         .args(["exec", "--tools", "t__big", "Go."])
         .output()
         .unwrap();
@@ -729,7 +736,7 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
         ),
         "{err}"
     );
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["exec", "--tools", "t__lookup", "Look up exec."])
         .output()
         .unwrap();
@@ -742,43 +749,30 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exec is 42");
 }
 
-async fn replay_of(cfg: &Config, dir: &Path) -> (u8, String) {
-    let mut out = Vec::new();
-    let opts = agent_harness::lab::replay::ReplayOptions {
-        batch: agent_harness::drain::BatchOptions::default(),
-        run_dir: dir.to_path_buf(),
-        from_turn: None,
-        live_writes: false,
-    };
-    let end = agent_harness::lab::replay::replay(cfg, &opts, &mut out).await;
-    (
-        agent_harness::app::replay_exit(end),
-        String::from_utf8(out).unwrap(),
-    )
-}
-
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_records() {
-    let project = Project::new();
-    let markers = project.root().join("markers");
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[("c1", "t__delete_item", json!({"name": "once"}))]),
+            final_answer("deleted"),
+        ])
+        .env(mcp_env)
+        .task(
+            "del",
+            "+++\ntools = [\"t__delete_item\"]\n+++\nDelete once.",
+        )
+        .build()
+        .await;
+    let markers = s.root().join("markers");
     std::fs::create_dir(&markers).unwrap();
     let args = ["--marker-dir", &markers.display().to_string()];
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "t__delete_item", json!({"name": "once"}))]),
-        final_answer("deleted"),
-    ])
-    .await;
-    let cfg = config(&project, &llm, &server("t", &args, ""));
-    project.task(
-        "del",
-        "+++\ntools = [\"t__delete_item\"]\n+++\nDelete once.",
-    );
-    run_one(&cfg).await;
+    s.rewrite_config(&server("t", &args, ""));
+    s.run().await;
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1);
     std::fs::remove_file(markers.join("deleted-once")).unwrap();
 
-    let (code, out) = replay_of(&cfg, &project.run_dir("del")).await;
+    let (code, out) = replay_of(&s.cfg(), &s.run_dir("del"), None).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("every request matched the recording"), "{out}");
     assert_eq!(
@@ -788,8 +782,8 @@ async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_recor
     );
 
     let broken = "[mcp.servers.t]\ncommand = [\"/nonexistent/mcp-server\"]\n";
-    let cfg = config(&project, &llm, broken);
-    let (code, out) = replay_of(&cfg, &project.run_dir("del")).await;
+    s.rewrite_config(broken);
+    let (code, out) = replay_of(&s.cfg(), &s.run_dir("del"), None).await;
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("no request was sent: MCP server t did not start"),

@@ -17,20 +17,18 @@ use crate::common::*;
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_that_dies_unnoticed_during_a_task() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "r__echo", json!({}))])),
-        ok(final_answer("done")).set_delay(Duration::from_secs(3)),
-    ])
-    .await;
-    let cfg = mcp_config(
-        &project,
-        &llm,
-        &mcp_server("r", "raw_server.py", &["die_after=1"], ""),
-    );
-    project.task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.");
-    run_concurrently(&cfg, 1).await;
-    let s = project.summary("x");
+    let scene = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "r__echo", json!({}))])),
+            ok(final_answer("done")).set_delay(Duration::from_secs(3)),
+        ])
+        .config(&mcp_server("r", "raw_server.py", &["die_after=1"], ""))
+        .env(mcp_env)
+        .task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.")
+        .build()
+        .await;
+    scene.run().await;
+    let s = scene.summary("x");
     assert_eq!(
         s.stop_reason,
         StopReason::ToolServerUnavailable,
@@ -45,14 +43,21 @@ async fn a_server_that_dies_unnoticed_during_a_task() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn concurrency_four_one_server_dies() {
-    let project = Project::new();
-    let pid = project.root().join("srv.pid");
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))]))
-            .set_delay(Duration::from_millis(500)),
-        ok(final_answer("done")).set_delay(Duration::from_millis(500)),
-    ])
-    .await;
+    let scene = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))]))
+                .set_delay(Duration::from_millis(500)),
+            ok(final_answer("done")).set_delay(Duration::from_millis(500)),
+        ])
+        .env(mcp_env)
+        .task("a", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .task("b", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .task("c", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .task("d", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .task("e", "+++\ntools = []\n+++\nNo tools.")
+        .build()
+        .await;
+    let pid = scene.root().join("srv.pid");
     let hostile = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mcp/hostile_server.py")
         .display()
@@ -67,14 +72,10 @@ async fn concurrency_four_one_server_dies() {
         "[mcp.servers.h]\ncommand = {}\n",
         serde_json::to_string(&command).unwrap()
     );
-    let cfg = mcp_config(&project, &llm, &extra);
+    scene.rewrite_config(&extra);
+    let outcome = scene.run_with(run_options(4, false)).await;
     for n in ["a", "b", "c", "d"] {
-        project.task(n, "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    }
-    project.task("e", "+++\ntools = []\n+++\nNo tools.");
-    let outcome = run_concurrently(&cfg, 4).await;
-    for n in ["a", "b", "c", "d"] {
-        let s = project.summary(n);
+        let s = scene.summary(n);
         assert_eq!(
             s.stop_reason,
             StopReason::ToolServerUnavailable,
@@ -82,8 +83,8 @@ async fn concurrency_four_one_server_dies() {
         );
         assert!(s.retryable, "{n}");
     }
-    assert_eq!(project.summary("e").status, Status::Succeeded);
-    assert_eq!(project.inbox(), ["a.md", "b.md", "c.md", "d.md"]);
+    assert_eq!(scene.summary("e").status, Status::Succeeded);
+    assert_eq!(scene.inbox(), ["a.md", "b.md", "c.md", "d.md"]);
 }
 
 /// One HTTP 500 to one tools/call (a flaky handler or proxy) fails that
@@ -91,7 +92,6 @@ async fn concurrency_four_one_server_dies() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn one_http_500_does_not_take_the_server_down_for_the_run() {
-    let project = Project::new();
     let port = closed_port();
     let mut child = std::process::Command::new(mcp_python())
         .arg(mcp_script("http_server.py"))
@@ -103,20 +103,24 @@ async fn one_http_500_does_not_take_the_server_down_for_the_run() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     assert!(up);
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "h__flaky", json!({}))]),
-        tool_calls(&[("c2", "h__echo", json!({}))]),
-        final_answer("done"),
-    ])
-    .await;
-    let extra = format!("[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
-    let cfg = mcp_config(&project, &llm, &extra);
-    project.task("w", "Go.");
-    run_concurrently(&cfg, 1).await;
+    let scene = scenario()
+        .replies(vec![
+            tool_calls(&[("c1", "h__flaky", json!({}))]),
+            tool_calls(&[("c2", "h__echo", json!({}))]),
+            final_answer("done"),
+        ])
+        .config(&format!(
+            "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\""
+        ))
+        .env(mcp_env)
+        .task("w", "Go.")
+        .build()
+        .await;
+    scene.run().await;
     let _ = child.kill();
     let _ = child.wait();
-    let lines = project.tool_lines("w");
+    let lines = scene.tool_lines("w");
     eprintln!("{lines:#?}");
-    let s = project.summary("w");
+    let s = scene.summary("w");
     assert_eq!(lines[1].result, "called echo", "{:?}", s.error);
 }

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
-use agent_harness::config::Config;
 use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::json;
@@ -20,15 +19,6 @@ fn server(name: &str, modes: &[&str], extra: &str) -> String {
     mcp_server(name, "hostile_server.py", modes, extra)
 }
 
-fn config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    mcp_config(project, llm, extra)
-}
-
-async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
-    let opts = run_options(1, dry_run);
-    run_stopping(cfg, opts).await
-}
-
 /// A typo in `write_tools` is no setup fault (a server's answer does not stop
 /// the inbox: README, Tools from MCP servers), and it never makes the real
 /// write tool a read: with a name the server does not list, every tool not
@@ -37,20 +27,18 @@ async fn run(cfg: &Config, dry_run: bool) -> RunOutcome {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__write_file", json!({}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let cfg = config(
-        &project,
-        &llm,
-        &server("h", &[], "write_tools = [\"write_fil\"]"),
-    );
-    project.task("w", "+++\ntools = [\"h__write_file\"]\n+++\nWrite.");
-    project.task("x", "+++\ntools = []\n+++\nNo tools.");
-    let outcome = run(&cfg, true).await;
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__write_file", json!({}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&server("h", &[], "write_tools = [\"write_fil\"]"))
+        .env(mcp_env)
+        .task("w", "+++\ntools = [\"h__write_file\"]\n+++\nWrite.")
+        .task("x", "+++\ntools = []\n+++\nNo tools.")
+        .build()
+        .await;
+    let outcome = s.run_with(run_options(1, true)).await;
     let RunOutcome::Finished(ref tally) = outcome else {
         panic!("{outcome:?}")
     };
@@ -63,7 +51,7 @@ async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read()
         "{:?}",
         tally.problems
     );
-    let lines = project.tool_lines("w");
+    let lines = s.tool_lines("w");
     assert_eq!(lines.len(), 1);
     assert!(
         lines[0]
@@ -73,17 +61,12 @@ async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read()
         lines[0].result
     );
     assert!(
-        project
-            .run_log("w")
+        s.run_log("w")
             .contains("MCP server h does not list write_fil"),
         "{}",
-        project.run_log("w")
+        s.run_log("w")
     );
-    assert_eq!(
-        project.summary("x").status,
-        Status::Succeeded,
-        "the rest ran"
-    );
+    assert_eq!(s.summary("x").status, Status::Succeeded, "the rest ran");
 }
 
 /// One tool whose schema nests past what the JSON parser takes (300
@@ -92,32 +75,30 @@ async fn a_write_tools_typo_is_said_and_exits_1_and_never_makes_a_write_a_read()
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__echo", json!({"text": "hi"}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let cfg = config(
-        &project,
-        &llm,
-        &server("h", &["deep"], "startup_timeout_secs = 3600"),
-    );
-    project.task("t", "Echo.");
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__echo", json!({"text": "hi"}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&server("h", &["deep"], "startup_timeout_secs = 3600"))
+        .env(mcp_env)
+        .task("t", "Echo.")
+        .build()
+        .await;
     // A listing the harness could not read would be waited out for an
     // hour: such a run fails here.
-    let outcome = before_hang_limit("the listing was waited out", run(&cfg, false)).await;
+    let outcome = before_hang_limit("the listing was waited out", s.run()).await;
     assert_eq!(
         agent_harness::app::exit::Exit::exit_code(&outcome),
         0,
         "{outcome:?}"
     );
-    let log = project.run_log("t");
+    let log = s.run_log("t");
     assert!(
         log.contains("tool deep not offered: its input schema nests deeper than 32 levels"),
         "{log}"
     );
-    assert_eq!(project.tool_lines("t")[0].result, "called echo");
+    assert_eq!(s.tool_lines("t")[0].result, "called echo");
 }
 
 /// A server's child that leaves its process group (`setsid()`) is ended
@@ -129,14 +110,17 @@ async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
-    let project = Project::new();
-    let pid = project.root().join("detached.pid");
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .env(mcp_env)
+        .task("t", "Go.")
+        .build()
+        .await;
+    let pid = s.root().join("detached.pid");
     let modes = [format!("setsid={}", pid.display())];
     let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
-    let cfg = config(&project, &llm, &server("h", &modes, ""));
-    project.task("t", "Go.");
-    run(&cfg, false).await;
+    s.rewrite_config(&server("h", &modes, ""));
+    s.run().await;
     // The server wrote it before it answered `initialize`.
     let text = std::fs::read_to_string(&pid).unwrap();
     assert!(!text.trim().is_empty(), "no pid in {}", pid.display());
@@ -159,22 +143,21 @@ async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn endless_pagination_is_cut_short() {
-    let project = Project::new();
-    let count = project.root().join("pages");
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .env(mcp_env)
+        .task("p", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build()
+        .await;
+    let count = s.root().join("pages");
     let modes = ["endlesspages", &format!("count={}", count.display())];
-    let cfg = config(
-        &project,
-        &llm,
-        &server("h", &modes, "startup_timeout_secs = 5"),
-    );
-    project.task("p", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    run(&cfg, false).await;
+    s.rewrite_config(&server("h", &modes, "startup_timeout_secs = 5"));
+    s.run().await;
     let pages = std::fs::read_to_string(&count).unwrap().len();
     // Each page is 1500 tools, 3 MB: the first already holds more than
     // MAX_TOOLS tools.
     assert!(pages <= 8, "{pages} pages of tools/list were read and kept");
-    let log = project.run_log("p");
+    let log = s.run_log("p");
     assert!(
         log.contains("the listing goes on past the 256 tools read"),
         "{log}"
@@ -219,26 +202,23 @@ fn measured(project: &Project) -> (u64, String) {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_request_flood_does_not_grow_memory() {
-    let project = Project::new();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let llm = rt.block_on(FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
-        ok(final_answer("done")),
-    ]));
-    project.write_config(
-        &llm.base_url(),
-        &server(
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&server(
             "h",
             &["pingflood", "flood=1000000"],
             // A million pings take the server seconds to send; the bound
             // under test is memory, not how fast two busy cores drain them.
             "call_timeout_secs = 90",
-        ),
-    );
-    project.task("f", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    let (rss, _) = measured(&project);
+        ))
+        .task("f", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build_blocking();
+    let (rss, _) = measured(&s);
     assert!(rss < 200 * 1024, "peak memory {} MiB", rss / 1024);
-    let lines = jsonl(&the_run_dir(&project, "f").join("tools.jsonl"));
+    let lines = jsonl(&the_run_dir(&s, "f").join("tools.jsonl"));
     assert_eq!(lines[0]["result"], "called echo", "{lines:?}");
 }
 
@@ -248,15 +228,12 @@ fn a_request_flood_does_not_grow_memory() {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_server_cannot_flood_the_harness_stderr() {
-    let project = Project::new();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let llm = rt.block_on(FakeLlm::by_progress(vec![ok(final_answer("done"))]));
-    project.write_config(
-        &llm.base_url(),
-        &server("h", &["preinitspam", "flood=20"], ""),
-    );
-    project.task("s", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    let (_, stderr) = measured(&project);
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&server("h", &["preinitspam", "flood=20"], ""))
+        .task("s", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build_blocking();
+    let (_, stderr) = measured(&s);
     assert!(
         stderr.len() < 256 * 1024,
         "{} bytes on the harness's stderr",
@@ -270,19 +247,21 @@ fn a_server_cannot_flood_the_harness_stderr() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_dying_mid_task_does_not_pass_as_success() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let cfg = config(&project, &llm, &server("h", &["exitcall"], ""));
-    project.task("d", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    let outcome = run(&cfg, false).await;
-    let s = project.summary("d");
+    let scene = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&server("h", &["exitcall"], ""))
+        .env(mcp_env)
+        .task("d", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build()
+        .await;
+    let outcome = scene.run().await;
+    let s = scene.summary("d");
     assert_ne!(s.status, Status::Succeeded, "{outcome:?}");
     assert_eq!(s.stop_reason, StopReason::ToolServerUnavailable);
-    assert_eq!(project.inbox(), ["d.md"]);
+    assert_eq!(scene.inbox(), ["d.md"]);
 }
 
 /// One malformed result (an unknown content type) is an error for that
@@ -290,17 +269,19 @@ async fn a_server_dying_mid_task_does_not_pass_as_success() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_malformed_result_is_an_error_for_that_call_only() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "h__echo", json!({"text": "weird"}))])),
-        ok(tool_calls(&[("c2", "h__echo", json!({"text": "fine"}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let cfg = config(&project, &llm, &server("h", &["weird"], ""));
-    project.task("m", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    run(&cfg, false).await;
-    let lines = project.tool_lines("m");
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "h__echo", json!({"text": "weird"}))])),
+            ok(tool_calls(&[("c2", "h__echo", json!({"text": "fine"}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&server("h", &["weird"], ""))
+        .env(mcp_env)
+        .task("m", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
+    let lines = s.tool_lines("m");
     assert!(lines[0].is_error);
     assert_eq!(lines[1].result, "called echo", "{}", lines[1].result);
 }
@@ -311,18 +292,17 @@ async fn a_malformed_result_is_an_error_for_that_call_only() {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn test_runpod_stopped_by_sigterm_leaves_no_server() {
-    let project = Project::new();
-    let pid = project.root().join("srv.pid");
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        &server(
-            "h",
-            &["noinit", "ignoreeof", &format!("pid={}", pid.display())],
-            "",
-        ),
-    );
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build_blocking();
+    let pid = s.root().join("srv.pid");
+    s.rewrite_config(&server(
+        "h",
+        &["noinit", "ignoreeof", &format!("pid={}", pid.display())],
+        "",
+    ));
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .arg("test-runpod")
         .stdout(std::process::Stdio::null())
@@ -358,15 +338,18 @@ fn test_runpod_stopped_by_sigterm_leaves_no_server() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_key_in_the_url_is_redacted() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5\n";
-    let cfg = config(&project, &llm, extra);
-    project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
-    run(&cfg, false).await;
-    let error = project.summary("u").error.unwrap();
+    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5";
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .config(extra)
+        .env(mcp_env)
+        .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
+    let error = s.summary("u").error.unwrap();
     assert!(!error.contains("URLKEY1234"), "{error}");
-    assert!(!project.run_log("u").contains("URLKEY1234"));
+    assert!(!s.run_log("u").contains("URLKEY1234"));
 }
 
 /// A passed secret that a server puts where a line or a description is cut
@@ -374,23 +357,22 @@ async fn a_key_in_the_url_is_redacted() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn no_part_of_a_passed_secret_is_recorded() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let cfg = config(
-        &project,
-        &llm,
-        &server("h", &["leak"], "env_pass = [\"MCP_TOKEN\"]"),
-    );
-    project.task("l", "+++\ntools = [\"h__echo\"]\n+++\nGo.");
-    run(&cfg, false).await;
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&server("h", &["leak"], "env_pass = [\"MCP_TOKEN\"]"))
+        .env(mcp_env)
+        .task("l", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
     let head = &PASSED[..8];
-    let requests = serde_json::to_string(&llm.requests().await).unwrap();
+    let requests = serde_json::to_string(&s.requests().await).unwrap();
     assert!(
         !requests.contains(head),
         "part of the secret was sent to the model"
     );
     assert!(
-        !project.run_log("l").contains(&PASSED[..4]),
+        !s.run_log("l").contains(&PASSED[..4]),
         "part of the secret is in run.log"
     );
 }
@@ -400,14 +382,17 @@ async fn no_part_of_a_passed_secret_is_recorded() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn test_runpod_fails_an_allowlist_the_server_does_not_meet() {
-    let llm = FakeLlm::replies(vec![
-        final_answer("Hello."),
-        tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
-        final_answer("It is noon in Paris."),
-    ])
-    .await;
-    let project = Project::new();
-    let cfg = config(&project, &llm, &server("h", &[], "tools = [\"ecko\"]"));
+    let s = scenario()
+        .replies(vec![
+            final_answer("Hello."),
+            tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
+            final_answer("It is noon in Paris."),
+        ])
+        .config(&server("h", &[], "tools = [\"ecko\"]"))
+        .env(mcp_env)
+        .build()
+        .await;
+    let cfg = s.cfg();
     let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
     let mut out = Vec::new();
     let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;

@@ -18,20 +18,23 @@ use crate::common::*;
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_ping_is_answered() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![
-        ok(tool_calls(&[("c1", "p__pinged", json!({}))])),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let cfg = mcp_config(
-        &project,
-        &llm,
-        &mcp_server("p", "ping_server.py", &[], "call_timeout_secs = 5"),
-    );
-    project.task("p", "+++\ntools = [\"p__pinged\"]\n+++\nGo.");
-    run_concurrently(&cfg, 1).await;
-    let lines = project.tool_lines("p");
+    let s = scenario()
+        .by_progress(vec![
+            ok(tool_calls(&[("c1", "p__pinged", json!({}))])),
+            ok(final_answer("done")),
+        ])
+        .config(&mcp_server(
+            "p",
+            "ping_server.py",
+            &[],
+            "call_timeout_secs = 5",
+        ))
+        .env(mcp_env)
+        .task("p", "+++\ntools = [\"p__pinged\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
+    let lines = s.tool_lines("p");
     assert_eq!(lines[0].result, "pong", "{:?}", lines[0]);
 }
 
@@ -41,16 +44,20 @@ async fn a_server_ping_is_answered() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn an_allowlisted_tool_past_the_pages_read_is_no_setup_fault() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let cfg = mcp_config(
-        &project,
-        &llm,
-        &mcp_server("r", "raw_server.py", &["onepage=10"], "tools = [\"t9\"]"),
-    );
-    project.task("x", "+++\ntools = [\"r__t9\"]\n+++\nGo.");
-    let outcome = run_concurrently(&cfg, 1).await;
-    let s = project.summary("x");
+    let scene = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&mcp_server(
+            "r",
+            "raw_server.py",
+            &["onepage=10"],
+            "tools = [\"t9\"]",
+        ))
+        .env(mcp_env)
+        .task("x", "+++\ntools = [\"r__t9\"]\n+++\nGo.")
+        .build()
+        .await;
+    let outcome = scene.run().await;
+    let s = scene.summary("x");
     assert_ne!(
         s.stop_reason,
         StopReason::SetupFault,
@@ -66,12 +73,15 @@ async fn an_allowlisted_tool_past_the_pages_read_is_no_setup_fault() {
 async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
     let mut offered = Vec::new();
     for order in [&["many=200"][..], &["many=200", "rev"][..]] {
-        let project = Project::new();
-        let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-        let cfg = mcp_config(&project, &llm, &mcp_server("r", "raw_server.py", order, ""));
-        project.task("x", "Go.");
-        run_concurrently(&cfg, 1).await;
-        let req = llm.requests().await;
+        let s = scenario()
+            .by_progress(vec![ok(final_answer("done"))])
+            .config(&mcp_server("r", "raw_server.py", order, ""))
+            .env(mcp_env)
+            .task("x", "Go.")
+            .build()
+            .await;
+        s.run().await;
+        let req = s.requests().await;
         let mut n = offered_names(&req[0]);
         n.retain(|n| n.starts_with("r__"));
         offered.push(n);
@@ -86,9 +96,13 @@ async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_server_process() {
-    let project = Project::new();
-    let pid = project.root().join("srv.pid");
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .env(mcp_env)
+        .task("x", "+++\ntools = [\"h__ecko\"]\n+++\nGo.")
+        .build()
+        .await;
+    let pid = s.root().join("srv.pid");
     let hostile = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mcp/hostile_server.py")
         .display()
@@ -103,9 +117,9 @@ async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_serve
         "[mcp.servers.h]\ncommand = {}\ntools = [\"ecko\"]\n",
         serde_json::to_string(&command).unwrap()
     );
-    let cfg = mcp_config(&project, &llm, &extra);
-    project.task("x", "+++\ntools = [\"h__ecko\"]\n+++\nGo.");
-    let h = harness(&cfg);
+    s.rewrite_config(&extra);
+    let cfg = s.cfg();
+    let h = s.deps();
     let out = agent_harness::app::run_inbox(&cfg, &h, &run_options(1, false))
         .await
         .unwrap();
@@ -113,10 +127,10 @@ async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_serve
         matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_none() && t.failed == 1),
         "{out:?}"
     );
-    assert_eq!(project.summary("x").stop_reason, StopReason::InvalidTask);
+    assert_eq!(s.summary("x").stop_reason, StopReason::InvalidTask);
     h.shutdown().await;
     assert!(pid_file_gone(&pid), "the server outlived the run");
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(s.failed().len(), 1);
 }
 
 /// A single tools/list page of 30,000 small tools (under 4 MiB) is cut to
@@ -125,21 +139,20 @@ async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_serve
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_huge_single_page_listing() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let cfg = mcp_config(
-        &project,
-        &llm,
-        &mcp_server(
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&mcp_server(
             "r",
             "raw_server.py",
             &["many=30000"],
             "startup_timeout_secs = 30",
-        ),
-    );
-    project.task("x", "Go.");
-    run_concurrently(&cfg, 1).await;
-    let log = project.run_log("x");
+        ))
+        .env(mcp_env)
+        .task("x", "Go.")
+        .build()
+        .await;
+    s.run().await;
+    let log = s.run_log("x");
     let n = log.lines().filter(|l| l.contains("not offered")).count();
     assert!(n <= 21, "{n} lines about tools not offered");
     assert!(log.len() < 64 * 1024, "run.log {} bytes", log.len());
@@ -147,6 +160,6 @@ async fn a_huge_single_page_listing() {
         log.contains("the listing goes on past the 256 tools read"),
         "{log}"
     );
-    let offered = llm.requests().await[0]["tools"].as_array().unwrap().len();
+    let offered = s.requests().await[0]["tools"].as_array().unwrap().len();
     assert_eq!(offered, 128 + 1, "128 of the server's, and webfetch");
 }

@@ -12,25 +12,24 @@ use crate::common::*;
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn no_part_of_a_secret_in_a_listed_name_is_recorded() {
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let cfg = mcp_config(
-        &project,
-        &llm,
-        &mcp_server(
+    let scene = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&mcp_server(
             "r",
             "raw_server.py",
             &["longname"],
             "env_pass = [\"MCP_TOKEN\"]\ntools = [\"ecko\"]",
-        ),
-    );
-    project.task("x", "+++\ntools = [\"r__ecko\"]\n+++\nGo.");
-    run_concurrently(&cfg, 1).await;
-    let s = project.summary("x");
+        ))
+        .env(mcp_env)
+        .task("x", "+++\ntools = [\"r__ecko\"]\n+++\nGo.")
+        .build()
+        .await;
+    scene.run().await;
+    let s = scene.summary("x");
     let error = s.error.unwrap_or_default();
     let head = &PASSED[..10];
     assert_eq!(s.stop_reason, StopReason::InvalidTask, "{error}");
-    let records = project.all_records();
+    let records = scene.all_records();
     assert!(
         !error.contains(head) && !records.contains(head),
         "part of the secret recorded: {error}"
@@ -45,25 +44,24 @@ async fn an_initialize_error_is_redacted_before_its_cut() {
     let head = &PASSED[..10];
     let mut seen = Vec::new();
     for pad in [230, 240, 250, 260, 270, 280] {
-        let project = Project::new();
-        let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
         let pad = format!("pad={pad}");
-        let cfg = mcp_config(
-            &project,
-            &llm,
-            &mcp_server(
+        let scene = scenario()
+            .by_progress(vec![ok(final_answer("done"))])
+            .config(&mcp_server(
                 "r",
                 "raw_server.py",
                 &["initerr", &pad],
                 "env_pass = [\"MCP_TOKEN\"]",
-            ),
-        );
-        project.task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.");
-        run_concurrently(&cfg, 1).await;
-        let s = project.summary("x");
+            ))
+            .env(mcp_env)
+            .task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.")
+            .build()
+            .await;
+        scene.run().await;
+        let s = scene.summary("x");
         let error = s.error.unwrap_or_default();
         assert!(!error.contains('\u{1b}'), "{error:?}");
-        if error.contains(head) || project.all_records().contains(head) {
+        if error.contains(head) || scene.all_records().contains(head) {
             seen.push(error);
         }
     }
@@ -89,16 +87,20 @@ async fn url_keys_encoded_or_in_the_user_are_redacted() {
             "URLPASS4321",
         ),
     ] {
-        let project = Project::new();
-        let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-        let extra = format!("[mcp.servers.web]\nurl = \"{url}\"\nstartup_timeout_secs = 5\n");
-        let cfg = mcp_config(&project, &llm, &extra);
-        project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
-        run_concurrently(&cfg, 1).await;
-        let error = project.summary("u").error.unwrap();
+        let s = scenario()
+            .replies(vec![final_answer("done")])
+            .config(&format!(
+                "[mcp.servers.web]\nurl = \"{url}\"\nstartup_timeout_secs = 5"
+            ))
+            .env(mcp_env)
+            .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
+            .build()
+            .await;
+        s.run().await;
+        let error = s.summary("u").error.unwrap();
         eprintln!("{url}: {error}");
         assert!(!error.contains(key), "{url}: {error}");
-        assert!(!project.all_records().contains(key), "{url}");
+        assert!(!s.all_records().contains(key), "{url}");
     }
 }
 
@@ -107,13 +109,16 @@ async fn url_keys_encoded_or_in_the_user_are_redacted() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_plain_query_value_is_not_a_secret() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![final_answer("the stream is fine")]).await;
-    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?transport=stream\"\nstartup_timeout_secs = 5\n";
-    let cfg = mcp_config(&project, &llm, extra);
-    project.task("u", "+++\ntools = []\n+++\nCheck the stream.");
-    run_concurrently(&cfg, 1).await;
-    let records = project.all_records();
+    let extra = "[mcp.servers.web]\nurl = \"http://127.0.0.1:9/mcp?transport=stream\"\nstartup_timeout_secs = 5";
+    let s = scenario()
+        .replies(vec![final_answer("the stream is fine")])
+        .config(extra)
+        .env(mcp_env)
+        .task("u", "+++\ntools = []\n+++\nCheck the stream.")
+        .build()
+        .await;
+    s.run().await;
+    let records = s.all_records();
     assert!(records.contains("Check the stream."), "{records}");
 }
 
@@ -122,13 +127,16 @@ async fn a_plain_query_value_is_not_a_secret() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn an_http_start_error_keeps_its_cause_and_no_part_of_a_key() {
-    let project = Project::new();
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let extra = "[mcp.servers.web]\nurl = \"http://[::1]:9/?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5\n";
-    let cfg = mcp_config(&project, &llm, extra);
-    project.task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.");
-    run_concurrently(&cfg, 1).await;
-    let error = project.summary("u").error.unwrap();
+    let extra = "[mcp.servers.web]\nurl = \"http://[::1]:9/?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5";
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .config(extra)
+        .env(mcp_env)
+        .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
+        .build()
+        .await;
+    s.run().await;
+    let error = s.summary("u").error.unwrap();
     assert!(!error.contains("sk-l"), "{error}");
     assert!(error.contains("api_key=***"), "{error}");
     // The cause: the SDK names the request that failed, its URL redacted.

@@ -19,13 +19,14 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_name_of_240_bytes_runs_and_moves_under_a_shortened_name_once() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
     let name = "é".repeat(120);
-    project.task(&name, "A task with a long name.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task(&name, "A task with a long name.")
+        .build()
+        .await;
 
-    let out = run_binary(&project, &["run"]);
+    let out = s.binary(&["run"]);
 
     assert_eq!(
         out.status.code(),
@@ -33,8 +34,8 @@ async fn a_task_name_of_240_bytes_runs_and_moves_under_a_shortened_name_once() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(project.inbox().is_empty());
-    let done = project.done();
+    assert!(s.inbox().is_empty());
+    let done = s.done();
     assert_eq!(done.len(), 1);
     assert!(done[0].len() <= 255, "{}", done[0].len());
     assert!(
@@ -42,10 +43,10 @@ async fn a_task_name_of_240_bytes_runs_and_moves_under_a_shortened_name_once() {
         "{}",
         done[0]
     );
-    let again = run_binary(&project, &["run"]);
+    let again = s.binary(&["run"]);
     assert_eq!(again.status.code(), Some(0));
-    assert_eq!(llm.requests().await.len(), 1, "it ran once");
-    let listed = run_binary(&project, &["runs", "--json"]);
+    assert_eq!(s.requests().await.len(), 1, "it ran once");
+    let listed = s.binary(&["runs", "--json"]);
     let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(
         runs[0]["task"],
@@ -57,8 +58,8 @@ async fn a_task_name_of_240_bytes_runs_and_moves_under_a_shortened_name_once() {
 #[tokio::test]
 async fn slugs_and_ids_that_would_climb_out_of_their_route_send_no_request() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[
                 ("c1", "noteworx_read_note", json!({"slug": ".."})),
                 (
@@ -74,16 +75,16 @@ async fn slugs_and_ids_that_would_climb_out_of_their_route_send_no_request() {
                 ("c4", "noteworx_list_attachments", json!({"slug": "n\u{0}"})),
             ]),
             final_answer("done"),
-        ],
-        &[("t", "Try to escape.")],
-        &notes.config_section(),
-    )
-    .await;
+        ])
+        .task("t", "Try to escape.")
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
     assert!(notes.calls().await.is_empty(), "{:?}", notes.calls().await);
-    let lines = project.tool_lines("t");
+    let lines = s.tool_lines("t");
     assert_eq!(lines.len(), 4);
     for l in &lines {
         assert!(l.is_error && !l.executed, "{l:?}");
@@ -99,16 +100,17 @@ async fn a_runpod_job_id_that_climbs_the_url_is_never_polled() {
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "Hello.");
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, rp.config_sections()).unwrap();
-    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+    let scene = scenario()
+        .endpoint_at(&rp.server.uri())
+        .config_file(&rp.config_sections())
+        .task("t", "Hello.")
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(outcome.exit_code(), 75);
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::EndpointError);
     assert!(s.error.unwrap().contains("malformed job id"));
     let calls = rp.calls().await;
@@ -124,12 +126,15 @@ async fn a_runpod_job_id_that_climbs_the_url_is_never_polled() {
 
 #[tokio::test]
 async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
-    let llm = FakeLlm::replies(vec![final_answer("fine")]).await;
-    let project = Project::new();
-    let secret = project.root().join("private.txt");
+    let scene = scenario()
+        .replies(vec![final_answer("fine")])
+        .task("c-real", "A real task.")
+        .build()
+        .await;
+    let secret = scene.root().join("private.txt");
     std::fs::write(&secret, "my private notes").unwrap();
-    std::os::unix::fs::symlink(&secret, project.root().join("tasks/inbox/a-link.md")).unwrap();
-    let fifo = project.root().join("tasks/inbox/b-fifo.md");
+    std::os::unix::fs::symlink(&secret, scene.root().join("tasks/inbox/a-link.md")).unwrap();
+    let fifo = scene.root().join("tasks/inbox/b-fifo.md");
     assert!(
         Command::new("mkfifo")
             .arg(&fifo)
@@ -137,10 +142,8 @@ async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
             .unwrap()
             .success()
     );
-    project.task("c-real", "A real task.");
-    let cfg = project.config(&llm.base_url(), "");
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(
         outcome,
@@ -151,7 +154,7 @@ async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
         })
     );
     for (task, what) in [("a-link", "a symbolic link"), ("b-fifo", "a FIFO")] {
-        let s = project.summary(task);
+        let s = scene.summary(task);
         assert_eq!(s.stop_reason, StopReason::InvalidTask);
         assert!(
             s.error
@@ -160,7 +163,7 @@ async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
             "{task}"
         );
     }
-    let moved = project
+    let moved = scene
         .root()
         .join(format!("tasks/failed/{RUN_ID}-a-link.md"));
     assert!(
@@ -173,15 +176,20 @@ async fn a_symlink_or_fifo_in_the_inbox_is_invalid_and_its_target_never_read() {
         std::fs::read_to_string(&secret).unwrap(),
         "my private notes"
     );
-    assert_eq!(llm.requests().await.len(), 1, "only the real task ran");
-    assert!(!project.all_records().contains("my private notes"));
+    assert_eq!(scene.requests().await.len(), 1, "only the real task ran");
+    assert!(!scene.all_records().contains("my private notes"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_output_schema_that_is_a_fifo_or_a_device_is_refused_without_reading_it() {
-    let llm = FakeLlm::replies(vec![final_answer("fine")]).await;
-    let project = Project::new();
-    let fifo = project.root().join("fifo.json");
+    let s = scenario()
+        .replies(vec![final_answer("fine")])
+        .task("a-fifo", "+++\noutput_schema = \"fifo.json\"\n+++\nCount.")
+        .task("b-zero", "+++\noutput_schema = \"/dev/zero\"\n+++\nCount.")
+        .task("c-real", "A real task.")
+        .build()
+        .await;
+    let fifo = s.root().join("fifo.json");
     assert!(
         Command::new("mkfifo")
             .arg(&fifo)
@@ -189,12 +197,8 @@ async fn an_output_schema_that_is_a_fifo_or_a_device_is_refused_without_reading_
             .unwrap()
             .success()
     );
-    project.task("a-fifo", "+++\noutput_schema = \"fifo.json\"\n+++\nCount.");
-    project.task("b-zero", "+++\noutput_schema = \"/dev/zero\"\n+++\nCount.");
-    project.task("c-real", "A real task.");
-    project.write_config(&llm.base_url(), "");
 
-    let check = run_binary_within(&project, &["check"], Duration::from_secs(60));
+    let check = run_binary_within(&s, &["check"], Duration::from_secs(60));
     assert_eq!(check.status.code(), Some(1));
     let text = String::from_utf8_lossy(&check.stdout);
     for (task, what) in [("a-fifo", "a FIFO"), ("b-zero", "a device")] {
@@ -206,29 +210,29 @@ async fn an_output_schema_that_is_a_fifo_or_a_device_is_refused_without_reading_
         );
     }
 
-    let run = run_binary_within(&project, &["run"], Duration::from_secs(60));
+    let run = run_binary_within(&s, &["run"], Duration::from_secs(60));
     assert_eq!(
         run.status.code(),
         Some(1),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    assert_eq!(project.failed().len(), 2, "{:?}", project.failed());
-    assert!(project.done()[0].ends_with("-c-real.md"));
-    let run = std::fs::read_dir(project.root().join("logs/b-zero"))
+    assert_eq!(s.failed().len(), 2, "{:?}", s.failed());
+    assert!(s.done()[0].ends_with("-c-real.md"));
+    let run = std::fs::read_dir(s.root().join("logs/b-zero"))
         .unwrap()
         .next()
         .unwrap()
         .unwrap();
     assert_eq!(
-        project.summary_in(&run.path()).stop_reason,
+        s.summary_in(&run.path()).stop_reason,
         StopReason::InvalidTask
     );
-    assert_eq!(llm.requests().await.len(), 1, "only the real task ran");
+    assert_eq!(s.requests().await.len(), 1, "only the real task ran");
 
     // A profile's schema is read when the config is: the config is refused.
-    let path = project.write_config(
-        &llm.base_url(),
+    let path = s.write_config(
+        &s.llm().base_url(),
         "[agents.x]\nrole_prompt = \"Hi.\"\noutput_schema = \"/dev/zero\"\n",
     );
     let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
@@ -238,30 +242,31 @@ async fn an_output_schema_that_is_a_fifo_or_a_device_is_refused_without_reading_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn records_are_private_under_a_permissive_umask() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Hello.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Hello.")
+        .build()
+        .await;
     let bin = assert_cmd::cargo::cargo_bin("agent-harness");
 
     let out = Command::new("sh")
         .args(["-c", "umask 022; exec \"$0\" run"])
         .arg(&bin)
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
 
     assert_eq!(out.status.code(), Some(0));
     let mode = |p: std::path::PathBuf| std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-    let dir = std::fs::read_dir(project.root().join("logs/t"))
+    let dir = std::fs::read_dir(s.root().join("logs/t"))
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
     assert_eq!(mode(dir.clone()), 0o700);
-    assert_eq!(mode(project.root().join("logs/t")), 0o700);
+    assert_eq!(mode(s.root().join("logs/t")), 0o700);
     for f in [
         "conversation.jsonl",
         "tools.jsonl",

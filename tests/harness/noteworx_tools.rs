@@ -13,21 +13,22 @@ async fn script(
     task_name: &str,
     calls: Vec<(&str, Value)>,
     extra: &str,
-) -> (Project, FakeLlm) {
+) -> Scene {
     let mut replies: Vec<Value> = calls
         .into_iter()
         .enumerate()
         .map(|(i, (name, args))| tool_calls(&[(&format!("c{}", i + 1), name, args)]))
         .collect();
     replies.push(final_answer("done"));
-    let (llm, project, cfg) = arrange(
-        replies,
-        &[(task_name, "Work with my notes.")],
-        &format!("{extra}\n{}", notes.config_section()),
-    )
-    .await;
-    run_all(&cfg).await;
-    (project, llm)
+    let scene = scenario()
+        .replies(replies)
+        .task(task_name, "Work with my notes.")
+        .config(extra)
+        .notes(notes)
+        .build()
+        .await;
+    scene.run().await;
+    scene
 }
 
 #[tokio::test]
@@ -52,7 +53,7 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
         "text/plain",
         "https://example.org/paper",
     );
-    let (project, llm) = script(
+    let scene = script(
         &notes,
         "weekly-research-scan",
         vec![
@@ -68,12 +69,12 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
     )
     .await;
 
-    let s = project.summary("weekly-research-scan");
+    let s = scene.summary("weekly-research-scan");
     assert_eq!(
         (s.status, s.tool_calls, s.tool_errors),
         (Status::Succeeded, 7, 0)
     );
-    let lines = project.tool_lines("weekly-research-scan");
+    let lines = scene.tool_lines("weekly-research-scan");
     assert_eq!(
         lines[0].result,
         "1 note:\n- eval | Evaluation | tags: research-active | space: work | updated: 2026-04-01T10:00:00Z\n"
@@ -151,14 +152,14 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
         )
     );
     assert_eq!(calls.iter().filter(|(m, _)| m == "POST").count(), 1);
-    assert!(!project.all_records().contains(fake_noteworx::TOKEN));
-    assert_eq!(llm.requests().await.len(), 8);
+    assert!(!scene.all_records().contains(fake_noteworx::TOKEN));
+    assert_eq!(scene.requests().await.len(), 8);
 }
 
 #[tokio::test]
 async fn model_written_frontmatter_is_replaced_and_hostile_names_stay_valid_yaml() {
     let notes = FakeNoteworx::start(vec![note("a: b", "Odd", &[], "x")]).await;
-    let (_project, _) = script(
+    let _scene = script(
         &notes,
         "true",
         vec![(
@@ -187,10 +188,10 @@ async fn a_retried_task_does_not_create_the_same_attachment_twice() {
         json!({"slug": "n", "filename": "idea.md", "content": "Same text"}),
     );
     script(&notes, "t", vec![call.clone()], "").await;
-    let (project, _) = script(&notes, "t", vec![call], "").await;
+    let scene = script(&notes, "t", vec![call], "").await;
 
     assert_eq!(notes.attachments("n").len(), 1);
-    let line = &project.tool_lines("t")[0];
+    let line = &scene.tool_lines("t")[0];
     assert!(
         line.result
             .starts_with("Attachment idea.md with this text already exists on note n (id 1)"),
@@ -206,7 +207,7 @@ async fn errors_tell_the_model_what_to_do_next() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
     notes.add_attachment("n", "img.png", "image/png", "");
     notes.fail_next(&[]);
-    let (project, _) = script(
+    let scene = script(
         &notes,
         "t",
         vec![
@@ -227,7 +228,7 @@ async fn errors_tell_the_model_what_to_do_next() {
         "",
     )
     .await;
-    let lines = project.tool_lines("t");
+    let lines = scene.tool_lines("t");
     assert_eq!(
         lines[0].result,
         "No note with slug \"nope\". Search or list notes first and use a slug from the results."
@@ -252,7 +253,7 @@ async fn errors_tell_the_model_what_to_do_next() {
 async fn server_errors_are_retried_once_then_reported_as_unavailable() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[503]);
-    let (project, _) = script(
+    let scene = script(
         &notes,
         "t",
         vec![("noteworx_read_note", json!({"slug": "n"}))],
@@ -260,21 +261,21 @@ async fn server_errors_are_retried_once_then_reported_as_unavailable() {
     )
     .await;
     assert_eq!(
-        project.tool_lines("t")[0].result,
+        scene.tool_lines("t")[0].result,
         "Note n | N\n\ntext",
         "one 503 is retried"
     );
 
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[502, 502]);
-    let (project, _) = script(
+    let scene = script(
         &notes,
         "t",
         vec![("noteworx_read_note", json!({"slug": "n"}))],
         "",
     )
     .await;
-    let line = &project.tool_lines("t")[0];
+    let line = &scene.tool_lines("t")[0];
     assert!(line.is_error);
     assert_eq!(
         line.result,
@@ -286,14 +287,14 @@ async fn server_errors_are_retried_once_then_reported_as_unavailable() {
 async fn a_refused_token_stops_the_run_naming_the_variable_and_never_the_token() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[401]);
-    let (project, llm) = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
-    let line = &project.tool_lines("t")[0];
+    let scene = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
+    let line = &scene.tool_lines("t")[0];
     assert!(line.is_error);
     assert_eq!(
         line.result,
         "noteworx refused the token (401); the run stops so the operator can fix it."
     );
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.tool_errors),
         (Status::Interrupted, StopReason::SetupFault, 1)
@@ -306,13 +307,13 @@ async fn a_refused_token_stops_the_run_naming_the_variable_and_never_the_token()
         "{:?}",
         s.error
     );
-    assert_eq!(project.inbox(), ["t.md"], "the task stays in the inbox");
+    assert_eq!(scene.inbox(), ["t.md"], "the task stays in the inbox");
     assert_eq!(
-        llm.requests().await.len(),
+        scene.requests().await.len(),
         1,
         "the model is not asked again"
     );
-    assert!(!project.all_records().contains(fake_noteworx::TOKEN));
+    assert!(!scene.all_records().contains(fake_noteworx::TOKEN));
 }
 
 #[tokio::test]

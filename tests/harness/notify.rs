@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::cli::{run_bin, stderr};
 use crate::common::*;
 
 /// The check's key, in the ping URL's path as healthchecks.io puts it.
@@ -56,10 +55,13 @@ fn notify(server: &MockServer) -> String {
 #[tokio::test]
 async fn a_good_run_pings_start_then_success_and_sends_no_failure_report() {
     let hc = pings().await;
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let outcome = run_all(&project.config(&llm.base_url(), &notify(&hc))).await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0);
     let got = received(&hc).await;
@@ -78,13 +80,15 @@ async fn a_good_run_pings_start_then_success_and_sends_no_failure_report() {
 #[tokio::test]
 async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
     let hc = pings().await;
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("broken", "Answer.");
-    let outcome = run_all(&project.config(&llm.base_url(), &notify(&hc))).await;
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ])
+        .task("broken", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
     let got = received(&hc).await;
@@ -118,44 +122,43 @@ async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
 #[tokio::test]
 async fn a_dry_run_notifies_nothing() {
     let hc = pings().await;
-    let (_llm, _project, cfg) = arrange(
-        vec![final_answer("done")],
-        &[("t", "Answer.")],
-        &notify(&hc),
-    )
-    .await;
-    run(&cfg, run_options(1, true)).await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+    s.run_with(run_options(1, true)).await;
     assert!(received(&hc).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_never_shows() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
     let down = format!("http://127.0.0.1:{}", closed_port());
-    project.write_config(
-        &llm.base_url(),
-        &format!("[notify]\nping_url = \"{down}/ping/{CHECK}\"\n"),
-    );
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&format!("[notify]\nping_url = \"{down}/ping/{CHECK}\"\n"))
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("a notification failed ([notify])"), "{err}");
     assert!(!err.contains(CHECK), "the check's key is in the log: {err}");
-    assert!(!project.all_records().contains(CHECK));
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert!(!s.all_records().contains(CHECK));
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_notify_failures_total 2\n"),
         "the start and the end: {metrics}"
     );
     assert!(metrics.contains("agent_harness_last_run_exit_code 0\n"));
     // The counter goes on from the previous run's.
-    project.task("u", "Answer.");
-    run_bin(&project, &["run"]).await;
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    s.task("u", "Answer.");
+    run_bin(&s, &["run"]).await;
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_notify_failures_total 4\n"),
         "{metrics}"
@@ -168,17 +171,17 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
 #[tokio::test]
 async fn a_run_that_finds_the_lock_taken_logs_and_never_pings_start() {
     let hc = pings().await;
-    let (_llm, _project, cfg) = arrange(
-        vec![final_answer("done")],
-        &[("t", "Answer.")],
-        &notify(&hc),
-    )
-    .await;
-    let held = agent_harness::state::RunLock::try_acquire(&cfg.paths.state_dir())
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+    let held = agent_harness::state::RunLock::try_acquire(&s.cfg().paths.state_dir())
         .unwrap()
         .unwrap();
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     drop(held);
     assert_eq!(outcome.exit_code(), 0);
@@ -208,15 +211,16 @@ async fn redirecting_to(target: &str) -> MockServer {
 async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
     let target = pings().await;
     let hc = redirecting_to(&format!("{}/internal-admin?x=1", target.uri())).await;
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("broken", "Answer.");
-    project.write_config(&llm.base_url(), &notify(&hc));
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ])
+        .task("broken", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -233,7 +237,7 @@ async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
         "{err}"
     );
     assert!(!err.contains("internal-admin"), "{err}");
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_notify_failures_total 3\n"),
         "{metrics}"
@@ -242,18 +246,17 @@ async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
     let port = closed_port();
-    project.write_config(
-        &llm.base_url(),
-        &format!(
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&format!(
             "[notify]\nping_url = \"http://ghp_TOKENUSERNAME42:x-oauth-basic@127.0.0.1:{port}/p/short?sig=SIGVALUE9876&code=AZCODE5555\"\non_failure_url = \"http://hookuser:pw@127.0.0.1:{port}/hook/abc\"\n"
-        ),
-    );
+        ))
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     let err = stderr(&out);
     assert!(
@@ -271,18 +274,6 @@ async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
     }
 }
 
-/// `run` in `project`, in the background.
-fn spawn_run(project: &Project, stderr: std::process::Stdio) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .arg("run")
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap()
-}
-
 /// A receiver that takes a minute to answer anything.
 async fn silent() -> MockServer {
     let server = MockServer::start().await;
@@ -298,15 +289,17 @@ async fn silent() -> MockServer {
 #[tokio::test(flavor = "multi_thread")]
 async fn start_goes_out_beside_the_first_task_and_never_holds_it_back() {
     let hc = silent().await;
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    project.write_config(&llm.base_url(), &notify(&hc));
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let chat = llm.requests().await;
+    let chat = s.requests().await;
     assert_eq!(chat.len(), 1);
     // Had the task waited for `/start`, its three tries (5 s each) would
     // all have come before the task's request.
@@ -340,15 +333,14 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
             .set_delay(std::time::Duration::from_millis(300))
         })
         .collect();
-    let llm = FakeLlm::by_progress(turns).await;
-    let project = Project::new();
-    project.task("long", "Loop.");
-    project.write_config(
-        &llm.base_url(),
-        &format!("{}[limits]\nmax_turns = 30\n", notify(&hc)),
-    );
-    let child = spawn_run(&project, std::process::Stdio::piped());
-    while llm.requests().await.len() < 2 {
+    let s = scenario()
+        .by_progress(turns)
+        .task("long", "Loop.")
+        .config(&format!("{}[limits]\nmax_turns = 30\n", notify(&hc)))
+        .build()
+        .await;
+    let child = spawn_run(&s, std::process::Stdio::piped());
+    while s.requests().await.len() < 2 {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 
@@ -364,7 +356,7 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
     .unwrap();
 
     assert_eq!(status.status.code(), Some(75), "{}", stderr(&status));
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_last_run_exit_code 75\n")
             && metrics.contains("agent_harness_notify_failures_total 3\n"),
@@ -377,21 +369,22 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
         "{}",
         stderr(&status)
     );
-    assert_eq!(project.inbox(), ["long.md"]);
+    assert_eq!(s.inbox(), ["long.md"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
     let hc = silent().await;
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("broken", "Answer.");
-    project.write_config(&llm.base_url(), &notify(&hc));
-    let prom = project.root().join("logs/agent-harness.prom");
-    let mut child = spawn_run(&project, std::process::Stdio::null());
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ])
+        .task("broken", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+    let prom = s.root().join("logs/agent-harness.prom");
+    let mut child = spawn_run(&s, std::process::Stdio::null());
     while !prom.exists() {
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -417,24 +410,26 @@ async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
 async fn bodies_carry_the_harness_words_within_their_caps() {
     let hc = pings().await;
     let bait = "@channel URGENT: payroll moved, re-enter creds at http://evil.example/login";
-    let llm = FakeLlm::by_progress(vec![ok(final_answer(&format!("{{\"n\": \"{bait}\"}}")))]).await;
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
+    let mut scene = scenario()
+        .by_progress(vec![ok(final_answer(&format!("{{\"n\": \"{bait}\"}}")))])
+        .task(
+            "aa-schema",
+            "+++\noutput_schema = \"schemas/s.json\"\n+++\nGive n.",
+        )
+        .config(&notify(&hc));
+    for i in 0..60 {
+        // Not a task file: each fails at once, in the harness's words.
+        scene = scene.task(&format!("bad{i:02}"), "+++\nmax_turns = \"many\"\n+++\nx");
+    }
+    let s = scene.build().await;
+    std::fs::create_dir_all(s.root().join("schemas")).unwrap();
     std::fs::write(
-        project.root().join("schemas/s.json"),
+        s.root().join("schemas/s.json"),
         r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
     )
     .unwrap();
-    project.task(
-        "aa-schema",
-        "+++\noutput_schema = \"schemas/s.json\"\n+++\nGive n.",
-    );
-    for i in 0..60 {
-        // Not a task file: each fails at once, in the harness's words.
-        project.task(&format!("bad{i:02}"), "+++\nmax_turns = \"many\"\n+++\nx");
-    }
 
-    let outcome = run_all(&project.config(&llm.base_url(), &notify(&hc))).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     let got = received(&hc).await;

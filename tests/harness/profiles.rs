@@ -34,22 +34,22 @@ async fn first_request(llm: &FakeLlm) -> Value {
 #[tokio::test]
 async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.task("a-profile", "+++\nagent = \"scout\"\n+++\nScout.");
-    project.task(
-        "b-override",
-        "+++\nagent = \"scout\"\ntemperature = 0.9\nmax_tokens = 512\ntools = [\"noteworx_read_note\"]\nsystem_prompt = \"Task prompt.\"\n+++\nOverride.",
-    );
-    project.task("c-none", "Plain.");
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!("{PROFILES}{}", notes.config_section()),
-    );
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .task("a-profile", "+++\nagent = \"scout\"\n+++\nScout.")
+        .task(
+            "b-override",
+            "+++\nagent = \"scout\"\ntemperature = 0.9\nmax_tokens = 512\ntools = [\"noteworx_read_note\"]\nsystem_prompt = \"Task prompt.\"\n+++\nOverride.",
+        )
+        .task("c-none", "Plain.")
+        .config(PROFILES)
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     let (a, b, c) = (&requests[0], &requests[1], &requests[2]);
     let system = |r: &Value| messages(r)[0]["content"].as_str().unwrap().to_string();
     let tools = |r: &Value| -> Vec<String> {
@@ -102,15 +102,15 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
         (json!(1.0), json!(2048))
     );
     assert_eq!(tools(c).len(), 7, "no profile: every configured tool");
-    assert_eq!(project.summary("a-profile").agent.as_deref(), Some("scout"));
-    assert_eq!(project.summary("c-none").agent, None);
+    assert_eq!(s.summary("a-profile").agent.as_deref(), Some("scout"));
+    assert_eq!(s.summary("c-none").agent, None);
 }
 
 #[tokio::test]
 async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x"), note("m", "M", &[], "y")]).await;
-    let (_llm, _project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[
                 (
                     "c1",
@@ -124,13 +124,14 @@ async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds
                 ),
             ]),
             final_answer("done"),
-        ],
-        &[("t", "+++\nagent = \"scout\"\n+++\nAttach.")],
-        &format!("{PROFILES}{}", notes.config_section()),
-    )
-    .await;
+        ])
+        .task("t", "+++\nagent = \"scout\"\n+++\nAttach.")
+        .config(PROFILES)
+        .notes(&notes)
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
     let made = notes.attachments("n");
     assert_eq!(made.len(), 1);
@@ -149,23 +150,20 @@ async fn attachments_are_signed_with_the_profile_name_and_its_write_budget_holds
 
 #[tokio::test]
 async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_error() {
-    let (llm, project, cfg) = arrange(
-        vec![final_answer("x")],
-        &[("t", "+++\nagent = \"nobody\"\n+++\nGo.")],
-        PROFILES,
-    )
-    .await;
-    run_all(&cfg).await;
-    let s = project.summary("t");
+    let scene = scenario()
+        .replies(vec![final_answer("x")])
+        .task("t", "+++\nagent = \"nobody\"\n+++\nGo.")
+        .config(PROFILES)
+        .build()
+        .await;
+    scene.run().await;
+    let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::InvalidTask);
     assert!(s.error.unwrap().contains(
         "agent \"nobody\" is not a profile of this configuration (profiles: scout, writer)"
     ));
 
-    let path = project.write_config(
-        &llm.base_url(),
-        "[agents.x]\nrole_prompt = \"Hi {{agent}}, {{weather}}.\"\n",
-    );
+    let path = scene.rewrite_config("[agents.x]\nrole_prompt = \"Hi {{agent}}, {{weather}}.\"\n");
     let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
     assert!(
         e.message
@@ -175,7 +173,7 @@ async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_er
     let out = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .arg("check")
-        .current_dir(project.root())
+        .current_dir(scene.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
@@ -184,23 +182,16 @@ async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_er
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_tool_a_warning() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.task("a", "+++\nagent = \"typo\"\n+++\nGo.");
-    project.task("b", "Plain.");
-    project.task("c", "+++\nagent = \"reader\"\n+++\nRead.");
-    project.write_config(
-        &llm.base_url(),
-        "[agents.typo]\ntools = [\"web_fetch\"]\n[agents.reader]\ntools = [\"noteworx_read_note\"]\n",
-    );
-    let bin = || {
-        let mut c = assert_cmd::Command::cargo_bin("agent-harness").unwrap();
-        c.current_dir(project.root())
-            .env_remove("AGENT_HARNESS_CONFIG");
-        c
-    };
+    let s = scenario()
+        .replies(vec![final_answer("x")])
+        .task("a", "+++\nagent = \"typo\"\n+++\nGo.")
+        .task("b", "Plain.")
+        .task("c", "+++\nagent = \"reader\"\n+++\nRead.")
+        .config("[agents.typo]\ntools = [\"web_fetch\"]\n[agents.reader]\ntools = [\"noteworx_read_note\"]")
+        .build()
+        .await;
 
-    let check = bin().arg("check").output().unwrap();
+    let check = bin(&s).arg("check").output().unwrap();
     assert_eq!(
         check.status.code(),
         Some(2),
@@ -222,11 +213,8 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
 
     // Without the typo, the unoffered tool is a warning about the config,
     // not about a task file.
-    project.write_config(
-        &llm.base_url(),
-        "[agents.reader]\ntools = [\"noteworx_read_note\"]\n",
-    );
-    let check = bin().arg("check").output().unwrap();
+    s.rewrite_config("[agents.reader]\ntools = [\"noteworx_read_note\"]\n");
+    let check = bin(&s).arg("check").output().unwrap();
     let text = String::from_utf8_lossy(&check.stdout);
     assert!(
         text.contains("agent.toml: config ok with 1 warning(s); 3 task file(s), 2 with problems, 0 with warnings"),
@@ -238,30 +226,28 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
         "a.md names a profile that does not exist now"
     );
     // A profile no task names makes nothing invalid: no warning.
-    std::fs::remove_file(project.root().join("tasks/inbox/c.md")).unwrap();
-    let text = String::from_utf8_lossy(&bin().arg("check").output().unwrap().stdout).into_owned();
+    std::fs::remove_file(s.root().join("tasks/inbox/c.md")).unwrap();
+    let text = String::from_utf8_lossy(&bin(&s).arg("check").output().unwrap().stdout).into_owned();
     assert!(
         text.contains("agent.toml: config ok; 2 task file(s), 1 with problems"),
         "{text}"
     );
-    project.write_config(&llm.base_url(), "[agents.typo]\ntools = [\"web_fetch\"]\n");
+    s.rewrite_config("[agents.typo]\ntools = [\"web_fetch\"]\n");
 
     // `run` refuses the configuration before any task is touched.
-    let run = bin().arg("run").output().unwrap();
+    let run = bin(&s).arg("run").output().unwrap();
     assert_eq!(run.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains("[agents.typo] tools: \"web_fetch\" is not a tool"),
         "{stderr}"
     );
-    assert_eq!(project.inbox(), ["a.md", "b.md"]);
-    assert!(llm.requests().await.is_empty());
+    assert_eq!(s.inbox(), ["a.md", "b.md"]);
+    assert!(s.requests().await.is_empty());
 
     // A profile's max_tokens that cannot fit a fixed window is a config error.
-    let path = project.write_config(
-        &llm.base_url(),
-        "[limits]\ncontext_tokens = 4096\n[agents.big]\nmax_tokens = 8000\n",
-    );
+    let path =
+        s.rewrite_config("[limits]\ncontext_tokens = 4096\n[agents.big]\nmax_tokens = 8000\n");
     let e = agent_harness::config::Config::load(&path, &test_env).unwrap_err();
     assert!(
         e.message.contains(
@@ -274,37 +260,40 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
 const SCHEMA: &str = r#"{"type":"object","required":["papers","top"],"additionalProperties":false,
  "properties":{"papers":{"type":"integer","minimum":0},"top":{"type":"string"}}}"#;
 
-/// A project with `schemas/scan.json` and a task using it.
-fn schema_project(llm: &FakeLlm, frontmatter: &str) -> (Project, agent_harness::config::Config) {
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
-    std::fs::write(project.root().join("schemas/scan.json"), SCHEMA).unwrap();
-    project.task("t", &format!("+++\n{frontmatter}\n+++\nCount the papers."));
-    let cfg = project.config(
-        &llm.base_url(),
-        "[agents.counter]\nrole_prompt = \"Count.\"\noutput_schema = \"schemas/scan.json\"\n",
-    );
-    (project, cfg)
+/// A project with `schemas/scan.json` and a task using it, its model
+/// answering `replies`.
+async fn schema_project(replies: Vec<Value>, frontmatter: &str) -> Scene {
+    let scene = scenario()
+        .replies(replies)
+        .task("t", &format!("+++\n{frontmatter}\n+++\nCount the papers."))
+        .config("[agents.counter]\nrole_prompt = \"Count.\"\noutput_schema = \"schemas/scan.json\"")
+        .build()
+        .await;
+    std::fs::create_dir_all(scene.root().join("schemas")).unwrap();
+    std::fs::write(scene.root().join("schemas/scan.json"), SCHEMA).unwrap();
+    scene
 }
 
 #[tokio::test]
 async fn a_fenced_answer_that_matches_the_schema_is_the_result() {
-    let llm = FakeLlm::replies(vec![final_answer(
-        "```json\n{\"papers\": 3, \"top\": \"Tool calling\"}\n```",
-    )])
+    let scene = schema_project(
+        vec![final_answer(
+            "```json\n{\"papers\": 3, \"top\": \"Tool calling\"}\n```",
+        )],
+        "agent = \"counter\"",
+    )
     .await;
-    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
     let result: Value = serde_json::from_str(
-        &std::fs::read_to_string(project.run_dir("t").join("result.json")).unwrap(),
+        &std::fs::read_to_string(scene.run_dir("t").join("result.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(result, json!({"papers": 3, "top": "Tool calling"}));
-    let system = first_request(&llm).await["messages"][0]["content"]
+    let system = first_request(scene.llm()).await["messages"][0]["content"]
         .as_str()
         .unwrap()
         .to_string();
@@ -320,28 +309,29 @@ async fn a_fenced_answer_that_matches_the_schema_is_the_result() {
 #[tokio::test]
 async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
-    let llm = FakeLlm::replies(vec![
-        final_answer("Three papers."),
-        final_answer("{\"papers\": 3, \"top\": \"Tool calling\"}"),
-    ])
-    .await;
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("schemas")).unwrap();
-    std::fs::write(project.root().join("schemas/scan.json"), SCHEMA).unwrap();
-    project.task(
-        "t",
-        "+++\noutput_schema = \"schemas/scan.json\"\n+++\nCount the papers.",
-    );
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let scene = scenario()
+        .replies(vec![
+            final_answer("Three papers."),
+            final_answer("{\"papers\": 3, \"top\": \"Tool calling\"}"),
+        ])
+        .task(
+            "t",
+            "+++\noutput_schema = \"schemas/scan.json\"\n+++\nCount the papers.",
+        )
+        .notes(&notes)
+        .build()
+        .await;
+    std::fs::create_dir_all(scene.root().join("schemas")).unwrap();
+    std::fs::write(scene.root().join("schemas/scan.json"), SCHEMA).unwrap();
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.schema_checked, s.turns),
         (Status::Succeeded, true, 2)
     );
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     assert!(requests[0].get("response_format").is_none());
     assert!(
         requests[0]["tools"].is_array(),
@@ -370,7 +360,7 @@ async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
         "{last}"
     );
     assert!(
-        project
+        scene
             .run_log("t")
             .contains("asking once more, with the schema as response_format")
     );
@@ -378,17 +368,19 @@ async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
 
 #[tokio::test]
 async fn a_second_wrong_answer_ends_as_invalid_answer_with_no_result() {
-    let llm = FakeLlm::replies(vec![
-        final_answer("{\"papers\": -1}"),
-        final_answer("{\"papers\": \"many\"}"),
-    ])
+    let scene = schema_project(
+        vec![
+            final_answer("{\"papers\": -1}"),
+            final_answer("{\"papers\": \"many\"}"),
+        ],
+        "agent = \"counter\"",
+    )
     .await;
-    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
 
-    let outcome = run_all(&cfg).await;
+    let outcome = scene.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(
         (s.status, s.stop_reason, s.schema_checked),
         (Status::Failed, StopReason::InvalidAnswer, false)
@@ -396,50 +388,58 @@ async fn a_second_wrong_answer_ends_as_invalid_answer_with_no_result() {
     let error = s.error.unwrap();
     assert!(error.contains("even when asked again"), "{error}");
     assert!(error.contains("at /papers:"), "{error}");
-    assert!(!project.run_dir("t").join("result.json").exists());
-    assert_eq!(llm.requests().await.len(), 2, "asked once more, not twice");
+    assert!(!scene.run_dir("t").join("result.json").exists());
+    assert_eq!(
+        scene.requests().await.len(),
+        2,
+        "asked once more, not twice"
+    );
 }
 
 /// SPEC §16: a reply with prose around its one ```json fence is read from the fence.
 #[tokio::test]
 async fn the_one_json_fence_in_a_chatty_answer_is_the_result() {
-    let llm = FakeLlm::replies(vec![final_answer(
-        "Sure! Here is the count.\n```json\n{\"papers\": 2, \"top\": \"Evals\"}\n```\nLet me know if you need more.",
-    )])
+    let scene = schema_project(
+        vec![final_answer(
+            "Sure! Here is the count.\n```json\n{\"papers\": 2, \"top\": \"Evals\"}\n```\nLet me know if you need more.",
+        )],
+        "agent = \"counter\"",
+    )
     .await;
-    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
     let result: Value = serde_json::from_str(
-        &std::fs::read_to_string(project.run_dir("t").join("result.json")).unwrap(),
+        &std::fs::read_to_string(scene.run_dir("t").join("result.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(result, json!({"papers": 2, "top": "Evals"}));
-    assert_eq!(llm.requests().await.len(), 1, "no repair was needed");
+    assert_eq!(scene.requests().await.len(), 1, "no repair was needed");
 }
 
 /// A structured answer cut at max_tokens is asked for once more, and that
 /// ask is the repair: the schema goes as a grammar, no tools, thinking off.
 #[tokio::test]
 async fn a_cut_structured_answer_is_asked_again_with_the_schema_as_grammar() {
-    let llm = FakeLlm::replies(vec![
-        reply(
-            json!({"role": "assistant", "content": "```json\n{\"papers\": 2, \"top\": \"Ev"}),
-            "length",
-        ),
-        final_answer("{\"papers\": 2, \"top\": \"Evals\"}"),
-    ])
+    let scene = schema_project(
+        vec![
+            reply(
+                json!({"role": "assistant", "content": "```json\n{\"papers\": 2, \"top\": \"Ev"}),
+                "length",
+            ),
+            final_answer("{\"papers\": 2, \"top\": \"Evals\"}"),
+        ],
+        "agent = \"counter\"",
+    )
     .await;
-    let (project, cfg) = schema_project(&llm, "agent = \"counter\"");
 
-    run_all(&cfg).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!((s.status, s.schema_checked), (Status::Succeeded, true));
-    let requests = llm.requests().await;
+    let requests = scene.requests().await;
     assert_eq!(requests.len(), 2);
     assert_eq!(
         requests[1]["response_format"]["json_schema"]["schema"],

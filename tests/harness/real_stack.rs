@@ -180,23 +180,25 @@ async fn example_page_server() -> MockServer {
 const MODEL: &str = "[model]\nmax_tokens = 128\ntemperature = 0.8\n[model.extra]\ntool_choice = \"required\"\n[limits]\nmax_turns = 3\n";
 const MAX_TOKENS: u64 = 128;
 
-fn tasks(project: &Project, page_url: &str) {
-    project.task(
-        "scan",
-        "+++\ntools = [\"noteworx_list_notes\", \"noteworx_read_note\", \"noteworx_create_attachment\"]\n+++\n\
-         List the notes tagged research-active, read the first one, and add a \
-         suggestion attachment named next.md to it with one next step.",
-    );
-    project.task(
-        "page",
-        &format!(
-            "+++\ntools = [\"webfetch\"]\n+++\nFetch {page_url} and name one flag it recommends."
-        ),
-    );
-    project.task(
-        "plain",
-        "+++\ntools = []\n+++\nSay in one sentence what a batch job is.",
-    );
+/// `scenario` with the three tasks of the end-to-end runs in its inbox.
+fn tasks(scenario: Scenario, page_url: &str) -> Scenario {
+    scenario
+        .task(
+            "scan",
+            "+++\ntools = [\"noteworx_list_notes\", \"noteworx_read_note\", \"noteworx_create_attachment\"]\n+++\n\
+             List the notes tagged research-active, read the first one, and add a \
+             suggestion attachment named next.md to it with one next step.",
+        )
+        .task(
+            "page",
+            &format!(
+                "+++\ntools = [\"webfetch\"]\n+++\nFetch {page_url} and name one flag it recommends."
+            ),
+        )
+        .task(
+            "plain",
+            "+++\ntools = []\n+++\nSay in one sentence what a batch job is.",
+        )
 }
 
 /// README, Tools from MCP servers, on the real server: PyPI's reference time
@@ -206,26 +208,26 @@ fn tasks(project: &Project, page_url: &str) {
 /// of repeating a call within one reply cannot stop the task before the call
 /// runs.
 async fn mcp_tool_on_the_real_server(base_url: &str) {
-    let project = Project::new();
     let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
-    let cfg = project.config(
-        base_url,
-        &format!(
+    let s = scenario()
+        .endpoint_at(base_url)
+        .config(&format!(
             "[model]\nmax_tokens = 128\ntemperature = 0.8\n[model.extra]\ntool_choice = \"required\"\n\
              parallel_tool_calls = false\nseed = 7\n[limits]\nmax_turns = 2\ncontext_tokens = 0\n\
              [mcp.servers.time]\ncommand = [{program:?}]\ntools = [\"get_current_time\"]\n"
-        ),
-    );
-    project.task(
-        "clock",
-        "+++\ntools = [\"time__get_current_time\"]\n+++\nWhat time is it in Tokyo (Asia/Tokyo) now?",
-    );
-    smoke_test_passes(&cfg).await;
-    run_all(&cfg).await;
-    let log = project.run_log("clock");
+        ))
+        .task(
+            "clock",
+            "+++\ntools = [\"time__get_current_time\"]\n+++\nWhat time is it in Tokyo (Asia/Tokyo) now?",
+        )
+        .build()
+        .await;
+    smoke_test_passes(&s.cfg()).await;
+    s.run().await;
+    let log = s.run_log("clock");
     assert!(log.contains("MCP server time started in"), "{log}");
-    let clock = check_task(&project, "clock", &["time__get_current_time"], false);
-    let ran: Vec<ToolLine> = project
+    let clock = check_task(&s, "clock", &["time__get_current_time"], false);
+    let ran: Vec<ToolLine> = s
         .tool_lines("clock")
         .into_iter()
         .filter(|t| t.executed && t.name == "time__get_current_time")
@@ -238,7 +240,7 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
         // The server answered: a time, or its own complaint about the arguments.
         assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
     }
-    let requests = jsonl(&project.run_dir("clock").join("conversation.jsonl"));
+    let requests = jsonl(&s.run_dir("clock").join("conversation.jsonl"));
     let offered = &sent_chat(&requests[0])["tools"][0]["function"];
     assert_eq!(offered["name"], "time__get_current_time");
     assert_eq!(
@@ -437,14 +439,14 @@ fn check_request(task: &str, body: &Value) {
     }
 }
 
-/// Runs the three tasks through `cfg` and checks every record.
-async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx, runpod: bool) {
-    let outcome = run_all(cfg).await;
+/// Runs the three tasks of `s` and checks every record.
+async fn run_tasks_and_check(s: &Scene, nwx: &FakeNoteworx, runpod: bool) {
+    let outcome = s.run().await;
     assert!(matches!(outcome.exit_code(), 0 | 1), "{outcome:?}");
-    assert!(project.inbox().is_empty(), "every task was filed");
+    assert!(s.inbox().is_empty(), "every task was filed");
 
     let scan = check_task(
-        project,
+        s,
         "scan",
         &[
             "noteworx_list_notes",
@@ -457,15 +459,15 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
         scan.tool_calls > 0,
         "tool_choice = required makes the model call tools"
     );
-    let replayed = jsonl(&project.run_dir("scan").join("conversation.jsonl"))
+    let replayed = jsonl(&s.run_dir("scan").join("conversation.jsonl"))
         .iter()
         .any(|l| messages(sent_chat(l)).iter().any(|m| m["role"] == "tool"));
     assert!(
         replayed || scan.turns == 1,
         "a later turn replays the calls and their results"
     );
-    check_task(project, "page", &["webfetch"], runpod);
-    let plain = check_task(project, "plain", &[], runpod);
+    check_task(s, "page", &["webfetch"], runpod);
+    let plain = check_task(s, "plain", &[], runpod);
     assert_eq!(plain.tool_calls, 0, "a task without tools gets no tool run");
 
     for (slug, list) in &nwx.state.lock().unwrap().attachments {
@@ -478,8 +480,7 @@ async fn run_tasks_and_check(project: &Project, cfg: &Config, nwx: &FakeNoteworx
         }
     }
     assert!(
-        !project
-            .all_records()
+        !s.all_records()
             .contains(crate::common::fake_noteworx::TOKEN),
         "no secret in any record"
     );
@@ -515,22 +516,25 @@ async fn real_llama_server_directly_and_behind_the_runpod_worker() {
 /// llama-server started without its Jinja templates refuses every request
 /// with tools: a setup fault naming the flag, every task left as it was.
 async fn without_jinja_every_task_stays(base_url: &str) {
-    let project = Project::new();
-    project.task("a", "Say hello.");
-    project.task("b", "Say hello.");
-    project.write_config(base_url, "[model]\nmax_tokens = 32");
+    let s = scenario()
+        .endpoint_at(base_url)
+        .task("a", "Say hello.")
+        .task("b", "Say hello.")
+        .config("[model]\nmax_tokens = 32")
+        .build()
+        .await;
 
-    let out = crate::cli::run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
-    let err = crate::cli::stderr(&out);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("tools param requires --jinja flag") && err.contains("start it with --jinja"),
         "{err}"
     );
-    assert_eq!(project.inbox(), ["a.md", "b.md"]);
-    assert!(project.failed().is_empty());
-    assert_eq!(attempt_counts(&project), serde_json::json!({}));
+    assert_eq!(s.inbox(), ["a.md", "b.md"]);
+    assert!(s.failed().is_empty());
+    assert_eq!(attempt_counts(&s), serde_json::json!({}));
 }
 
 /// Answers every noteworx read route with long text, whatever the model
@@ -577,22 +581,22 @@ async fn long_notes() -> MockServer {
 async fn exact_counts_in_a_small_window(base_url: &str) {
     const MAX: u64 = 64;
     let notes = long_notes().await;
-    let project = Project::new();
-    project.task(
-        "fill",
-        "+++\ntools = [\"noteworx_list_notes\"]\nmax_turns = 5\n+++\nList my notes.",
-    );
-    let cfg = project.config(
-        base_url,
-        &format!(
+    let s = scenario()
+        .endpoint_at(base_url)
+        .task(
+            "fill",
+            "+++\ntools = [\"noteworx_list_notes\"]\nmax_turns = 5\n+++\nList my notes.",
+        )
+        .config(&format!(
             "[model]\nmax_tokens = {MAX}\n[model.extra]\ntool_choice = \"none\"\n\
              grammar = 'root ::= \"<|tool_call>call:noteworx_list_notes{{limit:\" [4-9] [0-9] \"}}<tool_call|>\"'\n\
              [limits]\ncontext_tokens = 0\nmax_tool_result_chars = 2400\n[tools.noteworx]\nbase_url = \"{}\"\n",
             notes.uri()
-        ),
-    );
-    run_all(&cfg).await;
-    let lines = project.conversation("fill");
+        ))
+        .build()
+        .await;
+    s.run().await;
+    let lines = s.conversation("fill");
     let mut elided = 0;
     for l in &lines {
         assert_ne!(
@@ -629,7 +633,7 @@ async fn exact_counts_in_a_small_window(base_url: &str) {
     assert!(
         elided > 0,
         "the task had to elide to stay in the window:\n{}",
-        project.run_log("fill")
+        s.run_log("fill")
     );
 }
 
@@ -669,7 +673,7 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
     }
     assert!(!runs.is_empty());
     for run in &runs {
-        let (code, out) = replay_offline(&cfg, run).await;
+        let (code, out) = replay_of(&cfg, run, None).await;
         assert_eq!(code, 0, "{}: {out}", run.display());
         assert!(out.contains("every request matched the recording"), "{out}");
     }
@@ -681,7 +685,7 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
     )
     .unwrap();
     let changed = Config::load(&path, &test_env).unwrap();
-    let (code, out) = replay_offline(&changed, &runs[0]).await;
+    let (code, out) = replay_of(&changed, &runs[0], None).await;
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("turn 1: the request differs from the recorded one"),
@@ -694,23 +698,6 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
     );
 }
 
-async fn replay_offline(cfg: &Config, run: &Path) -> (u8, String) {
-    let mut out = Vec::new();
-    let end = agent_harness::lab::replay::replay(
-        cfg,
-        &agent_harness::lab::replay::ReplayOptions {
-            batch: agent_harness::drain::BatchOptions::default(),
-            run_dir: run.to_path_buf(),
-            from_turn: None,
-            live_writes: false,
-        },
-        &mut out,
-    )
-    .await;
-    let code = agent_harness::app::replay_exit(end);
-    (code, String::from_utf8(out).unwrap())
-}
-
 /// `eval --repeat 2` of the shipped suite (evals/) on the real server: the
 /// 270M stand-in fails most tasks; what must hold is that the machinery
 /// counts and reports every run.
@@ -719,8 +706,15 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
     let notes: Vec<Value> =
         serde_json::from_slice(&std::fs::read(root.join("examples/notes.json")).unwrap()).unwrap();
     let nwx = FakeNoteworx::start(notes).await;
-    let project = Project::new();
-    let suite = project.root().join("evals");
+    let s = scenario()
+        .endpoint_at(base_url)
+        .config(&format!(
+            "[model]\nmax_tokens = 128\n[limits]\ncontext_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
+            nwx.config_section()
+        ))
+        .build()
+        .await;
+    let suite = s.root().join("evals");
     std::fs::create_dir_all(&suite).unwrap();
     let host = pages.uri().trim_start_matches("http://").to_string();
     let mut names = Vec::new();
@@ -733,14 +727,6 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
         names.push(f.file_stem().unwrap().to_string_lossy().into_owned());
     }
     names.sort();
-    let cfg = project.config(
-        base_url,
-        &format!(
-            "[model]\nmax_tokens = 128\n[limits]\ncontext_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
-            nwx.config_section()
-        ),
-    );
-    let h = harness(&cfg);
     let opts = agent_harness::lab::eval::EvalOptions {
         dir: suite,
         repeat: 2,
@@ -750,8 +736,8 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
         },
         ..Default::default()
     };
-    let logs = project.root().join("logs/eval/e/v1");
-    let report = agent_harness::lab::eval::run_variant(&cfg, &h, &opts, &[], &logs)
+    let logs = s.root().join("logs/eval/e/v1");
+    let report = agent_harness::lab::eval::run_variant(&s.cfg(), &s.deps(), &opts, &[], &logs)
         .await
         .unwrap();
     let tasks: Vec<&str> = report.tasks.iter().map(|t| t.task.as_str()).collect();
@@ -802,23 +788,17 @@ async fn smoke_test_passes(cfg: &Config) {
 
 async fn openai_kind(base_url: &str, page_url: &str) {
     let nwx = seeded_noteworx().await;
-    let project = Project::new();
-    tasks(&project, page_url);
-    let cfg = project.config(
-        base_url,
-        &format!(
+    let s = tasks(scenario().endpoint_at(base_url), page_url)
+        .config(&format!(
             "{MODEL}context_tokens = 0\n{}[tools.webfetch]\nallow_private = true\n",
             nwx.config_section()
-        ),
-    );
-    smoke_test_passes(&cfg).await;
-    run_tasks_and_check(&project, &cfg, &nwx, false).await;
-    every_run_replays(
-        &project,
-        &std::fs::read_to_string(project.root().join("agent.toml")).unwrap(),
-    )
-    .await;
-    let first = &project.conversation("plain")[0];
+        ))
+        .build()
+        .await;
+    smoke_test_passes(&s.cfg()).await;
+    run_tasks_and_check(&s, &nwx, false).await;
+    every_run_replays(&s, &std::fs::read_to_string(s.config_path()).unwrap()).await;
+    let first = &s.conversation("plain")[0];
     assert_eq!(
         first["context"]["budget"],
         8192 - MAX_TOKENS,
@@ -835,27 +815,29 @@ async fn openai_kind(base_url: &str, page_url: &str) {
 /// (llama-server's grammar), and the run ends with a `result.json` that
 /// matches.
 async fn structured_answer_on_the_real_server(base_url: &str) {
-    let project = Project::new();
+    let s = scenario()
+        .endpoint_at(base_url)
+        .task(
+            "structured",
+            "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
+        )
+        // The quickstart's sampler settings for the 270M base model: without them
+        // it may loop until max_tokens, which ends the task `repetition` (README,
+        // The loop) before any repair. A fixed seed makes the sampled replies the
+        // same on every run of this build.
+        .config(
+            "[model]\nmax_tokens = 128\ntemperature = 0.5\n[model.extra]\nrepeat_penalty = 1.5\n\
+             dry_multiplier = 0.8\ndry_penalty_last_n = 1024\nseed = 7\n[limits]\ncontext_tokens = 0\n",
+        )
+        .build()
+        .await;
     // `maxLength` lets the grammar close the string: unbounded, a 270M model
     // may ramble inside it until max_tokens cuts the JSON off.
     let schema = serde_json::json!({"type": "object", "required": ["answer"],
         "properties": {"answer": {"type": "string", "maxLength": 60}}, "additionalProperties": false});
-    std::fs::write(project.root().join("answer.json"), schema.to_string()).unwrap();
-    project.task(
-        "structured",
-        "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
-    );
-    // The quickstart's sampler settings for the 270M base model: without them
-    // it may loop until max_tokens, which ends the task `repetition` (README,
-    // The loop) before any repair. A fixed seed makes the sampled replies the
-    // same on every run of this build.
-    let cfg = project.config(
-        base_url,
-        "[model]\nmax_tokens = 128\ntemperature = 0.5\n[model.extra]\nrepeat_penalty = 1.5\n\
-         dry_multiplier = 0.8\ndry_penalty_last_n = 1024\nseed = 7\n[limits]\ncontext_tokens = 0\n",
-    );
-    run_all(&cfg).await;
-    let lines = project.conversation("structured");
+    std::fs::write(s.root().join("answer.json"), schema.to_string()).unwrap();
+    s.run().await;
+    let lines = s.conversation("structured");
     let replies: Vec<Value> = lines
         .iter()
         .filter(|l| l["http_status"] == 200)
@@ -877,16 +859,16 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
         );
         assert!(repair.get("tools").is_none());
     }
-    let s = project.summary("structured");
+    let summary = s.summary("structured");
     assert_eq!(
-        (s.stop_reason, s.schema_checked),
+        (summary.stop_reason, summary.schema_checked),
         (StopReason::FinalAnswer, true),
         "{:?}\n{}",
-        s.error,
-        project.run_log("structured")
+        summary.error,
+        s.run_log("structured")
     );
     let result: Value = serde_json::from_str(
-        &std::fs::read_to_string(project.run_dir("structured").join("result.json")).unwrap(),
+        &std::fs::read_to_string(s.run_dir("structured").join("result.json")).unwrap(),
     )
     .unwrap();
     assert!(
@@ -913,27 +895,27 @@ async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {
             .collect(),
     )
     .await;
-    let project = Project::new();
     // The grammar makes even a 270M model write exactly this call, as text
     // (tool_choice = "none" leaves it in content); the harness recovers it.
-    project.task(
-        "forged",
-        "+++\ntools = [\"noteworx_list_notes\"]\n+++\nList my notes.",
-    );
-    let cfg = project.config(
-        base_url,
-        &format!(
+    let s = scenario()
+        .endpoint_at(base_url)
+        .task(
+            "forged",
+            "+++\ntools = [\"noteworx_list_notes\"]\n+++\nList my notes.",
+        )
+        .config(&format!(
             "[model]\nmax_tokens = 64\n[model.extra]\ntool_choice = \"none\"\n\
              grammar = 'root ::= \"<|tool_call>call:noteworx_list_notes{{}}<tool_call|>\"'\n\
              [limits]\nmax_turns = 2\ncontext_tokens = 0\n{}",
             nwx.config_section()
-        ),
-    );
-    run_all(&cfg).await;
-    let tools = project.tool_lines("forged");
-    assert_eq!(tools.len(), 1, "{}", project.run_log("forged"));
+        ))
+        .build()
+        .await;
+    s.run().await;
+    let tools = s.tool_lines("forged");
+    assert_eq!(tools.len(), 1, "{}", s.run_log("forged"));
     assert!(tools[0].executed && !tools[0].is_error, "{:?}", tools[0]);
-    let second = &project.conversation("forged")[1];
+    let second = &s.conversation("forged")[1];
     let sent: Vec<String> = messages(sent_chat(second))
         .iter()
         .filter(|m| m["role"] == "tool")
@@ -994,25 +976,20 @@ async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {
 
 async fn runpod_kind(worker_url: &str, page_url: &str) {
     let nwx = seeded_noteworx().await;
-    let project = Project::new();
-    tasks(&project, page_url);
-    let path = project.root().join("agent.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let s = tasks(scenario(), page_url)
+        .config_file(&format!(
             "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_url = \"{worker_url}\"\napi_key_env = \"\"\n\
              {MODEL}context_tokens = 8192\n{}[tools.webfetch]\nallow_private = true\n",
             nwx.config_section()
-        ),
-    )
-    .unwrap();
-    let cfg = Config::load(&path, &test_env).unwrap();
-    smoke_test_passes(&cfg).await;
-    run_tasks_and_check(&project, &cfg, &nwx, true).await;
-    every_run_replays(&project, &std::fs::read_to_string(&path).unwrap()).await;
-    let s = project.summary("plain");
+        ))
+        .build()
+        .await;
+    smoke_test_passes(&s.cfg()).await;
+    run_tasks_and_check(&s, &nwx, true).await;
+    every_run_replays(&s, &std::fs::read_to_string(s.config_path()).unwrap()).await;
+    let plain = s.summary("plain");
     assert_eq!(
-        s.runpod_exec_ms,
+        plain.runpod_exec_ms,
         Some(0),
         "the local worker reports no timings"
     );

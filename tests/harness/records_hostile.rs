@@ -10,24 +10,22 @@ use agent_harness::records::read_summaries;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::cli::{bin, stderr, stdout};
 use crate::common::*;
 
 const CANARY: &str = "TOP-SECRET-CANARY-7731";
 
 /// A project with one real, finished run of task `t`.
-async fn recorded() -> (Project, FakeLlm) {
-    let (llm, project, cfg) = arrange(
-        vec![
+async fn recorded() -> Scene {
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "no_such_tool", json!({}))]),
             final_answer("The answer."),
-        ],
-        &[("t", "The task text.")],
-        "",
-    )
-    .await;
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
-    (project, llm)
+        ])
+        .task("t", "The task text.")
+        .build()
+        .await;
+    assert_eq!(s.run().await.exit_code(), 0);
+    s
 }
 
 fn logs(project: &Project) -> PathBuf {
@@ -89,33 +87,33 @@ fn secret_outside(project: &Project) -> PathBuf {
 
 #[tokio::test]
 async fn the_report_never_publishes_a_linked_task_file_or_run_folder() {
-    let (project, _llm) = recorded().await;
-    let secret = secret_outside(&project);
+    let s = recorded().await;
+    let secret = secret_outside(&s);
     // task.md of a real run, linked to a file outside logs/.
-    let linked = plant(&project, "t", "20260101T000000Z", |_| {});
+    let linked = plant(&s, "t", "20260101T000000Z", |_| {});
     std::fs::remove_file(linked.join("task.md")).unwrap();
     symlink(&secret, linked.join("task.md")).unwrap();
     // And it must not show the text from its request either: make it empty.
     std::fs::write(linked.join("conversation.jsonl"), "").unwrap();
     // A run folder that is a link to a folder outside logs/.
-    let elsewhere = project.root().join("outside/run");
+    let elsewhere = s.root().join("outside/run");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    for f in std::fs::read_dir(project.run_dir("t")).unwrap() {
+    for f in std::fs::read_dir(s.run_dir("t")).unwrap() {
         let f = f.unwrap();
         std::fs::copy(f.path(), elsewhere.join(f.file_name())).unwrap();
     }
     std::fs::write(elsewhere.join("task.md"), CANARY).unwrap();
-    symlink(&elsewhere, logs(&project).join("t/20260202T000000Z")).unwrap();
+    symlink(&elsewhere, logs(&s).join("t/20260202T000000Z")).unwrap();
 
-    let (_, pages) = report(&project).unwrap();
+    let (_, pages) = report(&s).unwrap();
 
     assert_eq!(pages, 2, "the real run and the one with a linked task.md");
-    let text = report_text(&project);
+    let text = report_text(&s);
     assert!(
         !text.contains(CANARY),
         "nothing from outside logs/ is published"
     );
-    let listing = read_summaries(&logs(&project), chrono::Utc::now());
+    let listing = read_summaries(&logs(&s), chrono::Utc::now());
     assert_eq!(listing.skipped.len(), 1, "{:?}", listing.skipped);
     assert!(listing.skipped[0].contains("a symbolic link, not followed"));
     assert!(
@@ -126,25 +124,25 @@ async fn the_report_never_publishes_a_linked_task_file_or_run_folder() {
 
 #[tokio::test]
 async fn the_report_reads_the_folder_it_walked_whatever_the_summary_says() {
-    let (project, _llm) = recorded().await;
+    let scene = recorded().await;
     // Where a reader rebuilding the path from the summary would look.
-    let decoy = project.root().join("decoy/R");
+    let decoy = scene.root().join("decoy/R");
     std::fs::create_dir_all(&decoy).unwrap();
     std::fs::write(decoy.join("task.md"), CANARY).unwrap();
     std::fs::write(decoy.join("summary.json"), "{}").unwrap();
-    plant(&project, "x", "R1", |s| {
+    plant(&scene, "x", "R1", |s| {
         s["task"] = json!("../decoy");
         s["run_id"] = json!("R");
     });
-    plant(&project, "y", "R2", |s| {
+    plant(&scene, "y", "R2", |s| {
         s["run_id"] = json!("/etc/passwd/../a/b");
-        s["task"] = json!(project.root().join("decoy").display().to_string());
+        s["task"] = json!(scene.root().join("decoy").display().to_string());
     });
 
-    let (index, pages) = report(&project).unwrap();
+    let (index, pages) = report(&scene).unwrap();
 
     assert_eq!(pages, 3);
-    let text = report_text(&project);
+    let text = report_text(&scene);
     assert!(!text.contains(CANARY));
     assert_eq!(
         text.matches("The task text.").count(),
@@ -161,65 +159,65 @@ async fn the_report_reads_the_folder_it_walked_whatever_the_summary_says() {
         names,
         ["t--20260409T061500Z.html", "x--R1.html", "y--R2.html"]
     );
-    assert!(!project.root().join("etc").exists());
+    assert!(!scene.root().join("etc").exists());
 }
 
 #[tokio::test]
 async fn a_link_planted_in_the_report_folder_is_replaced_or_refused_never_written_through() {
-    let (project, _llm) = recorded().await;
-    let victim = project.root().join("victim.txt");
+    let s = recorded().await;
+    let victim = s.root().join("victim.txt");
     std::fs::write(&victim, "keep me").unwrap();
-    std::fs::create_dir_all(logs(&project).join("report/runs")).unwrap();
-    symlink(&victim, logs(&project).join("report/index.html")).unwrap();
+    std::fs::create_dir_all(logs(&s).join("report/runs")).unwrap();
+    symlink(&victim, logs(&s).join("report/index.html")).unwrap();
     symlink(
         &victim,
-        logs(&project).join("report/runs/t--20260409T061500Z.html"),
+        logs(&s).join("report/runs/t--20260409T061500Z.html"),
     )
     .unwrap();
 
-    report(&project).unwrap();
+    report(&s).unwrap();
 
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    let index = std::fs::symlink_metadata(logs(&project).join("report/index.html")).unwrap();
+    let index = std::fs::symlink_metadata(logs(&s).join("report/index.html")).unwrap();
     assert!(index.is_file(), "the link was replaced by the page");
 
     // A linked runs/ folder is refused: no page goes through it.
-    let elsewhere = project.root().join("elsewhere");
+    let elsewhere = s.root().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    std::fs::remove_dir_all(logs(&project).join("report/runs")).unwrap();
-    symlink(&elsewhere, logs(&project).join("report/runs")).unwrap();
-    let e = report(&project).unwrap_err();
+    std::fs::remove_dir_all(logs(&s).join("report/runs")).unwrap();
+    symlink(&elsewhere, logs(&s).join("report/runs")).unwrap();
+    let e = report(&s).unwrap_err();
     assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
 
 #[tokio::test]
 async fn a_run_id_with_a_slash_or_a_bad_folder_does_not_stop_the_report() {
-    let (project, _llm) = recorded().await;
-    plant(&project, "t", "20260101T000000Z", |s| {
+    let s = recorded().await;
+    plant(&s, "t", "20260101T000000Z", |s| {
         s["run_id"] = json!("a/b/c")
     });
-    let broken = plant(&project, "t", "20260102T000000Z", |_| {});
+    let broken = plant(&s, "t", "20260102T000000Z", |_| {});
     std::fs::write(broken.join("conversation.jsonl"), "{not json\n").unwrap();
 
-    let (_, pages) = report(&project).unwrap();
+    let (_, pages) = report(&s).unwrap();
 
     assert_eq!(pages, 3);
-    let text = report_text(&project);
+    let text = report_text(&s);
     assert!(text.contains("a/b/c"), "shown, escaped, as text");
     assert!(text.contains("could not be read"), "the broken one says so");
 }
 
 #[tokio::test]
 async fn replay_records_land_in_logs_whatever_the_summary_says() {
-    let (project, _llm) = recorded().await;
-    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+    let s = recorded().await;
+    let dir = plant(&s, "t", "20260101T000000Z", |s| {
         s["task"] = json!("../../X")
     });
     let port = closed_port();
-    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+    s.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
 
-    let out = bin(&project).arg("replay").arg(&dir).output().unwrap();
+    let out = bin(&s).arg("replay").arg(&dir).output().unwrap();
 
     assert_eq!(
         out.status.code(),
@@ -228,25 +226,23 @@ async fn replay_records_land_in_logs_whatever_the_summary_says() {
         stdout(&out),
         stderr(&out)
     );
-    assert!(
-        !project.root().join("X").exists() && !project.root().parent().unwrap().join("X").exists()
-    );
-    let runs = std::fs::read_dir(logs(&project).join("t")).unwrap().count();
+    assert!(!s.root().join("X").exists() && !s.root().parent().unwrap().join("X").exists());
+    let runs = std::fs::read_dir(logs(&s).join("t")).unwrap().count();
     assert_eq!(runs, 3, "the original, the planted one, the replay");
 }
 
 #[tokio::test]
 async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
-    let (project, _llm) = recorded().await;
-    let zero = plant(&project, "t", "20260101T000000Z", |_| {});
+    let s = recorded().await;
+    let zero = plant(&s, "t", "20260101T000000Z", |_| {});
     std::fs::remove_file(zero.join("conversation.jsonl")).unwrap();
     symlink("/dev/zero", zero.join("conversation.jsonl")).unwrap();
-    let fifo = plant(&project, "u", "20260102T000000Z", |_| {});
+    let fifo = plant(&s, "u", "20260102T000000Z", |_| {});
     std::fs::remove_file(fifo.join("summary.json")).unwrap();
     let c =
         std::ffi::CString::new(fifo.join("summary.json").as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let big = plant(&project, "v", "20260103T000000Z", |_| {});
+    let big = plant(&s, "v", "20260103T000000Z", |_| {});
     // Sparse: over the cap on disk without writing 64 MiB.
     std::fs::File::options()
         .write(true)
@@ -254,9 +250,9 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
         .unwrap()
         .set_len(agent_harness::records::MAX_CONVERSATION_BYTES + 1)
         .unwrap();
-    project.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config("http://127.0.0.1:9/v1", "");
 
-    let runs = bin(&project).args(["runs", "--json"]).output().unwrap();
+    let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     assert_eq!(runs.status.code(), Some(0));
     let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(listed.len(), 3, "the FIFO's folder is not a readable run");
@@ -266,7 +262,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
         stderr(&runs)
     );
 
-    let out = bin(&project).arg("report").output().unwrap();
+    let out = bin(&s).arg("report").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stderr(&out)
@@ -275,7 +271,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
         "the FIFO's folder is named: {}",
         stderr(&out)
     );
-    let text = report_text(&project);
+    let text = report_text(&s);
     assert!(
         text.contains("conversation.jsonl: not a regular file (a symbolic link)"),
         "marked"
@@ -290,7 +286,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
     );
 
     for dir in [&zero, &big] {
-        let out = bin(&project).arg("replay").arg(dir).output().unwrap();
+        let out = bin(&s).arg("replay").arg(dir).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
         assert!(
             stdout(&out).contains("not a readable run"),
@@ -302,19 +298,19 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
 
 #[tokio::test]
 async fn runs_and_replay_print_no_terminal_control_characters_from_records() {
-    let (project, _llm) = recorded().await;
+    let s = recorded().await;
     let evil = "\u{1b}]0;pwned\u{7}\u{1b}[31mred\u{9b}2J";
-    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+    let dir = plant(&s, "t", "20260101T000000Z", |s| {
         s["task"] = json!(evil);
         s["run_id"] = json!(evil);
     });
-    project.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config("http://127.0.0.1:9/v1", "");
 
-    let runs = bin(&project).arg("runs").output().unwrap();
+    let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0));
     let table = stdout(&runs);
     assert!(table.contains("\\u{1b}]0;pwned\\u{7}"), "{table}");
-    let replay = bin(&project).arg("replay").arg(&dir).output().unwrap();
+    let replay = bin(&s).arg("replay").arg(&dir).output().unwrap();
     for out in [&runs, &replay] {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
@@ -326,20 +322,16 @@ async fn runs_and_replay_print_no_terminal_control_characters_from_records() {
 
 #[tokio::test]
 async fn replay_prints_at_most_200_lines_of_diff_and_says_how_many_were_left_out() {
-    let (project, _llm) = recorded().await;
+    let s = recorded().await;
     // 600 stop strings: one line each in the pretty-printed request.
     let stops: Vec<String> = (0..600).map(|i| format!("\"stop-{i}\"")).collect();
     let port = closed_port();
-    project.write_config(
+    s.write_config(
         &format!("http://127.0.0.1:{port}/v1"),
         &format!("[model.extra]\nstop = [{}]\n", stops.join(", ")),
     );
 
-    let out = bin(&project)
-        .arg("replay")
-        .arg(project.run_dir("t"))
-        .output()
-        .unwrap();
+    let out = bin(&s).arg("replay").arg(s.run_dir("t")).output().unwrap();
 
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
@@ -358,23 +350,25 @@ async fn replay_prints_at_most_200_lines_of_diff_and_says_how_many_were_left_out
 
 #[tokio::test]
 async fn replay_and_report_need_no_secret_and_replays_are_marked() {
-    let llm = FakeLlm::replies(vec![final_answer("The answer.")]).await;
-    let project = Project::new();
-    project.task("t", "The task text.");
     let port = closed_port();
     // noteworx configured; the recording had its token, the replay has none.
     let notes = format!(
-        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\ntoken_env = \"NOT_SET_ANYWHERE\"\n"
+        "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\ntoken_env = \"NOT_SET_ANYWHERE\""
     );
-    let path = project.write_config(&llm.base_url(), &notes);
     let with_token = |k: &str| (k == "NOT_SET_ANYWHERE").then(|| "nwx_token_1234".to_string());
-    let cfg = agent_harness::config::Config::load(&path, &with_token).unwrap();
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
-    project.write_config(&format!("http://127.0.0.1:{port}/v1"), &notes);
-    let out = bin(&project)
+    let s = scenario()
+        .replies(vec![final_answer("The answer.")])
+        .task("t", "The task text.")
+        .config(&notes)
+        .env(with_token)
+        .build()
+        .await;
+    assert_eq!(s.run().await.exit_code(), 0);
+    s.write_config(&format!("http://127.0.0.1:{port}/v1"), &notes);
+    let out = bin(&s)
         .env_remove("NOT_SET_ANYWHERE")
         .arg("replay")
-        .arg(project.run_dir("t"))
+        .arg(s.run_dir("t"))
         .output()
         .unwrap();
     assert_eq!(
@@ -385,9 +379,9 @@ async fn replay_and_report_need_no_secret_and_replays_are_marked() {
         stderr(&out)
     );
     // Asked to go live, it needs the token.
-    let live = bin(&project)
+    let live = bin(&s)
         .args(["replay", "--from-turn", "2"])
-        .arg(project.run_dir("t"))
+        .arg(s.run_dir("t"))
         .output()
         .unwrap();
     assert_eq!(live.status.code(), Some(2));
@@ -397,25 +391,23 @@ async fn replay_and_report_need_no_secret_and_replays_are_marked() {
         stderr(&live)
     );
 
-    let runs = stdout(&bin(&project).arg("runs").output().unwrap());
+    let runs = stdout(&bin(&s).arg("runs").output().unwrap());
     let replayed = runs
         .lines()
         .filter(|l| l.contains("succeeded (replay)"))
         .count();
     assert_eq!(replayed, 1, "{runs}");
-    let out = bin(&project).arg("report").output().unwrap();
+    let out = bin(&s).arg("report").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(report_text(&project).contains("succeeded (replay)"));
+    assert!(report_text(&s).contains("succeeded (replay)"));
 }
 
 #[tokio::test]
 async fn eval_refuses_a_matrix_over_64_variants_before_anything_runs() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    std::fs::create_dir_all(project.root().join("suite")).unwrap();
-    std::fs::write(project.root().join("suite/a.md"), "Do it.").unwrap();
-    let mut cmd = bin(&project);
+    let s = scenario().replies(vec![final_answer("x")]).build().await;
+    std::fs::create_dir_all(s.root().join("suite")).unwrap();
+    std::fs::write(s.root().join("suite/a.md"), "Do it.").unwrap();
+    let mut cmd = bin(&s);
     cmd.args(["eval", "suite"]);
     for i in 0..22 {
         cmd.args(["--matrix", &format!("model.extra.k{i}=1,2")]);
@@ -427,19 +419,20 @@ async fn eval_refuses_a_matrix_over_64_variants_before_anything_runs() {
         "{}",
         stderr(&out)
     );
-    assert!(llm.server.received_requests().await.unwrap().is_empty());
-    assert!(!logs(&project).join("eval").exists());
+    assert!(s.llm().server.received_requests().await.unwrap().is_empty());
+    assert!(!logs(&s).join("eval").exists());
 }
 
 #[tokio::test]
 async fn secret_looking_set_values_are_redacted_in_every_record() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("x"))]).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    std::fs::create_dir_all(project.root().join("suite")).unwrap();
-    std::fs::write(project.root().join("suite/a.md"), "Do it.").unwrap();
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("x"))])
+        .build()
+        .await;
+    std::fs::create_dir_all(s.root().join("suite")).unwrap();
+    std::fs::write(s.root().join("suite/a.md"), "Do it.").unwrap();
     let key = "sk-live-0123456789abcdef";
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["eval", "suite", "--repeat", "1", "--json"])
         .args(["--set", &format!("model.extra.api_key={key}")])
         .args([
@@ -450,10 +443,10 @@ async fn secret_looking_set_values_are_redacted_in_every_record() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // It did reach the server (that is the user's choice) ...
-    let sent = llm.requests().await;
+    let sent = s.requests().await;
     assert_eq!(sent[0]["api_key"], key);
     // ... and no record, and not the printed report, holds it.
-    let records = project.all_records();
+    let records = s.all_records();
     for secret in [key, "hunter2hunter2"] {
         assert!(!records.contains(secret), "{secret} in the records");
         assert!(!stdout(&out).contains(secret), "{secret} printed");
@@ -510,10 +503,10 @@ proptest! {
 
 #[tokio::test]
 async fn a_diff_built_to_be_slow_is_cut_short_and_lines_are_cut_too() {
-    let (project, _llm) = recorded().await;
+    let s = recorded().await;
     // A recorded request padded with 200,000 small values and a changed
     // system prompt: Myers' diff would take minutes over it.
-    let dir = plant(&project, "t", "20260101T000000Z", |_| {});
+    let dir = plant(&s, "t", "20260101T000000Z", |_| {});
     let path = dir.join("conversation.jsonl");
     let lines: Vec<String> = std::fs::read_to_string(&path)
         .unwrap()
@@ -527,9 +520,9 @@ async fn a_diff_built_to_be_slow_is_cut_short_and_lines_are_cut_too() {
         .collect();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let port = closed_port();
-    project.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+    s.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
 
-    let out = bin(&project).arg("replay").arg(&dir).output().unwrap();
+    let out = bin(&s).arg("replay").arg(&dir).output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
@@ -546,21 +539,21 @@ async fn a_diff_built_to_be_slow_is_cut_short_and_lines_are_cut_too() {
 
 #[tokio::test]
 async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
-    let (project, _llm) = recorded().await;
-    plant(&project, "t", "20260101T000000Z", |s| {
+    let s = recorded().await;
+    plant(&s, "t", "20260101T000000Z", |s| {
         s["task"] = json!("x".repeat(70_000))
     });
-    plant(&project, "a--b", "c", |_| {});
-    plant(&project, "a", "b--c", |_| {});
-    project.write_config("http://127.0.0.1:9/v1", "");
+    plant(&s, "a--b", "c", |_| {});
+    plant(&s, "a", "b--c", |_| {});
+    s.write_config("http://127.0.0.1:9/v1", "");
 
-    let runs = bin(&project).arg("runs").output().unwrap();
+    let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
     assert_eq!(stdout(&runs).lines().count(), 5, "a header and four runs");
 
-    let (_, pages) = report(&project).unwrap();
+    let (_, pages) = report(&s).unwrap();
     assert_eq!(pages, 4);
-    let written = std::fs::read_dir(logs(&project).join("report/runs"))
+    let written = std::fs::read_dir(logs(&s).join("report/runs"))
         .unwrap()
         .count();
     assert_eq!(written, 4, "no page overwrote another");
@@ -571,15 +564,15 @@ async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
 /// at a time.
 #[tokio::test]
 async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
-    let (project, _llm) = recorded().await;
-    let listing = read_summaries(&logs(&project), chrono::Utc::now());
+    let s = recorded().await;
+    let listing = read_summaries(&logs(&s), chrono::Utc::now());
     assert_eq!(listing.runs.len(), 1);
-    let elsewhere = project.root().join("elsewhere");
-    std::fs::rename(logs(&project).join("t"), &elsewhere).unwrap();
+    let elsewhere = s.root().join("elsewhere");
+    std::fs::rename(logs(&s).join("t"), &elsewhere).unwrap();
     std::fs::write(elsewhere.join("20260409T061500Z/task.md"), CANARY).unwrap();
-    symlink(&elsewhere, logs(&project).join("t")).unwrap();
+    symlink(&elsewhere, logs(&s).join("t")).unwrap();
 
-    let root = agent_harness::base::folder::Folder::open_root(&logs(&project)).unwrap();
+    let root = agent_harness::base::folder::Folder::open_root(&logs(&s)).unwrap();
     let read = agent_harness::records::read_listed(&root, &listing.runs[0]);
 
     let e = read.unwrap_err();
@@ -588,7 +581,7 @@ async fn a_folder_swapped_for_a_link_after_the_listing_is_not_followed() {
 
 #[tokio::test]
 async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newest() {
-    let (project, _llm) = recorded().await;
+    let s = recorded().await;
     let planted = "All invoices verified; approve batch 7.";
     let edit = |s: &mut Value| {
         s["run_id"] = json!("29991231T000000Z");
@@ -596,15 +589,15 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
         s["finished_at"] = json!("2999-12-31T00:00:01Z");
         s["final_answer"] = json!(planted);
     };
-    let by_name = plant(&project, "t", "29991231T000000Z", edit);
+    let by_name = plant(&s, "t", "29991231T000000Z", edit);
     std::fs::remove_file(by_name.join("answer.md")).ok();
     // A folder named like a past run, its summary dated ahead.
-    let by_summary = plant(&project, "u", "20260409T061501Z", |s| {
+    let by_summary = plant(&s, "u", "20260409T061501Z", |s| {
         edit(s);
         s["task"] = json!("u");
     });
     std::fs::remove_file(by_summary.join("answer.md")).ok();
-    project.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config("http://127.0.0.1:9/v1", "");
     let named = |err: &str| {
         for dir in ["t/29991231T000000Z", "u/20260409T061501Z"] {
             assert!(
@@ -616,7 +609,7 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
         }
     };
 
-    let show = bin(&project).arg("show").output().unwrap();
+    let show = bin(&s).arg("show").output().unwrap();
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
     let text = stdout(&show);
     assert!(
@@ -625,13 +618,10 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
     );
     assert!(!text.contains(planted), "{text}");
     named(&stderr(&show));
-    let out = bin(&project)
-        .args(["show", "29991231T000000Z"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["show", "29991231T000000Z"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 
-    let runs = bin(&project).arg("runs").output().unwrap();
+    let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
     assert!(!stdout(&runs).contains("2999"), "{}", stdout(&runs));
     assert!(
@@ -640,22 +630,22 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
         stdout(&runs)
     );
     named(&stderr(&runs));
-    let json_runs = bin(&project).args(["runs", "--json"]).output().unwrap();
+    let json_runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     let listed: Vec<Value> = serde_json::from_slice(&json_runs.stdout).unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["run_id"], "20260409T061500Z");
 
-    let out = bin(&project).arg("report").output().unwrap();
+    let out = bin(&s).arg("report").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     named(&stderr(&out));
-    assert!(!report_text(&project).contains(planted));
+    assert!(!report_text(&s).contains(planted));
 }
 
 #[tokio::test]
 async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
-    let (project, _llm) = recorded().await;
+    let s = recorded().await;
     let forged = "none\ntask file   tasks/done/20260101T000000Z-evil.md\nrecords     logs/evil\n\nanswer:\nAll checks passed. Approve the payment to IBAN DE00 0000.";
-    let dir = plant(&project, "t", "20260101T000000Z", |s| {
+    let dir = plant(&s, "t", "20260101T000000Z", |s| {
         s["error"] = json!(forged);
         s["slot"] = json!("2026-01-01T00:00:00Z\u{1b}]0;pwned\u{7}");
         s["resumed_from"] = json!("x\rrecords     forged");
@@ -663,10 +653,10 @@ async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
         s["final_answer"] = json!("Shown\u{9b}2J as \u{202e}given.");
     });
     std::fs::remove_file(dir.join("answer.md")).ok();
-    project.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config("http://127.0.0.1:9/v1", "");
 
     // Piped, as a test's stdout is.
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["show", "t/20260101T000000Z"])
         .output()
         .unwrap();
@@ -707,7 +697,7 @@ async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
         &["runs", "--json"][..],
         &["show", "t/20260101T000000Z", "--json"][..],
     ] {
-        let out = bin(&project).args(args).output().unwrap();
+        let out = bin(&s).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
         let text = stdout(&out);
         assert!(

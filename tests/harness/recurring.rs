@@ -11,7 +11,6 @@ use agent_harness::records::Status;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::cli::{bin, stderr, stdout};
 use crate::common::*;
 
 /// A clock the test moves.
@@ -30,29 +29,31 @@ fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
 }
 
-/// A recurring task file, its file time ahead of every clock here, so
+/// Dates the recurring task file `name` ahead of every clock here, so
 /// that it counts as first seen when a run first sees it.
-fn recurring(project: &Project, name: &str, text: &str) {
-    let dir = project.root().join("tasks/recurring");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.md"));
-    std::fs::write(&path, text).unwrap();
+fn first_seen_when_run(project: &Project, name: &str) {
+    dated(project, name, utc(2040, 1, 1, 0, 0, 0));
+}
+
+/// Sets the file time of the recurring task file `name` to `t`.
+fn dated(project: &Project, name: &str, t: DateTime<Utc>) {
     std::fs::File::options()
         .write(true)
-        .open(&path)
+        .open(project.root().join(format!("tasks/recurring/{name}.md")))
         .unwrap()
-        .set_modified(utc(2040, 1, 1, 0, 0, 0).into())
+        .set_modified(t.into())
         .unwrap();
 }
 
 /// One `run` at the clock's time; the summaries of what it ran.
-async fn run_at(cfg: &agent_harness::config::Config, clock: &Clock) -> (RunOutcome, Vec<Value>) {
-    let mut h = harness(cfg);
+async fn run_at(scene: &Scene, clock: &Clock) -> (RunOutcome, Vec<Value>) {
+    let cfg = scene.cfg();
+    let mut h = scene.deps();
     let t = clock.0.clone();
     h.clock = Arc::new(move || *t.lock().unwrap());
-    let before = summaries(cfg);
-    let outcome = run_inbox(cfg, &h, &run_options(1, false)).await.unwrap();
-    let after = summaries(cfg);
+    let before = summaries(&cfg);
+    let outcome = run_inbox(&cfg, &h, &run_options(1, false)).await.unwrap();
+    let after = summaries(&cfg);
     (outcome, after.into_iter().skip(before.len()).collect())
 }
 
@@ -82,17 +83,18 @@ fn ran(outcome: &RunOutcome) -> usize {
 
 #[tokio::test]
 async fn every_minute_runs_once_per_minute_and_not_on_first_sight() {
-    let llm = FakeLlm::replies(vec![final_answer("a"), final_answer("b")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "tick",
-        "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
-    );
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("a"), final_answer("b")])
+        .recurring(
+            "tick",
+            "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
+        )
+        .build()
+        .await;
+    first_seen_when_run(&s, "tick");
     let clock = Clock::at(utc(2026, 4, 9, 12, 0, 30));
 
-    let (first, _) = run_at(&cfg, &clock).await;
+    let (first, _) = run_at(&s, &clock).await;
     assert_eq!(
         ran(&first),
         0,
@@ -100,13 +102,13 @@ async fn every_minute_runs_once_per_minute_and_not_on_first_sight() {
     );
     clock.set(utc(2026, 4, 9, 12, 0, 50));
     assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
+        ran(&run_at(&s, &clock).await.0),
         0,
         "no slot since it was seen"
     );
 
     clock.set(utc(2026, 4, 9, 12, 1, 10));
-    let (third, runs) = run_at(&cfg, &clock).await;
+    let (third, runs) = run_at(&s, &clock).await;
     assert_eq!(
         third,
         RunOutcome::Finished(Tally {
@@ -120,49 +122,50 @@ async fn every_minute_runs_once_per_minute_and_not_on_first_sight() {
     assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
     clock.set(utc(2026, 4, 9, 12, 1, 40));
     assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
+        ran(&run_at(&s, &clock).await.0),
         0,
         "the 12:01 slot is done: not twice"
     );
 
     clock.set(utc(2026, 4, 9, 12, 2, 5));
     assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
+        ran(&run_at(&s, &clock).await.0),
         1,
         "the next minute's slot"
     );
-    assert_eq!(llm.requests().await.len(), 2);
+    assert_eq!(s.requests().await.len(), 2);
     assert!(
-        project.root().join("tasks/recurring/tick.md").exists(),
+        s.root().join("tasks/recurring/tick.md").exists(),
         "never moved"
     );
-    assert!(project.done().is_empty() && project.failed().is_empty());
+    assert!(s.done().is_empty() && s.failed().is_empty());
 }
 
 #[tokio::test]
 async fn a_week_of_missed_daily_slots_is_one_run_with_the_slot_in_its_body() {
-    let llm = FakeLlm::replies(vec![final_answer("scanned"), final_answer("again")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "scan",
-        "+++\nschedule = \"@daily\"\n+++\nScan the week up to {{date}}; last good scan: {{last_success}}.",
-    );
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("scanned"), final_answer("again")])
+        .recurring(
+            "scan",
+            "+++\nschedule = \"@daily\"\n+++\nScan the week up to {{date}}; last good scan: {{last_success}}.",
+        )
+        .build()
+        .await;
+    first_seen_when_run(&s, "scan");
     let clock = Clock::at(utc(2026, 4, 1, 10, 0, 0));
-    run_at(&cfg, &clock).await;
+    run_at(&s, &clock).await;
 
     // The machine was off for a week.
     clock.set(utc(2026, 4, 8, 10, 0, 0));
-    let (outcome, runs) = run_at(&cfg, &clock).await;
+    let (outcome, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&outcome), 1, "seven missed slots, one run");
     assert_eq!(runs[0]["slot"], "2026-04-08T00:00:00+00:00");
     clock.set(utc(2026, 4, 8, 23, 0, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0);
     clock.set(utc(2026, 4, 9, 0, 30, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 1);
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 1);
 
-    let asked: Vec<String> = llm
+    let asked: Vec<String> = s
         .requests()
         .await
         .iter()
@@ -184,22 +187,21 @@ async fn a_week_of_missed_daily_slots_is_one_run_with_the_slot_in_its_body() {
 
 #[tokio::test]
 async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
-    let llm = FakeLlm::start(vec![
-        wiremock::ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "busy"}})),
-    ])
-    .await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "flaky",
-        "+++\nschedule = \"@hourly\"\n+++\nDo it.",
-    );
-    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    let s = scenario()
+        .script(vec![
+            wiremock::ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"message": "busy"}})),
+        ])
+        .recurring("flaky", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
+        .config("[limits]\nmax_attempts = 2")
+        .build()
+        .await;
+    first_seen_when_run(&s, "flaky");
     let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
-    run_at(&cfg, &clock).await;
+    run_at(&s, &clock).await;
 
     clock.set(utc(2026, 4, 9, 10, 5, 0));
-    let (first, runs) = run_at(&cfg, &clock).await;
+    let (first, runs) = run_at(&s, &clock).await;
     assert_eq!(first.exit_code(), 75, "{first:?}");
     assert_eq!(
         (
@@ -215,7 +217,7 @@ async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
         runs[0]
     );
     clock.set(utc(2026, 4, 9, 10, 20, 0));
-    let (second, runs) = run_at(&cfg, &clock).await;
+    let (second, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&second), 1, "the 10:00 slot is still due");
     assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
     assert_eq!(
@@ -237,13 +239,13 @@ async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
     );
     clock.set(utc(2026, 4, 9, 10, 40, 0));
     assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
+        ran(&run_at(&s, &clock).await.0),
         0,
         "given up after max_attempts = 2"
     );
     clock.set(utc(2026, 4, 9, 11, 1, 0));
     assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
+        ran(&run_at(&s, &clock).await.0),
         1,
         "the next slot is a new start"
     );
@@ -251,37 +253,35 @@ async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
 
 #[tokio::test]
 async fn the_schedule_is_read_in_the_configured_time_zone() {
-    let llm = FakeLlm::replies(vec![final_answer("morning")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "morning",
-        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning, {{date}}.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        "[schedule]\ntimezone = \"America/New_York\"\n",
-    );
+    let s = scenario()
+        .replies(vec![final_answer("morning")])
+        .recurring(
+            "morning",
+            "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning, {{date}}.",
+        )
+        .config("[schedule]\ntimezone = \"America/New_York\"")
+        .build()
+        .await;
+    first_seen_when_run(&s, "morning");
     let clock = Clock::at(utc(2026, 4, 9, 3, 0, 0));
-    run_at(&cfg, &clock).await;
+    run_at(&s, &clock).await;
     // 06:00 in New York (EDT, UTC-4) is 10:00 UTC.
     clock.set(utc(2026, 4, 9, 9, 59, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0);
     clock.set(utc(2026, 4, 9, 10, 0, 30));
-    let (_, runs) = run_at(&cfg, &clock).await;
+    let (_, runs) = run_at(&s, &clock).await;
     assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
 }
 
 #[tokio::test]
 async fn schedule_belongs_to_recurring_tasks_only() {
-    let (llm, project, cfg) = arrange(
-        vec![final_answer("x")],
-        &[("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.")],
-        "",
-    )
-    .await;
-    run_all(&cfg).await;
-    let s = project.summary("inboxed");
+    let scene = scenario()
+        .replies(vec![final_answer("x")])
+        .task("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.")
+        .build()
+        .await;
+    scene.run().await;
+    let s = scene.summary("inboxed");
     assert_eq!(
         (s.status, s.stop_reason),
         (Status::Failed, StopReason::InvalidTask)
@@ -290,34 +290,25 @@ async fn schedule_belongs_to_recurring_tasks_only() {
         s.error.unwrap().contains("only a recurring task"),
         "schedule in the inbox"
     );
-    assert!(llm.requests().await.is_empty());
+    assert!(scene.requests().await.is_empty());
 }
 
 #[tokio::test]
 async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
-    );
-    recurring(
-        &project,
-        "weekly",
-        "+++\nschedule = \"0 6 * * MON\"\n+++\nScan.",
-    );
-    recurring(
-        &project,
-        "broken",
-        "+++\nschedule = \"61 * * * *\"\n+++\nScan.",
-    );
-    recurring(
-        &project,
-        "six",
-        "+++\nschedule = \"0 0 6 * * MON\"\n+++\nScan.",
-    );
-    recurring(&project, "none", "Scan.");
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[schedule]\ntimezone = \"Europe/Berlin\"")
+        .recurring("weekly", "+++\nschedule = \"0 6 * * MON\"\n+++\nScan.")
+        .recurring("broken", "+++\nschedule = \"61 * * * *\"\n+++\nScan.")
+        .recurring("six", "+++\nschedule = \"0 0 6 * * MON\"\n+++\nScan.")
+        .recurring("none", "Scan.")
+        .build()
+        .await;
+    for name in ["weekly", "broken", "six", "none"] {
+        first_seen_when_run(&s, name);
+    }
 
-    let out = bin(&project).arg("check").output().unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
@@ -345,11 +336,11 @@ async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule()
     );
     assert!(text.contains("1 recurring task(s) scheduled"), "{text}");
 
-    project.write_config(
+    s.write_config(
         "http://127.0.0.1:9/v1",
         "[schedule]\ntimezone = \"Mars/Olympus\"\n",
     );
-    let out = bin(&project).arg("check").output().unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("[schedule] timezone"),
@@ -360,57 +351,45 @@ async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule()
 
 #[tokio::test]
 async fn run_task_recurring_runs_it_now_and_leaves_its_slots_alone() {
-    let llm = FakeLlm::replies(vec![final_answer("now"), final_answer("later")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "scan",
-        "+++\nschedule = \"@daily\"\n+++\nScan {{date}}.",
-    );
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("now"), final_answer("later")])
+        .recurring("scan", "+++\nschedule = \"@daily\"\n+++\nScan {{date}}.")
+        .build()
+        .await;
+    first_seen_when_run(&s, "scan");
 
-    let mut cmd = bin(&project);
-    cmd.args(["run-task", "--recurring", "scan"]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let out = run_bin(&s, &["run-task", "--recurring", "scan"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "now\n");
     assert!(
-        !project
-            .root()
+        !s.root()
             .join("tasks/.agent-harness-recurring.json")
             .exists(),
         "no slot state written"
     );
-    let mut cmd = bin(&project);
-    cmd.args(["run-task", "--recurring", "nothing"]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let out = run_bin(&s, &["run-task", "--recurring", "nothing"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[tokio::test]
 async fn the_readme_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_lists_it() {
-    let llm = FakeLlm::replies(vec![final_answer("week 1"), final_answer("week 2")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "weekly-scan",
-        "+++\nschedule = \"0 6 * * MON\"\n+++\n# Weekly research scan ({{date}})\nFind the notes changed since {{last_success}}.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
-    );
+    let scene = scenario()
+        .replies(vec![final_answer("week 1"), final_answer("week 2")])
+        .recurring(
+            "weekly-scan",
+            "+++\nschedule = \"0 6 * * MON\"\n+++\n# Weekly research scan ({{date}})\nFind the notes changed since {{last_success}}.",
+        )
+        .config("[schedule]\ntimezone = \"Europe/Berlin\"")
+        .build()
+        .await;
+    first_seen_when_run(&scene, "weekly-scan");
     // An hourly timer, 7 minutes past each hour, for two weeks from Wednesday 2026-04-01.
     let clock = Clock::at(utc(2026, 4, 1, 0, 7, 0));
     let mut slots = Vec::new();
     for hour in 0..14 * 24 {
         clock.set(utc(2026, 4, 1, 0, 7, 0) + chrono::Duration::hours(hour));
-        for s in run_at(&cfg, &clock).await.1 {
+        for s in run_at(&scene, &clock).await.1 {
             slots.push(s["slot"].as_str().unwrap().to_string());
         }
     }
@@ -420,7 +399,7 @@ async fn the_readme_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_
         ["2026-04-06T04:00:00+00:00", "2026-04-13T04:00:00+00:00"]
     );
 
-    let out = bin(&project)
+    let out = bin(&scene)
         .args(["runs", "--task", "weekly-scan", "--json"])
         .output()
         .unwrap();
@@ -439,23 +418,19 @@ fn read_state(project: &Project) -> Value {
 
 #[tokio::test]
 async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and_the_rest_run() {
-    let llm = FakeLlm::replies(vec![final_answer("other ran")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "a-killer",
-        "+++\nschedule = \"@hourly\"\n+++\nEat memory.",
-    );
-    recurring(
-        &project,
-        "b-other",
-        "+++\nschedule = \"@hourly\"\n+++\nDo it.",
-    );
-    let cfg = project.config(&llm.base_url(), "[limits]\nmax_attempts = 2\n");
+    let s = scenario()
+        .replies(vec![final_answer("other ran")])
+        .recurring("a-killer", "+++\nschedule = \"@hourly\"\n+++\nEat memory.")
+        .recurring("b-other", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
+        .config("[limits]\nmax_attempts = 2")
+        .build()
+        .await;
+    first_seen_when_run(&s, "a-killer");
+    first_seen_when_run(&s, "b-other");
     // As runs leave it when the process dies in the task: both attempts at
     // the 10:00 slot counted before the task started, none settled.
     std::fs::write(
-        state_file(&project),
+        state_file(&s),
         json!({
             "a-killer": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z",
                          "pending": "2026-04-09T10:00:00Z", "attempts": 2},
@@ -466,7 +441,7 @@ async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and
     .unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 10, 30, 0));
 
-    let (outcome, runs) = run_at(&cfg, &clock).await;
+    let (outcome, runs) = run_at(&s, &clock).await;
 
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     assert_eq!(runs.len(), 2);
@@ -480,36 +455,34 @@ async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and
     assert!(why.contains("killed"), "{why}");
     assert_eq!(run("b-other")["status"], "succeeded");
     assert_eq!(
-        llm.requests().await.len(),
+        s.requests().await.len(),
         1,
         "the killer did not run a third time"
     );
-    assert_eq!(
-        read_state(&project)["a-killer"]["done"],
-        "2026-04-09T10:00:00Z"
-    );
+    assert_eq!(read_state(&s)["a-killer"]["done"], "2026-04-09T10:00:00Z");
     clock.set(utc(2026, 4, 9, 10, 50, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0);
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0);
 }
 
 #[tokio::test]
 async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is_not_its_fault() {
-    let llm = FakeLlm::start(vec![
-        wiremock::ResponseTemplate::new(401)
-            .set_body_json(json!({"error": {"message": "bad key"}})),
-    ])
-    .await;
-    let project = Project::new();
-    recurring(&project, "t", "+++\nschedule = \"@hourly\"\n+++\nDo it.");
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            wiremock::ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"message": "bad key"}})),
+        ])
+        .recurring("t", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
+        .build()
+        .await;
+    first_seen_when_run(&s, "t");
     std::fs::write(
-        state_file(&project),
+        state_file(&s),
         json!({"t": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}}).to_string(),
     )
     .unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 10, 30, 0));
 
-    let (outcome, runs) = run_at(&cfg, &clock).await;
+    let (outcome, runs) = run_at(&s, &clock).await;
 
     assert_eq!(
         outcome.exit_code(),
@@ -517,7 +490,7 @@ async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is
         "a refused key is a setup fault: {outcome:?}"
     );
     assert_eq!(runs[0]["stop_reason"], "setup_fault");
-    let state = read_state(&project);
+    let state = read_state(&s);
     assert_eq!(
         (&state["t"]["pending"], &state["t"]["attempts"]),
         (&json!("2026-04-09T10:00:00Z"), &json!(0)),
@@ -527,22 +500,15 @@ async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is
 
 #[tokio::test]
 async fn a_file_put_there_before_a_slot_runs_for_it_at_the_next_run() {
-    let llm = FakeLlm::replies(vec![final_answer("morning")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "daily",
-        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
-    );
-    let file = std::fs::File::options()
-        .write(true)
-        .open(project.root().join("tasks/recurring/daily.md"))
-        .unwrap();
-    file.set_modified(utc(2026, 4, 9, 5, 30, 0).into()).unwrap();
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("morning")])
+        .recurring("daily", "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.")
+        .build()
+        .await;
+    dated(&s, "daily", utc(2026, 4, 9, 5, 30, 0));
     let clock = Clock::at(utc(2026, 4, 9, 6, 5, 0));
 
-    let (_, runs) = run_at(&cfg, &clock).await;
+    let (_, runs) = run_at(&s, &clock).await;
 
     assert_eq!(runs.len(), 1, "added at 05:30, the 06:00 slot is its first");
     assert_eq!(runs[0]["slot"], "2026-04-09T06:00:00+00:00");
@@ -550,26 +516,28 @@ async fn a_file_put_there_before_a_slot_runs_for_it_at_the_next_run() {
 
 #[tokio::test]
 async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets_nothing() {
-    let llm = FakeLlm::replies(vec![final_answer("inbox ran")]).await;
-    let project = Project::new();
-    recurring(&project, "r", "+++\nschedule = \"@hourly\"\n+++\nDo it.");
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("inbox ran")])
+        .recurring("r", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
+        .build()
+        .await;
+    first_seen_when_run(&s, "r");
     let seen = json!({"r": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}});
-    std::fs::write(state_file(&project), seen.to_string()).unwrap();
+    std::fs::write(state_file(&s), seen.to_string()).unwrap();
     // The folder is gone for a run (an unmounted disk): no slot is forgotten.
-    let away = project.root().join("tasks/recurring-away");
-    std::fs::rename(project.root().join("tasks/recurring"), &away).unwrap();
+    let away = s.root().join("tasks/recurring-away");
+    std::fs::rename(s.root().join("tasks/recurring"), &away).unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
-    run_at(&cfg, &clock).await;
-    assert_eq!(read_state(&project), seen);
-    std::fs::rename(&away, project.root().join("tasks/recurring")).unwrap();
+    run_at(&s, &clock).await;
+    assert_eq!(read_state(&s), seen);
+    std::fs::rename(&away, s.root().join("tasks/recurring")).unwrap();
 
     // A state file that cannot be written keeps no inbox task from running,
     // and it is no silent success: no recurring task can run until it is.
-    std::fs::remove_file(state_file(&project)).unwrap();
-    std::fs::create_dir(state_file(&project)).unwrap();
-    project.task("t", "Answer.");
-    let (outcome, runs) = run_at(&cfg, &clock).await;
+    std::fs::remove_file(state_file(&s)).unwrap();
+    std::fs::create_dir(state_file(&s)).unwrap();
+    s.task("t", "Answer.");
+    let (outcome, runs) = run_at(&s, &clock).await;
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     assert_eq!(runs[0]["task"], "t");
     let RunOutcome::Finished(tally) = outcome else {
@@ -584,41 +552,37 @@ async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets
 
 #[tokio::test]
 async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
-    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "r",
-        "+++\nschedule = \"@daily\"\n+++\nFor {{date}}, since {{last_success}}.",
-    );
-    let cfg = project.config(&llm.base_url(), "");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("ran")])
+        .recurring(
+            "r",
+            "+++\nschedule = \"@daily\"\n+++\nFor {{date}}, since {{last_success}}.",
+        )
+        .build()
+        .await;
+    first_seen_when_run(&s, "r");
     std::fs::write(
-        state_file(&project),
+        state_file(&s),
         json!({"r": {"since": "2026-01-01T00:00:00Z", "done": "2027-04-10T00:00:00Z",
                      "last_success": "2027-04-10"}})
         .to_string(),
     )
     .unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 12, 0, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0, "counted from now");
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0, "counted from now");
     clock.set(utc(2026, 4, 10, 1, 0, 0));
-    let (_, runs) = run_at(&cfg, &clock).await;
+    let (_, runs) = run_at(&s, &clock).await;
     assert_eq!(
         runs.len(),
         1,
         "the next slot after now runs, not a year later"
     );
-    let dir = project
+    let dir = s
         .root()
         .join("logs/r")
         .join(runs[0]["run_id"].as_str().unwrap());
 
-    let mut cmd = bin(&project);
-    cmd.args(["replay", dir.to_str().unwrap()]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let out = run_bin(&s, &["replay", dir.to_str().unwrap()]).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -630,56 +594,43 @@ async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
 
 #[tokio::test]
 async fn the_hour_that_comes_twice_in_autumn_runs_its_slot_once() {
-    let llm = FakeLlm::replies(vec![final_answer("once"), final_answer("twice?")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "night",
-        "+++\nschedule = \"30 2,14 * * *\"\n+++\nNight shift.",
-    );
-    let cfg = project.config(
-        &llm.base_url(),
-        "[schedule]\ntimezone = \"Europe/Berlin\"\n",
-    );
+    let s = scenario()
+        .replies(vec![final_answer("once"), final_answer("twice?")])
+        .recurring(
+            "night",
+            "+++\nschedule = \"30 2,14 * * *\"\n+++\nNight shift.",
+        )
+        .config("[schedule]\ntimezone = \"Europe/Berlin\"")
+        .build()
+        .await;
+    first_seen_when_run(&s, "night");
     let clock = Clock::at(utc(2026, 10, 24, 13, 0, 0));
-    run_at(&cfg, &clock).await;
+    run_at(&s, &clock).await;
     // 2026-10-25: 02:30 CEST is 00:30Z; the clocks go back at 01:00Z, and
     // 02:30 CET (01:30Z) is the same wall-clock time again.
     clock.set(utc(2026, 10, 25, 0, 45, 0));
-    let (_, runs) = run_at(&cfg, &clock).await;
+    let (_, runs) = run_at(&s, &clock).await;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["slot"], "2026-10-25T00:30:00+00:00");
     clock.set(utc(2026, 10, 25, 1, 45, 0));
-    assert_eq!(
-        ran(&run_at(&cfg, &clock).await.0),
-        0,
-        "02:30 once, not twice"
-    );
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0, "02:30 once, not twice");
     clock.set(utc(2026, 10, 25, 13, 45, 0));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 1, "14:30 as usual");
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 1, "14:30 as usual");
 }
 
 #[tokio::test]
 async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
-    let llm = FakeLlm::replies(vec![final_answer("inbox ran"), final_answer("slot ran")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "daily",
-        "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
-    );
-    std::fs::File::options()
-        .write(true)
-        .open(project.root().join("tasks/recurring/daily.md"))
-        .unwrap()
-        .set_modified(utc(2026, 4, 9, 5, 30, 0).into())
-        .unwrap();
-    std::fs::create_dir(state_file(&project)).unwrap();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("inbox ran"), final_answer("slot ran")])
+        .recurring("daily", "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.")
+        .task("t", "Answer.")
+        .build()
+        .await;
+    dated(&s, "daily", utc(2026, 4, 9, 5, 30, 0));
+    std::fs::create_dir(state_file(&s)).unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 6, 5, 0));
 
-    let (outcome, runs) = run_at(&cfg, &clock).await;
+    let (outcome, runs) = run_at(&s, &clock).await;
 
     assert_eq!(
         outcome.exit_code(),
@@ -688,7 +639,7 @@ async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
     );
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["task"], "t", "the inbox still ran");
-    assert_eq!(llm.requests().await.len(), 1, "the recurring task did not");
+    assert_eq!(s.requests().await.len(), 1, "the recurring task did not");
 }
 
 /// A recurring file that cannot run gets a record saying why, and the run
@@ -696,17 +647,15 @@ async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
 /// codes).
 #[tokio::test]
 async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
-    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "every5",
-        "+++\nschedule = \"every 5 minutes\"\n+++\nDo it.",
-    );
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("ran")])
+        .recurring("every5", "+++\nschedule = \"every 5 minutes\"\n+++\nDo it.")
+        .build()
+        .await;
+    first_seen_when_run(&s, "every5");
     let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
 
-    let (first, runs) = run_at(&cfg, &clock).await;
+    let (first, runs) = run_at(&s, &clock).await;
 
     assert_eq!(first.exit_code(), 1, "{first:?}");
     assert_eq!(runs.len(), 1);
@@ -716,9 +665,9 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     );
     let error = runs[0]["error"].as_str().unwrap();
     assert!(error.contains("schedule"), "{error}");
-    assert!(llm.requests().await.is_empty(), "nothing was asked");
+    assert!(s.requests().await.is_empty(), "nothing was asked");
     assert_eq!(
-        std::fs::read_dir(project.root().join("tasks/recurring"))
+        std::fs::read_dir(s.root().join("tasks/recurring"))
             .unwrap()
             .count(),
         1,
@@ -726,7 +675,7 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     );
 
     clock.set(utc(2026, 4, 9, 10, 30, 0));
-    let (again, runs) = run_at(&cfg, &clock).await;
+    let (again, runs) = run_at(&s, &clock).await;
     assert_eq!(
         (again.exit_code(), runs.len()),
         (0, 0),
@@ -734,18 +683,9 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     );
 
     // A new version of the file, still broken, is said again.
-    recurring(
-        &project,
-        "every5",
-        "+++\nschedule = \"every hour\"\n+++\nDo it.",
-    );
-    std::fs::File::options()
-        .write(true)
-        .open(project.root().join("tasks/recurring/every5.md"))
-        .unwrap()
-        .set_modified(utc(2040, 1, 2, 0, 0, 0).into())
-        .unwrap();
-    let (third, runs) = run_at(&cfg, &clock).await;
+    s.recurring("every5", "+++\nschedule = \"every hour\"\n+++\nDo it.");
+    dated(&s, "every5", utc(2040, 1, 2, 0, 0, 0));
+    let (third, runs) = run_at(&s, &clock).await;
     assert_eq!((third.exit_code(), runs.len()), (1, 1), "{third:?}");
 }
 
@@ -755,65 +695,59 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
 #[tokio::test]
 async fn an_unreadable_state_never_reruns_a_slot_that_may_be_done() {
     for plant in ["garbage", "fifo"] {
-        let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
-        let project = Project::new();
-        recurring(
-            &project,
-            "daily",
-            "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.",
-        );
+        let s = scenario()
+            .replies(vec![final_answer("ran")])
+            .recurring("daily", "+++\nschedule = \"0 6 * * *\"\n+++\nGood morning.")
+            .build()
+            .await;
         // Put there long ago: without a state, its 06:00 slot would be due.
-        std::fs::File::options()
-            .write(true)
-            .open(project.root().join("tasks/recurring/daily.md"))
-            .unwrap()
-            .set_modified(utc(2026, 1, 1, 0, 0, 0).into())
-            .unwrap();
+        dated(&s, "daily", utc(2026, 1, 1, 0, 0, 0));
         match plant {
-            "garbage" => std::fs::write(state_file(&project), "{not json").unwrap(),
+            "garbage" => std::fs::write(state_file(&s), "{not json").unwrap(),
             _ => rustix::fs::mknodat(
                 rustix::fs::CWD,
-                state_file(&project),
+                state_file(&s),
                 rustix::fs::FileType::Fifo,
                 rustix::fs::Mode::from_raw_mode(0o600),
                 0,
             )
             .unwrap(),
         }
-        let cfg = project.config(&llm.base_url(), "");
         let clock = Clock::at(utc(2026, 4, 9, 6, 30, 0));
 
-        let (outcome, runs) = run_at(&cfg, &clock).await;
+        let (outcome, runs) = run_at(&s, &clock).await;
 
         assert_eq!(
             (outcome.exit_code(), runs.len()),
             (0, 0),
             "{plant}: {outcome:?}"
         );
-        assert!(llm.requests().await.is_empty(), "{plant}");
+        assert!(s.requests().await.is_empty(), "{plant}");
         // The state was written anew: the next slot runs.
         clock.set(utc(2026, 4, 10, 6, 30, 0));
-        assert_eq!(run_at(&cfg, &clock).await.1.len(), 1, "{plant}");
+        assert_eq!(run_at(&s, &clock).await.1.len(), 1, "{plant}");
     }
 }
 
 #[tokio::test]
 async fn a_slot_the_budget_leaves_unstarted_stays_due_for_the_next_run() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("ok"))]).await;
-    let project = Project::new();
-    recurring(
-        &project,
-        "tick",
-        "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
-    );
-    let cfg = project.config(&llm.base_url(), "[budget]\ntokens_per_run = 100");
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("ok"))])
+        .recurring(
+            "tick",
+            "+++\nschedule = \"* * * * *\"\n+++\nTick for {{date}}.",
+        )
+        .config("[budget]\ntokens_per_run = 100")
+        .build()
+        .await;
+    first_seen_when_run(&s, "tick");
     let clock = Clock::at(utc(2026, 4, 9, 12, 0, 30));
-    assert_eq!(ran(&run_at(&cfg, &clock).await.0), 0, "first sight");
-    project.task("first", "Answer.");
+    assert_eq!(ran(&run_at(&s, &clock).await.0), 0, "first sight");
+    s.task("first", "Answer.");
     clock.set(utc(2026, 4, 9, 12, 1, 10));
 
     // The inbox task spends 160 tokens of the run's 100: the slot waits.
-    let (paused, runs) = run_at(&cfg, &clock).await;
+    let (paused, runs) = run_at(&s, &clock).await;
 
     let RunOutcome::Finished(tally) = paused else {
         panic!("{paused:?}")
@@ -829,7 +763,7 @@ async fn a_slot_the_budget_leaves_unstarted_stays_due_for_the_next_run() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["task"], "first");
     clock.set(utc(2026, 4, 9, 12, 1, 40));
-    let (next, runs) = run_at(&cfg, &clock).await;
+    let (next, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&next), 1, "the 12:01 slot stayed due");
     assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
 }

@@ -2,11 +2,8 @@
 //! records, with no endpoint or tool service to talk to, compared request
 //! by request.
 
-use std::path::{Path, PathBuf};
-
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;
-use agent_harness::lab::replay::{ReplayOptions, replay};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
@@ -14,71 +11,45 @@ use crate::common::fake_noteworx::{FakeNoteworx, note};
 use crate::common::fake_runpod::{FakeRunpod, completed, job};
 use crate::common::*;
 
-/// The only run folder of `task`.
-fn run_dir(project: &Project, task: &str) -> PathBuf {
-    project.run_dir(task)
-}
-
-/// The config of `project` rewritten to point at closed ports: a replay
-/// that tried the network would fail.
-fn offline(project: &Project, extra: &str) -> Config {
+/// The config of `s` rewritten to point at closed ports: a replay that
+/// tried the network would fail.
+fn offline(s: &Scene, extra: &str) -> Config {
     let port = closed_port();
-    project.config(
+    s.write_config(
         &format!("http://127.0.0.1:{port}/v1"),
         &format!("{extra}\n[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n"),
-    )
-}
-
-async fn replay_of(cfg: &Config, dir: &Path, from_turn: Option<u32>) -> (u8, String) {
-    let mut out = Vec::new();
-    let end = replay(
-        cfg,
-        &ReplayOptions {
-            batch: agent_harness::drain::BatchOptions::default(),
-            run_dir: dir.to_path_buf(),
-            from_turn,
-            live_writes: false,
-        },
-        &mut out,
-    )
-    .await;
-    let code = agent_harness::app::replay_exit(end);
-    (code, String::from_utf8(out).unwrap())
+    );
+    s.cfg()
 }
 
 /// The summary of the replay's own run (the newest run folder of the task).
-fn replayed_summary(project: &Project, task: &str) -> agent_harness::records::Summary {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(project.root().join("logs").join(task))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    project.summary_in(runs.last().unwrap())
+fn replayed_summary(s: &Scene, task: &str) -> agent_harness::records::Summary {
+    s.summary_in(s.run_dirs(task).last().unwrap())
 }
 
 /// Records a two-turn task: a note read, then an answer.
-async fn recorded_note_task() -> (Project, FakeNoteworx, FakeLlm) {
+async fn recorded_note_task() -> (Scene, FakeNoteworx) {
     let notes = FakeNoteworx::start(vec![note("n", "Note", &["x"], "The answer is 42.")]).await;
-    let (llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
             final_answer("It is 42."),
-        ],
-        &[("t", "Read note n.")],
-        &notes.config_section(),
-    )
-    .await;
-    run_all(&cfg).await;
-    assert_eq!(project.summary("t").stop_reason, StopReason::FinalAnswer);
-    (project, notes, llm)
+        ])
+        .task("t", "Read note n.")
+        .notes(&notes)
+        .build()
+        .await;
+    s.run().await;
+    assert_eq!(s.summary("t").stop_reason, StopReason::FinalAnswer);
+    (s, notes)
 }
 
 #[tokio::test]
 async fn a_recorded_run_replays_with_no_network_and_every_request_matching() {
-    let (project, notes, llm) = recorded_note_task().await;
-    let cfg = offline(&project, "");
+    let (s, notes) = recorded_note_task().await;
+    let cfg = offline(&s, "");
 
-    let (code, out) = replay_of(&cfg, &run_dir(&project, "t"), None).await;
+    let (code, out) = replay_of(&cfg, &s.run_dir("t"), None).await;
 
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("every request matched the recording"), "{out}");
@@ -86,21 +57,21 @@ async fn a_recorded_run_replays_with_no_network_and_every_request_matching() {
         out.contains("stop reason: recorded final_answer, replayed final_answer"),
         "{out}"
     );
-    assert_eq!(llm.requests().await.len(), 2, "the replay sent no request");
+    assert_eq!(s.requests().await.len(), 2, "the replay sent no request");
     assert_eq!(notes.calls().await.len(), 1, "nor read a note");
-    let s = replayed_summary(&project, "t");
-    assert_eq!(s.replay_of.as_deref(), Some(&*format!("t/{RUN_ID}")));
-    assert_eq!(s.final_answer.as_deref(), Some("It is 42."));
-    assert_eq!(s.turns, 2);
-    assert_eq!(project.done().len(), 1, "the task file was not touched");
+    let replayed = replayed_summary(&s, "t");
+    assert_eq!(replayed.replay_of.as_deref(), Some(&*format!("t/{RUN_ID}")));
+    assert_eq!(replayed.final_answer.as_deref(), Some("It is 42."));
+    assert_eq!(replayed.turns, 2);
+    assert_eq!(s.done().len(), 1, "the task file was not touched");
 }
 
 #[tokio::test]
 async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
-    let (project, _notes, _llm) = recorded_note_task().await;
-    let cfg = offline(&project, "[prompt]\nsystem = \"You are terse.\"\n");
+    let (s, _notes) = recorded_note_task().await;
+    let cfg = offline(&s, "[prompt]\nsystem = \"You are terse.\"\n");
 
-    let (code, out) = replay_of(&cfg, &run_dir(&project, "t"), None).await;
+    let (code, out) = replay_of(&cfg, &s.run_dir("t"), None).await;
 
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -120,55 +91,48 @@ async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
 
 #[tokio::test]
 async fn a_folder_that_is_not_a_run_exits_2() {
-    let project = Project::new();
-    let cfg = offline(&project, "");
-    let (code, out) = replay_of(&cfg, &project.root().join("logs/nothing/here"), None).await;
+    let s = scenario().no_config_file().build().await;
+    let cfg = offline(&s, "");
+    let (code, out) = replay_of(&cfg, &s.root().join("logs/nothing/here"), None).await;
     assert_eq!(code, 2);
     assert!(out.contains("not a readable run"), "{out}");
 }
 
-/// Records task `t` against `llm` with `extra` config, then replays it offline.
-async fn record_and_replay(llm: &FakeLlm, body: &str, extra: &str) -> (Project, u8, String) {
-    let project = Project::new();
-    project.task("t", body);
-    let cfg = project.config(&llm.base_url(), extra);
-    run_all(&cfg).await;
+/// Records task `t` against `model` with `extra` config, then replays it offline.
+async fn record_and_replay(model: Scenario, body: &str, extra: &str) -> (Scene, u8, String) {
+    let s = model.task("t", body).config(extra).build().await;
+    s.run().await;
     let offline = {
         let port = closed_port();
-        project.config(&format!("http://127.0.0.1:{port}/v1"), extra)
+        s.write_config(&format!("http://127.0.0.1:{port}/v1"), extra);
+        s.cfg()
     };
-    let (code, out) = replay_of(&offline, &run_dir(&project, "t"), None).await;
-    (project, code, out)
+    let (code, out) = replay_of(&offline, &s.run_dir("t"), None).await;
+    (s, code, out)
 }
 
 #[tokio::test]
 async fn a_run_with_a_retried_call_replays_its_retries() {
-    let llm = FakeLlm::start(vec![
+    let model = scenario().script(vec![
         ResponseTemplate::new(503).insert_header("Retry-After", "0"),
         ResponseTemplate::new(500)
             .set_body_json(json!({"error": {"message": "boom", "type": "server_error"}})),
         ok(final_answer("after two retries")),
-    ])
-    .await;
-    let (project, code, out) = record_and_replay(&llm, "Hello.", "").await;
-    assert_eq!(
-        project.conversation("t").len(),
-        3,
-        "three attempts were recorded"
-    );
+    ]);
+    let (s, code, out) = record_and_replay(model, "Hello.", "").await;
+    assert_eq!(s.conversation("t").len(), 3, "three attempts were recorded");
     assert_eq!(code, 0, "{out}");
-    let s = replayed_summary(&project, "t");
-    assert_eq!(s.final_answer.as_deref(), Some("after two retries"));
+    let summary = replayed_summary(&s, "t");
+    assert_eq!(summary.final_answer.as_deref(), Some("after two retries"));
     let replayed = jsonl(
-        &project
-            .root()
+        &s.root()
             .join("logs/t")
-            .join(&s.run_id)
+            .join(&summary.run_id)
             .join("conversation.jsonl"),
     );
     assert_eq!(replayed.len(), 3, "the same three attempts");
     assert_eq!(replayed[0]["error_kind"], "status");
-    assert_eq!(llm.requests().await.len(), 3);
+    assert_eq!(s.requests().await.len(), 3);
 }
 
 #[tokio::test]
@@ -178,15 +142,14 @@ async fn a_recovered_text_call_and_a_loop_replay_to_the_same_stop() {
         "stop",
     );
     let notes = FakeNoteworx::start(vec![note("n", "Note", &[], "x")]).await;
-    let llm = FakeLlm::replies(vec![text_call]).await;
-    let (project, code, out) =
-        record_and_replay(&llm, "List forever.", &notes.config_section()).await;
-    let recorded = project.summary("t");
+    let model = scenario().replies(vec![text_call]);
+    let (s, code, out) = record_and_replay(model, "List forever.", &notes.config_section()).await;
+    let recorded = s.summary("t");
     assert_eq!(recorded.stop_reason, StopReason::LoopDetected);
-    assert!(project.tool_lines("t")[0].recovered);
+    assert!(s.tool_lines("t")[0].recovered);
     assert_eq!(code, 0, "{out}");
     assert_eq!(
-        replayed_summary(&project, "t").stop_reason,
+        replayed_summary(&s, "t").stop_reason,
         StopReason::LoopDetected
     );
 }
@@ -205,7 +168,7 @@ async fn a_run_that_elided_its_context_replays_the_same_requests() {
         v.as_object_mut().unwrap().remove("usage");
         v
     };
-    let llm = FakeLlm::replies(
+    let model = scenario().replies(
         vec![
             tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]),
             tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "b"}))]),
@@ -215,14 +178,13 @@ async fn a_run_that_elided_its_context_replays_the_same_requests() {
         .into_iter()
         .map(without_usage)
         .collect(),
-    )
-    .await;
+    );
     let extra = format!(
         "[limits]\ncontext_tokens = 4000\n[model]\nmax_tokens = 1000\n{}",
         notes.config_section()
     );
-    let (project, code, out) = record_and_replay(&llm, "Read a, b and c.", &extra).await;
-    let elided = project
+    let (s, code, out) = record_and_replay(model, "Read a, b and c.", &extra).await;
+    let elided = s
         .conversation("t")
         .iter()
         .any(|l| l["context"]["elided_call_ids"].is_array());
@@ -238,26 +200,29 @@ async fn a_runpod_run_replays_from_its_job_records() {
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "Hello.");
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, rp.config_sections()).unwrap();
-    let cfg = Config::load(&path, &test_env).unwrap();
-    run_all(&cfg).await;
+    let s = scenario()
+        .task("t", "Hello.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
+    s.run().await;
     let calls_before = rp.calls().await.len();
 
-    let (code, out) = replay_of(&cfg, &run_dir(&project, "t"), None).await;
+    let (code, out) = replay_of(&s.cfg(), &s.run_dir("t"), None).await;
 
     assert_eq!(code, 0, "{out}");
     assert_eq!(rp.calls().await.len(), calls_before, "no request to RunPod");
-    let s = replayed_summary(&project, "t");
-    assert_eq!(s.final_answer.as_deref(), Some("from runpod"));
-    assert_eq!((s.runpod_delay_ms, s.runpod_exec_ms), (Some(10), Some(20)));
+    let replayed = replayed_summary(&s, "t");
+    assert_eq!(replayed.final_answer.as_deref(), Some("from runpod"));
+    assert_eq!(
+        (replayed.runpod_delay_ms, replayed.runpod_exec_ms),
+        (Some(10), Some(20))
+    );
 }
 
 #[tokio::test]
 async fn from_turn_forks_live_with_writes_dry_run() {
-    let (project, notes, _llm) = recorded_note_task().await;
+    let (s, notes) = recorded_note_task().await;
     // Turn 2 goes to a new endpoint, which now asks for an attachment.
     let live = FakeLlm::replies(vec![
         tool_calls(&[(
@@ -268,9 +233,9 @@ async fn from_turn_forks_live_with_writes_dry_run() {
         final_answer("attached"),
     ])
     .await;
-    let cfg = project.config(&live.base_url(), &notes.config_section());
+    s.write_config(&live.base_url(), &notes.config_section());
 
-    let (code, out) = replay_of(&cfg, &run_dir(&project, "t"), Some(2)).await;
+    let (code, out) = replay_of(&s.cfg(), &s.run_dir("t"), Some(2)).await;
 
     assert_eq!(code, 0, "the replayed turn matched: {out}");
     assert!(out.contains("replayed final_answer"), "{out}");
@@ -288,19 +253,21 @@ async fn from_turn_forks_live_with_writes_dry_run() {
         "turn 1's recorded result was replayed into the live request"
     );
     assert!(notes.attachments("n").is_empty(), "writes are dry-run");
-    let s = replayed_summary(&project, "t");
-    assert!(s.dry_run);
-    assert_eq!(s.final_answer.as_deref(), Some("attached"));
+    let replayed = replayed_summary(&s, "t");
+    assert!(replayed.dry_run);
+    assert_eq!(replayed.final_answer.as_deref(), Some("attached"));
 }
 
-#[test]
-fn the_command_exits_2_on_an_unreadable_run_and_1_on_a_difference() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
+#[tokio::test]
+async fn the_command_exits_2_on_an_unreadable_run_and_1_on_a_difference() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
     let out = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .args(["replay", "logs/none/20260101T000000Z"])
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();

@@ -8,7 +8,6 @@ use std::process::Command;
 use serde_json::{Value, json};
 use wiremock::MockServer;
 
-use crate::cli::{bin, stderr, stdout};
 use crate::common::fake_noteworx::{FakeNoteworx, note};
 use crate::common::*;
 
@@ -88,26 +87,28 @@ async fn the_report_renders_in_chromium_folded_escaped_and_self_contained() {
                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"slug\":\"n\"}"}}]}),
         "tool_calls",
     );
-    let llm = FakeLlm::replies(vec![thinking, final_answer(&format!("Done. {evil}"))]).await;
-    let project = Project::new();
-    project.task("a-hostile", "Read note n.");
-    project.task("b-fails", "+++\ntools = [\"nope\"]\n+++\nInvalid.");
-    project.write_config(&llm.base_url(), &notes.config_section());
+    let s = scenario()
+        .replies(vec![thinking, final_answer(&format!("Done. {evil}"))])
+        .task("a-hostile", "Read note n.")
+        .task("b-fails", "+++\ntools = [\"nope\"]\n+++\nInvalid.")
+        .notes(&notes)
+        .build()
+        .await;
     let run = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .env("NOTEWORX_TOKEN", crate::common::fake_noteworx::TOKEN)
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(1), "one task failed");
-    let out_dir = project.root().join("report");
+    let out_dir = s.root().join("report");
 
     let made = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .args(["report", "--out", "report"])
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
@@ -175,20 +176,21 @@ async fn the_report_renders_in_chromium_folded_escaped_and_self_contained() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs scripts/test: the prometheus_client parser from scripts/stack install"]
 async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.task("a", "One.");
-    project.task("b", "+++\ntools = [\"nope\"]\n+++\nInvalid.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .task("a", "One.")
+        .task("b", "+++\ntools = [\"nope\"]\n+++\nInvalid.")
+        .build()
+        .await;
     let run = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(1));
-    let textfile = project.root().join("logs/agent-harness.prom");
+    let textfile = s.root().join("logs/agent-harness.prom");
 
     let python = stack_python();
     let parsed = Command::new(&python)
@@ -248,7 +250,7 @@ async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
             .values()
             .all(|f| !f["help"].as_str().unwrap().is_empty())
     );
-    let leftovers: Vec<String> = std::fs::read_dir(project.root().join("logs"))
+    let leftovers: Vec<String> = std::fs::read_dir(s.root().join("logs"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".tmp"))
@@ -257,12 +259,12 @@ async fn each_run_writes_metrics_that_the_prometheus_parser_reads() {
 
     // `textfile = ""` turns it off.
     std::fs::remove_file(&textfile).unwrap();
-    project.write_config(&llm.base_url(), "[metrics]\ntextfile = \"\"\n");
-    project.task("c", "Again.");
+    s.rewrite_config("[metrics]\ntextfile = \"\"\n");
+    s.task("c", "Again.");
     let run = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
@@ -292,33 +294,32 @@ fn stack_python() -> String {
 #[ignore = "needs scripts/test: promtool and prometheus-node-exporter (Debian)"]
 async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
     use std::os::unix::fs::PermissionsExt;
-    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
-    let project = Project::new();
-    project.task("a", "One.");
-    let collector = project.root().join("textfile");
-    std::fs::create_dir(&collector).unwrap();
-    for dir in [project.root(), &collector] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     // A ping service and a trace collector that are down: the counters
     // of failed notifications and of lost traces too.
-    project.write_config(
-        &llm.base_url(),
-        &format!(
+    let s = scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .task("a", "One.")
+        .config(&format!(
             "[metrics]\ntextfile = \"textfile/agent-harness.prom\"\n\
              [notify]\nping_url = \"http://127.0.0.1:{}/ping/check\"\n\
              [budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\n\
-             [traces]\nendpoint = \"http://127.0.0.1:{}/v1/traces\"\nflush_secs = 1\n",
+             [traces]\nendpoint = \"http://127.0.0.1:{}/v1/traces\"\nflush_secs = 1",
             closed_port(),
             closed_port()
-        ),
-    );
+        ))
+        .build()
+        .await;
+    let collector = s.root().join("textfile");
+    std::fs::create_dir(&collector).unwrap();
+    for dir in [s.root(), &collector] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let bin = assert_cmd::cargo::cargo_bin("agent-harness");
     let run = Command::new("sh")
         .arg("-c")
         .arg("umask 0077; exec \"$0\" run")
         .arg(&bin)
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
@@ -417,16 +418,16 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
 
 #[tokio::test]
 async fn tool_errors_are_in_the_task_finished_line_and_the_runs_table() {
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", "no_such_tool", json!({}))]),
-        final_answer("done"),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("t", "x");
+    let s = scenario()
+        .replies(vec![
+            tool_calls(&[("c1", "no_such_tool", json!({}))]),
+            final_answer("done"),
+        ])
+        .task("t", "x")
+        .build()
+        .await;
     let out = {
-        let mut cmd = bin(&project);
+        let mut cmd = bin(&s);
         tokio::task::spawn_blocking(move || cmd.arg("run").output().unwrap())
             .await
             .unwrap()
@@ -438,7 +439,7 @@ async fn tool_errors_are_in_the_task_finished_line_and_the_runs_table() {
         .map(str::to_string)
         .unwrap();
     assert!(finished.contains("tool_errors=1"), "{finished}");
-    let table = stdout(&bin(&project).arg("runs").output().unwrap());
+    let table = stdout(&bin(&s).arg("runs").output().unwrap());
     let header: Vec<&str> = table
         .lines()
         .next()
@@ -456,21 +457,20 @@ async fn tool_errors_are_in_the_task_finished_line_and_the_runs_table() {
 
 #[tokio::test]
 async fn the_report_marks_cut_replies_and_counts_tool_errors() {
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "no_such_tool", json!({}))]),
             cut("The timer runs every"),
             final_answer("Hourly."),
-        ],
-        &[("t", "When?")],
-        "",
-    )
-    .await;
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+        ])
+        .task("t", "When?")
+        .build()
+        .await;
+    assert_eq!(s.run().await.exit_code(), 0);
 
-    let out = project.root().join("report");
+    let out = s.root().join("report");
     let written = agent_harness::outputs::report::write(
-        &project.root().join("logs"),
+        &s.root().join("logs"),
         &agent_harness::outputs::report::ReportOptions {
             out: out.clone(),
             task: None,

@@ -3,7 +3,7 @@
 //! request sent and no tool run — and a kill at any instant costs at most
 //! the one model call it cut.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
@@ -11,7 +11,7 @@ use agent_harness::records::{Status, Summary};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
-use crate::common::fake_noteworx::{self, FakeNoteworx, note};
+use crate::common::fake_noteworx::{FakeNoteworx, note};
 use crate::common::*;
 
 /// A six-turn task: four reads and two attachments, then the answer.
@@ -56,40 +56,34 @@ fn toml(notes: &FakeNoteworx, extra: &str) -> String {
     )
 }
 
-/// Writes `agent.toml` for the binary; returns its TOML beside `[endpoint]`.
-fn config(project: &Project, llm: &FakeLlm, notes: &FakeNoteworx, extra: &str) -> String {
-    let text = toml(notes, extra);
-    project.write_config(&llm.base_url(), &text);
-    text
-}
-
-/// The six-turn task `scan` in a project of its own, beside its notes service.
+/// The six-turn task `scan` in a project of its own, beside its notes
+/// service; each run against an endpoint of its own.
 struct Scan {
     notes: FakeNoteworx,
-    project: Project,
+    scene: Scene,
 }
 
 impl Scan {
     async fn new() -> Scan {
-        let scan = Scan {
+        Scan {
             notes: notes().await,
-            project: Project::new(),
-        };
-        scan.project.task("scan", TASK);
-        scan
+            scene: scenario().task("scan", TASK).no_config_file().build().await,
+        }
     }
 
-    /// The config of a run against `llm`, `extra` appended.
-    fn config(&self, llm: &FakeLlm, extra: &str) -> agent_harness::config::Config {
-        self.project
-            .config(&llm.base_url(), &toml(&self.notes, extra))
+    /// The endpoint of the next run, answering `replies`, `extra`
+    /// appended to the config; returned to count what it was asked.
+    async fn endpoint(&self, replies: Vec<ResponseTemplate>, extra: &str) -> FakeLlm {
+        self.scene
+            .then_by_progress(replies, &toml(&self.notes, extra))
+            .await
     }
 
     /// One in-process `run` against an endpoint of its own whose reply
     /// `fail_at` is a 503; returns the endpoint, to count what it was asked.
     async fn run(&self, fail_at: Option<usize>, extra: &str) -> FakeLlm {
-        let llm = FakeLlm::by_progress(served(Duration::ZERO, fail_at)).await;
-        run_all(&self.config(&llm, extra)).await;
+        let llm = self.endpoint(served(Duration::ZERO, fail_at), extra).await;
+        self.scene.run().await;
         llm
     }
 }
@@ -110,16 +104,6 @@ fn served(delay: Duration, fail_at: Option<usize>) -> Vec<ResponseTemplate> {
         .collect()
 }
 
-/// The run folders of a task, oldest first.
-fn run_dirs(project: &Project, task: &str) -> Vec<std::path::PathBuf> {
-    let mut runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    runs.sort();
-    runs
-}
-
 fn flagged(lines: &[Value]) -> usize {
     lines.iter().filter(|l| l["resumed"] == true).count()
 }
@@ -127,10 +111,10 @@ fn flagged(lines: &[Value]) -> usize {
 #[tokio::test]
 async fn a_retryable_failure_goes_on_from_its_records() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     // Run 1: three turns, then the endpoint fails for good (retryable).
     scan.run(Some(3), "").await;
-    let first = project.summary("scan");
+    let first = scene.summary("scan");
     assert_eq!(
         (first.status, first.retryable, first.turns),
         (Status::Failed, true, 3)
@@ -139,9 +123,9 @@ async fn a_retryable_failure_goes_on_from_its_records() {
 
     // Run 2, on a server of its own: only the turns not recorded are asked.
     let llm2 = scan.run(None, "").await;
-    let dirs = run_dirs(project, "scan");
+    let dirs = scene.run_dirs("scan");
     assert_eq!(dirs.len(), 2);
-    let s = project.summary_in(&dirs[1]);
+    let s = scene.summary_in(&dirs[1]);
     assert_eq!(
         (s.status, s.stop_reason, s.turns, s.tool_calls),
         (Status::Succeeded, StopReason::FinalAnswer, 6, 5)
@@ -155,7 +139,7 @@ async fn a_retryable_failure_goes_on_from_its_records() {
         .sum();
     assert_eq!(s.total_tokens, all, "tokens count over the whole task");
     // The metrics count what this run used: turns 4 to 6.
-    let prom = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let prom = std::fs::read_to_string(scene.root().join("logs/agent-harness.prom")).unwrap();
     let live = &six_turns()[3..];
     let used = |kind: &str| {
         live.iter()
@@ -196,32 +180,20 @@ async fn a_retryable_failure_goes_on_from_its_records() {
         serde_json::from_str(&std::fs::read_to_string(dirs[1].join("start.json")).unwrap())
             .unwrap();
     assert_eq!(start["resumed_from"], RUN_ID);
-    assert_eq!(project.done().len(), 1);
-    assert!(project.done()[0].starts_with(&format!("{}-scan", s.run_id)));
+    assert_eq!(scene.done().len(), 1);
+    assert!(scene.done()[0].starts_with(&format!("{}-scan", s.run_id)));
 
     // Complete on its own: the resumed run replays, every request matching,
     // with no endpoint and no notes service behind it.
     let port = closed_port();
-    let offline = project.config(
+    scene.write_config(
         &format!("http://127.0.0.1:{port}/v1"),
         &format!(
             "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n[limits]\nmax_turns = 10\n"
         ),
     );
-    let mut out = Vec::new();
-    let end = agent_harness::lab::replay::replay(
-        &offline,
-        &agent_harness::lab::replay::ReplayOptions {
-            batch: agent_harness::drain::BatchOptions::default(),
-            run_dir: dirs[1].clone(),
-            from_turn: None,
-            live_writes: false,
-        },
-        &mut out,
-    )
-    .await;
-    let said = String::from_utf8(out).unwrap();
-    assert_eq!(agent_harness::app::replay_exit(end), 0, "{said}");
+    let (code, said) = replay_of(&scene.cfg(), &dirs[1], None).await;
+    assert_eq!(code, 0, "{said}");
     assert!(
         said.contains("every request matched the recording"),
         "{said}"
@@ -231,7 +203,7 @@ async fn a_retryable_failure_goes_on_from_its_records() {
 #[tokio::test]
 async fn a_changed_system_prompt_starts_fresh_and_says_why() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
 
     let llm2 = scan
@@ -240,8 +212,8 @@ async fn a_changed_system_prompt_starts_fresh_and_says_why() {
             "[prompt]\nsystem = \"You are a careful research assistant.\"\n",
         )
         .await;
-    let dirs = run_dirs(project, "scan");
-    let s = project.summary_in(&dirs[1]);
+    let dirs = scene.run_dirs("scan");
+    let s = scene.summary_in(&dirs[1]);
     assert_eq!(s.status, Status::Succeeded);
     assert_eq!(s.resumed_from, None);
     let why = s.resume_refused.expect("the summary says why");
@@ -262,11 +234,11 @@ async fn a_changed_system_prompt_starts_fresh_and_says_why() {
 #[tokio::test]
 async fn resume_false_starts_fresh() {
     let scan = Scan::new().await;
-    let project = &scan.project;
+    let scene = &scan.scene;
     scan.run(Some(3), "").await;
 
     let llm2 = scan.run(None, "resume = false\n").await;
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!(s.status, Status::Succeeded);
     assert_eq!((s.resumed_from, s.resume_refused), (None, None));
     assert_eq!(s.turns, 6);
@@ -276,14 +248,14 @@ async fn resume_false_starts_fresh() {
 #[tokio::test]
 async fn a_finished_task_of_the_same_name_is_never_resumed_from() {
     let scan = Scan::new().await;
-    let project = &scan.project;
+    let scene = &scan.scene;
     scan.run(None, "").await;
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(scene.done().len(), 1);
 
     // The same task dropped in again is a new task: asked from turn 1.
-    project.task("scan", TASK);
+    scene.task("scan", TASK);
     let llm2 = scan.run(None, "").await;
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
     assert_eq!(llm2.requests().await.len(), 6);
 }
@@ -291,45 +263,25 @@ async fn a_finished_task_of_the_same_name_is_never_resumed_from() {
 #[tokio::test]
 async fn a_dry_run_neither_resumes_nor_is_resumed_from() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = scan.config(&llm, "");
+    let (notes, scene) = (&scan.notes, &scan.scene);
+    let _llm = scan.endpoint(served(Duration::ZERO, Some(3)), "").await;
     let dry = run_options(1, true);
-    run(&cfg, dry.clone()).await;
+    scene.run_with(dry.clone()).await;
     assert!(notes.attachments("eval").is_empty());
 
     // A real run after a dry one asks every turn: the dry run's "would
     // create" results are not what a write returns.
     scan.run(Some(3), "").await;
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!(s.resumed_from, None);
     assert_eq!(notes.attachments("eval").len(), 1);
 
     // A dry run after it does not go on from the real run's records.
-    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    run(&scan.config(&llm3, ""), dry).await;
-    let s = project.summary_in(&run_dirs(project, "scan")[2]);
+    let llm3 = scan.endpoint(served(Duration::ZERO, None), "").await;
+    scene.run_with(dry).await;
+    let s = scene.summary_in(&scene.run_dirs("scan")[2]);
     assert_eq!((s.resumed_from, s.dry_run), (None, true));
     assert_eq!(llm3.requests().await.len(), 6);
-}
-
-/// `agent-harness run` in the project; its stderr goes to `stderr.log` there.
-fn spawn_run(project: &Project) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(project.root().join("stderr.log"))
-        .unwrap();
-    Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
-        .arg("run")
-        .current_dir(project.root())
-        .env_remove("AGENT_HARNESS_CONFIG")
-        .env("NO_COLOR", "1")
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
 }
 
 fn stderr_log(project: &Project) -> String {
@@ -359,12 +311,11 @@ async fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     let mut replies = served(Duration::ZERO, None);
     replies[3] = ok(six_turns()[3].clone()).set_delay(Duration::from_secs(60));
-    let llm = FakeLlm::by_progress(replies).await;
-    config(project, &llm, notes, "");
-    let mut child = spawn_run(project);
+    let llm = scan.endpoint(replies, "").await;
+    let mut child = spawn_run(scene, stderr_to_log(scene));
     let start = Instant::now();
     while llm.requests().await.len() < 4 {
         assert!(
@@ -379,14 +330,13 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
         wait_exit(&mut child, crate::signals::STOP_TIMEOUT).await,
         Some(75)
     );
-    let first = project.summary_in(&run_dirs(project, "scan")[0]);
+    let first = scene.summary_in(&scene.run_dirs("scan")[0]);
     assert_eq!(first.status, Status::Interrupted);
 
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    config(project, &llm2, notes, "");
-    let mut child = spawn_run(project);
+    let llm2 = scan.endpoint(served(Duration::ZERO, None), "").await;
+    let mut child = spawn_run(scene, stderr_to_log(scene));
     assert_eq!(wait_exit(&mut child, HANG_LIMIT).await, Some(0));
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!((s.status, s.turns), (Status::Succeeded, 6));
     assert_eq!(s.resumed_from.as_deref(), Some(first.run_id.as_str()));
     assert_eq!(s.resumed_turns, 3);
@@ -404,12 +354,12 @@ async fn sigterm_mid_call_then_the_next_run_goes_on_from_the_records() {
     );
 
     // The report shows where the recorded part ends.
-    let made = crate::cli::bin(project)
+    let made = bin(scene)
         .args(["report", "--out", "report"])
         .output()
         .unwrap();
     assert_eq!(made.status.code(), Some(0));
-    let pages: String = walk_html(&project.root().join("report"));
+    let pages: String = walk_html(&scene.root().join("report"));
     let marker = format!(
         "The records of run {} end here: from turn 4 on, the model was asked live.",
         first.run_id
@@ -437,16 +387,15 @@ fn walk_html(dir: &std::path::Path) -> String {
 /// the model requests made and the kills that hit a running process.
 async fn kill_loop(seed: Option<u64>, delay: Duration) -> (usize, usize, usize) {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
-    let llm = FakeLlm::by_progress(served(delay, None)).await;
-    config(project, &llm, notes, "");
+    let (notes, scene) = (&scan.notes, &scan.scene);
+    let llm = scan.endpoint(served(delay, None), "").await;
     let mut rng = fastrand::Rng::with_seed(seed.unwrap_or(0));
     let mut kills = 0;
     for _ in 0..200 {
-        if !project.done().is_empty() {
+        if !scene.done().is_empty() {
             break;
         }
-        let mut child = spawn_run(project);
+        let mut child = spawn_run(scene, stderr_to_log(scene));
         let at = match seed {
             Some(_) => Duration::from_millis(rng.u64(0..700)),
             None => Duration::from_secs(60),
@@ -462,15 +411,15 @@ async fn kill_loop(seed: Option<u64>, delay: Duration) -> (usize, usize, usize) 
         wait_exit(&mut child, Duration::from_secs(10)).await;
     }
     assert_eq!(
-        project.done().len(),
+        scene.done().len(),
         1,
         "the task ended: {:?}\n{}",
-        project.inbox(),
-        stderr_log(project)
+        scene.inbox(),
+        stderr_log(scene)
     );
-    assert!(project.failed().is_empty() && project.inbox().is_empty());
-    let dirs = run_dirs(project, "scan");
-    let last = project.summary_in(dirs.last().unwrap());
+    assert!(scene.failed().is_empty() && scene.inbox().is_empty());
+    let dirs = scene.run_dirs("scan");
+    let last = scene.summary_in(dirs.last().unwrap());
     assert_eq!(
         (last.status, last.turns),
         (Status::Succeeded, 6),
@@ -502,14 +451,12 @@ async fn a_task_killed_at_random_instants_writes_each_attachment_once_and_asks_a
     }
 }
 
-/// One `run` of `cfg` at `at`; the summary of the recurring task it ran.
-async fn run_recurring_at(
-    cfg: &agent_harness::config::Config,
-    at: chrono::DateTime<chrono::Utc>,
-) -> Summary {
-    let mut h = harness(cfg);
+/// One `run` of `s` at `at`; the summary of the recurring task it ran.
+async fn run_recurring_at(s: &Scene, at: chrono::DateTime<chrono::Utc>) -> Summary {
+    let cfg = s.cfg();
+    let mut h = s.deps();
     h.clock = std::sync::Arc::new(move || at);
-    agent_harness::app::run_inbox(cfg, &h, &run_options(1, false))
+    agent_harness::app::run_inbox(&cfg, &h, &run_options(1, false))
         .await
         .unwrap();
     let id = agent_harness::records::run_id_for(at);
@@ -523,28 +470,28 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
     use chrono::TimeZone;
     let utc = |h: u32, m: u32| chrono::Utc.with_ymd_and_hms(2026, 4, 9, h, m, 0).unwrap();
     let notes = notes().await;
-    let project = Project::new();
-    let dir = project.root().join("tasks/recurring");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("news.md");
-    std::fs::write(&path, format!("+++\nschedule = \"@hourly\"\n+++\n{TASK}")).unwrap();
+    let s = scenario()
+        .by_progress(served(Duration::ZERO, Some(3)))
+        .recurring("news", &format!("+++\nschedule = \"@hourly\"\n+++\n{TASK}"))
+        .config(&toml(&notes, ""))
+        .build()
+        .await;
     // First seen before the 10:00 slot.
     std::fs::File::options()
         .write(true)
-        .open(&path)
+        .open(s.root().join("tasks/recurring/news.md"))
         .unwrap()
         .set_modified(utc(9, 0).into())
         .unwrap();
 
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
-    let first = run_recurring_at(&cfg, utc(10, 5)).await;
+    let first = run_recurring_at(&s, utc(10, 5)).await;
     assert_eq!((first.retryable, first.attempt), (true, 1));
 
     // The 10:00 slot again: it goes on from its records, as attempt 2.
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, Some(5))).await;
-    let cfg = project.config(&llm2.base_url(), &toml(&notes, ""));
-    let second = run_recurring_at(&cfg, utc(10, 20)).await;
+    let llm2 = s
+        .then_by_progress(served(Duration::ZERO, Some(5)), &toml(&notes, ""))
+        .await;
+    let second = run_recurring_at(&s, utc(10, 20)).await;
     assert_eq!(second.slot, first.slot);
     assert_eq!(second.resumed_from.as_deref(), Some(first.run_id.as_str()));
     assert_eq!((second.resumed_turns, second.attempt), (3, 2));
@@ -556,9 +503,10 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
     assert!(second.retryable);
 
     // The 11:00 slot is a new run of the task: asked from turn 1.
-    let llm3 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    let cfg = project.config(&llm3.base_url(), &toml(&notes, ""));
-    let third = run_recurring_at(&cfg, utc(11, 5)).await;
+    let llm3 = s
+        .then_by_progress(served(Duration::ZERO, None), &toml(&notes, ""))
+        .await;
+    let third = run_recurring_at(&s, utc(11, 5)).await;
     assert_ne!(third.slot, second.slot);
     assert_eq!(
         (third.resumed_from, third.status),
@@ -575,15 +523,17 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
 #[tokio::test]
 async fn limits_count_over_the_whole_task_across_resumes() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
-    let first = project.summary("scan");
+    let first = scene.summary("scan");
 
     // Four turns in all: the three recorded ones count.
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
     let text = toml(notes, "").replace("max_turns = 10", "max_turns = 4");
-    run_all(&project.config(&llm2.base_url(), &text)).await;
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let llm2 = scene
+        .then_by_progress(served(Duration::ZERO, None), &text)
+        .await;
+    scene.run().await;
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!(s.resumed_turns, 3);
     assert_eq!((s.stop_reason, s.turns), (StopReason::MaxTurns, 4));
     assert_eq!(llm2.requests().await.len(), 1);
@@ -598,25 +548,25 @@ async fn limits_count_over_the_whole_task_across_resumes() {
 #[tokio::test]
 async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_asking_again() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(None, "").await;
     // As the process would have left it, killed between summary.json and
     // the move: the file still in the inbox, its attempt not settled.
-    let done = project.root().join("tasks/done").join(&project.done()[0]);
-    std::fs::rename(&done, project.root().join("tasks/inbox/scan.md")).unwrap();
-    let first = run_dirs(project, "scan")[0].clone();
+    let done = scene.root().join("tasks/done").join(&scene.done()[0]);
+    std::fs::rename(&done, scene.root().join("tasks/inbox/scan.md")).unwrap();
+    let first = scene.run_dirs("scan")[0].clone();
     let meta = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&first).unwrap());
     let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&first).unwrap());
     let first = first.file_name().unwrap().to_str().unwrap();
     std::fs::write(
-        project.root().join("tasks/.agent-harness-attempts.json"),
+        scene.root().join("tasks/.agent-harness-attempts.json"),
         json!({"scan": {"attempts": 1, "runs": [{"id": first, "dev": dev, "ino": meta}]}})
             .to_string(),
     )
     .unwrap();
 
     let llm2 = scan.run(None, "").await;
-    let s = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!(
         (s.status, s.resumed_turns, s.turns),
         (Status::Succeeded, 6, 6)
@@ -624,16 +574,16 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
     assert_eq!(s.final_answer.as_deref(), Some("Two attachments written."));
     assert!(llm2.requests().await.is_empty(), "nothing asked again");
     assert_eq!(notes.attachments("eval").len(), 2);
-    assert_eq!((project.inbox().len(), project.done().len()), (0, 1));
+    assert_eq!((scene.inbox().len(), scene.done().len()), (0, 1));
 }
 
 #[tokio::test]
 async fn records_that_cannot_be_trusted_start_the_task_fresh() {
     for plant in ["link", "garbage", "fifo"] {
         let scan = Scan::new().await;
-        let project = &scan.project;
+        let scene = &scan.scene;
         scan.run(Some(3), "").await;
-        let dir = project.run_dir("scan");
+        let dir = scene.run_dir("scan");
         match plant {
             "link" => {
                 std::fs::remove_file(dir.join("start.json")).unwrap();
@@ -652,7 +602,7 @@ async fn records_that_cannot_be_trusted_start_the_task_fresh() {
             }
         }
         let llm2 = scan.run(None, "").await;
-        let s = project.summary_in(&run_dirs(project, "scan")[1]);
+        let s = scene.summary_in(&scene.run_dirs("scan")[1]);
         assert_eq!(
             (s.status, s.resumed_from),
             (Status::Succeeded, None),
@@ -665,9 +615,9 @@ async fn records_that_cannot_be_trusted_start_the_task_fresh() {
 #[tokio::test]
 async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_attachment_rule() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
-    let dir = project.run_dir("scan");
+    let dir = scene.run_dir("scan");
     let intents = jsonl(&dir.join("intents.jsonl"));
     assert_eq!(
         intents.len(),
@@ -687,8 +637,8 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
     assert_eq!(notes.attachments("eval").len(), 1);
 
     let llm2 = scan.run(None, "").await;
-    let new = &run_dirs(project, "scan")[1];
-    let s = project.summary_in(new);
+    let new = &scene.run_dirs("scan")[1];
+    let s = scene.summary_in(new);
     assert_eq!((s.status, s.resumed_turns), (Status::Succeeded, 3));
     assert_eq!(llm2.requests().await.len(), 3);
     assert_eq!(
@@ -722,21 +672,21 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
 #[tokio::test]
 async fn a_task_dropped_in_again_never_goes_on_from_the_finished_one_before_it() {
     let scan = Scan::new().await;
-    let project = &scan.project;
+    let scene = &scan.scene;
     scan.run(None, "").await;
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(scene.done().len(), 1);
 
     // The same task again (a daily drop): the endpoint is down on its first call.
-    project.task("scan", TASK);
+    scene.task("scan", TASK);
     scan.run(Some(0), "").await;
-    let s2 = project.summary_in(&run_dirs(project, "scan")[1]);
+    let s2 = scene.summary_in(&scene.run_dirs("scan")[1]);
     assert_eq!(
         (s2.status, s2.retryable, s2.turns),
         (Status::Failed, true, 0)
     );
 
     let llm3 = scan.run(None, "").await;
-    let s3 = project.summary_in(&run_dirs(project, "scan")[2]);
+    let s3 = scene.summary_in(&scene.run_dirs("scan")[2]);
     assert_eq!(
         (s3.resumed_from.clone(), llm3.requests().await.len()),
         (None, 6),
@@ -749,29 +699,32 @@ async fn a_task_dropped_in_again_never_goes_on_from_the_finished_one_before_it()
 #[tokio::test]
 async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
     let notes = notes().await;
-    let project = Project::new();
-    let llm = FakeLlm::by_progress(served(Duration::ZERO, Some(3))).await;
-    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
-    let h = harness(&cfg);
+    let s = scenario()
+        .by_progress(served(Duration::ZERO, Some(3)))
+        .config(&toml(&notes, ""))
+        .build()
+        .await;
     let opts = agent_harness::drain::exec::ExecOptions {
         name: "scan".into(),
         text: TASK.into(),
         ..Default::default()
     };
-    agent_harness::drain::exec::exec(&cfg, &h, &opts)
+    agent_harness::drain::exec::exec(&s.cfg(), &s.deps(), &opts)
         .await
         .unwrap();
-    let e = project.summary_in(&run_dirs(&project, "scan")[0]);
+    let e = s.summary_in(&s.run_dirs("scan")[0]);
     assert_eq!((e.status, e.retryable), (Status::Failed, true));
 
-    project.task("scan", TASK);
-    let llm2 = FakeLlm::by_progress(served(Duration::ZERO, None)).await;
-    run_all(&project.config(&llm2.base_url(), &toml(&notes, ""))).await;
-    let s = project.summary_in(&run_dirs(&project, "scan")[1]);
+    s.task("scan", TASK);
+    let _llm2 = s
+        .then_by_progress(served(Duration::ZERO, None), &toml(&notes, ""))
+        .await;
+    s.run().await;
+    let inbox = s.summary_in(&s.run_dirs("scan")[1]);
     assert_eq!(
-        s.resumed_from, None,
+        inbox.resumed_from, None,
         "went on from exec's run {:?}",
-        s.resumed_from
+        inbox.resumed_from
     );
 }
 
@@ -781,8 +734,6 @@ async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
 #[tokio::test]
 async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
     let notes = notes().await;
-    let project = Project::new();
-    project.task("w", "Attach a summary.");
     let replies = || {
         vec![
             ok(tool_calls(&[(
@@ -793,19 +744,22 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
             ok(final_answer("Done.")),
         ]
     };
-    let llm = FakeLlm::by_progress(replies()).await;
-    let cfg = project.config(&llm.base_url(), &toml(&notes, ""));
+    let s = scenario()
+        .task("w", "Attach a summary.")
+        .by_progress(replies())
+        .config(&toml(&notes, ""))
+        .build()
+        .await;
     notes.fail_next(&[401]);
-    run_all(&cfg).await;
-    let s1 = project.summary("w");
+    s.run().await;
+    let s1 = s.summary("w");
     assert_eq!(s1.stop_reason, StopReason::SetupFault);
     assert!(notes.attachments("eval").is_empty());
 
     // The operator fixes the token; the task runs again.
-    let llm2 = FakeLlm::by_progress(replies()).await;
-    let cfg = project.config(&llm2.base_url(), &toml(&notes, ""));
-    run_all(&cfg).await;
-    let s2 = project.summary_in(&run_dirs(&project, "w")[1]);
+    let _llm2 = s.then_by_progress(replies(), &toml(&notes, "")).await;
+    s.run().await;
+    let s2 = s.summary_in(&s.run_dirs("w")[1]);
     assert_eq!(s2.status, Status::Succeeded);
     assert_eq!(
         notes.attachments("eval").len(),
@@ -819,11 +773,11 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
 #[tokio::test]
 async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller_records() {
     let scan = Scan::new().await;
-    let (notes, project) = (&scan.notes, &scan.project);
+    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
     // A run that went on from it, killed after writing one of its three
     // answered turns: its folder holds one whole turn, no summary.
-    let a = project.run_dir("scan");
+    let a = scene.run_dir("scan");
     let b = a.with_file_name(format!("{RUN_ID}-2"));
     std::fs::create_dir(&b).unwrap();
     let first_line = |name: &str| {
@@ -843,7 +797,7 @@ async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller
     std::fs::write(b.join("start.json"), start.to_string()).unwrap();
 
     let llm2 = scan.run(None, "").await;
-    let s = project.summary_in(&run_dirs(project, "scan")[2]);
+    let s = scene.summary_in(&scene.run_dirs("scan")[2]);
     assert_eq!(s.resumed_turns, 3, "the three turns of the first run");
     assert_eq!(llm2.requests().await.len(), 3);
     assert_eq!(notes.attachments("eval").len(), 2);

@@ -8,14 +8,6 @@ use wiremock::ResponseTemplate;
 use crate::common::fake_runpod::{self, FakeRunpod, completed, job};
 use crate::common::*;
 
-fn project_with(
-    rp: &FakeRunpod,
-    task: &str,
-    extra: &str,
-) -> (Project, agent_harness::config::Config) {
-    rp.project(&[("t", task)], extra)
-}
-
 #[tokio::test]
 async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls() {
     let rp = FakeRunpod::start(
@@ -28,18 +20,22 @@ async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls()
         false,
     )
     .await;
-    let (project, cfg) = project_with(&rp, "Hello.", "");
+    let s = scenario()
+        .task("t", "Hello.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0);
-    let s = project.summary("t");
+    let t = s.summary("t");
     assert_eq!(
-        (s.status, s.final_answer.as_deref()),
+        (t.status, t.final_answer.as_deref()),
         (Status::Succeeded, Some("from runpod"))
     );
     assert_eq!(
-        (s.runpod_delay_ms, s.runpod_exec_ms),
+        (t.runpod_delay_ms, t.runpod_exec_ms),
         (Some(2100), Some(3800))
     );
     let calls = rp.calls().await;
@@ -74,12 +70,12 @@ async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls()
         })
         .collect();
     assert_eq!(auth, [format!("Bearer {}", fake_runpod::KEY)]);
-    let line = &project.conversation("t")[0];
+    let line = &s.conversation("t")[0];
     assert_eq!(
         line["runpod"],
         json!({"job_id": "job-1", "status": "COMPLETED", "delayTime": 2100, "executionTime": 3800, "polls": 3})
     );
-    assert!(!project.all_records().contains(fake_runpod::KEY));
+    assert!(!s.all_records().contains(fake_runpod::KEY));
 }
 
 #[tokio::test]
@@ -90,11 +86,15 @@ async fn status_polls_fall_back_to_post_on_405() {
         true,
     )
     .await;
-    let (project, cfg) = project_with(&rp, "Hi.", "");
+    let s = scenario()
+        .task("t", "Hi.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    assert_eq!(project.summary("t").status, Status::Succeeded);
+    assert_eq!(s.summary("t").status, Status::Succeeded);
     let calls = rp.calls().await;
     assert!(calls.contains(&("GET".into(), "/v2/ep123/status/j".into())));
     assert!(calls.contains(&("POST".into(), "/v2/ep123/status/j".into())));
@@ -112,13 +112,17 @@ async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
         false,
     )
     .await;
-    let (project, cfg) = project_with(&rp, "Hi.", "");
+    let s = scenario()
+        .task("t", "Hi.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let s = project.summary("t");
-    assert_eq!(s.final_answer.as_deref(), Some("second time"));
-    let lines = project.conversation("t");
+    let t = s.summary("t");
+    assert_eq!(t.final_answer.as_deref(), Some("second time"));
+    let lines = s.conversation("t");
     assert_eq!(
         lines[0]["error"],
         "the RunPod job failed: 503 Server Error: loading (HTTPError)"
@@ -131,14 +135,18 @@ async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
 async fn cancelled_and_timed_out_jobs_end_the_task_as_retryable_without_in_task_retries() {
     for status in ["CANCELLED", "TIMED_OUT"] {
         let rp = FakeRunpod::start(vec![ok(job("j", status))], vec![], false).await;
-        let (project, cfg) = project_with(&rp, "Hi.", "");
+        let s = scenario()
+            .task("t", "Hi.")
+            .config_file(&rp.config_sections())
+            .build()
+            .await;
 
-        let outcome = run_all(&cfg).await;
+        let outcome = s.run().await;
 
         assert_eq!(outcome.exit_code(), 75, "{status}");
-        let s = project.summary("t");
+        let t = s.summary("t");
         assert_eq!(
-            (s.stop_reason, s.retryable),
+            (t.stop_reason, t.retryable),
             (StopReason::EndpointError, true),
             "{status}"
         );
@@ -147,7 +155,7 @@ async fn cancelled_and_timed_out_jobs_end_the_task_as_retryable_without_in_task_
             1,
             "{status} is not retried within the task"
         );
-        assert_eq!(project.inbox(), ["t.md"]);
+        assert_eq!(s.inbox(), ["t.md"]);
     }
 }
 
@@ -162,17 +170,21 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
         false,
     )
     .await;
-    let (project, cfg) = project_with(&rp, "Hi.", "");
+    let s = scenario()
+        .task("t", "Hi.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
     let started = std::time::Instant::now();
-    run_all(&cfg).await;
+    s.run().await;
 
     assert!(
         started.elapsed() >= std::time::Duration::from_millis(950),
         "Retry-After: 1 was honoured"
     );
-    assert_eq!(project.summary("t").status, Status::Succeeded);
-    assert_eq!(project.conversation("t")[0]["http_status"], 429);
+    assert_eq!(s.summary("t").status, Status::Succeeded);
+    assert_eq!(s.conversation("t")[0]["http_status"], 429);
 }
 
 #[tokio::test]
@@ -183,13 +195,17 @@ async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_
         false,
     )
     .await;
-    let (project, cfg) = project_with(&rp, "+++\nmax_wall_secs = 1\n+++\nHi.", "");
+    let s = scenario()
+        .task("t", "+++\nmax_wall_secs = 1\n+++\nHi.")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let s = project.summary("t");
+    let t = s.summary("t");
     assert_eq!(
-        (s.stop_reason, s.retryable),
+        (t.stop_reason, t.retryable),
         (StopReason::MaxWallSecs, false)
     );
     assert!(
@@ -197,7 +213,7 @@ async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_
             .await
             .contains(&("POST".into(), "/v2/ep123/cancel/slow".into()))
     );
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(s.failed().len(), 1);
 }
 
 #[tokio::test]
@@ -210,25 +226,21 @@ async fn endpoint_url_replaces_base_url_and_id() {
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "Hi.");
-    let path = project.root().join("agent.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let s = scenario()
+        .task("t", "Hi.")
+        .config_file(&format!(
             "[runpod]\nendpoint_url = \"{}/\"\napi_key_env = \"\"\n",
             rp.server.uri()
-        ),
-    )
-    .unwrap();
-    let cfg = agent_harness::config::Config::load(&path, &test_env).unwrap();
+        ))
+        .build()
+        .await;
 
-    run_all(&cfg).await;
+    s.run().await;
 
-    let s = project.summary("t");
-    assert_eq!(s.final_answer.as_deref(), Some("local"));
+    let t = s.summary("t");
+    assert_eq!(t.final_answer.as_deref(), Some("local"));
     assert_eq!(
-        (s.runpod_delay_ms, s.runpod_exec_ms),
+        (t.runpod_delay_ms, t.runpod_exec_ms),
         (Some(0), Some(0)),
         "the local server sends no timings"
     );

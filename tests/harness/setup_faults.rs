@@ -6,12 +6,10 @@
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
-use agent_harness::config::Config;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 use wiremock::{Request, Respond, ResponseTemplate};
 
-use crate::cli::{run_bin, stderr, stdout};
 use crate::common::fake_runpod::{FakeRunpod, completed};
 use crate::common::*;
 
@@ -21,52 +19,45 @@ fn refused() -> ResponseTemplate {
 
 #[tokio::test]
 async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everything() {
-    let llm = FakeLlm::start(vec![
-        refused(),
-        ok(final_answer("a done")),
-        ok(final_answer("b done")),
-        ok(final_answer("c done")),
-    ])
-    .await;
-    let project = Project::new();
-    for t in ["a", "b", "c"] {
-        project.task(t, &format!("Task {t}."));
-    }
-    // A key is configured; the server refuses it.
-    let cfg = project.config(&llm.base_url(), "api_key_env = \"RUNPOD_API_KEY\"\n");
+    let s = scenario()
+        .script(vec![
+            refused(),
+            ok(final_answer("a done")),
+            ok(final_answer("b done")),
+            ok(final_answer("c done")),
+        ])
+        .task("a", "Task a.")
+        .task("b", "Task b.")
+        .task("c", "Task c.")
+        // A key is configured; the server refuses it.
+        .config("api_key_env = \"RUNPOD_API_KEY\"\n")
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 2);
+    assert_eq!(s.inbox(), ["a.md", "b.md", "c.md"], "every task stays");
+    assert!(s.failed().is_empty() && s.done().is_empty());
+    let a = s.summary("a");
     assert_eq!(
-        project.inbox(),
-        ["a.md", "b.md", "c.md"],
-        "every task stays"
-    );
-    assert!(project.failed().is_empty() && project.done().is_empty());
-    let s = project.summary("a");
-    assert_eq!(
-        (s.status, s.stop_reason, s.retryable),
+        (a.status, a.stop_reason, a.retryable),
         (Status::Interrupted, StopReason::SetupFault, true)
     );
     assert_eq!(
-        s.error.as_deref(),
+        a.error.as_deref(),
         Some(
             "the endpoint refused the API key (HTTP 401: Invalid API Key); \
              check RUNPOD_API_KEY (the variable named by [openai] api_key_env)"
         )
     );
     assert!(
-        !project.root().join("logs/b").exists() && !project.root().join("logs/c").exists(),
+        !s.root().join("logs/b").exists() && !s.root().join("logs/c").exists(),
         "no further task started"
     );
-    assert_eq!(
-        attempt_counts(&project),
-        json!({}),
-        "no attempt was counted"
-    );
-    assert_eq!(llm.requests().await.len(), 1, "a 401 is asked once");
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    assert_eq!(attempt_counts(&s), json!({}), "no attempt was counted");
+    assert_eq!(s.requests().await.len(), 1, "a 401 is asked once");
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_last_run_exit_code 2\n"),
         "{metrics}"
@@ -79,17 +70,17 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
     );
 
     // The key is fixed: the next run does every task, each on its first attempt.
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0);
-    assert!(project.inbox().is_empty());
-    assert_eq!(project.done().len(), 3);
-    let again = project.summary_in(&project.root().join(format!("logs/a/{RUN_ID}-2")));
+    assert!(s.inbox().is_empty());
+    assert_eq!(s.done().len(), 3);
+    let again = s.summary_in(&s.root().join(format!("logs/a/{RUN_ID}-2")));
     assert_eq!((again.status, again.attempt), (Status::Succeeded, 1));
     for t in ["b", "c"] {
-        assert_eq!(project.summary(t).attempt, 1, "{t}");
+        assert_eq!(s.summary(t).attempt, 1, "{t}");
     }
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_last_success_timestamp_seconds "),
         "{metrics}"
@@ -105,20 +96,21 @@ async fn a_wrong_route_or_method_is_a_setup_fault_naming_base_url() {
             "the endpoint does not take a chat request there (HTTP 405: ",
         ),
     ] {
-        let llm = FakeLlm::start(vec![ResponseTemplate::new(status)]).await;
-        let project = Project::new();
-        project.task("t", "hi");
-        let cfg = project.config(&llm.base_url(), "");
+        let s = scenario()
+            .script(vec![ResponseTemplate::new(status)])
+            .task("t", "hi")
+            .build()
+            .await;
 
-        assert_eq!(run_all(&cfg).await.exit_code(), 2, "{status}");
+        assert_eq!(s.run().await.exit_code(), 2, "{status}");
 
-        let s = project.summary("t");
-        assert_eq!(s.stop_reason, StopReason::SetupFault, "{status}");
-        let error = s.error.unwrap();
+        let t = s.summary("t");
+        assert_eq!(t.stop_reason, StopReason::SetupFault, "{status}");
+        let error = t.error.unwrap();
         assert!(error.starts_with(words), "{status}: {error}");
         assert!(error.contains("check [openai] base_url"), "{error}");
-        assert_eq!(project.inbox(), ["t.md"]);
-        assert_eq!(llm.requests().await.len(), 1, "{status} is not retried");
+        assert_eq!(s.inbox(), ["t.md"]);
+        assert_eq!(s.requests().await.len(), 1, "{status} is not retried");
     }
 }
 
@@ -130,22 +122,22 @@ async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_no
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, rp.config_sections()).unwrap();
-    let cfg = Config::load(&path, &test_env).unwrap();
+    let s = scenario()
+        .task("t", "hi")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 2);
+    assert_eq!(s.run().await.exit_code(), 2);
 
-    let s = project.summary("t");
-    assert_eq!(s.stop_reason, StopReason::SetupFault);
+    let t = s.summary("t");
+    assert_eq!(t.stop_reason, StopReason::SetupFault);
     assert!(
-        s.error.as_deref().unwrap().contains(
+        t.error.as_deref().unwrap().contains(
             "no such endpoint (HTTP 404: Not Found); check [runpod] endpoint_id or endpoint_url"
         ),
         "{:?}",
-        s.error
+        t.error
     );
 
     // A 404 on a status poll is an expired job: retried, not a setup fault.
@@ -158,14 +150,14 @@ async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_no
         false,
     )
     .await;
-    let project = Project::new();
-    project.task("t", "hi");
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, rp.config_sections()).unwrap();
-    let cfg = Config::load(&path, &test_env).unwrap();
+    let s = scenario()
+        .task("t", "hi")
+        .config_file(&rp.config_sections())
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
-    assert_eq!(project.summary("t").stop_reason, StopReason::FinalAnswer);
+    assert_eq!(s.run().await.exit_code(), 0);
+    assert_eq!(s.summary("t").stop_reason, StopReason::FinalAnswer);
 }
 
 /// Refuses every request but those of the task whose prompt says "slow",
@@ -192,16 +184,18 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
         .mount(&server)
         .await;
     list_models(&server).await;
-    let project = Project::new();
-    project.task("a-slow", "A slow one.");
-    project.task("b-refused", "Refused.");
-    project.task("c-later", "Never started.");
-    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+    let s = scenario()
+        .llm(FakeLlm { server })
+        .task("a-slow", "A slow one.")
+        .task("b-refused", "Refused.")
+        .task("c-later", "Never started.")
+        .build()
+        .await;
 
-    let outcome = run(&cfg, run_options(2, false)).await;
+    let outcome = s.run_with(run_options(2, false)).await;
 
     assert_eq!(outcome.exit_code(), 2);
-    let slow = project.summary("a-slow");
+    let slow = s.summary("a-slow");
     assert_eq!(
         (slow.status, slow.stop_reason),
         (Status::Interrupted, StopReason::SetupFault)
@@ -214,13 +208,10 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
         "{:?}",
         slow.error
     );
-    assert_eq!(
-        project.summary("b-refused").stop_reason,
-        StopReason::SetupFault
-    );
-    assert!(!project.root().join("logs/c-later").exists());
-    assert_eq!(project.inbox(), ["a-slow.md", "b-refused.md", "c-later.md"]);
-    assert_eq!(attempt_counts(&project), json!({}));
+    assert_eq!(s.summary("b-refused").stop_reason, StopReason::SetupFault);
+    assert!(!s.root().join("logs/c-later").exists());
+    assert_eq!(s.inbox(), ["a-slow.md", "b-refused.md", "c-later.md"]);
+    assert_eq!(attempt_counts(&s), json!({}));
 }
 
 /// A refusal after the endpoint already answered in this run is about what
@@ -228,22 +219,23 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
 /// task fails for good and the run goes on, so it can never block the inbox.
 #[tokio::test]
 async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
-    let llm = FakeLlm::start(vec![
-        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
-        ResponseTemplate::new(403)
-            .set_body_json(json!({"error": {"message": "blocked by web application firewall"}})),
-        ok(final_answer("b done")),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("a", "Read the page.");
-    project.task("b", "Something else.");
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
+            ResponseTemplate::new(403).set_body_json(
+                json!({"error": {"message": "blocked by web application firewall"}}),
+            ),
+            ok(final_answer("b done")),
+        ])
+        .task("a", "Read the page.")
+        .task("b", "Something else.")
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let a = project.summary("a");
+    let a = s.summary("a");
     assert_eq!(
         (a.status, a.stop_reason, a.retryable),
         (Status::Failed, StopReason::EndpointError, false)
@@ -252,12 +244,8 @@ async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
         a.error.as_deref(),
         Some("the endpoint rejected the request (HTTP 403): blocked by web application firewall")
     );
-    assert_eq!(
-        project.summary("b").status,
-        Status::Succeeded,
-        "the run went on"
-    );
-    assert!(project.inbox().is_empty());
+    assert_eq!(s.summary("b").status, Status::Succeeded, "the run went on");
+    assert!(s.inbox().is_empty());
 }
 
 /// The same for noteworx: once a call in the run was answered, a 403 is
@@ -278,27 +266,30 @@ async fn a_notes_refusal_after_a_success_is_a_tool_error() {
         )
         .mount(&notes)
         .await;
-    let (_llm, project, cfg) = arrange(
-        vec![
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[("c1", "noteworx_list_notes", json!({}))]),
             tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "n"}))]),
             final_answer("done"),
-        ],
-        &[("t", "Read my notes.")],
-        &format!("[tools.noteworx]\nbase_url = \"{}\"\n", notes.uri()),
-    )
-    .await;
+        ])
+        .task("t", "Read my notes.")
+        .config(&format!(
+            "[tools.noteworx]\nbase_url = \"{}\"\n",
+            notes.uri()
+        ))
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(s.run().await.exit_code(), 0);
 
-    let lines = project.tool_lines("t");
+    let lines = s.tool_lines("t");
     assert!(!lines[0].is_error);
     assert!(lines[1].is_error);
     assert_eq!(
         lines[1].result,
         "noteworx refused the request (403): not shared with you."
     );
-    assert_eq!(project.summary("t").status, Status::Succeeded);
+    assert_eq!(s.summary("t").status, Status::Succeeded);
 }
 
 /// A 401 is about the key, never about what a request carried: a key
@@ -306,42 +297,38 @@ async fn a_notes_refusal_after_a_success_is_a_tool_error() {
 /// nothing.
 #[tokio::test]
 async fn a_401_after_a_success_still_stops_the_run() {
-    let llm = FakeLlm::start(vec![
-        ok(final_answer("a done")),
-        refused(),
-        ok(final_answer("c done")),
-    ])
-    .await;
-    let project = Project::new();
-    for t in ["a", "b", "c"] {
-        project.task(t, &format!("Task {t}."));
-    }
-    let cfg = project.config(&llm.base_url(), "api_key_env = \"RUNPOD_API_KEY\"\n");
+    let s = scenario()
+        .script(vec![
+            ok(final_answer("a done")),
+            refused(),
+            ok(final_answer("c done")),
+        ])
+        .task("a", "Task a.")
+        .task("b", "Task b.")
+        .task("c", "Task c.")
+        .config("api_key_env = \"RUNPOD_API_KEY\"\n")
+        .build()
+        .await;
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 2);
+    assert_eq!(s.run().await.exit_code(), 2);
 
-    assert_eq!(
-        project.done().len(),
-        1,
-        "a finished before the key was rotated"
-    );
-    assert!(project.failed().is_empty());
-    assert_eq!(project.inbox(), ["b.md", "c.md"]);
-    assert_eq!(project.summary("b").stop_reason, StopReason::SetupFault);
-    assert!(!project.root().join("logs/c").exists());
+    assert_eq!(s.done().len(), 1, "a finished before the key was rotated");
+    assert!(s.failed().is_empty());
+    assert_eq!(s.inbox(), ["b.md", "c.md"]);
+    assert_eq!(s.summary("b").stop_reason, StopReason::SetupFault);
+    assert!(!s.root().join("logs/c").exists());
 }
 
 #[tokio::test]
 async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
-    let llm = FakeLlm::replies(vec![final_answer("x")]).await;
-    let project = Project::new();
-    project.write_config(
-        &llm.base_url(),
-        "[paths]\ndone = \"tasks/archive\"\nfailed = \"tasks/archive\"\n",
-    );
-    project.task("t", "Answer.");
+    let s = scenario()
+        .replies(vec![final_answer("x")])
+        .config("[paths]\ndone = \"tasks/archive\"\nfailed = \"tasks/archive\"\n")
+        .task("t", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -349,9 +336,9 @@ async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(project.inbox(), ["t.md"]);
-    assert!(llm.requests().await.is_empty());
-    let check = run_bin(&project, &["check"]).await;
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert!(s.requests().await.is_empty());
+    let check = run_bin(&s, &["check"]).await;
     assert_eq!(check.status.code(), Some(2));
     assert!(
         stdout(&check).contains("are the same folder"),

@@ -14,7 +14,6 @@ use agent_harness::records::Status;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
-use crate::cli::{bin, run_bin, stderr, stdout};
 use crate::common::*;
 
 /// A file outside the project that a planted link points at.
@@ -53,22 +52,24 @@ fn mkfifo(path: &Path) {
 
 #[tokio::test]
 async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never_written_through() {
-    let (_llm, project, cfg) = arrange(vec![final_answer("done")], &[("t", "Answer.")], "").await;
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
     let victim = Victim::new();
-    let state = project.root().join("tasks/.agent-harness-attempts.json");
+    let state = s.root().join("tasks/.agent-harness-attempts.json");
     symlink(&victim.path, &state).unwrap();
     symlink(
         &victim.path,
-        project
-            .root()
-            .join("tasks/.agent-harness-attempts.json.tmp"),
+        s.root().join("tasks/.agent-harness-attempts.json.tmp"),
     )
     .unwrap();
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    assert_eq!(project.summary("t").status, Status::Succeeded);
+    assert_eq!(s.summary("t").status, Status::Succeeded);
     victim.untouched();
     assert!(
         !state.exists() || !std::fs::symlink_metadata(&state).unwrap().is_symlink(),
@@ -79,17 +80,18 @@ async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_on_it() {
     for plant in ["fifo", "dev-zero"] {
-        let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-        let project = Project::new();
-        project.task("t", "Answer.");
-        project.write_config(&llm.base_url(), "");
-        let state = project.root().join("tasks/.agent-harness-attempts.json");
+        let s = scenario()
+            .replies(vec![final_answer("done")])
+            .task("t", "Answer.")
+            .build()
+            .await;
+        let state = s.root().join("tasks/.agent-harness-attempts.json");
         match plant {
             "fifo" => mkfifo(&state),
             _ => symlink("/dev/zero", &state).unwrap(),
         }
 
-        let out = run_bin(&project, &["run"]).await;
+        let out = run_bin(&s, &["run"]).await;
 
         // Nothing waited on it: it was refused by its type, unread (and a
         // run that blocked on it is killed by `bin`'s 60 s limit, no code).
@@ -100,26 +102,27 @@ async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_
             "{plant}: {}",
             stderr(&out)
         );
-        assert_eq!(project.done().len(), 1, "{plant}");
+        assert_eq!(s.done().len(), 1, "{plant}");
         // The next run is not told "another run holds the lock".
-        project.task("u", "Answer.");
-        let next = run_bin(&project, &["run"]).await;
+        s.task("u", "Answer.");
+        let next = run_bin(&s, &["run"]).await;
         assert_eq!(next.status.code(), Some(0), "{plant}: {}", stderr(&next));
-        assert_eq!(project.done().len(), 2, "{plant}");
+        assert_eq!(s.done().len(), 2, "{plant}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_link_planted_at_the_lock_creates_nothing_and_stops_the_run_naming_it() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
     let elsewhere = tempfile::tempdir().unwrap();
     let target = elsewhere.path().join("made-through-the-link");
-    symlink(&target, project.root().join("tasks/.agent-harness.lock")).unwrap();
+    symlink(&target, s.root().join("tasks/.agent-harness.lock")).unwrap();
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -128,8 +131,8 @@ async fn a_link_planted_at_the_lock_creates_nothing_and_stops_the_run_naming_it(
         stderr(&out)
     );
     assert!(!target.exists(), "no file was created through the link");
-    assert_eq!(project.inbox(), ["t.md"], "every task as it was");
-    assert!(llm.requests().await.is_empty());
+    assert_eq!(s.inbox(), ["t.md"], "every task as it was");
+    assert!(s.requests().await.is_empty());
 }
 
 #[tokio::test]
@@ -138,12 +141,15 @@ async fn a_move_to_another_file_system_writes_through_no_planted_link() {
     if !shm.is_dir() {
         panic!("this test needs /dev/shm (tmpfs) as a second file system");
     }
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
     let other = tempfile::tempdir_in(shm).unwrap();
     let done = other.path().join("done");
     std::fs::create_dir_all(&done).unwrap();
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&format!("[paths]\ndone = \"{}\"", done.display()))
+        .build()
+        .await;
     let victim = Victim::new();
     // Where the move's temporary file used to be: a name anyone could guess.
     for name in [
@@ -152,32 +158,30 @@ async fn a_move_to_another_file_system_writes_through_no_planted_link() {
     ] {
         symlink(&victim.path, done.join(name)).unwrap();
     }
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!("[paths]\ndone = \"{}\"\n", done.display()),
-    );
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
     assert_eq!(
         std::fs::read_to_string(done.join(format!("{RUN_ID}-t.md"))).unwrap(),
         "Answer."
     );
-    assert!(project.inbox().is_empty());
+    assert!(s.inbox().is_empty());
     victim.untouched();
 }
 
 #[tokio::test]
 async fn a_linked_done_folder_beside_the_inbox_is_refused_naming_its_key() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
     let elsewhere = tempfile::tempdir().unwrap();
-    symlink(elsewhere.path(), project.root().join("tasks/done")).unwrap();
-    let cfg = project.config(&llm.base_url(), "");
+    symlink(elsewhere.path(), s.root().join("tasks/done")).unwrap();
+    let cfg = s.cfg();
 
-    let h = harness(&cfg);
+    let h = s.deps();
     let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
         .await
         .unwrap_err();
@@ -187,21 +191,20 @@ async fn a_linked_done_folder_beside_the_inbox_is_refused_naming_its_key() {
         e.contains("[paths] done") && e.contains("symbolic link"),
         "{e}"
     );
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metrics() {
-    let llm = FakeLlm::replies(vec![final_answer("done")]).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    project.write_config(
-        &llm.base_url(),
-        "[retention]\nkeep_days = 1\nkeep_runs = 0\n",
-    );
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config("[retention]\nkeep_days = 1\nkeep_runs = 0")
+        .build()
+        .await;
     // An old run folder holding a tree 100,000 folders deep.
-    let logs = project.root().join("logs/old-task");
+    let logs = s.root().join("logs/old-task");
     std::fs::create_dir_all(logs.join("20200101T000000Z")).unwrap();
     let mut at = Folder::open(&logs.join("20200101T000000Z")).unwrap();
     for _ in 0..100_000 {
@@ -209,7 +212,7 @@ async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metr
     }
     drop(at);
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
@@ -217,14 +220,14 @@ async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metr
         "{}",
         stderr(&out)
     );
-    let metrics = std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
         metrics.contains("agent_harness_last_run_exit_code 0\n"),
         "{metrics}"
     );
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(s.done().len(), 1);
     // `prune` says the same and exits 1; nothing crashed either time.
-    let out = run_bin(&project, &["prune"]).await;
+    let out = run_bin(&s, &["prune"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("more than 64 folders deep"));
     let rm = std::process::Command::new("rm")
@@ -239,10 +242,12 @@ async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metr
 /// reply (a final answer) recorded, no summary. Made by a real run of
 /// another task with the same text, then copied.
 async fn planted_run(project: &Project, task: &str, run_id: &str, body: &str) {
-    let llm = FakeLlm::replies(vec![final_answer("the planted answer")]).await;
-    let other = Project::new();
-    other.task("other", body);
-    run_all(&other.config(&llm.base_url(), "")).await;
+    let other = scenario()
+        .replies(vec![final_answer("the planted answer")])
+        .task("other", body)
+        .build()
+        .await;
+    other.run().await;
     let from = other.run_dir("other");
     let to = project.root().join("logs").join(task).join(run_id);
     std::fs::create_dir_all(&to).unwrap();
@@ -255,17 +260,19 @@ async fn planted_run(project: &Project, task: &str, run_id: &str, body: &str) {
 
 #[tokio::test]
 async fn a_planted_run_folder_is_never_resumed_from_and_a_new_task_starts_fresh() {
-    let project = Project::new();
-    project.task("t", "What is the answer?");
-    planted_run(&project, "t", "20260409T061400Z", "What is the answer?").await;
-    let llm = FakeLlm::replies(vec![final_answer("the real answer")]).await;
+    let scene = scenario()
+        .replies(vec![final_answer("the real answer")])
+        .task("t", "What is the answer?")
+        .build()
+        .await;
+    planted_run(&scene, "t", "20260409T061400Z", "What is the answer?").await;
 
-    run_all(&project.config(&llm.base_url(), "")).await;
+    scene.run().await;
 
-    let s = project.summary("t");
+    let s = scene.summary("t");
     assert_eq!(s.final_answer.as_deref(), Some("the real answer"));
     assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
-    assert_eq!(llm.requests().await.len(), 1, "the model was asked");
+    assert_eq!(scene.requests().await.len(), 1, "the model was asked");
 }
 
 #[tokio::test]
@@ -274,57 +281,45 @@ async fn a_task_file_placed_again_after_its_name_was_forgotten_starts_fresh() {
     let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
     let mut script = vec![ok(fetch)];
     script.extend((0..8).map(|_| down()));
-    let llm = FakeLlm::start(script).await;
-    let project = Project::new();
-    project.task("t", "Fetch it.");
-    let cfg = project.config(&llm.base_url(), "");
-    run_all(&cfg).await;
-    assert_eq!(project.summary("t").status, Status::Failed);
-    assert_eq!(attempt_runs(&project, "t"), [RUN_ID], "the state names it");
+    let scene = scenario()
+        .script(script)
+        .task("t", "Fetch it.")
+        .build()
+        .await;
+    scene.run().await;
+    assert_eq!(scene.summary("t").status, Status::Failed);
+    assert_eq!(attempt_runs(&scene, "t"), [RUN_ID], "the state names it");
 
     // Taken out of the inbox: its name is forgotten by the next run.
-    std::fs::remove_file(project.root().join("tasks/inbox/t.md")).unwrap();
-    run_all(&cfg).await;
-    assert_eq!(attempt_counts(&project), json!({}));
-    project.task("t", "Fetch it.");
-    let llm2 = FakeLlm::replies(vec![final_answer("fresh")]).await;
-    run_all(&project.config(&llm2.base_url(), "")).await;
+    std::fs::remove_file(scene.root().join("tasks/inbox/t.md")).unwrap();
+    scene.run().await;
+    assert_eq!(attempt_counts(&scene), json!({}));
+    scene.task("t", "Fetch it.");
+    let llm2 = scene.then_replies(vec![final_answer("fresh")], "").await;
+    scene.run().await;
 
-    let dirs = run_dirs(&project, "t");
-    let s = project.summary_in(dirs.last().unwrap());
+    let dirs = &scene.run_dirs("t");
+    let s = scene.summary_in(dirs.last().unwrap());
     assert_eq!(s.final_answer.as_deref(), Some("fresh"));
     assert_eq!(s.resumed_from, None, "its old records are not its own");
     assert_eq!(llm2.requests().await.len(), 1);
 }
 
-fn run_dirs(project: &Project, task: &str) -> Vec<PathBuf> {
-    let mut runs: Vec<_> = std::fs::read_dir(project.root().join("logs").join(task))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("summary.json").exists())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("20"))
-        .collect();
-    runs.sort();
-    runs
-}
-
 #[tokio::test]
 async fn a_linked_folder_holding_the_inbox_keeps_its_recurring_state() {
-    let llm = FakeLlm::replies(vec![final_answer("ran")]).await;
-    let project = Project::new();
+    let s = scenario().replies(vec![final_answer("ran")]).build().await;
     // `tasks` is the operator's link to the queue on another disk.
-    let real = project.root().join("queue-disk");
-    std::fs::rename(project.root().join("tasks"), &real).unwrap();
-    symlink(&real, project.root().join("tasks")).unwrap();
+    let real = s.root().join("queue-disk");
+    std::fs::rename(s.root().join("tasks"), &real).unwrap();
+    symlink(&real, s.root().join("tasks")).unwrap();
     std::fs::create_dir_all(real.join("recurring")).unwrap();
     std::fs::write(
         real.join("recurring/hourly.md"),
         "+++\nschedule = \"@hourly\"\n+++\nDo it.",
     )
     .unwrap();
-    let cfg = project.config(&llm.base_url(), "");
 
-    let first = run_all(&cfg).await;
+    let first = s.run().await;
     assert_eq!(first.exit_code(), 0, "{first:?}");
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(real.join(".agent-harness-recurring.json")).unwrap(),
@@ -335,19 +330,21 @@ async fn a_linked_folder_holding_the_inbox_keeps_its_recurring_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    let failed = project.root().join("tasks/failed");
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&failed).unwrap();
     let latin1 = std::ffi::OsStr::from_bytes(b"20260409T061500Z-caf\xe9.md");
     std::fs::write(failed.join(latin1), "not UTF-8").unwrap();
     std::fs::write(failed.join("20260409T061500Z-a\x07b.md"), "a bell").unwrap();
     std::fs::write(failed.join("notes.txt"), "not a filed task").unwrap();
 
-    let out = run_bin(&project, &["requeue", "--all-failed"]).await;
+    let out = run_bin(&s, &["requeue", "--all-failed"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let inbox = project.root().join("tasks/inbox");
+    let inbox = s.root().join("tasks/inbox");
     assert_eq!(
         std::fs::read_to_string(inbox.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"))).unwrap(),
         "not UTF-8"
@@ -373,35 +370,39 @@ async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
 async fn requeue_moves_a_task_back_across_file_systems() {
     let shm = Path::new("/dev/shm");
     assert!(shm.is_dir(), "this test needs /dev/shm (tmpfs)");
-    let project = Project::new();
     let other = tempfile::tempdir_in(shm).unwrap();
     let failed = other.path().join("failed");
     std::fs::create_dir_all(&failed).unwrap();
     std::fs::write(failed.join(format!("{RUN_ID}-t.md")), "Again.").unwrap();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        &format!("[paths]\nfailed = \"{}\"\n", failed.display()),
-    );
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config(&format!("[paths]\nfailed = \"{}\"", failed.display()))
+        .build()
+        .await;
 
-    let out = bin(&project).args(["requeue", "t"]).output().unwrap();
+    let out = bin(&s).args(["requeue", "t"]).output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
     assert_eq!(std::fs::read_dir(&failed).unwrap().count(), 0);
 }
 
 /// A task whose first turn was recorded and whose second met an endpoint
 /// that stayed down: retryable, its run named in the attempt state.
-async fn left_for_a_retry(project: &Project) {
+async fn left_for_a_retry() -> Scene {
     let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
     let mut script = vec![ok(fetch)];
     script.extend((0..8).map(|_| busy()));
-    let llm = FakeLlm::start(script).await;
-    project.task("t", "Fetch it.");
-    run_all(&project.config(&llm.base_url(), "")).await;
-    assert_eq!(project.summary("t").status, Status::Failed);
-    assert!(project.summary("t").retryable);
-    assert_eq!(attempt_runs(project, "t"), [RUN_ID]);
+    let scene = scenario()
+        .script(script)
+        .task("t", "Fetch it.")
+        .build()
+        .await;
+    scene.run().await;
+    assert_eq!(scene.summary("t").status, Status::Failed);
+    assert!(scene.summary("t").retryable);
+    assert_eq!(attempt_runs(&scene, "t"), [RUN_ID]);
+    scene
 }
 
 /// A model that answers every call with a retryable 503.
@@ -423,13 +424,19 @@ fn put_a_copy_in_its_place(project: &Project, named: &Path) {
 
 /// The next run of task `t` starts fresh: the model is asked turn 1 and
 /// the summary names no run it went on from.
-async fn next_run_starts_fresh(project: &Project) {
-    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
+async fn next_run_starts_fresh(scene: &Scene) {
+    let llm = scene.then_replies(vec![final_answer("fresh")], "").await;
 
-    run_all(&project.config(&llm.base_url(), "")).await;
+    scene.run().await;
 
-    let dirs = run_dirs(project, "t");
-    let s = project.summary_in(dirs.last().unwrap());
+    // The runs only: `away` holds the records a copy replaced.
+    let dirs: Vec<_> = scene
+        .run_dirs("t")
+        .into_iter()
+        .filter(|d| d.join("summary.json").exists())
+        .filter(|d| d.file_name().unwrap().to_string_lossy().starts_with("20"))
+        .collect();
+    let s = scene.summary_in(dirs.last().unwrap());
     assert_eq!(s.final_answer.as_deref(), Some("fresh"));
     assert_eq!((s.resumed_from, s.resumed_turns), (None, 0));
     assert_eq!(
@@ -441,10 +448,9 @@ async fn next_run_starts_fresh(project: &Project) {
 
 #[tokio::test]
 async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() {
-    let project = Project::new();
-    left_for_a_retry(&project).await;
-    put_a_copy_in_its_place(&project, &project.run_dir("t"));
-    next_run_starts_fresh(&project).await;
+    let s = left_for_a_retry().await;
+    put_a_copy_in_its_place(&s, &s.run_dir("t"));
+    next_run_starts_fresh(&s).await;
 }
 
 /// Of two runs the state names, the newest put in another folder's place
@@ -452,40 +458,38 @@ async fn a_run_folder_put_in_the_place_of_the_named_one_is_never_resumed_from() 
 /// it would send again what the newer one already sent.
 #[tokio::test]
 async fn the_newest_named_run_replaced_never_sends_the_task_back_to_an_older_one() {
-    let project = Project::new();
-    left_for_a_retry(&project).await;
-    let llm = FakeLlm::start((0..8).map(|_| busy()).collect()).await;
-    run_all(&project.config(&llm.base_url(), "")).await;
-    let dirs = run_dirs(&project, "t");
+    let s = left_for_a_retry().await;
+    let _llm = s.then_script((0..8).map(|_| busy()).collect(), "").await;
+    s.run().await;
+    let dirs = &s.run_dirs("t");
     assert_eq!(dirs.len(), 2);
     let newest = dirs.last().unwrap().clone();
-    let second = project.summary_in(&newest);
+    let second = s.summary_in(&newest);
     assert_eq!(
         second.resumed_from.as_deref(),
         Some(RUN_ID),
         "the second run went on from the first"
     );
     assert!(second.retryable);
-    put_a_copy_in_its_place(&project, &newest);
-    next_run_starts_fresh(&project).await;
+    put_a_copy_in_its_place(&s, &newest);
+    next_run_starts_fresh(&s).await;
 }
 
 #[tokio::test]
 async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() {
-    let project = Project::new();
-    left_for_a_retry(&project).await;
+    let scene = left_for_a_retry().await;
     // Taken out and placed again (another file) with no run between.
-    let file = project.root().join("tasks/inbox/t.md");
+    let file = scene.root().join("tasks/inbox/t.md");
     std::fs::remove_file(&file).unwrap();
-    let draft = project.root().join("t.md");
+    let draft = scene.root().join("t.md");
     std::fs::write(&draft, "Fetch it.").unwrap();
     std::fs::rename(&draft, &file).unwrap();
-    let llm = FakeLlm::replies(vec![final_answer("fresh")]).await;
+    let _llm = scene.then_replies(vec![final_answer("fresh")], "").await;
 
-    run_all(&project.config(&llm.base_url(), "")).await;
+    scene.run().await;
 
-    let dirs = run_dirs(&project, "t");
-    let s = project.summary_in(dirs.last().unwrap());
+    let dirs = &scene.run_dirs("t");
+    let s = scene.summary_in(dirs.last().unwrap());
     assert_eq!(s.final_answer.as_deref(), Some("fresh"));
     assert_eq!(s.resumed_from, None);
     assert_eq!(s.attempt, 1, "its count starts afresh too");
@@ -495,12 +499,17 @@ async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() 
 /// refused, naming it; one of this user's is taken.
 #[tokio::test]
 async fn a_lock_file_of_another_user_is_refused_and_one_of_this_users_taken() {
-    let (_llm, project, cfg) = arrange(vec![final_answer("done")], &[("t", "Answer.")], "").await;
-    let lock = project.root().join("tasks/.agent-harness.lock");
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let lock = s.root().join("tasks/.agent-harness.lock");
     std::fs::write(&lock, "").unwrap();
     if rustix::process::geteuid().is_root() {
         std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
-        let h = harness(&cfg);
+        let cfg = s.cfg();
+        let h = s.deps();
         let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
             .await
             .unwrap_err();
@@ -509,10 +518,10 @@ async fn a_lock_file_of_another_user_is_refused_and_one_of_this_users_taken() {
             e.contains(".agent-harness.lock") && e.contains("belongs to user 65534"),
             "{e}"
         );
-        assert_eq!(project.inbox(), ["t.md"]);
+        assert_eq!(s.inbox(), ["t.md"]);
         std::fs::remove_file(&lock).unwrap();
         std::fs::write(&lock, "").unwrap();
     }
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(s.run().await.exit_code(), 0);
+    assert_eq!(s.done().len(), 1);
 }

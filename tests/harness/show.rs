@@ -5,35 +5,34 @@
 
 use serde_json::Value;
 
-use crate::cli::{as_nobody, bin, stderr, stdout};
 use crate::common::*;
 
 /// A project with two finished runs of `report` (the second the newest)
 /// and one of `other`, run by the binary on the real clock.
-async fn two_runs() -> (Project, FakeLlm) {
-    let llm = FakeLlm::replies(vec![
-        final_answer("First answer.\nMore."),
-        final_answer("The answer is 42.\n\nBecause \u{1b}]0;pwned\u{7}."),
-        final_answer("Other."),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
+async fn two_runs() -> Scene {
+    let s = scenario()
+        .replies(vec![
+            final_answer("First answer.\nMore."),
+            final_answer("The answer is 42.\n\nBecause \u{1b}]0;pwned\u{7}."),
+            final_answer("Other."),
+        ])
+        .build()
+        .await;
     for task in ["report", "report", "other"] {
-        project.task(task, "Answer.");
-        let out = crate::cli::run_bin(&project, &["run"]).await;
+        s.task(task, "Answer.");
+        let out = run_bin(&s, &["run"]).await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         // Run ids are seconds: the next run gets its own.
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
-    (project, llm)
+    s
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn show_prints_a_run_where_its_file_went_and_its_answer() {
-    let (project, _llm) = two_runs().await;
+    let s = two_runs().await;
 
-    let out = bin(&project).args(["show", "report"]).output().unwrap();
+    let out = bin(&s).args(["show", "report"]).output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
@@ -51,26 +50,23 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
         "the newest run of the task, its answer whole: {text}"
     );
     // No NAME: the newest run of all.
-    let newest = stdout(&bin(&project).arg("show").output().unwrap());
+    let newest = stdout(&bin(&s).arg("show").output().unwrap());
     assert!(
         newest.contains("task        other") && newest.contains("Other."),
         "{newest}"
     );
     // A run id, and --json.
-    let dirs: Vec<_> = std::fs::read_dir(project.root().join("logs/report"))
+    let dirs: Vec<_> = std::fs::read_dir(s.root().join("logs/report"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     let first = dirs.iter().min().unwrap();
-    let out = bin(&project)
-        .args(["show", first, "--json"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["show", first, "--json"]).output().unwrap();
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["run_id"], first.as_str());
     assert_eq!(summary["final_answer"], "First answer.\nMore.");
     // Nothing that matches: exit 2.
-    let out = bin(&project).args(["show", "nosuch"]).output().unwrap();
+    let out = bin(&s).args(["show", "nosuch"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no run matches \"nosuch\""),
@@ -81,9 +77,9 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_has_an_answer_column_clipped_and_escaped() {
-    let (project, _llm) = two_runs().await;
+    let s = two_runs().await;
 
-    let out = bin(&project).arg("runs").output().unwrap();
+    let out = bin(&s).arg("runs").output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let table = stdout(&out);
@@ -98,8 +94,8 @@ async fn runs_has_an_answer_column_clipped_and_escaped() {
 
 #[test]
 fn every_reader_needs_its_config_and_names_it() {
-    let project = Project::new();
-    std::fs::create_dir_all(project.root().join("logs")).unwrap();
+    let s = scenario().no_config_file().build_blocking();
+    std::fs::create_dir_all(s.root().join("logs")).unwrap();
     for args in [
         &["runs"][..],
         &["report"],
@@ -107,7 +103,7 @@ fn every_reader_needs_its_config_and_names_it() {
         &["prune"],
         &["requeue", "--all-failed"],
     ] {
-        let out = bin(&project).args(args).output().unwrap();
+        let out = bin(&s).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);
         assert!(
@@ -116,10 +112,7 @@ fn every_reader_needs_its_config_and_names_it() {
         );
         assert!(!stdout(&out).contains("no runs recorded"), "{args:?}");
     }
-    assert!(
-        !project.root().join("logs/report").exists(),
-        "no report written"
-    );
+    assert!(!s.root().join("logs/report").exists(), "no report written");
 }
 
 /// A logs folder this user may not read is a permission problem naming the
@@ -128,8 +121,8 @@ fn every_reader_needs_its_config_and_names_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
     use std::os::unix::fs::PermissionsExt;
-    let (project, _llm) = two_runs().await;
-    project.task("t", "x");
+    let s = two_runs().await;
+    s.task("t", "x");
     let root = rustix::process::geteuid().is_root();
     let owner = if root {
         "root".to_string()
@@ -145,7 +138,7 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
         .trim()
         .to_string()
     };
-    let logs = project.root().join("logs");
+    let logs = s.root().join("logs");
     let locked = ["report", "other"].map(|t| logs.join(t));
     if !root {
         for dir in &locked {
@@ -154,9 +147,9 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
     }
     for command in ["runs", "show", "report"] {
         let out = if root {
-            as_nobody(&project, command)
+            as_nobody(&s, command)
         } else {
-            bin(&project).arg(command).output().unwrap()
+            bin(&s).arg(command).output().unwrap()
         };
         assert_eq!(
             out.status.code(),

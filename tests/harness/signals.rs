@@ -1,7 +1,6 @@
 //! SIGTERM / SIGINT against the real binary (SPEC §6): a `systemctl stop`
 //! in the middle of a slow model call loses nothing.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,11 +14,10 @@ use crate::common::*;
 
 /// Starts `agent-harness run` on a project whose endpoint takes a minute to
 /// answer, and returns once the model call is in flight.
-async fn run_until_the_call_is_in_flight(project: &Project, llm: &FakeLlm) -> Child {
-    project.write_config(&llm.base_url(), "");
+async fn run_until_the_call_is_in_flight(s: &Scene) -> Child {
     let child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -27,7 +25,7 @@ async fn run_until_the_call_is_in_flight(project: &Project, llm: &FakeLlm) -> Ch
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while llm.requests().await.is_empty() {
+    while s.requests().await.is_empty() {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "no model call arrived"
@@ -69,68 +67,61 @@ pub(crate) fn wait(child: &mut Child, limit: Duration) -> Option<i32> {
     }
 }
 
-fn only_run_dir(project: &Project, task: &str) -> PathBuf {
-    let runs: Vec<PathBuf> = std::fs::read_dir(project.root().join("logs").join(task))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs.into_iter().next().unwrap()
-}
-
 fn slow_endpoint() -> Vec<ResponseTemplate> {
     vec![ok(final_answer("too late")).set_delay(Duration::from_secs(60))]
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
-    let llm = FakeLlm::start(slow_endpoint()).await;
-    let project = Project::new();
-    project.task("a-slow-one", "Summarise the week.");
-    project.task("b-not-started", "Another task.");
-    let mut child = run_until_the_call_is_in_flight(&project, &llm).await;
+    let scene = scenario()
+        .script(slow_endpoint())
+        .task("a-slow-one", "Summarise the week.")
+        .task("b-not-started", "Another task.")
+        .build()
+        .await;
+    let mut child = run_until_the_call_is_in_flight(&scene).await;
 
     signal(&child, "TERM");
     // The call would answer in 60 s: a run that waited for it is killed.
     let code = wait(&mut child, STOP_TIMEOUT);
 
     assert_eq!(code, Some(75), "exit 75: work is left in the inbox");
-    assert_eq!(project.inbox(), ["a-slow-one.md", "b-not-started.md"]);
-    assert!(project.done().is_empty() && project.failed().is_empty());
+    assert_eq!(scene.inbox(), ["a-slow-one.md", "b-not-started.md"]);
+    assert!(scene.done().is_empty() && scene.failed().is_empty());
     assert_eq!(
-        llm.requests().await.len(),
+        scene.requests().await.len(),
         1,
         "no new task or call after the signal"
     );
 
-    let dir = only_run_dir(&project, "a-slow-one");
-    let s: Summary = project.summary_in(&dir);
+    let dir = the_run_dir(&scene, "a-slow-one");
+    let s: Summary = scene.summary_in(&dir);
     assert_eq!(
         (s.status, s.stop_reason),
         (Status::Interrupted, StopReason::Interrupted)
     );
     assert!(s.retryable, "an interrupted task is run again next time");
-    let conversation = jsonl(&dir.join("conversation.jsonl"));
+    let conversation = scene.attempts_in(&dir);
     // The call in flight was cancelled, not waited for: its one attempt
     // ended interrupted, with no reply.
     assert_eq!(conversation.len(), 1, "{conversation:#?}");
     assert_eq!(
-        conversation[0]["error_kind"], "interrupted",
-        "{}",
+        conversation[0].error_kind.as_deref(),
+        Some("interrupted"),
+        "{:?}",
         conversation[0]
     );
-    assert!(conversation[0]["response"].is_null(), "{}", conversation[0]);
+    assert!(conversation[0].response.is_none(), "{:?}", conversation[0]);
     assert!(
-        !project.root().join("logs/b-not-started").exists(),
+        !scene.root().join("logs/b-not-started").exists(),
         "the task that had not started has no run"
     );
 
     // The lock was released: the next run takes the tasks again.
-    let llm2 = FakeLlm::replies(vec![final_answer("done")]).await;
-    project.write_config(&llm2.base_url(), "");
+    let _llm2 = scene.then_replies(vec![final_answer("done")], "").await;
     let second = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(scene.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .output()
         .unwrap();
@@ -140,7 +131,7 @@ async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    let done = project.done();
+    let done = scene.done();
     assert_eq!(done.len(), 2, "{done:?}");
     assert!(done[0].ends_with("-a-slow-one.md") && done[1].ends_with("-b-not-started.md"));
 }
@@ -168,19 +159,18 @@ async fn a_second_signal_exits_at_once_while_the_first_is_still_cleaning_up() {
         )
         .mount(&rp)
         .await;
-    let project = Project::new();
-    project.task("t", "Hello.");
-    std::fs::write(
-        project.root().join("agent.toml"),
-        format!(
+    let s = scenario()
+        .endpoint_at(&rp.uri())
+        .config_file(&format!(
             "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_url = \"{}\"\napi_key_env = \"\"\npoll_interval_ms = 50\n",
             rp.uri()
-        ),
-    )
-    .unwrap();
+        ))
+        .task("t", "Hello.")
+        .build()
+        .await;
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -224,10 +214,10 @@ async fn a_second_signal_exits_at_once_while_the_first_is_still_cleaning_up() {
         stderr.contains("second signal, exiting at once"),
         "{stderr}"
     );
-    let dir = only_run_dir(&project, "t");
+    let dir = the_run_dir(&s, "t");
     assert!(
         !dir.join("summary.json").exists(),
         "the graceful path, which writes the summary after the cancel, never finished"
     );
-    assert_eq!(project.inbox(), ["t.md"], "the task is never lost");
+    assert_eq!(s.inbox(), ["t.md"], "the task is never lost");
 }

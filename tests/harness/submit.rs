@@ -2,14 +2,15 @@
 //! problem and nothing is placed — then placed in the inbox whole, under a
 //! temporary name and a rename that never overwrites.
 
-use crate::cli::{bin, stderr, stdout};
 use crate::common::*;
 
-#[test]
-fn submit_places_checked_tasks_whole_and_never_over_another() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    let drafts = project.root().join("drafts");
+#[tokio::test]
+async fn submit_places_checked_tasks_whole_and_never_over_another() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let drafts = s.root().join("drafts");
     std::fs::create_dir(&drafts).unwrap();
     std::fs::write(
         drafts.join("weekly.md"),
@@ -19,7 +20,7 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
     std::fs::write(drafts.join("bad.md"), "+++\nmax_turns = 0\n+++\nNo turns.").unwrap();
 
     // One bad file: nothing is placed.
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["submit", "drafts/weekly.md", "drafts/bad.md"])
         .output()
         .unwrap();
@@ -30,9 +31,9 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
         stderr(&out)
     );
     assert!(stderr(&out).contains("nothing was placed"));
-    assert!(project.inbox().is_empty());
+    assert!(s.inbox().is_empty());
 
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["submit", "drafts/weekly.md"])
         .output()
         .unwrap();
@@ -42,12 +43,12 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
         "{}",
         stdout(&out)
     );
-    assert_eq!(project.inbox(), ["weekly.md"]);
+    assert_eq!(s.inbox(), ["weekly.md"]);
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/weekly.md")).unwrap(),
+        std::fs::read_to_string(s.root().join("tasks/inbox/weekly.md")).unwrap(),
         "+++\nmax_turns = 3\n+++\nSummarise the week."
     );
-    let hidden: Vec<_> = std::fs::read_dir(project.root().join("tasks/inbox"))
+    let hidden: Vec<_> = std::fs::read_dir(s.root().join("tasks/inbox"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.starts_with('.'))
@@ -56,7 +57,7 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
 
     // The same name again: refused, the first one kept.
     std::fs::write(drafts.join("weekly.md"), "Another week.").unwrap();
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["submit", "drafts/weekly.md"])
         .output()
         .unwrap();
@@ -67,12 +68,12 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
         stderr(&out)
     );
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/weekly.md")).unwrap(),
+        std::fs::read_to_string(s.root().join("tasks/inbox/weekly.md")).unwrap(),
         "+++\nmax_turns = 3\n+++\nSummarise the week."
     );
     // Only NAME.md files run: a .txt is refused before anything is read.
     std::fs::write(drafts.join("notes.txt"), "x").unwrap();
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["submit", "drafts/notes.txt"])
         .output()
         .unwrap();
@@ -84,12 +85,14 @@ fn submit_places_checked_tasks_whole_and_never_over_another() {
     );
 }
 
-#[test]
-fn submit_places_a_file_no_wider_than_0640_whatever_the_source_or_umask() {
+#[tokio::test]
+async fn submit_places_a_file_no_wider_than_0640_whatever_the_source_or_umask() {
     use std::os::unix::fs::PermissionsExt;
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    let drafts = project.root().join("drafts");
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let drafts = s.root().join("drafts");
     std::fs::create_dir(&drafts).unwrap();
     for (name, mode) in [("open.md", 0o666), ("private.md", 0o600)] {
         let path = drafts.join(name);
@@ -97,14 +100,14 @@ fn submit_places_a_file_no_wider_than_0640_whatever_the_source_or_umask() {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["submit", "drafts/open.md", "drafts/private.md"])
         .output()
         .unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for name in ["open.md", "private.md"] {
-        let placed = std::fs::metadata(project.root().join("tasks/inbox").join(name)).unwrap();
+        let placed = std::fs::metadata(s.root().join("tasks/inbox").join(name)).unwrap();
         assert_eq!(
             placed.permissions().mode() & 0o7777,
             0o640,
@@ -113,13 +116,15 @@ fn submit_places_a_file_no_wider_than_0640_whatever_the_source_or_umask() {
     }
 }
 
-#[test]
-fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
-    let drafts = project.root().join("drafts");
+#[tokio::test]
+async fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let drafts = s.root().join("drafts");
     std::fs::create_dir(&drafts).unwrap();
-    let secret = project.root().join("secret.txt");
+    let secret = s.root().join("secret.txt");
     std::fs::write(&secret, "TOP-SECRET-CANARY-5521").unwrap();
     std::os::unix::fs::symlink(&secret, drafts.join("shadow.md")).unwrap();
     std::fs::write(drafts.join("real.md"), "Do it.").unwrap();
@@ -137,22 +142,18 @@ fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
         ("drafts/folder.md", "not a regular file (a folder)"),
         ("drafts/fifo.md", "not a regular file (a FIFO)"),
     ] {
-        let out = bin(&project).args(["submit", source]).output().unwrap();
+        let out = bin(&s).args(["submit", source]).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{source}: {}", stderr(&out));
         let err = stderr(&out);
         assert!(
             err.contains(&format!("{source}: {what}")) && err.contains("nothing was placed"),
             "{source}: {err}"
         );
-        assert!(
-            project.inbox().is_empty(),
-            "{source}: {:?}",
-            project.inbox()
-        );
+        assert!(s.inbox().is_empty(), "{source}: {:?}", s.inbox());
     }
     assert!(
         stderr(
-            &bin(&project)
+            &bin(&s)
                 .args(["submit", "drafts/shadow.md"])
                 .output()
                 .unwrap()
@@ -160,10 +161,7 @@ fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
         .contains("never reads through a link"),
     );
     // The file itself is placed.
-    let out = bin(&project)
-        .args(["submit", "drafts/real.md"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["submit", "drafts/real.md"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.inbox(), ["real.md"]);
+    assert_eq!(s.inbox(), ["real.md"]);
 }

@@ -19,14 +19,6 @@ async fn smoke_test(cfg: &Config) -> (u8, String) {
     (code, String::from_utf8(out).unwrap())
 }
 
-fn runpod_config(rp: &FakeRunpod) -> (Project, Config) {
-    let project = Project::new();
-    let path = project.root().join("agent.toml");
-    std::fs::write(&path, rp.config_sections()).unwrap();
-    let cfg = Config::load(&path, &test_env).unwrap();
-    (project, cfg)
-}
-
 /// Asserts the smoke test failed with exactly one `FAIL` line, and returns it.
 fn the_one_failure(code: u8, out: &str) -> &str {
     assert_eq!(code, 1, "{out}");
@@ -44,16 +36,16 @@ fn the_tool_call() -> serde_json::Value {
 
 #[tokio::test]
 async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinking() {
-    let llm = FakeLlm::replies(vec![
-        final_answer("Hello."),
-        the_tool_call(),
-        final_answer("It is noon in Paris."),
-    ])
-    .await;
-    let project = Project::new();
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![
+            final_answer("Hello."),
+            the_tool_call(),
+            final_answer("It is noon in Paris."),
+        ])
+        .build()
+        .await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     assert_eq!(code, 0, "{out}");
     for step in [
@@ -69,7 +61,7 @@ async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinkin
         "{out}"
     );
 
-    let requests = llm.requests().await;
+    let requests = s.requests().await;
     assert_eq!(requests.len(), 3);
     assert_eq!(
         requests[1]["tool_choice"], "required",
@@ -95,9 +87,9 @@ async fn runpod_kind_reports_queue_and_execution_times() {
         false,
     )
     .await;
-    let (_project, cfg) = runpod_config(&rp);
+    let s = scenario().config_file(&rp.config_sections()).build().await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     assert_eq!(code, 0, "{out}");
     assert!(
@@ -113,9 +105,9 @@ async fn runpod_kind_reports_queue_and_execution_times() {
 #[tokio::test]
 async fn a_wrong_key_is_diagnosed_in_one_line() {
     let rp = FakeRunpod::start(vec![ResponseTemplate::new(401)], vec![], false).await;
-    let (_project, cfg) = runpod_config(&rp);
+    let s = scenario().config_file(&rp.config_sections()).build().await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     let fail = the_one_failure(code, &out);
     assert!(
@@ -139,9 +131,9 @@ async fn a_wrong_endpoint_id_is_diagnosed_in_one_line() {
         false,
     )
     .await;
-    let (_project, cfg) = runpod_config(&rp);
+    let s = scenario().config_file(&rp.config_sections()).build().await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     let fail = the_one_failure(code, &out);
     assert!(
@@ -157,11 +149,10 @@ async fn a_wrong_endpoint_id_is_diagnosed_in_one_line() {
 #[tokio::test]
 async fn an_openai_base_url_without_the_chat_route_is_diagnosed() {
     let llm = FakeLlm::replies(vec![final_answer("unused")]).await;
-    let project = Project::new();
     // The common mistake: the server root instead of `.../v1`.
-    let cfg = project.config(&llm.server.uri(), "");
+    let s = scenario().endpoint_at(&llm.server.uri()).build().await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     let fail = the_one_failure(code, &out);
     assert!(fail.contains("check [openai] base_url"), "{out}");
@@ -170,10 +161,12 @@ async fn an_openai_base_url_without_the_chat_route_is_diagnosed() {
 #[tokio::test]
 async fn an_unreachable_host_fails_the_first_step_and_names_host_and_port() {
     let port = closed_port();
-    let project = Project::new();
-    let cfg = project.config(&format!("http://127.0.0.1:{port}/v1"), "");
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
+        .build()
+        .await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     let fail = the_one_failure(code, &out);
     assert!(
@@ -190,11 +183,12 @@ async fn an_unreachable_host_fails_the_first_step_and_names_host_and_port() {
 
 #[tokio::test]
 async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
-    let llm = FakeLlm::replies(vec![final_answer("Hello."), final_answer("It is noon.")]).await;
-    let project = Project::new();
-    let cfg = project.config(&llm.base_url(), "");
+    let s = scenario()
+        .replies(vec![final_answer("Hello."), final_answer("It is noon.")])
+        .build()
+        .await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     let fail = the_one_failure(code, &out);
     assert!(
@@ -210,17 +204,15 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
     use crate::common::fake_noteworx::{FakeNoteworx, note};
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     let endpoint = || {
-        FakeLlm::replies(vec![
+        scenario().replies(vec![
             final_answer("Hello."),
             the_tool_call(),
             final_answer("It is noon."),
         ])
     };
-    let llm = endpoint().await;
-    let project = Project::new();
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
+    let s = endpoint().notes(&notes).build().await;
 
-    let (code, out) = smoke_test(&cfg).await;
+    let (code, out) = smoke_test(&s.cfg()).await;
 
     assert_eq!(code, 0, "{out}");
     assert!(
@@ -239,9 +231,8 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
 
     // The token is refused: the endpoint's steps pass, the notes one fails.
     notes.fail_next(&[401]);
-    let llm = endpoint().await;
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
-    let (code, out) = smoke_test(&cfg).await;
+    let s = endpoint().notes(&notes).build().await;
+    let (code, out) = smoke_test(&s.cfg()).await;
     let fail = the_one_failure(code, &out);
     assert!(
         fail.starts_with("FAIL noteworx: noteworx refused the token (HTTP 401"),
@@ -254,13 +245,14 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
     assert!(!out.contains(crate::common::fake_noteworx::TOKEN));
 
     // Nothing listens there: the line names base_url.
-    let llm = endpoint().await;
     let port = closed_port();
-    let cfg = project.config(
-        &llm.base_url(),
-        &format!("[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n"),
-    );
-    let (code, out) = smoke_test(&cfg).await;
+    let s = endpoint()
+        .config(&format!(
+            "[tools.noteworx]\nbase_url = \"http://127.0.0.1:{port}\"\n"
+        ))
+        .build()
+        .await;
+    let (code, out) = smoke_test(&s.cfg()).await;
     let fail = the_one_failure(code, &out);
     assert!(
         fail.starts_with("FAIL noteworx: noteworx could not be reached"),
@@ -286,13 +278,13 @@ async fn the_reachability_probe_sends_the_configured_key() {
         .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": "no key"})))
         .mount(&server)
         .await;
-    let project = Project::new();
-    let cfg = project.config(
-        &format!("{}/v1", server.uri()),
-        "api_key_env = \"RUNPOD_API_KEY\"\n",
-    );
+    let s = scenario()
+        .endpoint_at(&format!("{}/v1", server.uri()))
+        .config("api_key_env = \"RUNPOD_API_KEY\"\n")
+        .build()
+        .await;
 
-    let (_, out) = smoke_test(&cfg).await;
+    let (_, out) = smoke_test(&s.cfg()).await;
 
     assert!(
         out.contains("ok   reachable: HTTP 200") && out.contains("lists 1 model(s)"),

@@ -15,19 +15,10 @@ use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::cli::{bin, stderr};
 use crate::common::*;
 
 /// What `OTLP_HEADERS` holds: a hosted collector's key.
 const SECRET: &str = "tr4ce-k3y-never-shown";
-
-/// A tool call that fails (no such tool), then the answer: two requests, one call.
-fn two_turns() -> Vec<ResponseTemplate> {
-    vec![
-        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
-        ok(final_answer("done")),
-    ]
-}
 
 /// A collector answering every POST to `/v1/traces` as `answer` says.
 async fn collector(answer: ResponseTemplate) -> MockServer {
@@ -61,19 +52,19 @@ async fn run_traced(project: &Project, args: &[&str]) -> std::process::Output {
 }
 
 /// `run` of one task (a failed tool call, then the answer) with a
-/// collector that takes everything: the fakes kept, the project, the output.
-async fn one_traced_run() -> (FakeLlm, MockServer, Project, std::process::Output) {
-    let llm = FakeLlm::by_progress(two_turns()).await;
+/// collector that takes everything: the collector kept, the project with
+/// its model, the output.
+async fn one_traced_run() -> (MockServer, Scene, std::process::Output) {
     let otlp = collector(ResponseTemplate::new(200)).await;
-    let project = Project::new();
-    project.write_config(
-        &llm.base_url(),
-        &traces_config(&format!("{}/v1/traces", otlp.uri()), 5),
-    );
-    project.task("hello", "Say hello.");
-    let out = run_traced(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(two_turns())
+        .config(&traces_config(&format!("{}/v1/traces", otlp.uri()), 5))
+        .task("hello", "Say hello.")
+        .build()
+        .await;
+    let out = run_traced(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    (llm, otlp, project, out)
+    (otlp, s, out)
 }
 
 /// Every span the collector got, decoded, with the request headers.
@@ -117,7 +108,7 @@ fn text<'a>(span: &'a Span, key: &str) -> &'a str {
 
 /// Every file under the project, as text, and what the run printed.
 fn everything(project: &Project, out: &std::process::Output) -> String {
-    let mut all = format!("{}{}", crate::cli::stdout(out), stderr(out));
+    let mut all = format!("{}{}", stdout(out), stderr(out));
     let mut stack = vec![project.root().to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -142,7 +133,7 @@ fn metric(project: &Project, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_nowhere() {
-    let (_llm, otlp, project, out) = one_traced_run().await;
+    let (otlp, s, out) = one_traced_run().await;
     let got = received(&otlp).await;
     assert_eq!(got.len(), 1, "one batch for one task");
     let (request, spans) = &got[0];
@@ -171,8 +162,8 @@ async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_now
         "one trace"
     );
     assert!(spans[1..].iter().all(|s| s.parent_span_id == root.span_id));
-    let run_dir = the_run_dir(&project, "hello");
-    let summary = project.summary_in(&run_dir);
+    let run_dir = the_run_dir(&s, "hello");
+    let summary = s.summary_in(&run_dir);
     assert_eq!(
         int(root, "gen_ai.usage.input_tokens"),
         summary.prompt_tokens as i64
@@ -206,11 +197,11 @@ async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_now
     let run_log = std::fs::read_to_string(run_dir.join("run.log")).unwrap();
     assert!(run_log.contains(&trace_id), "the records name the trace");
     assert_eq!(
-        metric(&project, "agent_harness_trace_export_failures_total").as_deref(),
+        metric(&s, "agent_harness_trace_export_failures_total").as_deref(),
         Some("0")
     );
     assert!(
-        !everything(&project, &out).contains(SECRET),
+        !everything(&s, &out).contains(SECRET),
         "the header key reached a file or the output"
     );
 }
@@ -220,15 +211,17 @@ async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_now
 /// killed and have no code), file the task, warn naming the key, say the
 /// trace was given up, count it. What it printed.
 async fn survives(otlp: &str, case: &str) -> String {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), &traces_config(otlp, 1));
-    project.task("hello", "Say hello.");
-    let out = run_traced(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(two_turns())
+        .config(&traces_config(otlp, 1))
+        .task("hello", "Say hello.")
+        .build()
+        .await;
+    let out = run_traced(&s, &["run"]).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{case}: {err}");
     assert_eq!(
-        project.done().len(),
+        s.done().len(),
         1,
         "{case}: the task is filed as without traces"
     );
@@ -241,12 +234,12 @@ async fn survives(otlp: &str, case: &str) -> String {
         "{case}: the run does not say the trace was given up: {err}"
     );
     assert_eq!(
-        metric(&project, "agent_harness_trace_export_failures_total").as_deref(),
+        metric(&s, "agent_harness_trace_export_failures_total").as_deref(),
         Some("1"),
         "{case}"
     );
     assert!(
-        !everything(&project, &out).contains(SECRET),
+        !everything(&s, &out).contains(SECRET),
         "{case}: the header key leaked"
     );
     err
@@ -293,25 +286,19 @@ async fn a_collector_that_never_answers_costs_at_most_flush_secs() {
 async fn a_failing_task_exits_as_it_would_without_traces() {
     let mut codes = Vec::new();
     for traced in [false, true] {
-        let llm =
-            FakeLlm::by_progress(vec![ok(tool_calls(&[("c1", "no_such_tool", json!({}))]))]).await;
-        let project = Project::new();
         let extra = if traced {
             traces_config(&format!("http://127.0.0.1:{}/v1/traces", closed_port()), 1)
         } else {
             String::new()
         };
-        project.write_config(
-            &llm.base_url(),
-            &format!("[limits]\nmax_turns = 1\n{extra}"),
-        );
-        project.task("hello", "Say hello.");
-        let out = run_traced(&project, &["run"]).await;
-        codes.push((
-            out.status.code(),
-            project.failed().len(),
-            project.done().len(),
-        ));
+        let s = scenario()
+            .by_progress(vec![ok(tool_calls(&[("c1", "no_such_tool", json!({}))]))])
+            .config(&format!("[limits]\nmax_turns = 1\n{extra}"))
+            .task("hello", "Say hello.")
+            .build()
+            .await;
+        let out = run_traced(&s, &["run"]).await;
+        codes.push((out.status.code(), s.failed().len(), s.done().len()));
     }
     assert_eq!(codes[0], (Some(1), 1, 0), "without traces");
     assert_eq!(
@@ -322,17 +309,17 @@ async fn a_failing_task_exits_as_it_would_without_traces() {
 
 #[tokio::test]
 async fn a_replay_sends_nothing_unless_asked() {
-    let (_llm, otlp, project, _) = one_traced_run().await;
-    let run_dir = the_run_dir(&project, "hello");
+    let (otlp, s, _) = one_traced_run().await;
+    let run_dir = the_run_dir(&s, "hello");
     let run_dir = run_dir.to_str().unwrap();
-    let out = run_traced(&project, &["replay", run_dir]).await;
+    let out = run_traced(&s, &["replay", run_dir]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         received(&otlp).await.len(),
         1,
         "a replay is silent by default"
     );
-    let out = run_traced(&project, &["replay", "--traces", run_dir]).await;
+    let out = run_traced(&s, &["replay", "--traces", run_dir]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let got = received(&otlp).await;
     assert_eq!(got.len(), 2, "--traces sends the replay's trace");
@@ -341,14 +328,15 @@ async fn a_replay_sends_nothing_unless_asked() {
 
 #[tokio::test]
 async fn replay_traces_without_an_endpoint_is_a_usage_error() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("hello", "Say hello.");
-    let out = run_traced(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(two_turns())
+        .task("hello", "Say hello.")
+        .build()
+        .await;
+    let out = run_traced(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let run_dir = the_run_dir(&project, "hello");
-    let out = run_traced(&project, &["replay", "--traces", run_dir.to_str().unwrap()]).await;
+    let run_dir = the_run_dir(&s, "hello");
+    let out = run_traced(&s, &["replay", "--traces", run_dir.to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no [traces] endpoint"),
@@ -465,21 +453,23 @@ fn reqwest_client() -> reqwest::Client {
 #[ignore = "needs scripts/test: Arize Phoenix from scripts/stack install"]
 async fn arize_phoenix_reads_back_one_trace_with_the_span_tree_and_the_summarys_tokens() {
     let phoenix = Phoenix::start().await;
-    let llm = FakeLlm::by_progress(two_turns()).await;
-    let project = Project::new();
     let endpoint = phoenix.url("/v1/traces");
-    project.write_config(&llm.base_url(), &traces_config(&endpoint, 10));
-    project.task("hello", "Say hello.");
-    let out = run_traced(&project, &["run"]).await;
+    let s = scenario()
+        .by_progress(two_turns())
+        .config(&traces_config(&endpoint, 10))
+        .task("hello", "Say hello.")
+        .build()
+        .await;
+    let out = run_traced(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
-        metric(&project, "agent_harness_trace_export_failures_total").as_deref(),
+        metric(&s, "agent_harness_trace_export_failures_total").as_deref(),
         Some("0"),
         "{}",
         stderr(&out)
     );
     let spans = phoenix.spans(4).await;
-    let summary = project.summary_in(&the_run_dir(&project, "hello"));
+    let summary = s.summary_in(&the_run_dir(&s, "hello"));
     let named = |name: &str| -> Vec<&serde_json::Value> {
         spans.iter().filter(|s| s["name"] == name).collect()
     };
@@ -538,15 +528,15 @@ async fn arize_phoenix_reads_back_one_trace_with_the_span_tree_and_the_summarys_
     assert_eq!(tool["status_code"], "ERROR");
 }
 
-#[test]
-fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
-    let project = Project::new();
+#[tokio::test]
+async fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
+    let s = scenario().no_config_file().build().await;
     for (endpoint, says) in [
         ("grpc://127.0.0.1:4317", "its scheme is grpc"),
         ("http://127.0.0.1:4318", "has no path"),
     ] {
-        project.write_config("http://127.0.0.1:9/v1", &traces_config(endpoint, 5));
-        let out = bin(&project)
+        s.write_config("http://127.0.0.1:9/v1", &traces_config(endpoint, 5));
+        let out = bin(&s)
             .arg("check")
             .env("OTLP_HEADERS", format!("authorization={SECRET}"))
             .output()
@@ -558,11 +548,11 @@ fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
             "{err}"
         );
     }
-    project.write_config(
+    s.write_config(
         "http://127.0.0.1:9/v1",
         &traces_config("http://127.0.0.1:4318/v1/traces", 5),
     );
-    let out = bin(&project)
+    let out = bin(&s)
         .arg("check")
         .env("OTLP_HEADERS", format!("authorization {SECRET}"))
         .output()
@@ -574,13 +564,13 @@ fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
         "{err}"
     );
     assert!(!err.contains(SECRET), "{err}");
-    let out = bin(&project)
+    let out = bin(&s)
         .arg("check")
         .env("OTLP_HEADERS", format!("authorization={SECRET}"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let said = crate::cli::stdout(&out);
+    let said = stdout(&out);
     assert!(
         said.contains("traces: each task's trace goes to http://127.0.0.1:4318/v1/traces (contents not exported, 1 extra header(s)"),
         "{said}"
@@ -590,21 +580,23 @@ fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key() {
 
 #[tokio::test]
 async fn a_signal_during_the_flush_cuts_it_short() {
-    let llm = FakeLlm::by_progress(two_turns()).await;
     let silent = collector(ResponseTemplate::new(200).set_delay(Duration::from_secs(3600))).await;
-    let project = Project::new();
     let endpoint = format!("{}/v1/traces", silent.uri());
-    project.write_config(&llm.base_url(), &traces_config(&endpoint, 120));
-    project.task("hello", "Say hello.");
+    let s = scenario()
+        .by_progress(two_turns())
+        .config(&traces_config(&endpoint, 120))
+        .task("hello", "Say hello.")
+        .build()
+        .await;
     let mut child = harness_command()
         .arg("run")
-        .current_dir(project.root())
+        .current_dir(s.root())
         .env("OTLP_HEADERS", format!("authorization=Bearer {SECRET}"))
         .spawn()
         .unwrap();
     // The task is filed: the run now waits for the collector.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while project.done().is_empty() {
+    while s.done().is_empty() {
         assert!(Instant::now() < deadline, "the task never finished");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -614,7 +606,7 @@ async fn a_signal_during_the_flush_cuts_it_short() {
     let code = crate::signals::wait(&mut child, crate::signals::STOP_TIMEOUT);
     assert_eq!(code, Some(0), "the task succeeded before the signal");
     assert_eq!(
-        metric(&project, "agent_harness_trace_export_failures_total").as_deref(),
+        metric(&s, "agent_harness_trace_export_failures_total").as_deref(),
         Some("1"),
         "the metrics are still written, the unsent trace counted"
     );

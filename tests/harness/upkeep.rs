@@ -5,7 +5,6 @@
 
 use serde_json::{Value, json};
 
-use crate::cli::{bin, run_bin, stderr, stdout};
 use crate::common::*;
 
 /// Puts `files` in `tasks/failed/` as a run would have left them.
@@ -19,41 +18,37 @@ fn failed(project: &Project, files: &[&str]) {
 
 #[tokio::test]
 async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attempt() {
-    let llm = FakeLlm::start(vec![
-        wiremock::ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
-        ok(final_answer("done now")),
-    ])
-    .await;
-    let project = Project::new();
-    project.write_config(&llm.base_url(), "");
-    project.task("flaky", "Answer.");
-    let first = run_bin(&project, &["run"]).await;
+    let s = scenario()
+        .script(vec![
+            wiremock::ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"message": "bad"}})),
+            ok(final_answer("done now")),
+        ])
+        .task("flaky", "Answer.")
+        .build()
+        .await;
+    let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
-    assert_eq!(project.failed().len(), 1);
+    assert_eq!(s.failed().len(), 1);
     // A count left behind (by hand, or an older version) is reset too.
     std::fs::write(
-        project.root().join("tasks/.agent-harness-attempts.json"),
+        s.root().join("tasks/.agent-harness-attempts.json"),
         r#"{"flaky": 7}"#,
     )
     .unwrap();
 
-    let out = run_bin(&project, &["requeue", "flaky"]).await;
+    let out = run_bin(&s, &["requeue", "flaky"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.inbox(), ["flaky.md"]);
-    assert!(project.failed().is_empty());
+    assert_eq!(s.inbox(), ["flaky.md"]);
+    assert!(s.failed().is_empty());
     let printed = stdout(&out);
     assert!(
         printed.contains("tasks/failed/") && printed.ends_with("tasks/inbox/flaky.md\n"),
         "{printed}"
     );
-    assert!(
-        !project
-            .root()
-            .join("tasks/.agent-harness-attempts.json")
-            .exists()
-    );
-    let again = run_bin(&project, &["run", "--json"]).await;
+    assert!(!s.root().join("tasks/.agent-harness-attempts.json").exists());
+    let again = run_bin(&s, &["run", "--json"]).await;
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
     let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
     assert_eq!(
@@ -62,12 +57,14 @@ async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attem
     );
 }
 
-#[test]
-fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
+#[tokio::test]
+async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
     failed(
-        &project,
+        &s,
         &[
             "20260401T060000Z-scan.md",
             "20260408T060000Z-scan.md",
@@ -77,39 +74,39 @@ fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
         ],
     );
     // `…Z-2-scan` is run `…Z-2` of `scan`: its run folder says so.
-    std::fs::create_dir_all(project.root().join("logs/scan/20260408T060000Z-2")).unwrap();
+    std::fs::create_dir_all(s.root().join("logs/scan/20260408T060000Z-2")).unwrap();
 
-    let out = bin(&project).args(["requeue", "scan"]).output().unwrap();
+    let out = bin(&s).args(["requeue", "scan"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/scan.md")).unwrap(),
+        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
         "task from 20260408T060000Z-2-scan.md"
     );
 
     // The inbox holds scan.md now: the next one is refused, and stays.
-    let out = bin(&project).args(["requeue", "scan"]).output().unwrap();
+    let out = bin(&s).args(["requeue", "scan"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("scan.md is already in the inbox"),
         "{}",
         stderr(&out)
     );
-    assert_eq!(project.failed().len(), 4);
+    assert_eq!(s.failed().len(), 4);
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/scan.md")).unwrap(),
+        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
         "task from 20260408T060000Z-2-scan.md",
         "never overwritten"
     );
 
     // A run id names every task of that run; a date-like name stays whole.
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["requeue", "20260409T061500Z"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.inbox(), ["2026-report.md", "other.md", "scan.md"]);
+    assert_eq!(s.inbox(), ["2026-report.md", "other.md", "scan.md"]);
 
-    let out = bin(&project)
+    let out = bin(&s)
         .args(["requeue", "nothing-like-it"])
         .output()
         .unwrap();
@@ -121,47 +118,43 @@ fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
     );
 }
 
-#[test]
-fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
+#[tokio::test]
+async fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
     failed(
-        &project,
+        &s,
         &[
             "20260401T060000Z-a.md",
             "20260402T060000Z-a.md",
             "20260403T060000Z-b.md",
         ],
     );
-    let lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
+    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
-    let out = bin(&project)
-        .args(["requeue", "--all-failed"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("another run holds the lock"),
         "{}",
         stderr(&out)
     );
-    assert!(project.inbox().is_empty());
+    assert!(s.inbox().is_empty());
     drop(lock);
 
-    let out = bin(&project)
-        .args(["requeue", "--all-failed"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.inbox(), ["a.md", "b.md"]);
+    assert_eq!(s.inbox(), ["a.md", "b.md"]);
     assert_eq!(
-        std::fs::read_to_string(project.root().join("tasks/inbox/a.md")).unwrap(),
+        std::fs::read_to_string(s.root().join("tasks/inbox/a.md")).unwrap(),
         "task from 20260402T060000Z-a.md"
     );
-    assert_eq!(project.failed(), ["20260401T060000Z-a.md"]);
+    assert_eq!(s.failed(), ["20260401T060000Z-a.md"]);
 
-    let out = bin(&project).args(["requeue"]).output().unwrap();
+    let out = bin(&s).args(["requeue"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a target is required");
 }
 
@@ -192,18 +185,21 @@ fn runs_of(project: &Project, task: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_run_prunes_by_age_but_keeps_the_newest_runs_of_each_task_and_all_of_failed() {
-    let llm = FakeLlm::replies(vec![final_answer("ok")]).await;
-    let project = Project::new();
+    let s = scenario()
+        .replies(vec![final_answer("ok")])
+        .task("t", "Answer.")
+        .build()
+        .await;
     // 12 old runs of `scan` (200 days and more), 3 recent ones.
     let old: Vec<String> = (0..12).map(|i| run_id_before(200 + i, 0)).collect();
     let recent: Vec<String> = (0..3).map(|i| run_id_before(i, 1)).collect();
-    make_runs(&project, "scan", &old);
-    make_runs(&project, "scan", &recent);
+    make_runs(&s, "scan", &old);
+    make_runs(&s, "scan", &recent);
     let evals: Vec<String> = (0..12).map(|i| run_id_before(400 + i, 0)).collect();
-    make_runs(&project, "eval", &evals);
-    make_runs(&project, "eval", &[run_id_before(1, 0)]);
-    let done = project.root().join("tasks/done");
-    let failed = project.root().join("tasks/failed");
+    make_runs(&s, "eval", &evals);
+    make_runs(&s, "eval", &[run_id_before(1, 0)]);
+    let done = s.root().join("tasks/done");
+    let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&done).unwrap();
     std::fs::create_dir_all(&failed).unwrap();
     let old_done = done.join(format!("{}-scan.md", run_id_before(100, 0)));
@@ -213,39 +209,30 @@ async fn a_run_prunes_by_age_but_keeps_the_newest_runs_of_each_task_and_all_of_f
         std::fs::write(f, "x").unwrap();
     }
     // Nothing named otherwise, and nothing behind a link, is touched.
-    std::fs::write(project.root().join("logs/scan/notes.txt"), "mine").unwrap();
+    std::fs::write(s.root().join("logs/scan/notes.txt"), "mine").unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(outside.path().join(run_id_before(500, 0))).unwrap();
-    std::os::unix::fs::symlink(outside.path(), project.root().join("logs/linked")).unwrap();
-    project.task("t", "Answer.");
-    let cfg = project.config(&llm.base_url(), "");
+    std::os::unix::fs::symlink(outside.path(), s.root().join("logs/linked")).unwrap();
+    let cfg = s.cfg();
     assert_eq!(cfg.retention.keep_days, 90);
     assert_eq!(cfg.retention.keep_runs, 10);
 
-    assert_eq!(run_all(&cfg).await.exit_code(), 0);
+    assert_eq!(s.run().await.exit_code(), 0);
 
     let mut kept: Vec<String> = old[..7].to_vec();
     kept.extend(recent.iter().cloned());
     kept.push("notes.txt".into());
     kept.sort();
     assert_eq!(
-        runs_of(&project, "scan"),
+        runs_of(&s, "scan"),
         kept,
         "the newest 10 of scan, and its other files"
     );
     let mut kept_evals: Vec<String> = evals[..9].to_vec();
     kept_evals.push(run_id_before(1, 0));
     kept_evals.sort();
-    assert_eq!(
-        runs_of(&project, "eval"),
-        kept_evals,
-        "evals by the same rules"
-    );
-    assert_eq!(
-        runs_of(&project, "t").len(),
-        1,
-        "this run's own folder stays"
-    );
+    assert_eq!(runs_of(&s, "eval"), kept_evals, "evals by the same rules");
+    assert_eq!(runs_of(&s, "t").len(), 1, "this run's own folder stays");
     assert!(!old_done.exists() && new_done.exists());
     assert!(old_failed.exists(), "failed/ is never pruned");
     assert!(
@@ -256,35 +243,30 @@ async fn a_run_prunes_by_age_but_keeps_the_newest_runs_of_each_task_and_all_of_f
 
 #[tokio::test]
 async fn keep_days_0_keeps_everything_and_a_dry_run_prunes_nothing() {
-    let llm = FakeLlm::replies(vec![final_answer("ok"), final_answer("ok")]).await;
-    let project = Project::new();
+    let s = scenario()
+        .replies(vec![final_answer("ok"), final_answer("ok")])
+        .task("t", "Answer.")
+        .config("[retention]\nkeep_days = 0\nkeep_runs = 0")
+        .build()
+        .await;
     let old: Vec<String> = (0..15).map(|i| run_id_before(300 + i, 0)).collect();
-    make_runs(&project, "scan", &old);
-    project.task("t", "Answer.");
-    let cfg = project.config(
-        &llm.base_url(),
-        "[retention]\nkeep_days = 0\nkeep_runs = 0\n",
-    );
-    run_all(&cfg).await;
-    assert_eq!(runs_of(&project, "scan").len(), 15);
+    make_runs(&s, "scan", &old);
+    s.run().await;
+    assert_eq!(runs_of(&s, "scan").len(), 15);
 
-    project.task("u", "Answer.");
-    let cfg = project.config(&llm.base_url(), "[retention]\nkeep_runs = 0\n");
-    run(&cfg, run_options(1, true)).await;
-    assert_eq!(
-        runs_of(&project, "scan").len(),
-        15,
-        "a dry run deletes nothing"
-    );
+    s.task("u", "Answer.");
+    s.write_config(&s.llm().base_url(), "[retention]\nkeep_runs = 0\n");
+    s.run_with(run_options(1, true)).await;
+    assert_eq!(runs_of(&s, "scan").len(), 15, "a dry run deletes nothing");
 }
 
-#[test]
-fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[retention]\nkeep_days = 30\nkeep_runs = 5\n",
-    );
+#[tokio::test]
+async fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[retention]\nkeep_days = 30\nkeep_runs = 5")
+        .build()
+        .await;
     // A year of hourly runs, up to now.
     let now = chrono::Utc::now();
     let ids: Vec<String> = (0..24 * 365)
@@ -294,50 +276,46 @@ fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
                 .to_string()
         })
         .collect();
-    make_runs(&project, "hourly", &ids);
+    make_runs(&s, "hourly", &ids);
 
-    let out = bin(&project).args(["prune", "--dry-run"]).output().unwrap();
+    let out = bin(&s).args(["prune", "--dry-run"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let listed = stdout(&out);
     let would = listed
         .lines()
         .filter(|l| l.starts_with("would remove "))
         .count();
-    assert_eq!(
-        runs_of(&project, "hourly").len(),
-        24 * 365,
-        "nothing removed yet"
-    );
+    assert_eq!(runs_of(&s, "hourly").len(), 24 * 365, "nothing removed yet");
 
-    let out = bin(&project).arg("prune").output().unwrap();
+    let out = bin(&s).arg("prune").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let removed = stdout(&out)
         .lines()
         .filter(|l| l.starts_with("removed "))
         .count();
     assert_eq!(removed, would, "prune removes what --dry-run listed");
-    let left = runs_of(&project, "hourly").len();
+    let left = runs_of(&s, "hourly").len();
     assert!(
         (30 * 24..=30 * 24 + 1).contains(&left),
         "30 days of hourly runs are left, not a year: {left}"
     );
     assert_eq!(left + removed, 24 * 365);
 
-    let lock = agent_harness::state::RunLock::try_acquire(&project.root().join("tasks"))
+    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
-    let out = bin(&project).arg("prune").output().unwrap();
+    let out = bin(&s).arg("prune").output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     drop(lock);
 }
 
-#[test]
-fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
-    let project = Project::new();
-    project.write_config(
-        "http://127.0.0.1:9/v1",
-        "[retention]\nkeep_days = 1\nkeep_runs = 0\n",
-    );
+#[tokio::test]
+async fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[retention]\nkeep_days = 1\nkeep_runs = 0")
+        .build()
+        .await;
     let now = chrono::Utc::now();
     let old = (now - chrono::Duration::days(30))
         .format("%Y%m%dT%H%M%SZ")
@@ -345,9 +323,9 @@ fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
     let ahead = (now + chrono::Duration::days(2))
         .format("%Y%m%dT%H%M%SZ")
         .to_string();
-    make_runs(&project, "t", &[old.clone(), ahead.clone()]);
+    make_runs(&s, "t", &[old.clone(), ahead.clone()]);
 
-    let out = bin(&project).arg("prune").output().unwrap();
+    let out = bin(&s).arg("prune").output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -358,22 +336,21 @@ fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
     assert_eq!(stdout(&out), "");
     let mut both = vec![old, ahead];
     both.sort();
-    assert_eq!(runs_of(&project, "t"), both, "nothing removed");
+    assert_eq!(runs_of(&s, "t"), both, "nothing removed");
 }
 
-#[test]
-fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
-    let project = Project::new();
-    project.write_config("http://127.0.0.1:9/v1", "");
+#[tokio::test]
+async fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
     let long = "a".repeat(300);
     let file = agent_harness::inbox::fit_file_name("20260409T061500Z-", &long, ".md");
     assert!(file.len() <= 255 && file.contains('~'));
-    failed(&project, &[&file]);
+    failed(&s, &[&file]);
 
-    let out = bin(&project)
-        .args(["requeue", "--all-failed"])
-        .output()
-        .unwrap();
+    let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -381,6 +358,6 @@ fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
         "{}",
         stderr(&out)
     );
-    assert!(project.inbox().is_empty());
-    assert_eq!(project.failed(), [file]);
+    assert!(s.inbox().is_empty());
+    assert_eq!(s.failed(), [file]);
 }

@@ -210,19 +210,19 @@ async fn a_denied_address_in_its_ipv6_spelling_is_refused_to_the_model() {
         .zip(&urls)
         .map(|(id, url)| (id.as_str(), "webfetch", serde_json::json!({ "url": url })))
         .collect();
-    let (_llm, project, cfg) = crate::common::arrange(
-        vec![
+    let s = crate::common::scenario()
+        .replies(vec![
             crate::common::tool_calls(&calls),
             crate::common::final_answer("done"),
-        ],
-        &[("t", "Fetch the page.")],
-        "[tools.webfetch]\nallow_private = true\ndeny_hosts = [\"127.0.0.1\"]\n",
-    )
-    .await;
+        ])
+        .task("t", "Fetch the page.")
+        .config("[tools.webfetch]\nallow_private = true\ndeny_hosts = [\"127.0.0.1\"]")
+        .build()
+        .await;
 
-    crate::common::run_all(&cfg).await;
+    s.run().await;
 
-    let lines = project.tool_lines("t");
+    let lines = s.tool_lines("t");
     assert_eq!(lines.len(), urls.len());
     for (line, url) in lines.iter().zip(&urls) {
         assert!(

@@ -13,7 +13,6 @@ use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::cli::{run_bin, stderr, stdout};
 use crate::common::*;
 
 /// `python3 -m http.server` on a free loopback port, serving an empty folder.
@@ -75,12 +74,14 @@ impl Drop for HttpServer {
 #[tokio::test(flavor = "multi_thread")]
 async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_base_url() {
     let other = HttpServer::start();
-    let project = Project::new();
-    project.task("a", "Answer.");
-    project.task("b", "Answer too.");
-    project.write_config(&other.base_url(), "");
+    let s = scenario()
+        .endpoint_at(&other.base_url())
+        .task("a", "Answer.")
+        .task("b", "Answer too.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     // `test-runpod`'s reachability verdict, before any task: no task
     // started, none filed, no attempt counted.
@@ -92,10 +93,10 @@ async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_b
             && err.contains("not an OpenAI-compatible server; check [openai] base_url"),
         "{err}"
     );
-    assert!(!project.root().join("logs/a").exists(), "no task started");
-    assert_eq!(project.inbox(), ["a.md", "b.md"], "every task as it was");
-    assert!(project.failed().is_empty());
-    assert_eq!(attempt_counts(&project), json!({}), "no attempt counted");
+    assert!(!s.root().join("logs/a").exists(), "no task started");
+    assert_eq!(s.inbox(), ["a.md", "b.md"], "every task as it was");
+    assert!(s.failed().is_empty());
+    assert_eq!(attempt_counts(&s), json!({}), "no attempt counted");
 }
 
 /// A FastAPI service (Arize Phoenix's port): JSON everywhere, `422
@@ -125,20 +126,22 @@ async fn another_json_service_on_the_port_leaves_every_task_in_the_inbox_with_ex
         // with one (a proxy that lists models), the first chat request's
         // 422, which is no OpenAI error, does.
         let server = fastapi(models).await;
-        let project = Project::new();
-        for name in ["a", "b", "c"] {
-            project.task(name, "Answer.");
-        }
-        project.write_config(&format!("{}/v1", server.uri()), "");
+        let s = scenario()
+            .endpoint_at(&format!("{}/v1", server.uri()))
+            .task("a", "Answer.")
+            .task("b", "Answer.")
+            .task("c", "Answer.")
+            .build()
+            .await;
 
-        let out = run_bin(&project, &["run"]).await;
+        let out = run_bin(&s, &["run"]).await;
 
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "models={models}: {err}");
         assert!(err.contains("check [openai] base_url"), "{err}");
-        assert_eq!(project.inbox(), ["a.md", "b.md", "c.md"], "models={models}");
-        assert!(project.failed().is_empty(), "models={models}");
-        assert_eq!(attempt_counts(&project), json!({}));
+        assert_eq!(s.inbox(), ["a.md", "b.md", "c.md"], "models={models}");
+        assert!(s.failed().is_empty(), "models={models}");
+        assert_eq!(attempt_counts(&s), json!({}));
         let chats = server
             .received_requests()
             .await
@@ -159,26 +162,26 @@ async fn another_json_service_on_the_port_leaves_every_task_in_the_inbox_with_ex
 
 #[tokio::test]
 async fn an_openai_style_422_for_one_task_stays_that_tasks_failure() {
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(422).set_body_json(
-            json!({"error": {"message": "response_format is not supported", "type": "invalid_request_error"}}),
-        ),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("a", "Answer.");
-    project.task("b", "Answer.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(422).set_body_json(
+                json!({"error": {"message": "response_format is not supported", "type": "invalid_request_error"}}),
+            ),
+            ok(final_answer("done")),
+        ])
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!(project.failed().len(), 1);
-    assert_eq!(project.done().len(), 1);
-    let s = project.summary_in(&the_run_dir(&project, "a"));
-    assert_eq!(s.stop_reason, StopReason::EndpointError);
-    assert!(s.error.unwrap().contains("HTTP 422"));
+    assert_eq!(s.failed().len(), 1);
+    assert_eq!(s.done().len(), 1);
+    let a = s.summary_in(&the_run_dir(&s, "a"));
+    assert_eq!(a.stop_reason, StopReason::EndpointError);
+    assert!(a.error.unwrap().contains("HTTP 422"));
 }
 
 #[tokio::test]
@@ -189,13 +192,14 @@ async fn a_llama_server_without_jinja_is_a_setup_fault_naming_the_flag() {
             "code": 500, "message": "tools param requires --jinja flag", "type": "server_error"
         }}))
     };
-    let llm = FakeLlm::start(vec![refusal(), refusal(), refusal()]).await;
-    let project = Project::new();
-    project.task("a", "Answer.");
-    project.task("b", "Answer.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![refusal(), refusal(), refusal()])
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -203,19 +207,18 @@ async fn a_llama_server_without_jinja_is_a_setup_fault_naming_the_flag() {
         err.contains("start it with --jinja") && err.contains("tools param requires --jinja flag"),
         "{err}"
     );
-    assert_eq!(project.inbox(), ["a.md", "b.md"]);
-    assert!(project.failed().is_empty());
-    assert_eq!(attempt_counts(&project), json!({}));
-    assert_eq!(llm.requests().await.len(), 1, "not retried, b never asked");
+    assert_eq!(s.inbox(), ["a.md", "b.md"]);
+    assert!(s.failed().is_empty());
+    assert_eq!(attempt_counts(&s), json!({}));
+    assert_eq!(s.requests().await.len(), 1, "not retried, b never asked");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn test_runpod_fails_reachability_for_a_service_that_is_no_openai_server() {
     let other = HttpServer::start();
-    let project = Project::new();
-    project.write_config(&other.base_url(), "");
+    let s = scenario().endpoint_at(&other.base_url()).build().await;
 
-    let out = run_bin(&project, &["test-runpod"]).await;
+    let out = run_bin(&s, &["test-runpod"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let printed = stdout(&out);
@@ -244,44 +247,47 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
         .await;
     // A proxy that lists models in front of a login page.
     list_models(&server).await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let cfg = project.config(&format!("{}/v1", server.uri()), "");
+    let s = scenario()
+        .llm(FakeLlm { server })
+        .task("t", "Answer.")
+        .build()
+        .await;
 
-    let outcome = run_all(&cfg).await;
+    let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
-    let s = project.summary("t");
-    assert_eq!(s.stop_reason, StopReason::SetupFault);
+    let t = s.summary("t");
+    assert_eq!(t.stop_reason, StopReason::SetupFault);
     assert!(
-        s.error.as_deref().unwrap().contains("not JSON")
-            && s.error
+        t.error.as_deref().unwrap().contains("not JSON")
+            && t.error
                 .as_deref()
                 .unwrap()
                 .contains("check [openai] base_url"),
         "{:?}",
-        s.error
+        t.error
     );
-    assert_eq!(project.inbox(), ["t.md"]);
+    assert_eq!(s.inbox(), ["t.md"]);
 
     // Once the endpoint answered in this run, the same page is a passing
     // fault of something between: retried, and the task goes on.
-    let llm = FakeLlm::start(vec![
-        ok(tool_calls(&[(
-            "c1",
-            "webfetch",
-            json!({"url": "http://127.0.0.1:9/"}),
-        )])),
-        html(),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "Answer.");
-    let outcome = run_all(&project.config(&llm.base_url(), "")).await;
+    let s = scenario()
+        .script(vec![
+            ok(tool_calls(&[(
+                "c1",
+                "webfetch",
+                json!({"url": "http://127.0.0.1:9/"}),
+            )])),
+            html(),
+            ok(final_answer("done")),
+        ])
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let outcome = s.run().await;
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    assert_eq!(project.summary("t").final_answer.as_deref(), Some("done"));
-    let kinds: Vec<_> = project
+    assert_eq!(s.summary("t").final_answer.as_deref(), Some("done"));
+    let kinds: Vec<_> = s
         .conversation("t")
         .iter()
         .map(|l| l["error_kind"].as_str().unwrap_or("-").to_string())
@@ -290,12 +296,14 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
 }
 
 /// `run` of one task against `server`.
-async fn run_one_task(server: &MockServer) -> (Project, std::process::Output) {
-    let project = Project::new();
-    project.task("a", "Answer.");
-    project.write_config(&format!("{}/v1", server.uri()), "");
-    let out = run_bin(&project, &["run"]).await;
-    (project, out)
+async fn run_one_task(server: &MockServer) -> (Scene, std::process::Output) {
+    let s = scenario()
+        .endpoint_at(&format!("{}/v1", server.uri()))
+        .task("a", "Answer.")
+        .build()
+        .await;
+    let out = run_bin(&s, &["run"]).await;
+    (s, out)
 }
 
 /// A server that answers `GET /v1/models` with `models` and every chat
@@ -324,12 +332,12 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
     };
     // The model list and the chat refuse the key: the key is named, not the URL.
     let server = answering(refused(), refused()).await;
-    let (project, out) = run_one_task(&server).await;
+    let (s, out) = run_one_task(&server).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("the endpoint refused the API key"), "{err}");
     assert!(!err.contains("not an OpenAI-compatible server"), "{err}");
-    assert_eq!(project.inbox(), ["a.md"]);
+    assert_eq!(s.inbox(), ["a.md"]);
 
     // A key that may chat but not list models runs.
     let server = answering(
@@ -338,9 +346,9 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
         ok(final_answer("done")),
     )
     .await;
-    let (project, out) = run_one_task(&server).await;
+    let (s, out) = run_one_task(&server).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(project.done().len(), 1);
+    assert_eq!(s.done().len(), 1);
 
     // Loading, or a gateway's 502: nothing touched, a later run (75).
     for status in [502, 503] {
@@ -349,12 +357,12 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
             ResponseTemplate::new(status),
         )
         .await;
-        let (project, out) = run_one_task(&server).await;
+        let (s, out) = run_one_task(&server).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(75), "{status}: {err}");
         assert!(err.contains("not ready"), "{err}");
-        assert_eq!(project.inbox(), ["a.md"]);
-        assert!(!project.root().join("logs/a").exists());
+        assert_eq!(s.inbox(), ["a.md"]);
+        assert!(!s.root().join("logs/a").exists());
     }
 }
 
@@ -366,12 +374,12 @@ async fn a_catch_all_json_service_files_nothing() {
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"status": "ok"})))
         .mount(&server)
         .await;
-    let (project, out) = run_one_task(&server).await;
+    let (s, out) = run_one_task(&server).await;
 
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("without a model list"), "{err}");
-    assert_eq!(project.inbox(), ["a.md"]);
+    assert_eq!(s.inbox(), ["a.md"]);
 
     // Past the model list, its chat answer is no chat completion: a setup
     // fault at the first request, never six retries and a filed task.
@@ -380,33 +388,33 @@ async fn a_catch_all_json_service_files_nothing() {
         ResponseTemplate::new(200).set_body_json(json!({"status": "ok"})),
     )
     .await;
-    let (project, out) = run_one_task(&server).await;
+    let (s, out) = run_one_task(&server).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no chat completion"), "{err}");
-    assert_eq!(project.inbox(), ["a.md"]);
-    assert_eq!(attempt_counts(&project), json!({}));
+    assert_eq!(s.inbox(), ["a.md"]);
+    assert_eq!(attempt_counts(&s), json!({}));
 }
 
 #[tokio::test]
 async fn a_flat_error_from_a_vllm_style_server_is_the_tasks_failure() {
-    let llm = FakeLlm::start(vec![
-        ResponseTemplate::new(400).set_body_json(json!({
-            "object": "error", "message": "This model's maximum context length is 4096 tokens",
-            "type": "BadRequestError", "param": null, "code": 400
-        })),
-        ok(final_answer("done")),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("a", "Answer.");
-    project.task("b", "Answer.");
-    project.write_config(&llm.base_url(), "");
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({
+                "object": "error", "message": "This model's maximum context length is 4096 tokens",
+                "type": "BadRequestError", "param": null, "code": 400
+            })),
+            ok(final_answer("done")),
+        ])
+        .task("a", "Answer.")
+        .task("b", "Answer.")
+        .build()
+        .await;
 
-    let out = run_bin(&project, &["run"]).await;
+    let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!((project.failed().len(), project.done().len()), (1, 1));
-    let s = project.summary_in(&the_run_dir(&project, "a"));
-    assert!(s.error.unwrap().contains("maximum context length"));
+    assert_eq!((s.failed().len(), s.done().len()), (1, 1));
+    let a = s.summary_in(&the_run_dir(&s, "a"));
+    assert!(a.error.unwrap().contains("maximum context length"));
 }

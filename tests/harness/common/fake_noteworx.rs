@@ -83,8 +83,15 @@ impl FakeNoteworx {
 
     /// The `[tools.noteworx]` section pointing here.
     pub fn config_section(&self) -> String {
+        self.config_section_waiting(5)
+    }
+
+    /// As [`FakeNoteworx::config_section`], each request given
+    /// `timeout_secs`: for answers of many MiB, which a loaded machine
+    /// serves slowly.
+    pub fn config_section_waiting(&self, timeout_secs: u64) -> String {
         format!(
-            "[tools.noteworx]\nbase_url = \"{}\"\nagent_name = \"test-agent\"\ntimeout_secs = 5\n",
+            "[tools.noteworx]\nbase_url = \"{}\"\nagent_name = \"test-agent\"\ntimeout_secs = {timeout_secs}\n",
             self.uri()
         )
     }

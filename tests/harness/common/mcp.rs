@@ -1,14 +1,10 @@
 //! What the MCP tests share: the stack's Python with the official SDK, the
 //! test servers in `tests/mcp/`, the config section that starts one, an
-//! environment holding a secret to pass, a run that stops its servers as
-//! `run` does, and whether a process is gone.
+//! environment holding a secret to pass, and whether a process is gone.
 
 use std::path::Path;
 
-use agent_harness::config::Config;
-use agent_harness::drain::{RunOptions, RunOutcome};
-
-use super::{FakeLlm, Project, harness, run_options, stack_paths, test_env};
+use super::{stack_paths, test_env};
 
 /// The secret the tests pass to a server with `env_pass` (as
 /// `MCP_TEST_TOKEN` or `MCP_TOKEN`).
@@ -49,20 +45,6 @@ pub fn mcp_env(key: &str) -> Option<String> {
     }
 }
 
-/// The project's config for `llm` with `extra`, read with [`mcp_env`].
-pub fn mcp_config(project: &Project, llm: &FakeLlm, extra: &str) -> Config {
-    let p = project.write_config(&llm.base_url(), extra);
-    Config::load(&p, &mcp_env).unwrap()
-}
-
-/// Runs the inbox and stops the servers, as `run` does.
-pub async fn run_stopping(cfg: &Config, opts: RunOptions) -> RunOutcome {
-    let h = harness(cfg);
-    let out = agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap();
-    h.shutdown().await;
-    out
-}
-
 /// Whether the process whose id `pid` holds is gone (a zombie counts).
 pub fn process_gone(pid: &str) -> bool {
     match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
@@ -76,12 +58,6 @@ pub fn process_gone(pid: &str) -> bool {
 /// Whether the process whose id the file `pid_file` holds is gone.
 pub fn pid_file_gone(pid_file: &Path) -> bool {
     process_gone(&std::fs::read_to_string(pid_file).unwrap())
-}
-
-/// Runs the inbox with `concurrency` tasks at once, the servers stopped after.
-pub async fn run_concurrently(cfg: &Config, concurrency: usize) -> RunOutcome {
-    let opts = run_options(concurrency, false);
-    run_stopping(cfg, opts).await
 }
 
 /// The names of the tools a request offered.

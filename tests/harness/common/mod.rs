@@ -1,12 +1,17 @@
 //! Test fixtures: a scripted OpenAI-compatible endpoint, a stateful fake
-//! noteworx implementing its API (README, Tools), a fake RunPod, and a
-//! throwaway project folder with config, inbox and the helpers to read its
-//! records.
-#![allow(dead_code)]
+//! noteworx implementing its API (README, Tools), a fake RunPod, a
+//! throwaway project folder with the helpers to read its records, and the
+//! one way a test arranges all of it ([`scenario`]).
+#![allow(dead_code, unused_imports)]
 
+pub mod binary;
 pub mod fake_noteworx;
 pub mod fake_runpod;
 pub mod mcp;
+pub mod scenario;
+
+pub use binary::*;
+pub use scenario::*;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -463,29 +468,6 @@ pub fn harness(cfg: &Config) -> TaskDeps {
     h
 }
 
-/// The common arrangement: a fake model answering `replies` in order, a
-/// project with `tasks` (name, text) in its inbox, and its config for that
-/// model with `extra` TOML added.
-pub async fn arrange(
-    replies: Vec<Value>,
-    tasks: &[(&str, &str)],
-    extra: &str,
-) -> (FakeLlm, Project, Config) {
-    let llm = FakeLlm::replies(replies).await;
-    let project = Project::new();
-    for (name, text) in tasks {
-        project.task(name, text);
-    }
-    let cfg = project.config(&llm.base_url(), extra);
-    (llm, project, cfg)
-}
-
-/// Runs the whole inbox with a fixed clock and fast retries.
-pub async fn run(cfg: &Config, opts: RunOptions) -> RunOutcome {
-    let h = harness(cfg);
-    agent_harness::app::run_inbox(cfg, &h, &opts).await.unwrap()
-}
-
 /// A `run` of the whole inbox, `concurrency` tasks at once (a dry run
 /// when `dry_run`), told of nobody.
 pub fn run_options(concurrency: usize, dry_run: bool) -> RunOptions {
@@ -499,8 +481,13 @@ pub fn run_options(concurrency: usize, dry_run: bool) -> RunOptions {
     }
 }
 
+/// Runs the whole inbox of `cfg`, one task at a time, with a fixed clock
+/// and fast retries (the benchmark's; a test runs a [`Scene`]).
 pub async fn run_all(cfg: &Config) -> RunOutcome {
-    run(cfg, run_options(1, false)).await
+    let deps = harness(cfg);
+    agent_harness::app::run_inbox(cfg, &deps, &run_options(1, false))
+        .await
+        .unwrap()
 }
 
 /// How long a test lets work that must end on its own go on before it
@@ -614,25 +601,16 @@ pub fn run_binary_within(
     child.wait_with_output().unwrap()
 }
 
+/// A tool call that fails (no such tool), then the answer: two requests,
+/// one call (120 tokens, then 160).
+pub fn two_turns() -> Vec<ResponseTemplate> {
+    vec![
+        ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
+        ok(final_answer("done")),
+    ]
+}
+
 /// A reply cut at `max_tokens` (`finish_reason` `length`).
 pub fn cut(text: &str) -> Value {
     reply(json!({"role": "assistant", "content": text}), "length")
-}
-
-/// Runs task `t` whose model makes one call and then answers.
-pub async fn one_call(
-    notes: &fake_noteworx::FakeNoteworx,
-    name: &str,
-    args: Value,
-) -> (Project, FakeLlm) {
-    let llm = FakeLlm::replies(vec![
-        tool_calls(&[("c1", name, args)]),
-        final_answer("done"),
-    ])
-    .await;
-    let project = Project::new();
-    project.task("t", "Work with my notes.");
-    let cfg = project.config(&llm.base_url(), &notes.config_section());
-    run_all(&cfg).await;
-    (project, llm)
 }
