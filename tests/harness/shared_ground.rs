@@ -94,7 +94,7 @@ async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_
         let out = run_bin(&s, &["run"]).await;
 
         // Nothing waited on it: it was refused by its type, unread (and a
-        // run that blocked on it is killed by `bin`'s 60 s limit, no code).
+        // run that blocked on it is killed by `bin`'s 120 s limit, no code).
         assert_eq!(out.status.code(), Some(0), "{plant}: {}", stderr(&out));
         assert!(
             stderr(&out).contains("attempt counts unreadable")

@@ -38,7 +38,7 @@ fn traces_config(endpoint: &str, flush_secs: u64) -> String {
 }
 
 /// `args` run by the binary with the header secret set. A run still going
-/// after `bin`'s 60 s is killed (no exit code): a test fails instead of
+/// after `bin`'s 120 s is killed (no exit code): a test fails instead of
 /// hanging on a run that waits for its collector without bound.
 async fn run_traced(project: &Project, args: &[&str]) -> std::process::Output {
     let mut cmd = bin(project);
@@ -207,7 +207,7 @@ async fn a_task_is_one_trace_of_its_requests_and_calls_and_the_header_key_is_now
 }
 
 /// A collector that cannot take the trace, and what the run must still do:
-/// exit 0 (a run that waited on the collector past `bin`'s 60 s would be
+/// exit 0 (a run that waited on the collector past `bin`'s 120 s would be
 /// killed and have no code), file the task, warn naming the key, say the
 /// trace was given up, count it. What it printed.
 async fn survives(otlp: &str, case: &str) -> String {
@@ -265,7 +265,7 @@ async fn a_collector_that_is_down_fails_or_refuses_changes_nothing_but_a_warning
 
 #[tokio::test]
 async fn a_collector_that_never_answers_costs_at_most_flush_secs() {
-    // It would answer in an hour; `bin` kills a run after 60 s. A run that
+    // It would answer in an hour; `bin` kills a run after 120 s. A run that
     // exits 0 (as `survives` asserts) stopped waiting long before either:
     // the wait is bounded, and the run names what bounds it.
     let silent = collector(ResponseTemplate::new(200).set_delay(Duration::from_secs(3600))).await;
