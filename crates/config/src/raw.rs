@@ -336,3 +336,6 @@ impl Default for RawSchedule {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
