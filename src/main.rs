@@ -11,6 +11,16 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
     let cli = agent_harness::app::cli::Cli::parse();
+    // `exec -q`: only the answer; on stderr, only errors.
+    let quiet = matches!(
+        cli.command,
+        agent_harness::app::cli::Command::Exec { quiet: true, .. }
+    );
+    let level = if quiet {
+        tracing::Level::ERROR
+    } else {
+        tracing::Level::INFO
+    };
     // `target=level` pairs and a default level: parsed without a regex
     // engine, which is why this is not an `EnvFilter`. One that does not
     // parse leaves the default.
@@ -19,15 +29,15 @@ fn main() -> ExitCode {
         .and_then(|v| rooms_named(&v).parse::<Targets>().ok())
         .unwrap_or_else(|| {
             Targets::new()
-                .with_target("agent_harness", tracing::Level::INFO)
-                .with_target(ROOMS, tracing::Level::INFO)
+                .with_target("agent_harness", level)
+                .with_target(ROOMS, level)
                 .with_target("rmcp", tracing_subscriber::filter::LevelFilter::OFF)
                 .with_default(tracing::Level::WARN)
         });
     let terminal = agent_harness::display::stderr_is_terminal()
         && std::env::var("TERM").map_or(true, |t| t != "dumb");
     let ansi = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let progress = if terminal {
+    let progress = if terminal && !quiet {
         Progress::live()
     } else {
         Progress::hidden()

@@ -420,3 +420,47 @@ async fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_i
         stdout(&out)
     );
 }
+
+#[test]
+fn test_endpoint_is_test_runpod_and_help_lists_it() {
+    let help = harness_command().arg("--help").output().unwrap();
+    assert!(stdout(&help).contains("test-endpoint"), "{}", stdout(&help));
+    let out = harness_command()
+        .args(["test-endpoint", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Smoke-test the endpoint"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_are_made_from_the_command_line_without_a_config() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = harness_command()
+            .args(["--config", "/nonexistent.toml", "completions", shell])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in [
+            "agent-harness",
+            "run-task",
+            "requeue",
+            "submit",
+            "completions",
+        ] {
+            assert!(script.contains(word), "{shell}: {word} missing");
+        }
+    }
+    let out = harness_command().arg("man").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = stdout(&out);
+    assert!(page.starts_with(".TH"), "{}", &page[..page.len().min(200)]);
+    assert!(page.contains("run"), "{page}");
+    let help = harness_command().arg("--help").output().unwrap();
+    assert!(!stdout(&help).contains("\n  man "), "man is hidden");
+}

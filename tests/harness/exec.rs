@@ -83,6 +83,7 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         &["exec", "--tools", "", "Answer."][..],
         &["exec", "--tools", "webfetch,,shell", "Answer."][..],
         &["exec", "--agent", "nobody", "Answer."][..],
+        &["exec", "--max-turns", "5000", "Answer."][..],
     ] {
         let out = run_bin(&s, args).await;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -104,4 +105,70 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         1,
         "only the first exec called the model"
     );
+}
+
+#[tokio::test]
+async fn exec_quiet_prints_only_the_answer_and_output_writes_it_to_a_file() {
+    let s = scenario()
+        .replies(vec![final_answer("Paris."), final_answer("Lyon.")])
+        .build()
+        .await;
+
+    let out = run_bin(&s, &["exec", "-q", "Capital?"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Paris.\n");
+    assert_eq!(stderr(&out), "", "nothing on stderr when it succeeds");
+
+    let out = run_bin(
+        &s,
+        &["exec", "--quiet", "--output", "answer.txt", "Second city?"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "the answer goes to the file only");
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("answer.txt")).unwrap(),
+        "Lyon.\n"
+    );
+}
+
+#[tokio::test]
+async fn exec_max_turns_and_model_override_the_config_for_that_run() {
+    let replies = (0..5)
+        .map(|i| {
+            tool_calls(&[(
+                &format!("c{i}"),
+                "webfetch",
+                json!({"url": "http://127.0.0.1:9/"}),
+            )])
+        })
+        .collect();
+    let s = scenario()
+        .replies(replies)
+        .config("[tools.webfetch]\nenabled = true")
+        .build()
+        .await;
+
+    let out = run_bin(
+        &s,
+        &[
+            "exec",
+            "--max-turns",
+            "1",
+            "--model",
+            "qwen-test",
+            "--name",
+            "loop",
+            "Loop.",
+        ],
+    )
+    .await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let summary = s.summary_in(&the_run_dir(&s, "loop"));
+    assert_eq!(summary.stop_reason.as_str(), "max_turns");
+    assert_eq!(summary.turns, 1);
+    let sent = s.requests().await;
+    assert_eq!(sent.len(), 1, "one turn, one request");
+    assert_eq!(sent[0]["model"], "qwen-test");
 }

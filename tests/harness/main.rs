@@ -27,6 +27,7 @@ mod mcp_deaths;
 mod mcp_hostile;
 mod mcp_listing;
 mod mcp_secrets;
+mod names;
 mod names_and_files;
 mod noteworx_tools;
 mod notify;

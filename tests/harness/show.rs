@@ -69,7 +69,7 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
     let out = bin(&s).args(["show", "nosuch"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("no run matches \"nosuch\""),
+        stderr(&out).contains("no task \"nosuch\" in the inbox, done/, failed/"),
         "{}",
         stderr(&out)
     );

@@ -165,3 +165,45 @@ async fn submit_never_reads_through_a_link_nor_anything_but_a_regular_file() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.inbox(), ["real.md"]);
 }
+
+#[tokio::test]
+async fn submit_name_files_a_task_under_that_name_and_reads_stdin_only_with_it() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    std::fs::write(s.root().join("draft.md"), "Summarise the week.").unwrap();
+
+    let out = bin(&s)
+        .args(["submit", "--name", "weekly", "draft.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.inbox(), ["weekly.md"]);
+
+    let out = bin(&s)
+        .args(["submit", "--name", "piped.md", "-"])
+        .write_stdin("+++\nmax_turns = 2\n+++\nFrom a pipe.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.inbox(), ["piped.md", "weekly.md"]);
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("tasks/inbox/piped.md")).unwrap(),
+        "+++\nmax_turns = 2\n+++\nFrom a pipe."
+    );
+
+    let out = bin(&s)
+        .args(["submit", "-"])
+        .write_stdin("No name.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--name"), "{}", stderr(&out));
+    let out = bin(&s)
+        .args(["submit", "--name", "two", "draft.md", "draft.md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(s.inbox(), ["piped.md", "weekly.md"]);
+}

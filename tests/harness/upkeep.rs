@@ -112,7 +112,7 @@ async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox(
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("matches task \"nothing-like-it\""),
+        stderr(&out).contains("no task \"nothing-like-it\" in the inbox"),
         "{}",
         stderr(&out)
     );

@@ -33,7 +33,8 @@ pub enum Command {
     },
     /// Run one inbox entry and print its answer: NAME is the file name without .md.
     RunTask {
-        /// The task's file name without .md (no path separators, no ..).
+        /// The task's file name, with or without .md (no path separators, no ..).
+        #[arg(value_parser = task_name)]
         name: String,
         /// As for run: write tools become logged intents, the file stays put.
         #[arg(long)]
@@ -58,12 +59,24 @@ pub enum Command {
         /// Write tools become logged intents.
         #[arg(long)]
         dry_run: bool,
+        /// Print only the answer: no progress or log lines on stderr unless it fails.
+        #[arg(short, long)]
+        quiet: bool,
+        /// Write the answer to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// At most N turns for this run (over `[limits] max_turns` and the frontmatter).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_turns: Option<u32>,
+        /// Send this model name in the chat requests (over `[openai] model`).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
     },
     /// Move a failed task back into the inbox, its attempt count reset.
     #[command(group = clap::ArgGroup::new("which").required(true))]
     Requeue {
         /// A task name (its newest failed file) or a run id (YYYYMMDDTHHMMSSZ).
-        #[arg(group = "which")]
+        #[arg(group = "which", value_parser = task_name)]
         target: Option<String>,
         /// Every failed task (the newest file of each).
         #[arg(long, group = "which")]
@@ -76,6 +89,7 @@ pub enum Command {
         dry_run: bool,
     },
     /// Smoke-test the endpoint: reachability, one completion, one tool-call round trip.
+    #[command(visible_alias = "test-endpoint")]
     TestRunpod,
     /// Validate the config and every inbox task without calling anything.
     Check,
@@ -134,6 +148,7 @@ pub enum Command {
     /// Show one run: what it did, where its file went, and its answer (default: the newest run).
     Show {
         /// A task name (its newest run), a run id (YYYYMMDDTHHMMSSZ), or NAME/RUN_ID.
+        #[arg(value_parser = task_name)]
         which: Option<String>,
         /// Print the run's summary as JSON instead.
         #[arg(long)]
@@ -141,14 +156,17 @@ pub enum Command {
     },
     /// Check task files and place them in the inbox, each whole under its own name.
     Submit {
-        /// Task files (*.md) to place in the inbox.
+        /// Task files (*.md) to place in the inbox; - reads one from stdin (with --name).
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Place the one FILE given as NAME.md.
+        #[arg(long, value_name = "NAME", value_parser = task_name)]
+        name: Option<String>,
     },
     /// List recent runs from the logs folder, newest first.
     Runs {
         /// Only runs of this task.
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = task_name)]
         task: Option<String>,
         /// At most N runs.
         #[arg(long, value_name = "N", default_value_t = 20)]
@@ -157,6 +175,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script (bash, zsh, fish) on stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print the man page (roff) on stdout.
+    #[command(hide = true)]
+    Man,
+}
+
+/// The shells `completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// A task name as typed: `NAME` or `NAME.md`.
+fn task_name(s: &str) -> Result<String, String> {
+    Ok(harness_inbox::task_name_of(s).to_string())
 }
 
 /// `KEY=VALUE`.

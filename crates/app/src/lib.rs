@@ -16,6 +16,7 @@ pub mod cli;
 mod eval;
 pub mod exit;
 mod logs;
+mod manual;
 mod notify;
 mod run;
 pub mod smoke;
@@ -77,6 +78,10 @@ async fn dispatch(
     env: &(dyn Fn(&str) -> Option<String> + Sync),
     progress: Progress,
 ) -> u8 {
+    // Made from the command line alone: no config is read.
+    if let Command::Completions { .. } | Command::Man = &cli.command {
+        return manual::print(&cli.command, &progress);
+    }
     let cfg = match load_config(&cli, env) {
         Ok(c) => c,
         Err(e) => return config_error(&progress, &e),
@@ -120,7 +125,10 @@ async fn dispatch(
         Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
             logs_command(&cfg, &cli.command, &progress)
         }
-        Command::Submit { files } => submit::submit_command(&cfg, files, &progress),
+        Command::Submit { files, name } => {
+            submit::submit_command(&cfg, files, name.as_deref(), &progress)
+        }
+        Command::Completions { .. } | Command::Man => manual::print(&cli.command, &progress),
         Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
             Ok(ep) => {
                 tokio::spawn(run::exit_on_signal());

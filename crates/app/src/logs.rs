@@ -171,6 +171,12 @@ fn runs_command(
     if let Some(t) = task {
         summaries.retain(|s| s.task == t);
         incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
+        // A name that matches no run is said (where that task is, or the
+        // names near it), not printed as an empty table.
+        if summaries.is_empty() && incomplete.is_empty() && listing.unreadable.is_empty() {
+            progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, t)));
+            return exit::USAGE;
+        }
     }
     if !incomplete.is_empty() {
         let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
@@ -283,6 +289,10 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool, progress: &Progre
                 "agent-harness: {} in {}",
                 match which {
                     None => "no run is recorded".to_string(),
+                    Some(w) if !w.contains('/') && records::run_time(w).is_none() => {
+                        progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, w)));
+                        return exit::USAGE;
+                    }
                     Some(w) => format!("no run matches {:?}", printable(w)),
                 },
                 cfg.paths.logs.display()
@@ -329,6 +339,17 @@ fn show_command(cfg: &Config, which: Option<&str>, json: bool, progress: &Progre
     };
     let _ = out.write_all(text.as_bytes());
     exit::OK
+}
+
+/// Task `name` has no run recorded: where it is instead, or the names near it.
+fn no_run_of(cfg: &Config, name: &str) -> String {
+    let wants = format!("no run of it is recorded in {}/", cfg.paths.logs.display());
+    printable(&harness_inbox::whereabouts(&cfg.paths, name).say(
+        &cfg.paths,
+        harness_inbox::Place::Logs,
+        &wants,
+    ))
+    .into_owned()
 }
 
 /// The listed runs (newest first) that `which` names: a task's runs, a

@@ -52,6 +52,9 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
             agent,
             tools,
             name,
+            output,
+            max_turns,
+            model,
             ..
         } => {
             let text = match task_text(prompt) {
@@ -68,10 +71,24 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                 text,
                 agent: agent.clone(),
                 tools: tools.clone(),
+                max_turns: *max_turns,
             };
+            // `--model`: the name every chat request of this run sends.
+            let mut with_model = None;
+            if let Some(m) = model {
+                let mut own = cfg.clone();
+                own.endpoint.model = Some(m.clone());
+                with_model = Some(own);
+            }
+            let cfg = with_model.as_ref().unwrap_or(cfg);
             let code = exec_command(cfg, &opts, progress.clone()).await;
-            answer.print(&progress);
-            code
+            match output {
+                Some(path) => answer.write_to(path, cfg, &progress, code),
+                None => {
+                    answer.print(&progress);
+                    code
+                }
+            }
         }
         _ => exit::USAGE,
     }
@@ -345,6 +362,33 @@ impl Answer {
             };
             *harness_base::sync::lock(&kept) = text;
         }))
+    }
+
+    /// `exec -o FILE`: the answer (redacted, as on stdout) written to
+    /// FILE; nothing is written when there is none. A file that cannot be
+    /// written fails the command.
+    pub(super) fn write_to(
+        &self,
+        path: &std::path::Path,
+        cfg: &Config,
+        progress: &Progress,
+        code: u8,
+    ) -> u8 {
+        let kept = harness_base::sync::lock(&self.0);
+        let Some(text) = kept.as_deref() else {
+            return code;
+        };
+        let text = cfg.redactor().redact(format!("{}\n", text.trim_end()));
+        match std::fs::write(path, text) {
+            Ok(()) => code,
+            Err(e) => {
+                progress.eprintln(&format!(
+                    "agent-harness: writing the answer to {}: {e}",
+                    path.display()
+                ));
+                if code == exit::OK { exit::FAILED } else { code }
+            }
+        }
     }
 
     pub(super) fn print(&self, progress: &Progress) {

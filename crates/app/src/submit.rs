@@ -4,7 +4,9 @@
 //! folder, flushed, and renamed into place, never over a task already
 //! there. The `.path` unit never sees half a file. A source is read only
 //! when it is a regular file, never through a link, and the placed file is
-//! mode 0640 (group-readable, for the unit's group).
+//! mode 0640 (group-readable, for the unit's group). `--name NAME` places
+//! the one file given as `NAME.md`, and with `-` the task is read from
+//! stdin (which has no name of its own, so `--name` is required).
 
 use std::io::Write;
 use std::path::Path;
@@ -25,14 +27,19 @@ const PLACED_MODE: u32 = 0o640;
 pub(super) fn submit_command(
     cfg: &Config,
     files: &[std::path::PathBuf],
+    name: Option<&str>,
     progress: &Progress,
 ) -> u8 {
+    if let Some(problem) = usage_problem(files, name) {
+        progress.eprintln(&format!("agent-harness: {problem}"));
+        return exit::USAGE;
+    }
     let offered = Toolbox::offered_by(cfg);
     let today = (system_clock())().date_naive();
     let mut checked = Vec::new();
     let mut problems = Vec::new();
     for file in files {
-        match checked_file(cfg, &offered, file, today) {
+        match checked_file(cfg, &offered, file, name, today) {
             Ok((name, bytes, warnings)) => {
                 for w in warnings {
                     progress.eprintln(&format!("agent-harness: {}", printable(&w)));
@@ -95,21 +102,45 @@ pub(super) fn submit_command(
     code
 }
 
+/// What makes `submit`'s arguments no request: `-` without `--name`, or
+/// `--name` with more than one FILE.
+fn usage_problem(files: &[std::path::PathBuf], name: Option<&str>) -> Option<&'static str> {
+    if name.is_none() && files.iter().any(|f| f.as_os_str() == "-") {
+        return Some(
+            "submit -: a task read from stdin has no file name: give it one with --name NAME",
+        );
+    }
+    if name.is_some() && files.len() != 1 {
+        return Some("submit --name NAME places one task: give one FILE (or - for stdin)");
+    }
+    None
+}
+
 /// A task file's name (its file name without `.md`), its bytes, and its
 /// warnings — or its problem, naming the file.
 fn checked_file(
     cfg: &Config,
     offered: &[harness_tools::Tool],
     file: &Path,
+    named: Option<&str>,
     today: chrono::NaiveDate,
 ) -> Result<(String, Vec<u8>, Vec<String>), String> {
     let shown = file.display();
-    let name = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".md"))
-        .ok_or_else(|| format!("{shown}: only NAME.md files run (lower-case .md)"))?;
+    let name = match named {
+        Some(n) => n,
+        None => file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".md"))
+            .ok_or_else(|| format!("{shown}: only NAME.md files run (lower-case .md)"))?,
+    };
     harness_inbox::check_task_name(name).map_err(|e| format!("{shown}: {e}"))?;
+    if file.as_os_str() == "-" {
+        let bytes = stdin_bytes()?;
+        let read = harness_inbox::task_from_bytes(bytes.clone());
+        let warnings = harness_drain::check_task(cfg, offered, name, file, read, today)?;
+        return Ok((name.to_string(), bytes, warnings));
+    }
     // Never through a link: a link planted where the operator runs
     // `submit` would turn whatever it points at (another run's records, a
     // key) into a task the model reads (SPEC §25).
@@ -126,4 +157,26 @@ fn checked_file(
     let read = harness_inbox::task_from_bytes(bytes.clone());
     let warnings = harness_drain::check_task(cfg, offered, name, file, read, today)?;
     Ok((name.to_string(), bytes, warnings))
+}
+
+/// `submit --name NAME -`: the task on stdin, at most a task file's size.
+fn stdin_bytes() -> Result<Vec<u8>, String> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(
+            "-: stdin is a terminal: pipe the task in (submit --name NAME - < file)".into(),
+        );
+    }
+    let cap = harness_inbox::MAX_TASK_BYTES;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), cap + 1),
+        &mut bytes,
+    )
+    .map_err(|e| format!("-: reading the task from stdin: {e}"))?;
+    if bytes.len() as u64 > cap {
+        return Err(format!(
+            "-: the task on stdin is over {cap} bytes; the limit is {cap} (1 MiB)"
+        ));
+    }
+    Ok(bytes)
 }

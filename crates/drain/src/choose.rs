@@ -57,9 +57,14 @@ pub(super) fn to_run(
         inbox::check_task_name(name).map_err(NameError)?;
         entries.retain(|e| &e.name == name);
         if entries.is_empty() {
-            return Err(NameError(format!(
-                "no task {name:?} in the inbox {}",
+            let wants = format!(
+                "run-task runs tasks from the inbox {}/",
                 cfg.paths.inbox.display()
+            );
+            return Err(NameError(inbox::whereabouts(&cfg.paths, name).say(
+                &cfg.paths,
+                inbox::Place::Inbox,
+                &wants,
             ))
             .into());
         }

@@ -26,6 +26,8 @@ pub struct ExecOptions {
     /// `--agent` and `--tools`, set over what the frontmatter says.
     pub agent: Option<String>,
     pub tools: Option<Vec<String>>,
+    /// `--max-turns`, set over the frontmatter's and `[limits] max_turns`.
+    pub max_turns: Option<u32>,
 }
 
 /// Runs the task; a name, a text or a flag that makes no task is a
@@ -41,6 +43,9 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
     if let Some(tools) = &opts.tools {
         let list = tools.iter().cloned().map(toml::Value::String).collect();
         keys.push(("tools", toml::Value::Array(list)));
+    }
+    if let Some(n) = opts.max_turns {
+        keys.push(("max_turns", toml::Value::Integer(i64::from(n))));
     }
     let text = inbox::with_keys(&opts.text, &keys)
         .map_err(|problem| UsageError(format!("the task given is invalid: {problem}")))?;

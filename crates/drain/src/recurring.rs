@@ -159,9 +159,14 @@ pub(super) fn now_slot(
     state: &Slots,
 ) -> Result<Due, UsageError> {
     let task = tasks.iter().find(|t| t.entry.name == name).ok_or_else(|| {
-        UsageError(format!(
-            "no recurring task {name:?} in {}",
+        let wants = format!(
+            "run-task --recurring runs tasks from {}/",
             cfg.paths.recurring.display()
+        );
+        UsageError(inbox::whereabouts(&cfg.paths, name).say(
+            &cfg.paths,
+            inbox::Place::Recurring,
+            &wants,
         ))
     })?;
     task.schedule

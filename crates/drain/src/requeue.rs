@@ -100,6 +100,9 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
             .collect(),
         Target::Name(_) => Vec::new(),
     };
+    if let (Target::Name(n), true) = (target, chosen.is_empty()) {
+        return Err(not_failed(cfg, n).into());
+    }
     if chosen.is_empty() && unnamed.is_empty() {
         return Err(UsageError(format!(
             "nothing in {} matches {}",
@@ -155,6 +158,12 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
         unnamed,
         error,
     })
+}
+
+/// Task `name` is not in `failed/`: where it is instead, or the names near it.
+fn not_failed(cfg: &Config, name: &str) -> UsageError {
+    let wants = format!("requeue takes tasks from {}/", cfg.paths.failed.display());
+    UsageError(inbox::whereabouts(&cfg.paths, name).say(&cfg.paths, inbox::Place::Failed, &wants))
 }
 
 /// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md` (of two

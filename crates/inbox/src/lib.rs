@@ -12,10 +12,12 @@
 mod compose;
 mod filing;
 mod schedule;
+mod whereabouts;
 
 pub use compose::with_keys;
 pub use filing::{MAX_FILE_NAME, filed_as, filed_readings, fit_file_name, move_task};
 pub use schedule::{ONLY_RECURRING, RECURRING_NEEDS_ONE, Schedule};
+pub use whereabouts::{Place, Whereabouts, task_name_of, whereabouts};
 
 use std::path::{Path, PathBuf};
 

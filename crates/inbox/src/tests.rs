@@ -488,3 +488,108 @@ proptest::proptest! {
         proptest::prop_assert!(next - latest <= chrono::Duration::hours(25));
     }
 }
+
+mod names_as_typed {
+    use super::super::whereabouts::nearest;
+    use super::*;
+
+    fn paths(root: &Path) -> harness_config::Paths {
+        let p = |d: &str| {
+            let dir = root.join(d);
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        };
+        harness_config::Paths {
+            inbox: p("inbox"),
+            done: p("done"),
+            failed: p("failed"),
+            logs: p("logs"),
+            recurring: p("recurring"),
+        }
+    }
+
+    #[test]
+    fn one_trailing_md_is_stripped() {
+        assert_eq!(task_name_of("example.md"), "example");
+        assert_eq!(task_name_of("example"), "example");
+        assert_eq!(task_name_of("x.md.md"), "x.md");
+        assert_eq!(task_name_of("20260409T061500Z"), "20260409T061500Z");
+    }
+
+    #[test]
+    fn a_task_is_found_in_each_folder_and_said_where() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = paths(root.path());
+        std::fs::write(paths.inbox.join("waiting.md"), "x").unwrap();
+        std::fs::write(paths.done.join("20260409T061500Z-example.md"), "x").unwrap();
+        std::fs::write(paths.failed.join("20260409T061500Z-2-broken.md"), "x").unwrap();
+        std::fs::write(paths.recurring.join("daily.md"), "x").unwrap();
+        std::fs::create_dir_all(paths.logs.join("example/20260409T061500Z")).unwrap();
+        std::fs::create_dir_all(paths.logs.join("gone")).unwrap();
+
+        let w = whereabouts(&paths, "example");
+        assert_eq!(w.places, [Place::Done, Place::Logs]);
+        let failed = format!("requeue takes tasks from {}/", paths.failed.display());
+        assert_eq!(
+            w.say(&paths, Place::Failed, &failed),
+            format!(
+                "example is in {}/ (it succeeded) and recorded in {}/; {failed}",
+                paths.done.display(),
+                paths.logs.display()
+            )
+        );
+        assert_eq!(whereabouts(&paths, "waiting").places, [Place::Inbox]);
+        assert_eq!(whereabouts(&paths, "broken").places, [Place::Failed]);
+        assert_eq!(whereabouts(&paths, "daily").places, [Place::Recurring]);
+        let gone = whereabouts(&paths, "gone");
+        assert_eq!(gone.places, [Place::Logs]);
+        assert!(
+            gone.say(&paths, Place::Inbox, "x")
+                .starts_with(&format!("gone is only in {}/", paths.logs.display())),
+            "{}",
+            gone.say(&paths, Place::Inbox, "x")
+        );
+    }
+
+    #[test]
+    fn a_name_found_nowhere_says_the_nearest_names() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = paths(root.path());
+        std::fs::write(paths.done.join("20260409T061500Z-example.md"), "x").unwrap();
+        std::fs::write(paths.inbox.join("sample.md"), "x").unwrap();
+
+        let w = whereabouts(&paths, "exmaple");
+        assert!(w.places.is_empty());
+        assert_eq!(w.near, ["example"]);
+        assert!(
+            w.say(&paths, Place::Failed, "x")
+                .ends_with("did you mean exmaple → example?"),
+            "{}",
+            w.say(&paths, Place::Failed, "x")
+        );
+        let none = whereabouts(&paths, "zzzzzzzz");
+        assert!(none.near.is_empty());
+        assert!(
+            none.say(&paths, Place::Inbox, "wanted")
+                .ends_with("; wanted")
+        );
+    }
+
+    #[test]
+    fn nearest_is_a_small_distance_nearest_first_case_ignored() {
+        let names: std::collections::BTreeSet<String> =
+            ["example", "examples", "Example2", "other", "ab"]
+                .map(String::from)
+                .into();
+        assert_eq!(
+            nearest("exmaple", &names),
+            ["example", "Example2", "examples"]
+        );
+        assert_eq!(
+            nearest("EXAMPLE2", &names),
+            ["Example2", "example", "examples"]
+        );
+        assert_eq!(nearest("xy", &names), Vec::<String>::new());
+        assert_eq!(nearest("ac", &names), ["ab"]);
+    }
+}
