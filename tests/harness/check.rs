@@ -187,3 +187,106 @@ async fn check_warns_when_a_task_could_carry_note_text_out() {
         "an allow list settles it"
     );
 }
+
+#[tokio::test]
+async fn check_says_which_recurring_folder_was_meant_and_nothing_when_there_is_none() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let out = bin(&s).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!stdout(&out).contains("recurring"), "{}", stdout(&out));
+
+    std::fs::create_dir_all(s.root().join("tasks/recuring")).unwrap();
+    let out = bin(&s).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "a warning: {}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("tasks/recuring does: did you mean tasks/recurring/?")
+            && text.contains("config ok with 1 warning(s)"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn check_lists_the_extra_keys_sent_untouched_and_warns_of_a_misspelt_one() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[model.extra]\nrepeat_penaltly = 1.1\ndry_multiplier = 0.8\nmy_own = 1\n")
+        .build()
+        .await;
+    let out = bin(&s).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("sent to the server untouched: dry_multiplier, my_own, repeat_penaltly"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[model.extra] repeat_penaltly: ")
+            && text.contains("did you mean repeat_penalty?"),
+        "{text}"
+    );
+    assert!(!text.contains("[model.extra] my_own:"), "{text}");
+}
+
+#[tokio::test]
+async fn check_refuses_the_examples_placeholder_endpoint_id() {
+    let s = scenario()
+        .config_file("[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_id = \"abc123xyz\"\n")
+        .build()
+        .await;
+    let out = bin(&s)
+        .env("RUNPOD_API_KEY", "rp-key")
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("endpoint_id is the example's placeholder"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_task_named_report_or_eval_is_refused_by_check_and_never_runs() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .task("report", "Summarise the week.")
+        .build()
+        .await;
+    let out = bin(&s).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "report.md: task name \"report\" is reserved: logs/report/ holds the HTML report"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = bin(&s).arg("run").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("the inbox entry report.md will never run: task name \"report\" is reserved"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(s.inbox(), ["report.md"]);
+    assert!(!s.root().join("logs/report").exists());
+    for args in [
+        &["run-task", "eval"][..],
+        &["exec", "--name", "eval", "Hi."],
+    ] {
+        let out = bin(&s).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is reserved"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod counting;
 mod eval;
 mod eval_decides;
 mod exec;
+mod first_hour;
 mod folders;
 mod forged_turns_and_secrets;
 mod ignored_entries;

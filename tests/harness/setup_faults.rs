@@ -346,3 +346,17 @@ async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
         stdout(&check)
     );
 }
+
+#[tokio::test]
+async fn https_to_a_plain_http_server_says_to_use_http() {
+    let s = scenario().replies(vec![final_answer("Hi.")]).build().await;
+    let https = s.llm().base_url().replacen("http://", "https://", 1);
+    s.project.write_config(&https, "");
+    let out = s.binary_async(&["test-runpod"]).await;
+    assert_ne!(out.status.code(), Some(0));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("the server speaks plain http: use http://"),
+        "{said}"
+    );
+}

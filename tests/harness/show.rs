@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// A project with two finished runs of `report` (the second the newest)
+/// A project with two finished runs of `weekly` (the second the newest)
 /// and one of `other`, run by the binary on the real clock.
 async fn two_runs() -> Scene {
     let s = scenario()
@@ -18,7 +18,7 @@ async fn two_runs() -> Scene {
         ])
         .build()
         .await;
-    for task in ["report", "report", "other"] {
+    for task in ["weekly", "weekly", "other"] {
         s.task(task, "Answer.");
         let out = run_bin(&s, &["run"]).await;
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -32,17 +32,17 @@ async fn two_runs() -> Scene {
 async fn show_prints_a_run_where_its_file_went_and_its_answer() {
     let s = two_runs().await;
 
-    let out = bin(&s).args(["show", "report"]).output().unwrap();
+    let out = bin(&s).args(["show", "weekly"]).output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("task        report"), "{text}");
+    assert!(text.contains("task        weekly"), "{text}");
     assert!(
         text.contains("status      succeeded (final_answer)"),
         "{text}"
     );
     assert!(
-        text.contains("tasks/done/") && text.contains("-report.md"),
+        text.contains("tasks/done/") && text.contains("-weekly.md"),
         "{text}"
     );
     assert!(
@@ -56,7 +56,7 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
         "{newest}"
     );
     // A run id, and --json.
-    let dirs: Vec<_> = std::fs::read_dir(s.root().join("logs/report"))
+    let dirs: Vec<_> = std::fs::read_dir(s.root().join("logs/weekly"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -107,7 +107,9 @@ fn every_reader_needs_its_config_and_names_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);
         assert!(
-            err.contains("agent.toml") && err.contains("cannot read the config file"),
+            err.contains("agent.toml")
+                && err.contains("no config file found")
+                && err.contains("agent-harness init"),
             "{args:?}: {err}"
         );
         assert!(!stdout(&out).contains("no runs recorded"), "{args:?}");
@@ -139,7 +141,7 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
         .to_string()
     };
     let logs = s.root().join("logs");
-    let locked = ["report", "other"].map(|t| logs.join(t));
+    let locked = ["weekly", "other"].map(|t| logs.join(t));
     if !root {
         for dir in &locked {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o000)).unwrap();

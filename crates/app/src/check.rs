@@ -15,12 +15,19 @@ pub(super) fn check_command(cfg: &Config, progress: &Progress) -> u8 {
     match drain::check_inbox(cfg, &offered, (system_clock())()) {
         Ok(report) => {
             let mut out = progress.stdout();
+            let read = std::path::absolute(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
+            let _ = writeln!(
+                out,
+                "config: {}",
+                harness_base::text::printable(&read.display().to_string())
+            );
             for line in report
                 .config_problems
                 .iter()
                 .chain(&report.problems)
                 .chain(&report.config_warnings)
                 .chain(&report.warnings)
+                .chain(&report.notes)
                 .chain(&report.recurring)
                 .chain(&report.budget)
             {

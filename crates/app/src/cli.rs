@@ -9,9 +9,11 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "agent-harness", version, about, long_about = None)]
 pub struct Cli {
-    /// The config file. Relative paths inside it resolve against its folder.
-    #[arg(long, global = true, env = "AGENT_HARNESS_CONFIG", default_value = harness_config::DEFAULT_CONFIG_FILE)]
-    pub config: PathBuf,
+    /// The config file (else AGENT_HARNESS_CONFIG, ./agent.toml,
+    /// ~/.config/agent-harness/agent.toml, /etc/agent-harness/agent.toml).
+    /// Relative paths inside it resolve against its folder.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -19,6 +21,18 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a project in DIR (default: here): agent.toml, the task folders, the example task.
+    #[command(group = clap::ArgGroup::new("endpoint").required(true))]
+    Init {
+        /// The folder to start it in (created when missing).
+        dir: Option<PathBuf>,
+        /// An OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (llama-server).
+        #[arg(long, value_name = "URL", group = "endpoint")]
+        openai: Option<String>,
+        /// A RunPod serverless endpoint's id (the key is read from RUNPOD_API_KEY).
+        #[arg(long, value_name = "ENDPOINT_ID", group = "endpoint")]
+        runpod: Option<String>,
+    },
     /// Drain the inbox: every *.md in it, oldest file name first.
     Run {
         /// Run up to N tasks at once (default: `[limits] concurrency`).

@@ -109,7 +109,7 @@ pub(super) async fn eval_command(
         matrix: matrix.clone(),
         live_writes: *live_writes,
     };
-    let configs = match eval_configs(&cli.config, env, &opts, progress) {
+    let configs = match eval_configs(&cfg.path, env, &opts, progress) {
         Ok(c) => c,
         Err(code) => return code,
     };

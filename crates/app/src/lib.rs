@@ -15,6 +15,7 @@ mod check;
 pub mod cli;
 mod eval;
 pub mod exit;
+mod init;
 mod logs;
 mod manual;
 mod notify;
@@ -82,6 +83,19 @@ async fn dispatch(
     if let Command::Completions { .. } | Command::Man = &cli.command {
         return manual::print(&cli.command, &progress);
     }
+    if let Command::Init {
+        dir,
+        openai,
+        runpod,
+    } = &cli.command
+    {
+        let endpoint = match (openai, runpod) {
+            (Some(url), _) => init::Endpoint::Openai(url),
+            (None, Some(id)) => init::Endpoint::Runpod(id),
+            (None, None) => return exit::USAGE,
+        };
+        return init::init_command(dir.as_deref(), &endpoint, env, &progress);
+    }
     let cfg = match load_config(&cli, env) {
         Ok(c) => c,
         Err(e) => return config_error(&progress, &e),
@@ -92,6 +106,7 @@ async fn dispatch(
             run::command(&cfg, &cli.command, progress).await
         }
         Command::Check => check_command(&cfg, &progress),
+        Command::Init { .. } => exit::USAGE,
         Command::Prune { dry_run } => prune_command(&cfg, *dry_run, &progress),
         Command::Requeue { target, all_failed } => {
             requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
@@ -158,10 +173,11 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
                 ..
             }
     );
+    let path = config_path(cli, env)?;
     let mut cfg = if offline {
-        Config::load_offline(&cli.config, env)
+        Config::load_offline(&path, env)
     } else {
-        Config::load(&cli.config, env)
+        Config::load(&path, env)
     }?;
     // Every line printed while an eval runs is redacted of its secret values.
     if let Command::Eval { sets, matrix, .. } = &cli.command {
@@ -177,6 +193,25 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
         cfg.setting_secrets = config::setting_secrets(&pairs);
     }
     Ok(cfg)
+}
+
+/// The config file to read: `--config`, `AGENT_HARNESS_CONFIG`, then the
+/// first of `./agent.toml`, the user's and the system's that exists.
+fn config_path(
+    cli: &Cli,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<std::path::PathBuf, ConfigError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let home = env("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from);
+    config::locate(&config::Lookup {
+        flag: cli.config.as_deref(),
+        env,
+        cwd: &cwd,
+        home: home.as_deref(),
+        exists: &|p: &std::path::Path| p.exists(),
+    })
 }
 
 /// A config that does not load. Before the first one loads no secret has

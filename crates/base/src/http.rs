@@ -237,7 +237,8 @@ impl TransportFailure {
             .or_else(|| reqwest::Url::parse(url?).ok())
             .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)));
         let cause = crate::error::innermost_cause(e)
-            .map(|c| crate::text::clip(&crate::text::printable(&c.to_string()), 200));
+            .map(|c| crate::text::clip(&crate::text::printable(&c.to_string()), 200))
+            .map(|c| plain_http(&c).unwrap_or(c));
         TransportFailure {
             kind,
             target,
@@ -283,6 +284,15 @@ impl std::fmt::Display for TransportFailure {
             ),
         }
     }
+}
+
+/// A TLS handshake answered in plain HTTP (`https://` to a server without
+/// TLS, as llama-server is): rustls reads the answer's first bytes as a
+/// record of no known type. Said as what to change.
+fn plain_http(cause: &str) -> Option<String> {
+    cause.contains("InvalidContentType").then(|| {
+        format!("the server speaks plain http: use http:// in the URL, not https:// ({cause})")
+    })
 }
 
 /// About what a JSON tree of `text` would take in memory, counted from its
@@ -376,6 +386,31 @@ mod tests {
             format!("cannot connect to 127.0.0.1:{port} (connection refused)")
         );
         assert_eq!(failure.brief(), "connection refused");
+    }
+
+    #[tokio::test]
+    async fn https_to_a_plain_http_server_says_to_use_http() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let url = format!("https://127.0.0.1:{port}/v1/models");
+        let e = client().unwrap().build().unwrap().get(&url).send().await;
+        let failure = TransportFailure::of(&e.unwrap_err(), None);
+        let said = failure.to_string();
+        assert!(
+            said.contains("the server speaks plain http: use http://")
+                && said.contains(&format!("127.0.0.1:{port}")),
+            "{said}"
+        );
     }
 
     use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};

@@ -11,6 +11,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod limits;
+mod locate;
 mod mcp;
 mod profiles;
 mod raw;
@@ -22,6 +23,7 @@ mod value;
 
 pub use harness_base::redact::{Redactor, Secret};
 pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
+pub use locate::{CONFIG_VARIABLE, Lookup, SYSTEM_CONFIG, expand_home, locate, places};
 pub use mcp::{
     MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, StdioCommand, is_function_name,
 };
@@ -43,8 +45,13 @@ use resolve::{
 };
 use secrets::Secrets;
 
-/// The config file used when neither `--config` nor `AGENT_HARNESS_CONFIG` is given.
+/// The config file's name: in the current folder, the user's and the
+/// system's config folders ([`locate`]), and what `init` writes.
 pub const DEFAULT_CONFIG_FILE: &str = "agent.toml";
+
+/// The `[runpod] endpoint_id` of `config/agent.toml.example`: a config
+/// still holding it was copied and not filled in (`check` refuses it).
+pub const EXAMPLE_ENDPOINT_ID: &str = "abc123xyz";
 
 /// A problem with the configuration: always exit code 2, nothing was run.
 #[derive(Debug, thiserror::Error)]
@@ -306,13 +313,19 @@ impl Config {
         raw.retention.check().map_err(err)?;
         raw.budget.check().map_err(err)?;
         let model = resolve_model(raw.model, limits.context_tokens).map_err(err)?;
-        let paths = resolve_paths(&raw.paths, base);
-        let agents = resolve_agents(raw.agents, base, limits.context_tokens).map_err(err)?;
+        let home = (secrets.env)("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        let home = home.as_deref();
+        let paths = resolve_paths(&raw.paths, base, home).map_err(err)?;
+        let agents = resolve_agents(raw.agents, base, home, limits.context_tokens).map_err(err)?;
         let metrics_textfile = match raw.metrics.textfile {
             None => Some(paths.logs.join("agent-harness.prom")),
             Some(p) if p.as_os_str().is_empty() => None,
-            Some(p) if p.is_absolute() => Some(p),
-            Some(p) => Some(base.join(p)),
+            Some(p) => Some(resolve_file(
+                base,
+                &expand_home(&p, home, "[metrics] textfile").map_err(err)?,
+            )),
         };
         Ok(Config {
             path: path.to_path_buf(),
@@ -337,7 +350,7 @@ impl Config {
                 .map_err(err)?,
             agents,
             setting_secrets: Vec::new(),
-            mcp: mcp::resolve_mcp(raw.mcp, base, secrets).map_err(err)?,
+            mcp: mcp::resolve_mcp(raw.mcp, base, home, secrets).map_err(err)?,
             notify: resolve_notify(raw.notify).map_err(err)?,
             traces: traces::resolve_traces(raw.traces, secrets).map_err(err)?,
         })

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use harness_base::redact::Secret;
 
 use super::limits::{bounds, check_range};
+use super::locate::expand_home;
 use super::secrets::Secrets;
 use super::value::{check_http_url, resolve_file};
 
@@ -177,11 +178,12 @@ fn is_server_name(name: &str) -> bool {
 pub(super) fn resolve_mcp(
     raw: RawMcp,
     base: &Path,
+    home: Option<&Path>,
     secrets: &Secrets<'_>,
 ) -> Result<Vec<McpServerConfig>, String> {
     raw.servers
         .into_iter()
-        .map(|(name, s)| resolve_server(name, s, base, secrets))
+        .map(|(name, s)| resolve_server(name, s, base, home, secrets))
         .collect()
 }
 
@@ -189,6 +191,7 @@ fn resolve_server(
     name: String,
     s: RawMcpServer,
     base: &Path,
+    home: Option<&Path>,
     secrets: &Secrets<'_>,
 ) -> Result<McpServerConfig, String> {
     let at = format!("[mcp.servers.{name}]");
@@ -219,7 +222,7 @@ fn resolve_server(
         }
     }
     let transport = match (s.command, s.url) {
-        (Some(command), None) => stdio(&at, command, s.env_pass, base, secrets)?,
+        (Some(command), None) => stdio(&at, command, s.env_pass, base, home, secrets)?,
         (None, Some(url)) if s.env_pass.is_empty() => {
             check_http_url(&url, &format!("{at} url"))?;
             McpTransport::Http {
@@ -252,6 +255,7 @@ fn stdio(
     command: Vec<String>,
     env_pass: Vec<String>,
     base: &Path,
+    home: Option<&Path>,
     secrets: &Secrets<'_>,
 ) -> Result<McpTransport, String> {
     let mut parts = command.into_iter();
@@ -261,7 +265,10 @@ fn stdio(
         .ok_or_else(|| format!("{at} command: the first item must be the program to start"))?;
     // `./server.py` is the config's neighbour; a bare name is looked up in PATH.
     let program = if program.contains('/') {
-        resolve_file(base, Path::new(&program))
+        resolve_file(
+            base,
+            &expand_home(Path::new(&program), home, &format!("{at} command"))?,
+        )
     } else {
         PathBuf::from(program)
     };

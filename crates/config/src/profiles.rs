@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::limits::{bounds, check_finite, check_range};
+use super::locate::expand_home;
 use super::value::resolve_file;
 
 /// `[agents.NAME]`: a named profile a task picks with `agent = "NAME"`.
@@ -80,6 +81,7 @@ pub fn placeholders(text: &str) -> Vec<&str> {
 pub(super) fn resolve_agents(
     raw: std::collections::BTreeMap<String, RawAgent>,
     base: &Path,
+    home: Option<&Path>,
     context_tokens: u32,
 ) -> Result<std::collections::BTreeMap<String, AgentProfile>, String> {
     raw.into_iter()
@@ -110,9 +112,12 @@ pub(super) fn resolve_agents(
             check_finite(&format!("{at} top_p"), a.top_p)?;
             let output_schema = a
                 .output_schema
-                .map(|p| harness_base::schema::OutputSchema::load(&resolve_file(base, &p)))
-                .transpose()
-                .map_err(|e| format!("{at} output_schema: {e}"))?;
+                .map(|p| {
+                    let p = expand_home(&p, home, &format!("{at} output_schema"))?;
+                    harness_base::schema::OutputSchema::load(&resolve_file(base, &p))
+                        .map_err(|e| format!("{at} output_schema: {e}"))
+                })
+                .transpose()?;
             let profile = AgentProfile {
                 name: name.clone(),
                 role_prompt: a.role_prompt,

@@ -3,13 +3,14 @@
 //! read through [`Secrets`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use harness_base::redact::Secret;
 
 use super::limits::{bounds, check_finite, check_range};
+use super::locate::expand_home;
 use super::raw::{
     RawEndpoint, RawModel, RawNoteworx, RawNotify, RawOpenai, RawPaths, RawRunpod, RawWebfetch,
 };
@@ -91,15 +92,23 @@ pub(super) fn resolve_endpoint(
     }
 }
 
-pub(super) fn resolve_paths(raw: &RawPaths, base: &Path) -> Paths {
-    let resolve = |p: &Path| resolve_file(base, p);
-    Paths {
-        inbox: resolve(&raw.inbox),
-        done: resolve(&raw.done),
-        failed: resolve(&raw.failed),
-        logs: resolve(&raw.logs),
-        recurring: resolve(&raw.recurring),
-    }
+/// The `[paths]` folders: `~/` the home folder, a relative one against the
+/// config's folder.
+pub(super) fn resolve_paths(
+    raw: &RawPaths,
+    base: &Path,
+    home: Option<&Path>,
+) -> Result<Paths, String> {
+    let resolve = |p: &Path, key: &str| -> Result<PathBuf, String> {
+        Ok(resolve_file(base, &expand_home(p, home, key)?))
+    };
+    Ok(Paths {
+        inbox: resolve(&raw.inbox, "[paths] inbox")?,
+        done: resolve(&raw.done, "[paths] done")?,
+        failed: resolve(&raw.failed, "[paths] failed")?,
+        logs: resolve(&raw.logs, "[paths] logs")?,
+        recurring: resolve(&raw.recurring, "[paths] recurring")?,
+    })
 }
 
 pub(super) fn resolve_model(m: RawModel, context_tokens: u32) -> Result<ModelConfig, String> {

@@ -553,3 +553,33 @@ fn a_url_refused_at_load_is_shown_without_its_userinfo() {
         assert!(!e.contains("hunter2secretpw") && !e.contains("bob"), "{e}");
     }
 }
+
+#[test]
+fn a_path_value_starting_with_tilde_slash_is_in_the_home_folder() {
+    let text = "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:8080/v1\"\n\
+                [paths]\ninbox = \"~/agent/tasks/inbox\"\ndone = \"~bob/done\"\nfailed = \"tasks/~/failed\"\n\
+                [metrics]\ntextfile = \"~/metrics/ah.prom\"\n";
+    let with_home = |k: &str| (k == "HOME").then(|| "/home/ann".to_string());
+    let base = Path::new("/etc/ah");
+    let cfg = Config::parse(text, Path::new("/etc/ah/agent.toml"), base, &with_home).unwrap();
+    assert_eq!(
+        cfg.paths.inbox,
+        PathBuf::from("/home/ann/agent/tasks/inbox")
+    );
+    assert_eq!(
+        cfg.paths.done,
+        PathBuf::from("/etc/ah/~bob/done"),
+        "~user/ is left"
+    );
+    assert_eq!(cfg.paths.failed, PathBuf::from("/etc/ah/tasks/~/failed"));
+    assert_eq!(
+        cfg.metrics_textfile,
+        Some(PathBuf::from("/home/ann/metrics/ah.prom"))
+    );
+    let no_home = |_: &str| None;
+    let e = Config::parse(text, Path::new("/etc/ah/agent.toml"), base, &no_home).unwrap_err();
+    assert!(
+        e.message.contains("[paths] inbox") && e.message.contains("HOME is not set"),
+        "{e}"
+    );
+}

@@ -10,6 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::folders;
 use super::prepare::{Offer, Origin, resolve};
 use super::recurring;
+use super::slips;
 use harness_config::{Config, McpTransport};
 use harness_inbox::{self as inbox, TaskFile, TaskProblem};
 use harness_state::{DaySpend, Found, SPEND_FILE, Slots, day_of};
@@ -32,6 +33,9 @@ pub struct CheckReport {
     pub recurring: Vec<String>,
     /// Today's spend against each `[budget]` limit, when one is set.
     pub budget: Option<String>,
+    /// What the config does that is said, not judged (the `[model.extra]`
+    /// keys sent untouched).
+    pub notes: Vec<String>,
 }
 
 /// `check`: validates every inbox task against the config without calling
@@ -58,10 +62,20 @@ pub fn check_inbox(
         // research-scout before noteworx is set up): only the used ones.
         config_warnings: Toolbox::unoffered_profile_tools(cfg, |p| named.contains(p))
             .into_iter()
+            .chain(slips::recurring_near_misses(cfg))
+            .map(in_config)
+            .collect(),
+        problems: slips::placeholder_endpoint(cfg)
+            .into_iter()
             .map(in_config)
             .collect(),
         ..CheckReport::default()
     };
+    let (extra, misspelt) = slips::extra_keys(cfg);
+    report.notes.extend(extra.map(in_config));
+    report
+        .config_warnings
+        .extend(misspelt.into_iter().map(in_config));
     if folders::check_inbox(&cfg.paths.inbox).is_ok()
         && let Err(e) = check_tasks(cfg, offered, today, &mut report)
     {
@@ -174,12 +188,15 @@ fn check_tasks(
     let entries = inbox::list(&cfg.paths.inbox)
         .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
     report.tasks = entries.len();
-    report.warnings.extend(inbox::strays(&cfg.paths.inbox)?.into_iter().map(|p| {
-        format!(
-            "{}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder, no `..` or control character in NAME)",
-            harness_base::text::printable(&p.display().to_string())
-        )
-    }));
+    for p in inbox::strays(&cfg.paths.inbox)? {
+        let shown = harness_base::text::printable(&p.display().to_string()).into_owned();
+        match inbox::reserved_entry(&p) {
+            Some(why) => report.problems.push(format!("{shown}: {why}")),
+            None => report.warnings.push(format!(
+                "{shown}: warning: it will never run (only NAME.md files run: lower-case .md, not hidden, not a folder, no `..` or control character in NAME)"
+            )),
+        }
+    }
     for e in &entries {
         match check_task(
             cfg,
@@ -266,6 +283,11 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
         }
         return;
     };
+    for p in inbox::strays(&cfg.paths.recurring).unwrap_or_default() {
+        if let Some(why) = inbox::reserved_entry(&p) {
+            report.problems.push(format!("{}: {why}", p.display()));
+        }
+    }
     let state = Slots::load(&cfg.paths.state_dir());
     let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
     let offer = checked_offer(cfg, offered, now.date_naive());

@@ -126,7 +126,10 @@ const NAMED_STRAYS: usize = 20;
 /// the others counted; one problem line for them all (the run exits 1 for
 /// it: README, Exit codes). Their number, for the metrics.
 fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<usize> {
-    let strays = inbox::strays(&cfg.paths.inbox)?;
+    // A reserved name (`report.md`, `eval.md`: two at most) is said on its own, with why.
+    let (reserved, strays): (Vec<_>, Vec<_>) = inbox::strays(&cfg.paths.inbox)?
+        .into_iter()
+        .partition(|p| inbox::reserved_entry(p).is_some());
     for path in strays.iter().take(NAMED_STRAYS) {
         tracing::warn!(entry = %harness_base::text::printable(&path.display().to_string()), "an inbox entry that will never run: only NAME.md files run (lower-case .md, not hidden, not a folder, no `..` or control character in NAME)");
     }
@@ -136,6 +139,15 @@ fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<u
             inbox = %harness_base::text::printable(&cfg.paths.inbox.display().to_string()),
             "and {unnamed} more inbox entries that will never run (not named, so the log does not flood)"
         );
+    }
+    for path in &reserved {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let why = inbox::reserved_entry(path).unwrap_or_default();
+        tracing::warn!(entry = %harness_base::text::printable(&path.display().to_string()), "an inbox entry that will never run: {why}");
+        problems.push(format!(
+            "the inbox entry {} will never run: {why}",
+            harness_base::text::printable(&name)
+        ));
     }
     if !strays.is_empty() {
         let names: Vec<String> = strays
@@ -153,5 +165,5 @@ fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<u
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
-    Ok(strays.len())
+    Ok(strays.len() + reserved.len())
 }

@@ -28,6 +28,7 @@ mod prepare;
 pub mod recurring;
 pub mod requeue;
 mod resume;
+mod slips;
 mod tally;
 mod tool_servers;
 
@@ -135,6 +136,13 @@ async fn drain_inbox(
     ignored: &mut Option<usize>,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     folders::prepare(cfg).map_err(UsageError)?;
+    // What `check` warns of, said in the run's log too (nothing stops).
+    for slip in slips::recurring_near_misses(cfg)
+        .into_iter()
+        .chain(slips::extra_keys(cfg).1)
+    {
+        tracing::warn!("{}", slip.trim_start_matches("warning: "));
+    }
     let state_dir = cfg.paths.state_dir();
     // A lock that cannot be taken is a fault of the setup (a read-only
     // folder, a link planted at its name): the run stops, naming it.

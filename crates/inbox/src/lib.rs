@@ -294,8 +294,40 @@ pub fn task_from_bytes(bytes: Vec<u8>) -> Result<TaskFile, TaskProblem> {
     parse_task(&text)
 }
 
-/// A task name must be a plain file stem: no separators, no `..`.
+/// Names no task may have: the harness keeps its own files in
+/// `logs/report/` (the HTML report) and `logs/eval/` (evals), where a
+/// task's runs would be (docs/tasks.md, "Task files").
+pub const RESERVED_TASK_NAMES: [(&str, &str); 2] = [
+    ("report", "the HTML report (`agent-harness report`)"),
+    ("eval", "the evals (`agent-harness eval`)"),
+];
+
+/// Why `name` is reserved, when it is: the message an inbox entry, a
+/// `submit`, a `run-task` or an `exec --name` of that name is refused with.
+pub fn reserved_task_name(name: &str) -> Option<String> {
+    RESERVED_TASK_NAMES
+        .iter()
+        .find(|(reserved, _)| *reserved == name)
+        .map(|(reserved, what)| {
+            format!(
+                "task name {reserved:?} is reserved: logs/{reserved}/ holds {what}, so its runs would mix with it; rename the task file"
+            )
+        })
+}
+
+/// Why the inbox entry `path` will never run, when it is for a reserved
+/// name (`report.md`); `None` for the other entries that never run.
+pub fn reserved_entry(path: &Path) -> Option<String> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".md")?;
+    reserved_task_name(stem)
+}
+
+/// A task name must be a plain file stem: no separators, no `..`, and
+/// not one of [`RESERVED_TASK_NAMES`].
 pub fn check_task_name(name: &str) -> Result<(), String> {
+    if let Some(why) = reserved_task_name(name) {
+        return Err(why);
+    }
     if name.is_empty()
         || name.contains(['/', '\\', '\0'])
         || name.contains("..")

@@ -227,6 +227,36 @@ fn names_with_separators_or_dots_are_refused() {
 }
 
 #[test]
+fn report_and_eval_are_reserved_names_that_never_run() {
+    for name in ["report", "eval"] {
+        let e = check_task_name(name).unwrap_err();
+        assert!(
+            e.contains("is reserved") && e.contains(&format!("logs/{name}/")),
+            "{e}"
+        );
+    }
+    assert!(check_task_name("reports").is_ok());
+    assert!(check_task_name("eval-weekly").is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("report.md"), "Summarise.").unwrap();
+    std::fs::write(dir.path().join("ok.md"), "Answer.").unwrap();
+    let names: Vec<String> = list(dir.path())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, ["ok"]);
+    let strays = strays(dir.path()).unwrap();
+    assert_eq!(strays, [dir.path().join("report.md")]);
+    assert!(
+        reserved_entry(&strays[0])
+            .unwrap()
+            .contains("the HTML report")
+    );
+    assert_eq!(reserved_entry(&dir.path().join("ok.md")), None);
+}
+
+#[test]
 fn files_that_are_too_big_or_not_utf8_are_invalid() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.md");

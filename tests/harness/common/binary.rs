@@ -15,6 +15,8 @@ pub fn bin(project: &Project) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("agent-harness").unwrap();
     cmd.current_dir(project.root())
         .env_remove("AGENT_HARNESS_CONFIG")
+        // No user's config is found in place of a missing one.
+        .env("XDG_CONFIG_HOME", project.root().join(".no-user-config"))
         .env("NO_COLOR", "1")
         .timeout(Duration::from_secs(120));
     cmd

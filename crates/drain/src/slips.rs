@@ -1,0 +1,167 @@
+//! The slips a config can hold that nothing else would say (docs/operating.md,
+//! `check`): the example's placeholder RunPod endpoint id left in, a
+//! recurring folder spelt wrong beside the one the config names, and the
+//! `[model.extra]` keys, which go to the server untouched (a misspelt one
+//! is ignored there, silently).
+
+use std::path::Path;
+
+use harness_config::{Config, EXAMPLE_ENDPOINT_ID, EndpointKind};
+
+/// A `[runpod]` endpoint still on the example's placeholder id: every
+/// request would go to an endpoint that is not yours.
+pub(crate) fn placeholder_endpoint(cfg: &Config) -> Option<String> {
+    let ep = &cfg.endpoint;
+    (ep.kind == EndpointKind::Runpod
+        && ep.base_url.rsplit('/').next() == Some(EXAMPLE_ENDPOINT_ID))
+    .then(|| {
+        format!(
+            "[runpod] endpoint_id is the example's placeholder ({EXAMPLE_ENDPOINT_ID:?}): set your endpoint's id (RunPod's console, Serverless)"
+        )
+    })
+}
+
+/// When `[paths] recurring` does not exist (no recurring tasks, which is
+/// normal), each folder beside it or beside the inbox whose name is one or
+/// two letters from it (`tasks/recuring/`): its tasks would never run.
+pub(crate) fn recurring_near_misses(cfg: &Config) -> Vec<String> {
+    let wanted = &cfg.paths.recurring;
+    let Some(name) = wanted.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    if std::fs::symlink_metadata(wanted).is_ok() {
+        return Vec::new();
+    }
+    let mut places: Vec<&Path> = wanted.parent().into_iter().collect();
+    let state = cfg.paths.state_dir();
+    if !places.contains(&state.as_path()) {
+        places.push(&state);
+    }
+    let mut found = Vec::new();
+    for place in places {
+        let Ok(entries) = std::fs::read_dir(place) else {
+            continue;
+        };
+        let mut near: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n != name && close(&n.to_lowercase(), &name.to_lowercase()))
+            .collect();
+        near.sort();
+        found.extend(near.into_iter().map(|n| {
+            format!(
+                "warning: [paths] recurring: {} does not exist, but {} does: did you mean {}/? (its tasks never run)",
+                wanted.display(),
+                place.join(&n).display(),
+                wanted.display()
+            )
+        }));
+    }
+    found
+}
+
+/// The request fields llama-server, vLLM and Ollama read that a config is
+/// likely to set: a `[model.extra]` key one or two letters from one of
+/// them, and not one itself, is most likely misspelt.
+const KNOWN_EXTRA: &[&str] = &[
+    "seed",
+    "min_p",
+    "typical_p",
+    "top_n_sigma",
+    "tool_choice",
+    "parallel_tool_calls",
+    "repeat_penalty",
+    "repeat_last_n",
+    "presence_penalty",
+    "frequency_penalty",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "dry_penalty_last_n",
+    "xtc_probability",
+    "xtc_threshold",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "stop",
+    "n_probs",
+    "logit_bias",
+    "grammar",
+    "json_schema",
+    "response_format",
+    "cache_prompt",
+    "samplers",
+    "logprobs",
+    "top_logprobs",
+    "min_tokens",
+    "repetition_penalty",
+];
+
+/// `[model.extra]`'s keys, said (`sent to the server untouched: …`), and a
+/// warning for each that looks like a misspelt known field.
+pub(crate) fn extra_keys(cfg: &Config) -> (Option<String>, Vec<String>) {
+    let keys: Vec<&String> = cfg.model.extra.keys().collect();
+    if keys.is_empty() {
+        return (None, Vec::new());
+    }
+    let note = format!(
+        "[model.extra]: sent to the server untouched: {}",
+        keys.iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let warnings = keys
+        .iter()
+        .filter(|k| !KNOWN_EXTRA.contains(&k.as_str()))
+        .filter_map(|k| {
+            let meant = KNOWN_EXTRA.iter().find(|known| close(k, known))?;
+            Some(format!(
+                "warning: [model.extra] {k}: not a field the server knows by that name, so it is ignored there; did you mean {meant}?"
+            ))
+        })
+        .collect();
+    (Some(note), warnings)
+}
+
+/// `a` and `b` differ, by at most two edits (one for names under five
+/// letters).
+fn close(a: &str, b: &str) -> bool {
+    let most = if b.chars().count() < 5 { 1 } else { 2 };
+    a != b && edits(a, b) <= most
+}
+
+/// The Levenshtein distance: the letters to insert, remove or change.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut last = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (last + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            last = here;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_names_are_one_or_two_edits_apart() {
+        assert_eq!(edits("recuring", "recurring"), 1);
+        assert_eq!(edits("reccuring", "recurring"), 2);
+        assert!(close("recuring", "recurring"));
+        assert!(close("repeat_penaltly", "repeat_penalty"));
+        assert!(!close("recurring", "recurring"));
+        assert!(!close("done", "recurring"));
+        assert!(!close("stops", "seed"));
+    }
+}

@@ -1,0 +1,228 @@
+//! The first hour (README, Against your own server): `init` makes a project
+//! `check` passes, and never writes over one; the config is found where
+//! docs/configuration.md says, in order, and when it is nowhere the error
+//! says where it looked and how to make one.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::common::*;
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn init_writes_a_project_that_check_passes() {
+    let s = scenario().no_config_file().build().await;
+    let out = bin(&s)
+        .args(["init", "mine", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = s.root().join("mine");
+    let config = dir.join("agent.toml");
+    let printed = stdout(&out);
+    assert!(
+        printed.contains(&format!(
+            "agent-harness --config {} check",
+            config.display()
+        )) && printed.contains("run")
+            && printed.contains("show"),
+        "{printed}"
+    );
+    assert_eq!(mode(&config), 0o640);
+    for folder in [
+        "tasks/inbox",
+        "tasks/done",
+        "tasks/failed",
+        "tasks/recurring",
+    ] {
+        assert_eq!(mode(&dir.join(folder)), 0o750, "{folder}");
+    }
+    assert_eq!(mode(&dir.join("logs")), 0o700);
+    let example = std::fs::read_to_string(dir.join("tasks/inbox/example.md")).unwrap();
+    assert_eq!(
+        example,
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/inbox/example.md")
+        )
+        .unwrap()
+    );
+
+    let out = bin(&s).current_dir(&dir).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("config: {}", config.display()))
+            && stdout(&out).contains("1 task file(s), 0 with problems"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[tokio::test]
+async fn init_here_prints_the_commands_without_config_and_never_writes_over_one() {
+    let s = scenario().no_config_file().build().await;
+    let out = bin(&s)
+        .args(["init", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("agent-harness check") && !stdout(&out).contains("--config"),
+        "{}",
+        stdout(&out)
+    );
+    let first = std::fs::read(s.config_path()).unwrap();
+    let out = bin(&s)
+        .args(["init", "--runpod", "my-endpoint"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!("{} already exists", s.config_path().display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(s.config_path()).unwrap(), first, "unchanged");
+}
+
+#[tokio::test]
+async fn init_for_runpod_says_to_export_the_key_and_takes_one_endpoint() {
+    let s = scenario().no_config_file().build().await;
+    let out = bin(&s)
+        .args(["init", "rp", "--runpod", "my-endpoint"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("RUNPOD_API_KEY"), "{}", stdout(&out));
+    let config = std::fs::read_to_string(s.root().join("rp/agent.toml")).unwrap();
+    assert!(
+        config.contains("endpoint_id = \"my-endpoint\"")
+            && config.contains("export RUNPOD_API_KEY"),
+        "{config}"
+    );
+    let out = bin(&s)
+        .current_dir(s.root().join("rp"))
+        .env("RUNPOD_API_KEY", "rp-key")
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    for args in [
+        &["init", "x"][..],
+        &["init", "x", "--openai", "http://h/v1", "--runpod", "id"],
+    ] {
+        let out = bin(&s).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = bin(&s)
+        .args(["init", "y", "--runpod", "abc123xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("placeholder"), "{}", stderr(&out));
+    assert!(!s.root().join("y/agent.toml").exists());
+}
+
+const CONFIG: &str =
+    "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+
+/// `dir/agent-harness/agent.toml`, its inbox beside it.
+fn user_config(dir: &Path) -> std::path::PathBuf {
+    let at = dir.join("agent-harness");
+    std::fs::create_dir_all(at.join("tasks/inbox")).unwrap();
+    std::fs::write(at.join("agent.toml"), CONFIG).unwrap();
+    at.join("agent.toml")
+}
+
+#[tokio::test]
+async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
+    let s = scenario().no_config_file().build().await;
+    let xdg = s.root().join("xdg");
+    let found = user_config(&xdg);
+    let out = bin(&s)
+        .env("XDG_CONFIG_HOME", &xdg)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("config: {}", found.display())),
+        "{}",
+        stdout(&out)
+    );
+
+    let home = s.root().join("home");
+    let found = user_config(&home.join(".config"));
+    let out = bin(&s)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &home)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("config: {}", found.display())),
+        "{}",
+        stdout(&out)
+    );
+
+    // One here comes first.
+    s.write_config("http://127.0.0.1:9/v1", "");
+    let out = bin(&s)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &home)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains(&format!("config: {}", s.config_path().display())),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[tokio::test]
+async fn no_config_anywhere_names_every_place_looked_and_a_named_one_is_never_passed_over() {
+    let s = scenario().no_config_file().build().await;
+    let home = s.root().join("home");
+    let out = bin(&s)
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &home)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for place in [
+        s.config_path().display().to_string(),
+        home.join(".config/agent-harness/agent.toml")
+            .display()
+            .to_string(),
+        "/etc/agent-harness/agent.toml".to_string(),
+        "agent-harness init".to_string(),
+    ] {
+        assert!(err.contains(&place), "{place}: {err}");
+    }
+
+    // The variable naming a missing file is that file's error, though
+    // one is found where the lookup would go on.
+    let xdg = s.root().join("xdg");
+    user_config(&xdg);
+    let missing = s.root().join("gone.toml");
+    let out = bin(&s)
+        .env("XDG_CONFIG_HOME", &xdg)
+        .env("AGENT_HARNESS_CONFIG", &missing)
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&missing.display().to_string())
+            && stderr(&out).contains("cannot read the config file"),
+        "{}",
+        stderr(&out)
+    );
+}
