@@ -23,8 +23,9 @@
 //!    made of small values (it must cost about its size, not a tree's);
 //! 7. resume — a six-turn task with two attachment writes, SIGKILLed three
 //!    times mid-call (in turns 2, 4 and 5) and run again until done:
-//!    model requests and wall time, resumed from its records (README, Resume)
-//!    against restarted from turn 1 (`[limits] resume = false`);
+//!    model requests and wall time, resumed from its records
+//!    (docs/resume-replay-eval.md, "Resume") against restarted from turn 1
+//!    (`[limits] resume = false`);
 //! 8. mcp — the tests' MCP server (official Python SDK) started by the
 //!    binary: its start-up (spawn, `initialize`, `tools/list`) as `run.log`
 //!    says it, one `tools/call` round trip, and the harness's peak memory

@@ -1,5 +1,5 @@
 //! The quickstart's local services, on one loopback port: the in-memory
-//! noteworx the tests use (the SPEC API, seeded from `examples/notes.json`),
+//! noteworx the tests use (seeded from `examples/notes.json`),
 //! and `examples/pages/` served as web pages for `webfetch`.
 //!
 //! ```sh

@@ -1,5 +1,5 @@
-//! The loop (SPEC §5) end to end: what the endpoint receives, what the
-//! records say, where the task file goes.
+//! The loop (docs/tasks.md, "The loop") end to end: what the endpoint receives,
+//! what the records say, where the task file goes.
 
 use agent_harness::agent::StopReason;
 use agent_harness::drain::RunOutcome;

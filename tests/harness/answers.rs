@@ -1,6 +1,7 @@
-//! What a finished task's answer becomes (SPEC §8, §16, §22): `answer.md`,
-//! stdout of `run-task` and `run --json`, and an answer cut at `max_tokens`
-//! asked for once more, shorter, before it is `answer_truncated`.
+//! What a finished task's answer becomes: `answer.md` (docs/operating.md,
+//! "Records"), stdout of `run-task` and `run --json` ("Commands" there), and
+//! an answer cut at `max_tokens` asked for once more, shorter, before it is
+//! `answer_truncated` (docs/tasks.md, "The loop").
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;

@@ -1,8 +1,8 @@
-//! Spend within a budget (README, Budget): a `[budget]` limit reached pauses
-//! the queue — the task in flight ends `interrupted` / `budget_exhausted` and
-//! stays in the inbox to resume from its records, nothing further starts, the
-//! run exits 75 naming the limit and when it resets — and never fails a task.
-//! The ledger beside the inbox is hostile input.
+//! Spend within a budget (docs/budget-and-traces.md, "Budget"): a `[budget]`
+//! limit reached pauses the queue — the task in flight ends `interrupted` /
+//! `budget_exhausted` and stays in the inbox to resume from its records,
+//! nothing further starts, the run exits 75 naming the limit and when it resets
+//! — and never fails a task. The ledger beside the inbox is hostile input.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! Budgets (SPEC §12.6): calls per reply, writes per task, argument bytes
-//! replayed, and the budgets a task's frontmatter sets, held across turns.
+//! Budgets (docs/untrusted-input.md): calls per reply, writes per task,
+//! argument bytes replayed, and the budgets a task's frontmatter sets, held
+//! across turns.
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;

@@ -1,6 +1,6 @@
-//! `check` refuses what it can decide locally (SPEC §22): an MCP server
-//! whose program would not start, and a host list that holds URLs (a deny
-//! list of URLs denies nothing) — the latter for every command.
+//! `check` refuses what it can decide locally (docs/operating.md, "Commands"):
+//! an MCP server whose program would not start, and a host list that holds URLs
+//! (a deny list of URLs denies nothing) — the latter for every command.
 
 use crate::common::*;
 

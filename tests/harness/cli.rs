@@ -1,4 +1,5 @@
-//! The binary: exit codes and what it prints (SPEC §2).
+//! The binary: exit codes and what it prints (README, Exit codes;
+//! docs/operating.md, "Commands").
 
 use serde_json::Value;
 
@@ -396,8 +397,8 @@ async fn the_shipped_example_inbox_passes_check() {
     );
 }
 
-/// SPEC §22 "First contact": a fresh copy of the shipped example config,
-/// with only its endpoint filled in, checks clean — no warning.
+/// A fresh copy of the shipped example config, with only its endpoint
+/// filled in, checks clean — no warning (README, Against your own server).
 #[tokio::test]
 async fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_in() {
     let example = include_str!("../../config/agent.toml.example");

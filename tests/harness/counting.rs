@@ -1,6 +1,6 @@
-//! Exact prompt counting and the elision rules (README, The loop), against a
-//! llama-server stand-in whose `/apply-template` and `/tokenize` agree with
-//! the `usage` it reports and the window it enforces.
+//! Exact prompt counting and the elision rules (docs/tasks.md, "The loop"),
+//! against a llama-server stand-in whose `/apply-template` and `/tokenize`
+//! agree with the `usage` it reports and the window it enforces.
 
 use agent_harness::records::Status;
 use serde_json::{Value, json};

@@ -1,5 +1,6 @@
-//! Expectations and `eval DIR` (README, Expectations; Eval): what a task must
-//! achieve, and how often a suite of tasks achieves it.
+//! Expectations and `eval DIR` (docs/tasks.md, "Expectations";
+//! docs/resume-replay-eval.md, "Eval"): what a task must achieve, and how often
+//! a suite of tasks achieves it.
 
 use std::process::Output;
 

@@ -1,6 +1,6 @@
-//! An eval that decides (SPEC §20): pass^k, the paired comparison of a
-//! two-value matrix, the `--min-pass-rate` gate, why rows failed, and the
-//! eval in the report.
+//! An eval that decides (docs/resume-replay-eval.md, "Eval"): pass^k, the
+//! paired comparison of a two-value matrix, the `--min-pass-rate` gate, why
+//! rows failed, and the eval in the report.
 
 use std::process::Output;
 

@@ -1,5 +1,5 @@
-//! `exec` (SPEC §17): a task from the command line or stdin, no inbox, its
-//! flags over its frontmatter, its exit code the task's.
+//! `exec` (docs/tasks.md, "exec"): a task from the command line or stdin, no
+//! inbox, its flags over its frontmatter, its exit code the task's.
 
 use serde_json::json;
 

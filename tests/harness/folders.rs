@@ -1,6 +1,7 @@
-//! The folders a run needs and its lock (SPEC §2, §7): a folder missing,
-//! uncreatable or unusable is a configuration error naming its key before
-//! any task starts; a run that finds the lock taken touches nothing.
+//! The folders a run needs and its lock (docs/configuration.md, `[paths]`;
+//! docs/operating.md, "The lock"): a folder missing, uncreatable or unusable is
+//! a configuration error naming its key before any task starts; a run that
+//! finds the lock taken touches nothing.
 
 use crate::common::*;
 

@@ -1,6 +1,6 @@
-//! No forged turns, no secret out (SPEC §12.7, §12.8): control-token
-//! strings and text-form calls in notes never act as turns, and a token or
-//! key a server echoes never reaches a tool result, a prompt or a record.
+//! No forged turns, no secret out (docs/untrusted-input.md): control-token
+//! strings and text-form calls in notes never act as turns, and a token or key
+//! a server echoes never reaches a tool result, a prompt or a record.
 
 use agent_harness::agent::StopReason;
 use serde_json::{Value, json};
@@ -206,7 +206,7 @@ fn a_wrong_type_in_the_config_names_the_file_the_line_and_the_key() {
     );
 }
 
-// -- 8. Secrets in every spelling (SPEC §25) ------------------------------------------
+// -- 8. Secrets in every spelling ----------------------------------------------------
 
 /// `text` with its JSON escapes decoded, leniently: what a reader of a
 /// record line, of the arguments inside it, or of a log line might decode.

@@ -1,6 +1,6 @@
-//! Nothing to do, said truthfully (SPEC §22): an inbox entry that will
-//! never run (`color.txt`, `Color.MD`, a folder) is logged by every run,
-//! counted in the metrics, and makes the run exit 1 — never "the inbox is
+//! Nothing to do, said truthfully (docs/tasks.md, "Task files"): an inbox entry
+//! that will never run (`color.txt`, `Color.MD`, a folder) is logged by every
+//! run, counted in the metrics, and makes the run exit 1 — never "the inbox is
 //! empty" with exit 0.
 
 use crate::common::*;

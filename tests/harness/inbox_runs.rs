@@ -1,6 +1,6 @@
-//! Draining the inbox (README, Commands; Task files; Endpoints and
-//! retries): invalid tasks, moves, the lock, dry runs, retryable tasks and
-//! their attempt counts, the reachability check.
+//! Draining the inbox (docs/operating.md, "Commands" and "Endpoints and
+//! retries"; docs/tasks.md, "Task files"): invalid tasks, moves, the lock, dry
+//! runs, retryable tasks and their attempt counts, the reachability check.
 
 use agent_harness::agent::StopReason;
 use agent_harness::drain::{RunOptions, RunOutcome, Tally};

@@ -1,7 +1,7 @@
-//! Tools from MCP servers (README, Tools from MCP servers), against a real
-//! MCP server nobody here wrote the protocol of: `tests/mcp/test_server.py`
-//! on the official Python SDK (PyPI `mcp`, installed by
-//! `scripts/stack install`), started by the harness as a run would start it.
+//! Tools from MCP servers (docs/tools.md, "Tools from MCP servers"), against a
+//! real MCP server nobody here wrote the protocol of:
+//! `tests/mcp/test_server.py` on the official Python SDK (PyPI `mcp`, installed
+//! by `scripts/stack install`), started by the harness as a run would start it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -405,10 +405,10 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
     );
 }
 
-/// A down server spares the tasks that do not name its tools (README, Tools
-/// from MCP servers): a task without a `tools` list runs with the built-in
-/// tools and the servers that are up, and its records say which server was
-/// left out and why; the metrics say which servers were up.
+/// A down server spares the tasks that do not name its tools (docs/tools.md,
+/// "Tools from MCP servers"): a task without a `tools` list runs with the
+/// built-in tools and the servers that are up, and its records say which server
+/// was left out and why; the metrics say which servers were up.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {

@@ -1,6 +1,6 @@
-//! MCP servers that die or falter (SPEC §19): a death unnoticed during a
-//! task, one of four concurrent tasks' server dying, one HTTP 500 — a task
-//! that may use a dead server never passes as done.
+//! MCP servers that die or falter (docs/tools.md, "Tools from MCP servers"): a
+//! death unnoticed during a task, one of four concurrent tasks' server dying,
+//! one HTTP 500 — a task that may use a dead server never passes as done.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,8 +1,9 @@
-//! MCP servers as hostile input (docs/untrusted-input.md; README, Tools from
-//! MCP servers): a raw JSON-RPC server (`tests/mcp/hostile_server.py`) that
-//! pages forever, floods requests, notifications and stderr, dies mid-call,
-//! answers malformed results, leaks the secret it is passed, or never answers
-//! — and configuration mistakes that must not pass as success.
+//! MCP servers as hostile input (docs/untrusted-input.md; docs/tools.md,
+//! "Tools from MCP servers"): a raw JSON-RPC server
+//! (`tests/mcp/hostile_server.py`) that pages forever, floods requests,
+//! notifications and stderr, dies mid-call, answers malformed results, leaks
+//! the secret it is passed, or never answers — and configuration mistakes that
+//! must not pass as success.
 
 use std::time::Duration;
 
@@ -20,8 +21,8 @@ fn server(name: &str, modes: &[&str], extra: &str) -> String {
 }
 
 /// A typo in `write_tools` is no setup fault (a server's answer does not stop
-/// the inbox: README, Tools from MCP servers), and it never makes the real
-/// write tool a read: with a name the server does not list, every tool not
+/// the inbox: docs/tools.md, "Tools from MCP servers"), and it never makes the
+/// real write tool a read: with a name the server does not list, every tool not
 /// marked read-only counts as a write, so under --dry-run it is an intent,
 /// never sent. The run says what to fix and exits 1.
 #[tokio::test]
@@ -241,9 +242,9 @@ fn a_server_cannot_flood_the_harness_stderr() {
     );
 }
 
-/// README, Tools from MCP servers: a server that dies while a task may use it
-/// ends that task retryable, even when the model answered after the failed
-/// call.
+/// docs/tools.md, "Tools from MCP servers": a server that dies while a task may
+/// use it ends that task retryable, even when the model answered after the
+/// failed call.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_server_dying_mid_task_does_not_pass_as_success() {

@@ -1,7 +1,7 @@
-//! An MCP server's listing as hostile input (README, Tools from MCP servers):
-//! a server that pings, lists past what is read, in any order, in one huge
-//! page, or lacks a name the config allows — what is offered never depends on
-//! it.
+//! An MCP server's listing as hostile input (docs/tools.md, "Tools from MCP
+//! servers"): a server that pings, lists past what is read, in any order, in
+//! one huge page, or lacks a name the config allows — what is offered never
+//! depends on it.
 
 use std::path::Path;
 
@@ -90,9 +90,9 @@ async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
     assert_eq!(offered[0], offered[1]);
 }
 
-/// A listing that lacks a configured name is no setup fault (README, Tools
-/// from MCP servers): the task that names the missing tool is invalid, and
-/// the run's stop leaves no server process behind.
+/// A listing that lacks a configured name is no setup fault (docs/tools.md,
+/// "Tools from MCP servers"): the task that names the missing tool is invalid,
+/// and the run's stop leaves no server process behind.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_server_process() {

@@ -1,5 +1,6 @@
-//! Secrets near MCP servers (SPEC §12.8, §19): keys in a url, in a listed
-//! name, in an error a server sends back — no part of one is recorded.
+//! Secrets near MCP servers (docs/tools.md, "Tools from MCP servers"): keys in
+//! a url, in a listed name, in an error a server sends back — no part of one is
+//! recorded.
 
 use agent_harness::agent::StopReason;
 

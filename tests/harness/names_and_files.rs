@@ -1,7 +1,6 @@
-//! Names, ids and files from outside (SPEC §12.5, §12.9): task names that
-//! do not fit, slugs and ids that would climb out of their route, links
-//! and FIFOs where a file is expected, and records private whatever the
-//! umask.
+//! Names, ids and files from outside (docs/untrusted-input.md): task names that
+//! do not fit, slugs and ids that would climb out of their route, links and
+//! FIFOs where a file is expected, and records private whatever the umask.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

@@ -1,4 +1,5 @@
-//! The six noteworx tools against a fake noteworx implementing the SPEC API.
+//! The six noteworx tools (docs/tools.md, "Built-in tools") against a fake
+//! noteworx (`common/fake_noteworx.rs`).
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;

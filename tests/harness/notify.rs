@@ -1,9 +1,8 @@
-//! Somebody is told (README, Notify): `[notify] ping_url` speaks
-//! healthchecks.io's ping protocol (`/start`, success, `/<exit code>` with
-//! the last status lines as the body), `[notify] on_failure_url` gets the
-//! run's result as JSON when it exits non-zero; neither ever changes the exit
-//! code, a dry run notifies nothing, and the URLs' keys are redacted
-//! everywhere.
+//! Somebody is told (docs/operating.md, "Notify"): `[notify] ping_url` speaks
+//! healthchecks.io's ping protocol (`/start`, success, `/<exit code>` with the
+//! last status lines as the body), `[notify] on_failure_url` gets the run's
+//! result as JSON when it exits non-zero; neither ever changes the exit code, a
+//! dry run notifies nothing, and the URLs' keys are redacted everywhere.
 
 use serde_json::{Value, json};
 use wiremock::matchers::method;

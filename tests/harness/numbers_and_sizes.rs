@@ -1,7 +1,7 @@
-//! Numbers, sizes and time from outside (SPEC §12.2–§12.4): absurd numbers
-//! in task files, configs and server answers, replies and listings past
-//! their caps, replies and pages built to overflow a parser, and servers
-//! that never answer — each bounded, none a crash or a hang.
+//! Numbers, sizes and time from outside (docs/untrusted-input.md): absurd
+//! numbers in task files, configs and server answers, replies and listings past
+//! their caps, replies and pages built to overflow a parser, and servers that
+//! never answer — each bounded, none a crash or a hang.
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
@@ -291,7 +291,8 @@ async fn replies_built_to_overflow_the_stack_or_loop_are_read_as_plain_text() {
                 Some(content.len() + '\u{2060}'.len_utf8())
             );
         } else {
-            // Nothing but control strings: debris, no answer (SPEC §22).
+            // Nothing but control strings: debris, no answer (docs/tasks.md,
+            // "The loop").
             assert_eq!(s.stop_reason, StopReason::EmptyResponse, "{name}");
         }
     }

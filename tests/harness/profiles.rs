@@ -1,4 +1,5 @@
-//! Agent profiles and structured answers (SPEC §15).
+//! Agent profiles and structured answers (docs/tasks.md, "Profiles" and
+//! "Structured answers").
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
@@ -396,7 +397,8 @@ async fn a_second_wrong_answer_ends_as_invalid_answer_with_no_result() {
     );
 }
 
-/// SPEC §16: a reply with prose around its one ```json fence is read from the fence.
+/// A reply with prose around its one ```json fence is read from the fence
+/// (docs/tasks.md, "Structured answers").
 #[tokio::test]
 async fn the_one_json_fence_in_a_chatty_answer_is_the_result() {
     let scene = schema_project(

@@ -201,12 +201,12 @@ fn tasks(scenario: Scenario, page_url: &str) -> Scenario {
         )
 }
 
-/// README, Tools from MCP servers, on the real server: PyPI's reference time
-/// server (`mcp-server-time`), started by the harness, its tool offered to
-/// the model and called by the loop. One call per reply (`parallel_tool_calls
-/// = false`: llama-server then parses at most one), so a 270M model's habit
-/// of repeating a call within one reply cannot stop the task before the call
-/// runs.
+/// docs/tools.md, "Tools from MCP servers", on the real server: PyPI's
+/// reference time server (`mcp-server-time`), started by the harness, its tool
+/// offered to the model and called by the loop. One call per reply
+/// (`parallel_tool_calls = false`: llama-server then parses at most one), so a
+/// 270M model's habit of repeating a call within one reply cannot stop the task
+/// before the call runs.
 async fn mcp_tool_on_the_real_server(base_url: &str) {
     let program = stack_paths().remove("MCP_SERVER_TIME").unwrap();
     let s = scenario()
@@ -249,9 +249,9 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
     );
 }
 
-/// README, The loop, on the real server: each line records the reply's own
-/// `finish_reason`, and an answer cut at max_tokens is followed by a request
-/// with thinking off that asks for the complete answer.
+/// docs/tasks.md, "The loop", on the real server: each line records the reply's
+/// own `finish_reason`, and an answer cut at max_tokens is followed by a
+/// request with thinking off that asks for the complete answer.
 fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
     for (i, line) in lines.iter().enumerate() {
         let raw = &line["response"];
@@ -265,8 +265,8 @@ fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
             line["finish_reason"], choice["finish_reason"],
             "{task}: {line}"
         );
-        // Read as the harness reads it: thinking and text-form calls taken
-        // out; nothing but template debris is no answer (README, The loop),
+        // Read as the harness reads it: thinking and text-form calls taken out;
+        // nothing but template debris is no answer (docs/tasks.md, "The loop"),
         // and a reply cut while it loops ends the task (`repetition`).
         let message: ResponseMessage = serde_json::from_value(choice["message"].clone()).unwrap();
         let reply = read_reply(&message, Some("length"), "t", &|_| false);
@@ -320,8 +320,8 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
         StopReason::LoopDetected,
         StopReason::MaxTotalTokens,
         StopReason::EmptyResponse,
-        // A 270M model can ramble past max_tokens twice (README, The loop), or
-        // loop until they cut it (README, The loop).
+        // A 270M model can ramble past max_tokens twice, or loop until they
+        // cut it (docs/tasks.md, "The loop").
         StopReason::AnswerTruncated,
         StopReason::Repetition,
     ];
@@ -571,13 +571,13 @@ async fn long_notes() -> MockServer {
     server
 }
 
-/// README, The loop (counting), on the real server: in a 2048-token window
-/// (learnt from `/props`) a task whose every turn lists the notes (a grammar
-/// makes the model write the call, with a limit of its choosing so no two
-/// calls need be the same) has to elide to stay in. Every request is counted
-/// with llama-server's own template and tokenizer, the count is within 1 % of
-/// the `usage.prompt_tokens` it then reports, and no request is refused for
-/// its size.
+/// docs/tasks.md, "The loop" (context), on the real server: in a 2048-token
+/// window (learnt from `/props`) a task whose every turn lists the notes (a
+/// grammar makes the model write the call, with a limit of its choosing so no
+/// two calls need be the same) has to elide to stay in. Every request is
+/// counted with llama-server's own template and tokenizer, the count is within
+/// 1 % of the `usage.prompt_tokens` it then reports, and no request is refused
+/// for its size.
 async fn exact_counts_in_a_small_window(base_url: &str) {
     const MAX: u64 = 64;
     let notes = long_notes().await;
@@ -809,7 +809,7 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     mcp_tool_on_the_real_server(base_url).await;
 }
 
-/// README, Profiles (structured answers), on the real server: a task whose
+/// docs/tasks.md, "Structured answers", on the real server: a task whose
 /// answer must match a small schema. Whenever the first answer does not
 /// match, the repair request carries the schema as `response_format`
 /// (llama-server's grammar), and the run ends with a `result.json` that
@@ -822,9 +822,9 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
             "+++\ntools = []\noutput_schema = \"answer.json\"\nmax_turns = 3\n+++\nWhat is a batch job? One sentence.",
         )
         // The quickstart's sampler settings for the 270M base model: without them
-        // it may loop until max_tokens, which ends the task `repetition` (README,
-        // The loop) before any repair. A fixed seed makes the sampled replies the
-        // same on every run of this build.
+        // it may loop until max_tokens, which ends the task `repetition`
+        // (docs/tasks.md, "The loop") before any repair. A fixed seed makes the
+        // sampled replies the same on every run of this build.
         .config(
             "[model]\nmax_tokens = 128\ntemperature = 0.5\n[model.extra]\nrepeat_penalty = 1.5\n\
              dry_multiplier = 0.8\ndry_penalty_last_n = 1024\nseed = 7\n[limits]\ncontext_tokens = 0\n",

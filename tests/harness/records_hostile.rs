@@ -1,6 +1,6 @@
-//! SPEC §21: records are input too. Each test plants what anyone who can
-//! write under `logs/` could, and checks `report`, `replay`, `runs` and
-//! `eval` read it as untrusted input.
+//! Records are input too (docs/untrusted-input.md). Each test plants what
+//! anyone who can write under `logs/` could, and checks `report`, `replay`,
+//! `runs` and `eval` read it as untrusted input.
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -689,7 +689,8 @@ async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
         head.contains("\\u{1b}]0;pwned\\u{7}") && head.contains("a\\u{9b}2J"),
         "{head}"
     );
-    // The answer itself goes to a pipe as written (SPEC §22).
+    // The answer itself goes to a pipe as written (docs/operating.md,
+    // "Commands").
     assert_eq!(answer, "Shown\u{9b}2J as \u{202e}given.\n");
 
     // JSON: nothing raw, and the same values back.

@@ -1,6 +1,6 @@
-//! Recurring tasks (README, Recurring tasks): due once per slot, missed slots
-//! collapsed, never on first sight, the slot in the body and the summary,
-//! retried until max_attempts, read in the configured time zone.
+//! Recurring tasks (docs/tasks.md, "Recurring tasks"): due once per slot,
+//! missed slots collapsed, never on first sight, the slot in the body and the
+//! summary, retried until max_attempts, read in the configured time zone.
 
 use std::sync::{Arc, Mutex};
 
@@ -372,8 +372,9 @@ async fn run_task_recurring_runs_it_now_and_leaves_its_slots_alone() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
+/// The weekly task of docs/tasks.md, "Recurring tasks", under an hourly timer.
 #[tokio::test]
-async fn the_readme_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_lists_it() {
+async fn the_documented_weekly_task_under_an_hourly_timer_runs_once_a_week_and_runs_lists_it() {
     let scene = scenario()
         .replies(vec![final_answer("week 1"), final_answer("week 2")])
         .recurring(

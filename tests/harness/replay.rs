@@ -1,6 +1,6 @@
-//! `replay RUN_DIR` (README, Replay): a recorded run answered from its own
-//! records, with no endpoint or tool service to talk to, compared request
-//! by request.
+//! `replay RUN_DIR` (docs/resume-replay-eval.md, "Replay"): a recorded run
+//! answered from its own records, with no endpoint or tool service to talk to,
+//! compared request by request.
 
 use agent_harness::agent::StopReason;
 use agent_harness::config::Config;

@@ -1,6 +1,7 @@
-//! `report` and the metrics textfile (SPEC §14), checked as a person would
-//! meet them: the pages rendered by a real headless Chromium, the metrics
-//! read by the Prometheus client library's own parser.
+//! `report` and the metrics textfile (docs/operating.md, "Report" and
+//! "Metrics"), checked as a person would meet them: the pages rendered by a
+//! real headless Chromium, the metrics read by the Prometheus client library's
+//! own parser.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -286,10 +287,11 @@ fn stack_python() -> String {
         .expect("run scripts/stack install (or scripts/test) first")
 }
 
-/// SPEC §16: the textfile as its real consumers meet it. The run's umask is
-/// 0077, as under the shipped unit; `promtool check metrics` must find
-/// nothing, and node_exporter's textfile collector, running as its own user
-/// (`prometheus`, when this test runs as root), must read every series.
+/// The textfile as its real consumers meet it (docs/operating.md, "Metrics").
+/// The run's umask is 0077, as under the shipped unit; `promtool check metrics`
+/// must find nothing, and node_exporter's textfile collector, running as its
+/// own user (`prometheus`, when this test runs as root), must read every
+/// series.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs scripts/test: promtool and prometheus-node-exporter (Debian)"]
 async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {

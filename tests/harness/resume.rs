@@ -1,7 +1,7 @@
-//! Resume, don't restart (README, Resume): a task that did not finish goes on
-//! from its records — the turns recorded whole are answered from them, no
-//! request sent and no tool run — and a kill at any instant costs at most
-//! the one model call it cut.
+//! Resume, don't restart (docs/resume-replay-eval.md, "Resume"): a task that
+//! did not finish goes on from its records — the turns recorded whole are
+//! answered from them, no request sent and no tool run — and a kill at any
+//! instant costs at most the one model call it cut.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! The `runpod` endpoint kind (SPEC §6) against a scripted RunPod.
+//! The `runpod` endpoint kind (docs/operating.md, "Endpoints and retries")
+//! against a scripted RunPod.
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;

@@ -1,7 +1,7 @@
-//! Setup faults (README, Exit codes): a key, a route or a token the endpoint
-//! or a service refuses stops the run loudly, files nothing, counts no
-//! attempt, and the next run (the setup fixed) does everything; a refusal
-//! after a success is the task's, not the setup's.
+//! Setup faults (docs/operating.md, "Setup faults"): a key, a route or a token
+//! the endpoint or a service refuses stops the run loudly, files nothing,
+//! counts no attempt, and the next run (the setup fixed) does everything; a
+//! refusal after a success is the task's, not the setup's.
 
 use std::time::Duration;
 

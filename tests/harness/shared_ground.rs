@@ -1,8 +1,8 @@
-//! The ground beside the inbox is shared (SPEC §21 "State beside the
-//! inbox"): another local user may plant links, FIFOs, devices and deep
-//! trees where the harness keeps its state, moves its files and prunes.
-//! Nothing planted is written through, read from, waited on or followed,
-//! and a run still ends as its tasks say.
+//! The ground beside the inbox is shared (docs/operating.md, "The folder beside
+//! the inbox"): another local user may plant links, FIFOs, devices and deep
+//! trees where the harness keeps its state, moves its files and prunes. Nothing
+//! planted is written through, read from, waited on or followed, and a run
+//! still ends as its tasks say.
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;

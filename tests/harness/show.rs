@@ -1,6 +1,6 @@
-//! What the operator reads the next morning (SPEC §22): `show` prints a
-//! run and its answer, `runs` has an ANSWER column, and the readers need
-//! their config and name a folder they cannot read as a permission
+//! What the operator reads the next morning (docs/operating.md, "Commands"):
+//! `show` prints a run and its answer, `runs` has an ANSWER column, and the
+//! readers need their config and name a folder they cannot read as a permission
 //! problem — never "no runs recorded".
 
 use serde_json::Value;

@@ -1,5 +1,5 @@
-//! SIGTERM / SIGINT against the real binary (SPEC §6): a `systemctl stop`
-//! in the middle of a slow model call loses nothing.
+//! SIGTERM / SIGINT against the real binary (docs/operating.md, "Signals"): a
+//! `systemctl stop` in the middle of a slow model call loses nothing.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ pub(crate) fn signal(child: &Child, name: &str) {
 /// after a signal for this long is killed and fails its test instead of
 /// hanging it; the endpoints of these tests take longer to answer, so a
 /// run that waited for them fails. How fast a run stops is no test's
-/// business (README: "within a second or two").
+/// business (docs/operating.md, "Signals": "within a second or two").
 pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Waits for the child to exit, at most `limit`; returns its code.

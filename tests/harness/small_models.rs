@@ -1,6 +1,6 @@
-//! Surviving small models and small contexts (SPEC §5, §6): repeated calls,
-//! text-form calls, cut-off output, thinking that eats `max_tokens`, and a
-//! context window that cannot hold every tool result.
+//! Surviving small models and small contexts (docs/tasks.md, "The loop"):
+//! repeated calls, text-form calls, cut-off output, thinking that eats
+//! `max_tokens`, and a context window that cannot hold every tool result.
 
 use std::sync::Mutex;
 
@@ -236,9 +236,10 @@ async fn two_empty_replies_stop_the_task_as_empty_response() {
     assert_eq!(scene.requests().await.len(), 2);
 }
 
-/// Debris is not an answer (SPEC §22): a reply of chat-template control
-/// strings alone (as a stop string cuts a small model's output, `stop =
-/// ["\n"]`) is asked for once more, then ends the task `empty_response`.
+/// Debris is not an answer (docs/tasks.md, "The loop"): a reply of
+/// chat-template control strings alone (as a stop string cuts a small model's
+/// output, `stop = ["\n"]`) is asked for once more, then ends the task
+/// `empty_response`.
 #[tokio::test]
 async fn an_answer_of_template_debris_alone_is_empty_and_asked_once_more() {
     let debris = reply(
@@ -290,8 +291,8 @@ async fn control_strings_in_an_answer_are_defanged_in_every_copy() {
 }
 
 /// A reply cut at `max_tokens` while it repeats one block is a loop, not a
-/// long answer (SPEC §22): the task ends `repetition` at once, and the error
-/// names the sampler settings that help instead of `max_tokens`.
+/// long answer (docs/tasks.md, "The loop"): the task ends `repetition` at once,
+/// and the error names the sampler settings that help instead of `max_tokens`.
 #[tokio::test]
 async fn a_reply_cut_while_it_repeats_one_block_ends_the_task_as_repetition() {
     let looped = format!(

@@ -6,7 +6,8 @@
 //! `display`'s writer, a crate root that may print, an exit code outside
 //! `app`, more than the room map in `lib.rs`, a file that does not say
 //! what it is for, "budget" for anything but spend, a state file named
-//! outside `state`, a tuple parameter) and asserts each is caught.
+//! outside `state`, a tuple parameter, a citation of a document outside
+//! the repository) and asserts each is caught.
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
-//! `submit FILE…` (SPEC §22): each file checked as `check` would — one
-//! problem and nothing is placed — then placed in the inbox whole, under a
-//! temporary name and a rename that never overwrites.
+//! `submit FILE…` (docs/tasks.md, "Submitting a task"): each file checked as
+//! `check` would — one problem and nothing is placed — then placed in the inbox
+//! whole, under a temporary name and a rename that never overwrites.
 
 use crate::common::*;
 

@@ -1,5 +1,6 @@
-//! `test-runpod` (SPEC §2): the three steps, their exit code, and a one-line
-//! diagnosis for each misconfiguration, for both endpoint kinds.
+//! `test-runpod` (docs/operating.md, "Commands"): the three steps, their exit
+//! code, and a one-line diagnosis for each misconfiguration, for both endpoint
+//! kinds.
 
 use agent_harness::app::smoke;
 use agent_harness::config::Config;
@@ -197,8 +198,8 @@ async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
     );
 }
 
-/// SPEC §16: with noteworx configured, one listing with the token checks
-/// it; a refused token or a wrong address is one FAIL line naming the key.
+/// With noteworx configured, one listing with the token checks it; a refused
+/// token or a wrong address is one FAIL line naming the key.
 #[tokio::test]
 async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
     use crate::common::fake_noteworx::{FakeNoteworx, note};

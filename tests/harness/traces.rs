@@ -1,9 +1,9 @@
-//! Traces (SPEC §24): each task is one OpenTelemetry trace sent over
-//! OTLP/HTTP protobuf — `invoke_agent <task>` over a `chat` span per model
-//! request and an `execute_tool` span per call — and a collector that is
-//! down, never answers, fails, refuses the size or is another service
-//! costs at most `[traces] flush_secs` and a warning, never an outcome,
-//! a file's place or the exit code. The header secret is found nowhere.
+//! Traces (docs/budget-and-traces.md, "Traces"): each task is one OpenTelemetry
+//! trace sent over OTLP/HTTP protobuf — `invoke_agent <task>` over a `chat`
+//! span per model request and an `execute_tool` span per call — and a collector
+//! that is down, never answers, fails, refuses the size or is another service
+//! costs at most `[traces] flush_secs` and a warning, never an outcome, a
+//! file's place or the exit code. The header secret is found nowhere.
 
 use std::time::{Duration, Instant};
 

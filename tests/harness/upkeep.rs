@@ -1,7 +1,7 @@
-//! Upkeep (README, Commands): `requeue` brings a failed task back on its first
-//! attempt without ever overwriting the inbox; retention and `prune`
-//! remove old runs by age, keep the newest of each task and all of
-//! `failed/`, and trust no clock behind the records.
+//! Upkeep (docs/operating.md, "Commands" and "Retention"): `requeue` brings a
+//! failed task back on its first attempt without ever overwriting the inbox;
+//! retention and `prune` remove old runs by age, keep the newest of each task
+//! and all of `failed/`, and trust no clock behind the records.
 
 use serde_json::{Value, json};
 

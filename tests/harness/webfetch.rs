@@ -1,4 +1,5 @@
-//! webfetch against local servers (SPEC §7, `[tools.webfetch]`).
+//! webfetch against local servers (docs/tools.md, "webfetch";
+//! `[tools.webfetch]`).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -1,9 +1,9 @@
-//! Another service on the configured port (SPEC §22 "A wrong service is a
-//! setup fault"): before the endpoint answered a chat request in this run,
-//! a 404, 405 or 501, or a 2xx whose body is not JSON, stops the run like a
-//! refused key, naming `base_url`; `test-runpod` fails its reachability
-//! line for anything but an OpenAI-compatible server. Tried against the
-//! service people really leave on a port: Python's `http.server`.
+//! Another service on the configured port is a setup fault
+//! (docs/operating.md, "Setup faults"): before the endpoint answered a chat
+//! request in this run, a 404, 405 or 501, or a 2xx whose body is not JSON,
+//! stops the run like a refused key, naming `base_url`; `test-runpod` fails its
+//! reachability line for anything but an OpenAI-compatible server. Tried
+//! against the service people really leave on a port: Python's `http.server`.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
-//! A reply without tool calls, judged: the final answer, or — when it is
-//! empty, cut at `max_tokens`, or does not match the output schema — asked
-//! for once more, in the way that fixes it, or the failure that ends the
-//! task (README, The loop). [`AnswerState::judge`] only decides; the loop
+//! A reply without tool calls, judged: the final answer, or — when it is empty,
+//! cut at `max_tokens`, or does not match the output schema — asked for once
+//! more, in the way that fixes it, or the failure that ends the task
+//! (docs/tasks.md, "The loop"). [`AnswerState::judge`] only decides; the loop
 //! reports the [`AskAgain`] and appends its messages.
 
 use serde_json::Value;
@@ -16,7 +16,7 @@ use harness_wire::reply::repeated_block;
 use harness_wire::reply::{Reply, replayed_assistant};
 
 /// How much of an answer cut at `max_tokens` is sent back when it is asked
-/// for again (README, The loop: cut-off output).
+/// for again (docs/tasks.md, "The loop": cut-off output).
 const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
 
 /// What the answer checks remember across a task's turns: each way of
@@ -79,11 +79,10 @@ impl AnswerState {
     }
 
     /// A reply without calls, `turns` into the task: the final answer, or —
-    /// when it is empty, or nothing but chat-template debris (README, The
-    /// loop) — the request once more (without thinking if thinking used up
-    /// `max_tokens`), and `empty_response` the second time. A reply cut
-    /// while it repeated one block over and over ends the task as
-    /// `repetition`.
+    /// when it is empty, or nothing but chat-template debris (docs/tasks.md,
+    /// "The loop") — the request once more (without thinking if thinking used
+    /// up `max_tokens`), and `empty_response` the second time. A reply cut
+    /// while it repeated one block over and over ends the task as `repetition`.
     pub(crate) fn judge(
         &mut self,
         mut reply: Reply,
@@ -134,9 +133,10 @@ impl AnswerState {
         }))
     }
 
-    /// An answer cut at `max_tokens` is no answer (README, The loop): it is
-    /// asked for once more — complete, shorter, thinking off — and a second
-    /// cut (or no turn left to ask in) ends the task as `answer_truncated`.
+    /// An answer cut at `max_tokens` is no answer (docs/tasks.md, "The loop"):
+    /// it is asked for once more — complete, shorter, thinking off — and a
+    /// second cut (or no turn left to ask in) ends the task as
+    /// `answer_truncated`.
     fn ask_shorter(&mut self, reply: Reply, spec: &TaskSpec, turns: u32) -> Result<Verdict, Stop> {
         let max_tokens = spec.sampling.max_tokens;
         let truncated = |why: &str| {

@@ -1,6 +1,7 @@
-//! Answering one turn's tool calls (README, The loop): every call gets exactly
-//! one tool result, in call order. Calls are first judged in order — invalid,
-//! cut off, repeated — and the ones worth running then run concurrently.
+//! Answering one turn's tool calls (docs/tasks.md, "The loop"): every call gets
+//! exactly one tool result, in call order. Calls are first judged in order —
+//! invalid, cut off, repeated — and the ones worth running then run
+//! concurrently.
 //!
 //! The repeat guard: the same call (name + identical arguments) asked for a
 //! third or fourth time is answered without running; the fifth stops the
@@ -58,7 +59,7 @@ impl Repeats {
     }
 
     /// The results of these calls left the context: asking for them again
-    /// is not a repeat (README, The loop: elision order).
+    /// is not a repeat (docs/tasks.md, "The loop": repeats).
     pub(crate) fn forget(&mut self, call_ids: &[String]) {
         for id in call_ids {
             if let Some(key) = self.keys.remove(id)
@@ -98,7 +99,8 @@ pub struct Answer {
     pub detail: Option<Value>,
     /// Not run because a call limit was reached.
     pub over_limit: bool,
-    /// The service refused the setup: the run stops (README, Exit codes).
+    /// The service refused the setup: the run stops (docs/operating.md, "Setup
+    /// faults").
     pub setup_fault: Option<String>,
     /// Answered from a recording (a replay, or the records a task resumes
     /// from): the tool did not run now.
@@ -178,9 +180,9 @@ pub(crate) struct Planned<'t> {
 
 impl Planned<'_> {
     /// The write calls about to be sent: each is recorded as an intent
-    /// first (README, Resume), so a crash between sending and recording is known.
-    /// A dry run sends nothing, and a call answered from the records is
-    /// not sent again.
+    /// first (docs/resume-replay-eval.md, "Resume"), so a crash between sending
+    /// and recording is known. A dry run sends nothing, and a call answered
+    /// from the records is not sent again.
     pub(crate) fn writes_to_send(
         &self,
         turn: u32,

@@ -1,4 +1,4 @@
-//! The conversation and its token window (README, The loop).
+//! The conversation and its token window (docs/tasks.md, "The loop").
 //!
 //! The prompt size is estimated from the server's own count when there is
 //! one — `usage.prompt_tokens` of the previous request plus that reply's

@@ -44,7 +44,8 @@ pub enum TaskEvent<'a> {
     /// once more, the schema as `response_format`.
     AnswerRejected { errors: &'a [String] },
     /// A write call is about to be sent: recorded before it goes, so a
-    /// crash between sending and recording its result is known (README, Resume).
+    /// crash between sending and recording its result is known
+    /// (docs/resume-replay-eval.md, "Resume").
     WriteIntent { turn: u32, call: &'a ToolCall },
     /// One tool call was answered (run, or refused with the reason).
     ToolAnswered(&'a Answer),

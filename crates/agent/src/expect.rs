@@ -1,6 +1,6 @@
-//! What a task must achieve (README, Expectations): the `[expect]` table of a task
-//! file, and the verdicts once the task has ended. A final answer alone is
-//! not success when a task says what success is.
+//! What a task must achieve (docs/tasks.md, "Expectations"): the `[expect]`
+//! table of a task file, and the verdicts once the task has ended. A final
+//! answer alone is not success when a task says what success is.
 //!
 //! The evidence is gathered from the task's event stream, like the records.
 

@@ -1,4 +1,4 @@
-//! The bounded tool-calling loop (README, The loop).
+//! The bounded tool-calling loop (docs/tasks.md, "The loop").
 //!
 //! [`run_task`] is the contract: messages start as `[system, user(task)]`;
 //! each turn sends them with the task's tools, reads the reply, and either
@@ -13,7 +13,7 @@
 //! model call), `answer` (a reply without calls judged), `calls` (one
 //! turn's calls), `context` (the conversation). A step returns `Err(Stop)`
 //! when the task stops without an answer; the final answer is the loop's
-//! `Ok`, so the loop reads as the README's list.
+//! `Ok`, so the loop reads as the list of docs/tasks.md, "The loop".
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

@@ -1,16 +1,16 @@
 //! One model call of the loop: the conversation fitted to the context
 //! window (counted exactly when the server can), the request built and
 //! sent, a context overflow shrunk and retried once, and the reply taken
-//! apart into what is kept and what is sent back (README, The loop:
-//! context). [`ModelCall`] is the call's view of the run — what it reads
+//! apart into what is kept and what is sent back (docs/tasks.md, "The
+//! loop": context). [`ModelCall`] is the call's view of the run — what it reads
 //! and the parts of the run's state it changes, each named.
 //!
 //! Spend is not asked or charged here: the endpoint asks the budget before
-//! every live attempt and charges each (README, Budget); a limit reached
-//! comes back as [`CallError::OverBudget`] and ends the task
+//! every live attempt and charges each (docs/budget-and-traces.md, "Budget"); a
+//! limit reached comes back as [`CallError::OverBudget`] and ends the task
 //! `budget_exhausted`. The one thing left to the loop is a live reply the
-//! server sent without `usage`: its estimated tokens are charged as the
-//! reply is read.
+//! server sent without `usage`: its estimated tokens are charged as the reply
+//! is read.
 
 use serde_json::Value;
 use tokio::time::Instant;

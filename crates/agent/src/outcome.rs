@@ -1,6 +1,6 @@
-//! How a task ends: the stop reasons (README, Task files), the counters
-//! of a run, a final answer or the stop without one, and the outcome the
-//! loop hands back. These belong to the loop; the records serialize them.
+//! How a task ends: the stop reasons (docs/tasks.md, "Task files"), the
+//! counters of a run, a final answer or the stop without one, and the outcome
+//! the loop hands back. These belong to the loop; the records serialize them.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,12 +36,15 @@ pub enum StopReason {
     SetupFault,
     /// The answer was cut at `max_tokens`, even when asked again for a shorter one.
     AnswerTruncated,
-    /// An MCP server the task may use did not start, or died (README,
-    /// Tools from MCP servers): retryable, never run with its tools missing.
+    /// An MCP server the task may use did not start, or died
+    /// (docs/tools.md, "Tools from MCP servers"): retryable, never run with its
+    /// tools missing.
     ToolServerUnavailable,
-    /// A reply cut at `max_tokens` while it repeated one block (README, The loop).
+    /// A reply cut at `max_tokens` while it repeated one block (docs/tasks.md,
+    /// "The loop").
     Repetition,
-    /// A `[budget]` limit was reached before a model request (README, Budget):
+    /// A `[budget]` limit was reached before a model request
+    /// (docs/budget-and-traces.md, "Budget"):
     /// the task stays in the inbox and goes on from its records later.
     BudgetExhausted,
 }
@@ -146,7 +149,8 @@ impl Stop {
         }
     }
 
-    /// The setup is wrong (README, Exit codes): the task is left as it was.
+    /// The setup is wrong (docs/operating.md, "Setup faults"): the task is left
+    /// as it was.
     pub fn setup_fault(diagnosis: impl Into<String>) -> Stop {
         Stop::failed(StopReason::SetupFault, diagnosis).retryable()
     }

@@ -1,9 +1,9 @@
-//! One task's run of the loop (README, The loop): [`TaskRun`], the state
-//! the loop keeps from turn to turn, and its steps — the bounds checked,
-//! the model called (through a [`ModelCall`] over the state it touches),
-//! a reply without calls judged ([`AnswerState`]), a reply's calls
-//! answered. The loop ends with the final answer, or with the [`Stop`]
-//! that ended it without one.
+//! One task's run of the loop (docs/tasks.md, "The loop"): [`TaskRun`], the
+//! state the loop keeps from turn to turn, and its steps — the bounds checked,
+//! the model called (through a [`ModelCall`] over the state it touches), a
+//! reply without calls judged ([`AnswerState`]), a reply's calls answered. The
+//! loop ends with the final answer, or with the [`Stop`] that ended it without
+//! one.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The command line (README, Commands): clap derive structs only.
+//! The command line (docs/operating.md, "Commands"): clap derive structs only.
 
 use std::path::PathBuf;
 

@@ -207,8 +207,9 @@ fn finish(
     gate(report, min_pass_rate, progress)
 }
 
-/// `--min-pass-rate R` (README, Eval): exit 1 when a variant's pass rate (its
-/// passes over its runs, unrounded) is below R, naming each such variant.
+/// `--min-pass-rate R` (docs/resume-replay-eval.md, "Eval"): exit 1 when a
+/// variant's pass rate (its passes over its runs, unrounded) is below R, naming
+/// each such variant.
 fn gate(report: &harness_records::Report, min: Option<f64>, progress: &Progress) -> u8 {
     let Some(min) = min else {
         return exit::OK;

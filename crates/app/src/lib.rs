@@ -1,5 +1,5 @@
-//! The commands (README, Commands): each reads the config, does its work,
-//! and returns the process exit code; those that run tasks fill their
+//! The commands (docs/operating.md, "Commands"): each reads the config, does
+//! its work, and returns the process exit code; those that run tasks fill their
 //! shared options in one place (`run::batch_options`). `main.rs` calls
 //! [`main`].
 

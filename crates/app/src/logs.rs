@@ -1,11 +1,12 @@
-//! The records read back: `runs`, `show` and `report` (README, Records; Report and metrics).
-//! They read the config like `run` does, but none of its secrets, and the
-//! logs folder as hostile input. What the operator reads the morning after
-//! must be true: a folder this user may not read is a permission problem
-//! naming the key and the user to run as, never "no runs recorded"; a
-//! folder dated more than an hour ahead of the clock is named as no run,
-//! never "the newest run"; and every one-line field a record gives is
-//! printed escaped, on a terminal or not, in text and JSON alike (docs/untrusted-input.md).
+//! The records read back: `runs`, `show` and `report` (docs/operating.md,
+//! "Records" and "Report"). They read the config like `run` does, but none of
+//! its secrets, and the logs folder as hostile input. What the operator reads
+//! the morning after must be true: a folder this user may not read is a
+//! permission problem naming the key and the user to run as, never "no runs
+//! recorded"; a folder dated more than an hour ahead of the clock is named as
+//! no run, never "the newest run"; and every one-line field a record gives is
+//! printed escaped, on a terminal or not, in text and JSON alike
+//! (docs/untrusted-input.md).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;

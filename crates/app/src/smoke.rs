@@ -1,10 +1,11 @@
-//! `test-runpod` (SPEC §2): a smoke test of the configured endpoint, either
-//! kind. Three steps, each printed with what it measured: the endpoint
-//! answers HTTP; one short completion; one tool-call round trip (the model
-//! is made to call a tool, the result goes back, the server accepts it).
-//! A failure is diagnosed in one line naming what to fix — for a refused
-//! key or a wrong route, the same line a run stops with ([`harness_config::setup`]).
-//! When noteworx is configured, one listing checks its address and token.
+//! `test-runpod` (docs/operating.md, "Commands"): a smoke test of the
+//! configured endpoint, either kind. Three steps, each printed with what it
+//! measured: the endpoint answers HTTP; one short completion; one tool-call
+//! round trip (the model is made to call a tool, the result goes back, the
+//! server accepts it). A failure is diagnosed in one line naming what to fix —
+//! for a refused key or a wrong route, the same line a run stops with
+//! ([`harness_config::setup`]). When noteworx is configured, one listing checks
+//! its address and token.
 
 use std::io::Write;
 use std::time::Duration;
@@ -47,7 +48,8 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
     endpoint && notes && servers
 }
 
-/// One MCP server started (as a run would) and its tools listed (SPEC §19).
+/// One MCP server started (as a run would) and its tools listed
+/// (docs/tools.md, "Tools from MCP servers").
 async fn mcp_server(cfg: &Config, name: &str) -> Steps {
     let servers = McpServers::new(&cfg.mcp, std::sync::Arc::new(cfg.redactor()));
     let t0 = Instant::now();
@@ -89,7 +91,7 @@ fn list(tools: &[std::sync::Arc<harness_tools::mcp::McpTool>]) -> String {
 }
 
 /// One `GET /api/notes?limit=1` with the token: the notes service is there
-/// and takes the token (SPEC §16).
+/// and takes the token (docs/operating.md, "Commands").
 async fn noteworx(cfg: &NoteworxConfig) -> Steps {
     let fail = |why: String| Err(format!("FAIL noteworx: {why}\n"));
     let client = match NoteworxClient::new(cfg) {

@@ -1,9 +1,9 @@
-//! `submit FILE…` (SPEC §22): each task file checked as `check` would —
-//! any problem, and nothing is placed — then placed in the inbox under its
-//! own name, whole: written under an exclusive temporary name in the inbox
-//! folder, flushed, and renamed into place, never over a task already
-//! there. The `.path` unit never sees half a file. A source is read only
-//! when it is a regular file, never through a link, and the placed file is
+//! `submit FILE…` (docs/tasks.md, "Submitting a task"): each task file checked
+//! as `check` would — any problem, and nothing is placed — then placed in the
+//! inbox under its own name, whole: written under an exclusive temporary name
+//! in the inbox folder, flushed, and renamed into place, never over a task
+//! already there. The `.path` unit never sees half a file. A source is read
+//! only when it is a regular file, never through a link, and the placed file is
 //! mode 0640 (group-readable, for the unit's group). `--name NAME` places
 //! the one file given as `NAME.md`, and with `-` the task is read from
 //! stdin (which has no name of its own, so `--name` is required).
@@ -21,7 +21,7 @@ use harness_tools::Toolbox;
 
 /// A placed task's mode, whatever the source's or the umask: the owner
 /// (the service user) reads and writes it, the unit's group reads it,
-/// nobody else (SPEC §25).
+/// nobody else.
 const PLACED_MODE: u32 = 0o640;
 
 pub(super) fn submit_command(
@@ -143,7 +143,7 @@ fn checked_file(
     }
     // Never through a link: a link planted where the operator runs
     // `submit` would turn whatever it points at (another run's records, a
-    // key) into a task the model reads (SPEC §25).
+    // key) into a task the model reads.
     let bytes =
         read_regular(file, harness_inbox::MAX_TASK_BYTES, Links::Refuse).map_err(|e| match e {
             FileError::TooLarge { len, cap } => {

@@ -1,8 +1,9 @@
 //! Outbound HTTP: the one client builder (one TLS configuration, one user
-//! agent), bodies read from servers that may be hostile (SPEC §12.3) never
-//! past a cap, whatever `Content-Length` says, so no answer sets the
-//! harness's memory; `Retry-After` read; and a request that got no answer
-//! described in words an operator acts on ([`TransportFailure`]).
+//! agent), bodies read from servers that may be hostile
+//! (docs/untrusted-input.md) never past a cap, whatever `Content-Length` says,
+//! so no answer sets the harness's memory; `Retry-After` read; and a request
+//! that got no answer described in words an operator acts on
+//! ([`TransportFailure`]).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -68,9 +69,9 @@ pub enum Body {
     TooLarge(Vec<u8>),
 }
 
-/// A response body as it came: JSON kept as its text, so a record holds it
-/// at its own size and not at the many times a parsed tree of small values
-/// takes (SPEC §12.3), or text that was not JSON, kept as a JSON string.
+/// A response body as it came: JSON kept as its text, so a record holds it at
+/// its own size and not at the many times a parsed tree of small values takes
+/// (docs/untrusted-input.md), or text that was not JSON, kept as a JSON string.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RawBody(Box<RawValue>);

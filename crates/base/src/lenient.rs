@@ -1,10 +1,9 @@
-//! Reading what servers send (SPEC §12.3): a field of the wrong kind is read
-//! as absent rather than failing the whole answer, and nothing is built that
-//! the harness does not keep — a container where a scalar belongs is parsed
-//! past, and a list keeps at most a fixed number of items. A parsed tree
-//! (`serde_json::Value`) is never built from a server's answer: it costs
-//! many times the text's size, so a body under the cap could still flood
-//! memory.
+//! Reading what servers send (docs/untrusted-input.md): a field of the wrong
+//! kind is read as absent rather than failing the whole answer, and nothing is
+//! built that the harness does not keep — a container where a scalar belongs is
+//! parsed past, and a list keeps at most a fixed number of items. A parsed tree
+//! (`serde_json::Value`) is never built from a server's answer: it costs many
+//! times the text's size, so a body under the cap could still flood memory.
 
 use std::fmt;
 use std::marker::PhantomData;

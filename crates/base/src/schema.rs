@@ -1,9 +1,9 @@
-//! Structured answers (SPEC §15): a JSON Schema (draft 2020-12) the final
-//! answer must match. The schema is described to the model; an answer is
-//! read as JSON (a code fence around it is accepted) and validated with the
-//! `jsonschema` crate; a failed answer is asked for once more with the
-//! schema as the request's `response_format`, which llama-server turns into
-//! a grammar.
+//! Structured answers (docs/tasks.md, "Structured answers"): a JSON Schema
+//! (draft 2020-12) the final answer must match. The schema is described to the
+//! model; an answer is read as JSON (a code fence around it is accepted) and
+//! validated with the `jsonschema` crate; a failed answer is asked for once
+//! more with the schema as the request's `response_format`, which llama-server
+//! turns into a grammar.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -122,7 +122,8 @@ pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// The JSON of an answer: the whole text, a code fence around it, or —
 /// when the reply holds prose around it — its one ```` ```json ```` fence
-/// (SPEC §16). Two such fences are ambiguous and read as no JSON.
+/// (docs/tasks.md, "Structured answers"). Two such fences are ambiguous and
+/// read as no JSON.
 pub fn answer_json(answer: &str) -> Option<Value> {
     let t = answer.trim();
     let inner = match t.strip_prefix("```") {

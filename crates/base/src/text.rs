@@ -69,7 +69,8 @@ pub fn unsafe_char(c: char) -> bool {
 }
 
 /// `s` fit for a terminal: every [`unsafe_char`] written as its Rust
-/// escape, `\u{1b}`, `\n`. Text from records may hold any of them (SPEC §21).
+/// escape, `\u{1b}`, `\n`. Text from records may hold any of them
+/// (docs/untrusted-input.md).
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(s);

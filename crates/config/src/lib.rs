@@ -1,9 +1,9 @@
-//! Configuration (SPEC §3): the TOML file is parsed into raw sections that
-//! reject unknown keys, then resolved once into [`Config`]: defaults applied,
-//! relative paths made absolute against the file's own folder, secrets read
-//! from the environment variables the file names, and every secret of it
-//! gathered for the one [`Redactor`] ([`Config::redactor`]; it and
-//! [`Secret`] are `base`'s, re-exported here).
+//! Configuration (docs/configuration.md): the TOML file is parsed into raw
+//! sections that reject unknown keys, then resolved once into [`Config`]:
+//! defaults applied, relative paths made absolute against the file's own
+//! folder, secrets read from the environment variables the file names, and
+//! every secret of it gathered for the one [`Redactor`] ([`Config::redactor`];
+//! it and [`Secret`] are `base`'s, re-exported here).
 //!
 //! Nothing here reads the process environment directly: callers pass an
 //! `env` lookup, so tests never mutate global state.
@@ -71,7 +71,7 @@ impl ConfigError {
 }
 
 // ---------------------------------------------------------------------------
-// Raw file sections: exactly the SPEC's keys, nothing else.
+// Raw file sections: exactly the keys of docs/configuration.md, nothing else.
 
 // ---------------------------------------------------------------------------
 // The resolved configuration.
@@ -95,7 +95,8 @@ pub struct Config {
     pub metrics_textfile: Option<PathBuf>,
     /// `[retention]`: how long run folders and `done/` files are kept.
     pub retention: Retention,
-    /// `[budget]`: what a day or a run may spend (SPEC §23).
+    /// `[budget]`: what a day or a run may spend
+    /// (docs/budget-and-traces.md, "Budget").
     pub budget: Budget,
     /// `[schedule] timezone`: recurring tasks' schedules are read in it.
     pub timezone: harness_base::zone::Zone,
@@ -111,7 +112,7 @@ pub struct Config {
     pub traces: Option<TracesConfig>,
 }
 
-/// `[notify]` (SPEC §22): each URL an http(s) URL, or absent.
+/// `[notify]` (docs/operating.md, "Notify"): each URL an http(s) URL, or absent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NotifyConfig {
     pub ping_url: Option<String>,
@@ -163,7 +164,8 @@ pub struct Paths {
     pub done: PathBuf,
     pub failed: PathBuf,
     pub logs: PathBuf,
-    /// Recurring task files: read, never moved (SPEC §17).
+    /// Recurring task files: read, never moved (docs/tasks.md, "Recurring
+    /// tasks").
     pub recurring: PathBuf,
 }
 
@@ -361,14 +363,14 @@ impl Config {
         Redactor::new(self.secrets())
     }
 
-    /// Every secret value the records must never contain: the keys read
-    /// from the environment, and the keys written into every URL the
-    /// configuration uses (SPEC §25: `secrets::url_secrets`) — the
+    /// Every secret value the records must never contain: the keys read from
+    /// the environment, and the keys written into every URL the configuration
+    /// uses (docs/operating.md, "Records"; `secrets::url_secrets`) — the
     /// endpoint's (`[openai] base_url`, `[runpod] base_url` with its
     /// `endpoint_id`, or `endpoint_url`), noteworx's, each MCP server's,
-    /// `[notify]`'s and `[traces]`'s. A URL of a section the configuration
-    /// does not use (`[runpod]` under `kind = "openai"`, a disabled
-    /// noteworx) is never resolved, contacted or shown.
+    /// `[notify]`'s and `[traces]`'s. A URL of a section the configuration does
+    /// not use (`[runpod]` under `kind = "openai"`, a disabled noteworx) is
+    /// never resolved, contacted or shown.
     pub fn secrets(&self) -> Vec<Secret> {
         self.endpoint
             .api_key

@@ -1,5 +1,5 @@
 //! `[limits]` and the floors and ceilings of every number a person sets
-//! (SPEC §12.2).
+//! (docs/configuration.md).
 
 use serde::Deserialize;
 
@@ -26,7 +26,8 @@ pub struct Limits {
     pub max_calls_per_turn: u32,
     /// Write-tool calls run per task; the rest are answered "not run".
     pub max_writes: u32,
-    /// A task that did not finish goes on from its records (SPEC §18).
+    /// A task that did not finish goes on from its records
+    /// (docs/resume-replay-eval.md, "Resume").
     pub resume: bool,
 }
 
@@ -47,8 +48,8 @@ impl Default for Limits {
     }
 }
 
-/// Floors and ceilings of every number a person sets (SPEC §12.2), as
-/// inclusive `(min, max)` pairs. The config refuses a value outside them
+/// Floors and ceilings of every number a person sets (docs/configuration.md),
+/// as inclusive `(min, max)` pairs. The config refuses a value outside them
 /// (exit 2); a task file doing so is an invalid task.
 pub mod bounds {
     pub const MAX_TURNS: (u64, u64) = (1, 1000);
@@ -137,10 +138,10 @@ impl Limits {
     }
 }
 
-/// `[retention]` (SPEC §17): run folders (evals included) older than
-/// `keep_days` go at the end of each run, but for the newest `keep_runs`
-/// of each task; `done/` files older than `keep_days` too. `keep_days = 0`
-/// keeps everything.
+/// `[retention]` (docs/operating.md, "Retention"): run folders (evals included)
+/// older than `keep_days` go at the end of each run, but for the newest
+/// `keep_runs` of each task; `done/` files older than `keep_days` too.
+/// `keep_days = 0` keeps everything.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Retention {
@@ -172,9 +173,9 @@ impl Retention {
     }
 }
 
-/// `[budget]` (SPEC §23): what a calendar day (in `[schedule] timezone`)
-/// or one run may spend on model requests; 0 is no limit. Reaching one
-/// pauses the queue; it never fails a task.
+/// `[budget]` (docs/budget-and-traces.md, "Budget"): what a calendar day (in
+/// `[schedule] timezone`) or one run may spend on model requests; 0 is no
+/// limit. Reaching one pauses the queue; it never fails a task.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Budget {

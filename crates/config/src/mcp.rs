@@ -1,6 +1,7 @@
-//! `[mcp.servers.NAME]`: the MCP servers whose tools tasks may use (SPEC
-//! §19) — how each is reached, what of the environment it gets, its
-//! timeouts, and which of its tools are offered and which count as writes.
+//! `[mcp.servers.NAME]`: the MCP servers whose tools tasks may use
+//! (docs/tools.md, "Tools from MCP servers") — how each is reached, what of the
+//! environment it gets, its timeouts, and which of its tools are offered and
+//! which count as writes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +93,7 @@ pub struct StdioCommand {
 impl StdioCommand {
     /// The program as it would start: a path (absolute, or relative to the
     /// config) or a bare name found in the `PATH` it is given; `Err` says
-    /// why none would start, for `check` (SPEC §22).
+    /// why none would start, for `check` (docs/operating.md, "Commands").
     pub fn executable(&self) -> Result<PathBuf, String> {
         let path = if self.program.components().count() > 1 || self.program.is_absolute() {
             Some(self.program.clone())

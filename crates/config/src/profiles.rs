@@ -1,5 +1,6 @@
 //! `[agents.NAME]` profiles: a system prompt, a tool set and limits a task
-//! picks by name (SPEC §3), and the placeholders their prompts may use.
+//! picks by name (docs/tasks.md, "Profiles"), and the placeholders their
+//! prompts may use.
 
 use std::path::{Path, PathBuf};
 

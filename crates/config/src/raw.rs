@@ -1,6 +1,6 @@
-//! The file as written: raw sections with exactly the SPEC's keys (an
-//! unknown key is an error), their defaults, `--set` rewrites, and errors
-//! located at their line.
+//! The file as written: raw sections with exactly the keys of
+//! docs/configuration.md (an unknown key is an error), their defaults, `--set`
+//! rewrites, and errors located at their line.
 
 use std::path::PathBuf;
 
@@ -47,7 +47,7 @@ pub(super) struct RawConfig {
     pub(super) traces: super::traces::RawTraces,
 }
 
-/// `[notify]`: who is told how each run ended (SPEC §22).
+/// `[notify]`: who is told how each run ended (docs/operating.md, "Notify").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawNotify {

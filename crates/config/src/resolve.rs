@@ -232,8 +232,8 @@ pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
 /// punycode, lower-cased, without a trailing or leading dot, an IP address
 /// in its canonical form. An item with a scheme, path, port or user never
 /// matches a host, so a deny list of URLs would deny nothing: it is
-/// refused, naming the host it meant (SPEC §22); so is one that is no host
-/// at all (two hosts in one string).
+/// refused, naming the host it meant; so is one that is no host at all (two
+/// hosts in one string): docs/configuration.md, `[tools.webfetch]`.
 pub(super) fn hosts(key: &str, hosts: Vec<String>) -> Result<Vec<String>, String> {
     let mut set = BTreeSet::new();
     for item in hosts {

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use harness_base::redact::Secret;
 
-/// The keys written into a URL (SPEC §25: the userinfo of every configured
-/// URL is a secret), each as written and percent-decoded:
+/// The keys written into a URL (the userinfo of every configured URL is a
+/// secret: docs/operating.md, "Records"), each as written and percent-decoded:
 ///
 /// - the password;
 /// - the user name, unless a password follows it and it is a plain word
@@ -118,9 +118,9 @@ pub(super) fn secret_key(key: &str) -> bool {
         .any(|w| WORDS.contains(&w))
 }
 
-/// The secrets in a `--set KEY=VALUE` (SPEC §21), read the way the config
-/// reads the value: each string under a secret-looking key (however deep
-/// in a table), and the user and password of each URL.
+/// The secrets in a `--set KEY=VALUE` (docs/resume-replay-eval.md, "Eval"),
+/// read the way the config reads the value: each string under a secret-looking
+/// key (however deep in a table), and the user and password of each URL.
 pub(super) fn value_secrets(key: &str, value: &toml::Value, out: &mut Vec<String>) {
     match value {
         toml::Value::String(s) => {

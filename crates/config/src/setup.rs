@@ -1,26 +1,28 @@
-//! Setup faults (SPEC §16): the answers that say the setup is wrong, not
-//! the task — a refused key, a wrong route, an unknown RunPod endpoint id or
-//! model, a refused notes token. This module is the one place that decides
-//! which answers those are and what the operator is told: the loop stops the
-//! run with these words, and `test-runpod` prints the same ones.
+//! Setup faults (docs/operating.md, "Setup faults"): the answers that say the
+//! setup is wrong, not the task — a refused key, a wrong route, an unknown
+//! RunPod endpoint id or model, a refused notes token. This module is the one
+//! place that decides which answers those are and what the operator is told:
+//! the loop stops the run with these words, and `test-runpod` prints the same
+//! ones.
 
 use crate::EndpointKind;
 
 /// HTTP statuses of a chat request that mean the setup is wrong: no retry
-/// and no other task will get a different answer. SPEC §16 names 401, 403,
-/// 404 and 405, §22 501 (a server that takes no POST there: another
-/// service on the port); 402 (the account cannot pay) and 407 (a proxy
-/// wants credentials) say the same of the account and the network.
+/// and no other task will get a different answer (docs/operating.md,
+/// "Setup faults"): 401, 403, 404, 405 and 501 (a server that takes no
+/// POST there: another service on the port); 402 (the account cannot pay)
+/// and 407 (a proxy wants credentials) say the same of the account and the
+/// network (docs/design.md).
 pub fn is_endpoint_fault(status: u16) -> bool {
     matches!(status, 401 | 402 | 403 | 404 | 405 | 407 | 501)
 }
 
 /// llama-server's refusals that no retry and no other task mends: it must
-/// be started otherwise (SPEC §25). A server started without `--jinja`
-/// answers every request with tools `500 tools param requires --jinja
-/// flag`. Matched on its whole message, the only place the harness reads
-/// a server's words, and only before the endpoint answered in this run
-/// (after that a message could quote anything).
+/// be started otherwise (docs/operating.md, "Endpoints and retries"). A server
+/// started without `--jinja` answers every request with tools `500 tools param
+/// requires --jinja flag`. Matched on its whole message, the only place the
+/// harness reads a server's words, and only before the endpoint answered in
+/// this run (after that a message could quote anything).
 pub fn is_server_refusal(status: u16, message: &str) -> bool {
     status == 500 && message.trim() == "tools param requires --jinja flag"
 }

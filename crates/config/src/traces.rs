@@ -1,7 +1,7 @@
-//! `[traces]` (SPEC §24): where each task's OpenTelemetry trace goes, the
-//! extra headers a hosted collector wants (read from the environment and
-//! redacted everywhere), whether contents are exported, and how long the
-//! end of a run may wait for the last batch.
+//! `[traces]` (docs/budget-and-traces.md, "Traces"): where each task's
+//! OpenTelemetry trace goes, the extra headers a hosted collector wants (read
+//! from the environment and redacted everywhere), whether contents are
+//! exported, and how long the end of a run may wait for the last batch.
 
 use std::time::Duration;
 

@@ -29,8 +29,8 @@ pub(super) fn check_keyed_url(url: &str, what: &str) -> Result<reqwest::Url, Str
     ))
 }
 
-/// `url` is an http(s) URL with a host; `what` names the key in the
-/// error, which shows the URL without its userinfo (SPEC §25).
+/// `url` is an http(s) URL with a host; `what` names the key in the error,
+/// which shows the URL without its userinfo (docs/operating.md, "Records").
 pub(super) fn check_http_url(url: &str, what: &str) -> Result<(), String> {
     match reqwest::Url::parse(url.trim()) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),

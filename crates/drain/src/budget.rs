@@ -1,7 +1,7 @@
-//! What the drain asks of the budget (README, Budget): only whether the
-//! next task may start — the endpoint asks it before every request and
-//! charges it for each — and the ledger kept for the length of a run.
-//! Once a limit is reached nothing more starts: what is left stays in the
+//! What the drain asks of the budget (docs/budget-and-traces.md, "Budget"):
+//! only whether the next task may start — the endpoint asks it before every
+//! request and charges it for each — and the ledger kept for the length of a
+//! run. Once a limit is reached nothing more starts: what is left stays in the
 //! inbox, a recurring slot stays due.
 
 use std::future::Future;

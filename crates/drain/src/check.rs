@@ -162,8 +162,8 @@ fn profiles_named(cfg: &Config) -> BTreeSet<String> {
         .collect()
 }
 
-/// Each stdio MCP server whose program would not start (README, Tools
-/// from MCP servers): not found, not a file, not executable.
+/// Each stdio MCP server whose program would not start (docs/operating.md,
+/// "Commands"): not found, not a file, not executable.
 fn mcp_commands(cfg: &Config) -> Vec<String> {
     cfg.mcp
         .iter()

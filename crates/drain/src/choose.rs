@@ -1,4 +1,5 @@
-//! What a run has to do (README, Commands; Recurring tasks; Exit codes):
+//! What a run has to do (docs/operating.md, "Commands"; docs/tasks.md,
+//! "Recurring tasks"; README, Exit codes):
 //! the inbox entries (all of them, or the one `run-task` names), the
 //! entries that will never run, said, and the recurring tasks due — with
 //! the attempt counts of tasks no longer in the inbox forgotten and the

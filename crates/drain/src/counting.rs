@@ -1,10 +1,11 @@
-//! Where a task's attempts are counted (README, Endpoints and retries,
-//! Recurring tasks, Resume): the pipeline's first and last steps. Before a
-//! task starts its attempt is saved beside the inbox with the run's id —
-//! so a task that kills the process still reaches `max_attempts`, and its
-//! next attempt knows which run folders are its own to resume from — and
-//! after it ends the attempt settles: forgotten when the task is filed,
-//! given back when it was interrupted, kept when it is tried again.
+//! Where a task's attempts are counted (docs/operating.md, "Endpoints and
+//! retries"; docs/tasks.md, "Recurring tasks"; docs/resume-replay-eval.md,
+//! "Resume"): the pipeline's first and last steps. Before a task starts its
+//! attempt is saved beside the inbox with the run's id — so a task that kills
+//! the process still reaches `max_attempts`, and its next attempt knows which
+//! run folders are its own to resume from — and after it ends the attempt
+//! settles: forgotten when the task is filed, given back when it was
+//! interrupted, kept when it is tried again.
 
 use std::sync::Mutex;
 

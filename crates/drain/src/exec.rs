@@ -1,4 +1,4 @@
-//! `exec` (README, Commands): one task given on the command line — no
+//! `exec` (docs/tasks.md, "exec"): one task given on the command line — no
 //! inbox file, no lock, nothing filed in `done/` or `failed/` — run as any
 //! task is, a batch of one as its [`BatchOptions`] ask, and recorded under
 //! `logs/<name>/`.

@@ -20,7 +20,7 @@ pub(super) struct Judged {
     pub(super) verdicts: Option<Vec<Verdict>>,
     /// The profile it ran as.
     pub(super) agent: Option<String>,
-    /// What it went on from (README, Resume).
+    /// What it went on from (docs/resume-replay-eval.md, "Resume").
     pub(super) resumption: Resumption,
     /// The MCP servers it was not offered because they were down.
     pub(super) servers_down: Vec<String>,

@@ -1,8 +1,8 @@
-//! The folders a run uses (SPEC §16 "Paths"). The inbox must exist: a
-//! missing one is a typo or an unfinished install, and treating it as an
-//! empty inbox would let a timer do nothing forever with exit 0. The other
-//! folders are created when missing. Every problem names its config key, so
-//! the operator knows which line of the config to fix.
+//! The folders a run uses (docs/configuration.md, `[paths]`). The inbox must
+//! exist: a missing one is a typo or an unfinished install, and treating it as
+//! an empty inbox would let a timer do nothing forever with exit 0. The other
+//! folders are created when missing. Every problem names its config key, so the
+//! operator knows which line of the config to fix.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -100,9 +100,10 @@ pub(crate) fn clashes(cfg: &Config) -> Vec<String> {
 }
 
 /// A task folder in the folder holding the inbox that is a symbolic link:
-/// nothing is followed there (SPEC §21; another user who may write there
-/// could point it anywhere), so each must be a real folder, or be named
-/// in the config where it really is.
+/// nothing is followed there (docs/operating.md, "The folder beside the
+/// inbox"; another user who may write there could point it anywhere), so
+/// each must be a real folder, or be named in the config where it really
+/// is.
 pub fn linked(cfg: &Config) -> Vec<String> {
     let state = cfg.paths.state_dir();
     [

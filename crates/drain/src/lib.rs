@@ -1,8 +1,8 @@
-//! Draining the inbox (README, Commands: `run` / `run-task`): take the
-//! lock, list the tasks, check the endpoint answers at all, then take each
-//! task from file to records: parse, run the loop, write the summary, and
-//! move the file to `done/` or `failed/` — or leave it in the inbox to be
-//! tried again.
+//! Draining the inbox (docs/operating.md, "Commands": `run` / `run-task`): take
+//! the lock, list the tasks, check the endpoint answers at all, then take each
+//! task from file to records: parse, run the loop, write the summary, and move
+//! the file to `done/` or `failed/` — or leave it in the inbox to be tried
+//! again.
 //!
 //! A task's file leaves the inbox only after its summary is written, so a
 //! kill at any point leaves the task in the inbox (tried again next run)

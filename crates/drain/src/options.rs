@@ -1,9 +1,9 @@
-//! What a batch is asked (README, Commands): [`BatchOptions`], how a batch
-//! runs and who is told — shared by `run`, `run-task`, `exec`, `eval` and
-//! `replay` — beside what each command asks of its own ([`RunOptions`] for
+//! What a batch is asked (docs/operating.md, "Commands"): [`BatchOptions`], how
+//! a batch runs and who is told — shared by `run`, `run-task`, `exec`, `eval`
+//! and `replay` — beside what each command asks of its own ([`RunOptions`] for
 //! `run` and `run-task`); and [`Mode`], one batch as the pipeline reads it,
-//! made from them: the options and this batch's facts (where its records
-//! go, whether its files move, the run it replays, its slot).
+//! made from them: the options and this batch's facts (where its records go,
+//! whether its files move, the run it replays, its slot).
 
 use std::path::PathBuf;
 
@@ -93,8 +93,8 @@ pub struct Mode {
     /// Told of each task filed.
     pub on_end: Option<OnEnd>,
     /// A recurring task's slot: what its body's `{{date}}` and
-    /// `{{last_success}}` say, and its summary's `slot` (README, Recurring
-    /// tasks).
+    /// `{{last_success}}` say, and its summary's `slot` (docs/tasks.md,
+    /// "Recurring tasks").
     pub slot: Option<Slot>,
 }
 

@@ -45,7 +45,8 @@ pub(super) struct Batch<'a> {
     /// Where attempts are counted.
     pub(super) counting: Counting<'a>,
     pub(super) mode: &'a Mode,
-    /// The first setup fault a task met: the run stops (README, Exit codes).
+    /// The first setup fault a task met: the run stops (docs/operating.md,
+    /// "Setup faults").
     pub(super) setup_fault: Mutex<Option<String>>,
 }
 
@@ -233,7 +234,7 @@ impl Batch<'_> {
     }
 
     /// Start: the task file in its records (and its trace), `start.json`,
-    /// and what the run goes on from (README, Resume).
+    /// and what the run goes on from (docs/resume-replay-eval.md, "Resume").
     fn start(&self, rec: &mut RunRecord, trace: Option<&mut TaskTrace>, placed: &Placed) {
         rec.task_file(&placed.file.text);
         if let Some(trace) = trace {

@@ -109,7 +109,7 @@ pub(super) enum StartFailure {
     /// The task file or its settings are wrong: `invalid_task`.
     Invalid(TaskProblem),
     /// An MCP server it may use is not there: retryable
-    /// `tool_server_unavailable` (README, Tools from MCP servers).
+    /// `tool_server_unavailable` (docs/tools.md, "Tools from MCP servers").
     Unavailable(String),
     /// The run was stopped while its MCP servers started.
     Interrupted,
@@ -211,7 +211,7 @@ impl Preparer<'_> {
     /// tools with the configuration's; the servers it is not offered. A
     /// task that names its tools needs every server it names; one that
     /// names none is offered the servers that are up, and told which are
-    /// not (README, Tools from MCP servers).
+    /// not (docs/tools.md, "Tools from MCP servers").
     async fn offered(
         &self,
         file: &TaskFile,

@@ -1,8 +1,9 @@
-//! Recurring tasks (README, Recurring tasks): files in `[paths] recurring` that never
-//! move, each run when a time of its `schedule` has passed since the slot
-//! it last ran for — missed slots collapse into one run, a new file waits
-//! for its next scheduled time — with their slots kept in a state file
-//! beside the inbox, written whole (a new file, then a rename).
+//! Recurring tasks (docs/tasks.md, "Recurring tasks"): files in
+//! `[paths] recurring` that never move, each run when a time of its
+//! `schedule` has passed since the slot it last ran for — missed slots
+//! collapse into one run, a new file waits for its next scheduled time —
+//! with their slots kept in a state file beside the inbox, written whole (a
+//! new file, then a rename).
 
 use std::path::Path;
 
@@ -215,9 +216,9 @@ fn slot(cfg: &Config, at: DateTime<Utc>, last_success: Option<NaiveDate>) -> Slo
 }
 
 /// Counts an attempt at `slot`, made in run `run`, before its task
-/// starts (README, Recurring tasks: a task that kills the process still
-/// reaches `max_attempts`); exhausted when the slot has had them all, and is
-/// given up.
+/// starts (a task that kills the process still reaches `max_attempts`:
+/// docs/tasks.md, "Recurring tasks"); exhausted when the slot has had them all,
+/// and is given up.
 pub(super) fn begin_slot(
     state: &mut Slots,
     name: &str,

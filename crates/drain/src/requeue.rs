@@ -1,5 +1,6 @@
-//! `requeue` (SPEC §17): a failed task back into the inbox, under the run
-//! lock, its attempt count reset, never over a task already there.
+//! `requeue` (docs/operating.md, "Commands"): a failed task back into the
+//! inbox, under the run lock, its attempt count reset, never over a task
+//! already there.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

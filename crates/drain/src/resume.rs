@@ -1,10 +1,10 @@
-//! Resume, don't restart (README, Resume): a task that did not finish goes
-//! on from the records of its newest run folder that holds a whole turn.
-//! Here: which run that is (only one the state beside the inbox names as
-//! the task's own), what of it is gone on from (the calls up to the last
-//! whole one, the results of their turns but those the service refused for
-//! the setup, the writes recorded as intents with no result), the wall time
-//! the task already spent, and the earlier runs' share of its counts.
+//! Resume, don't restart (docs/resume-replay-eval.md, "Resume"): a task that
+//! did not finish goes on from the records of its newest run folder that holds
+//! a whole turn. Here: which run that is (only one the state beside the inbox
+//! names as the task's own), what of it is gone on from (the calls up to the
+//! last whole one, the results of their turns but those the service refused for
+//! the setup, the writes recorded as intents with no result), the wall time the
+//! task already spent, and the earlier runs' share of its counts.
 //!
 //! The point is found once the task is prepared, and its spec resolved
 //! with the date of the run it goes on from. The records answer through

@@ -1,4 +1,4 @@
-//! What a run did, by task, and what it must say besides (SPEC §2, §22):
+//! What a run did, by task, and what it must say besides (README, Exit codes):
 //! the counts its last line and its exit code are made of.
 
 use super::TaskEnd;
@@ -17,13 +17,15 @@ pub struct Tally {
     pub interrupted: usize,
     /// Not started because the run was stopping.
     pub not_started: usize,
-    /// The diagnosis of the setup fault that stopped the run (SPEC §16).
+    /// The diagnosis of the setup fault that stopped the run
+    /// (docs/operating.md, "Setup faults").
     pub setup_fault: Option<String>,
-    /// The `[budget]` limit that paused the queue, and when it resets (SPEC §23).
+    /// The `[budget]` limit that paused the queue, and when it resets
+    /// (docs/budget-and-traces.md, "Budget").
     pub budget_exhausted: Option<String>,
     /// What the run met besides its tasks that the operator must fix: an
     /// inbox entry that will never run, a state file that cannot be saved.
-    /// The run exits 1 for them when nothing worse happened (SPEC §22).
+    /// The run exits 1 for them when nothing worse happened (README, Exit codes).
     pub problems: Vec<String>,
 }
 

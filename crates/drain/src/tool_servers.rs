@@ -1,6 +1,6 @@
 //! What the MCP servers a task used did while it ran: one that died makes
-//! the task retryable (SPEC §19); what they wrote to stderr goes to its
-//! `run.log`.
+//! the task retryable (docs/tools.md, "Tools from MCP servers"); what they
+//! wrote to stderr goes to its `run.log`.
 
 use harness_agent::deps::TaskDeps;
 use harness_agent::{Outcome, StopReason, TaskSpec};

@@ -1,10 +1,10 @@
-//! Counting a prompt exactly (SPEC §5 "Counting"): llama-server renders the
-//! request with its own template (`POST /apply-template`) and tokenizes the
-//! result with special tokens on (`POST /tokenize`, `add_special` and
-//! `parse_special`), which gives the `usage.prompt_tokens` the chat request
-//! then reports. Only the `openai` kind can ask (RunPod forwards only the
-//! chat route). The first failure turns counting off for the rest of the
-//! run, and the caller estimates instead.
+//! Counting a prompt exactly (docs/tasks.md, "The loop": context): llama-server
+//! renders the request with its own template (`POST /apply-template`) and
+//! tokenizes the result with special tokens on (`POST /tokenize`, `add_special`
+//! and `parse_special`), which gives the `usage.prompt_tokens` the chat request
+//! then reports. Only the `openai` kind can ask (RunPod forwards only the chat
+//! route). The first failure turns counting off for the rest of the run, and
+//! the caller estimates instead.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;

@@ -73,7 +73,7 @@ pub enum CallError {
     #[error("interrupted")]
     Interrupted,
     /// A `[budget]` limit was reached before an attempt could start
-    /// (README, Budget): nothing was sent.
+    /// (docs/budget-and-traces.md, "Budget"): nothing was sent.
     #[error("{0}")]
     OverBudget(String),
     /// A response body passed [`harness_base::http::MAX_BODY_BYTES`]: not read

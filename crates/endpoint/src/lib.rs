@@ -1,8 +1,8 @@
-//! The chat client (README, Endpoints and retries). One client, two kinds:
-//! `openai` posts the request to `{base_url}/chat/completions`; `runpod`
-//! wraps the same body in `{"input": …}`, posts it to `/runsync` and
-//! follows the job (see [`runpod`]). Request building is not here: the
-//! body arrives built.
+//! The chat client (docs/operating.md, "Endpoints and retries"). One client,
+//! two kinds: `openai` posts the request to `{base_url}/chat/completions`;
+//! `runpod` wraps the same body in `{"input": …}`, posts it to `/runsync` and
+//! follows the job (see [`runpod`]). Request building is not here: the body
+//! arrives built.
 //!
 //! What is retried is decided here, because it is a property of the wire:
 //! connection failures, timeouts, 408, 429, 500, 502, 503, 504 and failed
@@ -14,14 +14,14 @@
 //! Every attempt is reported to the caller as it ends, so the records show
 //! it even if the run is killed later.
 //!
-//! This is also where spend is charged (README, Budget): an endpoint
-//! [`metered`](Endpoint::metered) by the run's [`Budget`] asks it before
-//! every live attempt (a limit reached is [`CallError::OverBudget`], and
-//! nothing is sent) and charges it each live attempt as it ends: its GPU
-//! time (RunPod's `executionTime` when the job reports one, else the
-//! attempt's wall time), so a failed attempt counts before its retry is
-//! asked, and an answered one's `usage` tokens with it. Attempts answered
-//! from a recording are neither asked nor charged.
+//! This is also where spend is charged (docs/budget-and-traces.md, "Budget"):
+//! an endpoint [`metered`](Endpoint::metered) by the run's [`Budget`] asks it
+//! before every live attempt (a limit reached is [`CallError::OverBudget`], and
+//! nothing is sent) and charges it each live attempt as it ends: its GPU time
+//! (RunPod's `executionTime` when the job reports one, else the attempt's wall
+//! time), so a failed attempt counts before its retry is asked, and an answered
+//! one's `usage` tokens with it. Attempts answered from a recording are neither
+//! asked nor charged.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
@@ -430,7 +430,7 @@ impl Endpoint {
     }
 
     /// One line for the operator saying what failed and what to fix; for a
-    /// setup fault, the config key (README, Exit codes).
+    /// setup fault, the config key (docs/operating.md, "Setup faults").
     pub fn diagnose(&self, e: &CallError) -> String {
         match e {
             CallError::Setup { status, message } => self.diagnosis(*status, message),

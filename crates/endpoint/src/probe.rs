@@ -1,11 +1,11 @@
-//! What answers at the endpoint's address, for `test-runpod` (SPEC §22)
-//! and for `run` before its first task (SPEC §25): the verdict passes only
-//! for the kind of server the config says is there. For the `openai` kind
-//! that is an OpenAI-compatible server: `GET /v1/models` answering a model
-//! list, or refusing the key as such a server does (an error envelope with
-//! 401 or 403: the chat request then says which key), or, where the route
-//! is missing, llama-server's `/health` answering JSON. A 408, 429 or 5xx
-//! there is a server not ready (loading, or a gateway between): a later
+//! What answers at the endpoint's address, for `test-runpod` and for `run`
+//! before its first task (docs/operating.md, "Endpoints and retries"): the
+//! verdict passes only for the kind of server the config says is there. For the
+//! `openai` kind that is an OpenAI-compatible server: `GET /v1/models`
+//! answering a model list, or refusing the key as such a server does (an error
+//! envelope with 401 or 403: the chat request then says which key), or, where
+//! the route is missing, llama-server's `/health` answering JSON. A 408, 429 or
+//! 5xx there is a server not ready (loading, or a gateway between): a later
 //! run. For the `runpod` kind, a JSON answer at the endpoint's `/health`
 //! (RunPod's own, with the key). Anything else — an HTML page, another
 //! service's 404, JSON that is no model list — is named.
@@ -39,7 +39,8 @@ pub enum Fit {
     Misfit,
 }
 
-/// What `run` finds before its first task (SPEC §25).
+/// What `run` finds before its first task (docs/operating.md, "Endpoints and
+/// retries").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reach {
     /// The configured kind of server answers.

@@ -1,12 +1,11 @@
-//! Model calls answered from a recording: the endpoint's seam of
-//! answering from records (`records::answering` builds the [`Recording`],
-//! for `replay` and for a task resuming from its records: README, Replay
-//! and Resume). Each call the harness makes is matched, in order, with a
-//! recorded call — one or more attempts — and every attempt's request is
-//! compared with the one recorded (ignoring `seed`); a difference is kept
-//! as a [`Mismatch`]. The recorded answers go through the same judging and
-//! retry rules as live ones, so a replay tests the harness with no model
-//! and no network in it.
+//! Model calls answered from a recording: the endpoint's seam of answering from
+//! records (`records::answering` builds the [`Recording`], for `replay` and for
+//! a task resuming from its records: docs/resume-replay-eval.md, "Replay" and
+//! "Resume"). Each call the harness makes is matched, in order, with a recorded
+//! call — one or more attempts — and every attempt's request is compared with
+//! the one recorded (ignoring `seed`); a difference is kept as a [`Mismatch`].
+//! The recorded answers go through the same judging and retry rules as live
+//! ones, so a replay tests the harness with no model and no network in it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,10 +1,11 @@
-//! The RunPod serverless envelope (SPEC §6): the chat request goes out as
-//! `{"input": <request>}` to `/runsync`; the answer is a job. `COMPLETED`
-//! carries the chat response in `output`; `IN_QUEUE` / `IN_PROGRESS` means
-//! the sync wait ran out, so the job is polled at `/status/{id}` (GET, or
-//! POST after a 405 — the `runpod` package's local server only takes POST)
-//! until it is final. A job still pending when the task's wall clock runs
-//! out, or when the run is interrupted, is cancelled at `/cancel/{id}`.
+//! The RunPod serverless envelope (docs/operating.md, "Endpoints and retries"):
+//! the chat request goes out as `{"input": <request>}` to `/runsync`; the
+//! answer is a job. `COMPLETED` carries the chat response in `output`;
+//! `IN_QUEUE` / `IN_PROGRESS` means the sync wait ran out, so the job is polled
+//! at `/status/{id}` (GET, or POST after a 405 — the `runpod` package's local
+//! server only takes POST) until it is final. A job still pending when the
+//! task's wall clock runs out, or when the run is interrupted, is cancelled at
+//! `/cancel/{id}`.
 
 use reqwest::Method;
 use serde::Deserialize;
@@ -67,7 +68,8 @@ impl JobStatus {
     }
 }
 
-/// A job id fit for a URL: 1–128 characters of `[A-Za-z0-9_-]` (SPEC §12.5).
+/// A job id fit for a URL: 1–128 characters of `[A-Za-z0-9_-]`
+/// (docs/untrusted-input.md).
 pub(crate) fn is_job_id(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && id

@@ -16,7 +16,8 @@ pub const MAX_FILE_NAME: usize = 255;
 
 /// `prefix + name + suffix`, with `name` shortened when the whole would pass
 /// 255 bytes: cut at a character boundary, then `~` and 8 hex digits of a
-/// hash of the full name, so two long names stay apart (SPEC §12.5).
+/// hash of the full name, so two long names stay apart
+/// (docs/tasks.md, "Task files").
 pub fn fit_file_name(prefix: &str, name: &str, suffix: &str) -> String {
     if prefix.len() + name.len() + suffix.len() <= MAX_FILE_NAME {
         return format!("{prefix}{name}{suffix}");

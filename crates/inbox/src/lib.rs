@@ -1,8 +1,8 @@
-//! The task inbox (SPEC §4): listing task files, parsing them (optional `+++`
-//! TOML frontmatter, then the body that becomes the first user message),
-//! moving finished tasks to `done/` or `failed/` without ever overwriting.
-//! What is kept about them beside the inbox (attempt counts, slots) is the
-//! `state` room's.
+//! The task inbox (docs/tasks.md, "Task files"): listing task files, parsing
+//! them (optional `+++` TOML frontmatter, then the body that becomes the first
+//! user message), moving finished tasks to `done/` or `failed/` without ever
+//! overwriting. What is kept about them beside the inbox (attempt counts,
+//! slots) is the `state` room's.
 //!
 //! Parsing is pure ([`parse_task`]) so it is tested on strings; the I/O
 //! wrappers add the file-level checks (size, UTF-8).
@@ -48,13 +48,14 @@ pub struct Frontmatter {
     pub enable_thinking: Option<bool>,
     pub max_calls_per_turn: Option<u32>,
     pub max_writes: Option<u32>,
-    /// What the task must achieve (SPEC §13).
+    /// What the task must achieve (docs/tasks.md, "Expectations").
     pub expect: Option<Expect>,
     /// The `[agents.NAME]` profile it runs as.
     pub agent: Option<String>,
     /// A JSON Schema file its final answer must match (relative to the config's folder).
     pub output_schema: Option<PathBuf>,
-    /// When a recurring task is due; only in `[paths] recurring` (SPEC §17).
+    /// When a recurring task is due; only in `[paths] recurring`
+    /// (docs/tasks.md, "Recurring tasks").
     pub schedule: Option<String>,
 }
 
@@ -84,8 +85,8 @@ pub fn answer_pattern(pattern: &str) -> Result<regex::Regex, String> {
 }
 
 impl Frontmatter {
-    /// Every number within the config's bounds (SPEC §12.2); `Err` is
-    /// `(key, message)`.
+    /// Every number within the config's bounds (docs/configuration.md); `Err`
+    /// is `(key, message)`.
     fn check(&self) -> Result<(), (&'static str, String)> {
         let ranges = [
             (
@@ -224,7 +225,8 @@ pub(crate) fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
 
 /// A file that opens with `---`, closes with a second `---` line and holds
 /// `key: value` lines between: frontmatter in the wrong format, which would
-/// otherwise reach the model as part of the prompt (SPEC §16).
+/// otherwise reach the model as part of the prompt (docs/tasks.md,
+/// "Task files").
 fn yaml_frontmatter<'a>(first: &str, rest: impl Iterator<Item = &'a str>) -> bool {
     let is_rule = |l: &str| l.trim_end_matches(['\n', '\r']).trim_end() == "---";
     if !is_rule(first) {

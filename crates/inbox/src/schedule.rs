@@ -1,6 +1,7 @@
-//! When a recurring task is due (SPEC §17): its `schedule`, a five-field
-//! cron expression or `@hourly`, `@daily`, `@weekly`, `@monthly`, read by
-//! a maintained parser (croner) in the `[schedule] timezone`.
+//! When a recurring task is due (docs/tasks.md, "Recurring tasks"): its
+//! `schedule`, a five-field cron expression or `@hourly`, `@daily`,
+//! `@weekly`, `@monthly`, read by a maintained parser (croner) in the
+//! `[schedule] timezone`.
 
 use std::str::FromStr;
 

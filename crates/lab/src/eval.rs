@@ -1,7 +1,7 @@
-//! `eval DIR` (README, Eval): every task file in DIR, run N times against
-//! the configured endpoint (per variant of the config), and how often each
-//! passed — with a 95 % Wilson interval, because three runs prove little.
-//! Each variant is a batch as its [`BatchOptions`] ask; files are read,
+//! `eval DIR` (docs/resume-replay-eval.md, "Eval"): every task file in DIR, run
+//! N times against the configured endpoint (per variant of the config), and how
+//! often each passed — with a 95 % Wilson interval, because three runs prove
+//! little. Each variant is a batch as its [`BatchOptions`] ask; files are read,
 //! never moved; write tools are dry-run unless asked.
 
 use std::collections::BTreeMap;
@@ -68,7 +68,7 @@ pub fn variants(opts: &EvalOptions) -> Result<Vec<Vec<(String, String)>>, String
     Ok(all)
 }
 
-/// The most variants one eval runs (README, Eval).
+/// The most variants one eval runs (docs/resume-replay-eval.md, "Eval").
 pub(crate) const MAX_VARIANTS: usize = 64;
 
 /// A variant's settings as records show them: secret values as `***`.
@@ -224,8 +224,9 @@ fn totals(rows: &[TaskRow]) -> Totals {
     }
 }
 
-/// The paired comparison of a two-value `--matrix` (README, Eval): its two
-/// variants, pair by pair; `None` for any other matrix.
+/// The paired comparison of a two-value `--matrix`
+/// (docs/resume-replay-eval.md, "Eval"): its two variants, pair by pair; `None`
+/// for any other matrix.
 pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comparison> {
     let [(key, values)] = opts.matrix.as_slice() else {
         return None;

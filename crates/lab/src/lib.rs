@@ -1,7 +1,7 @@
 //! Studies of the agent that call the engine and never change it, each a
 //! batch of the drain's: `eval` (variants × tasks × repeats, pass@k and
-//! pass^k: README, Eval), its statistics, and `replay` (a recorded run
-//! again: README, Replay).
+//! pass^k), its statistics, and `replay` (a recorded run again): both in
+//! docs/resume-replay-eval.md.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

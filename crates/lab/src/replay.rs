@@ -1,13 +1,13 @@
-//! `replay RUN_DIR` (README, Replay): the recorded run again, with the
-//! current binary and config. Here: the run folder read (as untrusted
-//! input), the task run once through the engine with the model's replies
-//! and the tools' results answered from its records (`records::answering`:
-//! never live, or live from `--from-turn`), and the report. No endpoint and
-//! no tool service is contacted (before `--from-turn`, when given), and
-//! nothing is written but the new run's records. Every request the harness
-//! builds is compared with the recorded one, ignoring `seed`. The batch of
-//! one runs as its [`BatchOptions`] ask, with write tools logged intents
-//! unless `--live-writes`.
+//! `replay RUN_DIR` (docs/resume-replay-eval.md, "Replay"): the recorded run
+//! again, with the current binary and config. Here: the run folder read (as
+//! untrusted input), the task run once through the engine with the model's
+//! replies and the tools' results answered from its records
+//! (`records::answering`: never live, or live from `--from-turn`), and the
+//! report. No endpoint and no tool service is contacted (before `--from-turn`,
+//! when given), and nothing is written but the new run's records. Every request
+//! the harness builds is compared with the recorded one, ignoring `seed`. The
+//! batch of one runs as its [`BatchOptions`] ask, with write tools logged
+//! intents unless `--live-writes`.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
-//! The statistics an eval decides with (SPEC §13, §20): the Wilson
-//! interval of a pass rate, and the paired comparison of two variants over
-//! the same tasks and repeat indices — the exact McNemar test on the
-//! discordant pairs and Newcombe's interval for the difference.
+//! The statistics an eval decides with (docs/resume-replay-eval.md, "Eval"):
+//! the Wilson interval of a pass rate, and the paired comparison of two
+//! variants over the same tasks and repeat indices — the exact McNemar test on
+//! the discordant pairs and Newcombe's interval for the difference.
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,9 @@
-//! The Prometheus textfile (SPEC §14): after each `run`, what it did, for
-//! node_exporter's textfile collector. Gauges of the last run, named and
-//! documented by Prometheus conventions; written to a temporary file and
-//! renamed, so the collector never reads half a file (SPEC §16: readable by
-//! node_exporter's own user whatever the umask, never written through a
-//! planted link).
+//! The Prometheus textfile (docs/operating.md, "Metrics"): after each `run`,
+//! what it did, for node_exporter's textfile collector. Gauges of the last run,
+//! named and documented by Prometheus conventions; written to a temporary file
+//! and renamed, so the collector never reads half a file (readable by
+//! node_exporter's own user whatever the umask, never written through a planted
+//! link).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

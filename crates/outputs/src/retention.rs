@@ -1,7 +1,7 @@
-//! Retention (SPEC §17): run folders and `done/` files past
-//! `[retention] keep_days`, by the time in their run id, removed — but the
-//! newest `keep_runs` run folders of each task. `failed/` is never touched,
-//! nor anything that is not named like a run.
+//! Retention (docs/operating.md, "Retention"): run folders and `done/` files
+//! past `[retention] keep_days`, by the time in their run id, removed — but the
+//! newest `keep_runs` run folders of each task. `failed/` is never touched, nor
+//! anything that is not named like a run.
 
 use std::path::{Path, PathBuf};
 

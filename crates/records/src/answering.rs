@@ -1,15 +1,15 @@
 //! Answering from records: the reply or the tool result for a step of a
-//! task, from a run's records or live. `replay` (README, Replay) and a task
-//! resuming from its records (README, Resume) both turn a run's recorded
-//! lines into [`Answers`], say when the task goes live ([`GoLive`]) and run
-//! the loop with the dependencies [`Answers::deps`] gives: their endpoint
-//! answers each model call from the recorded attempts, judged and retried
-//! as live ones are (`endpoint::recorded`), and their tools each call from
-//! the recorded results (`tools::RecordedResults`); both are built here and
-//! nowhere else. Afterwards [`Answered`] says how many turns the records
-//! answered and where the first request differed from the recorded one
-//! ([`Difference`]: in one line for resume's refusal, as a diff for
-//! replay's report).
+//! task, from a run's records or live. `replay` and a task resuming
+//! from its records (docs/resume-replay-eval.md, "Replay" and "Resume") both
+//! turn a run's recorded lines into [`Answers`], say when the task goes live
+//! ([`GoLive`]) and run the loop with the dependencies [`Answers::deps`] gives:
+//! their endpoint answers each model call from the recorded attempts, judged
+//! and retried as live ones are (`endpoint::recorded`), and their tools each
+//! call from the recorded results (`tools::RecordedResults`); both are built
+//! here and nowhere else. Afterwards [`Answered`] says how many turns the
+//! records answered and where the first request differed from the recorded one
+//! ([`Difference`]: in one line for resume's refusal, as a diff for replay's
+//! report).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! One record file of an opened run folder, read as untrusted input
-//! (SPEC §21): a regular file, no link followed, at most its cap.
+//! (docs/untrusted-input.md): a regular file, no link followed, at most
+//! its cap.
 
 use std::io;
 use std::path::Path;

@@ -1,6 +1,7 @@
-//! `eval.json` (SPEC §13, §20): the report of one eval, every field name in
-//! it, written by `eval` beside its variants' records and read back by
-//! `report` — as untrusted input, like every record (typed fields, a cap).
+//! `eval.json` (docs/resume-replay-eval.md, "Eval"): the report of one eval,
+//! every field name in it, written by `eval` beside its variants' records and
+//! read back by `report` — as untrusted input, like every record (typed fields,
+//! a cap).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,8 @@ use harness_base::folder::Folder;
 /// `eval.json` is read up to this size.
 pub const MAX_EVAL_BYTES: u64 = 2 << 20;
 
-/// The report: the SPEC's JSON shape.
+/// The report, as `eval.json` and `eval --json` carry it
+/// (docs/resume-replay-eval.md, "Eval").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub eval_id: String,
@@ -69,7 +71,8 @@ pub struct Totals {
     pub pass_hat_k: f64,
 }
 
-/// A against B over the same tasks and repeat indices (SPEC §20).
+/// A against B over the same tasks and repeat indices
+/// (docs/resume-replay-eval.md, "Eval").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The `--matrix` key and its two values, A then B.

@@ -1,4 +1,4 @@
-//! Run records (README, Records): `logs/<task>/<run_id>/` with
+//! Run records (docs/operating.md, "Records"): `logs/<task>/<run_id>/` with
 //! `conversation.jsonl` (every request attempt, raw), `tools.jsonl` (every
 //! tool call), `run.log` (a human-readable trace, thinking included) and
 //! `summary.json`.
@@ -111,7 +111,8 @@ pub struct Summary {
     /// The `[agents.NAME]` profile the task ran as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
-    /// A recurring task (README, Recurring tasks), run for `slot` (RFC 3339).
+    /// A recurring task (docs/tasks.md, "Recurring tasks"), run for `slot`
+    /// (RFC 3339).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recurring: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +121,8 @@ pub struct Summary {
     /// sends the same body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success: Option<chrono::NaiveDate>,
-    /// The run whose records this one went on from (README, Resume).
+    /// The run whose records this one went on from
+    /// (docs/resume-replay-eval.md, "Resume").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<String>,
     /// The turns answered from those records.
@@ -130,7 +132,8 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_refused: Option<String>,
     /// The MCP servers it was not offered because they were down (a task
-    /// that names no tools runs without them: README, Tools from MCP servers).
+    /// that names no tools runs without them: docs/tools.md, "Tools from MCP
+    /// servers").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_servers_down: Vec<String>,
     /// What of the counts above earlier runs used (a resumed task's

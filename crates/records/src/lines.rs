@@ -1,5 +1,6 @@
 //! The lines of `conversation.jsonl` and `tools.jsonl`: one JSON object per
-//! model attempt and per tool call, with the names the SPEC gives them.
+//! model attempt and per tool call, with the field names of docs/operating.md,
+//! "Records".
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,8 @@ pub struct ConversationLine<'a> {
     pub runpod: Option<JobLine<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextLine<'a>>,
-    /// Answered from the records of the run this one resumed (SPEC §18).
+    /// Answered from the records of the run this one resumed
+    /// (docs/resume-replay-eval.md, "Resume").
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
 }
@@ -165,7 +167,8 @@ pub struct ToolLine {
     /// Kept as text when read back: a crafted record cannot grow into a tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Box<serde_json::value::RawValue>>,
-    /// Answered from the records of the run this one resumed (SPEC §18).
+    /// Answered from the records of the run this one resumed
+    /// (docs/resume-replay-eval.md, "Resume").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
     /// The service refused the setup on this call: a resume runs it again.
@@ -198,7 +201,8 @@ impl ToolLine {
     }
 }
 
-/// One line of `intents.jsonl`: a write call about to be sent (SPEC §18).
+/// One line of `intents.jsonl`: a write call about to be sent
+/// (docs/resume-replay-eval.md, "Resume").
 /// Its result follows in `tools.jsonl`; an intent without one was sent,
 /// or about to be, when the process died.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -212,7 +216,7 @@ pub struct IntentLine {
 
 /// `start.json`: what a run knew as it began, written before its first
 /// request, so a run killed before its summary can still be resumed from
-/// (SPEC §18).
+/// (docs/resume-replay-eval.md, "Resume").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartLine {
     pub task: String,

@@ -1,7 +1,7 @@
-//! Walking `logs/` for its runs (SPEC §21, §22): through opened folders,
-//! one real folder at a time, never following a link; a folder this user
-//! may not read is named as such, never taken for "no runs"; a folder
-//! dated more than an hour ahead of the clock is no run (SPEC §25).
+//! Walking `logs/` for its runs (docs/untrusted-input.md): through opened
+//! folders, one real folder at a time, never following a link; a folder this
+//! user may not read is named as such, never taken for "no runs"; a folder
+//! dated more than an hour ahead of the clock is no run.
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +27,9 @@ pub struct ListedRun {
 /// without a readable summary (a run still going, one killed before it
 /// ended, or a crafted one); the folders whose run id or start lies more
 /// than an hour ahead of the clock, which no run of this clock wrote
-/// (planted, or the clock went back: never "the newest run", SPEC §25);
+/// (planted, or the clock went back: never "the newest run");
 /// what was skipped, one line each; and the folders this user may not
-/// read (SPEC §22: a permission problem, never "no runs").
+/// read (a permission problem, never "no runs").
 #[derive(Debug, Default)]
 pub struct Listing {
     pub runs: Vec<ListedRun>,
@@ -80,8 +80,9 @@ pub fn read_summaries(logs: &Path, now: DateTime<Utc>) -> Listing {
     }
 }
 
-/// A folder of the records this user may not read (SPEC §22): named as a
-/// permission problem by whoever reads it, never taken for "no runs".
+/// A folder of the records this user may not read (docs/operating.md, "Reading
+/// the config, and permissions"): named as a permission problem by whoever
+/// reads it, never taken for "no runs".
 #[derive(Debug, thiserror::Error)]
 #[error("{} cannot be read by this user (permission denied)", .0.display())]
 pub struct Unreadable(pub PathBuf);

@@ -1,7 +1,7 @@
-//! A task's run folders read to be resumed from (SPEC §18). A killed run
-//! has no summary and may end in a line cut short, so only whole lines
-//! count: a line ends with a newline and parses; the first that does not
-//! ends what is read. Everything is read as untrusted input, like
+//! A task's run folders read to be resumed from (docs/resume-replay-eval.md,
+//! "Resume"). A killed run has no summary and may end in a line cut short, so
+//! only whole lines count: a line ends with a newline and parses; the first
+//! that does not ends what is read. Everything is read as untrusted input, like
 //! [`super::read`]: opened folders, regular files, caps.
 
 use std::path::Path;

@@ -1,6 +1,6 @@
-//! Reading run folders back (SPEC §21). `runs`, `report` and `replay` read
-//! what anyone who can write under `logs/` could have crafted, so a run
-//! folder is read like any other untrusted input:
+//! Reading run folders back (docs/untrusted-input.md). `runs`, `report` and
+//! `replay` read what anyone who can write under `logs/` could have crafted, so
+//! a run folder is read like any other untrusted input:
 //!
 //! - a run is the folder the listing walked (`logs/<task>/<run>/`, real
 //!   folders only), never a path rebuilt from its summary's fields;
@@ -67,7 +67,8 @@ pub struct RecordedLine {
     pub runpod: Option<RecordedJob>,
     #[serde(default)]
     pub context: Option<RecordedContext>,
-    /// Answered from the records of the run it resumed (SPEC §18).
+    /// Answered from the records of the run it resumed
+    /// (docs/resume-replay-eval.md, "Resume").
     #[serde(default)]
     pub resumed: bool,
 }
@@ -248,10 +249,10 @@ pub fn read_listed(logs: &Folder, run: &ListedRun) -> Result<RecordedRun, String
     read_run_in(&folder, &run.dir)
 }
 
-/// A listed run's answer as `show` prints it (SPEC §22): `result.json`
-/// pretty-printed for a structured answer, else `answer.md`, else the
-/// summary's `final_answer`. Read like every record: capped, never
-/// through a link.
+/// A listed run's answer as `show` prints it (docs/operating.md, "Commands"):
+/// `result.json` pretty-printed for a structured answer, else `answer.md`, else
+/// the summary's `final_answer`. Read like every record: capped, never through
+/// a link.
 pub fn answer_of(logs: &Folder, run: &ListedRun) -> Option<String> {
     let folder = logs
         .sub(&run.task_dir)

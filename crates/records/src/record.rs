@@ -54,7 +54,7 @@ pub struct RunRecord {
     /// `intents.jsonl`, made at the first write call.
     intents: Option<File>,
     redactor: Redactor,
-    /// The run this one resumes from (SPEC §18).
+    /// The run this one resumes from (docs/resume-replay-eval.md, "Resume").
     resuming: Option<String>,
     /// The first line not answered from those records was noted in `run.log`.
     live_noted: bool,
@@ -80,7 +80,8 @@ pub fn replace_private(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
 
 impl RunRecord {
     /// The run folder's device and inode, for the attempt state: only this
-    /// folder, not one put in its place, is gone on from (SPEC §21).
+    /// folder, not one put in its place, is gone on from
+    /// (docs/resume-replay-eval.md, "Resume").
     pub fn identity(&self) -> std::io::Result<(u64, u64)> {
         self.folder.identity()
     }
@@ -146,9 +147,9 @@ impl RunRecord {
         })
     }
 
-    /// Writes `start.json` (SPEC §18) and, when this run goes on from
-    /// another's records, notes it: the lines answered from them are marked
-    /// `"resumed": true`, and `run.log` says where they end.
+    /// Writes `start.json` (docs/operating.md, "Records") and, when this run
+    /// goes on from another's records, notes it: the lines answered from them
+    /// are marked `"resumed": true`, and `run.log` says where they end.
     pub fn start(&mut self, at: DateTime<Utc>, start: &StartLine, resumed_turns: u32) {
         let text = self.redactor.redact(json_line(start));
         if let Err(e) = self
@@ -451,7 +452,8 @@ impl RunRecord {
         }
     }
 
-    /// Writes `answer.md`: the final answer as text (SPEC §17).
+    /// Writes `answer.md`: the final answer as text (docs/operating.md,
+    /// "Records").
     pub fn answer(&self, text: &str) -> anyhow::Result<()> {
         let mut text = self.redactor.redact_str(text).into_owned();
         if !text.ends_with('\n') {

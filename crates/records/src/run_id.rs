@@ -1,6 +1,7 @@
-//! Run ids (SPEC §8): a run's start second, `YYYYMMDDTHHMMSSZ`, and `-N`
-//! when two runs of a task start in the same second — made, read back,
-//! put in time order, and told from times no run of this clock has had.
+//! Run ids (docs/operating.md, "Records"): a run's start second,
+//! `YYYYMMDDTHHMMSSZ`, and `-N` when two runs of a task start in the same
+//! second — made, read back, put in time order, and told from times no run of
+//! this clock has had.
 
 use chrono::{DateTime, Utc};
 

@@ -1,10 +1,11 @@
-//! Attempt counts beside the inbox (SPEC §12.1, §18, §21): for each inbox
-//! task, the attempts counted, the run folders of those attempts since it
-//! last settled — by name and by what they are on disk — and the task file
-//! they were made of. Those run folders, and no others, are what the task
-//! may resume from: a run folder planted in `logs/`, or put in the place of
-//! one of them, is never gone on from; a task file placed after the
-//! attempt (another file under the same name) starts fresh, its count too.
+//! Attempt counts beside the inbox (docs/operating.md, "Endpoints and retries";
+//! docs/resume-replay-eval.md, "Resume"): for each inbox task, the attempts
+//! counted, the run folders of those attempts since it last settled — by name
+//! and by what they are on disk — and the task file they were made of. Those
+//! run folders, and no others, are what the task may resume from: a run folder
+//! planted in `logs/`, or put in the place of one of them, is never gone on
+//! from; a task file placed after the attempt (another file under the same
+//! name) starts fresh, its count too.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -202,7 +203,8 @@ impl Attempts {
     }
 }
 
-/// A task's attempt: counted before it starts (SPEC §12.1).
+/// A task's attempt: counted before it starts, so a task that kills the
+/// process still uses its attempts up (docs/untrusted-input.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptCount {
     /// Attempts counted in earlier runs.
@@ -211,7 +213,7 @@ pub struct AttemptCount {
     pub exhausted: bool,
     /// The runs of the attempts before this one since the task (or its
     /// slot) last settled, oldest first: the only run folders it may go on
-    /// from (SPEC §21).
+    /// from (docs/resume-replay-eval.md, "Resume").
     pub runs: Vec<RunRef>,
 }
 

@@ -1,16 +1,16 @@
-//! The budget (README, Budget): spend's one home — the `[budget]` limits,
-//! what was spent against them, the ledger, and the check. It is asked
-//! and charged at one seam: the endpoint it meters asks [`Budget::check`]
-//! before every live attempt and [`Budget::spend`]s each as it ends (its
-//! GPU time, an answered one's tokens with it); the drain asks the same
-//! check before a task starts, and keeps the ledger for a run's length
-//! ([`Budget::keep_ledger`], [`Budget::flush`]). One is shared by every
-//! task of a run, so with `--concurrency N` the tasks in flight draw on
-//! one ledger and overshoot by at most one request each. The day is the
-//! calendar day in `[schedule] timezone`; the day's spend is kept beside
-//! the inbox ([`DaySpend`]) from a run's start, and read there again
-//! before every request, so processes spending at the same time (`run`,
-//! `exec`, `eval`) overshoot a daily limit by at most one request each too.
+//! The budget (docs/budget-and-traces.md, "Budget"): spend's one home — the
+//! `[budget]` limits, what was spent against them, the ledger, and the check.
+//! It is asked and charged at one seam: the endpoint it meters asks
+//! [`Budget::check`] before every live attempt and [`Budget::spend`]s each as
+//! it ends (its GPU time, an answered one's tokens with it); the drain asks the
+//! same check before a task starts, and keeps the ledger for a run's length
+//! ([`Budget::keep_ledger`], [`Budget::flush`]). One is shared by every task of
+//! a run, so with `--concurrency N` the tasks in flight draw on one ledger and
+//! overshoot by at most one request each. The day is the calendar day in
+//! `[schedule] timezone`; the day's spend is kept beside the inbox
+//! ([`DaySpend`]) from a run's start, and read there again before every
+//! request, so processes spending at the same time (`run`, `exec`, `eval`)
+//! overshoot a daily limit by at most one request each too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

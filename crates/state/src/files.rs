@@ -1,11 +1,11 @@
-//! The state files beside the inbox (SPEC §21): the attempt counts, the
-//! recurring slots, the run lock. The folder holding the inbox is the
-//! operator's (it may be reached through their link); it may also be
-//! shared with other local users, so nothing in it is followed: a state
-//! file is read capped, never through a link and without waiting (a FIFO,
-//! a device, a link or an oversized file is unreadable, which its reader
-//! counts as absent, with a warning), and written whole through an
-//! exclusive, unpredictable temporary name, then renamed into place.
+//! The state files beside the inbox (docs/operating.md, "The folder beside the
+//! inbox"): the attempt counts, the recurring slots, the run lock. The folder
+//! holding the inbox is the operator's (it may be reached through their link);
+//! it may also be shared with other local users, so nothing in it is followed:
+//! a state file is read capped, never through a link and without waiting (a
+//! FIFO, a device, a link or an oversized file is unreadable, which its reader
+//! counts as absent, with a warning), and written whole through an exclusive,
+//! unpredictable temporary name, then renamed into place.
 
 use std::io;
 use std::path::Path;

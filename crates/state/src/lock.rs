@@ -1,8 +1,9 @@
-//! The single-instance lock (SPEC §2): an advisory `flock` on a file beside
-//! the inbox, held for the whole run and released by the kernel when the
-//! process ends, however it ends — so a crash never leaves a stale lock.
-//! The file is opened inside the folder holding the inbox, never through a
-//! link (one planted there creates nothing anywhere) and never a FIFO.
+//! The single-instance lock (docs/operating.md, "The lock"): an advisory
+//! `flock` on a file beside the inbox, held for the whole run and released by
+//! the kernel when the process ends, however it ends — so a crash never leaves
+//! a stale lock. The file is opened inside the folder holding the inbox, never
+//! through a link (one planted there creates nothing anywhere) and never a
+//! FIFO.
 
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
-//! The recurring tasks' slots (README, Recurring tasks), kept beside the inbox in
-//! `.agent-harness-recurring.json`: for each task when it was first seen,
-//! the last slot run for good, the slot its attempts are spent on, and
-//! the date of its last success. Which slot is due is the engine's
-//! (`drain::recurring`); this is the file, read as hostile input and
-//! written whole.
+//! The recurring tasks' slots (docs/tasks.md, "Recurring tasks"), kept beside
+//! the inbox in `.agent-harness-recurring.json`: for each task when it was
+//! first seen, the last slot run for good, the slot its attempts are spent on,
+//! and the date of its last success. Which slot is due is the engine's
+//! (`drain::recurring`); this is the file, read as hostile input and written
+//! whole.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,15 +1,15 @@
-//! The day's spend on model requests, kept beside the inbox (SPEC §23):
-//! `.agent-harness-budget.json` holds the calendar day and what it spent.
-//! It is read as hostile input, like every state file there: missing,
-//! unreadable, linked, oversized or nonsense, it counts as 0 (with a
-//! warning), and an earlier day's ledger is today's 0. One this process
-//! does not trust — dated after today, or put there by another user than
-//! this one or the folder's owner — counts as 0 too and is replaced by
-//! this process's count at its next addition: it never switches a limit
-//! off, and never pauses the queue by itself. It is written whole, and a
-//! process adds its spend to what the file holds under a short lock of its
-//! own (`run`, `exec` and `eval` may spend at the same time, and each reads
-//! it again before every request).
+//! The day's spend on model requests, kept beside the inbox
+//! (docs/budget-and-traces.md, "Budget"): `.agent-harness-budget.json` holds
+//! the calendar day and what it spent. It is read as hostile input, like every
+//! state file there: missing, unreadable, linked, oversized or nonsense, it
+//! counts as 0 (with a warning), and an earlier day's ledger is today's 0. One
+//! this process does not trust — dated after today, or put there by another
+//! user than this one or the folder's owner — counts as 0 too and is replaced
+//! by this process's count at its next addition: it never switches a limit off,
+//! and never pauses the queue by itself. It is written whole, and a process
+//! adds its spend to what the file holds under a short lock of its own (`run`,
+//! `exec` and `eval` may spend at the same time, and each reads it again before
+//! every request).
 
 use std::fs::TryLockError;
 use std::io;

@@ -286,7 +286,8 @@ impl SearchMode {
 }
 
 /// A tool a task may be offered: one of the seven, or one an MCP server
-/// lists (SPEC §19). Two tools are the same when their names are.
+/// lists (docs/tools.md, "Tools from MCP servers"). Two tools are the same when
+/// their names are.
 #[derive(Debug, Clone)]
 pub enum Tool {
     Builtin(ToolName),

@@ -1,5 +1,5 @@
-//! The seven built-in tools (README, Tools) and those of MCP servers
-//! (README, Tools from MCP servers; [`mcp`]): names, the short
+//! The seven built-in tools (docs/tools.md, "Built-in tools") and those of
+//! MCP servers ("Tools from MCP servers" there; [`mcp`]): names, the short
 //! descriptions a small model reads, parameters, argument validation, and
 //! dispatch — or a recorded result instead ([`RecordedResults`]).
 //!
@@ -34,7 +34,7 @@ pub struct ToolOutput {
     /// Extra facts for `tools.jsonl` (a dry-run intent, a duplicate skipped).
     pub detail: Option<Value>,
     /// The service refused the setup (a notes token): the run stops with
-    /// this diagnosis (README, Exit codes).
+    /// this diagnosis (docs/operating.md, "Setup faults").
     pub setup_fault: Option<String>,
 }
 

@@ -1,5 +1,6 @@
-//! Fitting tool results into `max_tool_result_chars` (SPEC §7). Sizes are
-//! counted in characters, never bytes, so a cut never splits a character.
+//! Fitting tool results into `max_tool_result_chars` (docs/configuration.md,
+//! `[limits]`). Sizes are counted in characters, never bytes, so a cut never
+//! splits a character.
 //!
 //! [`cut`] is the safety net applied to every result; [`page`] is what the
 //! reading tools use so that a cut tells the model the exact `offset` to
@@ -10,10 +11,10 @@ use std::borrow::Cow;
 
 use harness_base::text::{byte_at, chars};
 
-/// Strings a chat template turns into control tokens (SPEC §12.7): Gemma
-/// 4's, Gemma 3's and ChatML's. llama-server tokenizes message text with
-/// special tokens on, so any of these inside a page or a note would reach
-/// the model as the real token.
+/// Strings a chat template turns into control tokens (docs/untrusted-input.md):
+/// Gemma 4's, Gemma 3's and ChatML's. llama-server tokenizes message text with
+/// special tokens on, so any of these inside a page or a note would reach the
+/// model as the real token.
 pub const CONTROL_STRINGS: &[&str] = &[
     "<|turn>",
     "<turn|>",
@@ -71,7 +72,8 @@ pub fn defang(text: &str) -> Cow<'_, str> {
 
 /// `text` with every [`CONTROL_STRINGS`] occurrence removed — a turn
 /// opener with the role it names (`<start_of_turn>model`) — : what is
-/// left of an answer once the template's debris is taken out (SPEC §22).
+/// left of an answer once the template's debris is taken out (docs/tasks.md,
+/// "The loop").
 pub fn without_control_strings(text: &str) -> String {
     let mut out = text.to_string();
     for opener in ["<|turn>", "<start_of_turn>", "<|im_start|>"] {

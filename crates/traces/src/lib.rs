@@ -1,11 +1,11 @@
-//! OpenTelemetry traces (README, Traces): each task's events become one
-//! trace ([`TaskTrace`], `spans`), its root closed as the task's summary
-//! says, encoded as OTLP protobuf (`otlp`) as the task ends and sent in
-//! batches while the run goes (`export`); the end of the run waits at most
-//! `[traces] flush_secs` for the rest ([`Traces::finish`]).
-//! A collector that is down, slow or wrong costs a warning and a count,
-//! never a task's outcome or the exit code. Nothing here runs, or is
-//! allocated, on a run without `[traces]`.
+//! OpenTelemetry traces (documented under "Traces" in docs/): each task's
+//! events become one trace ([`TaskTrace`], `spans`), its root closed as the
+//! task's summary says, encoded as OTLP protobuf (`otlp`) as the task ends and
+//! sent in batches while the run goes (`export`); the end of the run waits at
+//! most `[traces] flush_secs` for the rest ([`Traces::finish`]). A collector
+//! that is down, slow or wrong costs a warning and a count, never a task's
+//! outcome or the exit code. Nothing here runs, or is allocated, on a run
+//! without `[traces]`.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

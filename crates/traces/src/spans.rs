@@ -1,9 +1,8 @@
-//! One task's trace, built from its events as they happen (README,
-//! Traces) and closed as its summary says: the root `invoke_agent <task>`,
-//! a `chat <model>` span per model request and an `execute_tool <name>`
-//! span per tool call, named and attributed as the OpenTelemetry GenAI
-//! conventions say. Every time comes from the
-//! run's own clock, so the spans nest; every text from outside passes the
+//! One task's trace, built from its events as they happen and closed as its
+//! summary says: the root `invoke_agent <task>`, a `chat <model>` span per
+//! model request and an `execute_tool <name>` span per tool call, named and
+//! attributed as the OpenTelemetry GenAI conventions say. Every time comes from
+//! the run's own clock, so the spans nest; every text from outside passes the
 //! redactor and a cap.
 
 use chrono::{DateTime, Utc};

@@ -1,6 +1,7 @@
-//! An in-memory noteworx implementing the SPEC §7 API: notes, search,
-//! attachments, bearer auth. It records state so tests can assert on what
-//! was created, and can be told to fail the next requests with a status.
+//! An in-memory noteworx implementing the routes the harness's client calls
+//! (`crates/tools/src/noteworx/client.rs`): notes, search, attachments, bearer
+//! auth. It records state so tests can assert on what was created, and can be
+//! told to fail the next requests with a status.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};

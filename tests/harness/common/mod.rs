@@ -1,7 +1,7 @@
 //! Test fixtures: a scripted OpenAI-compatible endpoint, a stateful fake
-//! noteworx implementing its API (README, Tools), a fake RunPod, a
-//! throwaway project folder with the helpers to read its records, and the
-//! one way a test arranges all of it ([`scenario`]).
+//! noteworx implementing its API (docs/tools.md, "Built-in tools"), a fake
+//! RunPod, a throwaway project folder with the helpers to read its records, and
+//! the one way a test arranges all of it ([`scenario`]).
 #![allow(dead_code, unused_imports)]
 
 pub mod binary;

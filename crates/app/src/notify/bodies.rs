@@ -1,7 +1,7 @@
-//! What a notification says (README, Notify): the ping's last status
-//! lines and `on_failure_url`'s JSON, in the harness's own words — a
-//! task's error clipped to one line, the model's text never quoted, at
-//! most 50 tasks named, then how many more — within their caps.
+//! What a notification says (docs/operating.md, "Notify"): the ping's last
+//! status lines and `on_failure_url`'s JSON, in the harness's own words — a
+//! task's error clipped to one line, the model's text never quoted, at most 50
+//! tasks named, then how many more — within their caps.
 
 use serde::Serialize;
 

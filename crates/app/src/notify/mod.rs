@@ -1,10 +1,10 @@
-//! Telling someone how a run ended (README, Notify): `[notify] ping_url`
-//! speaks the healthchecks.io ping protocol — `GET <url>/start` once the
-//! run holds its lock, `POST <url>` on exit 0, `POST <url>/<exit code>`
-//! otherwise, the run's last status lines as the body — so a run that
-//! never comes (a timer that stopped) is noticed by the dead-man's switch;
-//! `[notify] on_failure_url` gets the run's result as JSON when it exits
-//! non-zero.
+//! Telling someone how a run ended (docs/operating.md, "Notify"):
+//! `[notify] ping_url` speaks the healthchecks.io ping protocol —
+//! `GET <url>/start` once the run holds its lock, `POST <url>` on exit 0,
+//! `POST <url>/<exit code>` otherwise, the run's last status lines as the body
+//! — so a run that never comes (a timer that stopped) is noticed by the
+//! dead-man's switch; `[notify] on_failure_url` gets the run's result as JSON
+//! when it exits non-zero.
 //!
 //! A notification never changes the run, and belongs to the operator, not
 //! to the receiver: no redirect is followed and no `Referer` sent; logs

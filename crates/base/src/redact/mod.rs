@@ -41,9 +41,9 @@ impl fmt::Display for Secret {
 }
 
 /// Replaces every secret value with `***`: the one redactor for records,
-/// tool results and diagnostic lines (README, "Records"), in every spelling
-/// JSON allows (docs/untrusted-input.md; `spellings.rs`): `\u0073k-…` in a
-/// record line or a tool call's arguments is replaced as `sk-…` is.
+/// tool results and diagnostic lines (docs/operating.md, "Records"), in every
+/// spelling JSON allows (docs/untrusted-input.md; `spellings.rs`): `\u0073k-…`
+/// in a record line or a tool call's arguments is replaced as `sk-…` is.
 ///
 /// A value under 4 bytes is not looked for: it would make `***` of
 /// ordinary words. A short password in a URL is still never shown in that

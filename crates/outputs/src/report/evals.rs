@@ -1,7 +1,7 @@
-//! The evals in the report (SPEC §20): a page per eval under `logs/eval/`
-//! with its table, its paired comparison, and a link to the page of every
-//! run it made; the index lists them. `eval.json` and the runs are read as
-//! untrusted input, like every record.
+//! The evals in the report (docs/operating.md, "Report"): a page per eval under
+//! `logs/eval/` with its table, its paired comparison, and a link to the page
+//! of every run it made; the index lists them. `eval.json` and the runs are
+//! read as untrusted input, like every record.
 
 use maud::{DOCTYPE, Markup, html};
 

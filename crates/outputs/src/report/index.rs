@@ -1,5 +1,5 @@
-//! The report's `index.html` (SPEC §14, §20): the runs listed, newest
-//! first, with their totals and each failed run's error, filters made of
+//! The report's `index.html` (docs/operating.md, "Report"): the runs listed,
+//! newest first, with their totals and each failed run's error, filters made of
 //! CSS (they work from `file://` and with JavaScript off), and the evals.
 
 use std::collections::BTreeSet;

@@ -1,9 +1,9 @@
-//! `report` (SPEC §14): a static HTML report of recent runs, built from
-//! the records alone. `index.html` lists the runs, newest first, with task
-//! and status filters made of CSS (they work from `file://` and with
-//! JavaScript off); one page per run shows the prompt, each turn (thinking
-//! and tool results folded in `<details>`), the summary, and the answer or
-//! the failure.
+//! `report` (docs/operating.md, "Report"): a static HTML report of recent runs,
+//! built from the records alone. `index.html` lists the runs, newest first,
+//! with task and status filters made of CSS (they work from `file://` and with
+//! JavaScript off); one page per run shows the prompt, each turn (thinking and
+//! tool results folded in `<details>`), the summary, and the answer or the
+//! failure.
 //!
 //! A run's content can hold any markup: every text goes through maud's
 //! escaping, and nothing on a page loads from anywhere.
@@ -56,10 +56,11 @@ pub struct Written {
 
 /// Writes `index.html`, a page per run and a page per eval (with the pages
 /// of its runs) under `opts.out`. Each run is the folder
-/// the listing walked (SPEC §21); a folder that cannot be read or a page
-/// that cannot be written is skipped with a line given to `warn` (already
-/// made printable), and the rest of the report is still written. A folder
-/// dated more than an hour after `now` is no run (docs/untrusted-input.md): named, skipped.
+/// the listing walked (docs/untrusted-input.md); a folder that cannot be read
+/// or a page that cannot be written is skipped with a line given to `warn`
+/// (already made printable), and the rest of the report is still written. A
+/// folder dated more than an hour after `now` is no run
+/// (docs/untrusted-input.md): named, skipped.
 pub fn write(
     logs: &Path,
     opts: &ReportOptions,
@@ -266,7 +267,8 @@ pub(super) fn run_page(run: &RecordedRun) -> Markup {
     let message = |i: usize| texts.get(i).cloned().flatten();
     let task_text = message(1).or_else(|| run.task_text.clone());
     let elided = elided_before(&run.attempts);
-    // Where the records a resumed run went on from end (SPEC §18).
+    // Where the records a resumed run went on from end
+    // (docs/resume-replay-eval.md, "Resume").
     let first_live = s
         .resumed_from
         .as_ref()

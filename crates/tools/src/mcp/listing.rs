@@ -69,7 +69,8 @@ pub struct Offer {
     pub tools: Vec<Arc<McpTool>>,
     pub left_out: Vec<String>,
     /// Names in `tools` or `write_tools` the server does not list: the
-    /// configuration (or the server) is wrong, which the run says (SPEC §19).
+    /// configuration (or the server) is wrong, which the run says
+    /// (docs/tools.md, "Tools from MCP servers").
     pub unlisted: Vec<String>,
     /// What the server lists, for that message (the first 32 names).
     pub listed: Vec<String>,

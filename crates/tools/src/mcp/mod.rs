@@ -1,4 +1,4 @@
-//! Tools from MCP servers (SPEC §19), on the official Rust SDK (`rmcp`).
+//! Tools from MCP servers (docs/tools.md), on the official Rust SDK (`rmcp`).
 //!
 //! [`McpServers`] holds a run's configured servers. Each is started once,
 //! when the first task that may use it asks ([`McpServers::ready`]): spawn
@@ -31,7 +31,8 @@ use process::{Process, Stderr};
 
 /// JSON-RPC lines longer than this are dropped by the transport: a result
 /// is cut to at most 10^6 characters anyway, and a listing this long
-/// would already be refused, so nothing bigger is ever parsed (SPEC §12.3).
+/// would already be refused, so nothing bigger is ever parsed (docs/tools.md,
+/// "Tools from MCP servers").
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The same bound over streamable HTTP, where the SDK ends the connection
@@ -80,7 +81,8 @@ struct Up {
 }
 
 /// A server a task may use is not there: the task ends retryable
-/// `tool_server_unavailable` with this message (SPEC §19).
+/// `tool_server_unavailable` with this message (docs/tools.md, "Tools from
+/// MCP servers").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unavailable {
     pub why: String,
@@ -169,7 +171,8 @@ impl McpServers {
     }
 
     /// Why one of the named servers is down, if one is: a task that may
-    /// use it does not pass as done (SPEC §19).
+    /// use it does not pass as done (docs/tools.md, "Tools from MCP
+    /// servers").
     pub async fn down(&self, names: &[&str]) -> Option<Unavailable> {
         for server in self.named(names) {
             let mut state = server.state.lock().await;

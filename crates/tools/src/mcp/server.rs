@@ -135,8 +135,8 @@ impl Server {
         }
         // A name the server does not list is a typo, or the server changed,
         // unless the listing was cut before it. The server's answer does not
-        // stop the inbox (SPEC §19): it is offered with what it lists, and
-        // the run says what to fix.
+        // stop the inbox (docs/tools.md, "Tools from MCP servers"): it is
+        // offered with what it lists, and the run says what to fix.
         if !offer.unlisted.is_empty() && !more {
             let problem = format!(
                 "MCP server {name} does not list {} (it lists: {}): fix [mcp.servers.{name}] tools / write_tools",

@@ -1,4 +1,4 @@
-//! The noteworx HTTP client (SPEC §7 "noteworx HTTP API"): typed requests
+//! The noteworx HTTP client (docs/tools.md, "Built-in tools"): typed requests
 //! and responses that tolerate missing and extra fields, a bearer token that
 //! never appears in an error, and one retry on a 5xx or a dropped connection
 //! ([`RETRY`]).
@@ -178,7 +178,8 @@ impl NoteworxClient {
     }
 
     /// Whether a request of this run was answered with a 2xx: then a
-    /// refusal is about one note, not the token (SPEC §16).
+    /// refusal is about one note, not the token (docs/design.md, "Setup
+    /// faults: when a refusal stops the run").
     pub(crate) fn token_worked(&self) -> bool {
         self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -284,7 +285,7 @@ impl NoteworxClient {
     /// The URL of an API path; each segment is percent-encoded, so a slug can
     /// never climb out of its route — and a segment that the URL rules would
     /// still resolve (`.`, `..`) or that is empty or holds a control
-    /// character is refused before any request (SPEC §12.5).
+    /// character is refused before any request (docs/untrusted-input.md).
     fn url(&self, segments: &[&str]) -> Result<Url, NoteworxError> {
         if let Some(bad) = segments.iter().find(|s| !is_path_segment(s)) {
             return Err(NoteworxError::BadArgument(format!(

@@ -360,7 +360,8 @@ fn read_attachment_text(
     }
 }
 
-/// Wraps a suggestion body in the signature frontmatter (SPEC §7).
+/// Wraps a suggestion body in the signature frontmatter
+/// (docs/tools.md, "noteworx_create_attachment").
 pub(crate) fn sign(body: &str, sig: &Signature<'_>) -> String {
     let fields = [
         ("agent", "noteworx-agent-harness".to_string()),

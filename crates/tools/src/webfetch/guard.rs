@@ -85,13 +85,13 @@ enum Host {
 }
 
 impl Host {
-    /// Whether the list entry `entry` names this host. A name matches the
-    /// name and its subdomains; an address matches an address entry as an
-    /// address (SPEC §25): `::ffff:127.0.0.1`, `::ffff:7f00:1`,
+    /// Whether the list entry `entry` names this host. A name matches the name
+    /// and its subdomains; an address matches an address entry as an address
+    /// (docs/tools.md, "webfetch"): `::ffff:127.0.0.1`, `::ffff:7f00:1`,
     /// `::127.0.0.1`, `::ffff:0:127.0.0.1` and `64:ff9b::7f00:1` are all
     /// `127.0.0.1`, and `[0:0:0:0:0:0:0:1]` is `::1`. (The URL parser has
-    /// already read `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1`
-    /// as `127.0.0.1`.)
+    /// already read `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1` as
+    /// `127.0.0.1`.)
     fn matches(&self, entry: &str) -> bool {
         match (self, entry_ip(entry)) {
             (Host::Ip(ip), Some(listed)) => plain_ip(*ip) == plain_ip(listed),

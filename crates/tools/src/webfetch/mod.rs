@@ -1,5 +1,5 @@
-//! The `webfetch` tool (SPEC §7): an HTTP(S) GET the model aims, so every URL
-//! is untrusted.
+//! The `webfetch` tool (docs/tools.md, "webfetch"): an HTTP(S) GET the model
+//! aims, so every URL is untrusted.
 //!
 //! The network guard decides on the address actually connected to: host
 //! names go through `GuardedResolver`, which drops private and reserved

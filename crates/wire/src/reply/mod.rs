@@ -1,6 +1,7 @@
-//! Reading a model reply (SPEC §5): separating the thinking from the answer,
-//! recovering tool calls the model wrote as text instead of `tool_calls`,
-//! and noticing output that was cut off. Pure functions over strings.
+//! Reading a model reply (docs/tasks.md, "The loop"): separating the thinking
+//! from the answer, recovering tool calls the model wrote as text instead of
+//! `tool_calls`, and noticing output that was cut off. Pure functions over
+//! strings.
 //!
 //! Thinking comes in two shapes: `reasoning_content` (llama-server's
 //! reasoning extraction) and inline blocks in `content` — Gemma 4's
@@ -33,7 +34,8 @@ pub struct Reply {
     pub recovered: bool,
     /// `finish_reason == "length"`: the output was cut off at `max_tokens`.
     pub cut_off: bool,
-    /// Calls past [`MAX_CALLS_PER_REPLY`]: not read, so not run (SPEC §12.6).
+    /// Calls past [`MAX_CALLS_PER_REPLY`]: not read, so not run
+    /// (docs/untrusted-input.md).
     pub unread_calls: u64,
 }
 
@@ -45,9 +47,9 @@ pub(crate) const MAX_LOOP_PERIOD: usize = 400;
 const LOOP_WINDOW: usize = 200_000;
 
 /// The block `text` repeats over and over, when one block of at most
-/// [`MAX_LOOP_PERIOD`] characters, repeated, covers at least half of it
-/// (SPEC §22: a model caught in a loop until `max_tokens` cut it). Text
-/// longer than 200,000 characters is judged by its last 200,000.
+/// [`MAX_LOOP_PERIOD`] characters, repeated, covers at least half of it (a
+/// model caught in a loop until `max_tokens` cut it: docs/tasks.md, "The
+/// loop"). Text longer than 200,000 characters is judged by its last 200,000.
 pub fn repeated_block(text: &str) -> Option<String> {
     let chars: Vec<char> = {
         let all = text.chars().count();
@@ -78,7 +80,7 @@ pub fn repeated_block(text: &str) -> Option<String> {
 /// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. `quoted` says
 /// whether a text-form call's text appears in an earlier tool result: such
 /// a call is the model quoting what it read (a page, a note), not calling,
-/// and stays text (SPEC §12.7).
+/// and stays text (docs/untrusted-input.md).
 pub fn read_reply(
     msg: &ResponseMessage,
     finish_reason: Option<&str>,
