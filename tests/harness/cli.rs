@@ -145,6 +145,15 @@ async fn a_failed_task_exits_1_and_runs_lists_it() {
     let run = run_bin(&s, &["run"]).await;
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert_eq!(s.failed().len(), 1);
+    // The journal says which config the run read.
+    let config = format!("config={}", s.config_path().display());
+    assert!(
+        stderr(&run)
+            .lines()
+            .any(|l| l.contains("run started") && l.contains(&config)),
+        "{}",
+        stderr(&run)
+    );
 
     let out = bin(&s).args(["runs", "--json"]).output().unwrap();
     let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();

@@ -172,3 +172,29 @@ async fn exec_max_turns_and_model_override_the_config_for_that_run() {
     assert_eq!(sent.len(), 1, "one turn, one request");
     assert_eq!(sent[0]["model"], "qwen-test");
 }
+
+#[tokio::test]
+async fn exec_quiet_says_in_one_line_that_a_task_did_not_succeed() {
+    let s = scenario()
+        .replies(vec![tool_calls(&[(
+            "c1",
+            "webfetch",
+            json!({"url": "http://127.0.0.1:9/"}),
+        )])])
+        .config("[tools.webfetch]\nenabled = true")
+        .build()
+        .await;
+
+    let out = run_bin(
+        &s,
+        &["exec", "-q", "--max-turns", "1", "--name", "loop", "Loop."],
+    )
+    .await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "no answer");
+    assert_eq!(
+        stderr(&out),
+        "agent-harness: exec loop did not succeed (exit 1); `agent-harness show loop` tells why\n"
+    );
+}

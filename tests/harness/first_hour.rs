@@ -186,6 +186,7 @@ async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
 
 #[tokio::test]
 async fn no_config_anywhere_names_every_place_looked_and_a_named_one_is_never_passed_over() {
+    no_system_config();
     let s = scenario().no_config_file().build().await;
     let home = s.root().join("home");
     let out = bin(&s)

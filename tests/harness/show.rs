@@ -94,6 +94,7 @@ async fn runs_has_an_answer_column_clipped_and_escaped() {
 
 #[test]
 fn every_reader_needs_its_config_and_names_it() {
+    no_system_config();
     let s = scenario().no_config_file().build_blocking();
     std::fs::create_dir_all(s.root().join("logs")).unwrap();
     for args in [

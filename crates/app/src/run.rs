@@ -55,6 +55,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
             output,
             max_turns,
             model,
+            quiet,
             ..
         } => {
             let text = match task_text(prompt) {
@@ -82,6 +83,14 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
             }
             let cfg = with_model.as_ref().unwrap_or(cfg);
             let code = exec_command(cfg, &opts, progress.clone()).await;
+            // `-q` hides the log's lines, a failure's too: one line says
+            // the task did not succeed and where its story is.
+            if *quiet && code != exit::OK {
+                progress.eprintln(&format!(
+                    "agent-harness: exec {name} did not succeed (exit {code}); \
+                     `agent-harness show {name}` tells why"
+                ));
+            }
             match output {
                 Some(path) => answer.write_to(path, cfg, &progress, code),
                 None => {

@@ -1,7 +1,7 @@
 //! Which config file is read (docs/configuration.md): `--config`, then
 //! `AGENT_HARNESS_CONFIG`, then `./agent.toml`, then
 //! `$XDG_CONFIG_HOME/agent-harness/agent.toml` (`~/.config/…` when that is
-//! unset or empty), then `/etc/agent-harness/agent.toml`; the first that
+//! unset, empty or relative), then `/etc/agent-harness/agent.toml`; the first that
 //! exists. A file named by the flag or the variable is read even when it
 //! does not exist (the error names it): a name given is never passed over.
 //! And `~/` at the start of a path value: the user's home.
@@ -38,9 +38,10 @@ pub struct Lookup<'a> {
 /// current folder's `agent.toml` (as written, relative), the user's and the
 /// system's.
 pub fn places(lookup: &Lookup<'_>) -> Vec<PathBuf> {
+    // A relative XDG_CONFIG_HOME is ignored, as the XDG spec says.
     let xdg = (lookup.env)("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+        .filter(|v| v.is_absolute())
         .or_else(|| lookup.home.map(|h| h.join(".config")));
     let mut places = vec![PathBuf::from(DEFAULT_CONFIG_FILE)];
     places.extend(xdg.map(|x| x.join("agent-harness").join(DEFAULT_CONFIG_FILE)));
@@ -174,7 +175,12 @@ mod tests {
             find(None, &xdg, &ALL[2..]).unwrap(),
             PathBuf::from("/etc/agent-harness/agent.toml")
         );
-        for unset in [env_with(&[]), env_with(&[("XDG_CONFIG_HOME", "")])] {
+        // Unset, empty or relative (which the XDG spec says to ignore).
+        for unset in [
+            env_with(&[]),
+            env_with(&[("XDG_CONFIG_HOME", "")]),
+            env_with(&[("XDG_CONFIG_HOME", "rel/xdg")]),
+        ] {
             assert_eq!(
                 find(None, &unset, &ALL[2..]).unwrap(),
                 PathBuf::from("/home/ann/.config/agent-harness/agent.toml")

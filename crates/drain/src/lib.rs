@@ -352,6 +352,7 @@ async fn run_batch(
         tasks = entries.len(),
         concurrency,
         dry_run = mode.dry_run,
+        config = %cfg.path.display(),
         "run started"
     );
     futures::stream::iter(entries)

@@ -112,6 +112,18 @@ pub fn as_nobody(project: &Project, command: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Fails a test that runs the binary with no config of its own when this
+/// machine has a system one: the lookup would read it (and the command
+/// act on that deployment).
+pub fn no_system_config() {
+    let system = Path::new("/etc/agent-harness/agent.toml");
+    assert!(
+        !system.exists(),
+        "{} exists: this test needs a machine without a system config",
+        system.display()
+    );
+}
+
 /// What the binary printed to stdout.
 pub fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
