@@ -348,11 +348,14 @@ async fn run_batch(
         setup_fault: Mutex::new(None),
     };
     let concurrency = concurrency.max(1);
+    // Which file, as `check` says it: absolute, so the journal names it
+    // whatever the unit's working folder.
+    let config = std::path::absolute(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
     tracing::info!(
         tasks = entries.len(),
         concurrency,
         dry_run = mode.dry_run,
-        config = %cfg.path.display(),
+        config = %config.display(),
         "run started"
     );
     futures::stream::iter(entries)
