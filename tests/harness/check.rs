@@ -243,12 +243,30 @@ async fn check_refuses_the_examples_placeholder_endpoint_id() {
         .arg("check")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
-        stdout(&out).contains("endpoint_id is the example's placeholder"),
+        stdout(&out).contains("endpoint_id is the example's placeholder")
+            && stdout(&out).contains("1 config problem(s); 0 task file(s), 0 with problems"),
         "{}",
         stdout(&out)
     );
+    // A run, and an exec, refuse it before anything is sent or moved.
+    std::fs::write(s.root().join("tasks/inbox/t.md"), "Hello.").unwrap();
+    for args in [&["run"][..], &["exec", "Hello."]] {
+        let out = bin(&s)
+            .env("RUNPOD_API_KEY", "rp-key")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("endpoint_id is the example's placeholder"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert!(!s.root().join("logs/t").exists());
 }
 
 #[tokio::test]
@@ -289,4 +307,22 @@ async fn a_task_named_report_or_eval_is_refused_by_check_and_never_runs() {
             stderr(&out)
         );
     }
+}
+
+#[tokio::test]
+async fn a_recurring_task_named_eval_is_said_by_every_run_never_skipped_silently() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .recurring("eval", "+++\nschedule = \"@daily\"\n+++\nCheck the evals.")
+        .build()
+        .await;
+    let out = bin(&s).arg("run").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("the recurring task eval.md will never run: task name \"eval\" is reserved"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!s.root().join("logs/eval").exists());
 }

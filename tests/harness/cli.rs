@@ -448,6 +448,23 @@ fn test_endpoint_is_test_runpod_and_help_lists_it() {
 }
 
 #[test]
+fn a_misspelt_list_is_pointed_at_runs_by_its_other_name() {
+    let out = harness_command().arg("lsit").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("similar subcommands exist: 'submit', 'list'"),
+        "{}",
+        stderr(&out)
+    );
+    let help = harness_command().args(["list", "--help"]).output().unwrap();
+    assert!(
+        stdout(&help).contains("List recent runs"),
+        "{}",
+        stdout(&help)
+    );
+}
+
+#[test]
 fn completions_and_the_man_page_are_made_from_the_command_line_without_a_config() {
     for shell in ["bash", "zsh", "fish"] {
         let out = harness_command()

@@ -126,9 +126,48 @@ async fn exec_quiet_prints_only_the_answer_and_output_writes_it_to_a_file() {
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "", "the answer goes to the file only");
+    let answer = s.root().join("answer.txt");
+    assert_eq!(std::fs::read_to_string(&answer).unwrap(), "Lyon.\n");
     assert_eq!(
-        std::fs::read_to_string(s.root().join("answer.txt")).unwrap(),
-        "Lyon.\n"
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&answer).unwrap().permissions())
+            & 0o777,
+        0o600,
+        "as private as the records it comes from"
+    );
+}
+
+#[tokio::test]
+async fn exec_output_of_a_run_with_no_answer_leaves_no_old_answer_behind() {
+    let s = scenario()
+        .replies(vec![tool_calls(&[(
+            "c1",
+            "webfetch",
+            json!({"url": "http://127.0.0.1:9/"}),
+        )])])
+        .config("[tools.webfetch]\nenabled = true")
+        .build()
+        .await;
+    let answer = s.root().join("answer.txt");
+    std::fs::write(&answer, "Yesterday's answer.\n").unwrap();
+
+    let out = run_bin(
+        &s,
+        &[
+            "exec",
+            "-q",
+            "--max-turns",
+            "1",
+            "-o",
+            "answer.txt",
+            "Loop.",
+        ],
+    )
+    .await;
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !answer.exists(),
+        "a script reading FILE must not take the old answer for this run's"
     );
 }
 
@@ -158,7 +197,7 @@ async fn exec_max_turns_and_model_override_the_config_for_that_run() {
             "--model",
             "qwen-test",
             "--name",
-            "loop",
+            "loop.md",
             "Loop.",
         ],
     )
@@ -171,6 +210,15 @@ async fn exec_max_turns_and_model_override_the_config_for_that_run() {
     let sent = s.requests().await;
     assert_eq!(sent.len(), 1, "one turn, one request");
     assert_eq!(sent[0]["model"], "qwen-test");
+
+    let out = run_bin(&s, &["exec", "--model", "", "Hi."]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an empty model name is a usage error"
+    );
+    assert!(stderr(&out).contains("--model <NAME>"), "{}", stderr(&out));
+    assert_eq!(s.requests().await.len(), 1, "nothing was sent");
 }
 
 #[tokio::test]

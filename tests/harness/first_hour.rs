@@ -41,6 +41,11 @@ async fn init_writes_a_project_that_check_passes() {
         assert_eq!(mode(&dir.join(folder)), 0o750, "{folder}");
     }
     assert_eq!(mode(&dir.join("logs")), 0o700);
+    assert_eq!(
+        mode(&dir),
+        0o750,
+        "the project folder made is no wider than its task folders"
+    );
     let example = std::fs::read_to_string(dir.join("tasks/inbox/example.md")).unwrap();
     assert_eq!(
         example,
@@ -124,6 +129,43 @@ async fn init_for_runpod_says_to_export_the_key_and_takes_one_endpoint() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("placeholder"), "{}", stderr(&out));
     assert!(!s.root().join("y/agent.toml").exists());
+}
+
+#[tokio::test]
+async fn init_never_adds_the_example_to_a_live_inbox_and_leaves_no_half_project() {
+    let s = scenario().no_config_file().build().await;
+    // A folder whose inbox already holds someone's queue.
+    let live = s.root().join("live");
+    std::fs::create_dir_all(live.join("tasks/inbox")).unwrap();
+    std::fs::write(live.join("tasks/inbox/weekly.md"), "Do the weekly.").unwrap();
+    let out = bin(&s)
+        .args(["init", "live", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("holds tasks already: the example task was not placed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!live.join("tasks/inbox/example.md").exists());
+
+    // A folder where the task folders cannot be made: no config stays
+    // behind to make the next init refuse.
+    let blocked = s.root().join("blocked");
+    std::fs::create_dir_all(&blocked).unwrap();
+    std::fs::write(blocked.join("tasks"), "a file where a folder goes").unwrap();
+    let out = bin(&s)
+        .args(["init", "blocked", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot create") && stderr(&out).contains("was removed again"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!blocked.join("agent.toml").exists());
 }
 
 const CONFIG: &str =

@@ -581,3 +581,30 @@ async fn when_a_loop_stops_the_task_every_call_of_that_turn_is_recorded_as_not_r
     assert_eq!(s.tool_calls, 7);
     assert_eq!(notes.calls().await.len(), 2, "nothing of the last turn ran");
 }
+
+#[tokio::test]
+async fn a_model_too_slow_for_its_timeouts_is_told_to_lower_max_tokens() {
+    let slow = || ok(final_answer("late")).set_delay(std::time::Duration::from_secs(30));
+    let s = scenario()
+        .script(vec![slow(), slow(), slow(), slow()])
+        .config("request_timeout_secs = 1\n[model]\nmax_tokens = 2048")
+        .task("t", "+++\nmax_wall_secs = 4\n+++\nWrite at length.")
+        .build()
+        .await;
+
+    s.run().await;
+
+    // Each attempt says what ran out and the fix; so does the task's end,
+    // whether the retries or the wall clock stopped it first.
+    let first = &s.conversation("t")[0];
+    let said = first["error"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("no answer within request_timeout_secs = 1")
+            && said.contains("lower [model] max_tokens"),
+        "{first}"
+    );
+    let summary = s.summary("t");
+    assert_eq!(summary.status, Status::Failed);
+    let error = summary.error.unwrap_or_default();
+    assert!(error.contains("lower [model] max_tokens"), "{error}");
+}

@@ -340,8 +340,9 @@ pub(crate) fn call_failed(e: CallError, spec: &TaskSpec, endpoint: &Endpoint) ->
         CallError::WallClock => Stop::failed(
             StopReason::MaxWallSecs,
             format!(
-                "the task's wall clock (max_wall_secs = {}) ran out during a model call",
-                spec.max_wall.as_secs()
+                "the task's wall clock (max_wall_secs = {}) ran out during a model call; a model this slow (a small one on a CPU) answers sooner with a lower [model] max_tokens (now {})",
+                spec.max_wall.as_secs(),
+                spec.sampling.max_tokens
             ),
         ),
         CallError::Unavailable(_) => stop(StopReason::EndpointError).retryable(),

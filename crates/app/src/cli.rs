@@ -67,8 +67,8 @@ pub enum Command {
         /// Offer only these tools (comma-separated).
         #[arg(long, value_name = "A,B", value_delimiter = ',')]
         tools: Option<Vec<String>>,
-        /// The task's name, for its records.
-        #[arg(long, value_name = "NAME", default_value = "exec")]
+        /// The task's name, for its records (with or without .md).
+        #[arg(long, value_name = "NAME", default_value = "exec", value_parser = task_name)]
         name: String,
         /// Write tools become logged intents.
         #[arg(long)]
@@ -83,7 +83,7 @@ pub enum Command {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         max_turns: Option<u32>,
         /// Send this model name in the chat requests (over `[openai] model`).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
         model: Option<String>,
     },
     /// Move a failed task back into the inbox, its attempt count reset.
@@ -152,8 +152,8 @@ pub enum Command {
         /// Where to write it (default: <logs>/report).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
-        /// Only runs of this task.
-        #[arg(long, value_name = "NAME")]
+        /// Only runs of this task (with or without .md).
+        #[arg(long, value_name = "NAME", value_parser = task_name)]
         task: Option<String>,
         /// At most N runs, newest first.
         #[arg(long, value_name = "N", default_value_t = 100)]
@@ -178,6 +178,7 @@ pub enum Command {
         name: Option<String>,
     },
     /// List recent runs from the logs folder, newest first.
+    #[command(visible_alias = "list")]
     Runs {
         /// Only runs of this task.
         #[arg(long, value_name = "NAME", value_parser = task_name)]

@@ -59,7 +59,7 @@ pub(super) fn init_command(
         progress.eprintln(&format!("agent-harness: init: {}", e.message));
         return exit::USAGE;
     }
-    if let Err(e) = std::fs::create_dir_all(&dir) {
+    if let Err(e) = make_folder(&dir, 0o750) {
         progress.eprintln(&format!(
             "agent-harness: init: cannot create {}: {e}",
             dir.display()
@@ -86,7 +86,13 @@ pub(super) fn init_command(
     let mut out = progress.stdout();
     let _ = writeln!(out, "wrote {}", config.display());
     if let Err(e) = fill(&dir, &mut out) {
-        progress.eprintln(&format!("agent-harness: init: {e}"));
+        // The config goes with the project it was for: init can be run
+        // again once the cause is mended.
+        let _ = std::fs::remove_file(&config);
+        progress.eprintln(&format!(
+            "agent-harness: init: {e}; {} was removed again",
+            config.display()
+        ));
         return exit::FAILED;
     }
     next_commands(&dir, &cwd, &config, endpoint, &mut out);
@@ -105,7 +111,18 @@ fn fill(dir: &Path, out: &mut dyn Write) -> Result<(), String> {
         "folders: {}",
         FOLDERS.map(|(f, _)| format!("{f}/")).join(", ")
     );
-    let example = dir.join("tasks/inbox/example.md");
+    // An inbox with tasks in it is someone's live queue: the next run
+    // would run the example too.
+    let inbox = dir.join("tasks/inbox");
+    if harness_inbox::list(&inbox).is_ok_and(|tasks| !tasks.is_empty()) {
+        let _ = writeln!(
+            out,
+            "{}/ holds tasks already: the example task was not placed",
+            inbox.display()
+        );
+        return Ok(());
+    }
+    let example = inbox.join("example.md");
     let placed = write_new(&example, EXAMPLE_TASK.as_bytes(), 0o640)
         .map_err(|e| format!("cannot write {}: {e}", example.display()))?;
     if placed {

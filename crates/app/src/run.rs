@@ -374,8 +374,10 @@ impl Answer {
     }
 
     /// `exec -o FILE`: the answer (redacted, as on stdout) written to
-    /// FILE; nothing is written when there is none. A file that cannot be
-    /// written fails the command.
+    /// FILE whole — a new file, readable by its owner alone like the
+    /// records, renamed over FILE — so a script never reads half an
+    /// answer. With no answer FILE is removed: an old answer there would
+    /// read as this run's. A file that cannot be written fails the command.
     pub(super) fn write_to(
         &self,
         path: &std::path::Path,
@@ -384,11 +386,16 @@ impl Answer {
         code: u8,
     ) -> u8 {
         let kept = harness_base::sync::lock(&self.0);
-        let Some(text) = kept.as_deref() else {
-            return code;
+        let written = match kept.as_deref() {
+            Some(text) => {
+                let text = cfg.redactor().redact(format!("{}\n", text.trim_end()));
+                in_folder_of(path, |folder, name| {
+                    folder.replace(name, text.as_bytes(), 0o600)
+                })
+            }
+            None => in_folder_of(path, |folder, name| folder.remove_file(name.as_ref())),
         };
-        let text = cfg.redactor().redact(format!("{}\n", text.trim_end()));
-        match std::fs::write(path, text) {
+        match written {
             Ok(()) => code,
             Err(e) => {
                 progress.eprintln(&format!(
@@ -441,6 +448,22 @@ pub(super) fn task_text(prompt: &str) -> Result<String, String> {
         return Err(format!("the task on stdin is over {cap} bytes"));
     }
     String::from_utf8(bytes).map_err(|_| "the task on stdin is not valid UTF-8".to_string())
+}
+
+/// `f` on the folder holding `path` and the file's name in it.
+fn in_folder_of(
+    path: &std::path::Path,
+    f: impl FnOnce(&harness_base::folder::Folder, &str) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    f(&harness_base::folder::Folder::open_root(dir)?, name)
 }
 
 /// `exec`: the one task under signal handling; its exit code is the task's.

@@ -56,6 +56,7 @@ pub fn check_inbox(
             .chain(folders::linked(cfg))
             .chain(folders::unwritable(cfg, true))
             .chain(mcp_commands(cfg))
+            .chain(slips::placeholder_endpoint(cfg))
             .map(in_config)
             .collect(),
         // A profile no task names makes nothing invalid (the example's
@@ -63,10 +64,6 @@ pub fn check_inbox(
         config_warnings: Toolbox::unoffered_profile_tools(cfg, |p| named.contains(p))
             .into_iter()
             .chain(slips::recurring_near_misses(cfg))
-            .map(in_config)
-            .collect(),
-        problems: slips::placeholder_endpoint(cfg)
-            .into_iter()
             .map(in_config)
             .collect(),
         ..CheckReport::default()

@@ -150,6 +150,20 @@ fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<u
             harness_base::text::printable(&name)
         ));
     }
+    // A recurring task of a reserved name never runs either: said, not skipped.
+    let recurring = inbox::strays(&cfg.paths.recurring).unwrap_or_default();
+    for path in recurring
+        .iter()
+        .filter(|p| inbox::reserved_entry(p).is_some())
+    {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let why = inbox::reserved_entry(path).unwrap_or_default();
+        tracing::warn!(entry = %harness_base::text::printable(&path.display().to_string()), "a recurring task that will never run: {why}");
+        problems.push(format!(
+            "the recurring task {} will never run: {why}",
+            harness_base::text::printable(&name)
+        ));
+    }
     if !strays.is_empty() {
         let names: Vec<String> = strays
             .iter()

@@ -136,6 +136,10 @@ async fn drain_inbox(
     ignored: &mut Option<usize>,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     folders::prepare(cfg).map_err(UsageError)?;
+    // Every request would go to an endpoint that is not the operator's.
+    if let Some(placeholder) = slips::placeholder_endpoint(cfg) {
+        return Err(UsageError(placeholder).into());
+    }
     // What `check` warns of, said in the run's log too (nothing stops).
     for slip in slips::recurring_near_misses(cfg)
         .into_iter()

@@ -266,15 +266,25 @@ impl AttemptError {
 
 /// A request to the endpoint that got no answer, in words an operator can
 /// act on ([`TransportFailure`]: the host and port), and for a refused
-/// connection, whether the server is running.
-pub(crate) fn unanswered(e: &reqwest::Error, url: &str) -> String {
+/// connection, whether the server is running; `on_timeout` is said after a
+/// request that ran out of time.
+pub(crate) fn unanswered(e: &reqwest::Error, url: &str, on_timeout: Option<&str>) -> String {
     let failure = TransportFailure::of(e, Some(url));
-    match failure.kind {
-        TransportKind::Refused => {
+    match (failure.kind, on_timeout) {
+        (TransportKind::Refused, _) => {
             format!("{failure}: is llama-server (or the RunPod worker) running there?")
         }
+        (TransportKind::Timeout, Some(what)) => format!("{failure}: {what}"),
         _ => failure.to_string(),
     }
+}
+
+/// What a chat request that ran out of time most often means, and the fix:
+/// a model writing `max_tokens` tokens more slowly than the timeout allows.
+pub(crate) fn too_slow(timeout_secs: u64) -> String {
+    format!(
+        "no answer within request_timeout_secs = {timeout_secs}; a model this slow (a small one on a CPU) answers sooner with a lower [model] max_tokens, or raise request_timeout_secs"
+    )
 }
 
 /// What follows an HTTP error status that is neither a context overflow

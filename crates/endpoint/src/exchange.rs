@@ -121,7 +121,11 @@ pub(crate) async fn until(
 }
 
 /// Reads an HTTP answer up to [`harness_base::http::MAX_BODY_BYTES`] and classifies it.
-pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswer {
+pub(super) async fn read_answer(
+    resp: reqwest::Response,
+    url: &str,
+    on_timeout: Option<&str>,
+) -> HttpAnswer {
     let status = resp.status();
     let code = Some(status.as_u16());
     let retry_after = harness_base::http::retry_after(resp.headers());
@@ -144,7 +148,7 @@ pub(super) async fn read_answer(resp: reqwest::Response, url: &str) -> HttpAnswe
             return HttpAnswer {
                 status: code,
                 body: None,
-                result: Err(AttemptError::Transport(unanswered(&e, url))),
+                result: Err(AttemptError::Transport(unanswered(&e, url, on_timeout))),
             };
         }
     };

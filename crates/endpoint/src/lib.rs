@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use errors::{AttemptError, Next, parse_chat, unanswered};
+use errors::{AttemptError, Next, parse_chat, too_slow, unanswered};
 use exchange::{HttpAnswer, RawAttempt, read_answer, until};
 use harness_base::http::Body;
 use harness_base::retry::{Backoff, GiveUp, pause};
@@ -360,6 +360,9 @@ impl Endpoint {
         url: &str,
         body: Option<&Value>,
     ) -> HttpAnswer {
+        // A chat request to llama-server runs as long as the model writes.
+        let slow = (method == reqwest::Method::POST && self.cfg.kind == EndpointKind::Openai)
+            .then(|| too_slow(self.cfg.request_timeout_secs));
         let mut req = self.http.request(method, url);
         if let Some(b) = body {
             req = req.json(b);
@@ -368,8 +371,12 @@ impl Endpoint {
             req = req.bearer_auth(key.expose());
         }
         match req.send().await {
-            Ok(resp) => read_answer(resp, url).await,
-            Err(e) => HttpAnswer::failed(AttemptError::Transport(unanswered(&e, url))),
+            Ok(resp) => read_answer(resp, url, slow.as_deref()).await,
+            Err(e) => HttpAnswer::failed(AttemptError::Transport(unanswered(
+                &e,
+                url,
+                slow.as_deref(),
+            ))),
         }
     }
     /// Checks that the endpoint answers HTTP at all (any status counts).
@@ -387,7 +394,7 @@ impl Endpoint {
             .await
         {
             Ok(r) => Ok(r.status().as_u16()),
-            Err(e) => Err(unanswered(&e, &url)),
+            Err(e) => Err(unanswered(&e, &url, None)),
         }
     }
 

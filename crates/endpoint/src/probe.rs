@@ -186,7 +186,7 @@ impl Endpoint {
         let resp = req
             .send()
             .await
-            .map_err(|e| super::errors::unanswered(&e, url))?;
+            .map_err(|e| super::errors::unanswered(&e, url, None))?;
         let status = resp.status().as_u16();
         let body = match harness_base::http::read_capped(resp, MAX_BYTES).await {
             Ok(Body::Whole(bytes)) => Some(bytes),

@@ -579,6 +579,12 @@ mod names_as_typed {
             "{}",
             gone.say(&paths, Place::Inbox, "x")
         );
+        // Found only where the command looked, without what it wants
+        // there: said as that, never as "no task".
+        assert_eq!(
+            gone.say(&paths, Place::Logs, "no run of it is recorded"),
+            "gone: no run of it is recorded"
+        );
     }
 
     #[test]

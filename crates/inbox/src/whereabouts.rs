@@ -79,6 +79,11 @@ impl Whereabouts {
         if !elsewhere.is_empty() {
             return format!("{name} is {}; {wants}", elsewhere.join(" and "));
         }
+        // Where the command looked has the name but not what it wants
+        // there (a task's folder in the logs with no run in it).
+        if self.places.contains(&looked) {
+            return format!("{name}: {wants}");
+        }
         let nowhere = format!(
             "no task {name:?} in the inbox, done/, failed/, the recurring folder or the logs"
         );
@@ -139,6 +144,7 @@ fn logged(dir: &Path) -> BTreeSet<String> {
         return BTreeSet::new();
     };
     items
+        .take(MAX_NAMES)
         .filter_map(Result::ok)
         .filter(|i| i.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|i| i.file_name().into_string().ok())
@@ -146,17 +152,22 @@ fn logged(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// The UTF-8 names in a folder.
+/// The UTF-8 names in a folder, at most [`MAX_NAMES`].
 fn file_names(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|items| {
             items
+                .take(MAX_NAMES)
                 .filter_map(Result::ok)
                 .filter_map(|i| i.file_name().into_string().ok())
                 .collect()
         })
         .unwrap_or_default()
 }
+
+/// The most entries of one folder read for a hint: a folder anyone can
+/// fill costs a wrong name no more than this.
+const MAX_NAMES: usize = 100_000;
 
 /// The names within a small edit distance of `name` (a transposition is
 /// one edit; case is ignored), nearest first, at most three.
@@ -171,6 +182,8 @@ pub(crate) fn nearest(name: &str, names: &BTreeSet<String>) -> Vec<String> {
     let mut near: Vec<(usize, &String)> = names
         .iter()
         .filter(|n| n.as_str() != name)
+        // No fewer edits than the lengths differ: most names are never compared.
+        .filter(|n| n.chars().count().abs_diff(len) <= most)
         .map(|n| (strsim::osa_distance(&lower, &n.to_lowercase()), n))
         .filter(|(d, _)| *d <= most)
         .collect();
