@@ -269,3 +269,36 @@ async fn no_config_anywhere_names_every_place_looked_and_a_named_one_is_never_pa
         stderr(&out)
     );
 }
+
+#[tokio::test]
+async fn every_config_snippet_of_the_readme_checks_clean() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut snippets = Vec::new();
+    let mut open: Option<String> = None;
+    for line in readme.lines() {
+        match (line.trim(), &mut open) {
+            ("```toml", None) => open = Some(String::new()),
+            ("```", Some(text)) => snippets.push(std::mem::take(text)),
+            (_, Some(text)) => {
+                text.push_str(line.trim_start());
+                text.push('\n');
+            }
+            _ => {}
+        }
+        if line.trim() == "```" {
+            open = None;
+        }
+    }
+    assert!(!snippets.is_empty(), "the README shows the small-model settings");
+    for snippet in snippets {
+        let s = scenario()
+            .endpoint_at("http://127.0.0.1:9/v1")
+            .config(&snippet)
+            .build()
+            .await;
+        let out = bin(&s).arg("check").output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{snippet}\n{}", stdout(&out));
+        assert!(!stdout(&out).contains("warning"), "{snippet}\n{}", stdout(&out));
+    }
+}
