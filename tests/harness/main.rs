@@ -46,6 +46,7 @@ mod shared_ground;
 mod show;
 mod signals;
 mod small_models;
+mod status;
 mod structure;
 mod submit;
 mod test_runpod;

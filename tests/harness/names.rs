@@ -1,6 +1,7 @@
 //! Names as people type them (README, Commands): `run-task`, `show`,
-//! `requeue` and `runs --task` take `NAME` or `NAME.md`, and a name that
-//! matches nothing says where that task is, or the nearest names (exit 2).
+//! `requeue`, `rerun` and `runs --task` take `NAME` or `NAME.md`, and a name
+//! that matches nothing says where that task is, or the nearest names (exit
+//! 2; `runs --task NAME --json` prints `[]`).
 
 use crate::common::*;
 
@@ -94,6 +95,15 @@ async fn show_and_runs_take_name_md_and_say_what_is_near_a_name_with_no_run() {
         );
         assert_eq!(stdout(&out), "", "{args:?}: no empty table");
     }
+    // `--json` asked for a list: an empty one, the line still on stderr.
+    let out = run_bin(&s, &["runs", "--task", "exmaple", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[]");
+    assert!(
+        stderr(&out).contains("did you mean exmaple → example?"),
+        "{}",
+        stderr(&out)
+    );
     let out = run_bin(&s, &["runs", "--task", "waiting"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(

@@ -1,6 +1,7 @@
 //! Records are input too (docs/untrusted-input.md). Each test plants what
-//! anyone who can write under `logs/` could, and checks `report`, `replay`,
-//! `runs` and `eval` read it as untrusted input.
+//! anyone who can write under `logs/` (or beside the inbox) could, and
+//! checks `report`, `replay`, `runs`, `show`, `status` and `eval` read it as
+//! untrusted input.
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -296,6 +297,97 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
     }
 }
 
+/// What anyone who can write beside the inbox or under `logs/` could plant:
+/// `status`, `runs` and `show` say what they cannot read and go on.
+#[tokio::test]
+async fn status_runs_and_show_survive_garbage_huge_and_planted_state_and_records() {
+    let s = recorded().await;
+    let garbage = plant(&s, "t", "20260410T000000Z", |_| {});
+    std::fs::write(garbage.join("summary.json"), b"\0{\"task\": [[[[").unwrap();
+    let huge = plant(&s, "t", "20260411T000000Z", |_| {});
+    std::fs::File::options()
+        .write(true)
+        .open(huge.join("summary.json"))
+        .unwrap()
+        .set_len(agent_harness::records::MAX_SUMMARY_BYTES + 1)
+        .unwrap();
+    // A failed run whose run.log is sparse gigabytes and whose tools.jsonl
+    // is garbage: show reads the log's tail only.
+    let failed = plant(&s, "t", "20260412T000000Z", |v| {
+        v["status"] = "failed".into()
+    });
+    let mut log = std::fs::File::options()
+        .write(true)
+        .open(failed.join("run.log"))
+        .unwrap();
+    log.set_len(4 << 30).unwrap();
+    std::io::Seek::seek(&mut log, std::io::SeekFrom::End(0)).unwrap();
+    for n in 1..=20 {
+        std::io::Write::write_all(&mut log, format!("line {n}\n").as_bytes()).unwrap();
+    }
+    std::fs::write(failed.join("tools.jsonl"), b"\xff\xfe{{{\n[1,2]\n").unwrap();
+    let tasks = s.root().join("tasks");
+    std::fs::write(
+        tasks.join(".agent-harness-last-run.json"),
+        "{\"command\": [",
+    )
+    .unwrap();
+    std::fs::File::create(tasks.join(".agent-harness-deliveries.json"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let lock = std::ffi::CString::new(
+        tasks
+            .join(".agent-harness.lock")
+            .as_os_str()
+            .as_encoded_bytes(),
+    )
+    .unwrap();
+    std::fs::remove_file(tasks.join(".agent-harness.lock")).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(lock.as_ptr(), 0o600) }, 0);
+    std::fs::create_dir_all(tasks.join("failed")).unwrap();
+    std::fs::write(tasks.join("failed/not-filed.md"), "x").unwrap();
+    std::fs::write(tasks.join("failed/20260409T061500Z-x.md"), "x").unwrap();
+
+    let out = bin(&s).args(["status", "--json"]).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["failed"]["count"], 1, "{status:#}");
+    assert_eq!(status["last_run"], Value::Null);
+    let err = stderr(&out);
+    for said in [
+        "cannot read the run lock",
+        "cannot read the last run",
+        "not a record of a run",
+        "cannot read notifications and traces",
+    ] {
+        assert!(err.contains(said), "{said:?} in {err}");
+    }
+    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    assert!(text.contains("inbox       empty"), "{text}");
+
+    let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
+    assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
+    let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(listed.len(), 2, "the recorded run and the failed one");
+    assert!(
+        stderr(&runs).contains("2 run folder(s) without a readable summary.json"),
+        "{}",
+        stderr(&runs)
+    );
+    let out = bin(&s)
+        .args(["show", "t/20260412T000000Z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("run.log, its last 10 line(s):") && text.contains("  line 20\n"),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn runs_and_replay_print_no_terminal_control_characters_from_records() {
     let s = recorded().await;
@@ -489,6 +581,14 @@ proptest! {
             ("task.md", task),
         ]);
         let _ = agent_harness::records::read_run(&bad);
+        let listed = agent_harness::records::ListedRun {
+            dir: bad.clone(),
+            task_dir: "bad".into(),
+            run_dir: "20260101T000000Z".into(),
+            summary: agent_harness::records::Summary::blank("bad", "20260101T000000Z", chrono::Utc::now()),
+        };
+        let opened = agent_harness::base::folder::Folder::open(&logs).unwrap();
+        let _ = agent_harness::records::failure_detail(&opened, &listed, 10);
         let listing = read_summaries(&logs, chrono::Utc::now());
         prop_assert!(listing.runs.iter().any(|r| r.summary.task == "good"));
         let index = write_report(&logs, &ReportOptions {

@@ -1,7 +1,10 @@
-//! What the operator reads the next morning (docs/operating.md, "Commands"):
-//! `show` prints a run and its answer, `runs` has an ANSWER column, and the
-//! readers need their config and name a folder they cannot read as a permission
-//! problem — never "no runs recorded".
+//! What the operator reads the next morning (docs/operating.md, "Commands"
+//! and "The morning after"): `show` prints a run and its answer — and of a
+//! failure, what went wrong and the command that runs it again — `runs` has
+//! an ANSWER column and filters by time and status, both print times in
+//! `[schedule] timezone`, and the readers need their config and name a
+//! folder they cannot read as a permission problem — never "no runs
+//! recorded".
 
 use serde_json::Value;
 
@@ -180,4 +183,176 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
     for dir in &locked {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+}
+
+/// Writes `logs/<task>/<run_id>/summary.json` from `template`, renamed,
+/// started at the run id's time and ended as `status` says.
+fn plant_run(project: &Project, template: &Value, task: &str, run_id: &str, status: &str) {
+    let dir = project.root().join("logs").join(task).join(run_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = agent_harness::records::run_time(run_id).unwrap();
+    let mut s = template.clone();
+    s["task"] = task.into();
+    s["run_id"] = run_id.into();
+    s["status"] = status.into();
+    s["started_at"] = started.to_rfc3339().into();
+    s["finished_at"] = (started + chrono::Duration::seconds(90))
+        .to_rfc3339()
+        .into();
+    std::fs::write(dir.join("summary.json"), s.to_string()).unwrap();
+}
+
+/// The run ids `runs --json ARGS…` lists, newest first.
+fn listed(s: &Scene, args: &[&str]) -> Vec<String> {
+    let out = bin(s)
+        .arg("runs")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    runs.iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_since_and_status_filter_and_times_are_in_the_schedules_zone() {
+    let s = scenario()
+        .replies(vec![final_answer("ok")])
+        .task("seed", "x")
+        .config("[schedule]\ntimezone = \"Europe/Berlin\"\n")
+        .build()
+        .await;
+    s.run().await;
+    let template: Value =
+        serde_json::from_slice(&std::fs::read(s.run_dir("seed").join("summary.json")).unwrap())
+            .unwrap();
+    std::fs::remove_dir_all(s.root().join("logs/seed")).unwrap();
+    plant_run(&s, &template, "alpha", "20260401T080000Z", "succeeded");
+    plant_run(&s, &template, "alpha", "20260402T220000Z", "failed");
+    plant_run(&s, &template, "beta", "20260403T080000Z", "interrupted");
+    plant_run(&s, &template, "beta", "20260404T080000Z", "succeeded");
+
+    // A date is its midnight in the zone: 2026-04-03 00:00 in Berlin is
+    // 04-02 22:00 UTC, so the run that started then is in.
+    assert_eq!(
+        listed(&s, &["--since", "2026-04-03"]),
+        ["20260404T080000Z", "20260403T080000Z", "20260402T220000Z"]
+    );
+    assert_eq!(
+        listed(&s, &["--since", "2026-04-03T09:00:00+02:00"]),
+        ["20260404T080000Z", "20260403T080000Z"]
+    );
+    assert_eq!(
+        listed(&s, &["--status", "failed", "--status", "interrupted"]),
+        ["20260403T080000Z", "20260402T220000Z"]
+    );
+    assert_eq!(
+        listed(&s, &["--since", "2026-04-03", "--status", "succeeded"]),
+        ["20260404T080000Z"]
+    );
+    assert_eq!(listed(&s, &["--since", "1h"]), Vec::<String>::new());
+
+    let out = bin(&s).args(["runs", "--status", "done"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("[possible values: succeeded, failed, interrupted]"),
+        "{}",
+        stderr(&out)
+    );
+    let out = bin(&s)
+        .args(["runs", "--since", "yesterday"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--since: \"yesterday\" is no time"),
+        "{}",
+        stderr(&out)
+    );
+    let out = bin(&s).args(["runs", "--since", "1h"]).output().unwrap();
+    assert_eq!(stdout(&out).lines().last(), Some("(no run matches)"));
+
+    // Times in the zone (April in Berlin is +02:00), or with --utc in UTC.
+    let table = stdout(&bin(&s).args(["runs", "--task", "beta"]).output().unwrap());
+    assert!(table.lines().next().unwrap().contains("STARTED"), "{table}");
+    assert!(table.contains("2026-04-04T10:00:00+02:00"), "{table}");
+    let table = stdout(
+        &bin(&s)
+            .args(["runs", "--task", "beta", "--utc"])
+            .output()
+            .unwrap(),
+    );
+    assert!(table.contains("2026-04-04T08:00:00Z"), "{table}");
+    let text = stdout(&bin(&s).args(["show", "beta"]).output().unwrap());
+    assert!(
+        text.contains("started 2026-04-04T10:00:00+02:00, finished 2026-04-04T10:01:30+02:00"),
+        "{text}"
+    );
+    let text = stdout(&bin(&s).args(["show", "beta", "--utc"]).output().unwrap());
+    assert!(text.contains("started 2026-04-04T08:00:00Z"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_again() {
+    let s = scenario()
+        .script(vec![
+            ok(tool_calls(&[("c1", "no_such_tool", serde_json::json!({}))])),
+            wiremock::ResponseTemplate::new(400).set_body_json(
+                serde_json::json!({"error": {"message": "bad \u{1b}]0;x\u{7} request"}}),
+            ),
+        ])
+        .task("doomed", "Answer.")
+        .build()
+        .await;
+    let run = run_bin(&s, &["run"]).await;
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+
+    let out = bin(&s).args(["show", "doomed"]).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("status      failed (endpoint_error)"),
+        "{text}"
+    );
+    assert!(text.contains("error       "), "{text}");
+    assert!(
+        text.contains("tool error  turn 1, no_such_tool: "),
+        "the last tool error: {text}"
+    );
+    assert!(
+        text.contains("again       agent-harness requeue doomed\n"),
+        "{text}"
+    );
+    let tail = text
+        .split("run.log, its last ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no log tail: {text}"));
+    let log = std::fs::read_to_string(s.run_dirs("doomed")[0].join("run.log")).unwrap();
+    let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        tail.contains(&format!("  {}", &last[..last.len().min(60)])),
+        "the log's last line {last:?} in {tail}"
+    );
+    assert!(!text.contains('\u{1b}'), "escaped: {text:?}");
+
+    // Requeued, it waits in the inbox: the next run takes it.
+    let out = bin(&s).args(["requeue", "doomed"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
+    assert!(
+        text.contains("again       still in the inbox: the next run takes it"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_of_a_success_says_no_failure() {
+    let s = two_runs().await;
+    let text = stdout(&bin(&s).args(["show", "weekly"]).output().unwrap());
+    assert!(!text.contains("again "), "{text}");
+    assert!(!text.contains("run.log, its last"), "{text}");
 }

@@ -1,5 +1,6 @@
-//! Upkeep (docs/operating.md, "Commands" and "Retention"): `requeue` brings a
-//! failed task back on its first attempt without ever overwriting the inbox;
+//! Upkeep (docs/operating.md, "Commands", "The morning after" and
+//! "Retention"): `requeue` brings a failed task back on its first attempt
+//! without ever overwriting the inbox, and `rerun` one that succeeded;
 //! retention and `prune` remove old runs by age, keep the newest of each task
 //! and all of `failed/`, and trust no clock behind the records.
 
@@ -55,6 +56,103 @@ async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attem
         (summary["status"].as_str(), summary["attempt"].as_u64()),
         (Some("succeeded"), Some(1))
     );
+}
+
+#[tokio::test]
+async fn a_task_that_succeeded_is_one_rerun_away_from_running_again_on_its_first_attempt() {
+    let s = scenario()
+        .replies(vec![final_answer("done"), final_answer("done again")])
+        .task("weekly", "Answer.")
+        .build()
+        .await;
+    let first = run_bin(&s, &["run"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(s.done().len(), 1);
+
+    // Not in done/: where it is, and what rerun takes.
+    let out = run_bin(&s, &["rerun", "wekly"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did you mean wekly → weekly?"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run_bin(&s, &["rerun", "weekly.md"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.inbox(), ["weekly.md"]);
+    assert!(s.done().is_empty());
+    assert!(
+        stdout(&out).contains("tasks/done/") && stdout(&out).ends_with("tasks/inbox/weekly.md\n"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_bin(&s, &["rerun", "weekly"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("weekly is in the inbox")
+            && stderr(&out).contains("rerun takes tasks from ")
+            && stderr(&out).trim_end().ends_with("tasks/done/"),
+        "{}",
+        stderr(&out)
+    );
+    let again = run_bin(&s, &["run", "--json"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
+    assert_eq!(
+        (summary["status"].as_str(), summary["attempt"].as_u64()),
+        (Some("succeeded"), Some(1))
+    );
+}
+
+#[tokio::test]
+async fn rerun_takes_a_run_id_and_never_overwrites_the_inbox() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let done = s.root().join("tasks/done");
+    std::fs::create_dir_all(&done).unwrap();
+    std::fs::write(done.join("20260408T060000Z-scan.md"), "older").unwrap();
+    std::fs::write(done.join("20260409T061500Z-scan.md"), "newer").unwrap();
+    std::fs::write(done.join("20260409T061500Z-other.md"), "other").unwrap();
+    s.task("other", "in the inbox already");
+
+    let out = bin(&s)
+        .args(["rerun", "20260409T061500Z"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
+        "newer"
+    );
+    assert!(
+        stderr(&out).contains("other.md is already in the inbox")
+            && stderr(&out).contains("tasks/done"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.root().join("tasks/inbox/other.md")).unwrap(),
+        "in the inbox already",
+        "never overwritten"
+    );
+    assert_eq!(
+        s.done(),
+        ["20260408T060000Z-scan.md", "20260409T061500Z-other.md"]
+    );
+    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
+        .unwrap()
+        .unwrap();
+    let out = bin(&s)
+        .args(["rerun", "20260408T060000Z"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    drop(lock);
 }
 
 #[tokio::test]

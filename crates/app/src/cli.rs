@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use harness_records::Status;
+
 /// Runs unattended LLM agent tasks from an inbox folder against llama-server
 /// or a RunPod endpoint, and records every run.
 #[derive(Debug, Parser)]
@@ -96,6 +98,22 @@ pub enum Command {
         #[arg(long, group = "which")]
         all_failed: bool,
     },
+    /// Move a task that succeeded back into the inbox to run again, its attempt count reset.
+    Rerun {
+        /// A task name (its newest file in done/) or a run id (YYYYMMDDTHHMMSSZ).
+        #[arg(value_parser = task_name)]
+        target: String,
+    },
+    /// How things stand, on one screen: a run going now, the inbox, failed/, the last run,
+    /// today's spend, the recurring slots, notifications and traces.
+    Status {
+        /// Print it as one JSON object instead.
+        #[arg(long)]
+        json: bool,
+        /// Print times in UTC (default: `[schedule] timezone`).
+        #[arg(long)]
+        utc: bool,
+    },
     /// Remove run folders and done/ files past [retention], as each run does at its end.
     Prune {
         /// Print what would be removed; remove nothing.
@@ -167,6 +185,9 @@ pub enum Command {
         /// Print the run's summary as JSON instead.
         #[arg(long)]
         json: bool,
+        /// Print times in UTC (default: `[schedule] timezone`).
+        #[arg(long)]
+        utc: bool,
     },
     /// Check task files and place them in the inbox, each whole under its own name.
     Submit {
@@ -183,12 +204,22 @@ pub enum Command {
         /// Only runs of this task.
         #[arg(long, value_name = "NAME", value_parser = task_name)]
         task: Option<String>,
+        /// Only runs that started at or after WHEN: an age (90m, 12h, 3d, 2w), a date
+        /// (2026-11-26: its midnight in `[schedule] timezone`) or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Only runs that ended so (repeatable).
+        #[arg(long = "status", value_name = "STATUS", value_parser = status_value())]
+        statuses: Vec<Status>,
         /// At most N runs.
         #[arg(long, value_name = "N", default_value_t = 20)]
         limit: usize,
         /// Print a JSON array of summaries instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print times in UTC (default: `[schedule] timezone`).
+        #[arg(long)]
+        utc: bool,
     },
     /// Print a shell completion script (bash, zsh, fish) on stdout.
     Completions {
@@ -211,6 +242,14 @@ pub enum Shell {
 /// A task name as typed: `NAME` or `NAME.md`.
 fn task_name(s: &str) -> Result<String, String> {
     Ok(harness_inbox::task_name_of(s).to_string())
+}
+
+/// A run's status as its summary names it (`succeeded`, `failed`,
+/// `interrupted`); another is refused naming those.
+fn status_value() -> impl clap::builder::TypedValueParser<Value = Status> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Status::all().map(Status::as_str))
+        .try_map(|s| s.parse::<Status>())
 }
 
 /// `KEY=VALUE`.

@@ -19,8 +19,11 @@ mod init;
 mod logs;
 mod manual;
 mod notify;
+mod remember;
 mod run;
+mod show;
 pub mod smoke;
+mod status;
 mod submit;
 mod upkeep;
 
@@ -111,34 +114,18 @@ async fn dispatch(
         Command::Requeue { target, all_failed } => {
             requeue_command(&cfg, target.as_deref(), *all_failed, &progress)
         }
-        Command::Replay {
-            run_dir,
-            from_turn,
-            live_writes,
-            traces,
-        } => {
-            if *traces && cfg.traces.is_none() {
-                progress.eprintln("agent-harness: --traces: the config sets no [traces] endpoint to send the trace to");
-                return exit::USAGE;
-            }
-            let opts = harness_lab::replay::ReplayOptions {
-                batch: run::batch_options(&cfg, &cli.command, &progress, None),
-                run_dir: run_dir.clone(),
-                from_turn: *from_turn,
-                live_writes: *live_writes,
-            };
-            tokio::spawn(run::exit_on_signal());
-            let end = harness_lab::replay::replay(&cfg, &opts, &mut progress.stdout()).await;
-            if let Some(traces) = &opts.batch.traces {
-                traces.finish(None).await;
-            }
-            replay_exit(end)
-        }
+        Command::Rerun { target } => upkeep::rerun_command(&cfg, target, &progress),
+        Command::Status { json, utc } => status::status_command(&cfg, *json, *utc, &progress),
+        Command::Replay { .. } => replay_command(&cfg, &cli.command, &progress).await,
         Command::Eval { .. } => {
             eval_command(&cli, &cfg, env, &progress, &mut progress.stdout()).await
         }
-        Command::Runs { .. } | Command::Report { .. } | Command::Show { .. } => {
+        Command::Runs { .. } | Command::Report { .. } => {
             logs_command(&cfg, &cli.command, &progress)
+        }
+        Command::Show { which, json, utc } => {
+            let zone = logs::zone_of(&cfg, *utc);
+            show::show_command(&cfg, which.as_deref(), *json, &zone, &progress)
         }
         Command::Submit { files, name } => {
             submit::submit_command(&cfg, files, name.as_deref(), &progress)
@@ -157,15 +144,48 @@ async fn dispatch(
     }
 }
 
+/// `replay RUN_DIR`: the recorded run again, its first difference printed.
+async fn replay_command(cfg: &Config, command: &Command, progress: &Progress) -> u8 {
+    let Command::Replay {
+        run_dir,
+        from_turn,
+        live_writes,
+        traces,
+    } = command
+    else {
+        return exit::USAGE;
+    };
+    if *traces && cfg.traces.is_none() {
+        progress.eprintln(
+            "agent-harness: --traces: the config sets no [traces] endpoint to send the trace to",
+        );
+        return exit::USAGE;
+    }
+    let opts = harness_lab::replay::ReplayOptions {
+        batch: run::batch_options(cfg, command, progress, None),
+        run_dir: run_dir.clone(),
+        from_turn: *from_turn,
+        live_writes: *live_writes,
+    };
+    tokio::spawn(run::exit_on_signal());
+    let end = harness_lab::replay::replay(cfg, &opts, &mut progress.stdout()).await;
+    if let Some(traces) = &opts.batch.traces {
+        traces.finish(None).await;
+    }
+    replay_exit(end)
+}
+
 /// The config: `runs`, `show` and `report` read only the logs folder,
-/// `submit` only checks task files, and a replay without `--from-turn`
-/// contacts nothing, so none of them needs a secret.
+/// `status` only the state beside the inbox and the records, `submit`
+/// only checks task files, and a replay without `--from-turn` contacts
+/// nothing, so none of them needs a secret.
 fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let offline = matches!(
         cli.command,
         Command::Runs { .. }
             | Command::Report { .. }
             | Command::Show { .. }
+            | Command::Status { .. }
             | Command::Submit { .. }
             | Command::Replay {
                 from_turn: None,

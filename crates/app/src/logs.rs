@@ -1,38 +1,82 @@
-//! The records read back: `runs`, `show` and `report` (docs/operating.md,
-//! "Records" and "Report"). They read the config like `run` does, but none of
-//! its secrets, and the logs folder as hostile input. What the operator reads
-//! the morning after must be true: a folder this user may not read is a
-//! permission problem naming the key and the user to run as, never "no runs
-//! recorded"; a folder dated more than an hour ahead of the clock is named as
-//! no run, never "the newest run"; and every one-line field a record gives is
-//! printed escaped, on a terminal or not, in text and JSON alike
-//! (docs/untrusted-input.md).
+//! The records read back: `runs` and `report` (docs/operating.md, "Records",
+//! "Report" and "The morning after"; `show` is its own file). They read the
+//! config like `run` does, but none of its secrets, and the logs folder as
+//! hostile input. What the operator reads the morning after must be true: a
+//! folder this user may not read is a permission problem naming the key and
+//! the user to run as, never "no runs recorded"; a folder dated more than an
+//! hour ahead of the clock is named as no run, never "the newest run"; a run
+//! folder of the run holding the lock is running, not a folder without a
+//! summary; and every one-line field a record gives is printed escaped, on a
+//! terminal or not, in text and JSON alike (docs/untrusted-input.md). Times
+//! are printed in `[schedule] timezone` (`--utc`: UTC).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
 
 use super::cli::Command;
 use super::exit;
 use harness_agent::deps::system_clock;
-use harness_base::folder::Folder;
 use harness_base::text::{clip, printable, printable_json, table};
+use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
 use harness_outputs::report;
-use harness_records::{self as records, ListedRun, Listing, Summary, read_summaries};
+use harness_records::{self as records, Listing, Status, Summary, Unfinished};
+use harness_state::{LockState, RunLock};
 
-/// `runs`, `show` or `report`.
+/// `runs` or `report`.
 pub(super) fn logs_command(cfg: &Config, command: &Command, progress: &Progress) -> u8 {
     match command {
         Command::Report { out, task, limit } => {
             report_command(cfg, out.as_deref(), task, *limit, progress)
         }
-        Command::Show { which, json } => show_command(cfg, which.as_deref(), *json, progress),
-        Command::Runs { task, limit, json } => {
-            runs_command(cfg, task.as_deref(), *limit, *json, progress)
+        Command::Runs {
+            task,
+            since,
+            statuses,
+            limit,
+            json,
+            utc,
+        } => {
+            let query = RunsQuery {
+                task: task.as_deref(),
+                since: since.as_deref(),
+                statuses,
+                limit: *limit,
+                json: *json,
+                zone: zone_of(cfg, *utc),
+            };
+            runs_command(cfg, &query, progress)
         }
         _ => exit::USAGE,
+    }
+}
+
+/// The zone times are printed in: `[schedule] timezone`, or UTC.
+pub(super) fn zone_of(cfg: &Config, utc: bool) -> Zone {
+    if utc {
+        Zone::utc()
+    } else {
+        cfg.timezone.clone()
+    }
+}
+
+/// A time as the readers print it: RFC 3339, to the second, in `zone`
+/// (`Z` for UTC).
+pub(super) fn when(t: DateTime<Utc>, zone: &Zone) -> String {
+    t.with_timezone(zone)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Since when the run holding the lock now has been going, when it is one
+/// that runs tasks and noted its start (docs/operating.md, "The lock").
+pub(super) fn going_since(cfg: &Config) -> Option<DateTime<Utc>> {
+    match RunLock::state(&cfg.paths.state_dir()) {
+        LockState::Held(Some(holder)) if holder.runs_tasks() => Some(holder.since),
+        _ => None,
     }
 }
 
@@ -124,13 +168,19 @@ fn report_command(
     }
 }
 
-/// The listing of `logs`, its skipped and unreadable folders said on
-/// stderr; `Err` with the exit code when the logs folder itself cannot be
-/// read (nothing listed would be true).
-fn listing(cfg: &Config, command: &str, progress: &Progress) -> Result<records::Listing, u8> {
+/// The listing of `logs` (the runs started at or after `since`, when
+/// given), its skipped and unreadable folders said on stderr; `Err` with
+/// the exit code when the logs folder itself cannot be read (nothing
+/// listed would be true).
+pub(super) fn listing(
+    cfg: &Config,
+    command: &str,
+    progress: &Progress,
+    since: Option<DateTime<Utc>>,
+) -> Result<records::Listing, u8> {
     let logs = &cfg.paths.logs;
     let now = (system_clock())();
-    let listing = read_summaries(logs, now);
+    let listing = records::read_summaries_since(logs, now, since);
     for path in &listing.unreadable {
         progress.eprintln(&format!(
             "agent-harness: {}",
@@ -156,48 +206,82 @@ fn listing(cfg: &Config, command: &str, progress: &Progress) -> Result<records::
     Ok(listing)
 }
 
-fn runs_command(
-    cfg: &Config,
-    task: Option<&str>,
+/// What `runs` was asked for.
+struct RunsQuery<'a> {
+    task: Option<&'a str>,
+    /// `--since WHEN`, as typed.
+    since: Option<&'a str>,
+    /// `--status`: any of these (none: every status).
+    statuses: &'a [Status],
     limit: usize,
     json: bool,
-    progress: &Progress,
-) -> u8 {
-    let listing = match listing(cfg, "runs", progress) {
+    zone: Zone,
+}
+
+fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
+    let since = match q.since.map(|w| since(cfg, w)).transpose() {
+        Ok(since) => since,
+        Err(why) => {
+            progress.eprintln(&format!("agent-harness: --since: {why}"));
+            return exit::USAGE;
+        }
+    };
+    let listing = match listing(cfg, "runs", progress, since) {
         Ok(listing) => listing,
         Err(code) => return code,
     };
     let mut summaries = listing.summaries();
     let mut incomplete = listing.incomplete;
-    if let Some(t) = task {
+    if let Some(t) = q.task {
         summaries.retain(|s| s.task == t);
         incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
         // A name that matches no run is said (where that task is, or the
-        // names near it), not printed as an empty table.
-        if summaries.is_empty() && incomplete.is_empty() && listing.unreadable.is_empty() {
+        // names near it), not printed as an empty table; `--json` prints
+        // the empty list it asked for. Runs left out by `--since` are
+        // still runs of it.
+        let recorded = since.is_some() && has_runs(cfg, t);
+        if summaries.is_empty()
+            && incomplete.is_empty()
+            && listing.unreadable.is_empty()
+            && !recorded
+        {
             progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, t)));
-            return exit::USAGE;
+            if !q.json {
+                return exit::USAGE;
+            }
         }
     }
-    if !incomplete.is_empty() {
-        let dirs: Vec<String> = incomplete.iter().map(|d| d.display().to_string()).collect();
-        progress.eprintln(&format!(
-            "agent-harness: {} run folder(s) without a readable summary.json (still running, killed mid-run, or not a run): {}",
-            dirs.len(),
-            printable(&dirs.join(", "))
-        ));
+    let going = going_since(cfg);
+    let (running, incomplete): (Vec<Unfinished>, Vec<_>) = incomplete
+        .into_iter()
+        .map(|dir| unfinished(&dir))
+        .partition(|u| going.is_some_and(|since| records::started_since(&u.run_dir, since)));
+    say_unfinished(&running, &incomplete, q.json, progress);
+    if !q.statuses.is_empty() {
+        summaries.retain(|s| q.statuses.contains(&s.status));
     }
-    summaries.truncate(limit);
+    // A run going now has no status of its own to match.
+    let running = if q.statuses.is_empty() {
+        running
+    } else {
+        Vec::new()
+    };
+    summaries.truncate(q.limit);
     let mut out = progress.stdout();
-    let written = if json {
+    let written = if q.json {
         serde_json::to_string_pretty(&summaries)
             .map_err(std::io::Error::other)
             .and_then(|s| writeln!(out, "{}", printable_json(&s)))
     } else {
-        let mut text = runs_table(&summaries);
+        let mut text = runs_table(&summaries, &running, &q.zone);
         // With folders it could not read, "no runs" would not be true.
-        if summaries.is_empty() && listing.unreadable.is_empty() {
-            text.push_str("(no runs recorded)\n");
+        if summaries.is_empty() && running.is_empty() && listing.unreadable.is_empty() {
+            let filtered = since.is_some() || !q.statuses.is_empty();
+            text.push_str(if filtered {
+                "(no run matches)\n"
+            } else {
+                "(no runs recorded)\n"
+            });
         }
         write!(out, "{text}")
     }
@@ -213,6 +297,56 @@ fn runs_command(
     }
 }
 
+/// The moment `--since WHEN` names (docs/operating.md, "The morning
+/// after"): a date is its midnight in `[schedule] timezone`.
+fn since(cfg: &Config, when: &str) -> Result<DateTime<Utc>, String> {
+    harness_base::time::since(when, (system_clock())(), &cfg.timezone)
+}
+
+/// Whether task `name` has a folder of runs in the logs.
+fn has_runs(cfg: &Config, name: &str) -> bool {
+    let folder = harness_inbox::fit_file_name("", name, "");
+    cfg.paths.logs.join(folder).is_dir()
+}
+
+/// A run folder without a summary, by the folders it is in.
+fn unfinished(dir: &Path) -> Unfinished {
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    Unfinished {
+        dir: dir.to_path_buf(),
+        task_dir: name(dir.parent()),
+        run_dir: name(Some(dir)),
+    }
+}
+
+/// The run folders without a summary, on stderr: those of the run going
+/// now as running (the table lists them; `--json`, a list of summaries,
+/// says them here), the others as what they may be.
+fn say_unfinished(running: &[Unfinished], others: &[Unfinished], json: bool, progress: &Progress) {
+    let dirs = |list: &[Unfinished]| {
+        let shown: Vec<String> = list.iter().map(|u| u.dir.display().to_string()).collect();
+        printable(&shown.join(", ")).into_owned()
+    };
+    if json && !running.is_empty() {
+        progress.eprintln(&format!(
+            "agent-harness: {} task(s) running now, in the run that holds the lock: {}",
+            running.len(),
+            dirs(running)
+        ));
+    }
+    if !others.is_empty() {
+        progress.eprintln(&format!(
+            "agent-harness: {} run folder(s) without a readable summary.json (killed mid-run, or not a run): {}",
+            others.len(),
+            dirs(others)
+        ));
+    }
+}
+
 /// Characters of an answer's first line in the `runs` table.
 const ANSWER_CHARS: usize = 40;
 
@@ -224,14 +358,16 @@ pub(crate) fn answer_cell(answer: Option<&str>) -> String {
     printable(&clip(first, ANSWER_CHARS)).into_owned()
 }
 
-/// The `runs` table: task, run id, status, stop reason, turns, tool
-/// errors, tokens, wall time, the answer's first line — and, when any run
-/// listed is a recurring task's, its slot.
-pub(crate) fn runs_table(summaries: &[Summary]) -> String {
+/// The `runs` table: task, run id, when it started, status, stop reason,
+/// turns, tool errors, tokens, wall time, the answer's first line — and,
+/// when any run listed is a recurring task's, its slot. The tasks running
+/// now come first, `running`.
+pub(crate) fn runs_table(summaries: &[Summary], running: &[Unfinished], zone: &Zone) -> String {
     let slots = summaries.iter().any(|s| s.slot.is_some());
     let mut header = vec![
         "TASK",
         "RUN ID",
+        "STARTED",
         "STATUS",
         "STOP REASON",
         "TURNS",
@@ -244,106 +380,46 @@ pub(crate) fn runs_table(summaries: &[Summary]) -> String {
     }
     header.push("ANSWER");
     let header: Vec<String> = header.into_iter().map(String::from).collect();
-    let rows: Vec<Vec<String>> = summaries
-        .iter()
-        .map(|s| {
-            let status = s.status.as_str().to_string();
-            let cell = |t: &str| printable(t).into_owned();
-            let mut row = vec![
-                cell(&s.task),
-                cell(&s.run_id),
-                match (&s.replay_of, s.dry_run) {
-                    (Some(_), _) => format!("{status} (replay)"),
-                    (None, true) => format!("{status} (dry)"),
-                    (None, false) => status,
-                },
-                s.stop_reason.as_str().to_string(),
-                s.turns.to_string(),
-                s.tool_errors.to_string(),
-                s.total_tokens.to_string(),
-                format!("{:.1}s", s.wall_ms as f64 / 1000.0),
-            ];
-            if slots {
-                row.push(cell(s.slot.as_deref().unwrap_or("-")));
-            }
-            row.push(answer_cell(s.final_answer.as_deref()));
-            row
-        })
-        .collect();
+    let cell = |t: &str| printable(t).into_owned();
+    let going = running.iter().map(|u| {
+        let mut row = vec![
+            cell(&u.task_dir),
+            cell(&u.run_dir),
+            records::run_time(&u.run_dir).map_or_else(|| "-".into(), |t| when(t, zone)),
+            "running".to_string(),
+        ];
+        row.resize(header.len(), "-".to_string());
+        row
+    });
+    let ended = summaries.iter().map(|s| {
+        let status = s.status.as_str().to_string();
+        let mut row = vec![
+            cell(&s.task),
+            cell(&s.run_id),
+            when(s.started_at, zone),
+            match (&s.replay_of, s.dry_run) {
+                (Some(_), _) => format!("{status} (replay)"),
+                (None, true) => format!("{status} (dry)"),
+                (None, false) => status,
+            },
+            s.stop_reason.as_str().to_string(),
+            s.turns.to_string(),
+            s.tool_errors.to_string(),
+            s.total_tokens.to_string(),
+            format!("{:.1}s", s.wall_ms as f64 / 1000.0),
+        ];
+        if slots {
+            row.push(cell(s.slot.as_deref().unwrap_or("-")));
+        }
+        row.push(answer_cell(s.final_answer.as_deref()));
+        row
+    });
+    let rows: Vec<Vec<String>> = going.chain(ended).collect();
     table(&header, &rows)
 }
 
-/// `show [NAME|RUN_ID|NAME/RUN_ID] [--json]`: one run, the newest that
-/// matches; exit 2 when none does.
-fn show_command(cfg: &Config, which: Option<&str>, json: bool, progress: &Progress) -> u8 {
-    let listing = match listing(cfg, "show", progress) {
-        Ok(listing) => listing,
-        Err(code) => return code,
-    };
-    let runs = matching(&listing.runs, which);
-    let run = match runs.as_slice() {
-        // Folders it could not read may hold it: the permission problem
-        // said above is the answer, not "no run".
-        [] if !listing.unreadable.is_empty() => return exit::FAILED,
-        [] => {
-            progress.eprintln(&format!(
-                "agent-harness: {} in {}",
-                match which {
-                    None => "no run is recorded".to_string(),
-                    Some(w) if !w.contains('/') && records::run_time(w).is_none() => {
-                        progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, w)));
-                        return exit::USAGE;
-                    }
-                    Some(w) => format!("no run matches {:?}", printable(w)),
-                },
-                cfg.paths.logs.display()
-            ));
-            return exit::USAGE;
-        }
-        [run] => *run,
-        [run, others @ ..] if which.is_some_and(|w| records::run_time(w).is_some()) => {
-            let tasks: Vec<String> = others
-                .iter()
-                .map(|r| printable(&r.summary.task).into_owned())
-                .collect();
-            progress.eprintln(&format!(
-                "agent-harness: run {} is a run of {} tasks; showing {} (the others: {}; name one as TASK/RUN_ID)",
-                printable(&run.summary.run_id),
-                others.len() + 1,
-                printable(&run.summary.task),
-                tasks.join(", ")
-            ));
-            run
-        }
-        [run, ..] => run,
-    };
-    let mut out = progress.stdout();
-    if json {
-        let text = serde_json::to_string_pretty(&run.summary).unwrap_or_default();
-        let _ = writeln!(out, "{}", printable_json(&text));
-        return exit::OK;
-    }
-    let answer = Folder::open_root(&cfg.paths.logs)
-        .ok()
-        .and_then(|logs| records::answer_of(&logs, run));
-    let text = show_text(cfg, run, answer.as_deref());
-    // On a terminal what a record holds cannot move the cursor or retitle
-    // the window; a pipe gets the answer as written (its one-line fields
-    // are escaped already).
-    let text = if out.is_terminal() {
-        text.split('\n')
-            .map(|l| printable(l).into_owned())
-            .collect::<Vec<_>>()
-            .join("\n")
-    } else {
-        text
-    };
-    let _ = out.write_all(text.as_bytes());
-    exit::OK
-}
-
 /// Task `name` has no run recorded: where it is instead, or the names near it.
-fn no_run_of(cfg: &Config, name: &str) -> String {
+pub(super) fn no_run_of(cfg: &Config, name: &str) -> String {
     let wants = format!("no run of it is recorded in {}/", cfg.paths.logs.display());
     printable(&harness_inbox::whereabouts(&cfg.paths, name).say(
         &cfg.paths,
@@ -351,119 +427,4 @@ fn no_run_of(cfg: &Config, name: &str) -> String {
         &wants,
     ))
     .into_owned()
-}
-
-/// The listed runs (newest first) that `which` names: a task's runs, a
-/// run id's, `TASK/RUN_ID`'s, or every run.
-fn matching<'a>(runs: &'a [ListedRun], which: Option<&str>) -> Vec<&'a ListedRun> {
-    // Matched by the folders the listing walked, never a summary's field.
-    let folder_of = |task: &str| harness_inbox::fit_file_name("", task, "");
-    runs.iter()
-        .filter(|r| match which {
-            None => true,
-            Some(w) => match w.split_once('/') {
-                Some((task, run_id)) => r.task_dir == folder_of(task) && r.run_dir == run_id,
-                None if records::run_time(w).is_some() => r.run_dir == w,
-                None => r.task_dir == folder_of(w),
-            },
-        })
-        .collect()
-}
-
-/// What `show` prints of a run: every one-line field escaped (a line
-/// break or an escape sequence in a record forges no line), the answer as
-/// it is.
-fn show_text(cfg: &Config, run: &ListedRun, answer: Option<&str>) -> String {
-    let s = &run.summary;
-    let one = |field: &str| printable(field).into_owned();
-    let mut lines = vec![
-        format!("task        {}", one(&s.task)),
-        format!("run id      {}", one(&s.run_id)),
-        format!(
-            "status      {} ({}){}",
-            s.status.as_str(),
-            s.stop_reason.as_str(),
-            if s.dry_run { ", a dry run" } else { "" }
-        ),
-    ];
-    if let Some(e) = &s.error {
-        lines.push(format!("error       {}", one(e)));
-    }
-    lines.push(format!(
-        "turns       {} ({} tool call(s), {} tool error(s)), tokens {} ({} prompt + {} completion)",
-        s.turns, s.tool_calls, s.tool_errors, s.total_tokens, s.prompt_tokens, s.completion_tokens
-    ));
-    lines.push(format!(
-        "time        started {}, finished {}, {:.1} s",
-        s.started_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        s.finished_at
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        s.wall_ms as f64 / 1000.0
-    ));
-    if let Some(slot) = &s.slot {
-        lines.push(format!("slot        {} (a recurring task)", one(slot)));
-    }
-    if let Some(from) = &s.resumed_from {
-        lines.push(format!(
-            "resumed     from run {}, {} turn(s) from its records",
-            one(from),
-            s.resumed_turns
-        ));
-    }
-    if !s.tool_servers_down.is_empty() {
-        lines.push(format!(
-            "not offered the MCP servers that were down: {}",
-            one(&s.tool_servers_down.join(", "))
-        ));
-    }
-    lines.push(format!("task file   {}", one(&task_file(cfg, run))));
-    lines.push(format!(
-        "records     {}",
-        one(&run.dir.display().to_string())
-    ));
-    lines.push(String::new());
-    match answer {
-        Some(a) => {
-            lines.push("answer:".into());
-            lines.push(a.trim_end().to_string());
-        }
-        None => lines.push("(no answer)".into()),
-    }
-    lines.join("\n") + "\n"
-}
-
-/// Where the run's task file is now, as the folders say. The summary's
-/// task name is used only when it is a task name and the one of the
-/// folder the run sits in (a crafted summary builds no path).
-fn task_file(cfg: &Config, run: &ListedRun) -> String {
-    let s = &run.summary;
-    if harness_inbox::check_task_name(&s.task).is_err()
-        || harness_inbox::fit_file_name("", &s.task, "") != run.task_dir
-    {
-        return "unknown: the summary's task is not the task of the folder it is in".into();
-    }
-    if s.recurring {
-        return "a recurring task: its file stays in [paths] recurring".into();
-    }
-    if s.dry_run || s.replay_of.is_some() {
-        return "not moved (a dry run or a replay)".into();
-    }
-    let filed = [&cfg.paths.done, &cfg.paths.failed]
-        .into_iter()
-        .find_map(|dir| harness_inbox::filed_as(dir, &s.run_id, &s.task));
-    let left = s.status == harness_records::Status::Interrupted || s.retryable;
-    match filed {
-        Some(path) => path.display().to_string(),
-        None if left => {
-            let inbox: PathBuf = cfg.paths.inbox.join(format!("{}.md", s.task));
-            let now = if std::fs::symlink_metadata(&inbox).is_ok() {
-                "it is there now"
-            } else {
-                "it is no longer there"
-            };
-            format!("left in the inbox by this run ({}; {now})", inbox.display())
-        }
-        None => "not found in done/ or failed/ (pruned, moved by hand, or run by exec)".into(),
-    }
 }

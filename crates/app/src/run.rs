@@ -18,10 +18,11 @@ use harness_drain::{
     self as drain, BatchOptions, NameError, OnEnd, OnLocked, RunEnd, RunOptions, RunOutcome,
 };
 use harness_outputs::metrics;
-use harness_state::RunLock;
+use harness_state::{Channel, RunLock};
 use harness_traces::Traces;
 
 use super::notify::{self, Notifier};
+use super::remember;
 
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
@@ -193,13 +194,14 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
 }
 
 /// Drains the inbox as `opts` says and, unless it is a dry run, writes the
-/// metrics textfile with the run's exit code, then tells `[notify]` (a
-/// `run` only: `run-task` is a person at a prompt, not the timer) — the
-/// metrics first, so a notification cut short by a kill loses nothing
-/// (they are written again when a notification failed). The run that
-/// found the lock taken writes no metrics (the run holding it will), nor
-/// does a `run-task` name typed wrong at a prompt: that is no run of the
-/// unattended setup.
+/// metrics textfile with the run's exit code and keeps how the run ended
+/// beside the inbox for `status`, then tells `[notify]` (a `run` only:
+/// `run-task` is a person at a prompt, not the timer) — the metrics first,
+/// so a notification cut short by a kill loses nothing (they are written
+/// again when a notification failed); how the traces and notifications
+/// went is kept beside the inbox too. The run that found the lock taken
+/// writes no metrics (the run holding it will), nor does a `run-task` name
+/// typed wrong at a prompt: that is no run of the unattended setup.
 pub async fn run_inbox(
     cfg: &Config,
     deps: &TaskDeps,
@@ -233,6 +235,20 @@ pub async fn run_inbox(
     if let Some(m) = &metrics {
         m.write(written);
     }
+    // What `status` reads the morning after (docs/operating.md, "The
+    // morning after"), kept beside the inbox as the metrics are.
+    if let Some(code) = code.filter(|_| !opts.batch.dry_run) {
+        remember::last_run(cfg, opts.only.as_deref(), &end, code);
+    }
+    if let (Some(lost), Some(_)) = (lost_traces, code) {
+        let sent = !end.summaries.is_empty();
+        remember::delivered(
+            cfg,
+            Channel::Traces,
+            (deps.clock)(),
+            remember::traces(lost, sent),
+        );
+    }
     if let Some(n) = &notifier {
         let last = notify::last_lines(&end);
         match code {
@@ -244,6 +260,8 @@ pub async fn run_inbox(
         {
             m.write(n.failures());
         }
+        let outcome = remember::notifications(n.attempts(), n.failures(), n.last_error());
+        remember::delivered(cfg, Channel::Notify, (deps.clock)(), outcome);
     }
     end.result
 }

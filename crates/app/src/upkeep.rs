@@ -1,5 +1,6 @@
-//! The folders' upkeep: `requeue` (a failed task back into the inbox) and
-//! `prune` (what `[retention]` lets go), and what the operator is told.
+//! The folders' upkeep: `requeue` (a failed task back into the inbox),
+//! `rerun` (one that succeeded, to run again) and `prune` (what
+//! `[retention]` lets go), and what the operator is told.
 
 use std::io::Write;
 
@@ -7,13 +8,14 @@ use super::exit;
 use harness_agent::deps::system_clock;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_drain::requeue::{RequeueOutcome, Target, requeue};
+use harness_drain::requeue::{RequeueOutcome, Source, Target, requeue, rerun};
 use harness_outputs::retention::prune;
-use harness_state::RunLock;
+use harness_state::{Holder, RunLock};
 
 /// `requeue NAME|RUN_ID|--all-failed`: prints each move; exit 1 when a task
 /// was left in `failed/` because the inbox holds one of its name, 75 when a
-/// run holds the lock, 2 when nothing in `failed/` matches.
+/// run holds the lock, 2 when nothing in `failed/` matches. `rerun` the
+/// same, from `done/`.
 pub(super) fn requeue_command(
     cfg: &Config,
     target: Option<&str>,
@@ -24,7 +26,30 @@ pub(super) fn requeue_command(
         Some(arg) if !all_failed => Target::of(arg),
         _ => Target::AllFailed,
     };
-    match requeue(cfg, &target) {
+    let now = (system_clock())();
+    told(cfg, Source::Failed, requeue(cfg, &target, now), progress)
+}
+
+/// `rerun NAME|RUN_ID`: as `requeue`, from `done/`.
+pub(super) fn rerun_command(cfg: &Config, target: &str, progress: &Progress) -> u8 {
+    let now = (system_clock())();
+    told(
+        cfg,
+        Source::Done,
+        rerun(cfg, &Target::of(target), now),
+        progress,
+    )
+}
+
+/// What `requeue` or `rerun` did, told: each move on stdout, what stayed
+/// on stderr; the exit code.
+fn told(
+    cfg: &Config,
+    source: Source,
+    outcome: anyhow::Result<RequeueOutcome>,
+    progress: &Progress,
+) -> u8 {
+    match outcome {
         Ok(RequeueOutcome::Locked) => {
             progress.eprintln(&format!(
                 "agent-harness: another run holds the lock {}; nothing was moved: try again when it ends",
@@ -71,7 +96,7 @@ pub(super) fn requeue_command(
                 progress.eprintln(&format!(
                     "agent-harness: {}.md is already in the inbox; task {task:?} stays in {}",
                     harness_base::text::printable(task),
-                    cfg.paths.failed.display()
+                    source.dir(cfg).display()
                 ));
             }
             if refused.is_empty() && shortened.is_empty() && unnamed.is_empty() && error.is_none() {
@@ -93,7 +118,14 @@ pub(super) fn requeue_command(
 pub(super) fn prune_command(cfg: &Config, dry_run: bool, progress: &Progress) -> u8 {
     let state_dir = cfg.paths.state_dir();
     let _lock = match RunLock::try_acquire(&state_dir) {
-        Ok(Some(lock)) => lock,
+        Ok(Some(lock)) => {
+            lock.note(&Holder {
+                pid: std::process::id(),
+                command: "prune".into(),
+                since: (system_clock())(),
+            });
+            lock
+        }
         Ok(None) => {
             progress.eprintln(&format!(
                 "agent-harness: another run holds the lock {}; nothing was removed",

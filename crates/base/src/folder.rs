@@ -229,6 +229,40 @@ impl Folder {
         read_opened(file, cap)
     }
 
+    /// The last `max` bytes of the regular file `name` here (all of it
+    /// when shorter): no link, FIFO or device, never more than `max` read.
+    pub fn read_tail(&self, name: &str, max: u64) -> Result<Vec<u8>, FileError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let (mut file, len) = self.open_regular(name)?;
+        file.seek(SeekFrom::Start(len.saturating_sub(max)))
+            .map_err(FileError::Io)?;
+        let mut bytes = Vec::new();
+        let read = file.take(max).read_to_end(&mut bytes);
+        read.map(|_| bytes).map_err(FileError::Io)
+    }
+
+    /// Whether another process holds a `flock` on the regular file `name`
+    /// here: a shared lock is tried and let go at once (one asking for the
+    /// exclusive lock in that instant finds it taken). Nothing is created.
+    pub fn lock_held(&self, name: &str) -> Result<bool, FileError> {
+        let (file, _) = self.open_regular(name)?;
+        match file.try_lock_shared() {
+            Ok(()) => file.unlock().map(|()| false).map_err(FileError::Io),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+            Err(std::fs::TryLockError::Error(e)) => Err(FileError::Io(e)),
+        }
+    }
+
+    /// The regular file `name` here opened to read, and its length.
+    fn open_regular(&self, name: &str) -> Result<(File, u64), FileError> {
+        let file = self.open_to_read(name)?;
+        let st = rustix::fs::fstat(&file).map_err(|e| FileError::Io(e.into()))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok((file, u64::try_from(st.st_size).unwrap_or(0))),
+            kind => Err(FileError::NotRegular(kind_of(kind))),
+        }
+    }
+
     /// `name` here opened to read: never through a link, never waiting.
     fn open_to_read(&self, name: &str) -> Result<File, FileError> {
         check_name(name.as_ref()).map_err(FileError::Io)?;

@@ -288,10 +288,20 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
     let state = Slots::load(&cfg.paths.state_dir());
     let inboxed = inbox::list(&cfg.paths.inbox).unwrap_or_default();
     let offer = checked_offer(cfg, offered, now.date_naive());
-    for (task, (name, when)) in tasks
+    for (task, upcoming) in tasks
         .iter()
-        .zip(recurring::next_due(cfg, &tasks, now, &state))
+        .zip(recurring::next_slots(cfg, &tasks, now, &state))
     {
+        let name = upcoming.task;
+        let tz = &cfg.timezone;
+        let when = upcoming.next.map(|next| match next {
+            recurring::NextSlot::DueNow(at) => {
+                format!("due now (slot {})", at.with_timezone(tz).to_rfc3339())
+            }
+            recurring::NextSlot::At(at) => {
+                format!("next due {}", at.with_timezone(tz).to_rfc3339())
+            }
+        });
         let path = task.entry.path.display();
         let origin = Origin::Recurring(None);
         let resolved = inbox::read_task(&task.entry.path)

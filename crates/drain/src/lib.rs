@@ -11,9 +11,14 @@
 //! Every command that runs tasks asks through one [`BatchOptions`] (how a
 //! batch runs and who is told), beside what is its own ([`RunOptions`],
 //! `exec`'s, `eval`'s, `replay`'s); each batch is a [`Mode`] made from it.
+//!
+//! Beside the run, what reads or tidies the same folders: `check`,
+//! `requeue` (and `rerun`), [`again`] (which command runs a run's task
+//! again) and `overview` (`status`).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod again;
 mod budget;
 mod check;
 mod choose;
@@ -23,6 +28,7 @@ mod filing;
 pub mod folders;
 mod observers;
 mod options;
+pub mod overview;
 mod pipeline;
 mod prepare;
 pub mod recurring;
@@ -32,6 +38,7 @@ mod slips;
 mod tally;
 mod tool_servers;
 
+pub use again::{Again, again};
 pub use check::{CheckReport, check_inbox, check_task};
 pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};
 pub use tally::Tally;
@@ -49,7 +56,7 @@ use harness_endpoint::Reach;
 use harness_inbox::InboxEntry;
 use harness_outputs::retention;
 use harness_records::Summary;
-use harness_state::{Attempts, RunLock, Slots, Standing};
+use harness_state::{Attempts, Holder, RunLock, Slots, Standing};
 use pipeline::Batch;
 
 /// How a run ended.
@@ -152,10 +159,21 @@ async fn drain_inbox(
     // folder, a link planted at its name): the run stops, naming it.
     let lock = RunLock::try_acquire(&state_dir)
         .map_err(|e| UsageError(format!("[paths] inbox: cannot take the run lock: {e:#}")))?;
-    let Some(_lock) = lock else {
+    let Some(lock) = lock else {
         let wanted = opts.only.clone();
         return Ok((RunOutcome::Locked { wanted }, Vec::new()));
     };
+    // Who holds it, for `status` (docs/operating.md, "The morning after").
+    lock.note(&Holder {
+        pid: std::process::id(),
+        command: if opts.only.is_some() {
+            "run-task"
+        } else {
+            "run"
+        }
+        .into(),
+        since: (deps.clock)(),
+    });
     if let Some(on_locked) = &opts.batch.on_locked {
         (on_locked.0)();
     }

@@ -291,36 +291,51 @@ pub(crate) fn settle_slot(state: &mut Slots, name: &str, slot: &Slot, summary: &
     }
 }
 
-/// When each recurring task is next due, for `check`: `Err` for a file
-/// without a working schedule.
-pub(crate) fn next_due(
+/// When a recurring task runs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextSlot {
+    /// The slot at this time is due: the next run takes it.
+    DueNow(DateTime<Utc>),
+    /// Its next scheduled time.
+    At(DateTime<Utc>),
+}
+
+/// One recurring task's next slot, or why it has none (no working
+/// schedule, or one that never comes round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upcoming {
+    pub task: String,
+    pub next: Result<NextSlot, String>,
+}
+
+/// When each recurring task is next due (`check`, `status`), as the slots
+/// beside the inbox say.
+pub fn next_slots(
     cfg: &Config,
     tasks: &[Recurring],
     now: DateTime<Utc>,
     state: &Slots,
-) -> Vec<(String, Result<String, String>)> {
+) -> Vec<Upcoming> {
     tasks
         .iter()
         .map(|t| {
-            let when = t.schedule.clone().and_then(|s| {
+            let next = t.schedule.clone().and_then(|s| {
                 let (since, done) = match state.tasks.get(&t.entry.name) {
                     Some(seen) => (seen.since, seen.done),
                     None => (added_at(&t.entry.path, now), None),
                 };
                 match due_slot(cfg, &s, since, done, now) {
-                    Some(at) => Ok(format!(
-                        "due now (slot {})",
-                        at.with_timezone(&cfg.timezone).to_rfc3339()
-                    )),
+                    Some(at) => Ok(NextSlot::DueNow(at)),
                     None => s
                         .next_after(now, &cfg.timezone)
-                        .map(|at| {
-                            format!("next due {}", at.with_timezone(&cfg.timezone).to_rfc3339())
-                        })
+                        .map(NextSlot::At)
                         .ok_or_else(|| "the schedule never comes round".to_string()),
                 }
             });
-            (t.entry.name.clone(), when)
+            Upcoming {
+                task: t.entry.name.clone(),
+                next,
+            }
         })
         .collect()
 }

@@ -1,33 +1,70 @@
-//! `requeue` (docs/operating.md, "Commands"): a failed task back into the
-//! inbox, under the run lock, its attempt count reset, never over a task
-//! already there.
+//! `requeue` and `rerun` (docs/operating.md, "Commands"): a filed task back
+//! into the inbox — from `failed/` (`requeue`) or from `done/` (`rerun`) —
+//! under the run lock, its attempt count reset, never over a task already
+//! there.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use chrono::{DateTime, Utc};
 
 use super::{UsageError, folders};
 use harness_base::folder::Kind;
 use harness_config::Config;
 use harness_inbox as inbox;
 use harness_records::{run_order, run_time};
-use harness_state::{Attempts, RunLock, task_folder};
+use harness_state::{Attempts, Holder, RunLock, task_folder};
 
-/// Which failed tasks go back.
+/// The folder a filed task goes back from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `failed/`, by `requeue`.
+    Failed,
+    /// `done/`, by `rerun`.
+    Done,
+}
+
+impl Source {
+    /// The command that takes tasks from it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Source::Failed => "requeue",
+            Source::Done => "rerun",
+        }
+    }
+
+    /// Its folder in `cfg`.
+    pub fn dir(self, cfg: &Config) -> &Path {
+        match self {
+            Source::Failed => &cfg.paths.failed,
+            Source::Done => &cfg.paths.done,
+        }
+    }
+
+    fn place(self) -> inbox::Place {
+        match self {
+            Source::Failed => inbox::Place::Failed,
+            Source::Done => inbox::Place::Done,
+        }
+    }
+}
+
+/// Which filed tasks go back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// The newest failed file of this task.
+    /// The newest filed file of this task.
     Name(String),
-    /// Every failed file of the run that started at this run id.
+    /// Every filed file of the run that started at this run id.
     RunId(String),
-    /// The newest failed file of every task.
+    /// The newest filed file of every task.
     AllFailed,
 }
 
 impl Target {
-    /// `requeue ARG`: a run id (`YYYYMMDDTHHMMSSZ`, perhaps `-N`) or a task name.
+    /// `requeue ARG` or `rerun ARG`: a run id (`YYYYMMDDTHHMMSSZ`, perhaps
+    /// `-N`) or a task name.
     pub fn of(arg: &str) -> Target {
         if run_time(arg).is_some() {
             Target::RunId(arg.to_string())
@@ -45,19 +82,19 @@ pub struct Move {
     pub to: PathBuf,
 }
 
-/// What `requeue` did.
+/// What `requeue` or `rerun` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequeueOutcome {
     /// A run holds the lock: nothing moved.
     Locked,
     Done {
         moved: Vec<Move>,
-        /// Tasks left in `failed/` because the inbox holds one of that name.
+        /// Tasks left where they were because the inbox holds one of that name.
         refused: Vec<String>,
         /// Files whose name was shortened to fit: the task's name is not
         /// in it, so they are left for the operator to move.
         shortened: Vec<PathBuf>,
-        /// Files of `failed/` the target names that are not a filed task's
+        /// Files of the folder the target names that are not a filed task's
         /// name (`<run_id>-NAME.md`, NAME a task name), left where they are.
         unnamed: Vec<PathBuf>,
         /// The move that failed, which stopped the rest (the moves before it stand).
@@ -65,7 +102,7 @@ pub enum RequeueOutcome {
     },
 }
 
-/// A file of `failed/`, read.
+/// A file of `failed/` or `done/`, read.
 #[derive(Debug, Clone)]
 struct Filed {
     path: PathBuf,
@@ -78,48 +115,45 @@ struct Filed {
     inbox_name: OsString,
 }
 
-/// Moves the failed files `target` names back into the inbox. Naming
-/// nothing that is in `failed/` is a [`UsageError`].
-pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> {
+/// Moves the failed files `target` names back into the inbox (`requeue`;
+/// `now` is when its lock is noted as taken). Naming nothing that is in
+/// `failed/` is a [`UsageError`].
+pub fn requeue(
+    cfg: &Config,
+    target: &Target,
+    now: DateTime<Utc>,
+) -> anyhow::Result<RequeueOutcome> {
+    back_to_inbox(cfg, Source::Failed, target, now)
+}
+
+/// Moves the files of `done/` that `target` names back into the inbox
+/// (`rerun`), as [`requeue`] does from `failed/`.
+pub fn rerun(cfg: &Config, target: &Target, now: DateTime<Utc>) -> anyhow::Result<RequeueOutcome> {
+    back_to_inbox(cfg, Source::Done, target, now)
+}
+
+fn back_to_inbox(
+    cfg: &Config,
+    source: Source,
+    target: &Target,
+    now: DateTime<Utc>,
+) -> anyhow::Result<RequeueOutcome> {
     folders::check_inbox(&cfg.paths.inbox).map_err(UsageError)?;
     let state_dir = cfg.paths.state_dir();
-    let Some(_lock) = RunLock::try_acquire(&state_dir)? else {
+    let Some(lock) = RunLock::try_acquire(&state_dir)? else {
         return Ok(RequeueOutcome::Locked);
     };
-    let (filed, unnamed) = failed_files(cfg)?;
-    let chosen = choose(filed, target);
-    // A name that makes no task is said, not skipped: only `--all-failed`
-    // names every file (a name or run id typed names none of them).
-    let unnamed = match target {
-        Target::AllFailed => unnamed,
-        Target::RunId(r) => unnamed
-            .into_iter()
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.as_bytes().starts_with(r.as_bytes()))
-            })
-            .collect(),
-        Target::Name(_) => Vec::new(),
-    };
-    if let (Target::Name(n), true) = (target, chosen.is_empty()) {
-        return Err(not_failed(cfg, n).into());
-    }
-    if chosen.is_empty() && unnamed.is_empty() {
-        return Err(UsageError(format!(
-            "nothing in {} matches {}",
-            cfg.paths.failed.display(),
-            match target {
-                Target::Name(n) => format!("task {n:?}"),
-                Target::RunId(r) => format!("run id {r}"),
-                Target::AllFailed => "--all-failed (it is empty)".into(),
-            }
-        ))
-        .into());
-    }
+    lock.note(&Holder {
+        pid: std::process::id(),
+        command: source.command().into(),
+        since: now,
+    });
+    let (chosen, unnamed) = chosen(cfg, source, target)?;
     let mut attempts = Attempts::load(&state_dir);
-    let (failed, inbox) = (
-        task_folder(&cfg.paths, &cfg.paths.failed)
-            .with_context(|| format!("opening {}", cfg.paths.failed.display()))?,
+    let from_dir = source.dir(cfg);
+    let (from, inbox) = (
+        task_folder(&cfg.paths, from_dir)
+            .with_context(|| format!("opening {}", from_dir.display()))?,
         task_folder(&cfg.paths, &cfg.paths.inbox)
             .with_context(|| format!("opening {}", cfg.paths.inbox.display()))?,
     );
@@ -131,7 +165,7 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
             continue;
         }
         let to = cfg.paths.inbox.join(&f.inbox_name);
-        match failed.move_to(&f.file, &inbox, &f.inbox_name) {
+        match from.move_to(&f.file, &inbox, &f.inbox_name) {
             Ok(()) => {
                 attempts.clear(&f.task);
                 moved.push(Move {
@@ -161,17 +195,62 @@ pub fn requeue(cfg: &Config, target: &Target) -> anyhow::Result<RequeueOutcome> 
     })
 }
 
-/// Task `name` is not in `failed/`: where it is instead, or the names near it.
-fn not_failed(cfg: &Config, name: &str) -> UsageError {
-    let wants = format!("requeue takes tasks from {}/", cfg.paths.failed.display());
-    UsageError(inbox::whereabouts(&cfg.paths, name).say(&cfg.paths, inbox::Place::Failed, &wants))
+/// The files of the folder `source` that `target` names, and those there
+/// it names that are no filed task's; naming nothing is a [`UsageError`].
+fn chosen(
+    cfg: &Config,
+    source: Source,
+    target: &Target,
+) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
+    let (filed, unnamed) = filed_files(cfg, source)?;
+    let chosen = choose(filed, target);
+    // A name that makes no task is said, not skipped: only `--all-failed`
+    // names every file (a name or run id typed names none of them).
+    let unnamed = match target {
+        Target::AllFailed => unnamed,
+        Target::RunId(r) => unnamed
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(r.as_bytes()))
+            })
+            .collect(),
+        Target::Name(_) => Vec::new(),
+    };
+    if let (Target::Name(n), true) = (target, chosen.is_empty()) {
+        return Err(not_there(cfg, source, n).into());
+    }
+    if chosen.is_empty() && unnamed.is_empty() {
+        return Err(UsageError(format!(
+            "nothing in {} matches {}",
+            source.dir(cfg).display(),
+            match target {
+                Target::Name(n) => format!("task {n:?}"),
+                Target::RunId(r) => format!("run id {r}"),
+                Target::AllFailed => "--all-failed (it is empty)".into(),
+            }
+        ))
+        .into());
+    }
+    Ok((chosen, unnamed))
 }
 
-/// Every `*.md` of `failed/` that reads as `<run_id>-<name>.md` (of two
-/// readings, the one whose run folder exists), and the other files there,
-/// which name no task. Nothing is followed.
-fn failed_files(cfg: &Config) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
-    let dir = &cfg.paths.failed;
+/// Task `name` is not in the folder `source`: where it is instead, or the
+/// names near it.
+fn not_there(cfg: &Config, source: Source, name: &str) -> UsageError {
+    let wants = format!(
+        "{} takes tasks from {}/",
+        source.command(),
+        source.dir(cfg).display()
+    );
+    UsageError(inbox::whereabouts(&cfg.paths, name).say(&cfg.paths, source.place(), &wants))
+}
+
+/// Every `*.md` of the folder `source` that reads as `<run_id>-<name>.md`
+/// (of two readings, the one whose run folder exists), and the other files
+/// there, which name no task. Nothing is followed.
+fn filed_files(cfg: &Config, source: Source) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
+    let dir = source.dir(cfg);
     let folder = match task_folder(&cfg.paths, dir) {
         Ok(folder) => folder,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),

@@ -30,11 +30,15 @@ pub use evals::{
 pub use lines::{
     ContextLine, ConversationLine, IntentLine, JobLine, StartLine, ToolLine, counted_name,
 };
-pub use listing::{ListedRun, Listing, Unreadable, read_summaries, read_summaries_in};
+pub use listing::{
+    ListedRun, Listing, Unfinished, Unreadable, read_summaries, read_summaries_in,
+    read_summaries_since, started_since, unfinished_since,
+};
 pub use partial::{PartialRun, parse_whole_lines, read_partial, read_partial_lines};
 pub use read::{
-    RecordedContext, RecordedJob, RecordedLine, RecordedRun, ReplyView, answer_of, read_listed,
-    read_run, reply_view, request_texts,
+    FailureDetail, MAX_LOG_TAIL_BYTES, RecordedContext, RecordedJob, RecordedLine, RecordedRun,
+    ReplyView, ToolError, answer_of, failure_detail, read_listed, read_run, reply_view,
+    request_texts,
 };
 pub use record::{RunRecord, create_private_dir, replace_private};
 pub use run_id::{ahead_of_clock, run_id_for, run_order, run_time};
@@ -48,7 +52,16 @@ use lines::is_zero;
 
 /// How a task ended; its name one rule for serde and [`Status::as_str`].
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::EnumString,
 )]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
@@ -61,6 +74,11 @@ pub enum Status {
 impl Status {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Every status a run can end with.
+    pub fn all() -> impl Iterator<Item = Status> {
+        <Status as strum::IntoEnumIterator>::iter()
     }
 }
 

@@ -64,8 +64,20 @@ impl Listing {
 /// foreign summary never stops the listing: its folder is named instead,
 /// and so is one dated more than an hour after `now`.
 pub fn read_summaries(logs: &Path, now: DateTime<Utc>) -> Listing {
+    read_summaries_since(logs, now, None)
+}
+
+/// [`read_summaries`] of the runs that started at or after `since`: a
+/// folder whose run id is earlier is passed over unread, so a year of
+/// records costs a listing of each task's folder and the summaries asked
+/// for (`runs --since`).
+pub fn read_summaries_since(
+    logs: &Path,
+    now: DateTime<Utc>,
+    since: Option<DateTime<Utc>>,
+) -> Listing {
     match Folder::open_root(logs) {
-        Ok(root) => read_summaries_in(&root, logs, now),
+        Ok(root) => walk(&root, logs, now, since),
         // No logs folder yet: no run was recorded.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::default(),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Listing {
@@ -106,6 +118,16 @@ fn unopened(e: &std::io::Error) -> Unopened {
 
 /// [`read_summaries`] from an opened folder (`logs` names it in messages).
 pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> Listing {
+    walk(root, logs, now, None)
+}
+
+/// Whether run `run_id` started at or after `since`, to the second its id
+/// holds (a name that is no run id did not).
+pub fn started_since(run_id: &str, since: DateTime<Utc>) -> bool {
+    run_time(run_id).is_some_and(|t| t.timestamp() >= since.timestamp())
+}
+
+fn walk(root: &Folder, logs: &Path, now: DateTime<Utc>, since: Option<DateTime<Utc>>) -> Listing {
     let mut out = Listing::default();
     let listed = match root.folders_and_links() {
         Ok(listed) => listed,
@@ -131,6 +153,10 @@ pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> List
             }
         };
         for (run, real) in runs {
+            // Named as a run before `since`: not read at all.
+            if since.is_some_and(|since| run_time(&run).is_some() && !started_since(&run, since)) {
+                continue;
+            }
             let dir = task_path.join(&run);
             let Some(run_folder) = out.opened(&task_folder, &run, real, &dir) else {
                 continue;
@@ -146,6 +172,7 @@ pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> List
                 // Runs are put in order by their start: a planted one
                 // cannot be the newest by its summary either.
                 Ok(summary) if ahead_of_clock(summary.started_at, now) => out.ahead.push(dir),
+                Ok(summary) if since.is_some_and(|since| summary.started_at < since) => {}
                 Ok(summary) => out.runs.push(ListedRun {
                     dir,
                     task_dir: task.clone(),
@@ -170,6 +197,50 @@ pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> List
     out.skipped.sort();
     out.unreadable.sort();
     out
+}
+
+/// A run folder without a summary, as a walk found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// `logs/<task_dir>/<run_dir>`, for messages.
+    pub dir: PathBuf,
+    /// The names of the folders walked: the task's folder and the run id.
+    pub task_dir: String,
+    pub run_dir: String,
+}
+
+/// The run folders under `logs` whose run id is at or after `since` (to
+/// the second) and that have no `summary.json` yet: the tasks of a run
+/// going now that started then (`status`). Only folders are listed and
+/// looked at, no file is read, and no link is followed; what cannot be
+/// listed is passed over.
+pub fn unfinished_since(logs: &Path, since: DateTime<Utc>) -> Vec<Unfinished> {
+    let Ok(root) = Folder::open_root(logs) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for (task, real) in root.folders_and_links().unwrap_or_default() {
+        let Some(task_folder) = real.then(|| root.sub(&task).ok()).flatten() else {
+            continue;
+        };
+        for (run, real) in task_folder.folders_and_links().unwrap_or_default() {
+            if !real || !started_since(&run, since) {
+                continue;
+            }
+            let Ok(run_folder) = task_folder.sub(&run) else {
+                continue;
+            };
+            if is_run(&run_folder) && !run_folder.has("summary.json") {
+                found.push(Unfinished {
+                    dir: logs.join(&task).join(&run),
+                    task_dir: task.clone(),
+                    run_dir: run,
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| (&a.task_dir, &a.run_dir).cmp(&(&b.task_dir, &b.run_dir)));
+    found
 }
 
 impl Listing {

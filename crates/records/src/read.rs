@@ -24,6 +24,7 @@ use super::capped::{
 use super::lines::failure_of;
 use super::listing::ListedRun;
 use super::{Summary, ToolLine};
+use harness_base::file::FileError;
 use harness_base::folder::Folder;
 use harness_endpoint::Failure;
 
@@ -268,6 +269,86 @@ pub fn answer_of(logs: &Folder, run: &ListedRun) -> Option<String> {
         Record::Text(text) => Some(text),
         _ => run.summary.final_answer.clone(),
     }
+}
+
+/// What `show` says of a run that did not succeed (docs/operating.md, "The
+/// morning after"), from its records: the last tool call that failed and
+/// the last lines of its `run.log`. Read like every record — capped, never
+/// through a link — and leniently: a line that is cut short or not a tool
+/// line is passed over, and of `run.log` only its last [`MAX_LOG_TAIL_BYTES`]
+/// are read, however long it grew.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureDetail {
+    pub last_tool_error: Option<ToolError>,
+    /// At most the number of lines asked for, oldest first.
+    pub log_tail: Vec<String>,
+    /// Records that could not be read, and why, one line each.
+    pub not_loaded: Vec<String>,
+}
+
+/// A tool call that failed, as `tools.jsonl` has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    pub turn: u32,
+    pub name: String,
+    /// What the model was told.
+    pub result: String,
+}
+
+/// How much of the end of `run.log` [`failure_detail`] reads.
+pub const MAX_LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The [`FailureDetail`] of a listed run, with the last `lines` lines of
+/// its `run.log`.
+pub fn failure_detail(logs: &Folder, run: &ListedRun, lines: usize) -> FailureDetail {
+    let mut detail = FailureDetail::default();
+    let folder = match logs.sub(&run.task_dir).and_then(|t| t.sub(&run.run_dir)) {
+        Ok(folder) => folder,
+        Err(e) => {
+            detail
+                .not_loaded
+                .push(format!("{}: {e}", run.dir.display()));
+            return detail;
+        }
+    };
+    match read_record(&folder, "tools.jsonl", MAX_TOOLS_BYTES) {
+        Record::Text(text) => {
+            detail.last_tool_error = text
+                .lines()
+                .rev()
+                .filter_map(|l| serde_json::from_str::<ToolLine>(l).ok())
+                .find(|t| t.is_error)
+                .map(|t| ToolError {
+                    turn: t.turn,
+                    name: t.name,
+                    result: t.result,
+                });
+        }
+        Record::Absent => {}
+        Record::Refused(why) => detail.not_loaded.push(why),
+    }
+    match folder.read_tail("run.log", MAX_LOG_TAIL_BYTES) {
+        Ok(bytes) => detail.log_tail = last_lines(&bytes, lines),
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => detail.not_loaded.push(format!("run.log: {e}")),
+    }
+    detail
+}
+
+/// The last `n` lines of a file's tail that are not blank; when the tail
+/// is not the whole file, its first line (most likely cut) is left out.
+fn last_lines(tail: &[u8], n: usize) -> Vec<String> {
+    let text = String::from_utf8_lossy(tail);
+    let whole = if tail.len() as u64 >= MAX_LOG_TAIL_BYTES {
+        text.split_once('\n').map_or("", |(_, rest)| rest)
+    } else {
+        &text
+    };
+    let kept: Vec<&str> = whole.lines().filter(|l| !l.trim().is_empty()).collect();
+    kept[kept.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
 }
 
 fn read_run_in(folder: &Folder, dir: &Path) -> Result<RecordedRun, String> {

@@ -6,21 +6,27 @@
 //! each task's unsettled attempts), `slots` (the recurring tasks' slots),
 //! `spend` (the day's spend, the budget ledger), `budget` (the `[budget]`
 //! limits asked before every model request and told every reply's
-//! spend, kept in that ledger), `lock` (the single-instance run lock).
+//! spend, kept in that ledger), `lock` (the single-instance run lock and
+//! who holds it), `last_run` (how the last run ended) and `deliveries`
+//! (whether notifications and traces get through).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod attempts;
 mod budget;
+mod deliveries;
 pub mod files;
+mod last_run;
 mod lock;
 mod slots;
 mod spend;
 
 pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use budget::{Budget, Standing, day_of};
+pub use deliveries::{Channel, Delivered, Deliveries, Delivery};
 pub use files::task_folder;
-pub use lock::RunLock;
+pub use last_run::LastRun;
+pub use lock::{Holder, LockState, RunLock};
 pub use slots::{Slots, TaskSlots};
 pub use spend::{Added, DaySpend, Found, SPEND_FILE, SPEND_LOCK, Wait};
 

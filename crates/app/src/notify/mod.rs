@@ -64,6 +64,10 @@ struct Inner {
     redactor: Redactor,
     /// Requests that failed for good (a cut one included).
     failures: AtomicU64,
+    /// Requests started, and why the last one that failed did (for
+    /// `status`, docs/operating.md, "The morning after").
+    attempts: AtomicU64,
+    last_error: Mutex<Option<String>>,
     /// `/start`, sent beside the run's first task.
     start: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -87,6 +91,8 @@ impl Notifier {
             cfg: cfg.notify.clone(),
             redactor: cfg.redactor(),
             failures: AtomicU64::new(0),
+            attempts: AtomicU64::new(0),
+            last_error: Mutex::new(None),
             start: Mutex::new(None),
         })))
     }
@@ -94,6 +100,22 @@ impl Notifier {
     /// Requests that failed for good so far.
     pub(super) fn failures(&self) -> u64 {
         self.0.failures.load(Ordering::Relaxed)
+    }
+
+    /// Requests started so far.
+    pub(super) fn attempts(&self) -> u64 {
+        self.0.attempts.load(Ordering::Relaxed)
+    }
+
+    /// Why the last request that failed did.
+    pub(super) fn last_error(&self) -> Option<String> {
+        lock(&self.0.last_error).clone()
+    }
+
+    /// `n` requests failed for good, the last for `why`.
+    fn failed(&self, n: u64, why: String) {
+        self.0.failures.fetch_add(n, Ordering::Relaxed);
+        *lock(&self.0.last_error) = Some(why);
     }
 
     /// `GET <ping_url>/start`, in the background: the run holds its lock
@@ -174,7 +196,7 @@ impl Notifier {
         };
         if let Some((start, false)) = waited {
             start.abort();
-            self.0.failures.fetch_add(1, Ordering::Relaxed);
+            self.failed(1, "/start had no answer when the run ended".into());
             tracing::warn!(
                 "a notification failed ([notify]): /start had no answer when the run ended; the run's exit code stands"
             );
@@ -227,7 +249,10 @@ impl Notifier {
         if let Some(limit) = cut
             && unsent > 0
         {
-            self.0.failures.fetch_add(unsent as u64, Ordering::Relaxed);
+            self.failed(
+                unsent as u64,
+                format!("cut after {:.0} s", limit.as_secs_f64()),
+            );
             tracing::warn!(
                 notifications = unsent,
                 "notifications cut after {:.0} s ([notify]){}; the run's exit code stands",
@@ -265,11 +290,12 @@ impl Notifier {
                 None => req,
             }
         };
+        self.0.attempts.fetch_add(1, Ordering::Relaxed);
         let backoff = RETRY.start(tokio::time::Instant::now() + END_WITHIN);
         let Err(last) = backoff.run(|| attempt(request())).await else {
             return;
         };
-        self.0.failures.fetch_add(1, Ordering::Relaxed);
+        self.failed(1, format!("{}: {last}", shown(url)));
         tracing::warn!(
             url = %shown(url),
             error = %last,

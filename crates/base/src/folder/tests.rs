@@ -292,3 +292,47 @@ fn a_file_another_user_put_here_is_not_read_as_ones_own() {
     // `read` takes any owner's.
     assert_eq!(folder.read("theirs.json", 1024).unwrap(), b"{}");
 }
+
+#[test]
+fn a_tail_is_the_last_bytes_of_a_regular_file_and_never_a_fifo_or_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("log"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(dir.path().join("short"), "ab").unwrap();
+    mkfifo(&dir.path().join("fifo"));
+    symlink(dir.path().join("log"), dir.path().join("link")).unwrap();
+    let folder = Folder::open(dir.path()).unwrap();
+    assert_eq!(folder.read_tail("log", 6).unwrap(), b"three\n");
+    assert_eq!(folder.read_tail("short", 6).unwrap(), b"ab");
+    assert!(matches!(
+        folder.read_tail("fifo", 6),
+        Err(FileError::NotRegular("a FIFO"))
+    ));
+    assert!(matches!(
+        folder.read_tail("link", 6),
+        Err(FileError::NotRegular("a symbolic link"))
+    ));
+    assert!(
+        matches!(folder.read_tail("absent", 6), Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound)
+    );
+}
+
+#[test]
+fn a_held_lock_is_seen_without_taking_it_and_a_free_one_is_left_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = Folder::open(dir.path()).unwrap();
+    assert!(
+        matches!(folder.lock_held("lock"), Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound),
+        "nothing is created"
+    );
+    assert!(!dir.path().join("lock").exists());
+    let held = folder.open_lock("lock").unwrap();
+    assert!(!folder.lock_held("lock").unwrap());
+    held.try_lock().unwrap();
+    assert!(folder.lock_held("lock").unwrap());
+    held.unlock().unwrap();
+    assert!(!folder.lock_held("lock").unwrap());
+    // The look let go of what it took: the lock is free to take.
+    folder.open_lock("lock").unwrap().try_lock().unwrap();
+    mkfifo(&dir.path().join("fifo"));
+    assert!(folder.lock_held("fifo").is_err());
+}

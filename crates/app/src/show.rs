@@ -1,0 +1,315 @@
+//! `show` (docs/operating.md, "Commands" and "The morning after"): one run
+//! read back — what it did, where its file went, its answer — and, for a
+//! run that failed or was interrupted, what went wrong and what runs it
+//! again: its error, the last tool error, the last lines of its `run.log`,
+//! and the exact command (`requeue`, `rerun`) or that nothing is needed
+//! (`drain::again`). The records are read as hostile input: every one-line
+//! field escaped, the log's lines too; times in `[schedule] timezone`
+//! (`--utc`: UTC).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::exit;
+use super::logs::{listing, no_run_of, when};
+use harness_base::folder::Folder;
+use harness_base::text::{clip, printable, printable_json};
+use harness_base::zone::Zone;
+use harness_config::Config;
+use harness_display::Progress;
+use harness_drain::{Again, again};
+use harness_records::{self as records, FailureDetail, ListedRun, Status};
+
+/// Lines of `run.log` a failed run shows.
+const LOG_LINES: usize = 10;
+/// Characters of one of them, or of the last tool error.
+const LINE_CHARS: usize = 300;
+
+/// `show [NAME|RUN_ID|NAME/RUN_ID] [--json] [--utc]`: one run, the newest
+/// that matches; exit 2 when none does.
+pub(super) fn show_command(
+    cfg: &Config,
+    which: Option<&str>,
+    json: bool,
+    zone: &Zone,
+    progress: &Progress,
+) -> u8 {
+    let listing = match listing(cfg, "show", progress, None) {
+        Ok(listing) => listing,
+        Err(code) => return code,
+    };
+    let runs = matching(&listing.runs, which);
+    let run = match runs.as_slice() {
+        // Folders it could not read may hold it: the permission problem
+        // said above is the answer, not "no run".
+        [] if !listing.unreadable.is_empty() => return exit::FAILED,
+        [] => {
+            progress.eprintln(&format!(
+                "agent-harness: {} in {}",
+                match which {
+                    None => "no run is recorded".to_string(),
+                    Some(w) if !w.contains('/') && records::run_time(w).is_none() => {
+                        progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, w)));
+                        return exit::USAGE;
+                    }
+                    Some(w) => format!("no run matches {:?}", printable(w)),
+                },
+                cfg.paths.logs.display()
+            ));
+            return exit::USAGE;
+        }
+        [run] => *run,
+        [run, others @ ..] if which.is_some_and(|w| records::run_time(w).is_some()) => {
+            let tasks: Vec<String> = others
+                .iter()
+                .map(|r| printable(&r.summary.task).into_owned())
+                .collect();
+            progress.eprintln(&format!(
+                "agent-harness: run {} is a run of {} tasks; showing {} (the others: {}; name one as TASK/RUN_ID)",
+                printable(&run.summary.run_id),
+                others.len() + 1,
+                printable(&run.summary.task),
+                tasks.join(", ")
+            ));
+            run
+        }
+        [run, ..] => run,
+    };
+    let mut out = progress.stdout();
+    if json {
+        let text = serde_json::to_string_pretty(&run.summary).unwrap_or_default();
+        let _ = writeln!(out, "{}", printable_json(&text));
+        return exit::OK;
+    }
+    let logs = Folder::open_root(&cfg.paths.logs).ok();
+    let answer = logs.as_ref().and_then(|logs| records::answer_of(logs, run));
+    let failure = logs
+        .as_ref()
+        .filter(|_| run.summary.status != Status::Succeeded)
+        .map(|logs| records::failure_detail(logs, run, LOG_LINES));
+    let text = show_text(cfg, run, zone, failure.as_ref(), answer.as_deref());
+    // On a terminal what a record holds cannot move the cursor or retitle
+    // the window; a pipe gets the answer as written (its one-line fields
+    // are escaped already).
+    let text = if out.is_terminal() {
+        text.split('\n')
+            .map(|l| printable(l).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    } else {
+        text
+    };
+    let _ = out.write_all(text.as_bytes());
+    exit::OK
+}
+
+/// The listed runs (newest first) that `which` names: a task's runs, a
+/// run id's, `TASK/RUN_ID`'s, or every run.
+fn matching<'a>(runs: &'a [ListedRun], which: Option<&str>) -> Vec<&'a ListedRun> {
+    // Matched by the folders the listing walked, never a summary's field.
+    let folder_of = |task: &str| harness_inbox::fit_file_name("", task, "");
+    runs.iter()
+        .filter(|r| match which {
+            None => true,
+            Some(w) => match w.split_once('/') {
+                Some((task, run_id)) => r.task_dir == folder_of(task) && r.run_dir == run_id,
+                None if records::run_time(w).is_some() => r.run_dir == w,
+                None => r.task_dir == folder_of(w),
+            },
+        })
+        .collect()
+}
+
+/// What `show` prints of a run: every one-line field escaped (a line
+/// break or an escape sequence in a record forges no line), then for a
+/// run that did not succeed what went wrong and what runs it again, then
+/// the answer as it is.
+fn show_text(
+    cfg: &Config,
+    run: &ListedRun,
+    zone: &Zone,
+    failure: Option<&FailureDetail>,
+    answer: Option<&str>,
+) -> String {
+    let s = &run.summary;
+    let one = |field: &str| printable(field).into_owned();
+    let mut lines = vec![
+        format!("task        {}", one(&s.task)),
+        format!("run id      {}", one(&s.run_id)),
+        format!(
+            "status      {} ({}){}",
+            s.status.as_str(),
+            s.stop_reason.as_str(),
+            if s.dry_run { ", a dry run" } else { "" }
+        ),
+    ];
+    if let Some(e) = &s.error {
+        lines.push(format!("error       {}", one(e)));
+    }
+    lines.push(format!(
+        "turns       {} ({} tool call(s), {} tool error(s)), tokens {} ({} prompt + {} completion)",
+        s.turns, s.tool_calls, s.tool_errors, s.total_tokens, s.prompt_tokens, s.completion_tokens
+    ));
+    lines.push(format!(
+        "time        started {}, finished {}, {:.1} s",
+        when(s.started_at, zone),
+        when(s.finished_at, zone),
+        s.wall_ms as f64 / 1000.0
+    ));
+    if let Some(slot) = &s.slot {
+        lines.push(format!("slot        {} (a recurring task)", one(slot)));
+    }
+    if let Some(from) = &s.resumed_from {
+        lines.push(format!(
+            "resumed     from run {}, {} turn(s) from its records",
+            one(from),
+            s.resumed_turns
+        ));
+    }
+    if !s.tool_servers_down.is_empty() {
+        lines.push(format!(
+            "not offered the MCP servers that were down: {}",
+            one(&s.tool_servers_down.join(", "))
+        ));
+    }
+    lines.push(format!("task file   {}", one(&task_file(cfg, run))));
+    lines.push(format!(
+        "records     {}",
+        one(&run.dir.display().to_string())
+    ));
+    if let Some(failure) = failure {
+        lines.extend(failure_lines(cfg, run, failure));
+    }
+    lines.push(String::new());
+    match answer {
+        Some(a) => {
+            lines.push("answer:".into());
+            lines.push(a.trim_end().to_string());
+        }
+        None => lines.push("(no answer)".into()),
+    }
+    lines.join("\n") + "\n"
+}
+
+/// Where the run's task file is now, as the folders say. The summary's
+/// task name is used only when it is a task name and the one of the
+/// folder the run sits in (a crafted summary builds no path).
+fn task_file(cfg: &Config, run: &ListedRun) -> String {
+    let s = &run.summary;
+    if harness_inbox::check_task_name(&s.task).is_err()
+        || harness_inbox::fit_file_name("", &s.task, "") != run.task_dir
+    {
+        return "unknown: the summary's task is not the task of the folder it is in".into();
+    }
+    if s.recurring {
+        return "a recurring task: its file stays in [paths] recurring".into();
+    }
+    if s.dry_run || s.replay_of.is_some() {
+        return "not moved (a dry run or a replay)".into();
+    }
+    let filed = [&cfg.paths.done, &cfg.paths.failed]
+        .into_iter()
+        .find_map(|dir| harness_inbox::filed_as(dir, &s.run_id, &s.task));
+    let left = s.status == harness_records::Status::Interrupted || s.retryable;
+    match filed {
+        Some(path) => path.display().to_string(),
+        None if left => {
+            let inbox: PathBuf = cfg.paths.inbox.join(format!("{}.md", s.task));
+            let now = if std::fs::symlink_metadata(&inbox).is_ok() {
+                "it is there now"
+            } else {
+                "it is no longer there"
+            };
+            format!("left in the inbox by this run ({}; {now})", inbox.display())
+        }
+        None => "not found in done/ or failed/ (pruned, moved by hand, or run by exec)".into(),
+    }
+}
+
+/// What `show` adds for a run that failed or was interrupted: the last
+/// tool error, what runs it again, and the last lines of its `run.log`,
+/// each escaped and clipped to one line.
+fn failure_lines(cfg: &Config, run: &ListedRun, failure: &FailureDetail) -> Vec<String> {
+    let s = &run.summary;
+    let one = |field: &str| printable(&clip(field, LINE_CHARS)).into_owned();
+    let mut lines = Vec::new();
+    if let Some(t) = &failure.last_tool_error {
+        lines.push(format!(
+            "tool error  turn {}, {}: {}",
+            t.turn,
+            one(&t.name),
+            one(&t.result.split_whitespace().collect::<Vec<_>>().join(" "))
+        ));
+    }
+    // Only a task run of this folder's task runs again (a crafted
+    // summary names no other task; a replay ran no task file).
+    let own = harness_inbox::check_task_name(&s.task).is_ok()
+        && harness_inbox::fit_file_name("", &s.task, "") == run.task_dir;
+    if own && s.replay_of.is_none() {
+        let to_do = again(&cfg.paths, &s.task, &run.run_dir, s.recurring);
+        lines.push(format!("again       {}", one(&again_line(&to_do))));
+    }
+    for why in &failure.not_loaded {
+        lines.push(format!("not read    {}", one(why)));
+    }
+    if !failure.log_tail.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "run.log, its last {} line(s):",
+            failure.log_tail.len()
+        ));
+        lines.extend(failure.log_tail.iter().map(|l| format!("  {}", one(l))));
+    }
+    lines
+}
+
+/// What runs a task again, said for the operator: the exact command, or
+/// that none is needed.
+pub(crate) fn again_line(again: &Again) -> String {
+    match again {
+        Again::Requeue(name) => format!("agent-harness requeue {}", shell_word(name)),
+        Again::Rerun(name) => format!("agent-harness rerun {}", shell_word(name)),
+        Again::Waiting(_) => "still in the inbox: the next run takes it".into(),
+        Again::Recurring(name) => format!(
+            "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
+            shell_word(name)
+        ),
+        Again::Gone(_) => {
+            "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again".into()
+        }
+    }
+}
+
+/// `word` as one word of a shell command: as it is when it holds only
+/// characters no shell reads, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,+=:@%/".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_one_shell_word_whatever_it_holds() {
+        assert_eq!(shell_word("weekly-report_2.md"), "weekly-report_2.md");
+        assert_eq!(shell_word("two words"), "'two words'");
+        assert_eq!(shell_word("it's $HOME"), "'it'\\''s $HOME'");
+        assert_eq!(
+            again_line(&Again::Requeue("my task".into())),
+            "agent-harness requeue 'my task'"
+        );
+        assert_eq!(
+            again_line(&Again::Rerun("weekly".into())),
+            "agent-harness rerun weekly"
+        );
+    }
+}

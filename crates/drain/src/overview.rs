@@ -1,0 +1,296 @@
+//! `status` (docs/operating.md, "The morning after"): one look at the whole
+//! setup, from the state beside the inbox and the records, with no network
+//! and no secret — whether a run holds the lock now (since when, which of its
+//! tasks are running), the inbox and `failed/`, how the last run ended, the
+//! day's spend against the `[budget]` limits, each recurring task's next slot,
+//! and whether notifications and traces get through. It stays fast over a
+//! year of records: no summary is read; only while a run is going are the
+//! logs' folders listed, for the run folders it has open. What cannot be read
+//! is said in `problems`, never taken for "nothing".
+
+use std::time::SystemTime;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+
+use super::recurring::{self, NextSlot};
+use harness_config::Config;
+use harness_inbox as inbox;
+use harness_records::{Unfinished, unfinished_since};
+use harness_state::{
+    Channel, DaySpend, Deliveries, Delivery, Holder, LastRun, LockState, RunLock, Slots, day_of,
+    task_folder,
+};
+
+/// The whole setup at one moment, as `status` prints it (and `--json` writes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Overview {
+    pub now: DateTime<Utc>,
+    /// A process holding the run lock now; `None`: no run is going.
+    pub running: Option<Running>,
+    pub inbox: Waiting,
+    pub failed: FailedTasks,
+    /// How the last `run` or `run-task` ended; `None` when none is recorded.
+    pub last_run: Option<LastRun>,
+    /// The day's spend against the limits; `None` when `[budget]` sets none.
+    pub budget: Option<DaySpent>,
+    pub recurring: Vec<NextRun>,
+    pub notify: Sending,
+    pub traces: Sending,
+    /// What could not be read, one line each.
+    pub problems: Vec<String>,
+}
+
+/// The process holding the lock, as far as its note says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Running {
+    /// Its command (`run`, `run-task`, `requeue`, `rerun`, `prune`);
+    /// `None` when it noted nothing (an older version) or the note is
+    /// not trusted.
+    pub command: Option<String>,
+    pub pid: Option<u32>,
+    pub since: Option<DateTime<Utc>>,
+    /// The tasks it is running: its run folders without a summary yet.
+    pub tasks: Vec<RunningTask>,
+}
+
+/// A task a run going now is running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunningTask {
+    pub task: String,
+    pub run_id: String,
+}
+
+/// The inbox: its tasks, the one waiting longest (by its file's time),
+/// and the entries there that will never run (`check` names them).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Waiting {
+    pub count: usize,
+    pub oldest: Option<OldestTask>,
+    pub never_run: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OldestTask {
+    pub task: String,
+    /// When its file was last written: when it was put there.
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// `failed/`: its filed tasks, and the newest (by its run id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedTasks {
+    pub count: usize,
+    pub newest: Option<RunningTask>,
+}
+
+/// Today's spend and the `[budget]` limits (0: no such limit).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DaySpent {
+    /// The calendar day in `[schedule] timezone`.
+    pub day: NaiveDate,
+    pub tokens: u64,
+    pub gpu_seconds: f64,
+    pub tokens_per_day: u64,
+    pub gpu_seconds_per_day: u64,
+    pub tokens_per_run: u64,
+}
+
+/// A recurring task's next slot, or why it has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextRun {
+    pub task: String,
+    /// The slot is due now: the next run takes it.
+    pub due_now: bool,
+    /// The slot's time (due now) or the next scheduled time.
+    pub at: Option<DateTime<Utc>>,
+    /// Why it has no slot (no working schedule, one that never comes round).
+    pub problem: Option<String>,
+}
+
+/// A channel a run sends on: whether the config sets it, and how its
+/// sending has gone (the record beside the inbox; `None` before it sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sending {
+    pub configured: bool,
+    pub record: Option<Delivery>,
+}
+
+/// The setup as it is at `now`.
+pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
+    let state_dir = cfg.paths.state_dir();
+    let mut problems = Vec::new();
+    let running = match RunLock::state(&state_dir) {
+        LockState::Free => None,
+        LockState::Held(holder) => Some(running(cfg, holder)),
+        LockState::Unknown(why) => {
+            problems.push(format!("the run lock: {why}"));
+            None
+        }
+    };
+    let last_run = LastRun::load(&state_dir).unwrap_or_else(|why| {
+        problems.push(format!("the last run: {why}"));
+        None
+    });
+    let deliveries = Deliveries::load(&state_dir).unwrap_or_else(|why| {
+        problems.push(format!("notifications and traces: {why}"));
+        Deliveries::default()
+    });
+    let notify = &cfg.notify;
+    Overview {
+        now,
+        running,
+        inbox: waiting(cfg, &mut problems),
+        failed: failed(cfg, &mut problems),
+        last_run,
+        budget: spent(cfg, now, &mut problems),
+        recurring: next_runs(cfg, now),
+        notify: Sending {
+            configured: notify.ping_url.is_some() || notify.on_failure_url.is_some(),
+            record: deliveries.of(Channel::Notify).cloned(),
+        },
+        traces: Sending {
+            configured: cfg.traces.is_some(),
+            record: deliveries.of(Channel::Traces).cloned(),
+        },
+        problems,
+    }
+}
+
+/// The holder of the lock and, when it runs tasks and noted since when,
+/// the run folders it has open.
+fn running(cfg: &Config, holder: Option<Holder>) -> Running {
+    let tasks = match &holder {
+        Some(h) if h.runs_tasks() => unfinished_since(&cfg.paths.logs, h.since)
+            .into_iter()
+            .map(
+                |Unfinished {
+                     task_dir, run_dir, ..
+                 }| RunningTask {
+                    task: task_dir,
+                    run_id: run_dir,
+                },
+            )
+            .collect(),
+        _ => Vec::new(),
+    };
+    Running {
+        command: holder.as_ref().map(|h| h.command.clone()),
+        pid: holder.as_ref().map(|h| h.pid),
+        since: holder.map(|h| h.since),
+        tasks,
+    }
+}
+
+fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
+    let entries = match inbox::list(&cfg.paths.inbox) {
+        Ok(entries) => entries,
+        Err(e) => {
+            problems.push(format!("[paths] inbox: {e:#}"));
+            Vec::new()
+        }
+    };
+    let written = |path: &std::path::Path| -> Option<SystemTime> {
+        std::fs::symlink_metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let oldest = entries
+        .iter()
+        .map(|e| (written(&e.path), e))
+        // A file whose time cannot be read is not the oldest.
+        .min_by_key(|(at, e)| (at.is_none(), *at, e.name.clone()))
+        .map(|(at, e)| OldestTask {
+            task: e.name.clone(),
+            since: at.map(DateTime::<Utc>::from),
+        });
+    Waiting {
+        count: entries.len(),
+        oldest,
+        never_run: inbox::strays(&cfg.paths.inbox).map_or(0, |s| s.len()),
+    }
+}
+
+/// `failed/`'s files named as filed tasks (`<run_id>-NAME.md`); others
+/// are not counted. Nothing is followed.
+fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
+    let dir = &cfg.paths.failed;
+    let entries = match task_folder(&cfg.paths, dir).and_then(|f| f.entries()) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            problems.push(format!("[paths] failed: {}: {e}", dir.display()));
+            Vec::new()
+        }
+    };
+    let filed: Vec<RunningTask> = entries
+        .iter()
+        .filter_map(|e| {
+            let (run_id, task) = inbox::filed_readings(e.name.to_str()?).pop()?;
+            Some(RunningTask { task, run_id })
+        })
+        .collect();
+    let newest = filed
+        .iter()
+        .max_by(|a, b| {
+            harness_records::run_order(&a.run_id)
+                .cmp(&harness_records::run_order(&b.run_id))
+                .then(b.task.cmp(&a.task))
+        })
+        .cloned();
+    FailedTasks {
+        count: filed.len(),
+        newest,
+    }
+}
+
+/// Today's spend as the ledger beside the inbox says, when a limit is set.
+fn spent(cfg: &Config, now: DateTime<Utc>, problems: &mut Vec<String>) -> Option<DaySpent> {
+    let limits = cfg.budget;
+    if !limits.any() {
+        return None;
+    }
+    let day = day_of(now, &cfg.timezone);
+    let today = DaySpend::read(&cfg.paths.state_dir(), day).unwrap_or_else(|why| {
+        problems.push(format!("the budget ledger: {why}"));
+        DaySpend::nothing(day)
+    });
+    Some(DaySpent {
+        day,
+        tokens: today.tokens,
+        gpu_seconds: today.gpu_ms as f64 / 1000.0,
+        tokens_per_day: limits.tokens_per_day,
+        gpu_seconds_per_day: limits.gpu_seconds_per_day,
+        tokens_per_run: limits.tokens_per_run,
+    })
+}
+
+fn next_runs(cfg: &Config, now: DateTime<Utc>) -> Vec<NextRun> {
+    let Some(tasks) = recurring::list(cfg) else {
+        return Vec::new();
+    };
+    let state = Slots::load(&cfg.paths.state_dir());
+    recurring::next_slots(cfg, &tasks, now, &state)
+        .into_iter()
+        .map(|u| match u.next {
+            Ok(NextSlot::DueNow(at)) => NextRun {
+                task: u.task,
+                due_now: true,
+                at: Some(at),
+                problem: None,
+            },
+            Ok(NextSlot::At(at)) => NextRun {
+                task: u.task,
+                due_now: false,
+                at: Some(at),
+                problem: None,
+            },
+            Err(why) => NextRun {
+                task: u.task,
+                due_now: false,
+                at: None,
+                problem: Some(why),
+            },
+        })
+        .collect()
+}
