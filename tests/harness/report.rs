@@ -453,7 +453,7 @@ async fn tool_errors_are_in_the_task_finished_line_and_the_runs_table() {
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
     let col = header.iter().position(|h| *h == "TOOL ERR").unwrap();
     // "RUN ID" and "STOP REASON" are one column each but two words.
-    assert_eq!(header[..col].len(), 5, "{table}");
+    assert_eq!(header[..col].len(), 6, "{table}");
     assert_eq!(row[col], "1", "{table}");
 }
 

@@ -333,11 +333,29 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
         .unwrap_or_else(|| panic!("no log tail: {text}"));
     let log = std::fs::read_to_string(s.run_dirs("doomed")[0].join("run.log")).unwrap();
     let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    let start: String = last.chars().take(60).collect();
     assert!(
-        tail.contains(&format!("  {}", &last[..last.len().min(60)])),
+        tail.contains(&format!("  {start}")),
         "the log's last line {last:?} in {tail}"
     );
     assert!(!text.contains('\u{1b}'), "escaped: {text:?}");
+
+    // A newer failed file of the same name (submitted again, failed
+    // again): `requeue doomed` would move that one, so this run's is
+    // named by its run id.
+    let run_id = s.run_dirs("doomed")[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let newer = s.root().join("tasks/failed/20991231T000000Z-doomed.md");
+    std::fs::write(&newer, "Answer.").unwrap();
+    let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
+    assert!(
+        text.contains(&format!("again       agent-harness requeue {run_id}\n")),
+        "{text}"
+    );
+    std::fs::remove_file(&newer).unwrap();
 
     // Requeued, it waits in the inbox: the next run takes it.
     let out = bin(&s).args(["requeue", "doomed"]).output().unwrap();

@@ -74,8 +74,18 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
         .await;
     let run = run_bin(&s, &["run"]).await;
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
-    std::thread::sleep(Duration::from_millis(20));
-    s.task("later", "Answer.");
+    // The oldest task is the one that arrived first, whatever its mtime
+    // says: a move or `cp -p` keeps an old one.
+    let first = s.task("z-first", "Answer.");
+    set_mtime(&first, "2030-01-01T00:00:00Z");
+    let arrived = ctime(&first);
+    let probe = s.root().join("probe");
+    while {
+        std::fs::write(&probe, "").unwrap();
+        ctime(&probe) <= arrived
+    } {}
+    let later = s.task("a-later", "Answer.");
+    set_mtime(&later, "2020-01-01T00:00:00Z");
 
     let (json, out) = status_json(&s);
 
@@ -93,8 +103,14 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
     );
     assert_eq!(json["failed"]["count"], 1);
     assert_eq!(json["failed"]["newest"]["task"], "b-doomed");
-    assert_eq!(json["inbox"]["count"], 1);
-    assert_eq!(json["inbox"]["oldest"]["task"], "later");
+    assert_eq!(json["inbox"]["count"], 2);
+    assert_eq!(json["inbox"]["oldest"]["task"], "z-first", "{json:#}");
+    let since: chrono::DateTime<chrono::Utc> = json["inbox"]["oldest"]["since"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(since, arrived);
     assert_eq!(json["running"], Value::Null);
     assert_eq!(json["budget"]["tokens"], 160, "the one answer's tokens");
     assert_eq!(json["budget"]["tokens_per_day"], 100000);
@@ -124,19 +140,17 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
 
 /// A run going now holds the lock: `status` names it, since when and the
 /// task it runs, and `runs` lists that task's folder as running — all
-/// without taking the lock from it.
+/// without taking the lock from it. The model's reply waits behind a gate
+/// the test opens once it has looked.
 #[tokio::test(flavor = "multi_thread")]
 async fn status_and_runs_name_the_run_going_now_and_its_task() {
-    let s = scenario()
-        .script(vec![
-            ok(final_answer("slowly")).set_delay(Duration::from_secs(4)),
-        ])
-        .task("slow", "Answer.")
-        .build()
-        .await;
+    let (llm, gate) = FakeLlm::gated(ok(final_answer("slowly"))).await;
+    let s = scenario().llm(llm).task("slow", "Answer.").build().await;
+    // Looked at from the moment it starts: a look never makes the run
+    // find its lock taken.
     let mut child = spawn_run(&s, std::process::Stdio::null());
 
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let json = loop {
         let (json, _) = status_json(&s);
         if json["running"]["tasks"]
@@ -145,8 +159,12 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
         {
             break json;
         }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its task was seen: {json:#}"
+        );
         assert!(Instant::now() < deadline, "never seen running: {json:#}");
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(20));
     };
     let running = &json["running"];
     assert_eq!(running["command"], "run");
@@ -174,12 +192,128 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
         "{}",
         stderr(&runs)
     );
+    let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:#?}");
+    assert_eq!(
+        (
+            listed[0]["status"].as_str(),
+            listed[0]["task"].as_str(),
+            listed[0]["run_id"].as_str() == running["tasks"][0]["run_id"].as_str(),
+            listed[0]["started_at"].is_string()
+        ),
+        (Some("running"), Some("slow"), true, true),
+        "{listed:#?}"
+    );
 
+    gate.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(child.wait().unwrap().success());
     let (json, _) = status_json(&s);
     assert_eq!(json["running"], Value::Null, "{json:#}");
     assert_eq!(json["last_run"]["succeeded"], 1);
     assert_eq!(s.done().len(), 1, "the looks took no lock from the run");
+    let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
+    assert_eq!(listed[0]["status"], "succeeded", "{listed:#?}");
+}
+
+/// `failed/`'s newest is read as `requeue` reads it (`…Z-2-x.md` is run
+/// `…Z-2` of `x` when that run folder exists), and the `show` to run is
+/// one shell word.
+#[tokio::test]
+async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let failed = s.root().join("tasks/failed");
+    std::fs::create_dir_all(&failed).unwrap();
+    std::fs::write(failed.join("20260409T061400Z-older.md"), "x").unwrap();
+    std::fs::write(failed.join("20260409T061500Z-2-my x.md"), "x").unwrap();
+    std::fs::create_dir_all(s.root().join("logs/my x/20260409T061500Z-2")).unwrap();
+
+    let (json, out) = status_json(&s);
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json["failed"]["count"], 2);
+    assert_eq!(
+        (
+            json["failed"]["newest"]["task"].as_str(),
+            json["failed"]["newest"]["run_id"].as_str()
+        ),
+        (Some("my x"), Some("20260409T061500Z-2")),
+        "{json:#}"
+    );
+    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    assert!(
+        text.contains("the newest my x (run 20260409T061500Z-2): agent-harness show 'my x/20260409T061500Z-2'\n"),
+        "{text}"
+    );
+}
+
+/// A `run` that stops at its config every night (a secret not set) is
+/// the last run `status` shows, not the last one that got going.
+#[tokio::test]
+async fn a_run_stopped_by_its_config_is_the_last_run() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
+        .build()
+        .await;
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", "t0ken")
+        .arg("run")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (json, _) = status_json(&s);
+    assert_eq!(json["last_run"]["exit_code"], 0, "{json:#}");
+
+    let out = bin(&s)
+        .env_remove("NOTEWORX_TOKEN")
+        .arg("run")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    let (json, _) = status_json(&s);
+    let last = &json["last_run"];
+    assert_eq!(
+        (last["command"].as_str(), last["exit_code"].as_u64()),
+        (Some("run"), Some(2)),
+        "{json:#}"
+    );
+    assert!(
+        last["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("configuration error: ") && n.contains("NOTEWORX_TOKEN")),
+        "{json:#}"
+    );
+    // A dry run records nothing.
+    let out = bin(&s)
+        .env("NOTEWORX_TOKEN", "t0ken")
+        .args(["run", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(status_json(&s).0["last_run"]["exit_code"], 2);
+}
+
+/// The file's status change time (when it arrived) and a set mtime.
+fn ctime(path: &std::path::Path) -> chrono::DateTime<chrono::Utc> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    chrono::DateTime::from_timestamp(m.ctime(), m.ctime_nsec() as u32).unwrap()
+}
+
+fn set_mtime(path: &std::path::Path, at: &str) {
+    let at: chrono::DateTime<chrono::Utc> = at.parse().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(at.into())
+        .unwrap();
 }
 
 #[tokio::test]
@@ -195,12 +329,11 @@ async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
     let out = bin(&s).arg("status").output().unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out)
-            .contains("running     a process holds the lock (it did not say what or since when)"),
-        "{}",
-        stdout(&out)
+    let said = format!(
+        "running     process {} holds the lock (it did not say what or since when)",
+        std::process::id()
     );
+    assert!(stdout(&out).contains(&said), "{}", stdout(&out));
 }
 
 /// A notification or a trace that fails is a warning, never the exit

@@ -205,7 +205,7 @@ pub enum Command {
         #[arg(long, value_name = "NAME", value_parser = task_name)]
         task: Option<String>,
         /// Only runs that started at or after WHEN: an age (90m, 12h, 3d, 2w), a date
-        /// (2026-11-26: its midnight in `[schedule] timezone`) or an RFC 3339 time.
+        /// (2026-11-26: its midnight in `[schedule] timezone`, --utc or not) or an RFC 3339 time.
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
         /// Only runs that ended so (repeatable).
@@ -214,10 +214,12 @@ pub enum Command {
         /// At most N runs.
         #[arg(long, value_name = "N", default_value_t = 20)]
         limit: usize,
-        /// Print a JSON array of summaries instead of a table.
+        /// Print a JSON array instead of a table: the tasks running now
+        /// (`"status": "running"`), then the summaries.
         #[arg(long)]
         json: bool,
-        /// Print times in UTC (default: `[schedule] timezone`).
+        /// Print times in UTC (default: `[schedule] timezone`); --since's date is
+        /// still its midnight there.
         #[arg(long)]
         utc: bool,
     },
@@ -248,7 +250,8 @@ fn task_name(s: &str) -> Result<String, String> {
 /// `interrupted`); another is refused naming those.
 fn status_value() -> impl clap::builder::TypedValueParser<Value = Status> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(Status::all().map(Status::as_str))
+    use strum::IntoEnumIterator;
+    clap::builder::PossibleValuesParser::new(Status::iter().map(Status::as_str))
         .try_map(|s| s.parse::<Status>())
 }
 

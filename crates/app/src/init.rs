@@ -9,6 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::exit;
+use harness_base::text::shell_word;
 use harness_config::{Config, DEFAULT_CONFIG_FILE};
 use harness_display::Progress;
 
@@ -218,17 +219,5 @@ fn make_folder(path: &Path, mode: u32) -> std::io::Result<()> {
         Ok(()) => std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// `word` as one shell word: quoted when it holds anything but plain characters.
-fn shell_word(word: &str) -> String {
-    if word
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
-    {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }

@@ -101,7 +101,11 @@ async fn dispatch(
     }
     let cfg = match load_config(&cli, env) {
         Ok(c) => c,
-        Err(e) => return config_error(&progress, &e),
+        Err(e) => {
+            let code = config_error(&progress, &e);
+            stopped_at_config(&cli, env, &e, code);
+            return code;
+        }
     };
     progress.redact_with(cfg.redactor());
     match &cli.command {
@@ -232,6 +236,27 @@ fn config_path(
         home: home.as_deref(),
         exists: &|p: &std::path::Path| p.exists(),
     })
+}
+
+/// A `run` or `run-task` (not a dry run) whose config does not load
+/// (a secret it names is not set, say) is kept as the last run when the
+/// config loads without its secrets: the paths are known, and `status`
+/// must not show the last run that got going as the last run.
+fn stopped_at_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>, e: &ConfigError, code: u8) {
+    let only = match &cli.command {
+        Command::Run { dry_run: false, .. } => None,
+        Command::RunTask {
+            name,
+            dry_run: false,
+            ..
+        } => Some(name.as_str()),
+        _ => return,
+    };
+    let Ok(cfg) = config_path(cli, env).and_then(|path| Config::load_offline(&path, env)) else {
+        return;
+    };
+    let at = (harness_agent::deps::system_clock())();
+    remember::stopped_early(&cfg, only, at, code, &format!("configuration error: {e}"));
 }
 
 /// A config that does not load. Before the first one loads no secret has

@@ -72,10 +72,14 @@ pub(super) fn when(t: DateTime<Utc>, zone: &Zone) -> String {
 }
 
 /// Since when the run holding the lock now has been going, when it is one
-/// that runs tasks and noted its start (docs/operating.md, "The lock").
+/// that runs tasks and noted its start (docs/operating.md, "The lock"):
+/// looked at without taking the lock.
 pub(super) fn going_since(cfg: &Config) -> Option<DateTime<Utc>> {
     match RunLock::state(&cfg.paths.state_dir()) {
-        LockState::Held(Some(holder)) if holder.runs_tasks() => Some(holder.since),
+        LockState::Held {
+            holder: Some(holder),
+            ..
+        } if holder.runs_tasks() => Some(holder.since),
         _ => None,
     }
 }
@@ -234,7 +238,8 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
     let mut incomplete = listing.incomplete;
     if let Some(t) = q.task {
         summaries.retain(|s| s.task == t);
-        incomplete.retain(|dir| dir.parent().and_then(Path::file_name) == Some(t.as_ref()));
+        let folder = harness_inbox::fit_file_name("", t, "");
+        incomplete.retain(|u| u.task_dir == folder);
         // A name that matches no run is said (where that task is, or the
         // names near it), not printed as an empty table; `--json` prints
         // the empty list it asked for. Runs left out by `--since` are
@@ -254,9 +259,8 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
     let going = going_since(cfg);
     let (running, incomplete): (Vec<Unfinished>, Vec<_>) = incomplete
         .into_iter()
-        .map(|dir| unfinished(&dir))
         .partition(|u| going.is_some_and(|since| records::started_since(&u.run_dir, since)));
-    say_unfinished(&running, &incomplete, q.json, progress);
+    say_unfinished(&incomplete, progress);
     if !q.statuses.is_empty() {
         summaries.retain(|s| q.statuses.contains(&s.status));
     }
@@ -269,7 +273,7 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
     summaries.truncate(q.limit);
     let mut out = progress.stdout();
     let written = if q.json {
-        serde_json::to_string_pretty(&summaries)
+        serde_json::to_string_pretty(&runs_json(&running, &summaries))
             .map_err(std::io::Error::other)
             .and_then(|s| writeln!(out, "{}", printable_json(&s)))
     } else {
@@ -298,7 +302,8 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
 }
 
 /// The moment `--since WHEN` names (docs/operating.md, "The morning
-/// after"): a date is its midnight in `[schedule] timezone`.
+/// after"): a date is its midnight in `[schedule] timezone`, `--utc` or
+/// not (that flag is how times are printed).
 fn since(cfg: &Config, when: &str) -> Result<DateTime<Utc>, String> {
     harness_base::time::since(when, (system_clock())(), &cfg.timezone)
 }
@@ -309,40 +314,33 @@ fn has_runs(cfg: &Config, name: &str) -> bool {
     cfg.paths.logs.join(folder).is_dir()
 }
 
-/// A run folder without a summary, by the folders it is in.
-fn unfinished(dir: &Path) -> Unfinished {
-    let name = |p: Option<&Path>| {
-        p.and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    Unfinished {
-        dir: dir.to_path_buf(),
-        task_dir: name(dir.parent()),
-        run_dir: name(Some(dir)),
-    }
+/// `runs --json`: the tasks running now first, each as `status:
+/// "running"` with its task, run id and start (the folders' names; no
+/// summary yet), then the summaries.
+fn runs_json(running: &[Unfinished], summaries: &[Summary]) -> Vec<serde_json::Value> {
+    let going = running.iter().map(|u| {
+        serde_json::json!({
+            "task": u.task_dir,
+            "run_id": u.run_dir,
+            "status": "running",
+            "started_at": records::run_time(&u.run_dir),
+        })
+    });
+    let ended = summaries
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap_or_default());
+    going.chain(ended).collect()
 }
 
-/// The run folders without a summary, on stderr: those of the run going
-/// now as running (the table lists them; `--json`, a list of summaries,
-/// says them here), the others as what they may be.
-fn say_unfinished(running: &[Unfinished], others: &[Unfinished], json: bool, progress: &Progress) {
-    let dirs = |list: &[Unfinished]| {
-        let shown: Vec<String> = list.iter().map(|u| u.dir.display().to_string()).collect();
-        printable(&shown.join(", ")).into_owned()
-    };
-    if json && !running.is_empty() {
-        progress.eprintln(&format!(
-            "agent-harness: {} task(s) running now, in the run that holds the lock: {}",
-            running.len(),
-            dirs(running)
-        ));
-    }
+/// The run folders without a summary that are not the run going now's,
+/// on stderr, as what they may be.
+fn say_unfinished(others: &[Unfinished], progress: &Progress) {
     if !others.is_empty() {
+        let shown: Vec<String> = others.iter().map(|u| u.dir.display().to_string()).collect();
         progress.eprintln(&format!(
             "agent-harness: {} run folder(s) without a readable summary.json (killed mid-run, or not a run): {}",
             others.len(),
-            dirs(others)
+            printable(&shown.join(", "))
         ));
     }
 }

@@ -149,6 +149,7 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
         Ok(deps) => deps,
         Err(e) => {
             progress.eprintln(&format!("agent-harness: {e:#}"));
+            remember::no_deps(cfg, &opts, &format!("{e:#}"));
             return exit::USAGE;
         }
     };

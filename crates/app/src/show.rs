@@ -8,16 +8,15 @@
 //! (`--utc`: UTC).
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use super::exit;
 use super::logs::{listing, no_run_of, when};
 use harness_base::folder::Folder;
-use harness_base::text::{clip, printable, printable_json};
+use harness_base::text::{clip, one_line, printable, printable_json, shell_word};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_drain::{Again, again};
+use harness_drain::{Again, Back, again};
 use harness_records::{self as records, FailureDetail, ListedRun, Status};
 
 /// Lines of `run.log` a failed run shows.
@@ -133,6 +132,11 @@ fn show_text(
 ) -> String {
     let s = &run.summary;
     let one = |field: &str| printable(field).into_owned();
+    // Only a task run of this folder's task is looked for (a crafted
+    // summary names no other task's file).
+    let own = harness_inbox::check_task_name(&s.task).is_ok()
+        && harness_inbox::fit_file_name("", &s.task, "") == run.task_dir;
+    let to_do = own.then(|| again(&cfg.paths, &s.task, &run.run_dir, s.recurring));
     let mut lines = vec![
         format!("task        {}", one(&s.task)),
         format!("run id      {}", one(&s.run_id)),
@@ -172,13 +176,18 @@ fn show_text(
             one(&s.tool_servers_down.join(", "))
         ));
     }
-    lines.push(format!("task file   {}", one(&task_file(cfg, run))));
+    lines.push(format!(
+        "task file   {}",
+        one(&task_file(run, to_do.as_ref()))
+    ));
     lines.push(format!(
         "records     {}",
         one(&run.dir.display().to_string())
     ));
     if let Some(failure) = failure {
-        lines.extend(failure_lines(cfg, run, failure));
+        // A replay ran no task file: nothing of it runs again.
+        let to_do = to_do.as_ref().filter(|_| s.replay_of.is_none());
+        lines.extend(failure_lines(to_do, failure));
     }
     lines.push(String::new());
     match answer {
@@ -191,46 +200,29 @@ fn show_text(
     lines.join("\n") + "\n"
 }
 
-/// Where the run's task file is now, as the folders say. The summary's
-/// task name is used only when it is a task name and the one of the
-/// folder the run sits in (a crafted summary builds no path).
-fn task_file(cfg: &Config, run: &ListedRun) -> String {
+/// Where the run's task file is now, as [`again`] found it (`None`: the
+/// summary's task is not the task of the folder it is in).
+fn task_file(run: &ListedRun, to_do: Option<&Again>) -> String {
     let s = &run.summary;
-    if harness_inbox::check_task_name(&s.task).is_err()
-        || harness_inbox::fit_file_name("", &s.task, "") != run.task_dir
-    {
-        return "unknown: the summary's task is not the task of the folder it is in".into();
-    }
-    if s.recurring {
-        return "a recurring task: its file stays in [paths] recurring".into();
-    }
-    if s.dry_run || s.replay_of.is_some() {
-        return "not moved (a dry run or a replay)".into();
-    }
-    let filed = [&cfg.paths.done, &cfg.paths.failed]
-        .into_iter()
-        .find_map(|dir| harness_inbox::filed_as(dir, &s.run_id, &s.task));
-    let left = s.status == harness_records::Status::Interrupted || s.retryable;
-    match filed {
-        Some(path) => path.display().to_string(),
-        None if left => {
-            let inbox: PathBuf = cfg.paths.inbox.join(format!("{}.md", s.task));
-            let now = if std::fs::symlink_metadata(&inbox).is_ok() {
-                "it is there now"
-            } else {
-                "it is no longer there"
-            };
-            format!("left in the inbox by this run ({}; {now})", inbox.display())
+    match to_do {
+        None => "unknown: the summary's task is not the task of the folder it is in".into(),
+        Some(_) if s.dry_run || s.replay_of.is_some() => "not moved (a dry run or a replay)".into(),
+        Some(Again::Requeue(back) | Again::Rerun(back)) => back.file.display().to_string(),
+        Some(Again::Waiting(file)) => format!("{} (in the inbox)", file.display()),
+        Some(Again::Recurring { file, .. }) => {
+            format!(
+                "{} (a recurring task: its file stays there)",
+                file.display()
+            )
         }
-        None => "not found in done/ or failed/ (pruned, moved by hand, or run by exec)".into(),
+        Some(Again::Gone) => "in no task folder (pruned, moved by hand, or run by exec)".into(),
     }
 }
 
 /// What `show` adds for a run that failed or was interrupted: the last
-/// tool error, what runs it again, and the last lines of its `run.log`,
-/// each escaped and clipped to one line.
-fn failure_lines(cfg: &Config, run: &ListedRun, failure: &FailureDetail) -> Vec<String> {
-    let s = &run.summary;
+/// tool error, what runs it again (`to_do`), and the last lines of its
+/// `run.log`, each escaped and clipped to one line.
+fn failure_lines(to_do: Option<&Again>, failure: &FailureDetail) -> Vec<String> {
     let one = |field: &str| printable(&clip(field, LINE_CHARS)).into_owned();
     let mut lines = Vec::new();
     if let Some(t) = &failure.last_tool_error {
@@ -238,16 +230,11 @@ fn failure_lines(cfg: &Config, run: &ListedRun, failure: &FailureDetail) -> Vec<
             "tool error  turn {}, {}: {}",
             t.turn,
             one(&t.name),
-            one(&t.result.split_whitespace().collect::<Vec<_>>().join(" "))
+            printable(&one_line(&t.result, LINE_CHARS))
         ));
     }
-    // Only a task run of this folder's task runs again (a crafted
-    // summary names no other task; a replay ran no task file).
-    let own = harness_inbox::check_task_name(&s.task).is_ok()
-        && harness_inbox::fit_file_name("", &s.task, "") == run.task_dir;
-    if own && s.replay_of.is_none() {
-        let to_do = again(&cfg.paths, &s.task, &run.run_dir, s.recurring);
-        lines.push(format!("again       {}", one(&again_line(&to_do))));
+    if let Some(to_do) = to_do {
+        lines.push(format!("again       {}", one(&again_line(to_do))));
     }
     for why in &failure.not_loaded {
         lines.push(format!("not read    {}", one(why)));
@@ -267,30 +254,35 @@ fn failure_lines(cfg: &Config, run: &ListedRun, failure: &FailureDetail) -> Vec<
 /// that none is needed.
 pub(crate) fn again_line(again: &Again) -> String {
     match again {
-        Again::Requeue(name) => format!("agent-harness requeue {}", shell_word(name)),
-        Again::Rerun(name) => format!("agent-harness rerun {}", shell_word(name)),
+        Again::Requeue(back) => back_line("requeue", "failed", back),
+        Again::Rerun(back) => back_line("rerun", "done", back),
         Again::Waiting(_) => "still in the inbox: the next run takes it".into(),
-        Again::Recurring(name) => format!(
+        Again::Recurring { name, .. } => format!(
             "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
             shell_word(name)
         ),
-        Again::Gone(_) => {
+        Again::Gone => {
             "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again".into()
         }
     }
 }
 
-/// `word` as one word of a shell command: as it is when it holds only
-/// characters no shell reads, else in single quotes.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.,+=:@%/".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
+/// `agent-harness COMMAND WORD` that moves `back`'s file into the inbox,
+/// and what else it moves.
+fn back_line(command: &str, folder: &str, back: &Back) -> String {
+    match &back.word {
+        None => format!(
+            "its file's name was shortened to fit, so {command} leaves it: move {} into the inbox by hand",
+            shell_word(&back.file.display().to_string())
+        ),
+        Some(word) if back.with.is_empty() => {
+            format!("agent-harness {command} {}", shell_word(word))
+        }
+        Some(word) => format!(
+            "agent-harness {command} {} (it moves the run's other {folder}/ task(s) too: {})",
+            shell_word(word),
+            back.with.join(", ")
+        ),
     }
 }
 
@@ -299,17 +291,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_name_is_one_shell_word_whatever_it_holds() {
-        assert_eq!(shell_word("weekly-report_2.md"), "weekly-report_2.md");
-        assert_eq!(shell_word("two words"), "'two words'");
-        assert_eq!(shell_word("it's $HOME"), "'it'\\''s $HOME'");
+    fn the_command_names_the_word_that_moves_this_runs_file() {
+        let back = |word: Option<&str>, with: &[&str]| Back {
+            file: "/t/failed/20260409T061500Z-my task.md".into(),
+            word: word.map(String::from),
+            with: with.iter().map(|w| w.to_string()).collect(),
+        };
         assert_eq!(
-            again_line(&Again::Requeue("my task".into())),
+            again_line(&Again::Requeue(back(Some("my task"), &[]))),
             "agent-harness requeue 'my task'"
         );
         assert_eq!(
-            again_line(&Again::Rerun("weekly".into())),
-            "agent-harness rerun weekly"
+            again_line(&Again::Rerun(back(Some("20260409T061500Z"), &["b", "c"]))),
+            "agent-harness rerun 20260409T061500Z (it moves the run's other done/ task(s) too: b, c)"
+        );
+        assert_eq!(
+            again_line(&Again::Requeue(back(None, &[]))),
+            "its file's name was shortened to fit, so requeue leaves it: move '/t/failed/20260409T061500Z-my task.md' into the inbox by hand"
         );
     }
 }

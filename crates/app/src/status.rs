@@ -11,11 +11,11 @@ use std::io::Write;
 use super::exit;
 use super::logs::{when, zone_of};
 use harness_agent::deps::system_clock;
-use harness_base::text::{printable, printable_json};
+use harness_base::text::{printable, printable_json, shell_word};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_drain::overview::{
+use harness_drain::{
     DaySpent, FailedTasks, NextRun, Overview, Running, Sending, Waiting, overview,
 };
 use harness_state::LastRun;
@@ -78,13 +78,17 @@ fn running(running: Option<&Running>, zone: &Zone) -> Vec<String> {
     let Some(r) = running else {
         return vec!["no run holds the lock".into()];
     };
-    let who = match (&r.command, r.pid, r.since) {
-        (Some(command), Some(pid), Some(since)) => format!(
-            "{} since {} (pid {pid})",
+    let who = match (&r.command, r.since) {
+        (Some(command), Some(since)) => format!(
+            "{} since {} (pid {})",
             printable(command),
-            when(since, zone)
+            when(since, zone),
+            r.pid
         ),
-        _ => "a process holds the lock (it did not say what or since when)".into(),
+        _ => format!(
+            "process {} holds the lock (it did not say what or since when)",
+            r.pid
+        ),
     };
     let tasks: Vec<String> = r
         .tasks
@@ -121,12 +125,11 @@ fn failed(failed: &FailedTasks) -> String {
     match &failed.newest {
         None => "empty".into(),
         Some(newest) => format!(
-            "{} task(s); the newest {} (run {}): agent-harness show {}/{}",
+            "{} task(s); the newest {} (run {}): agent-harness show {}",
             failed.count,
             printable(&newest.task),
             printable(&newest.run_id),
-            printable(&newest.task),
-            printable(&newest.run_id)
+            printable(&shell_word(&format!("{}/{}", newest.task, newest.run_id)))
         ),
     }
 }

@@ -44,6 +44,14 @@ pub enum Kind {
     Other,
 }
 
+/// The end of a file, as [`Folder::read_tail`] read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    pub bytes: Vec<u8>,
+    /// The file was longer: `bytes` start inside it (most likely inside a line).
+    pub cut: bool,
+}
+
 /// One name in a folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -230,26 +238,32 @@ impl Folder {
     }
 
     /// The last `max` bytes of the regular file `name` here (all of it
-    /// when shorter): no link, FIFO or device, never more than `max` read.
-    pub fn read_tail(&self, name: &str, max: u64) -> Result<Vec<u8>, FileError> {
+    /// when it is no longer), and whether the file was longer (the tail
+    /// then starts inside it): no link, FIFO or device, never more than
+    /// `max` read.
+    pub fn read_tail(&self, name: &str, max: u64) -> Result<Tail, FileError> {
         use std::io::{Read, Seek, SeekFrom};
         let (mut file, len) = self.open_regular(name)?;
         file.seek(SeekFrom::Start(len.saturating_sub(max)))
             .map_err(FileError::Io)?;
         let mut bytes = Vec::new();
         let read = file.take(max).read_to_end(&mut bytes);
-        read.map(|_| bytes).map_err(FileError::Io)
+        read.map(|_| Tail {
+            bytes,
+            cut: len > max,
+        })
+        .map_err(FileError::Io)
     }
 
-    /// Whether another process holds a `flock` on the regular file `name`
-    /// here: a shared lock is tried and let go at once (one asking for the
-    /// exclusive lock in that instant finds it taken). Nothing is created.
-    pub fn lock_held(&self, name: &str) -> Result<bool, FileError> {
-        let (file, _) = self.open_regular(name)?;
-        match file.try_lock_shared() {
-            Ok(()) => file.unlock().map(|()| false).map_err(FileError::Io),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(true),
-            Err(std::fs::TryLockError::Error(e)) => Err(FileError::Io(e)),
+    /// The device and inode of the regular file `name` here, looked at
+    /// without opening it and without following a link.
+    pub fn file_identity(&self, name: &str) -> Result<(u64, u64), FileError> {
+        check_name(name.as_ref()).map_err(FileError::Io)?;
+        let st = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| FileError::Io(e.into()))?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => Ok((st.st_dev, st.st_ino)),
+            kind => Err(FileError::NotRegular(kind_of(kind))),
         }
     }
 

@@ -6,7 +6,8 @@
 //! reading server fields without building what is not kept
 //! ([`lenient`]), opening named local files only when they are regular
 //! ones ([`file`]), an opened folder that writes, moves and removes
-//! without ever following a link ([`folder`]), the JSON Schemas final
+//! without ever following a link ([`folder`]), who holds a `flock`,
+//! found without taking it ([`flock`]), the JSON Schemas final
 //! answers must match ([`schema`]), time zones read from the system's tz
 //! database ([`zone`]), and secrets kept out of what is written: the
 //! redactor, in every spelling JSON allows, and the writer that passes
@@ -16,6 +17,7 @@
 
 pub mod error;
 pub mod file;
+pub mod flock;
 pub mod folder;
 pub mod http;
 pub mod lenient;

@@ -1,6 +1,7 @@
 //! Small text helpers shared by every module: counting and clipping by
-//! characters (never bytes, so nothing splits a character), line numbers of
-//! byte offsets, and TOML errors in words a person acts on.
+//! characters (never bytes, so nothing splits a character), a text as one
+//! clipped line, a word as one shell word, line numbers of byte offsets,
+//! and TOML errors in words a person acts on.
 
 /// Number of characters in `s`.
 pub fn chars(s: &str) -> usize {
@@ -18,6 +19,28 @@ pub fn clip(s: &str, max: usize) -> String {
         return s.to_string();
     }
     format!("{}…", &s[..byte_at(s, max.saturating_sub(1))])
+}
+
+/// `s` as one line of at most `max` characters: every run of white space
+/// (line breaks too) one space, then [`clip`]ped. Clip after any other
+/// change (a redaction): what is cut is what is shown.
+pub fn one_line(s: &str, max: usize) -> String {
+    clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), max)
+}
+
+/// `word` as one word of a shell command: as it is when it holds only
+/// characters no shell reads specially, else in single quotes (a quote
+/// inside closed, escaped and opened again).
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,+=:@%/".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -270,6 +293,17 @@ mod tests {
             printable_json("{\n  \"a\": 1\n}"),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn one_line_joins_white_space_then_clips_and_a_shell_word_is_one_word() {
+        assert_eq!(one_line("a\n  b\tc", 10), "a b c");
+        assert_eq!(one_line("héllo wörld", 5), "héll…");
+        assert_eq!(shell_word("weekly-report_2.md"), "weekly-report_2.md");
+        assert_eq!(shell_word("t/20260409T061500Z"), "t/20260409T061500Z");
+        assert_eq!(shell_word("two words"), "'two words'");
+        assert_eq!(shell_word("it's $HOME"), "'it'\\''s $HOME'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

@@ -1,58 +1,104 @@
 //! What runs a task again (docs/operating.md, "The morning after"): where a
 //! run's task file is now, as the folders say, and so which command takes it
-//! back — `requeue` from `failed/`, `rerun` from `done/` — or that nothing
-//! need be done (it is still in the inbox; a recurring task's next slot runs
-//! it). One answer for every command that tells the operator what to do about
-//! a run (`show`, a digest); each renders it in its own words.
+//! back — `requeue` from `failed/`, `rerun` from `done/`, with the word that
+//! moves that very file — or that nothing need be done (it is still in the
+//! inbox; a recurring task's next slot runs it). One answer for every
+//! command that tells the operator where a run's task is and what to do
+//! about it (`show`); each renders it in its own words.
 
+use std::path::PathBuf;
+
+use super::requeue::{self, Source};
 use harness_config::Paths;
 use harness_inbox::{self as inbox, Place};
 
-/// What runs a run's task again.
+/// Where a run's task file is, and what runs it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Again {
-    /// Its file is in `failed/`: `agent-harness requeue NAME`.
-    Requeue(String),
-    /// Its file is in `done/`: `agent-harness rerun NAME`.
-    Rerun(String),
-    /// Its file is still in the inbox: the next run takes it.
-    Waiting(String),
-    /// A recurring task whose file is there: its next slot runs it, and
+    /// Its file is in `failed/`: `agent-harness requeue WORD`.
+    Requeue(Back),
+    /// Its file is in `done/`: `agent-harness rerun WORD`.
+    Rerun(Back),
+    /// Its file (here) is still in the inbox: the next run takes it.
+    Waiting(PathBuf),
+    /// A recurring task whose file is here: its next slot runs it, and
     /// `agent-harness run-task --recurring NAME` runs it now.
-    Recurring(String),
+    Recurring { name: String, file: PathBuf },
     /// Its file is in none of the task folders (pruned, moved by hand, or
     /// the task was run by `exec`): only its records keep its text.
-    Gone(String),
+    Gone,
 }
 
-/// What runs task `task` of run `run_id` again: the run's own file in
-/// `failed/` or `done/` first, else wherever a file of that name is now
-/// (the inbox before `failed/` and `done/`). `recurring`: the run was a
-/// recurring task's. Only folder listings are read.
+/// A filed file, and what moves it back into the inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Back {
+    pub file: PathBuf,
+    /// The word `requeue` or `rerun` takes to move this very file: the
+    /// task's name when it is the newest file of that name there, else
+    /// its run id. `None`: no word moves it (its name was shortened to
+    /// fit); it is moved by hand.
+    pub word: Option<String>,
+    /// The run's other tasks filed there, which its run id moves too.
+    pub with: Vec<String>,
+}
+
+/// Where task `task` of run `run_id` is now and what runs it again: the
+/// run's own file in `failed/` or `done/` first, else wherever a file of
+/// that name is now (the inbox before `failed/` and `done/`).
+/// `recurring`: the run was a recurring task's. Only folder listings are
+/// read.
 pub fn again(paths: &Paths, task: &str, run_id: &str, recurring: bool) -> Again {
-    let name = task.to_string();
     if inbox::check_task_name(task).is_err() {
-        return Again::Gone(name);
+        return Again::Gone;
     }
-    if inbox::filed_as(&paths.failed, run_id, task).is_some() {
-        return Again::Requeue(name);
-    }
-    if inbox::filed_as(&paths.done, run_id, task).is_some() {
-        return Again::Rerun(name);
+    for source in [Source::Failed, Source::Done] {
+        if let Some(file) = inbox::filed_as(source.dir_in(paths), run_id, task) {
+            return back(paths, source, file);
+        }
     }
     let places = inbox::whereabouts(paths, task).places;
     let at = |place| places.contains(&place);
+    let file = |dir: &std::path::Path| dir.join(format!("{task}.md"));
     if recurring && at(Place::Recurring) {
-        Again::Recurring(name)
+        Again::Recurring {
+            name: task.to_string(),
+            file: file(&paths.recurring),
+        }
     } else if at(Place::Inbox) {
-        Again::Waiting(name)
-    } else if at(Place::Failed) {
-        Again::Requeue(name)
-    } else if at(Place::Done) {
-        Again::Rerun(name)
+        Again::Waiting(file(&paths.inbox))
+    } else if let Some((source, newest)) = [Source::Failed, Source::Done]
+        .into_iter()
+        .find_map(|source| Some((source, newest_of(paths, source, task)?)))
+    {
+        back(paths, source, newest)
     } else {
-        Again::Gone(name)
+        Again::Gone
     }
+}
+
+/// The filed file `file` of `source`'s folder, with the word that moves it.
+fn back(paths: &Paths, source: Source, file: PathBuf) -> Again {
+    let (word, with) = match requeue::word_for(paths, source, &file) {
+        Some((word, with)) => (Some(word), with),
+        None => (None, Vec::new()),
+    };
+    let back = Back { file, word, with };
+    match source {
+        Source::Failed => Again::Requeue(back),
+        Source::Done => Again::Rerun(back),
+    }
+}
+
+/// The newest file of task `task` filed in `source`'s folder.
+fn newest_of(paths: &Paths, source: Source, task: &str) -> Option<PathBuf> {
+    requeue::filed_tasks(paths, source)
+        .ok()?
+        .into_iter()
+        .filter(|f| f.task == task)
+        .max_by(|a, b| {
+            harness_records::run_order(&a.run_id).cmp(&harness_records::run_order(&b.run_id))
+        })
+        .map(|f| f.path)
 }
 
 #[cfg(test)]
@@ -73,6 +119,14 @@ mod tests {
         paths
     }
 
+    fn by_name(file: PathBuf, name: &str) -> Back {
+        Back {
+            file,
+            word: Some(name.into()),
+            with: Vec::new(),
+        }
+    }
+
     #[test]
     fn the_runs_own_file_says_which_command_takes_it_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -84,22 +138,25 @@ mod tests {
         std::fs::write(p.recurring.join("daily.md"), "x").unwrap();
         assert_eq!(
             again(&p, "doomed", run, false),
-            Again::Requeue("doomed".into())
+            Again::Requeue(by_name(p.failed.join(format!("{run}-doomed.md")), "doomed"))
         );
-        assert_eq!(again(&p, "fine", run, false), Again::Rerun("fine".into()));
+        assert_eq!(
+            again(&p, "fine", run, false),
+            Again::Rerun(by_name(p.done.join(format!("{run}-fine.md")), "fine"))
+        );
         assert_eq!(
             again(&p, "later", run, false),
-            Again::Waiting("later".into())
+            Again::Waiting(p.inbox.join("later.md"))
         );
         assert_eq!(
             again(&p, "daily", run, true),
-            Again::Recurring("daily".into())
+            Again::Recurring {
+                name: "daily".into(),
+                file: p.recurring.join("daily.md")
+            }
         );
-        assert_eq!(
-            again(&p, "nowhere", run, false),
-            Again::Gone("nowhere".into())
-        );
-        assert_eq!(again(&p, "../x", run, false), Again::Gone("../x".into()));
+        assert_eq!(again(&p, "nowhere", run, false), Again::Gone);
+        assert_eq!(again(&p, "../x", run, false), Again::Gone);
     }
 
     #[test]
@@ -107,16 +164,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(dir.path());
         // Interrupted at 06:15, then failed for good at 07:15.
-        std::fs::write(p.failed.join("20260409T071500Z-doomed.md"), "x").unwrap();
+        let failed = p.failed.join("20260409T071500Z-doomed.md");
+        std::fs::write(&failed, "x").unwrap();
         assert_eq!(
             again(&p, "doomed", "20260409T061500Z", false),
-            Again::Requeue("doomed".into())
+            Again::Requeue(by_name(failed, "doomed"))
         );
         // Back in the inbox (submitted again): the next run takes it.
         std::fs::write(p.inbox.join("doomed.md"), "x").unwrap();
         assert_eq!(
             again(&p, "doomed", "20260409T061500Z", false),
-            Again::Waiting("doomed".into())
+            Again::Waiting(p.inbox.join("doomed.md"))
+        );
+    }
+
+    /// `requeue NAME` moves the newest failed file of NAME: for an older
+    /// run's, the word is its run id — which moves the run's other failed
+    /// tasks too, and says so.
+    #[test]
+    fn an_older_runs_file_is_moved_by_its_run_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let old = p.failed.join("20260408T061500Z-doomed.md");
+        let new = p.failed.join("20260409T061500Z-doomed.md");
+        for f in [&old, &new] {
+            std::fs::write(f, "x").unwrap();
+        }
+        assert_eq!(
+            again(&p, "doomed", "20260409T061500Z", false),
+            Again::Requeue(by_name(new, "doomed"))
+        );
+        assert_eq!(
+            again(&p, "doomed", "20260408T061500Z", false),
+            Again::Requeue(Back {
+                file: old.clone(),
+                word: Some("20260408T061500Z".into()),
+                with: Vec::new()
+            })
+        );
+        std::fs::write(p.failed.join("20260408T061500Z-other.md"), "x").unwrap();
+        assert_eq!(
+            again(&p, "doomed", "20260408T061500Z", false),
+            Again::Requeue(Back {
+                file: old,
+                word: Some("20260408T061500Z".into()),
+                with: vec!["other".into()]
+            })
         );
     }
 }

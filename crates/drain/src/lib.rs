@@ -13,8 +13,8 @@
 //! `exec`'s, `eval`'s, `replay`'s); each batch is a [`Mode`] made from it.
 //!
 //! Beside the run, what reads or tidies the same folders: `check`,
-//! `requeue` (and `rerun`), [`again`] (which command runs a run's task
-//! again) and `overview` (`status`).
+//! `requeue` (and `rerun`), [`again`] (where a run's task is and which
+//! command runs it again) and [`overview`] (`status`).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
@@ -28,7 +28,7 @@ mod filing;
 pub mod folders;
 mod observers;
 mod options;
-pub mod overview;
+mod overview;
 mod pipeline;
 mod prepare;
 pub mod recurring;
@@ -38,9 +38,13 @@ mod slips;
 mod tally;
 mod tool_servers;
 
-pub use again::{Again, again};
+pub use again::{Again, Back, again};
 pub use check::{CheckReport, check_inbox, check_task};
 pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};
+pub use overview::{
+    DaySpent, FailedTasks, NextRun, OldestTask, Overview, Running, RunningTask, Sending, Waiting,
+    overview,
+};
 pub use tally::Tally;
 
 use std::sync::Mutex;

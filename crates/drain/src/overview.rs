@@ -8,18 +8,18 @@
 //! logs' folders listed, for the run folders it has open. What cannot be read
 //! is said in `problems`, never taken for "nothing".
 
-use std::time::SystemTime;
+use std::os::unix::fs::MetadataExt;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use super::recurring::{self, NextSlot};
+use super::requeue::{self, Source};
 use harness_config::Config;
 use harness_inbox as inbox;
 use harness_records::{Unfinished, unfinished_since};
 use harness_state::{
     Channel, DaySpend, Deliveries, Delivery, Holder, LastRun, LockState, RunLock, Slots, day_of,
-    task_folder,
 };
 
 /// The whole setup at one moment, as `status` prints it (and `--json` writes).
@@ -41,14 +41,14 @@ pub struct Overview {
     pub problems: Vec<String>,
 }
 
-/// The process holding the lock, as far as its note says.
+/// The process holding the lock, and what its note says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Running {
-    /// Its command (`run`, `run-task`, `requeue`, `rerun`, `prune`);
-    /// `None` when it noted nothing (an older version) or the note is
-    /// not trusted.
+    pub pid: u32,
+    /// Its command (`run`, `run-task`, `requeue`, `rerun`, `prune`) and
+    /// since when; `None` when it wrote no note of its own (not yet, or
+    /// it could not).
     pub command: Option<String>,
-    pub pid: Option<u32>,
     pub since: Option<DateTime<Utc>>,
     /// The tasks it is running: its run folders without a summary yet.
     pub tasks: Vec<RunningTask>,
@@ -61,7 +61,7 @@ pub struct RunningTask {
     pub run_id: String,
 }
 
-/// The inbox: its tasks, the one waiting longest (by its file's time),
+/// The inbox: its tasks, the one waiting longest (by when its file arrived),
 /// and the entries there that will never run (`check` names them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Waiting {
@@ -73,7 +73,9 @@ pub struct Waiting {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OldestTask {
     pub task: String,
-    /// When its file was last written: when it was put there.
+    /// When its file arrived: its last status change (ctime), which a
+    /// move, a copy or a write into the inbox sets — a move or `cp -p`
+    /// keeps an old mtime.
     pub since: Option<DateTime<Utc>>,
 }
 
@@ -122,7 +124,7 @@ pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
     let mut problems = Vec::new();
     let running = match RunLock::state(&state_dir) {
         LockState::Free => None,
-        LockState::Held(holder) => Some(running(cfg, holder)),
+        LockState::Held { pid, holder } => Some(running(cfg, pid, holder, now)),
         LockState::Unknown(why) => {
             problems.push(format!("the run lock: {why}"));
             None
@@ -159,9 +161,9 @@ pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
 
 /// The holder of the lock and, when it runs tasks and noted since when,
 /// the run folders it has open.
-fn running(cfg: &Config, holder: Option<Holder>) -> Running {
+fn running(cfg: &Config, pid: u32, holder: Option<Holder>, now: DateTime<Utc>) -> Running {
     let tasks = match &holder {
-        Some(h) if h.runs_tasks() => unfinished_since(&cfg.paths.logs, h.since)
+        Some(h) if h.runs_tasks() => unfinished_since(&cfg.paths.logs, h.since, now)
             .into_iter()
             .map(
                 |Unfinished {
@@ -175,8 +177,8 @@ fn running(cfg: &Config, holder: Option<Holder>) -> Running {
         _ => Vec::new(),
     };
     Running {
+        pid,
         command: holder.as_ref().map(|h| h.command.clone()),
-        pid: holder.as_ref().map(|h| h.pid),
         since: holder.map(|h| h.since),
         tasks,
     }
@@ -190,19 +192,18 @@ fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
             Vec::new()
         }
     };
-    let written = |path: &std::path::Path| -> Option<SystemTime> {
-        std::fs::symlink_metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
+    let arrived = |path: &std::path::Path| -> Option<DateTime<Utc>> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        DateTime::from_timestamp(m.ctime(), u32::try_from(m.ctime_nsec()).ok()?)
     };
     let oldest = entries
         .iter()
-        .map(|e| (written(&e.path), e))
+        .map(|e| (arrived(&e.path), e))
         // A file whose time cannot be read is not the oldest.
         .min_by_key(|(at, e)| (at.is_none(), *at, e.name.clone()))
         .map(|(at, e)| OldestTask {
             task: e.name.clone(),
-            since: at.map(DateTime::<Utc>::from),
+            since: at,
         });
     Waiting {
         count: entries.len(),
@@ -211,25 +212,13 @@ fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
     }
 }
 
-/// `failed/`'s files named as filed tasks (`<run_id>-NAME.md`); others
-/// are not counted. Nothing is followed.
+/// `failed/`'s files named as filed tasks (`<run_id>-NAME.md`), read as
+/// `requeue` reads them; others are not counted. Nothing is followed.
 fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
-    let dir = &cfg.paths.failed;
-    let entries = match task_folder(&cfg.paths, dir).and_then(|f| f.entries()) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => {
-            problems.push(format!("[paths] failed: {}: {e}", dir.display()));
-            Vec::new()
-        }
-    };
-    let filed: Vec<RunningTask> = entries
-        .iter()
-        .filter_map(|e| {
-            let (run_id, task) = inbox::filed_readings(e.name.to_str()?).pop()?;
-            Some(RunningTask { task, run_id })
-        })
-        .collect();
+    let filed = requeue::filed_tasks(&cfg.paths, Source::Failed).unwrap_or_else(|e| {
+        problems.push(format!("[paths] failed: {e:#}"));
+        Vec::new()
+    });
     let newest = filed
         .iter()
         .max_by(|a, b| {
@@ -237,7 +226,10 @@ fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
                 .cmp(&harness_records::run_order(&b.run_id))
                 .then(b.task.cmp(&a.task))
         })
-        .cloned();
+        .map(|f| RunningTask {
+            task: f.task.clone(),
+            run_id: f.run_id.clone(),
+        });
     FailedTasks {
         count: filed.len(),
         newest,

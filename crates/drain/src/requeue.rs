@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::{UsageError, folders};
 use harness_base::folder::Kind;
-use harness_config::Config;
+use harness_config::{Config, Paths};
 use harness_inbox as inbox;
 use harness_records::{run_order, run_time};
 use harness_state::{Attempts, Holder, RunLock, task_folder};
@@ -37,9 +37,14 @@ impl Source {
 
     /// Its folder in `cfg`.
     pub fn dir(self, cfg: &Config) -> &Path {
+        self.dir_in(&cfg.paths)
+    }
+
+    /// Its folder among `paths`.
+    pub fn dir_in(self, paths: &Paths) -> &Path {
         match self {
-            Source::Failed => &cfg.paths.failed,
-            Source::Done => &cfg.paths.done,
+            Source::Failed => &paths.failed,
+            Source::Done => &paths.done,
         }
     }
 
@@ -202,7 +207,7 @@ fn chosen(
     source: Source,
     target: &Target,
 ) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
-    let (filed, unnamed) = filed_files(cfg, source)?;
+    let (filed, unnamed) = filed_files(&cfg.paths, source)?;
     let chosen = choose(filed, target);
     // A name that makes no task is said, not skipped: only `--all-failed`
     // names every file (a name or run id typed names none of them).
@@ -246,12 +251,60 @@ fn not_there(cfg: &Config, source: Source, name: &str) -> UsageError {
     UsageError(inbox::whereabouts(&cfg.paths, name).say(&cfg.paths, source.place(), &wants))
 }
 
+/// A filed task's file in `failed/` or `done/`, its name read as
+/// `requeue` and `rerun` read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiledTask {
+    pub run_id: String,
+    pub task: String,
+    pub path: PathBuf,
+}
+
+/// The files of the folder `source` that are filed tasks, read as
+/// `requeue` and `rerun` read them (`status` counts them so); the others
+/// are left out.
+pub fn filed_tasks(paths: &Paths, source: Source) -> anyhow::Result<Vec<FiledTask>> {
+    let (filed, _) = filed_files(paths, source)?;
+    Ok(filed
+        .into_iter()
+        .map(|f| FiledTask {
+            run_id: f.run_id,
+            task: f.task,
+            path: f.path,
+        })
+        .collect())
+}
+
+/// What `requeue WORD` (`rerun WORD` for `done/`) takes to move the filed
+/// file `file` of the folder `source` back: `(WORD, others)`, WORD the
+/// task's name when the file is the newest of that name there (the one
+/// the name moves), else its run id, which moves `others` too (the
+/// run's other tasks filed there). `None` when no word moves it: not a
+/// filed task's name, or one shortened to fit.
+pub fn word_for(paths: &Paths, source: Source, file: &Path) -> Option<(String, Vec<String>)> {
+    let (filed, _) = filed_files(paths, source).ok()?;
+    let this = filed.iter().find(|f| f.path == file)?.clone();
+    if shortened(&this) {
+        return None;
+    }
+    let by_name = choose(filed.clone(), &Target::Name(this.task.clone()));
+    if by_name.first().is_some_and(|f| f.path == file) && run_time(&this.task).is_none() {
+        return Some((this.task, Vec::new()));
+    }
+    let others = choose(filed, &Target::RunId(this.run_id.clone()))
+        .into_iter()
+        .filter(|f| f.path != file)
+        .map(|f| f.task)
+        .collect();
+    Some((this.run_id, others))
+}
+
 /// Every `*.md` of the folder `source` that reads as `<run_id>-<name>.md`
 /// (of two readings, the one whose run folder exists), and the other files
 /// there, which name no task. Nothing is followed.
-fn filed_files(cfg: &Config, source: Source) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
-    let dir = source.dir(cfg);
-    let folder = match task_folder(&cfg.paths, dir) {
+fn filed_files(paths: &Paths, source: Source) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
+    let dir = source.dir_in(paths);
+    let folder = match task_folder(paths, dir) {
         Ok(folder) => folder,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
@@ -265,7 +318,7 @@ fn filed_files(cfg: &Config, source: Source) -> anyhow::Result<(Vec<Filed>, Vec<
         let readings = inbox::filed_readings(&lossy);
         let reading = readings
             .iter()
-            .find(|(run_id, task)| cfg.paths.logs.join(task).join(run_id).is_dir())
+            .find(|(run_id, task)| paths.logs.join(task).join(run_id).is_dir())
             .or(readings.last());
         // The run id is ASCII, so the bytes after `<run_id>-` are the
         // task's own file name, whatever they are.

@@ -167,10 +167,10 @@ pub fn read_eval(
         let listing = read_summaries_in(&v, &dir.join(&n), now);
         skipped.extend(listing.skipped);
         skipped.extend(listing.ahead.iter().map(|d| Listing::ahead_line(d, now)));
-        skipped.extend(listing.incomplete.iter().map(|d| {
+        skipped.extend(listing.incomplete.iter().map(|u| {
             format!(
                 "{}: no readable summary.json (killed, or not a run)",
-                d.display()
+                u.dir.display()
             )
         }));
         variants.push((v, listing.runs));

@@ -75,11 +75,6 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
-
-    /// Every status a run can end with.
-    pub fn all() -> impl Iterator<Item = Status> {
-        <Status as strum::IntoEnumIterator>::iter()
-    }
 }
 
 /// The share of a resumed task's counts that its earlier runs used.

@@ -33,7 +33,7 @@ pub struct ListedRun {
 #[derive(Debug, Default)]
 pub struct Listing {
     pub runs: Vec<ListedRun>,
-    pub incomplete: Vec<PathBuf>,
+    pub incomplete: Vec<Unfinished>,
     pub ahead: Vec<PathBuf>,
     pub skipped: Vec<String>,
     pub unreadable: Vec<PathBuf>,
@@ -77,7 +77,15 @@ pub fn read_summaries_since(
     since: Option<DateTime<Utc>>,
 ) -> Listing {
     match Folder::open_root(logs) {
-        Ok(root) => walk(&root, logs, now, since),
+        Ok(root) => walk(
+            &root,
+            logs,
+            Walk {
+                now,
+                since,
+                read: Read::Summaries,
+            },
+        ),
         // No logs folder yet: no run was recorded.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Listing::default(),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Listing {
@@ -118,7 +126,22 @@ fn unopened(e: &std::io::Error) -> Unopened {
 
 /// [`read_summaries`] from an opened folder (`logs` names it in messages).
 pub fn read_summaries_in(root: &Folder, logs: &Path, now: DateTime<Utc>) -> Listing {
-    walk(root, logs, now, None)
+    let how = Walk {
+        now,
+        since: None,
+        read: Read::Summaries,
+    };
+    walk(root, logs, how)
+}
+
+/// What a walk reads of each run folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// Its summary: the runs, and the folders without a readable one.
+    Summaries,
+    /// Nothing: only whether a summary is there, so only the folders
+    /// without one are listed (`incomplete`).
+    Folders,
 }
 
 /// Whether run `run_id` started at or after `since`, to the second its id
@@ -127,7 +150,18 @@ pub fn started_since(run_id: &str, since: DateTime<Utc>) -> bool {
     run_time(run_id).is_some_and(|t| t.timestamp() >= since.timestamp())
 }
 
-fn walk(root: &Folder, logs: &Path, now: DateTime<Utc>, since: Option<DateTime<Utc>>) -> Listing {
+/// How a walk goes: `since`, when given, passes over the folders named as
+/// runs that started before it (with [`Read::Folders`], every folder not
+/// named as a run at all); a run folder dated more than an hour after
+/// `now` is [`Listing::ahead`], never read.
+struct Walk {
+    now: DateTime<Utc>,
+    since: Option<DateTime<Utc>>,
+    read: Read,
+}
+
+/// The walk every listing is, as `how` says.
+fn walk(root: &Folder, logs: &Path, how: Walk) -> Listing {
     let mut out = Listing::default();
     let listed = match root.folders_and_links() {
         Ok(listed) => listed,
@@ -153,37 +187,7 @@ fn walk(root: &Folder, logs: &Path, now: DateTime<Utc>, since: Option<DateTime<U
             }
         };
         for (run, real) in runs {
-            // Named as a run before `since`: not read at all.
-            if since.is_some_and(|since| run_time(&run).is_some() && !started_since(&run, since)) {
-                continue;
-            }
-            let dir = task_path.join(&run);
-            let Some(run_folder) = out.opened(&task_folder, &run, real, &dir) else {
-                continue;
-            };
-            if !is_run(&run_folder) {
-                continue;
-            }
-            if run_time(&run).is_some_and(|t| ahead_of_clock(t, now)) {
-                out.ahead.push(dir);
-                continue;
-            }
-            match read_summary_in(&run_folder, &dir) {
-                // Runs are put in order by their start: a planted one
-                // cannot be the newest by its summary either.
-                Ok(summary) if ahead_of_clock(summary.started_at, now) => out.ahead.push(dir),
-                Ok(summary) if since.is_some_and(|since| summary.started_at < since) => {}
-                Ok(summary) => out.runs.push(ListedRun {
-                    dir,
-                    task_dir: task.clone(),
-                    run_dir: run,
-                    summary,
-                }),
-                Err(why) => {
-                    tracing::debug!(error = %why, "unreadable summary");
-                    out.incomplete.push(dir);
-                }
-            }
+            how.visit(&mut out, &task_folder, &task, &task_path, run, real);
         }
     }
     out.runs.sort_by(|a, b| {
@@ -192,11 +196,71 @@ fn walk(root: &Folder, logs: &Path, now: DateTime<Utc>, since: Option<DateTime<U
             .cmp(&a.summary.started_at)
             .then_with(|| b.dir.cmp(&a.dir))
     });
-    out.incomplete.sort();
+    out.incomplete
+        .sort_by(|a, b| (&a.task_dir, &a.run_dir).cmp(&(&b.task_dir, &b.run_dir)));
     out.ahead.sort();
     out.skipped.sort();
     out.unreadable.sort();
     out
+}
+
+impl Walk {
+    /// The entry `run` of the task's folder (`real`: a real folder, not a
+    /// link), added to `out` as what it is.
+    fn visit(
+        &self,
+        out: &mut Listing,
+        task_folder: &Folder,
+        task: &str,
+        task_path: &Path,
+        run: String,
+        real: bool,
+    ) {
+        // Named as a run before `since`: not read at all.
+        let named = run_time(&run).is_some();
+        let before = self.since.is_some_and(|since| !started_since(&run, since));
+        if before && (named || self.read == Read::Folders) {
+            return;
+        }
+        let dir = task_path.join(&run);
+        let Some(run_folder) = out.opened(task_folder, &run, real, &dir) else {
+            return;
+        };
+        if !is_run(&run_folder) {
+            return;
+        }
+        if run_time(&run).is_some_and(|t| ahead_of_clock(t, self.now)) {
+            out.ahead.push(dir);
+            return;
+        }
+        let unfinished = |dir: PathBuf, run: String| Unfinished {
+            dir,
+            task_dir: task.to_string(),
+            run_dir: run,
+        };
+        if self.read == Read::Folders {
+            if !run_folder.has("summary.json") {
+                out.incomplete.push(unfinished(dir, run));
+            }
+            return;
+        }
+        match read_summary_in(&run_folder, &dir) {
+            // Runs are put in order by their start: a planted one
+            // cannot be the newest by its summary either.
+            Ok(summary) if ahead_of_clock(summary.started_at, self.now) => out.ahead.push(dir),
+            Ok(summary) if self.since.is_some_and(|since| summary.started_at < since) => {}
+            Ok(summary) => out.runs.push(ListedRun {
+                dir,
+                task_dir: task.to_string(),
+                run_dir: run,
+                summary,
+            }),
+            Err(why) => {
+                tracing::debug!(error = %why, "unreadable summary");
+                out.incomplete.push(unfinished(dir, run));
+            }
+        }
+    }
 }
 
 /// A run folder without a summary, as a walk found it.
@@ -211,36 +275,21 @@ pub struct Unfinished {
 
 /// The run folders under `logs` whose run id is at or after `since` (to
 /// the second) and that have no `summary.json` yet: the tasks of a run
-/// going now that started then (`status`). Only folders are listed and
-/// looked at, no file is read, and no link is followed; what cannot be
-/// listed is passed over.
-pub fn unfinished_since(logs: &Path, since: DateTime<Utc>) -> Vec<Unfinished> {
-    let Ok(root) = Folder::open_root(logs) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for (task, real) in root.folders_and_links().unwrap_or_default() {
-        let Some(task_folder) = real.then(|| root.sub(&task).ok()).flatten() else {
-            continue;
-        };
-        for (run, real) in task_folder.folders_and_links().unwrap_or_default() {
-            if !real || !started_since(&run, since) {
-                continue;
-            }
-            let Ok(run_folder) = task_folder.sub(&run) else {
-                continue;
+/// going now that started then (`status`). The listing's own walk, with no
+/// file read: no link is followed, what cannot be listed is passed over,
+/// and a folder dated more than an hour after `now` is no run going.
+pub fn unfinished_since(logs: &Path, since: DateTime<Utc>, now: DateTime<Utc>) -> Vec<Unfinished> {
+    match Folder::open_root(logs) {
+        Ok(root) => {
+            let how = Walk {
+                now,
+                since: Some(since),
+                read: Read::Folders,
             };
-            if is_run(&run_folder) && !run_folder.has("summary.json") {
-                found.push(Unfinished {
-                    dir: logs.join(&task).join(&run),
-                    task_dir: task.clone(),
-                    run_dir: run,
-                });
-            }
+            walk(&root, logs, how).incomplete
         }
+        Err(_) => Vec::new(),
     }
-    found.sort_by(|a, b| (&a.task_dir, &a.run_dir).cmp(&(&b.task_dir, &b.run_dir)));
-    found
 }
 
 impl Listing {

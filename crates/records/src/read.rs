@@ -25,7 +25,7 @@ use super::lines::failure_of;
 use super::listing::ListedRun;
 use super::{Summary, ToolLine};
 use harness_base::file::FileError;
-use harness_base::folder::Folder;
+use harness_base::folder::{Folder, Tail};
 use harness_endpoint::Failure;
 
 /// A run folder read back: everything the report and a replay need.
@@ -328,7 +328,7 @@ pub fn failure_detail(logs: &Folder, run: &ListedRun, lines: usize) -> FailureDe
         Record::Refused(why) => detail.not_loaded.push(why),
     }
     match folder.read_tail("run.log", MAX_LOG_TAIL_BYTES) {
-        Ok(bytes) => detail.log_tail = last_lines(&bytes, lines),
+        Ok(tail) => detail.log_tail = last_lines(&tail, lines),
         Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => detail.not_loaded.push(format!("run.log: {e}")),
     }
@@ -337,9 +337,9 @@ pub fn failure_detail(logs: &Folder, run: &ListedRun, lines: usize) -> FailureDe
 
 /// The last `n` lines of a file's tail that are not blank; when the tail
 /// is not the whole file, its first line (most likely cut) is left out.
-fn last_lines(tail: &[u8], n: usize) -> Vec<String> {
-    let text = String::from_utf8_lossy(tail);
-    let whole = if tail.len() as u64 >= MAX_LOG_TAIL_BYTES {
+fn last_lines(tail: &Tail, n: usize) -> Vec<String> {
+    let text = String::from_utf8_lossy(&tail.bytes);
+    let whole = if tail.cut {
         text.split_once('\n').map_or("", |(_, rest)| rest)
     } else {
         &text

@@ -4,8 +4,10 @@
 //! inbox in `.agent-harness-deliveries.json` so that `status` can say a
 //! channel that has been failing quietly (a failure there is a warning, never
 //! the exit code). Each run that sent something adds its outcome: a success
-//! clears the count. Written whole; read as hostile input: one that cannot be
-//! read is said, and the next outcome starts it afresh.
+//! clears the count. Read, changed and written whole under a short lock of
+//! its own (two runs may end at once: one found the run lock taken and
+//! still tells `[notify]`); read as hostile input: one that cannot be read
+//! is said, and the next outcome starts it afresh.
 
 use std::path::Path;
 
@@ -93,7 +95,7 @@ impl Deliveries {
 
     /// `channel`'s outcome at `at` added to the records: a success clears
     /// the failures, a failure adds to them.
-    pub fn add(&mut self, channel: Channel, at: DateTime<Utc>, outcome: &Delivered) {
+    pub(crate) fn add(&mut self, channel: Channel, at: DateTime<Utc>, outcome: &Delivered) {
         let record = match channel {
             Channel::Notify => &mut self.notify,
             Channel::Traces => &mut self.traces,
@@ -110,7 +112,9 @@ impl Deliveries {
                 record.failures = record.failures.saturating_add(*count);
                 record.first_failure.get_or_insert(at);
                 record.last_failure = Some(at);
-                record.last_error = error.as_deref().map(one_line);
+                record.last_error = error
+                    .as_deref()
+                    .map(|e| harness_base::text::one_line(e, MAX_ERROR_CHARS));
             }
         }
     }
@@ -123,22 +127,25 @@ impl Deliveries {
         at: DateTime<Utc>,
         outcome: &Delivered,
     ) -> anyhow::Result<()> {
+        let path = state_dir.join(DELIVERIES_FILE);
+        let Some(_lock) = files::short_lock(state_dir, files::STATUS_LOCK, files::STATUS_LOCK_WAIT)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?
+        else {
+            anyhow::bail!(
+                "writing {}: {} stayed locked",
+                path.display(),
+                files::STATUS_LOCK
+            );
+        };
         let mut all = Deliveries::load(state_dir).unwrap_or_else(|why| {
             tracing::warn!(error = %why, "the record of deliveries is unreadable; it starts afresh");
             Deliveries::default()
         });
         all.add(channel, at, outcome);
         let text = serde_json::to_string_pretty(&all)?;
-        files::write(state_dir, DELIVERIES_FILE, (text + "\n").as_bytes()).map_err(|e| {
-            anyhow::anyhow!("writing {}: {e}", state_dir.join(DELIVERIES_FILE).display())
-        })
+        files::write(state_dir, DELIVERIES_FILE, (text + "\n").as_bytes())
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
     }
-}
-
-/// An error as one line of at most [`MAX_ERROR_CHARS`] characters.
-fn one_line(error: &str) -> String {
-    let line = error.split_whitespace().collect::<Vec<_>>().join(" ");
-    harness_base::text::clip(&line, MAX_ERROR_CHARS)
 }
 
 #[cfg(test)]
@@ -212,6 +219,38 @@ mod tests {
                 ..Delivery::default()
             })
         );
+    }
+
+    /// Two runs ending at once (one found the run lock taken and still
+    /// tells `[notify]`): neither's outcome is lost.
+    #[test]
+    fn outcomes_added_at_once_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let state = dir.path().to_path_buf();
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        let failed = Delivered::Failed {
+                            count: 1,
+                            error: None,
+                        };
+                        Deliveries::record(
+                            &state,
+                            Channel::Notify,
+                            at("2026-04-09T06:00:00Z"),
+                            &failed,
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let all = Deliveries::load(dir.path()).unwrap();
+        assert_eq!(all.of(Channel::Notify).unwrap().failures, 100);
     }
 
     #[test]

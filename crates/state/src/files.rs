@@ -1,5 +1,6 @@
 //! The state files beside the inbox (docs/operating.md, "The folder beside the
-//! inbox"): the attempt counts, the recurring slots, the run lock. The folder
+//! inbox"): the attempt counts, the recurring slots, the run lock, and the
+//! short locks a read-modify-write of one of them is done under. The folder
 //! holding the inbox is the operator's (it may be reached through their link);
 //! it may also be shared with other local users, so nothing in it is followed:
 //! a state file is read capped, never through a link and without waiting (a
@@ -7,12 +8,23 @@
 //! counts as absent, with a warning), and written whole through an exclusive,
 //! unpredictable temporary name, then renamed into place.
 
+use std::fs::TryLockError;
 use std::io;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use harness_base::file::{FileError, Foreign};
 use harness_base::folder::Folder;
 use harness_config::Paths;
+
+/// Held while a run writes what `status` reads (how the last run ended,
+/// how its deliveries went): each is read, changed and written whole
+/// under it, so two runs ending at once lose neither's.
+pub const STATUS_LOCK: &str = ".agent-harness-status.lock";
+
+/// How long a run waits for [`STATUS_LOCK`]: another holds it for a read
+/// and a write.
+pub const STATUS_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A state file as it was found.
 #[derive(Debug)]
@@ -88,5 +100,26 @@ pub fn remove(dir: &Path, name: &str) -> io::Result<()> {
         Ok(folder) => folder.remove_file(name.as_ref()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Takes the short lock `lock` beside the inbox in `dir` (created when
+/// missing, never through a link, never another user's), waiting at most
+/// `limit` for another process to let go: `Ok(None)` when it did not.
+/// Held while the file lives.
+pub fn short_lock(dir: &Path, lock: &str, limit: Duration) -> io::Result<Option<std::fs::File>> {
+    let file = open(dir)?
+        .open_lock(lock)
+        .map_err(|e| io::Error::new(e.kind(), format!("its lock {lock}: {e}")))?;
+    let waited = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(TryLockError::WouldBlock) if waited.elapsed() < limit => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
     }
 }

@@ -1,10 +1,14 @@
 //! How the last run ended (docs/operating.md, "The morning after"): kept
 //! beside the inbox in `.agent-harness-last-run.json` by each `run` and
-//! `run-task` that drained the inbox (not a dry run, nor one that found the
-//! lock taken) — when it started and finished, its exit code and what its
-//! tasks did — so `status` says it without the metrics textfile or the
-//! journal. Written whole; read as hostile input (capped, never through a
-//! link): what cannot be read is said, never taken for "no run".
+//! `run-task` (not a dry run, nor one that found the lock taken; one that
+//! stopped before its tasks, at its config or its setup, too) — when it
+//! started and finished, its exit code and what its tasks did — so `status`
+//! says it without the metrics textfile or the journal. The run that
+//! finished last is the one kept: a run writes it after letting go of the
+//! run lock, so one that took longer to end never replaces a later one's.
+//! Written whole under a short lock of its own; read as hostile input
+//! (capped, never through a link): what cannot be read is said, never
+//! taken for "no run".
 
 use std::path::Path;
 
@@ -56,12 +60,28 @@ impl LastRun {
         }
     }
 
-    /// Writes it beside the inbox in `state_dir`, over the last one.
-    pub fn save(&self, state_dir: &Path) -> anyhow::Result<()> {
+    /// Writes it beside the inbox in `state_dir`, over the last one —
+    /// unless that one finished later: `Ok(false)`, and it stays.
+    pub fn save(&self, state_dir: &Path) -> anyhow::Result<bool> {
+        let path = state_dir.join(LAST_RUN_FILE);
+        let Some(_lock) = files::short_lock(state_dir, files::STATUS_LOCK, files::STATUS_LOCK_WAIT)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?
+        else {
+            anyhow::bail!(
+                "writing {}: {} stayed locked",
+                path.display(),
+                files::STATUS_LOCK
+            );
+        };
+        if let Ok(Some(kept)) = LastRun::load(state_dir)
+            && kept.finished > self.finished
+        {
+            return Ok(false);
+        }
         let text = serde_json::to_string_pretty(self)?;
-        files::write(state_dir, LAST_RUN_FILE, (text + "\n").as_bytes()).map_err(|e| {
-            anyhow::anyhow!("writing {}: {e}", state_dir.join(LAST_RUN_FILE).display())
-        })
+        files::write(state_dir, LAST_RUN_FILE, (text + "\n").as_bytes())
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        Ok(true)
     }
 }
 
@@ -88,14 +108,23 @@ mod tests {
     fn the_last_run_is_read_back_as_it_was_written_and_replaced_by_the_next() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(LastRun::load(dir.path()), Ok(None));
-        run().save(dir.path()).unwrap();
+        assert!(run().save(dir.path()).unwrap());
         assert_eq!(LastRun::load(dir.path()), Ok(Some(run())));
         let next = LastRun {
             exit_code: 2,
             note: Some("setup fault".into()),
             ..run()
         };
-        next.save(dir.path()).unwrap();
+        assert!(next.save(dir.path()).unwrap(), "finished as late: replaced");
+        assert_eq!(LastRun::load(dir.path()), Ok(Some(next.clone())));
+        // A run that finished before the one kept (it took longer to write
+        // its end) does not replace it.
+        let earlier = LastRun {
+            finished: "2026-04-09T06:16:29Z".parse().unwrap(),
+            exit_code: 0,
+            ..run()
+        };
+        assert!(!earlier.save(dir.path()).unwrap());
         assert_eq!(LastRun::load(dir.path()), Ok(Some(next)));
     }
 

@@ -4,9 +4,11 @@
 //! a stale lock. The file is opened inside the folder holding the inbox, never
 //! through a link (one planted there creates nothing anywhere) and never a
 //! FIFO. Its holder writes in it who it is ([`Holder`]: the process, the
-//! command, since when), which `status` reads back while the lock is held
-//! (docs/operating.md, "The morning after"); the flock alone says whether it
-//! is held.
+//! command, since when) and empties it when it lets go. A reader (`status`,
+//! `runs`) never takes the lock, not even its shared side: the kernel's list
+//! of locks (`/proc/locks`) says which process holds it, and the note is
+//! believed only when that process wrote it (one a killed holder left names
+//! another process).
 
 use std::fs::{File, TryLockError};
 use std::io::Write;
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::files::{self, Stored};
 use harness_base::file::FileError;
+use harness_base::flock;
 
 const LOCK_FILE: &str = ".agent-harness.lock";
 
@@ -52,9 +55,12 @@ impl Holder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockState {
     Free,
-    /// Held; by whom when its holder's note can be read (an older
-    /// version wrote none; another user's note is not trusted).
-    Held(Option<Holder>),
+    /// Held by process `pid`; `holder` is its note, when it wrote one
+    /// (it may not have yet: it writes it just after taking the lock).
+    Held {
+        pid: u32,
+        holder: Option<Holder>,
+    },
     /// It could not be looked at (a link or FIFO planted at its name, a
     /// folder this user may not read): why.
     Unknown(String),
@@ -100,24 +106,52 @@ impl RunLock {
     }
 
     /// Whether a process holds the lock in `state_dir`, and who, looked
-    /// at without taking it and without creating anything.
+    /// at without taking it and without creating anything: the process
+    /// `/proc/locks` says holds a `flock` on the file, with the note it
+    /// wrote; where `/proc/locks` cannot be read, the note's process when
+    /// it is alive. The note alone (another user's is not read) never
+    /// says the lock is held.
     pub fn state(state_dir: &Path) -> LockState {
         let folder = match files::open(state_dir) {
             Ok(folder) => folder,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return LockState::Free,
             Err(e) => return LockState::Unknown(format!("{}: {e}", state_dir.display())),
         };
-        match folder.lock_held(LOCK_FILE) {
-            Ok(false) => LockState::Free,
-            Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => LockState::Free,
-            Err(e) => LockState::Unknown(format!("{}: {e}", Self::path(state_dir).display())),
-            Ok(true) => LockState::Held(
-                match files::read_own(state_dir, LOCK_FILE, MAX_HOLDER_BYTES) {
-                    Stored::Bytes(bytes) => serde_json::from_slice(&bytes).ok(),
-                    Stored::Absent | Stored::Unreadable(_) | Stored::Foreign(_) => None,
-                },
-            ),
+        let (dev, inode) = match folder.file_identity(LOCK_FILE) {
+            Ok(identity) => identity,
+            Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return LockState::Free;
+            }
+            Err(e) => {
+                return LockState::Unknown(format!("{}: {e}", Self::path(state_dir).display()));
+            }
+        };
+        let note: Option<Holder> = match files::read_own(state_dir, LOCK_FILE, MAX_HOLDER_BYTES) {
+            Stored::Bytes(bytes) => serde_json::from_slice(&bytes).ok(),
+            Stored::Absent | Stored::Unreadable(_) | Stored::Foreign(_) => None,
+        };
+        let pid = match flock::exclusive_flocks() {
+            Ok(flocks) => flock::holder(&flocks, dev, inode, note.as_ref().map(|n| n.pid)),
+            Err(_) => note
+                .as_ref()
+                .map(|n| n.pid)
+                .filter(|&pid| flock::alive(pid)),
+        };
+        match pid {
+            None => LockState::Free,
+            Some(pid) => LockState::Held {
+                pid,
+                holder: note.filter(|n| n.pid == pid),
+            },
         }
+    }
+}
+
+/// The holder lets go: its note goes first, so that none is left to be
+/// read as a run going now (the kernel releases the lock as the file closes).
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
     }
 }
 
@@ -153,17 +187,27 @@ mod tests {
             !RunLock::path(dir.path()).exists(),
             "a look creates nothing"
         );
+        let me = std::process::id();
         let lock = RunLock::try_acquire(dir.path()).unwrap().unwrap();
-        assert_eq!(RunLock::state(dir.path()), LockState::Held(None));
+        assert_eq!(
+            RunLock::state(dir.path()),
+            LockState::Held {
+                pid: me,
+                holder: None
+            }
+        );
         let holder = Holder {
-            pid: 4242,
+            pid: me,
             command: "run".into(),
             since: "2026-04-09T06:15:00Z".parse().unwrap(),
         };
         lock.note(&holder);
         assert_eq!(
             RunLock::state(dir.path()),
-            LockState::Held(Some(holder.clone()))
+            LockState::Held {
+                pid: me,
+                holder: Some(holder.clone())
+            }
         );
         assert!(
             RunLock::try_acquire(dir.path()).unwrap().is_none(),
@@ -174,11 +218,90 @@ mod tests {
         // A later holder's shorter note replaces the whole of the first.
         let lock = RunLock::try_acquire(dir.path()).unwrap().unwrap();
         let short = Holder {
-            pid: 7,
             command: "prune".into(),
             ..holder
         };
         lock.note(&short);
-        assert_eq!(RunLock::state(dir.path()), LockState::Held(Some(short)));
+        assert_eq!(
+            RunLock::state(dir.path()),
+            LockState::Held {
+                pid: me,
+                holder: Some(short)
+            }
+        );
+    }
+
+    /// A look at the lock never takes it: a run trying it while status
+    /// and runs look over and over always gets it.
+    #[test]
+    fn a_look_never_makes_the_lock_look_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(RunLock::try_acquire(dir.path()).unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let looking = {
+            let (stop, state_dir) = (stop.clone(), dir.path().to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = RunLock::state(&state_dir);
+                }
+            })
+        };
+        for _ in 0..2000 {
+            let lock = RunLock::try_acquire(dir.path()).unwrap();
+            assert!(lock.is_some(), "a look took the lock from a run");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        looking.join().unwrap();
+    }
+
+    #[test]
+    fn a_note_left_behind_or_by_another_process_says_no_run_is_going() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let lock = RunLock::try_acquire(dir.path()).unwrap().unwrap();
+        lock.note(&Holder {
+            pid: me,
+            command: "run".into(),
+            since: "2026-04-09T06:15:00Z".parse().unwrap(),
+        });
+        drop(lock);
+        assert_eq!(
+            std::fs::metadata(RunLock::path(dir.path())).unwrap().len(),
+            0,
+            "the holder's note goes when it lets go"
+        );
+        // A note a killed holder left (it could not empty it), naming a
+        // live process: the lock is free, so no run is going.
+        let old = Holder {
+            pid: me,
+            command: "run".into(),
+            since: "2026-04-01T06:15:00Z".parse().unwrap(),
+        };
+        std::fs::write(
+            RunLock::path(dir.path()),
+            serde_json::to_string(&old).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(RunLock::state(dir.path()), LockState::Free);
+        // Held now, by a process whose note is not written yet: the old
+        // note is not taken for it.
+        let held = std::fs::File::options()
+            .write(true)
+            .open(RunLock::path(dir.path()))
+            .unwrap();
+        held.lock().unwrap();
+        let other = Holder { pid: 1, ..old };
+        std::fs::write(
+            RunLock::path(dir.path()),
+            serde_json::to_string(&other).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            RunLock::state(dir.path()),
+            LockState::Held {
+                pid: me,
+                holder: None
+            }
+        );
     }
 }

@@ -11,10 +11,9 @@
 //! `exec` and `eval` may spend at the same time, and each reads it again before
 //! every request).
 
-use std::fs::TryLockError;
 use std::io;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -114,26 +113,15 @@ impl DaySpend {
     /// that is not today's, cannot be read or is not trusted ([`Found`])
     /// is replaced by `spent`.
     pub fn add(state_dir: &Path, spent: DaySpend, wait: Wait) -> io::Result<Option<Added>> {
-        let lock = files::open(state_dir)?
-            .open_lock(SPEND_LOCK)
-            .map_err(|e| io::Error::new(e.kind(), format!("its lock {SPEND_LOCK}: {e}")))?;
-        let waited = Instant::now();
-        loop {
-            match lock.try_lock() {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) if waited.elapsed() < wait.limit() => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(TryLockError::WouldBlock) if wait != Wait::Long => return Ok(None),
-                Err(TryLockError::WouldBlock) => {
-                    return Err(io::Error::other(format!(
-                        "{SPEND_LOCK} stayed locked for {}s",
-                        wait.limit().as_secs()
-                    )));
-                }
-                Err(TryLockError::Error(e)) => return Err(e),
-            }
-        }
+        let Some(_lock) = files::short_lock(state_dir, SPEND_LOCK, wait.limit())? else {
+            return match wait {
+                Wait::Long => Err(io::Error::other(format!(
+                    "{SPEND_LOCK} stayed locked for {}s",
+                    wait.limit().as_secs()
+                ))),
+                Wait::No | Wait::Briefly => Ok(None),
+            };
+        };
         let day = spent.day;
         let (before, replaced) = match DaySpend::find(state_dir, day) {
             Found::Today(before) => (before, None),

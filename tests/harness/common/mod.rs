@@ -194,6 +194,29 @@ impl Respond for FakeTemplate {
     }
 }
 
+/// Holds every chat request until the test opens it, then answers
+/// `reply`: a run stays where the test wants it (its task started, the
+/// lock held) for as long as the test needs, with no timing guessed. It
+/// holds wiremock's own thread meanwhile, so nothing else is answered
+/// then; after a minute it answers anyway (the test has failed by then),
+/// so a test that never opens it never hangs the suite.
+pub struct Gate {
+    open: Arc<std::sync::atomic::AtomicBool>,
+    reply: ResponseTemplate,
+}
+
+impl Respond for Gate {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let held = std::time::Instant::now();
+        while !self.open.load(std::sync::atomic::Ordering::SeqCst)
+            && held.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.reply.clone()
+    }
+}
+
 /// An OpenAI-compatible server answering `POST /v1/chat/completions` from a script.
 pub struct FakeLlm {
     pub server: MockServer,
@@ -220,6 +243,23 @@ impl FakeLlm {
             .await;
         list_models(&server).await;
         FakeLlm { server }
+    }
+
+    /// Answers every chat request `reply`, once the flag returned is set
+    /// ([`Gate`]).
+    pub async fn gated(reply: ResponseTemplate) -> (FakeLlm, Arc<std::sync::atomic::AtomicBool>) {
+        let server = MockServer::start().await;
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Gate {
+                open: open.clone(),
+                reply,
+            })
+            .mount(&server)
+            .await;
+        list_models(&server).await;
+        (FakeLlm { server }, open)
     }
 
     /// Answers every task from the same script ([`ByProgress`]).

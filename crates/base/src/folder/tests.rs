@@ -301,8 +301,15 @@ fn a_tail_is_the_last_bytes_of_a_regular_file_and_never_a_fifo_or_a_link() {
     mkfifo(&dir.path().join("fifo"));
     symlink(dir.path().join("log"), dir.path().join("link")).unwrap();
     let folder = Folder::open(dir.path()).unwrap();
-    assert_eq!(folder.read_tail("log", 6).unwrap(), b"three\n");
-    assert_eq!(folder.read_tail("short", 6).unwrap(), b"ab");
+    let tail = |name: &str, max: u64| {
+        let t = folder.read_tail(name, max).unwrap();
+        (String::from_utf8(t.bytes).unwrap(), t.cut)
+    };
+    assert_eq!(tail("log", 6), ("three\n".into(), true));
+    assert_eq!(tail("short", 6), ("ab".into(), false));
+    // Exactly as long as the tail read: whole, not cut.
+    assert_eq!(tail("log", 14), ("one\ntwo\nthree\n".into(), false));
+    assert_eq!(tail("log", 13), ("ne\ntwo\nthree\n".into(), true));
     assert!(matches!(
         folder.read_tail("fifo", 6),
         Err(FileError::NotRegular("a FIFO"))
@@ -317,22 +324,25 @@ fn a_tail_is_the_last_bytes_of_a_regular_file_and_never_a_fifo_or_a_link() {
 }
 
 #[test]
-fn a_held_lock_is_seen_without_taking_it_and_a_free_one_is_left_free() {
+fn a_files_identity_is_looked_at_without_opening_or_following_it() {
     let dir = tempfile::tempdir().unwrap();
     let folder = Folder::open(dir.path()).unwrap();
     assert!(
-        matches!(folder.lock_held("lock"), Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound),
+        matches!(folder.file_identity("lock"), Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound),
         "nothing is created"
     );
     assert!(!dir.path().join("lock").exists());
-    let held = folder.open_lock("lock").unwrap();
-    assert!(!folder.lock_held("lock").unwrap());
-    held.try_lock().unwrap();
-    assert!(folder.lock_held("lock").unwrap());
-    held.unlock().unwrap();
-    assert!(!folder.lock_held("lock").unwrap());
-    // The look let go of what it took: the lock is free to take.
-    folder.open_lock("lock").unwrap().try_lock().unwrap();
+    std::fs::write(dir.path().join("lock"), "").unwrap();
+    let st = std::fs::metadata(dir.path().join("lock")).unwrap();
+    assert_eq!(folder.file_identity("lock").unwrap(), (st.dev(), st.ino()));
     mkfifo(&dir.path().join("fifo"));
-    assert!(folder.lock_held("fifo").is_err());
+    assert!(matches!(
+        folder.file_identity("fifo"),
+        Err(FileError::NotRegular("a FIFO"))
+    ));
+    symlink(dir.path().join("lock"), dir.path().join("link")).unwrap();
+    assert!(matches!(
+        folder.file_identity("link"),
+        Err(FileError::NotRegular("a symbolic link"))
+    ));
 }

@@ -82,10 +82,10 @@ pub fn write(
         let line = records::Listing::ahead_line(dir, now);
         warn(format!("report: skipped {}", printable(&line)));
     }
-    for dir in &listing.incomplete {
+    for unfinished in &listing.incomplete {
         warn(format!(
             "report: skipped {}: no readable summary.json (a run still going, killed, or not a run)",
-            printable(&dir.display().to_string())
+            printable(&unfinished.dir.display().to_string())
         ));
     }
     // The output folder is opened once, its last step not through a link
