@@ -40,11 +40,13 @@
 //!     two sizes (it must be linear: the time per MiB stays): plain text, a
 //!     record line's escapes, escapes nested 8 deep, backslashes only (none
 //!     holding a secret), the key escaped twice every 51 bytes, and the key
-//!     back to back.
+//!     back to back;
+//! 11. morning — `status`, `digest` and `runs` over a year of records:
+//!     run folders of a task that runs hourly, read the morning after.
 //!
 //! `cargo bench --bench harness` prints the figures of the binary cargo
 //! built, or of `BENCH_BIN` when it names another build (`-- overhead`, `-- drain`,
-//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp`, `-- lean` or `-- redaction` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
+//! `-- context`, `-- hostile`, `-- counting`, `-- records`, `-- resume`, `-- mcp`, `-- lean`, `-- redaction` or `-- morning` for one set; `BENCH_WRAP="valgrind --tool=callgrind"` runs
 //! each agent-harness process under a profiler). Under `cargo test` the same
 //! code runs once at a small size, checking that every scenario still does
 //! what it measures.
@@ -101,6 +103,8 @@ struct Sizes {
     nested_lists: usize,
     /// MiB of each text the redactor reads, at two sizes.
     redaction_mib: [usize; 2],
+    /// Run folders `status`, `digest` and `runs` read.
+    morning_runs: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -118,6 +122,7 @@ const FULL: Sizes = Sizes {
     mcp_calls: 50,
     nested_lists: 400_000,
     redaction_mib: [4, 32],
+    morning_runs: 10_000,
 };
 
 const QUICK: Sizes = Sizes {
@@ -135,6 +140,7 @@ const QUICK: Sizes = Sizes {
     mcp_calls: 3,
     nested_lists: 100_000,
     redaction_mib: [1, 2],
+    morning_runs: 200,
 };
 
 fn main() {
@@ -189,6 +195,60 @@ fn main() {
     }
     if wanted("redaction") {
         redaction(&sizes);
+    }
+    if wanted("morning") {
+        morning(&sizes);
+    }
+}
+
+/// Set 11, the morning after over many run folders (`status`, `digest`
+/// since the day before, `runs`): each process's wall time and peak memory.
+fn morning(sizes: &Sizes) {
+    use agent_harness::records::{Status, Summary};
+    let n = sizes.morning_runs;
+    println!("\n11. morning: {n} run folders (an hourly task's records), read back");
+    let project = Project::new();
+    let root = project.root();
+    std::fs::write(
+        root.join("agent.toml"),
+        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    // Hourly runs up to now, every 50th failed; newest last.
+    let now = chrono::Utc::now();
+    for i in 0..n {
+        let at = now - chrono::TimeDelta::hours((n - i) as i64);
+        let run_id = at.format("%Y%m%dT%H%M%SZ").to_string();
+        let mut summary = Summary::blank("hourly", &run_id, at);
+        summary.recurring = true;
+        if i % 50 == 0 {
+            summary.status = Status::Failed;
+            summary.error = Some("the task reached max_turns = 8".into());
+        } else {
+            summary.final_answer = Some("All quiet.".into());
+        }
+        let dir = root.join("logs/hourly").join(&run_id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("summary.json"),
+            serde_json::to_string(&summary).unwrap(),
+        )
+        .unwrap();
+    }
+    for args in [
+        &["status"][..],
+        &["digest", "--since", "1d"],
+        &["runs", "--since", "1d"],
+        &["runs", "--status", "failed"],
+    ] {
+        let cost = run_binary(root, args);
+        assert_eq!(cost.code, 0, "{args:?} failed");
+        println!(
+            "  {:<28} {:8.1} ms wall, {:6.1} MiB peak RSS",
+            args.join(" "),
+            ms(cost.wall),
+            cost.peak_rss_kib as f64 / 1024.0
+        );
     }
 }
 

@@ -1,8 +1,9 @@
 //! Somebody is told (docs/operating.md, "Notify"): `[notify] ping_url` speaks
 //! healthchecks.io's ping protocol (`/start`, success, `/<exit code>` with the
 //! last status lines as the body), `[notify] on_failure_url` gets the run's
-//! result as JSON when it exits non-zero; neither ever changes the exit code, a
-//! dry run notifies nothing, and the URLs' keys are redacted everywhere.
+//! result when it exits non-zero — JSON, text or Slack's `{"text": …}` as
+//! `on_failure_format` says; neither ever changes the exit code, a dry run
+//! notifies nothing, and the URLs' keys are redacted everywhere.
 
 use serde_json::{Value, json};
 use wiremock::matchers::method;
@@ -454,4 +455,90 @@ async fn bodies_carry_the_harness_words_within_their_caps() {
             "{task}"
         );
     }
+}
+
+/// The failure report of a run whose one task the endpoint refused,
+/// written as `format` says: its body and content type.
+async fn failure_body_as(format: &str) -> (String, String) {
+    failure_body_of("bro<!channel>ken", format).await
+}
+
+/// [`failure_body_as`] of a task named `task`.
+async fn failure_body_of(task: &str, format: &str) -> (String, String) {
+    let hook = pings().await;
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ])
+        .task(task, "Answer.")
+        .config(&format!(
+            "[notify]\non_failure_url = \"{}/hook/{CHECK}\"\non_failure_format = \"{format}\"\n",
+            hook.uri()
+        ))
+        .build()
+        .await;
+    assert_eq!(s.run().await.exit_code(), 1);
+    let requests = hook.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 1);
+    let kind = requests[0]
+        .headers
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    (String::from_utf8(requests[0].body.clone()).unwrap(), kind)
+}
+
+#[tokio::test]
+async fn the_slack_format_posts_exactly_a_text_field() {
+    let (body, kind) = failure_body_as("slack").await;
+
+    assert_eq!(kind, "application/json");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let fields: Vec<&String> = body.as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["text"]);
+    let text = body["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed"),
+        "{text}"
+    );
+    // Slack's markup characters as entities: the name calls nobody.
+    assert!(
+        text.contains(&format!(
+            "- bro&lt;!channel&gt;ken (run {RUN_ID}): failed (endpoint_error)"
+        )),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_slack_format_breaks_every_mention() {
+    let (body, _) = failure_body_of("@channel", "slack").await;
+
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let text = body["text"].as_str().unwrap();
+    // A word joiner after the `@`: Mattermost and Rocket.Chat call nobody.
+    assert!(
+        text.contains(&format!(
+            "- @\u{2060}channel (run {RUN_ID}): failed (endpoint_error)"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("@channel"), "{text}");
+}
+
+#[tokio::test]
+async fn the_text_format_posts_the_result_as_plain_text() {
+    let (body, kind) = failure_body_as("text").await;
+
+    assert_eq!(kind, "text/plain; charset=utf-8");
+    assert!(
+        body.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox"),
+        "{body}"
+    );
+    assert!(
+        body.contains(&format!("- bro<!channel>ken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;")),
+        "{body}"
+    );
 }

@@ -223,6 +223,15 @@ pub enum Command {
         #[arg(long)]
         utc: bool,
     },
+    /// What happened since the last mailed digest: failures (and how to run each again), answers, changes, the period's spend.
+    Digest {
+        /// From this moment instead: an age (12h, 3d), a date (2026-11-26) or an RFC 3339 time.
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Print the digest as one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish) on stdout.
     Completions {
         #[arg(value_enum)]

@@ -13,6 +13,7 @@
 
 mod check;
 pub mod cli;
+mod digest;
 mod eval;
 pub mod exit;
 mod init;
@@ -124,7 +125,7 @@ async fn dispatch(
         Command::Eval { .. } => {
             eval_command(&cli, &cfg, env, &progress, &mut progress.stdout()).await
         }
-        Command::Runs { .. } | Command::Report { .. } => {
+        Command::Runs { .. } | Command::Report { .. } | Command::Digest { .. } => {
             logs_command(&cfg, &cli.command, &progress)
         }
         Command::Show { which, json, utc } => {
@@ -179,10 +180,11 @@ async fn replay_command(cfg: &Config, command: &Command, progress: &Progress) ->
     replay_exit(end)
 }
 
-/// The config: `runs`, `show` and `report` read only the logs folder,
-/// `status` only the state beside the inbox and the records, `submit`
-/// only checks task files, and a replay without `--from-turn` contacts
-/// nothing, so none of them needs a secret.
+/// The config: `runs`, `show`, `report` and `digest` read only the logs
+/// folder and the state beside the inbox, `status` only the state beside
+/// the inbox and the records, `submit` only checks task files, and a
+/// replay without `--from-turn` contacts nothing, so none of them needs a
+/// secret.
 fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let offline = matches!(
         cli.command,
@@ -190,6 +192,7 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
             | Command::Report { .. }
             | Command::Show { .. }
             | Command::Status { .. }
+            | Command::Digest { .. }
             | Command::Submit { .. }
             | Command::Replay {
                 from_turn: None,

@@ -1,14 +1,15 @@
 //! The records read back: `runs` and `report` (docs/operating.md, "Records",
-//! "Report" and "The morning after"; `show` is its own file). They read the
-//! config like `run` does, but none of its secrets, and the logs folder as
-//! hostile input. What the operator reads the morning after must be true: a
-//! folder this user may not read is a permission problem naming the key and
-//! the user to run as, never "no runs recorded"; a folder dated more than an
-//! hour ahead of the clock is named as no run, never "the newest run"; a run
-//! folder of the run holding the lock is running, not a folder without a
-//! summary; and every one-line field a record gives is printed escaped, on a
-//! terminal or not, in text and JSON alike (docs/untrusted-input.md). Times
-//! are printed in `[schedule] timezone` (`--utc`: UTC).
+//! "Report" and "The morning after"; `show` and `digest` are their own
+//! files). They read the config like `run` does, but none of its secrets,
+//! and the logs folder as hostile input. What the operator reads the
+//! morning after must be true: a folder this user may not read is a
+//! permission problem naming the key and the user to run as, never "no runs
+//! recorded"; a folder dated more than an hour ahead of the clock is named
+//! as no run, never "the newest run"; a run folder of the run holding the
+//! lock is running, not a folder without a summary; and every one-line
+//! field a record gives is printed escaped, on a terminal or not, in text
+//! and JSON alike (docs/untrusted-input.md). Times are printed in
+//! `[schedule] timezone` (`--utc`: UTC).
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -27,9 +28,16 @@ use harness_outputs::report;
 use harness_records::{self as records, Listing, Status, Summary, Unfinished};
 use harness_state::{LockState, RunLock};
 
-/// `runs` or `report`.
+/// `runs`, `report` or `digest`.
 pub(super) fn logs_command(cfg: &Config, command: &Command, progress: &Progress) -> u8 {
     match command {
+        // Every run is read: a task's previous run may lie before `since`.
+        Command::Digest { since, json } => match listing(cfg, "digest", progress, None) {
+            Ok(runs) => {
+                super::digest::digest_command(cfg, &runs, since.as_deref(), *json, progress)
+            }
+            Err(code) => code,
+        },
         Command::Report { out, task, limit } => {
             report_command(cfg, out.as_deref(), task, *limit, progress)
         }

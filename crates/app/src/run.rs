@@ -21,7 +21,7 @@ use harness_outputs::metrics;
 use harness_state::{Channel, RunLock};
 use harness_traces::Traces;
 
-use super::notify::{self, Notifier};
+use super::notify::Notifier;
 use super::remember;
 
 /// `run`, `run-task` or `exec`, as the command line says.
@@ -140,6 +140,7 @@ pub(super) fn batch_options(
         on_end,
         traces: traced.then(|| Traces::start(cfg)).flatten(),
         on_locked: None,
+        before_unlock: None,
     }
 }
 
@@ -213,8 +214,11 @@ pub async fn run_inbox(
         .flatten();
     let mut opts = opts.clone();
     if let Some(n) = &notifier {
-        let n = n.clone();
-        opts.batch.on_locked = Some(OnLocked(Arc::new(move || n.start())));
+        let starts = n.clone();
+        opts.batch.on_locked = Some(OnLocked(Arc::new(move || starts.start())));
+        // The digest's mark is taken while the run still holds the lock.
+        let (claims, clock) = (n.clone(), deps.clock.clone());
+        opts.batch.before_unlock = Some(OnLocked(Arc::new(move || claims.claim_digest(clock()))));
     }
     let end = drain::run(cfg, deps, &opts).await;
     // The last traces go before anything reads the run's end: at most
@@ -251,10 +255,9 @@ pub async fn run_inbox(
         );
     }
     if let Some(n) = &notifier {
-        let last = notify::last_lines(&end);
         match code {
-            Some(code) => n.end(code, &end, &last, &deps.cancel).await,
-            None => n.log(&last, &deps.cancel).await,
+            Some(code) => n.end(code, &end, (deps.clock)(), &deps.cancel).await,
+            None => n.log(&end, &deps.cancel).await,
         }
         if let Some(m) = &metrics
             && n.failures() != written

@@ -12,11 +12,11 @@ use std::io::Write;
 use super::exit;
 use super::logs::{listing, no_run_of, when};
 use harness_base::folder::Folder;
-use harness_base::text::{clip, one_line, printable, printable_json, shell_word};
+use harness_base::text::{clip, one_line, printable, printable_json};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_drain::{Again, Back, again};
+use harness_drain::{Again, again};
 use harness_records::{self as records, FailureDetail, ListedRun, Status};
 
 /// Lines of `run.log` a failed run shows.
@@ -234,7 +234,7 @@ fn failure_lines(to_do: Option<&Again>, failure: &FailureDetail) -> Vec<String> 
         ));
     }
     if let Some(to_do) = to_do {
-        lines.push(format!("again       {}", one(&again_line(to_do))));
+        lines.push(format!("again       {}", one(&to_do.to_string())));
     }
     for why in &failure.not_loaded {
         lines.push(format!("not read    {}", one(why)));
@@ -248,66 +248,4 @@ fn failure_lines(to_do: Option<&Again>, failure: &FailureDetail) -> Vec<String> 
         lines.extend(failure.log_tail.iter().map(|l| format!("  {}", one(l))));
     }
     lines
-}
-
-/// What runs a task again, said for the operator: the exact command, or
-/// that none is needed.
-pub(crate) fn again_line(again: &Again) -> String {
-    match again {
-        Again::Requeue(back) => back_line("requeue", "failed", back),
-        Again::Rerun(back) => back_line("rerun", "done", back),
-        Again::Waiting(_) => "still in the inbox: the next run takes it".into(),
-        Again::Recurring { name, .. } => format!(
-            "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
-            shell_word(name)
-        ),
-        Again::Gone => {
-            "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again".into()
-        }
-    }
-}
-
-/// `agent-harness COMMAND WORD` that moves `back`'s file into the inbox,
-/// and what else it moves.
-fn back_line(command: &str, folder: &str, back: &Back) -> String {
-    match &back.word {
-        None => format!(
-            "its file's name was shortened to fit, so {command} leaves it: move {} into the inbox by hand",
-            shell_word(&back.file.display().to_string())
-        ),
-        Some(word) if back.with.is_empty() => {
-            format!("agent-harness {command} {}", shell_word(word))
-        }
-        Some(word) => format!(
-            "agent-harness {command} {} (it moves the run's other {folder}/ task(s) too: {})",
-            shell_word(word),
-            back.with.join(", ")
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_names_the_word_that_moves_this_runs_file() {
-        let back = |word: Option<&str>, with: &[&str]| Back {
-            file: "/t/failed/20260409T061500Z-my task.md".into(),
-            word: word.map(String::from),
-            with: with.iter().map(|w| w.to_string()).collect(),
-        };
-        assert_eq!(
-            again_line(&Again::Requeue(back(Some("my task"), &[]))),
-            "agent-harness requeue 'my task'"
-        );
-        assert_eq!(
-            again_line(&Again::Rerun(back(Some("20260409T061500Z"), &["b", "c"]))),
-            "agent-harness rerun 20260409T061500Z (it moves the run's other done/ task(s) too: b, c)"
-        );
-        assert_eq!(
-            again_line(&Again::Requeue(back(None, &[]))),
-            "its file's name was shortened to fit, so requeue leaves it: move '/t/failed/20260409T061500Z-my task.md' into the inbox by hand"
-        );
-    }
 }

@@ -12,7 +12,9 @@
 
 mod limits;
 mod locate;
+mod mail;
 mod mcp;
+mod notify;
 mod profiles;
 mod raw;
 mod resolve;
@@ -24,11 +26,13 @@ mod value;
 pub use harness_base::redact::{Redactor, Secret};
 pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
 pub use locate::{CONFIG_VARIABLE, Lookup, SYSTEM_CONFIG, expand_home, locate, places};
+pub use mail::{Login, MailAddress, MailConfig, MailSecurity};
 pub use mcp::{
     MAX_TOOL_NAME, MCP_SEPARATOR, McpServerConfig, McpTransport, StdioCommand, is_function_name,
 };
+pub use notify::{DEFAULT_DIGEST_AT, NotifyConfig, TimeOfDay};
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
-pub use raw::{EndpointKind, ReplayThinking, deserialize_toml};
+pub use raw::{EndpointKind, FailureFormat, ReplayThinking, deserialize_toml};
 pub use secrets::{is_secret_setting, is_variable_name, setting_secrets};
 pub use traces::TracesConfig;
 pub use value::resolve_file;
@@ -37,12 +41,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use notify::resolve_notify;
 use profiles::resolve_agents;
 use raw::{RawConfig, located, set_dotted};
-use resolve::{
-    resolve_endpoint, resolve_model, resolve_noteworx, resolve_notify, resolve_paths,
-    resolve_webfetch,
-};
+use resolve::{resolve_endpoint, resolve_model, resolve_noteworx, resolve_paths, resolve_webfetch};
 use secrets::Secrets;
 
 /// The config file's name: in the current folder, the user's and the
@@ -108,38 +110,10 @@ pub struct Config {
     pub mcp: Vec<McpServerConfig>,
     /// `[notify]`: who is told how each run ended.
     pub notify: NotifyConfig,
+    /// `[mail]`: the SMTP server mail goes through; `None` without the section.
+    pub mail: Option<MailConfig>,
     /// `[traces]`: where each task's trace goes; `None` when no endpoint is set.
     pub traces: Option<TracesConfig>,
-}
-
-/// `[notify]` (docs/operating.md, "Notify"): each URL an http(s) URL, or absent.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NotifyConfig {
-    pub ping_url: Option<String>,
-    pub on_failure_url: Option<String>,
-}
-
-impl NotifyConfig {
-    /// A key written into the URLs: a password or lone user name, the
-    /// values of secret-named query keys, and every path segment of 16
-    /// characters or more (a check's UUID, a ping key, a webhook's token:
-    /// whoever knows the URL can ping it).
-    pub fn secrets(&self) -> Vec<Secret> {
-        let mut out = Vec::new();
-        for url in self.ping_url.iter().chain(&self.on_failure_url) {
-            out.extend(secrets::url_secrets(url));
-            if let Ok(u) = reqwest::Url::parse(url) {
-                out.extend(
-                    u.path_segments()
-                        .into_iter()
-                        .flatten()
-                        .filter(|s| s.len() >= 16)
-                        .map(Secret::new),
-                );
-            }
-        }
-        out
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -353,8 +327,9 @@ impl Config {
             agents,
             setting_secrets: Vec::new(),
             mcp: mcp::resolve_mcp(raw.mcp, base, home, secrets).map_err(err)?,
-            notify: resolve_notify(raw.notify).map_err(err)?,
+            notify: resolve_notify(raw.notify, raw.mail.is_some()).map_err(err)?,
             traces: traces::resolve_traces(raw.traces, secrets).map_err(err)?,
+            mail: mail::resolve_mail(raw.mail, secrets).map_err(err)?,
         })
     }
 
@@ -368,7 +343,8 @@ impl Config {
     /// uses (docs/operating.md, "Records"; `secrets::url_secrets`) — the
     /// endpoint's (`[openai] base_url`, `[runpod] base_url` with its
     /// `endpoint_id`, or `endpoint_url`), noteworx's, each MCP server's,
-    /// `[notify]`'s and `[traces]`'s. A URL of a section the configuration does
+    /// `[notify]`'s and `[traces]`'s; and `[mail]`'s login
+    /// ([`MailConfig::secrets`]). A URL of a section the configuration does
     /// not use (`[runpod]` under `kind = "openai"`, a disabled noteworx) is
     /// never resolved, contacted or shown.
     pub fn secrets(&self) -> Vec<Secret> {
@@ -387,6 +363,7 @@ impl Config {
             .chain(self.mcp.iter().flat_map(McpServerConfig::secrets))
             .chain(self.notify.secrets())
             .chain(self.traces.iter().flat_map(TracesConfig::secrets))
+            .chain(self.mail.iter().flat_map(MailConfig::secrets))
             .collect()
     }
 }

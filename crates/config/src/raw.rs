@@ -45,6 +45,9 @@ pub(super) struct RawConfig {
     pub(super) notify: RawNotify,
     #[serde(default)]
     pub(super) traces: super::traces::RawTraces,
+    /// `[mail]`: absent when the file has no such section.
+    #[serde(default)]
+    pub(super) mail: Option<super::mail::RawMail>,
 }
 
 /// `[notify]`: who is told how each run ended (docs/operating.md, "Notify").
@@ -54,8 +57,34 @@ pub(super) struct RawNotify {
     /// A healthchecks.io-style ping URL: `/start` when a run starts, the
     /// URL itself on exit 0, `/<exit code>` otherwise.
     pub(super) ping_url: Option<String>,
-    /// A URL that gets the run's result as JSON when it exits non-zero.
+    /// A URL that gets the run's result when it exits non-zero.
     pub(super) on_failure_url: Option<String>,
+    /// How `on_failure_url`'s body is written.
+    #[serde(default)]
+    pub(super) on_failure_format: FailureFormat,
+    /// Who gets the digest by mail (through `[mail]`).
+    #[serde(default)]
+    pub(super) digest_to: Vec<String>,
+    /// When the digest goes out each day, `HH:MM` in `[schedule] timezone`.
+    pub(super) digest_at: Option<String>,
+    /// A failed run's result is mailed to `digest_to` too.
+    #[serde(default)]
+    pub(super) on_failure_mail: bool,
+}
+
+/// How a failed run's result is written for `on_failure_url`
+/// (docs/operating.md, "Notify").
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureFormat {
+    /// The JSON report (the default).
+    #[default]
+    Json,
+    /// The same facts as plain text.
+    Text,
+    /// `{"text": …}`, which Slack, Mattermost and Rocket.Chat incoming
+    /// webhooks take.
+    Slack,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -11,14 +11,10 @@ use harness_base::redact::Secret;
 
 use super::limits::{bounds, check_finite, check_range};
 use super::locate::expand_home;
-use super::raw::{
-    RawEndpoint, RawModel, RawNoteworx, RawNotify, RawOpenai, RawPaths, RawRunpod, RawWebfetch,
-};
+use super::raw::{RawEndpoint, RawModel, RawNoteworx, RawOpenai, RawPaths, RawRunpod, RawWebfetch};
 use super::secrets::Secrets;
-use super::value::{check_http_url, check_keyed_url, resolve_file};
-use super::{
-    EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, NotifyConfig, Paths, WebfetchConfig,
-};
+use super::value::{check_http_url, resolve_file};
+use super::{EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, Paths, WebfetchConfig};
 
 /// Request fields the harness owns; `[model.extra]` may not set them.
 pub(super) const RESERVED_EXTRA_KEYS: &[&str] =
@@ -208,23 +204,6 @@ pub(super) fn resolve_noteworx(
         agent_name: n.agent_name,
         timeout_secs: n.timeout_secs,
     }))
-}
-
-pub(super) fn resolve_notify(n: RawNotify) -> Result<NotifyConfig, String> {
-    // The URLs hold keys: an error names the key, never the URL.
-    let url = |value: Option<String>, key: &str| -> Result<Option<String>, String> {
-        match value
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-        {
-            None => Ok(None),
-            Some(v) => check_keyed_url(&v, key).map(|_| Some(v)),
-        }
-    };
-    Ok(NotifyConfig {
-        ping_url: url(n.ping_url, "[notify] ping_url")?,
-        on_failure_url: url(n.on_failure_url, "[notify] on_failure_url")?,
-    })
 }
 
 /// A host list (`allow_hosts`, `deny_hosts`): each item a host alone, read

@@ -583,3 +583,166 @@ fn a_path_value_starting_with_tilde_slash_is_in_the_home_folder() {
         "{e}"
     );
 }
+
+/// `text` read with an environment holding an SMTP login.
+fn parse_with_login(text: &str) -> Result<Config, ConfigError> {
+    let env = |k: &str| match k {
+        "RUNPOD_API_KEY" => Some("rp_secret".to_string()),
+        "SMTP_USERNAME" => Some("agent-bot-7f3e@example.com".to_string()),
+        "SMTP_PASSWORD" => Some("smtp-pass-SECRET42".to_string()),
+        _ => None,
+    };
+    Config::parse(
+        text,
+        Path::new("/etc/ah/agent.toml"),
+        Path::new("/etc/ah"),
+        &env,
+    )
+}
+
+const RUNPOD: &str = "[runpod]\nendpoint_id = \"a\"\n";
+
+#[test]
+fn mail_is_read_with_its_login_from_the_environment_and_redacted() {
+    let c = parse_with_login(&format!(
+        "{RUNPOD}[notify]\ndigest_to = [\"ops@example.com\", \"On Call <oncall@example.com>\"]\ndigest_at = \"06:30\"\non_failure_mail = true\non_failure_format = \"slack\"\n[mail]\nsmtp_url = \"smtp://mail.example.com\"\nfrom = \"agent-harness <agent@example.com>\"\nusername_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\"\n"
+    ))
+    .unwrap();
+    let mail = c.mail.as_ref().unwrap();
+    assert_eq!(mail.shown(), "smtp://mail.example.com:587");
+    assert_eq!(mail.security, MailSecurity::Starttls);
+    assert_eq!(mail.from.address(), "agent@example.com");
+    assert_eq!(c.notify.digest_to.len(), 2);
+    assert_eq!(c.notify.digest_at.to_string(), "06:30");
+    assert!(c.notify.on_failure_mail);
+    assert_eq!(c.notify.on_failure_format, FailureFormat::Slack);
+    assert_eq!(
+        c.redactor()
+            .redact_str("login agent-bot-7f3e@example.com with smtp-pass-SECRET42"),
+        "login *** with ***"
+    );
+    assert!(!format!("{c:?}").contains("SECRET42"));
+    // A plain word of a user name is left alone, the password never.
+    let plain = |user: &str| {
+        let env = move |k: &str| match k {
+            "RUNPOD_API_KEY" => Some("rp_secret".to_string()),
+            "U" => Some(user.to_string()),
+            "P" => Some("hunter2hunter2".to_string()),
+            _ => None,
+        };
+        let text = format!(
+            "{RUNPOD}[mail]\nsmtp_url = \"smtps://smtp.sendgrid.net\"\nfrom = \"a@example.com\"\nusername_env = \"U\"\npassword_env = \"P\"\n"
+        );
+        let c = Config::parse(&text, Path::new("/a.toml"), Path::new("/"), &env).unwrap();
+        assert_eq!(
+            c.mail.as_ref().unwrap().shown(),
+            "smtps://smtp.sendgrid.net:465"
+        );
+        c.redactor()
+            .redact_str("apikey hunter2hunter2")
+            .into_owned()
+    };
+    assert_eq!(plain("apikey"), "apikey ***");
+    // Defaults: 07:00, JSON, no mail.
+    let c = parse(RUNPOD).unwrap();
+    assert_eq!(c.notify.digest_at.to_string(), "07:00");
+    assert_eq!(c.notify.on_failure_format, FailureFormat::Json);
+    assert!(c.mail.is_none() && c.notify.digest_to.is_empty());
+}
+
+#[test]
+fn a_digest_without_mail_or_a_bad_time_of_day_is_refused_naming_the_keys() {
+    for (toml, problem) in [
+        (
+            "[notify]\ndigest_to = [\"ops@example.com\"]\n",
+            "line 4: [notify] digest_to needs a [mail] section",
+        ),
+        (
+            "[notify]\non_failure_mail = true\n",
+            "[notify] on_failure_mail = true mails to [notify] digest_to, which names nobody",
+        ),
+        (
+            "[notify]\ndigest_at = \"07:00\"\n",
+            "[notify] digest_at is when the digest is mailed to [notify] digest_to",
+        ),
+        (
+            "[notify]\ndigest_to = [\"ops@example.com\"]\ndigest_at = \"7am\"\n[mail]\nsmtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\n",
+            "line 5: [notify] digest_at: \"7am\" is not a time of day as HH:MM",
+        ),
+        (
+            "[notify]\ndigest_to = [\"ops@example.com\"]\ndigest_at = \"24:00\"\n[mail]\nsmtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\n",
+            "[notify] digest_at: \"24:00\" is not a time of day",
+        ),
+        (
+            "[notify]\ndigest_to = [\"not an address\"]\n[mail]\nsmtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\n",
+            "[notify] digest_to: \"not an address\" is not a mail address",
+        ),
+        (
+            "[notify]\non_failure_format = \"xml\"\n",
+            "[notify] on_failure_format",
+        ),
+    ] {
+        let e = parse(&format!("{RUNPOD}{toml}")).unwrap_err().to_string();
+        assert!(e.contains(problem), "{toml}: {e}");
+    }
+}
+
+#[test]
+fn an_smtp_url_is_a_server_alone_and_never_holds_a_credential() {
+    for (mail, problem) in [
+        (
+            "smtp_url = \"smtp://bob:hunter2secret@m.example.com\"",
+            "never go in the file",
+        ),
+        ("smtp_url = \"https://m.example.com\"", "not a https:// URL"),
+        (
+            "smtp_url = \"smtp://m.example.com/x?y=1\"",
+            "no path or query",
+        ),
+        (
+            "smtp_url = \"smtps://m.example.com\"\nstarttls = false",
+            "starttls = false is for smtp:// only",
+        ),
+        ("from = \"a@example.com\"", "[mail] smtp_url is required"),
+        ("smtp_url = \"smtp://m\"", "[mail] from is required"),
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"nobody\"",
+            "[mail] from: \"nobody\" is not a mail address",
+        ),
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\nusername_env = \"SMTP_USERNAME\"",
+            "username_env and password_env go together",
+        ),
+        // One alone goes with nothing, set or not.
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\nusername_env = \"NOT_SET\"",
+            "username_env and password_env go together",
+        ),
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\npassword_env = \"NOT_SET\"",
+            "username_env and password_env go together",
+        ),
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\nusername_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\"\nstarttls = false",
+            "would send the password named by password_env in clear to m",
+        ),
+        (
+            "smtp_url = \"smtp://m\"\nfrom = \"a@example.com\"\nusername_env = \"NOT_SET\"\npassword_env = \"SMTP_PASSWORD\"",
+            "environment variable NOT_SET (named by [mail] username_env) is not set",
+        ),
+    ] {
+        let e = parse_with_login(&format!("{RUNPOD}[mail]\n{mail}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(problem), "{mail}: {e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+    // In clear with a login only to this machine.
+    let c = parse_with_login(&format!(
+        "{RUNPOD}[mail]\nsmtp_url = \"smtp://127.0.0.1:2525\"\nfrom = \"a@example.com\"\nusername_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\"\nstarttls = false\n"
+    ))
+    .unwrap();
+    let mail = c.mail.unwrap();
+    assert_eq!((mail.security, mail.port), (MailSecurity::Plain, 2525));
+    assert!(mail.login.is_some());
+}

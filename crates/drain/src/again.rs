@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 
 use super::requeue::{self, Source};
+use harness_base::text::shell_word;
 use harness_config::Paths;
 use harness_inbox::{self as inbox, Place};
 
@@ -99,6 +100,45 @@ fn newest_of(paths: &Paths, source: Source, task: &str) -> Option<PathBuf> {
             harness_records::run_order(&a.run_id).cmp(&harness_records::run_order(&b.run_id))
         })
         .map(|f| f.path)
+}
+
+/// What runs a task again, said for the operator: the exact command, or
+/// that none is needed.
+impl std::fmt::Display for Again {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Again::Requeue(back) => f.write_str(&back_line("requeue", "failed", back)),
+            Again::Rerun(back) => f.write_str(&back_line("rerun", "done", back)),
+            Again::Waiting(_) => f.write_str("still in the inbox: the next run takes it"),
+            Again::Recurring { name, .. } => write!(
+                f,
+                "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
+                shell_word(name)
+            ),
+            Again::Gone => f.write_str(
+                "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again",
+            ),
+        }
+    }
+}
+
+/// `agent-harness COMMAND WORD` that moves `back`'s file into the inbox,
+/// and what else it moves.
+fn back_line(command: &str, folder: &str, back: &Back) -> String {
+    match &back.word {
+        None => format!(
+            "its file's name was shortened to fit, so {command} leaves it: move {} into the inbox by hand",
+            shell_word(&back.file.display().to_string())
+        ),
+        Some(word) if back.with.is_empty() => {
+            format!("agent-harness {command} {}", shell_word(word))
+        }
+        Some(word) => format!(
+            "agent-harness {command} {} (it moves the run's other {folder}/ task(s) too: {})",
+            shell_word(word),
+            back.with.join(", ")
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +250,27 @@ mod tests {
                 word: Some("20260408T061500Z".into()),
                 with: vec!["other".into()]
             })
+        );
+    }
+
+    #[test]
+    fn the_command_names_the_word_that_moves_this_runs_file() {
+        let back = |word: Option<&str>, with: &[&str]| Back {
+            file: "/t/failed/20260409T061500Z-my task.md".into(),
+            word: word.map(String::from),
+            with: with.iter().map(|w| w.to_string()).collect(),
+        };
+        assert_eq!(
+            Again::Requeue(back(Some("my task"), &[])).to_string(),
+            "agent-harness requeue 'my task'"
+        );
+        assert_eq!(
+            Again::Rerun(back(Some("20260409T061500Z"), &["b", "c"])).to_string(),
+            "agent-harness rerun 20260409T061500Z (it moves the run's other done/ task(s) too: b, c)"
+        );
+        assert_eq!(
+            Again::Requeue(back(None, &[])).to_string(),
+            "its file's name was shortened to fit, so requeue leaves it: move '/t/failed/20260409T061500Z-my task.md' into the inbox by hand"
         );
     }
 }

@@ -64,6 +64,7 @@ pub fn check_inbox(
         config_warnings: Toolbox::unoffered_profile_tools(cfg, |p| named.contains(p))
             .into_iter()
             .chain(slips::recurring_near_misses(cfg))
+            .chain(slips::unused_mail(cfg))
             .map(in_config)
             .collect(),
         ..CheckReport::default()

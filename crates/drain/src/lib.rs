@@ -154,6 +154,7 @@ async fn drain_inbox(
     // What `check` warns of, said in the run's log too (nothing stops).
     for slip in slips::recurring_near_misses(cfg)
         .into_iter()
+        .chain(slips::unused_mail(cfg))
         .chain(slips::extra_keys(cfg).1)
     {
         tracing::warn!("{}", slip.trim_start_matches("warning: "));
@@ -181,7 +182,25 @@ async fn drain_inbox(
     if let Some(on_locked) = &opts.batch.on_locked {
         (on_locked.0)();
     }
-    let mut ended = spending(cfg, deps, drain_locked(cfg, deps, opts, ignored)).await?;
+    let ended = spending(cfg, deps, drain_locked(cfg, deps, opts, ignored))
+        .await
+        .map(|ended| wound_up(cfg, deps, opts, ended));
+    // The run's work is done and the lock still held: what must not race
+    // another run (the digest's mark) is taken now.
+    if let Some(before_unlock) = &opts.batch.before_unlock {
+        (before_unlock.0)();
+    }
+    ended
+}
+
+/// A run's tasks done, still under the lock: the problems met besides
+/// them said (the run exits 1 for them), then retention.
+fn wound_up(
+    cfg: &Config,
+    deps: &TaskDeps,
+    opts: &RunOptions,
+    mut ended: (RunOutcome, Vec<Summary>),
+) -> (RunOutcome, Vec<Summary>) {
     if let RunOutcome::Finished(tally) = &mut ended.0 {
         tally.paused_by(&deps.budget);
         tally.problems.extend(deps.budget.problems());
@@ -195,7 +214,7 @@ async fn drain_inbox(
     if !opts.batch.dry_run {
         retain(cfg, deps);
     }
-    Ok(ended)
+    ended
 }
 
 /// Under the lock: what the run has to do, and doing it — unless the

@@ -32,6 +32,10 @@ pub struct BatchOptions {
     /// Told once a run holds the lock, before its first task (`[notify]`'s
     /// `/start`); it must not wait. Only `run` takes the lock.
     pub on_locked: Option<OnLocked>,
+    /// Told once the run's work is done, while it still holds the lock
+    /// (`[notify]`'s digest takes its mark there, so two runs never both
+    /// take it); a few file operations at most.
+    pub before_unlock: Option<OnLocked>,
 }
 
 /// One `run` / `run-task`: the batch, and which tasks it drains.
@@ -45,7 +49,7 @@ pub struct RunOptions {
     pub recurring: bool,
 }
 
-/// What [`BatchOptions::on_locked`] calls.
+/// What [`BatchOptions::on_locked`] and [`BatchOptions::before_unlock`] call.
 #[derive(Clone)]
 pub struct OnLocked(pub std::sync::Arc<dyn Fn() + Send + Sync>);
 

@@ -1,8 +1,8 @@
 //! The slips a config can hold that nothing else would say (docs/operating.md,
 //! `check`): the example's placeholder RunPod endpoint id left in, a
-//! recurring folder spelt wrong beside the one the config names, and the
-//! `[model.extra]` keys, which go to the server untouched (a misspelt one
-//! is ignored there, silently).
+//! recurring folder spelt wrong beside the one the config names, a `[mail]`
+//! section nothing sends through, and the `[model.extra]` keys, which go to
+//! the server untouched (a misspelt one is ignored there, silently).
 
 use std::path::Path;
 
@@ -18,6 +18,14 @@ pub(crate) fn placeholder_endpoint(cfg: &Config) -> Option<String> {
         format!(
             "[runpod] endpoint_id is the example's placeholder ({EXAMPLE_ENDPOINT_ID:?}): set your endpoint's id (RunPod's console, Serverless)"
         )
+    })
+}
+
+/// A `[mail]` section while `[notify] digest_to` names nobody: no mail is
+/// ever sent through it (docs/operating.md, "Digest and mail").
+pub(crate) fn unused_mail(cfg: &Config) -> Option<String> {
+    (cfg.mail.is_some() && cfg.notify.digest_to.is_empty()).then(|| {
+        "warning: [mail] is set, but [notify] digest_to names nobody, so no mail is ever sent: add the addresses to digest_to, or remove [mail]".into()
     })
 }
 

@@ -16,6 +16,7 @@ mod capped;
 mod evals;
 mod lines;
 mod listing;
+mod own_words;
 mod partial;
 mod read;
 mod record;

@@ -6,15 +6,17 @@
 //! each task's unsettled attempts), `slots` (the recurring tasks' slots),
 //! `spend` (the day's spend, the budget ledger), `budget` (the `[budget]`
 //! limits asked before every model request and told every reply's
-//! spend, kept in that ledger), `lock` (the single-instance run lock and
-//! who holds it), `last_run` (how the last run ended) and `deliveries`
-//! (whether notifications and traces get through).
+//! spend, kept in that ledger), `digest` (when the last digest was
+//! mailed), `lock` (the single-instance run lock and who holds it),
+//! `last_run` (how the last run ended) and `deliveries` (whether
+//! notifications and traces get through).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod attempts;
 mod budget;
 mod deliveries;
+mod digest;
 pub mod files;
 mod last_run;
 mod lock;
@@ -24,6 +26,7 @@ mod spend;
 pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use budget::{Budget, Standing, day_of};
 pub use deliveries::{Channel, Delivered, Deliveries, Delivery};
+pub use digest::LastDigest;
 pub use files::task_folder;
 pub use last_run::LastRun;
 pub use lock::{Holder, LockState, RunLock};

@@ -9,6 +9,7 @@ pub mod fake_noteworx;
 pub mod fake_runpod;
 pub mod mcp;
 pub mod scenario;
+pub mod smtp;
 
 pub use binary::*;
 pub use scenario::*;

@@ -3,36 +3,52 @@
 //! `GET <url>/start` once the run holds its lock, `POST <url>` on exit 0,
 //! `POST <url>/<exit code>` otherwise, the run's last status lines as the body
 //! — so a run that never comes (a timer that stopped) is noticed by the
-//! dead-man's switch; `[notify] on_failure_url` gets the run's result as JSON
-//! when it exits non-zero.
+//! dead-man's switch; `[notify] on_failure_url` gets the run's result (JSON,
+//! text, or Slack's `{"text": …}`: `on_failure_format`) when it exits
+//! non-zero. Through `[mail]` (docs/operating.md, "Digest and mail"), the
+//! first run at or after `digest_at` each day mails the digest to
+//! `digest_to` at its end, so it includes that run — the run decides and
+//! takes the digest's mark while it still holds the lock
+//! ([`Notifier::claim_digest`]) — and with `on_failure_mail` a run where a
+//! task failed or the setup is wrong (exit 1 or 2) mails its result too.
 //!
 //! A notification never changes the run, and belongs to the operator, not
 //! to the receiver: no redirect is followed and no `Referer` sent; logs
 //! show a URL as scheme, host and port only. `/start` goes out beside the
 //! first task, never before it (a second more at the end, then it is given
-//! up); the end's notifications take at most 10 s together, at most 1 s
-//! once a signal came. Each request has 5 s and at
-//! most two retries ([`RETRY`]); a failure is a warning and a count in the
-//! metrics. Bodies are in the harness's own words (a task's error clipped,
-//! the model's text never quoted), capped, and pass through the redactor.
+//! up); the end's notifications go at once, each counted off as it ends
+//! ([`Notifier::deliver`]), and take at most 10 s together, at most 1 s
+//! once a signal came. Each request has 5 s and at most two retries
+//! ([`RETRY`]), a mail 10 s an attempt (`mail`); a failure is a warning and
+//! a count in the metrics. Bodies are in the harness's own words (a task's
+//! error as `Summary::error_in_own_words` says it, the model's text never
+//! quoted; the digest quotes each answer's first line), each text redacted
+//! before it is clipped or escaped (`bodies::Words`), and capped.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use harness_base::http::TransportFailure;
 use harness_base::retry::{Attempt, RetryPolicy};
 use harness_base::sync::lock;
-use harness_config::{Config, NotifyConfig, Redactor};
+use harness_config::{Config, Redactor};
 use harness_drain::RunEnd;
 
-mod bodies;
+use super::exit;
 
-pub(super) use bodies::last_lines;
-use bodies::{failure_report, whole_lines};
+mod bodies;
+mod daily_digest;
+mod mail;
+
+use bodies::{Words, failure_body, failure_text, last_lines, whole_lines};
+use daily_digest::Claim;
+use mail::Mailer;
 
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,6 +69,11 @@ const START_GRACE: Duration = Duration::from_secs(1);
 const AFTER_SIGNAL: Duration = Duration::from_secs(1);
 /// The ping body's cap (healthchecks.io keeps 10 KB of a self-hosted ping).
 const MAX_PING_BYTES: usize = 10 * 1024;
+/// The content type of a ping's body.
+const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
+
+/// One notification on its way: [`Notifier::deliver`] sends them at once.
+type Delivery<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
 /// The notifications of one run; clones share it.
 #[derive(Clone)]
@@ -60,7 +81,9 @@ pub(super) struct Notifier(Arc<Inner>);
 
 struct Inner {
     http: reqwest::Client,
-    cfg: NotifyConfig,
+    cfg: Config,
+    /// `[mail]`'s server, when `[notify] digest_to` names someone.
+    mailer: Option<Mailer>,
     redactor: Redactor,
     /// Requests that failed for good (a cut one included).
     failures: AtomicU64,
@@ -70,12 +93,20 @@ struct Inner {
     last_error: Mutex<Option<String>>,
     /// `/start`, sent beside the run's first task.
     start: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Whether this run sends the day's digest, decided under the lock.
+    digest: Mutex<Claim>,
 }
 
 impl Notifier {
-    /// The notifier of `cfg`, when it names a URL.
+    /// The notifier of `cfg`, when it names a URL or someone to mail.
     pub(super) fn new(cfg: &Config) -> Option<Notifier> {
-        if cfg.notify.ping_url.is_none() && cfg.notify.on_failure_url.is_none() {
+        let mailer = cfg
+            .mail
+            .as_ref()
+            .filter(|_| !cfg.notify.digest_to.is_empty())
+            .map(Mailer::new);
+        if cfg.notify.ping_url.is_none() && cfg.notify.on_failure_url.is_none() && mailer.is_none()
+        {
             return None;
         }
         let http = harness_base::http::client()
@@ -88,12 +119,14 @@ impl Notifier {
             .ok()?;
         Some(Notifier(Arc::new(Inner {
             http,
-            cfg: cfg.notify.clone(),
+            cfg: cfg.clone(),
+            mailer,
             redactor: cfg.redactor(),
             failures: AtomicU64::new(0),
             attempts: AtomicU64::new(0),
             last_error: Mutex::new(None),
             start: Mutex::new(None),
+            digest: Mutex::new(Claim::Undecided),
         })))
     }
 
@@ -124,6 +157,7 @@ impl Notifier {
         let Some(url) = self
             .0
             .cfg
+            .notify
             .ping_url
             .as_deref()
             .and_then(|u| with_segment(u, "start"))
@@ -142,89 +176,151 @@ impl Notifier {
     /// `POST <ping_url>/log`, which leaves the check as the run holding the
     /// lock will leave it — so a run that hangs with the lock held is
     /// still noticed.
-    pub(super) async fn log(&self, last_line: &str, cancel: &CancellationToken) {
+    pub(super) async fn log(&self, end: &RunEnd, cancel: &CancellationToken) {
         let Some(url) = self
             .0
             .cfg
+            .notify
             .ping_url
             .as_deref()
             .and_then(|u| with_segment(u, "log"))
         else {
             return;
         };
-        let body = self.ping_body(last_line);
-        let left = AtomicUsize::new(1);
-        let work = self.counted(
-            &left,
-            reqwest::Method::POST,
-            url,
-            body,
-            "text/plain; charset=utf-8",
-        );
-        self.within(work, &left, cancel).await;
+        let ping = self.post(url, self.ping_body(end), PLAIN_TEXT);
+        self.deliver(vec![Box::pin(ping)], cancel).await;
     }
 
-    /// The end of the run, exiting with `code`: the ping, and the failure
-    /// report when the code is not 0, at the same time and within
-    /// [`END_WITHIN`] ([`AFTER_SIGNAL`] once `cancel` fired).
+    /// The end of the run, exiting with `code` at `now`: the ping, the
+    /// failure report and mail when the code says so, and the day's
+    /// digest when this run took its mark — at the same time, within
+    /// [`END_WITHIN`] ([`AFTER_SIGNAL`] once `cancel` fired). A digest that
+    /// did not go out gives its mark back.
     pub(super) async fn end(
         &self,
         code: u8,
         end: &RunEnd,
-        last_line: &str,
+        now: DateTime<Utc>,
         cancel: &CancellationToken,
     ) {
         let start = lock(&self.0.start).take();
-        let ping = self.0.cfg.ping_url.as_deref().and_then(|u| match code {
-            0 => Some(u.to_string()),
-            n => with_segment(u, &n.to_string()),
-        });
-        let report = self.0.cfg.on_failure_url.clone().filter(|_| code != 0);
-        let left = AtomicUsize::new(usize::from(ping.is_some()) + usize::from(report.is_some()));
-        // `/start` before the end, as the protocol wants, but it never
-        // costs the end's own notifications more than a second.
-        let waited = match start {
-            Some(mut start) => {
-                let done = tokio::select! {
-                    _ = &mut start => true,
-                    () = tokio::time::sleep(START_GRACE) => false,
-                    () = cancel.cancelled() => start.is_finished(),
-                };
-                Some((start, done))
+        self.settle_start(start, cancel).await;
+        let notify = &self.0.cfg.notify;
+        let words = Words(&self.0.redactor);
+        let turn = self.digest_turn(now);
+        let digest_sent = AtomicBool::new(false);
+        let mut deliveries: Vec<Delivery<'_>> = Vec::new();
+        if let Some(url) = notify.ping_url.as_deref().and_then(|u| ping_url(u, code)) {
+            deliveries.push(Box::pin(self.post(url, self.ping_body(end), PLAIN_TEXT)));
+        }
+        if let Some(url) = notify.on_failure_url.clone().filter(|_| code != exit::OK) {
+            let (body, kind) = failure_body(notify.on_failure_format, code, end, words);
+            deliveries.push(Box::pin(self.post(url, body, kind)));
+        }
+        if self.failure_mailed(code) {
+            let subject = format!("agent-harness: a run failed (exit {code})");
+            let body = failure_text(code, end, words);
+            deliveries.push(Box::pin(async move {
+                self.mail(&subject, &body).await;
+            }));
+        }
+        if let Some(turn) = turn {
+            let digest_sent = &digest_sent;
+            deliveries.push(Box::pin(async move {
+                if self.send_digest(turn, code, end).await {
+                    digest_sent.store(true, Ordering::Relaxed);
+                }
+            }));
+        }
+        self.deliver(deliveries, cancel).await;
+        if let Some(turn) = turn
+            && !digest_sent.load(Ordering::Relaxed)
+        {
+            self.give_back(turn);
+        }
+    }
+
+    /// Whether a run that exits with `code` mails its result: with
+    /// `on_failure_mail`, when a task failed or the setup is wrong (1, 2) —
+    /// not for 75, which a later run retries by itself.
+    fn failure_mailed(&self, code: u8) -> bool {
+        self.0.cfg.notify.on_failure_mail
+            && self.0.mailer.is_some()
+            && matches!(code, exit::FAILED | exit::USAGE)
+    }
+
+    /// `deliveries` at once, each counted off as it ends, for at most
+    /// [`END_WITHIN`], or [`AFTER_SIGNAL`] after `cancel` fired; each one
+    /// not finished by then failed (a warning and a count).
+    async fn deliver(&self, deliveries: Vec<Delivery<'_>>, cancel: &CancellationToken) {
+        let left = AtomicUsize::new(deliveries.len());
+        let counted = deliveries.into_iter().map(|delivery| {
+            let left = &left;
+            async move {
+                delivery.await;
+                left.fetch_sub(1, Ordering::Relaxed);
             }
-            None => None,
+        });
+        let all = async {
+            futures::future::join_all(counted).await;
         };
-        if let Some((start, false)) = waited {
+        self.within(all, &left, cancel).await;
+    }
+
+    /// `/start` before the end, as the protocol wants, but it never costs
+    /// the end's own notifications more than [`START_GRACE`]: then it
+    /// failed.
+    async fn settle_start(
+        &self,
+        start: Option<tokio::task::JoinHandle<()>>,
+        cancel: &CancellationToken,
+    ) {
+        let Some(mut start) = start else {
+            return;
+        };
+        let done = tokio::select! {
+            _ = &mut start => true,
+            () = tokio::time::sleep(START_GRACE) => false,
+            () = cancel.cancelled() => start.is_finished(),
+        };
+        if !done {
             start.abort();
             self.failed(1, "/start had no answer when the run ended".into());
             tracing::warn!(
                 "a notification failed ([notify]): /start had no answer when the run ended; the run's exit code stands"
             );
         }
-        let work = async {
-            let ping = async {
-                if let Some(url) = ping {
-                    let body = self.ping_body(last_line);
-                    self.counted(
-                        &left,
-                        reqwest::Method::POST,
-                        url,
-                        body,
-                        "text/plain; charset=utf-8",
-                    )
-                    .await;
-                }
-            };
-            let report = async {
-                if let Some(url) = report {
-                    let body = self.0.redactor.redact(failure_report(code, end));
-                    self.counted(&left, reqwest::Method::POST, url, body, "application/json")
-                        .await;
-                }
-            };
-            futures::join!(ping, report);
+    }
+
+    /// `body` mailed to `[notify] digest_to` with `subject` (both made of
+    /// redacted words already, and redacted once more whole); a failure is
+    /// logged and counted. Whether it went.
+    async fn mail(&self, subject: &str, body: &str) -> bool {
+        let Some(mailer) = &self.0.mailer else {
+            return false;
         };
-        self.within(work, &left, cancel).await;
+        let redactor = &self.0.redactor;
+        let deadline = tokio::time::Instant::now() + END_WITHIN;
+        let sent = mailer
+            .send(
+                &self.0.cfg.notify.digest_to,
+                &redactor.redact_str(subject),
+                &redactor.redact_str(body),
+                deadline,
+            )
+            .await;
+        match sent {
+            Ok(()) => true,
+            Err(why) => {
+                self.0.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    server = %mailer.shown(),
+                    error = %why,
+                    "a mail failed ([mail]); the run's exit code stands"
+                );
+                false
+            }
+        }
     }
 
     /// Runs `work` (notifications, `left` of them not finished) for at most
@@ -266,17 +362,10 @@ impl Notifier {
         }
     }
 
-    /// One notification of `left`, which counts it off when it is done.
-    async fn counted(
-        &self,
-        left: &AtomicUsize,
-        method: reqwest::Method,
-        url: String,
-        body: String,
-        kind: &str,
-    ) {
-        self.send(method, &url, Some(body), kind).await;
-        left.fetch_sub(1, Ordering::Relaxed);
+    /// A `POST` of `body` to `url`.
+    async fn post(&self, url: String, body: String, kind: &str) {
+        self.send(reqwest::Method::POST, &url, Some(body), kind)
+            .await;
     }
 
     /// One notification, retried on [`RETRY`]; a failure is logged (the
@@ -303,10 +392,18 @@ impl Notifier {
         );
     }
 
-    /// The ping's body: `lines` redacted, whole lines within
-    /// [`MAX_PING_BYTES`].
-    fn ping_body(&self, lines: &str) -> String {
-        whole_lines(&self.0.redactor.redact_str(lines), MAX_PING_BYTES)
+    /// The ping's body: the run's last lines (redacted), whole lines
+    /// within [`MAX_PING_BYTES`].
+    fn ping_body(&self, end: &RunEnd) -> String {
+        whole_lines(&last_lines(end, Words(&self.0.redactor)), MAX_PING_BYTES)
+    }
+}
+
+/// Where the end's ping goes for `code`: `<url>` on 0, `<url>/<code>` else.
+fn ping_url(url: &str, code: u8) -> Option<String> {
+    match code {
+        exit::OK => Some(url.to_string()),
+        n => with_segment(url, &n.to_string()),
     }
 }
 

@@ -1,0 +1,69 @@
+//! `digest [--since WHEN] [--json]` (docs/operating.md, "Digest and mail"):
+//! what happened since the last mailed digest (the day before, when none
+//! went out yet), or since WHEN, printed. Printing it moves no mark: only a
+//! mailed digest does, so a look at a prompt never takes anything out of
+//! the next morning's mail. Reads the records as `runs` does (the folders
+//! it could not read are said on stderr and in the digest), and the state
+//! beside the inbox; none of the config's secrets.
+
+use std::io::Write;
+
+use super::exit;
+use harness_agent::deps::system_clock;
+use harness_base::text::printable_json;
+use harness_config::Config;
+use harness_display::Progress;
+use harness_outputs::digest::{Digest, Period, ledger_standing};
+use harness_records::{Listing, Summary};
+use harness_state::LastDigest;
+
+/// The digest of `listing` (the logs as `runs` reads them, its skipped
+/// and unreadable folders said already) since `since` or the last mailed
+/// digest, printed as text or JSON.
+pub(super) fn digest_command(
+    cfg: &Config,
+    listing: &Listing,
+    since: Option<&str>,
+    json: bool,
+    progress: &Progress,
+) -> u8 {
+    let now = (system_clock())();
+    let state_dir = cfg.paths.state_dir();
+    let since = match since {
+        Some(text) => match harness_base::time::since(text, now, &cfg.timezone) {
+            Ok(at) => at,
+            Err(why) => {
+                progress.eprintln(&format!("agent-harness: --since: {why}"));
+                return exit::USAGE;
+            }
+        },
+        None => LastDigest::read(&state_dir, now).unwrap_or(now - chrono::TimeDelta::days(1)),
+    };
+    let period = Period {
+        since,
+        until: now,
+        zone: cfg.timezone.clone(),
+    };
+    let ledger = ledger_standing(&state_dir, cfg.budget, now, &cfg.timezone);
+    let again =
+        |s: &Summary| harness_drain::again(&cfg.paths, &s.task, &s.run_id, s.recurring).to_string();
+    let digest = Digest::of(listing, &period, ledger, &cfg.redactor(), &again);
+    let mut out = progress.stdout();
+    let written = if json {
+        let text = serde_json::to_string_pretty(&digest).unwrap_or_default();
+        writeln!(out, "{}", printable_json(&text))
+    } else {
+        write!(out, "{}", digest.text())
+    }
+    .and_then(|()| out.flush());
+    match written {
+        // With folders it could not read, the digest may miss runs.
+        Ok(()) if listing.unreadable.is_empty() => exit::OK,
+        Ok(()) => exit::FAILED,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e}"));
+            exit::FAILED
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! When the last digest was mailed (docs/operating.md, "Digest and mail"),
+//! kept beside the inbox in `.agent-harness-digest.json`: the next digest
+//! covers what happened since, and a day's digest goes out once. Read as
+//! hostile input like every state file there: missing, unreadable, linked,
+//! oversized, nonsense, put there by another user than this one or the
+//! folder's owner, or dated more than an hour ahead of the clock (the rule
+//! the records' listing applies to a run's time), it counts as no digest
+//! yet (with a warning) — a planted file never silences the digest, it can
+//! only make one more go out. A mark less than an hour ahead is a clock
+//! stepped back a little since it was written: that digest went out.
+//!
+//! A run takes the mark before it mails, and gives it back only while the
+//! file still holds its own mark ([`LastDigest::give_back`]): a mark
+//! another run took meanwhile is never undone.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::files::{self, Stored};
+
+const DIGEST_FILE: &str = ".agent-harness-digest.json";
+
+/// A mark is a few dozen bytes; anything bigger is not one.
+const MAX_BYTES: u64 = 4096;
+
+/// How far ahead of the clock a mark may lie and still count as sent: a
+/// clock stepped back that little. Further, and no run of this clock
+/// wrote it.
+const CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+/// The file's one field.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Mark {
+    sent_at: DateTime<Utc>,
+}
+
+/// When the last digest went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastDigest;
+
+impl LastDigest {
+    /// When the digest beside the inbox in `state_dir` was last mailed,
+    /// as seen at `now`; `None` when none was, or the mark is not to be
+    /// trusted (said in a warning).
+    pub fn read(state_dir: &Path, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let path = state_dir.join(DIGEST_FILE);
+        let distrusted = |why: &str| {
+            tracing::warn!(path = %path.display(), "the last digest's time is not read ({why}); the digest counts as never sent");
+            None
+        };
+        let sent_at = match Self::stored(state_dir) {
+            Ok(sent_at) => sent_at?,
+            Err(why) => return distrusted(&why),
+        };
+        if sent_at > now + CLOCK_SLACK {
+            return distrusted(&format!(
+                "it is dated {}, more than an hour after now: a clock that was wrong, or another hand, wrote it",
+                sent_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+        Some(sent_at)
+    }
+
+    /// Gives back the mark `ours` a run took for a digest that did not go
+    /// out: `previous` is kept again (`None`: forgotten) — but only while
+    /// the file still holds `ours`. Whether it was given back.
+    pub fn give_back(
+        state_dir: &Path,
+        ours: DateTime<Utc>,
+        previous: Option<DateTime<Utc>>,
+    ) -> anyhow::Result<bool> {
+        if Self::stored(state_dir) != Ok(Some(ours)) {
+            return Ok(false);
+        }
+        Self::save(state_dir, previous)?;
+        Ok(true)
+    }
+
+    /// The mark as the file holds it, with no regard to the clock: `None`
+    /// when there is none; `Err` says why it is not to be read.
+    fn stored(state_dir: &Path) -> Result<Option<DateTime<Utc>>, String> {
+        match files::read_own(state_dir, DIGEST_FILE, MAX_BYTES) {
+            Stored::Absent => Ok(None),
+            Stored::Unreadable(why) | Stored::Foreign(why) => Err(why),
+            Stored::Bytes(bytes) => serde_json::from_slice::<Mark>(&bytes)
+                .map(|mark| Some(mark.sent_at))
+                .map_err(|e| format!("not a digest mark: {e}")),
+        }
+    }
+
+    /// Keeps `sent_at` as the last digest's time, or with `None` forgets
+    /// it (a digest that did not go out gives its mark back).
+    pub fn save(state_dir: &Path, sent_at: Option<DateTime<Utc>>) -> anyhow::Result<()> {
+        let path = state_dir.join(DIGEST_FILE);
+        let written = match sent_at {
+            Some(sent_at) => {
+                let text = serde_json::to_string(&Mark { sent_at })? + "\n";
+                files::write(state_dir, DIGEST_FILE, text.as_bytes())
+            }
+            None => files::remove(state_dir, DIGEST_FILE),
+        };
+        written.map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    }
+
+    #[test]
+    fn a_mark_is_kept_read_back_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = at("2026-04-09T06:15:00Z");
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        LastDigest::save(dir.path(), Some(at("2026-04-09T06:00:00Z"))).unwrap();
+        assert_eq!(
+            LastDigest::read(dir.path(), now),
+            Some(at("2026-04-09T06:00:00Z"))
+        );
+        LastDigest::save(dir.path(), None).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+    }
+
+    #[test]
+    fn a_mark_a_little_ahead_is_a_clock_stepped_back_and_counts_as_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = at("2026-04-09T07:02:00Z");
+        // Sent at 07:08, then the clock went back ten minutes.
+        LastDigest::save(dir.path(), Some(at("2026-04-09T07:08:00Z"))).unwrap();
+        assert_eq!(
+            LastDigest::read(dir.path(), now),
+            Some(at("2026-04-09T07:08:00Z"))
+        );
+        LastDigest::save(dir.path(), Some(at("2026-04-09T08:02:00Z"))).unwrap();
+        assert_eq!(
+            LastDigest::read(dir.path(), now),
+            Some(at("2026-04-09T08:02:00Z"))
+        );
+        // More than an hour ahead: no run of this clock wrote it.
+        LastDigest::save(dir.path(), Some(at("2026-04-09T08:03:00Z"))).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+    }
+
+    #[test]
+    fn a_mark_is_given_back_only_while_the_file_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = at("2026-04-09T07:30:00Z");
+        let previous = Some(at("2026-04-08T07:05:00Z"));
+        let ours = at("2026-04-09T07:05:00Z");
+        LastDigest::save(dir.path(), Some(ours)).unwrap();
+        assert!(LastDigest::give_back(dir.path(), ours, previous).unwrap());
+        assert_eq!(LastDigest::read(dir.path(), now), previous);
+        // None before: forgotten again.
+        LastDigest::save(dir.path(), Some(ours)).unwrap();
+        assert!(LastDigest::give_back(dir.path(), ours, None).unwrap());
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        // Another run's mark meanwhile stays.
+        let theirs = at("2026-04-09T07:06:00Z");
+        LastDigest::save(dir.path(), Some(theirs)).unwrap();
+        assert!(!LastDigest::give_back(dir.path(), ours, previous).unwrap());
+        assert_eq!(LastDigest::read(dir.path(), now), Some(theirs));
+        // And so does its absence, or what is no mark.
+        LastDigest::save(dir.path(), None).unwrap();
+        assert!(!LastDigest::give_back(dir.path(), ours, previous).unwrap());
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        std::fs::write(dir.path().join(DIGEST_FILE), "nonsense").unwrap();
+        assert!(!LastDigest::give_back(dir.path(), ours, previous).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(DIGEST_FILE)).unwrap(),
+            "nonsense"
+        );
+    }
+
+    #[test]
+    fn a_mark_far_ahead_of_the_clock_nonsense_or_a_link_counts_as_no_digest_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = at("2026-04-09T06:15:00Z");
+        let path = dir.path().join(DIGEST_FILE);
+        std::fs::write(&path, r#"{"sent_at":"2099-01-01T00:00:00Z"}"#).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        std::fs::write(&path, "x".repeat(10_000)).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        std::fs::write(&path, r#"{"sent_at":"2026-04-09T06:00:00Z","more":1}"#).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        std::fs::remove_file(&path).unwrap();
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, r#"{"sent_at":"2026-04-09T06:00:00Z"}"#).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert_eq!(LastDigest::read(dir.path(), now), None);
+        // Saving replaces the link, never writes through it.
+        LastDigest::save(dir.path(), Some(at("2026-04-09T06:10:00Z"))).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&elsewhere).unwrap(),
+            r#"{"sent_at":"2026-04-09T06:00:00Z"}"#
+        );
+        assert_eq!(
+            LastDigest::read(dir.path(), now),
+            Some(at("2026-04-09T06:10:00Z"))
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! The morning after (docs/operating.md, "Digest and mail"): `digest` says
+//! what happened since the last mailed digest — failures first, each with the
+//! command that runs it again, then the answers — and moves no mark; the
+//! first `run` at or after `[notify] digest_at` mails it once a day, that
+//! run included, redacted, with how that run ended and the folders it could
+//! not read; records that are garbage never stop it.
+
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
+
+use crate::common::smtp::{FROM, Smtp, TO, digest_at};
+use crate::common::*;
+
+/// A model that refuses the first request (HTTP 400) and answers the rest.
+fn refuses_then_answers(answer: &str) -> Vec<ResponseTemplate> {
+    vec![
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ok(final_answer(answer)),
+    ]
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at() {
+    let smtp = Smtp::start();
+    // The tests' clock says 06:15 UTC.
+    let s = scenario()
+        .replies(vec![final_answer("Early answer.")])
+        .task("early", "Answer.")
+        .config(&smtp.mail_section(""))
+        .config(&digest_at("07:00", ""))
+        .build()
+        .await;
+    s.run().await;
+    assert!(smtp.mails().is_empty(), "mailed before 07:00");
+
+    s.rewrite_config(&format!(
+        "{}{}",
+        smtp.mail_section(""),
+        digest_at("06:00", "")
+    ));
+    s.task("late", "Answer.");
+    s.run().await;
+    s.task("later", "Answer.");
+    s.run().await;
+
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    let mail = &mails[0];
+    assert_eq!(mail["rcpt_tos"], json!([TO]));
+    assert_eq!(mail["from"], FROM);
+    assert_eq!(mail["content_type"], "text/plain");
+    assert_eq!(mail["charset"], "utf-8");
+    // Its own id, made of a random part and this host's name.
+    let id = mail["message_id"].as_str().unwrap_or_default();
+    assert!(
+        id.starts_with('<') && id.ends_with('>') && id.contains('@'),
+        "{mail:#}"
+    );
+    // The run that sent it is in it, and the one before.
+    let body = mail["body"].as_str().unwrap();
+    assert!(
+        body.contains("Answers (2):\n- early: Early answer.\n- late: Early answer.\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("\nThis run, which sends the digest, exited 0:\n  1 succeeded in "),
+        "{body}"
+    );
+    assert_eq!(mail["subject"], "agent-harness digest: 2 answered");
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn a_night_that_touched_no_task_is_never_nothing_happened() {
+    let smtp = Smtp::start();
+    let s = scenario()
+        .endpoint_at(&format!("http://127.0.0.1:{}/v1", closed_port()))
+        .task("waiting", "Answer.")
+        .config(&smtp.mail_section(""))
+        .config(&digest_at("06:00", ""))
+        .build()
+        .await;
+    // A task folder planted as a link: never followed, so not read.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(s.root().join("logs")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), s.root().join("logs/linked")).unwrap();
+
+    let outcome = s.run().await;
+
+    assert_eq!(outcome.exit_code(), 75);
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    assert_eq!(
+        mails[0]["subject"],
+        "agent-harness digest: this run exited 75, 1 folder(s) not read"
+    );
+    let body = mails[0]["body"].as_str().unwrap();
+    assert!(!body.contains("nothing happened"), "{body}");
+    assert!(
+        body.contains(
+            "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched: "
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("\nNot read (1), so their runs are missing here:\n- ")
+            && body.contains("logs/linked: a symbolic link, not followed\n"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn the_mailed_digest_puts_failures_first_with_the_command_that_runs_each_again() {
+    let smtp = Smtp::start();
+    let s = scenario()
+        .script(refuses_then_answers("Grüße: all good.\nSecond line."))
+        .task("broken", "Answer.")
+        .task("good", "Answer.")
+        .config(&smtp.mail_section(""))
+        .config(&digest_at("06:00", ""))
+        .build()
+        .await;
+
+    let outcome = s.run().await;
+
+    assert_eq!(outcome.exit_code(), 1);
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    let body = mails[0]["body"].as_str().unwrap();
+    let failed = body.find("Failed (1):").expect(body);
+    let answers = body.find("Answers (1):").expect(body);
+    assert!(failed < answers, "{body}");
+    assert!(
+        body.contains("- broken: failed (endpoint_error), run ")
+            && body.contains("  run it again: agent-harness requeue broken\n"),
+        "{body}"
+    );
+    // UTF-8 whole, the answer's first line only.
+    assert!(body.contains("- good: Grüße: all good.\n"), "{body}");
+    assert!(!body.contains("Second line."), "{body}");
+    assert!(body.contains("\nSpent in this period: "), "{body}");
+}
+
+/// The tests' environment with an SMTP login.
+fn with_login(key: &str) -> Option<String> {
+    match key {
+        "SMTP_USERNAME" => Some("digest-bot".into()),
+        "SMTP_PASSWORD" => Some("smtp-pass-SECRET42".into()),
+        _ => test_env(key),
+    }
+}
+
+/// A run of `task` written by hand into the logs, answering `answer`: a
+/// record left by another version, or by another hand.
+fn planted_run(s: &Scene, task: &str, answer: &str) {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-04-09T05:00:00Z")
+        .unwrap()
+        .to_utc();
+    let mut summary = agent_harness::records::Summary::blank(task, "20260409T050000Z", at);
+    summary.final_answer = Some(answer.into());
+    let dir = s.root().join("logs").join(task).join("20260409T050000Z");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string(&summary).unwrap(),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn the_mail_logs_in_from_the_environment_and_never_carries_a_secret() {
+    let smtp = Smtp::with(&["--login", "digest-bot:smtp-pass-SECRET42"]);
+    let s = scenario()
+        .env(with_login)
+        .replies(vec![final_answer("Fine.")])
+        .task("t", "Answer.")
+        .config(
+            &smtp
+                .mail_section("username_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\""),
+        )
+        .config(&digest_at("06:00", ""))
+        .build()
+        .await;
+    planted_run(&s, "leaky", "The password is smtp-pass-SECRET42, keep it.");
+
+    s.run().await;
+
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    assert_eq!(mails[0]["login"], "digest-bot");
+    let body = mails[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("- leaky: The password is ***, keep it."),
+        "{body}"
+    );
+    assert!(!body.contains("SECRET42"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn digest_prints_failures_first_and_moves_no_mark() {
+    let s = scenario()
+        .script(refuses_then_answers("All good."))
+        .task("broken", "Answer.")
+        .task("good", "Answer.")
+        .build()
+        .await;
+    let out = run_bin(&s, &["run"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    let out = run_bin(&s, &["digest"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("agent-harness digest: "), "{text}");
+    let failed = text
+        .find("Failed (1):\n- broken: failed (endpoint_error)")
+        .expect(&text);
+    let answers = text.find("Answers (1):\n- good: All good.\n").expect(&text);
+    assert!(failed < answers, "{text}");
+    assert!(
+        text.contains("  run it again: agent-harness requeue broken\n"),
+        "{text}"
+    );
+    // Printed, not mailed: the next digest still covers the same runs
+    // (its header says the time, to the minute: not compared).
+    let after_header = |text: &str| text.split_once('\n').map(|(_, rest)| rest.to_string());
+    assert_eq!(
+        after_header(&stdout(&run_bin(&s, &["digest"]).await)),
+        after_header(&text)
+    );
+
+    let out = run_bin(&s, &["digest", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let digest: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(digest["failures"][0]["task"], "broken");
+    assert_eq!(digest["failures"][0]["stop_reason"], "endpoint_error");
+    assert_eq!(
+        digest["failures"][0]["run_again"],
+        "agent-harness requeue broken"
+    );
+    assert_eq!(digest["answers"][0]["first_line"], "All good.");
+    // The period's runs, whatever day it is now.
+    assert_eq!(digest["spend"]["tokens"], 160);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn digest_since_takes_an_age_and_refuses_what_is_no_time() {
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
+    run_bin(&s, &["run"]).await;
+
+    let out = run_bin(&s, &["digest", "--since", "0h"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("agent-harness digest: nothing happened since "),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(stdout(&out).lines().count(), 1);
+    let out = run_bin(&s, &["digest", "--since", "3d"]).await;
+    assert!(stdout(&out).contains("- t: done\n"), "{}", stdout(&out));
+
+    let out = run_bin(&s, &["digest", "--since", "yesterday"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--since: \"yesterday\" is no time"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_huge_or_hostile_summaries_never_stop_the_digest() {
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .build()
+        .await;
+    run_bin(&s, &["run"]).await;
+    let logs = s.root().join("logs");
+    let run_id = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    let garbage = logs.join("garbage").join(&run_id);
+    std::fs::create_dir_all(&garbage).unwrap();
+    std::fs::write(garbage.join("summary.json"), "{\"task\": [[[[").unwrap();
+    // Far over the summary's cap, and sparse: never read.
+    let huge = logs.join("huge").join(&run_id);
+    std::fs::create_dir_all(&huge).unwrap();
+    std::fs::File::create(huge.join("summary.json"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    // A summary whose answer would draw on the terminal.
+    let mut summary = s.summary_in(&the_run_dir(&s, "t"));
+    summary.task = "hostile".into();
+    summary.final_answer = Some(format!("\u{1b}]52;c;AAAA\u{7}{}", "x".repeat(100_000)));
+    let hostile = logs.join("hostile").join(&run_id);
+    std::fs::create_dir_all(&hostile).unwrap();
+    std::fs::write(
+        hostile.join("summary.json"),
+        serde_json::to_string(&summary).unwrap(),
+    )
+    .unwrap();
+
+    let out = run_bin(&s, &["digest"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("- t: done\n"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("- hostile: "))
+        .expect(&text);
+    assert!(
+        !line.contains('\u{1b}') && line.contains("\\u{1b}]52"),
+        "{line}"
+    );
+    assert!(line.chars().count() < 300, "{}", line.len());
+}
+
+/// A run of `task` started at `at` (RFC 3339), written into the logs as a
+/// run of this version writes it.
+fn plant(s: &Scene, task: &str, at: &str, failed: bool, answer: &str, recurring: bool) {
+    use agent_harness::agent::StopReason;
+    use agent_harness::records::{Status, Summary};
+    let at = chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc();
+    let run_id = at.format("%Y%m%dT%H%M%SZ").to_string();
+    let mut summary = Summary::blank(task, &run_id, at);
+    summary.recurring = recurring;
+    if failed {
+        summary.status = Status::Failed;
+        summary.stop_reason = StopReason::MaxTurns;
+        summary.error = Some("the task reached max_turns = 8".into());
+    } else {
+        summary.final_answer = Some(answer.into());
+    }
+    let dir = s.root().join("logs").join(task).join(&run_id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string(&summary).unwrap(),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn after_a_night_of_20_runs_the_digest_lists_its_2_failures_first_and_folds_the_rest() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    // An hourly recurring task that said the same each time, 18 times,
+    // and two one-off tasks that failed in the night.
+    for hour in 0..18 {
+        let at = format!("2026-04-09T{:02}:{:02}:00Z", hour / 3, (hour % 3) * 20);
+        plant(&s, "hourly", &at, false, "All quiet.", true);
+    }
+    plant(&s, "import", "2026-04-09T02:10:00Z", true, "", false);
+    plant(&s, "export", "2026-04-09T04:10:00Z", true, "", false);
+
+    let out = run_bin(&s, &["digest", "--since", "2026-04-08T22:00:00Z", "--json"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let digest: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let failed: Vec<&str> = digest["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 2, "{digest:#}");
+    assert!(
+        failed.contains(&"import") && failed.contains(&"export"),
+        "{failed:?}"
+    );
+    // The first run of the night is said; the 17 that ended as their
+    // previous run did are one count.
+    assert_eq!(digest["answers"].as_array().unwrap().len(), 1, "{digest:#}");
+    assert_eq!(digest["unchanged"], 17, "{digest:#}");
+
+    let text = stdout(&run_bin(&s, &["digest", "--since", "2026-04-08T22:00:00Z"]).await);
+    let failures = text.find("Failed (2):").expect(&text);
+    let answers = text
+        .find("Answers (1):\n- hourly: All quiet.")
+        .expect(&text);
+    assert!(failures < answers, "failures first:\n{text}");
+    assert_eq!(text.matches("- hourly").count(), 1, "{text}");
+}

@@ -1,0 +1,79 @@
+"""A real SMTP server for the harness's mail tests (tests/harness/mail.rs,
+tests/harness/digest.rs): PyPI's aiosmtpd on 127.0.0.1:PORT, without TLS
+(so it offers no STARTTLS). Each message it takes is read back with
+Python's own email parser and appended to OUT as one JSON line: the
+envelope, the login used, the decoded subject and body, the Message-ID,
+the content type, charset and transfer encoding (the body's line ends as LF). Prints "ready" once it listens; stops on
+SIGTERM or SIGINT.
+
+    server.py PORT OUT [--refuse] [--login USER:PASSWORD]
+
+--refuse answers every recipient 550; --login requires that login (AUTH
+over plain text, which only a server on loopback may take)."""
+import argparse
+import email
+import email.policy
+import json
+import signal
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+parser = argparse.ArgumentParser()
+parser.add_argument("port", type=int)
+parser.add_argument("out")
+parser.add_argument("--refuse", action="store_true")
+parser.add_argument("--login")
+args = parser.parse_args()
+
+
+class Keep:
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if args.refuse:
+            return "550 5.1.1 no such mailbox here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        raw = envelope.original_content or envelope.content
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        login = getattr(session, "auth_data", None)
+        line = {
+            "mail_from": envelope.mail_from,
+            "rcpt_tos": envelope.rcpt_tos,
+            "login": login.login.decode() if isinstance(login, LoginPassword) else None,
+            "from": str(msg["from"]),
+            "to": str(msg["to"]),
+            "subject": str(msg["subject"]),
+            "message_id": msg["message-id"] and str(msg["message-id"]),
+            "content_type": msg.get_content_type(),
+            "charset": msg.get_content_charset(),
+            "transfer_encoding": msg.get("content-transfer-encoding"),
+            # The wire's CRLF line ends, as the text was written.
+            "body": msg.get_content().replace("\r\n", "\n"),
+        }
+        with open(args.out, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+        return "250 2.0.0 accepted"
+
+
+def authenticator(server, session, envelope, mechanism, auth_data):
+    user, _, password = (args.login or "").partition(":")
+    ok = (
+        isinstance(auth_data, LoginPassword)
+        and auth_data.login.decode() == user
+        and auth_data.password.decode() == password
+    )
+    return AuthResult(success=ok, auth_data=auth_data)
+
+
+extra = {}
+if args.login:
+    extra = {"authenticator": authenticator, "auth_required": True, "auth_require_tls": False}
+# Blocked before the server's thread starts, so only sigwait takes them.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+controller = Controller(Keep(), hostname="127.0.0.1", port=args.port, **extra)
+controller.start()
+print("ready", flush=True)
+signal.sigwait([signal.SIGTERM, signal.SIGINT])
+controller.stop()
