@@ -169,6 +169,20 @@ async fn exec_output_of_a_run_with_no_answer_leaves_no_old_answer_behind() {
         !answer.exists(),
         "a script reading FILE must not take the old answer for this run's"
     );
+
+    // A run that never got to an end (the endpoint down: 75) leaves it.
+    let down = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    let kept = down.root().join("answer.txt");
+    std::fs::write(&kept, "Yesterday's answer.\n").unwrap();
+    let out = run_bin(&down, &["exec", "-q", "-o", "answer.txt", "Hi."]).await;
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&kept).unwrap(),
+        "Yesterday's answer.\n"
+    );
 }
 
 #[tokio::test]

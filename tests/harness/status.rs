@@ -72,6 +72,7 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
         .recurring("weekly", "+++\nschedule = \"@weekly\"\n+++\nScan.")
         .build()
         .await;
+    let ran_on = chrono::Utc::now().date_naive();
     let run = run_bin(&s, &["run"]).await;
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     // The oldest task is the one that arrived first, whatever its mtime
@@ -112,7 +113,10 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
         .unwrap();
     assert_eq!(since, arrived);
     assert_eq!(json["running"], Value::Null);
-    assert_eq!(json["budget"]["tokens"], 160, "the one answer's tokens");
+    // The ledger is the day's (UTC here): past midnight since the run, 0.
+    let today = json["budget"]["day"].as_str().unwrap().to_string();
+    let spent = if today == ran_on.to_string() { 160 } else { 0 };
+    assert_eq!(json["budget"]["tokens"], spent, "the one answer's tokens");
     assert_eq!(json["budget"]["tokens_per_day"], 100000);
     let weekly = &json["recurring"][0];
     assert_eq!(
@@ -404,4 +408,23 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
         json["traces"]["record"]["failures"], 1,
         "kept until a trace gets through"
     );
+}
+
+#[tokio::test]
+async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    std::fs::remove_dir_all(s.root().join("tasks/inbox")).unwrap();
+
+    let out = bin(&s).arg("status").output().unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("inbox       not read (see the line on stderr)"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains("[paths] inbox"), "{}", stderr(&out));
 }

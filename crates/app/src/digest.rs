@@ -14,7 +14,7 @@ use harness_base::text::printable_json;
 use harness_config::Config;
 use harness_display::Progress;
 use harness_outputs::digest::{Digest, Period, ledger_standing};
-use harness_records::{Listing, Summary};
+use harness_records::Listing;
 use harness_state::LastDigest;
 
 /// The digest of `listing` (the logs as `runs` reads them, its skipped
@@ -45,8 +45,9 @@ pub(super) fn digest_command(
         zone: cfg.timezone.clone(),
     };
     let ledger = ledger_standing(&state_dir, cfg.budget, now, &cfg.timezone);
-    let again =
-        |s: &Summary| harness_drain::again(&cfg.paths, &s.task, &s.run_id, s.recurring).to_string();
+    let again = |task: &str, run_id: &str, recurring: bool| {
+        harness_drain::again(&cfg.paths, task, run_id, recurring).to_string()
+    };
     let digest = Digest::of(listing, &period, ledger, &cfg.redactor(), &again);
     let mut out = progress.stdout();
     let written = if json {

@@ -398,8 +398,10 @@ impl Answer {
     /// `exec -o FILE`: the answer (redacted, as on stdout) written to
     /// FILE whole — a new file, readable by its owner alone like the
     /// records, renamed over FILE — so a script never reads half an
-    /// answer. With no answer FILE is removed: an old answer there would
-    /// read as this run's. A file that cannot be written fails the command.
+    /// answer. A task that ended with no answer (exit 1) removes FILE: an
+    /// old answer there would read as this run's; one that did not get to
+    /// an end (75: the endpoint down, 2: the setup) leaves it, and the exit
+    /// code says so. A file that cannot be written fails the command.
     pub(super) fn write_to(
         &self,
         path: &std::path::Path,
@@ -415,7 +417,10 @@ impl Answer {
                     folder.replace(name, text.as_bytes(), 0o600)
                 })
             }
-            None => in_folder_of(path, |folder, name| folder.remove_file(name.as_ref())),
+            None if code == exit::FAILED => {
+                in_folder_of(path, |folder, name| folder.remove_file(name.as_ref()))
+            }
+            None => Ok(()),
         };
         match written {
             Ok(()) => code,

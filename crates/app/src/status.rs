@@ -11,7 +11,7 @@ use std::io::Write;
 use super::exit;
 use super::logs::{when, zone_of};
 use harness_agent::deps::system_clock;
-use harness_base::text::{printable, printable_json, shell_word};
+use harness_base::text::{printable, printable_json, shell_operand};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
@@ -103,6 +103,7 @@ fn running(running: Option<&Running>, zone: &Zone) -> Vec<String> {
 
 fn inbox(waiting: &Waiting, zone: &Zone) -> String {
     let tasks = match &waiting.oldest {
+        None if !waiting.read => "not read (see the line on stderr)".into(),
         None => "empty".into(),
         Some(oldest) => format!(
             "{} task(s); the oldest, {}, waiting since {}",
@@ -129,7 +130,10 @@ fn failed(failed: &FailedTasks) -> String {
             failed.count,
             printable(&newest.task),
             printable(&newest.run_id),
-            printable(&shell_word(&format!("{}/{}", newest.task, newest.run_id)))
+            printable(&shell_operand(&format!(
+                "{}/{}",
+                newest.task, newest.run_id
+            )))
         ),
     }
 }

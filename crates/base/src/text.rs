@@ -43,6 +43,17 @@ pub fn shell_word(word: &str) -> String {
     }
 }
 
+/// `word` as the last operand of a command line: [`shell_word`], after
+/// `-- ` when it starts with `-`, so a task named `--all-failed` is never
+/// read as that flag.
+pub fn shell_operand(word: &str) -> String {
+    if word.starts_with('-') {
+        format!("-- {}", shell_word(word))
+    } else {
+        shell_word(word)
+    }
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn prefix_bytes(s: &str, max: usize) -> &str {
     if s.len() <= max {

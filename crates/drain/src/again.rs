@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use super::requeue::{self, Source};
-use harness_base::text::shell_word;
+use harness_base::text::{shell_operand, shell_word};
 use harness_config::Paths;
 use harness_inbox::{self as inbox, Place};
 
@@ -113,7 +113,7 @@ impl std::fmt::Display for Again {
             Again::Recurring { name, .. } => write!(
                 f,
                 "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
-                shell_word(name)
+                shell_operand(name)
             ),
             Again::Gone => f.write_str(
                 "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again",
@@ -131,11 +131,11 @@ fn back_line(command: &str, folder: &str, back: &Back) -> String {
             shell_word(&back.file.display().to_string())
         ),
         Some(word) if back.with.is_empty() => {
-            format!("agent-harness {command} {}", shell_word(word))
+            format!("agent-harness {command} {}", shell_operand(word))
         }
         Some(word) => format!(
             "agent-harness {command} {} (it moves the run's other {folder}/ task(s) too: {})",
-            shell_word(word),
+            shell_operand(word),
             back.with.join(", ")
         ),
     }
@@ -271,6 +271,20 @@ mod tests {
         assert_eq!(
             Again::Requeue(back(None, &[])).to_string(),
             "its file's name was shortened to fit, so requeue leaves it: move '/t/failed/20260409T061500Z-my task.md' into the inbox by hand"
+        );
+        // A name that reads as a flag is never printed as one: `requeue
+        // --all-failed` would move every failed task.
+        assert_eq!(
+            Again::Requeue(back(Some("--all-failed"), &[])).to_string(),
+            "agent-harness requeue -- --all-failed"
+        );
+        assert_eq!(
+            Again::Recurring {
+                name: "-x".into(),
+                file: "/t/recurring/-x.md".into()
+            }
+            .to_string(),
+            "a recurring task: its next slot runs it (now: agent-harness run-task --recurring -- -x)"
         );
     }
 }

@@ -65,6 +65,8 @@ pub struct RunningTask {
 /// and the entries there that will never run (`check` names them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Waiting {
+    /// The inbox could be listed (else why is among the problems).
+    pub read: bool,
     pub count: usize,
     pub oldest: Option<OldestTask>,
     pub never_run: usize,
@@ -148,7 +150,9 @@ pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
         budget: spent(cfg, now, &mut problems),
         recurring: next_runs(cfg, now),
         notify: Sending {
-            configured: notify.ping_url.is_some() || notify.on_failure_url.is_some(),
+            configured: notify.ping_url.is_some()
+                || notify.on_failure_url.is_some()
+                || (cfg.mail.is_some() && !notify.digest_to.is_empty()),
             record: deliveries.of(Channel::Notify).cloned(),
         },
         traces: Sending {
@@ -185,11 +189,11 @@ fn running(cfg: &Config, pid: u32, holder: Option<Holder>, now: DateTime<Utc>) -
 }
 
 fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
-    let entries = match inbox::list(&cfg.paths.inbox) {
-        Ok(entries) => entries,
+    let (read, entries) = match inbox::list(&cfg.paths.inbox) {
+        Ok(entries) => (true, entries),
         Err(e) => {
             problems.push(format!("[paths] inbox: {e:#}"));
-            Vec::new()
+            (false, Vec::new())
         }
     };
     let arrived = |path: &std::path::Path| -> Option<DateTime<Utc>> {
@@ -206,6 +210,7 @@ fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
             since: at,
         });
     Waiting {
+        read,
         count: entries.len(),
         oldest,
         never_run: inbox::strays(&cfg.paths.inbox).map_or(0, |s| s.len()),

@@ -75,7 +75,7 @@ impl Deliveries {
     /// `Err` says why the file there cannot be read.
     pub fn load(state_dir: &Path) -> Result<Deliveries, String> {
         let path = state_dir.join(DELIVERIES_FILE);
-        match files::read(state_dir, DELIVERIES_FILE, MAX_BYTES) {
+        match files::read_own(state_dir, DELIVERIES_FILE, MAX_BYTES) {
             Stored::Absent => Ok(Deliveries::default()),
             Stored::Bytes(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| format!("{}: not a record of deliveries: {e}", path.display())),

@@ -49,7 +49,7 @@ impl LastRun {
     /// none is; `Err` says why the file there cannot be read.
     pub fn load(state_dir: &Path) -> Result<Option<LastRun>, String> {
         let path = state_dir.join(LAST_RUN_FILE);
-        match files::read(state_dir, LAST_RUN_FILE, MAX_BYTES) {
+        match files::read_own(state_dir, LAST_RUN_FILE, MAX_BYTES) {
             Stored::Absent => Ok(None),
             Stored::Bytes(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
@@ -61,7 +61,9 @@ impl LastRun {
     }
 
     /// Writes it beside the inbox in `state_dir`, over the last one —
-    /// unless that one finished later: `Ok(false)`, and it stays.
+    /// unless that one finished later: `Ok(false)`, and it stays. One that
+    /// says it finished more than an hour after this run (planted, or the
+    /// clock went back) is no later run: it is replaced, never kept for good.
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<bool> {
         let path = state_dir.join(LAST_RUN_FILE);
         let Some(_lock) = files::short_lock(state_dir, files::STATUS_LOCK, files::STATUS_LOCK_WAIT)
@@ -75,6 +77,7 @@ impl LastRun {
         };
         if let Ok(Some(kept)) = LastRun::load(state_dir)
             && kept.finished > self.finished
+            && kept.finished - self.finished <= chrono::TimeDelta::hours(1)
         {
             return Ok(false);
         }
@@ -144,5 +147,18 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
         let why = LastRun::load(dir.path()).unwrap_err();
         assert!(why.contains("symbolic link"), "{why}");
+    }
+
+    #[test]
+    fn a_record_dated_past_the_hour_ahead_is_replaced_never_kept_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = LastRun {
+            finished: "2099-01-01T00:00:00Z".parse().unwrap(),
+            exit_code: 0,
+            ..run()
+        };
+        assert!(planted.save(dir.path()).unwrap());
+        assert!(run().save(dir.path()).unwrap(), "replaced");
+        assert_eq!(LastRun::load(dir.path()), Ok(Some(run())));
     }
 }

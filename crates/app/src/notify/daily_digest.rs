@@ -116,8 +116,8 @@ impl Notifier {
         // up nothing else, and the end's bound still cuts the wait.
         let built = tokio::task::spawn_blocking(move || {
             let listing = harness_records::read_summaries(&paths.logs, turn.at);
-            let again = |s: &harness_records::Summary| {
-                harness_drain::again(&paths, &s.task, &s.run_id, s.recurring).to_string()
+            let again = |task: &str, run_id: &str, recurring: bool| {
+                harness_drain::again(&paths, task, run_id, recurring).to_string()
             };
             Digest::of(&listing, &period, ledger, &redactor, &again)
         })

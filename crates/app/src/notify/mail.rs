@@ -30,6 +30,8 @@ use super::RETRY;
 const CONNECT: Duration = Duration::from_secs(5);
 /// How long one attempt — connect, greet, log in, send — may take.
 const ATTEMPT: Duration = Duration::from_secs(10);
+/// How long the goodbye after a delivered message may take.
+const QUIT_WITHIN: Duration = Duration::from_secs(1);
 
 /// Sends mail through one `[mail]` server.
 pub(super) struct Mailer {
@@ -131,9 +133,10 @@ impl Mailer {
                 .map_err(failed)?;
         }
         conn.send(envelope, bytes).await.map_err(failed)?;
-        // The message is taken: a server that drops the line at QUIT
-        // changes nothing.
-        let _ = conn.quit().await;
+        // The message is taken: a server that drops the line at QUIT, or
+        // never answers it, changes nothing — the attempt's bound must not
+        // make a delivered mail a failed one (and send it again next run).
+        let _ = tokio::time::timeout(QUIT_WITHIN, conn.quit()).await;
         Ok(())
     }
 

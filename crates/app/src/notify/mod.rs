@@ -300,6 +300,7 @@ impl Notifier {
             return false;
         };
         let redactor = &self.0.redactor;
+        self.0.attempts.fetch_add(1, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + END_WITHIN;
         let sent = mailer
             .send(
@@ -312,7 +313,7 @@ impl Notifier {
         match sent {
             Ok(()) => true,
             Err(why) => {
-                self.0.failures.fetch_add(1, Ordering::Relaxed);
+                self.failed(1, format!("mail through {}: {why}", mailer.shown()));
                 tracing::warn!(
                     server = %mailer.shown(),
                     error = %why,

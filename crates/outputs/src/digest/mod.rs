@@ -150,9 +150,10 @@ struct Making<'a> {
     again: Again<'a>,
 }
 
-/// The command that runs a run's task again, said from where its file is
-/// now (the engine knows: `drain::again`, a layer above).
-pub type Again<'a> = &'a dyn Fn(&Summary) -> String;
+/// The command that runs task TASK of run RUN_ID again (recurring or
+/// not), said from where its file is now (the engine knows:
+/// `drain::again`, a layer above).
+pub type Again<'a> = &'a dyn Fn(&str, &str, bool) -> String;
 
 impl Making<'_> {
     /// `text` on one line for a person: redacted, then at most `max`
@@ -302,16 +303,40 @@ pub fn due(now: DateTime<Utc>, at: TimeOfDay, zone: &Zone, last: Option<DateTime
 }
 
 /// The command that runs a failed run's task again, as `making.again`
-/// says from where its file is now. The task's name is the folder's the
-/// listing walked; a summary naming another is not asked about.
+/// says from where its file is now, on one line as every field is. Asked
+/// with the run folder's id; a summary naming another task than its
+/// folder's is not asked about.
 fn run_again(making: &Making<'_>, run: &ListedRun) -> String {
-    let s = &run.summary;
-    if harness_inbox::check_task_name(&s.task).is_err()
-        || harness_inbox::fit_file_name("", &s.task, "") != run.task_dir
-    {
+    if !own_task(run) {
         return "unknown: the summary's task is not the task of the folder it is in".into();
     }
-    (making.again)(s)
+    let s = &run.summary;
+    making.line(
+        &(making.again)(&s.task, &run.run_dir, s.recurring),
+        MAX_ERROR_CHARS,
+    )
+}
+
+/// Whether the summary names the task of the folder the listing found it in.
+fn own_task(run: &ListedRun) -> bool {
+    let task = &run.summary.task;
+    harness_inbox::check_task_name(task).is_ok()
+        && harness_inbox::fit_file_name("", task, "") == run.task_dir
+}
+
+/// The task and run id a run is said by: the run folder's id, and the
+/// summary's task name only when it is its folder's — a summary cannot
+/// pass itself off as another task's run.
+fn names(run: &ListedRun, making: &Making<'_>) -> (String, String) {
+    let task = if own_task(run) {
+        making.line(&run.summary.task, 255)
+    } else {
+        format!(
+            "{} (its summary names another task)",
+            making.line(&run.task_dir, 255)
+        )
+    };
+    (task, making.line(&run.run_dir, 64))
 }
 
 /// The runs grouped by the task folder they were found in, each oldest first.

@@ -9,7 +9,7 @@ use harness_records::{ListedRun, Status, Summary};
 
 use super::{
     Answer, Change, Changed, Digest, Failure, MAX_ERROR_CHARS, Making, Period, first_line,
-    in_period, run_again,
+    in_period, names, run_again,
 };
 
 /// Where a run of the period goes in the digest.
@@ -37,14 +37,14 @@ impl Digest {
                 continue;
             }
             let previous = n.checked_sub(1).map(|p| &runs[p].summary);
-            if let Some(change) = change(s, previous, making) {
+            if let Some(change) = change(run, previous, making) {
                 self.changes.push(change);
             }
             let newest = newest_failure.map(|i| (&runs[i].summary, i == n));
             match place(s, previous, newest) {
                 Place::Unchanged => self.unchanged += 1,
                 Place::EarlierFailure => self.earlier_failures += 1,
-                Place::Answer => self.answers.push(answer(s, making)),
+                Place::Answer => self.answers.push(answer(run, making)),
                 Place::Failure => self.failures.push(failure(run, &runs[n + 1..], making)),
             }
         }
@@ -80,24 +80,28 @@ fn newest_failure(runs: &[&ListedRun], period: &Period) -> Option<usize> {
 }
 
 /// A recurring task's run whose outcome changed against `previous`.
-fn change(s: &Summary, previous: Option<&Summary>, making: &Making<'_>) -> Option<Change> {
+fn change(run: &ListedRun, previous: Option<&Summary>, making: &Making<'_>) -> Option<Change> {
+    let s = &run.summary;
     if !s.recurring {
         return None;
     }
     let change = changed(previous?, s)?;
+    let (task, run_id) = names(run, making);
     Some(Change {
-        task: making.line(&s.task, 255),
-        run_id: making.line(&s.run_id, 64),
+        task,
+        run_id,
         finished_at: s.finished_at,
         change,
     })
 }
 
 /// A run that succeeded, said by its answer's first line.
-fn answer(s: &Summary, making: &Making<'_>) -> Answer {
+fn answer(run: &ListedRun, making: &Making<'_>) -> Answer {
+    let s = &run.summary;
+    let (task, run_id) = names(run, making);
     Answer {
-        task: making.line(&s.task, 255),
-        run_id: making.line(&s.run_id, 64),
+        task,
+        run_id,
         finished_at: s.finished_at,
         first_line: first_line(s.final_answer.as_deref(), making),
     }
@@ -107,9 +111,10 @@ fn answer(s: &Summary, making: &Making<'_>) -> Answer {
 /// runs of its task after it).
 fn failure(run: &ListedRun, later: &[&ListedRun], making: &Making<'_>) -> Failure {
     let s = &run.summary;
+    let (task, run_id) = names(run, making);
     Failure {
-        task: making.line(&s.task, 255),
-        run_id: making.line(&s.run_id, 64),
+        task,
+        run_id,
         finished_at: s.finished_at,
         status: s.status,
         stop_reason: s.stop_reason.as_str().to_string(),

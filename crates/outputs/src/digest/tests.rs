@@ -25,9 +25,9 @@ fn digest_of(runs: &[ListedRun], period: &Period) -> Digest {
 }
 
 /// What runs a task again, as the engine would say it (`drain::again`,
-/// tested there): here only which task it was asked about.
-fn again(s: &harness_records::Summary) -> String {
-    format!("again: {}", s.task)
+/// tested there): here which task and run it was asked about.
+fn again(task: &str, run_id: &str, _recurring: bool) -> String {
+    format!("again: {task}/{run_id}")
 }
 
 fn at(text: &str) -> DateTime<Utc> {
@@ -83,9 +83,9 @@ fn failures_come_first_with_the_command_that_runs_each_again() {
     assert_eq!(
         again,
         [
-            ("broken", "again: broken"),
-            ("wrong", "again: wrong"),
-            ("waiting", "again: waiting"),
+            ("broken", "again: broken/20260409T030000Z"),
+            ("wrong", "again: wrong/20260409T040000Z"),
+            ("waiting", "again: waiting/20260409T050000Z"),
         ]
     );
     assert_eq!(d.answers.len(), 1);
@@ -107,7 +107,7 @@ fn failures_come_first_with_the_command_that_runs_each_again() {
     assert!(failed < answers, "{text}");
     assert!(
         text.contains("- broken: failed (endpoint_error), run 20260409T030000Z\n")
-            && text.contains("  run it again: agent-harness requeue broken\n"),
+            && text.contains("  run it again: again: broken/20260409T030000Z\n"),
         "{text}"
     );
     assert!(
@@ -152,7 +152,7 @@ fn runs_that_ended_as_their_previous_run_are_folded_and_changes_are_said() {
     assert_eq!(answers, [("nightly", "(no answer)"), ("same", "43")]);
     assert_eq!(d.failures.len(), 1);
     assert_eq!(d.failures[0].run_id, "20260409T050000Z");
-    assert_eq!(d.failures[0].run_again, "again: nightly");
+    assert_eq!(d.failures[0].run_again, "again: flaky/20260409T050000Z");
     assert_eq!(d.changes.len(), 1);
     assert_eq!(
         (d.changes[0].task.as_str(), d.changes[0].change),
@@ -441,6 +441,36 @@ fn a_summary_naming_another_task_than_its_folder_builds_no_path() {
             "{f:?}"
         );
     }
+    // Said by the folders the runs were found in, never the names the
+    // summaries claim.
+    let mut named: Vec<&str> = d.failures.iter().map(|f| f.task.as_str()).collect();
+    named.sort_unstable();
+    assert_eq!(
+        named,
+        [
+            "etc (its summary names another task)",
+            "other (its summary names another task)"
+        ]
+    );
+    let mut claims = run("victim", 3, Status::Failed, None);
+    claims.run_dir = "20260409T031500Z".into();
+    let d = digest_of(&[claims], &period(2));
+    assert_eq!(d.failures[0].run_id, "20260409T031500Z");
+    assert_eq!(d.failures[0].run_again, "again: victim/20260409T031500Z");
+}
+
+#[test]
+fn the_run_again_line_is_one_escaped_line_whatever_the_engine_says() {
+    let listing = Listing {
+        runs: vec![run("t", 3, Status::Failed, None)],
+        ..Listing::default()
+    };
+    let hostile = |_: &str, _: &str, _: bool| {
+        "agent-harness requeue 'evil\u{1b}]0;PWNED\u{7}\nline'".to_string()
+    };
+    let d = Digest::of(&listing, &period(2), None, &Redactor::default(), &hostile);
+    let line = &d.failures[0].run_again;
+    assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line:?}");
 }
 
 #[test]
