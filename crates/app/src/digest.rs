@@ -11,7 +11,7 @@ use std::io::Write;
 use super::exit;
 use harness_agent::deps::system_clock;
 use harness_base::text::printable_json;
-use harness_config::Config;
+use harness_config::{Config, Paths};
 use harness_display::Progress;
 use harness_outputs::digest::{Digest, Period, ledger_standing};
 use harness_records::Listing;
@@ -37,7 +37,7 @@ pub(super) fn digest_command(
                 return exit::USAGE;
             }
         },
-        None => LastDigest::read(&state_dir, now).unwrap_or(now - chrono::TimeDelta::days(1)),
+        None => LastDigest::read(&state_dir, now).unwrap_or(Period::day_before(now)),
     };
     let period = Period {
         since,
@@ -45,10 +45,13 @@ pub(super) fn digest_command(
         zone: cfg.timezone.clone(),
     };
     let ledger = ledger_standing(&state_dir, cfg.budget, now, &cfg.timezone);
-    let again = |task: &str, run_id: &str, recurring: bool| {
-        harness_drain::again(&cfg.paths, task, run_id, recurring).to_string()
-    };
-    let digest = Digest::of(listing, &period, ledger, &cfg.redactor(), &again);
+    let digest = Digest::of(
+        listing,
+        &period,
+        ledger,
+        &cfg.redactor(),
+        &again_in(&cfg.paths),
+    );
     let mut out = progress.stdout();
     let written = if json {
         let text = serde_json::to_string_pretty(&digest).unwrap_or_default();
@@ -57,14 +60,11 @@ pub(super) fn digest_command(
         write!(out, "{}", digest.text())
     }
     .and_then(|()| out.flush());
-    match written {
-        // With folders it could not read, the digest may miss runs.
-        Ok(()) if listing.unreadable.is_empty() => exit::OK,
-        Ok(()) => exit::FAILED,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
-        Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e}"));
-            exit::FAILED
-        }
-    }
+    exit::of_listing(written, listing.unreadable.is_empty(), progress)
+}
+
+/// What runs task TASK of run RUN_ID again, as `show` says it, for the
+/// digest (printed or mailed).
+pub(super) fn again_in(paths: &Paths) -> impl Fn(&str, &str, bool) -> String + '_ {
+    move |task, run_id, recurring| harness_drain::again(paths, task, run_id, recurring).to_string()
 }

@@ -2,6 +2,7 @@
 //! the number the process exits with, and so what systemd, a script or the
 //! metrics textfile sees.
 
+use harness_display::Progress;
 use harness_drain::{NameError, RunOutcome, UsageError};
 use harness_lab::replay::ReplayEnd;
 
@@ -9,6 +10,21 @@ pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
 pub(crate) const TEMPFAIL: u8 = 75;
+
+/// The exit code of a reader that printed what a listing held: 1 when a
+/// folder of it could not be read (not `read_all`) (what was printed may miss runs) or the
+/// printing failed; a reader whose pipe closed early (`| head`) is done.
+pub(crate) fn of_listing(written: std::io::Result<()>, read_all: bool, progress: &Progress) -> u8 {
+    match written {
+        Ok(()) if read_all => OK,
+        Ok(()) => FAILED,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => OK,
+        Err(e) => {
+            progress.eprintln(&format!("agent-harness: {e}"));
+            FAILED
+        }
+    }
+}
 
 /// An outcome's exit code.
 pub trait Exit {

@@ -298,15 +298,7 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
         write!(out, "{text}")
     }
     .and_then(|()| out.flush());
-    match written {
-        Ok(()) if listing.unreadable.is_empty() => exit::OK,
-        Ok(()) => exit::FAILED,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
-        Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e}"));
-            exit::FAILED
-        }
-    }
+    exit::of_listing(written, listing.unreadable.is_empty(), progress)
 }
 
 /// The moment `--since WHEN` names (docs/operating.md, "The morning

@@ -21,6 +21,10 @@ pub fn clip(s: &str, max: usize) -> String {
     format!("{}…", &s[..byte_at(s, max.saturating_sub(1))])
 }
 
+/// The most characters an error is said in on one line of a message, a
+/// digest or a state file.
+pub const MAX_ERROR_CHARS: usize = 300;
+
 /// `s` as one line of at most `max` characters: every run of white space
 /// (line breaks too) one space, then [`clip`]ped. Clip after any other
 /// change (a redaction): what is cut is what is shown.

@@ -21,9 +21,6 @@ const DELIVERIES_FILE: &str = ".agent-harness-deliveries.json";
 /// A few channels of a few fields; anything bigger is not the file.
 const MAX_BYTES: u64 = 64 * 1024;
 
-/// An error kept is one line of at most this many characters.
-const MAX_ERROR_CHARS: usize = 300;
-
 /// What a run sends out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Channel {
@@ -114,7 +111,7 @@ impl Deliveries {
                 record.last_failure = Some(at);
                 record.last_error = error
                     .as_deref()
-                    .map(|e| harness_base::text::one_line(e, MAX_ERROR_CHARS));
+                    .map(|e| harness_base::text::one_line(e, harness_base::text::MAX_ERROR_CHARS));
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use harness_base::text::{clip, printable};
+use harness_base::text::MAX_ERROR_CHARS;
 use harness_config::{FailureFormat, Redactor};
 use harness_drain::{RunEnd, RunOutcome};
 use harness_records::{Status, Summary};
@@ -20,8 +20,6 @@ use harness_records::{Status, Summary};
 const MAX_REPORT_BYTES: usize = 64 * 1024;
 /// Tasks (and problems) a body names; the rest are counted.
 const MAX_NAMED: usize = 50;
-/// Characters of a task's error or a problem a body carries.
-const MAX_ERROR_CHARS: usize = 300;
 /// Characters of a task's name (a file name's most) or a run id.
 const MAX_NAME_CHARS: usize = 255;
 
@@ -62,7 +60,7 @@ impl Words<'_> {
     /// `text` on one line: redacted, at most `max` characters, control
     /// characters escaped.
     fn line(self, text: &str, max: usize) -> String {
-        printable(&clip(&self.0.redact_str(text), max)).into_owned()
+        self.0.line(text, max)
     }
 
     /// A task's error in the harness's own words, on one line.

@@ -16,6 +16,7 @@ use harness_state::LastDigest;
 
 use super::Notifier;
 use super::bodies::status_lines;
+use crate::digest::again_in;
 
 /// Whether this run sends the day's digest.
 #[derive(Debug, Clone, Copy)]
@@ -103,9 +104,7 @@ impl Notifier {
     pub(super) async fn send_digest(&self, turn: Turn, code: u8, end: &RunEnd) -> bool {
         let cfg = &self.0.cfg;
         let period = Period {
-            since: turn
-                .previous
-                .unwrap_or(turn.at - chrono::TimeDelta::days(1)),
+            since: turn.previous.unwrap_or(Period::day_before(turn.at)),
             until: turn.at,
             zone: cfg.timezone.clone(),
         };
@@ -116,10 +115,7 @@ impl Notifier {
         // up nothing else, and the end's bound still cuts the wait.
         let built = tokio::task::spawn_blocking(move || {
             let listing = harness_records::read_summaries(&paths.logs, turn.at);
-            let again = |task: &str, run_id: &str, recurring: bool| {
-                harness_drain::again(&paths, task, run_id, recurring).to_string()
-            };
-            Digest::of(&listing, &period, ledger, &redactor, &again)
+            Digest::of(&listing, &period, ledger, &redactor, &again_in(&paths))
         })
         .await;
         let digest = match built {

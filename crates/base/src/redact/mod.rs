@@ -87,4 +87,12 @@ impl Redactor {
             None => Cow::Borrowed(text),
         }
     }
+
+    /// `text` as a field of a message for a person: redacted first (a
+    /// secret is never cut before it is seen whole), then at most `max`
+    /// characters, then control characters escaped (an escape is never
+    /// cut in two).
+    pub fn line(&self, text: &str, max: usize) -> String {
+        crate::text::printable(&crate::text::clip(&self.redact_str(text), max)).into_owned()
+    }
 }

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveTime, TimeZone, Utc};
 use serde::Serialize;
 
-use harness_base::text::{clip, printable};
+use harness_base::text::{MAX_ERROR_CHARS, clip, printable};
 use harness_base::zone::Zone;
 use harness_config::{Redactor, TimeOfDay};
 use harness_records::{ListedRun, Listing, Status, Summary};
@@ -38,9 +38,6 @@ pub use spend::{DaySpent, Spend, ledger_standing};
 
 /// Runs a section names; the rest are counted.
 const MAX_LISTED: usize = 50;
-/// Characters of an error a failure line keeps (and of a line the
-/// sending run said).
-const MAX_ERROR_CHARS: usize = 300;
 /// Characters of an answer's first line.
 const MAX_ANSWER_CHARS: usize = 200;
 /// Lines of what the sending run said that the digest keeps.
@@ -55,6 +52,13 @@ pub struct Period {
     pub since: DateTime<Utc>,
     pub until: DateTime<Utc>,
     pub zone: Zone,
+}
+
+impl Period {
+    /// Where a digest starts when none went out yet: the day before `until`.
+    pub fn day_before(until: DateTime<Utc>) -> DateTime<Utc> {
+        until - chrono::TimeDelta::days(1)
+    }
 }
 
 /// The digest, as `digest --json` prints it.
@@ -161,7 +165,7 @@ impl Making<'_> {
     /// whole), then control characters escaped (an escape is never cut
     /// in two).
     fn line(&self, text: &str, max: usize) -> String {
-        one_line(self.redactor, text, max)
+        self.redactor.line(text, max)
     }
 }
 
@@ -366,12 +370,6 @@ fn cap<T>(items: &mut Vec<T>) -> usize {
     let more = items.len().saturating_sub(MAX_LISTED);
     items.truncate(MAX_LISTED);
     more
-}
-
-/// `text` on one line: redacted, then at most `max` characters, then
-/// control characters escaped.
-fn one_line(redactor: &Redactor, text: &str, max: usize) -> String {
-    clipped_line(&redactor.redact_str(text), max)
 }
 
 /// `text`, redacted already, at most `max` characters, then control
