@@ -8,26 +8,23 @@
 //!   2.36 on; so the option is added when building for the machine that
 //!   builds (host = target) and its glibc is 2.36 or newer.
 //!   `AGENT_HARNESS_NO_RELR=1` leaves it out (a binary for an older glibc).
-//! - The code layout of `link/code-order.txt` (written by
-//!   `scripts/code-order`): the functions a run uses laid out together, so
-//!   the kernel maps fewer pages of code. Only for x86-64 (the names are
-//!   that target's) and when the linker takes `--symbol-ordering-file`
-//!   (rust-lld does, GNU ld does not): a small program is linked with it
-//!   first, by the linker and flags this build uses.
-//!   `AGENT_HARNESS_NO_CODE_ORDER=1` leaves it out.
+//! - A code layout, only when `AGENT_HARNESS_CODE_ORDER` names one: the
+//!   functions a run uses laid out together, so the kernel maps fewer pages
+//!   of code. `scripts/release` writes the list for the very binary it
+//!   ships (its symbol names carry hashes of this compiler and these
+//!   dependencies) and links it again with it; a plain `cargo build` reads
+//!   no list. The linker must take `--symbol-ordering-file` (rust-lld does,
+//!   GNU ld does not): a small program is linked with it first, and a
+//!   linker that refuses it fails the build, naming why.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-const ORDER: &str = "link/code-order.txt";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    // The folder: the list appearing is a change too.
-    println!("cargo:rerun-if-changed=link");
     for var in [
         "AGENT_HARNESS_NO_RELR",
-        "AGENT_HARNESS_NO_CODE_ORDER",
+        "AGENT_HARNESS_CODE_ORDER",
         // What the probe's answer depends on: the linker and the flags.
         "RUSTFLAGS",
         "CARGO_ENCODED_RUSTFLAGS",
@@ -37,36 +34,40 @@ fn main() {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let var = |k: &str| std::env::var(k).unwrap_or_default();
-    let native = var("TARGET") == var("HOST") && var("TARGET").ends_with("linux-gnu");
-    if !native {
-        return;
+    let order = var("AGENT_HARNESS_CODE_ORDER");
+    if !order.is_empty() {
+        // The list changing is a new link.
+        println!("cargo:rerun-if-changed={order}");
+        code_layout(&order);
     }
-    if var("AGENT_HARNESS_NO_RELR").is_empty() && host_glibc_has_relr() {
+    let native = var("TARGET") == var("HOST") && var("TARGET").ends_with("linux-gnu");
+    if native && var("AGENT_HARNESS_NO_RELR").is_empty() && host_glibc_has_relr() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
-    let order = Path::new(&var("CARGO_MANIFEST_DIR")).join(ORDER);
-    let x86_64 = var("TARGET") == "x86_64-unknown-linux-gnu";
-    if x86_64 && var("AGENT_HARNESS_NO_CODE_ORDER").is_empty() && order.is_file() {
-        // `-Xlinker` pairs: a comma in the path stays in the path.
-        let args = [
-            "-Xlinker".to_string(),
-            format!("--symbol-ordering-file={}", order.display()),
-            // A name the binary no longer has is skipped, not an error.
-            "-Xlinker".to_string(),
-            "--no-warn-symbol-ordering".to_string(),
-        ];
-        match links_with(&args) {
-            Ok(()) => {
-                for arg in args {
-                    println!("cargo:rustc-link-arg-bins={arg}");
-                }
-            }
-            Err(why) => println!(
-                "cargo:warning=linked without the code layout of {ORDER} \
-                 (AGENT_HARNESS_NO_CODE_ORDER=1 silences this): a small program \
-                 linked with --symbol-ordering-file failed: {why}"
-            ),
-        }
+}
+
+/// Hands the linker the list at `order`, or fails the build saying why not.
+fn code_layout(order: &str) {
+    if !std::path::Path::new(order).is_file() {
+        panic!("AGENT_HARNESS_CODE_ORDER={order}: no such file");
+    }
+    // `-Xlinker` pairs: a comma in the path stays in the path. A name the
+    // binary lacks is skipped by the linker: scripts/release checks every
+    // name against the binary it linked.
+    let args = [
+        "-Xlinker".to_string(),
+        format!("--symbol-ordering-file={order}"),
+        "-Xlinker".to_string(),
+        "--no-warn-symbol-ordering".to_string(),
+    ];
+    if let Err(why) = links_with(&args) {
+        panic!(
+            "AGENT_HARNESS_CODE_ORDER={order}: a small program linked with \
+             --symbol-ordering-file failed ({why}): this linker takes no code layout"
+        );
+    }
+    for arg in args {
+        println!("cargo:rustc-link-arg-bins={arg}");
     }
 }
 

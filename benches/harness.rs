@@ -1534,36 +1534,6 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-/// How many of the functions `link/code-order.txt` lays out first the
-/// binary has, by its symbol table (`nm`): the list holds three builds'
-/// names (each has 1,400–1,700 of them); after a new rustc or new
-/// dependencies the binary finds few of them and runs from scattered code
-/// (docs/performance.md, "Code layout").
-fn code_order_coverage(bin: &Path) -> Option<String> {
-    let listed =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("link/code-order.txt"))
-            .ok()?;
-    let out = Command::new("nm")
-        .args(["--defined-only", "--format=just-symbols"])
-        .arg(bin)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    let symbols: std::collections::HashSet<&str> =
-        std::str::from_utf8(&out.stdout).ok()?.lines().collect();
-    if symbols.is_empty() {
-        return None; // stripped: nothing to count
-    }
-    let names: Vec<&str> = listed.lines().filter(|l| !l.starts_with('#')).collect();
-    let found = names.iter().filter(|n| symbols.contains(*n)).count();
-    Some(format!(
-        "code layout: {found} of the {} functions in link/code-order.txt are in this binary \
-         (a release build of each of three kinds has 1,400–1,700; far fewer in a release \
-         build: run scripts/code-order)",
-        names.len()
-    ))
-}
-
 /// The process `make` builds, run twice: its wall time alone, its peak
 /// under GNU time (whose own start-up would add to the wall time).
 fn timed_and_peaked(make: impl Fn() -> Command) -> ProcessCost {
@@ -1672,9 +1642,6 @@ async fn lean(sizes: &Sizes) {
         },
         bin()
     );
-    if let Some(line) = code_order_coverage(Path::new(&bin())) {
-        println!("   {line}");
-    }
     row("--help", &help);
     row("check", &check);
     let (our_rss, our_wall) = row("chain: agent-harness", &harness);

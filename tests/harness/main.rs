@@ -12,7 +12,6 @@ mod budget;
 mod call_budgets;
 mod check;
 mod cli;
-mod code_order;
 mod counting;
 mod digest;
 mod eval;
