@@ -926,7 +926,7 @@ async fn context_economy() {
 
     // The same conversation, naively: every tool message carries the raw
     // noteworx answer (listing with note text), uncut, nothing elided.
-    let http = agent_harness::base::http::client()
+    let http = agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
         .unwrap()
         .build()
         .unwrap();
@@ -1309,13 +1309,14 @@ async fn real_llama_server() -> Option<(Running, String)> {
     let addr = format!("127.0.0.1:{port}");
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(120) {
-        let health = agent_harness::base::http::client()
-            .unwrap()
-            .build()
-            .unwrap()
-            .get(format!("http://{addr}/health"))
-            .send()
-            .await;
+        let health =
+            agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
+                .unwrap()
+                .build()
+                .unwrap()
+                .get(format!("http://{addr}/health"))
+                .send()
+                .await;
         if health.is_ok_and(|r| r.status().is_success()) {
             return Some((server, addr));
         }
@@ -1374,7 +1375,7 @@ async fn counting(sizes: &Sizes) {
     let estimated = run_scan(&scan, &estimating).await;
     let project = Project::new();
     let cfg = project.config(&format!("http://{addr}/v1"), "");
-    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint, &cfg.tls.trust).unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
     let deadline = || tokio::time::Instant::now() + Duration::from_secs(60);
     let lines =

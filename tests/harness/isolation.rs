@@ -68,7 +68,7 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
         Utc.with_ymd_and_hms(2026, 4, 9, 6, 15, 0).unwrap()
     });
     let mut h = TaskDeps::new(&cfg, clock, CancellationToken::new()).unwrap();
-    h.endpoint = agent_harness::endpoint::Endpoint::new(&cfg.endpoint)
+    h.endpoint = agent_harness::endpoint::Endpoint::new(&cfg.endpoint, &cfg.tls.trust)
         .unwrap()
         .with_retry_policy(fast_retries());
 

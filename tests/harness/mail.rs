@@ -1,7 +1,9 @@
 //! Mail through `[mail]` (docs/operating.md, "Digest and mail"): a failed
 //! run's result mailed with `on_failure_mail` (when a task failed or the
 //! setup is wrong, never for a run a later one retries); STARTTLS required
-//! unless turned off; a server that refuses, never greets, or is not there
+//! unless turned off; a server whose certificate only a private CA signed,
+//! over STARTTLS or `smtps://`, refused without `[tls] ca_file` and taking
+//! the mail with it; a server that refuses, never greets, or is not there
 //! at all is a warning and a count in `agent_harness_notify_failures_total`,
 //! never the exit code; `check` warns of a `[mail]` nothing sends through.
 
@@ -9,6 +11,7 @@ use serde_json::json;
 use wiremock::ResponseTemplate;
 
 use crate::common::smtp::{Smtp, TO, digest_at, silent_server};
+use crate::common::tls::PrivateCa;
 use crate::common::*;
 
 /// A model that refuses every request: each task fails (HTTP 400).
@@ -98,6 +101,65 @@ async fn starttls_is_required_unless_turned_off() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(smtp.mails().len(), 1);
     assert_eq!(notify_failures(&s), "agent_harness_notify_failures_total 1");
+}
+
+/// The day's digest mailed to a server showing a certificate only a
+/// private CA signed, speaking TLS from the first byte (`smtps://`) when
+/// `implicit`, else upgrading with STARTTLS: refused, saying what to set,
+/// until `[tls] ca_file` names the CA; then delivered.
+async fn mailed_through_a_server_a_private_ca_signed(implicit: bool) {
+    let ca = PrivateCa::new();
+    let smtp = Smtp::with_tls(&ca, implicit);
+    let scheme = if implicit { "smtps" } else { "smtp" };
+    let mail = format!(
+        "[mail]\nsmtp_url = \"{scheme}://127.0.0.1:{}\"\nfrom = \"agent@example.com\"\n",
+        smtp.port
+    );
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(&mail)
+        .config(&digest_at("00:00", ""))
+        .build()
+        .await;
+
+    let out = run_bin(&s, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(smtp.mails().is_empty(), "{:?}", smtp.mails());
+    let err = stderr(&out);
+    assert!(
+        err.contains("a mail failed ([mail])")
+            && err.contains("UnknownIssuer")
+            && err.contains("a private CA? set [tls] ca_file to its PEM certificate"),
+        "{err}"
+    );
+    assert_eq!(notify_failures(&s), "agent_harness_notify_failures_total 1");
+
+    // Trusted, the same server takes the digest refused before.
+    s.rewrite_config(&format!(
+        "{mail}{}{}",
+        digest_at("00:00", ""),
+        ca.tls_section()
+    ));
+    let out = run_bin(&s, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{}", stderr(&out));
+    assert_eq!(mails[0]["rcpt_tos"], json!([TO]));
+    assert_eq!(notify_failures(&s), "agent_harness_notify_failures_total 1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn starttls_to_a_server_a_private_ca_signed_goes_through_once_ca_file_names_it() {
+    mailed_through_a_server_a_private_ca_signed(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn smtps_to_a_server_a_private_ca_signed_goes_through_once_ca_file_names_it() {
+    mailed_through_a_server_a_private_ca_signed(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

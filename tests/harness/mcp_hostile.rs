@@ -394,7 +394,7 @@ async fn test_runpod_fails_an_allowlist_the_server_does_not_meet() {
         .build()
         .await;
     let cfg = s.cfg();
-    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint, &cfg.tls.trust).unwrap();
     let mut out = Vec::new();
     let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
     let out = String::from_utf8(out).unwrap();

@@ -54,7 +54,7 @@ fn spawn(name: &str, cmd: &mut Command, logs: &Path) -> Service {
 
 async fn wait_healthy(service: &mut Service, url: &str, limit: Duration) {
     let start = Instant::now();
-    let http = agent_harness::base::http::client()
+    let http = agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
         .unwrap()
         .build()
         .unwrap();
@@ -778,7 +778,7 @@ async fn shipped_suite_evaluates(base_url: &str, pages: &MockServer) {
 /// `test-runpod` against the real server passes all three steps: the forced
 /// call parses and its result is accepted.
 async fn smoke_test_passes(cfg: &Config) {
-    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint).unwrap();
+    let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint, &cfg.tls.trust).unwrap();
     let mut out = Vec::new();
     let code = agent_harness::app::smoke_exit(smoke::test_endpoint(cfg, &ep, &mut out).await);
     let out = String::from_utf8(out).unwrap();
@@ -925,7 +925,7 @@ async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {
     assert_eq!(sent[0], tools[0].result, "tools.jsonl holds what was sent");
 
     let root = base_url.trim_end_matches("/v1");
-    let http = agent_harness::base::http::client()
+    let http = agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
         .unwrap()
         .build()
         .unwrap();

@@ -379,13 +379,14 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let mut scraped = None;
     for _ in 0..100 {
-        if let Ok(r) = agent_harness::base::http::client()
-            .unwrap()
-            .build()
-            .unwrap()
-            .get(&url)
-            .send()
-            .await
+        if let Ok(r) =
+            agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
+                .unwrap()
+                .build()
+                .unwrap()
+                .get(&url)
+                .send()
+                .await
         {
             scraped = Some(r.text().await.unwrap());
             break;

@@ -12,7 +12,7 @@ use crate::common::fake_runpod::{FakeRunpod, completed};
 use crate::common::*;
 
 async fn smoke_test(cfg: &Config) -> (u8, String) {
-    let ep = Endpoint::new(&cfg.endpoint)
+    let ep = Endpoint::new(&cfg.endpoint, &cfg.tls.trust)
         .unwrap()
         .with_retry_policy(fast_retries());
     let mut out = Vec::new();

@@ -442,7 +442,7 @@ fn free_port() -> u16 {
 }
 
 fn reqwest_client() -> reqwest::Client {
-    agent_harness::base::http::client()
+    agent_harness::base::http::client(&agent_harness::base::http::Trust::bundled())
         .unwrap()
         .timeout(Duration::from_secs(10))
         .build()

@@ -7,19 +7,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use agent_harness::base::http::Trust;
 use agent_harness::config::{Redactor, WebfetchConfig};
 use agent_harness::tools::webfetch::Webfetch;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn fetcher(allow_private: bool, max_bytes: u64, timeout_secs: u64) -> Webfetch {
-    Webfetch::new(&WebfetchConfig {
-        timeout_secs,
-        max_bytes,
-        allow_private,
-        allow_hosts: vec![],
-        deny_hosts: vec![],
-    })
+    Webfetch::new(
+        &WebfetchConfig {
+            timeout_secs,
+            max_bytes,
+            allow_private,
+            allow_hosts: vec![],
+            deny_hosts: vec![],
+            use_ca_file: false,
+        },
+        &Trust::bundled(),
+    )
     .unwrap()
 }
 
@@ -259,13 +264,17 @@ async fn a_redirect_outside_the_allow_list_is_refused() {
         .respond_with(ResponseTemplate::new(302).insert_header("location", to.as_str()))
         .mount(&start)
         .await;
-    let f = Webfetch::new(&WebfetchConfig {
-        timeout_secs: 5,
-        max_bytes: 1000,
-        allow_private: true,
-        allow_hosts: vec!["127.0.0.1".into()],
-        deny_hosts: vec![],
-    })
+    let f = Webfetch::new(
+        &WebfetchConfig {
+            timeout_secs: 5,
+            max_bytes: 1000,
+            allow_private: true,
+            allow_hosts: vec!["127.0.0.1".into()],
+            deny_hosts: vec![],
+            use_ca_file: false,
+        },
+        &Trust::bundled(),
+    )
     .unwrap();
     let out = f
         .fetch(

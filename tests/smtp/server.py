@@ -1,20 +1,24 @@
 """A real SMTP server for the harness's mail tests (tests/harness/mail.rs,
 tests/harness/digest.rs): PyPI's aiosmtpd on 127.0.0.1:PORT, without TLS
-(so it offers no STARTTLS). Each message it takes is read back with
+(so it offers no STARTTLS) unless given a certificate. Each message it takes is read back with
 Python's own email parser and appended to OUT as one JSON line: the
 envelope, the login used, the decoded subject and body, the Message-ID,
 the content type, charset and transfer encoding (the body's line ends as LF). Prints "ready" once it listens; stops on
 SIGTERM or SIGINT.
 
     server.py PORT OUT [--refuse] [--login USER:PASSWORD]
+              [--cert PEM --key PEM [--implicit-tls]]
 
 --refuse answers every recipient 550; --login requires that login (AUTH
-over plain text, which only a server on loopback may take)."""
+over plain text, which only a server on loopback may take); --cert and
+--key serve that certificate, offering STARTTLS and requiring it before
+MAIL, or with --implicit-tls speaking TLS from the first byte (smtps)."""
 import argparse
 import email
 import email.policy
 import json
 import signal
+import ssl
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -24,6 +28,9 @@ parser.add_argument("port", type=int)
 parser.add_argument("out")
 parser.add_argument("--refuse", action="store_true")
 parser.add_argument("--login")
+parser.add_argument("--cert")
+parser.add_argument("--key")
+parser.add_argument("--implicit-tls", action="store_true")
 args = parser.parse_args()
 
 
@@ -70,6 +77,13 @@ def authenticator(server, session, envelope, mechanism, auth_data):
 extra = {}
 if args.login:
     extra = {"authenticator": authenticator, "auth_required": True, "auth_require_tls": False}
+if args.cert:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(args.cert, args.key)
+    if args.implicit_tls:
+        extra["ssl_context"] = context
+    else:
+        extra.update(tls_context=context, require_starttls=True)
 # Blocked before the server's thread starts, so only sigwait takes them.
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 controller = Controller(Keep(), hostname="127.0.0.1", port=args.port, **extra)

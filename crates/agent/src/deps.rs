@@ -49,7 +49,7 @@ impl TaskDeps {
         }
         let noteworx = match &cfg.noteworx {
             Some(n) => Some(tools::noteworx::Noteworx {
-                client: harness_tools::noteworx::client::NoteworxClient::new(n)?,
+                client: harness_tools::noteworx::client::NoteworxClient::new(n, &cfg.tls.trust)?,
                 agent_name: n.agent_name.clone(),
                 token_env: n.token_env.clone(),
             }),
@@ -58,11 +58,11 @@ impl TaskDeps {
         let webfetch = cfg
             .webfetch
             .as_ref()
-            .map(tools::webfetch::Webfetch::new)
+            .map(|w| tools::webfetch::Webfetch::new(w, &cfg.tls.trust))
             .transpose()?;
         let budget = Arc::new(Budget::new(cfg, clock.clone()));
         Ok(TaskDeps {
-            endpoint: Endpoint::new(&cfg.endpoint)?.metered(budget.clone()),
+            endpoint: Endpoint::new(&cfg.endpoint, &cfg.tls.trust)?.metered(budget.clone()),
             toolbox: Toolbox {
                 webfetch,
                 noteworx,
@@ -70,6 +70,7 @@ impl TaskDeps {
                 mcp: (!cfg.mcp.is_empty()).then(|| {
                     std::sync::Arc::new(tools::mcp::McpServers::new(
                         &cfg.mcp,
+                        &cfg.tls.trust,
                         std::sync::Arc::new(cfg.redactor()),
                     ))
                 }),

@@ -33,19 +33,8 @@ pub(super) fn check_command(cfg: &Config, progress: &Progress) -> u8 {
             {
                 let _ = writeln!(out, "{}", harness_base::text::printable(line));
             }
-            if let Some(t) = &cfg.traces {
-                let _ = writeln!(
-                    out,
-                    "traces: each task's trace goes to {} (contents {}, {} extra header(s); the end of a run waits at most {} s for them)",
-                    harness_base::text::printable(&t.shown_endpoint()),
-                    if t.content {
-                        "exported, redacted"
-                    } else {
-                        "not exported"
-                    },
-                    t.headers.len(),
-                    t.flush.as_secs()
-                );
+            for line in outward(cfg) {
+                let _ = writeln!(out, "{line}");
             }
             let config = match (report.config_problems.len(), report.config_warnings.len()) {
                 (0, 0) => "config ok".to_string(),
@@ -77,4 +66,37 @@ pub(super) fn check_command(cfg: &Config, progress: &Progress) -> u8 {
             exit::FAILED
         }
     }
+}
+
+/// Where the config sends what leaves the machine, and what TLS trusts
+/// there: `[traces]` and `[tls]`, when set.
+fn outward(cfg: &Config) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(t) = &cfg.traces {
+        lines.push(format!(
+            "traces: each task's trace goes to {} (contents {}, {} extra header(s); the end of a run waits at most {} s for them)",
+            harness_base::text::printable(&t.shown_endpoint()),
+            if t.content {
+                "exported, redacted"
+            } else {
+                "not exported"
+            },
+            t.headers.len(),
+            t.flush.as_secs()
+        ));
+    }
+    if let Some(file) = &cfg.tls.ca_file {
+        let webfetch = cfg.webfetch.as_ref().is_some_and(|w| w.use_ca_file);
+        lines.push(format!(
+            "tls: the bundled roots and {} certificate(s) from {} are trusted ({})",
+            cfg.tls.trust.added().len(),
+            harness_base::text::printable(&file.display().to_string()),
+            if webfetch {
+                "webfetch too: use_ca_file"
+            } else {
+                "webfetch: the bundled roots alone"
+            }
+        ));
+    }
+    lines
 }

@@ -69,6 +69,12 @@ async fn eval_deps(
             deps = deps.sharing(first.budget.clone());
         }
         if let Err(why) = deps.endpoint.ping().await {
+            if why.untrusted {
+                progress.eprintln(&format!(
+                    "agent-harness: setup fault, nothing was run: {why}"
+                ));
+                return Err(exit::USAGE);
+            }
             progress.eprintln(&format!(
                 "agent-harness: the endpoint is unreachable, nothing was run: {why}"
             ));

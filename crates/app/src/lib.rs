@@ -136,7 +136,7 @@ async fn dispatch(
             submit::submit_command(&cfg, files, name.as_deref(), &progress)
         }
         Command::Completions { .. } | Command::Man => manual::print(&cli.command, &progress),
-        Command::TestRunpod => match Endpoint::new(&cfg.endpoint) {
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint, &cfg.tls.trust) {
             Ok(ep) => {
                 tokio::spawn(run::exit_on_signal());
                 smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut progress.stdout()).await)

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use harness_base::http::Trust;
 use harness_config::{Config, EndpointKind, NoteworxConfig};
 use harness_endpoint::{CallError, Completion, Endpoint, Fit};
 use harness_tools::mcp::McpServers;
@@ -38,7 +39,7 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
         && report(out, completion(cfg, ep, &sampling).await)
         && report(out, tool_round_trip(cfg, ep, &sampling).await);
     let notes = match &cfg.noteworx {
-        Some(n) => report(out, noteworx(n).await),
+        Some(n) => report(out, noteworx(n, &cfg.tls.trust).await),
         None => true,
     };
     let mut servers = true;
@@ -51,7 +52,11 @@ pub async fn test_endpoint(cfg: &Config, ep: &Endpoint, out: &mut dyn Write) -> 
 /// One MCP server started (as a run would) and its tools listed
 /// (docs/tools.md, "Tools from MCP servers").
 async fn mcp_server(cfg: &Config, name: &str) -> Steps {
-    let servers = McpServers::new(&cfg.mcp, std::sync::Arc::new(cfg.redactor()));
+    let servers = McpServers::new(
+        &cfg.mcp,
+        &cfg.tls.trust,
+        std::sync::Arc::new(cfg.redactor()),
+    );
     let t0 = Instant::now();
     let (ready, down) = servers.ready(&[name]).await;
     let problems = servers.problems();
@@ -92,9 +97,9 @@ fn list(tools: &[std::sync::Arc<harness_tools::mcp::McpTool>]) -> String {
 
 /// One `GET /api/notes?limit=1` with the token: the notes service is there
 /// and takes the token (docs/operating.md, "Commands").
-async fn noteworx(cfg: &NoteworxConfig) -> Steps {
+async fn noteworx(cfg: &NoteworxConfig, trust: &Trust) -> Steps {
     let fail = |why: String| Err(format!("FAIL noteworx: {why}\n"));
-    let client = match NoteworxClient::new(cfg) {
+    let client = match NoteworxClient::new(cfg, trust) {
         Ok(c) => c,
         Err(e) => return fail(format!("{e:#}")),
     };

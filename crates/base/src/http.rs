@@ -1,13 +1,16 @@
-//! Outbound HTTP: the one client builder (one TLS configuration, one user
-//! agent), bodies read from servers that may be hostile
-//! (docs/untrusted-input.md) never past a cap, whatever `Content-Length` says,
-//! so no answer sets the harness's memory; `Retry-After` read; and a request
-//! that got no answer described in words an operator acts on
-//! ([`TransportFailure`]).
+//! Outbound HTTP: the one client builder (one user agent, one TLS
+//! configuration for each [`Trust`]: the bundled roots, and a private CA's
+//! certificates beside them when the operator names some), bodies read
+//! from servers that may be hostile (docs/untrusted-input.md) never past a
+//! cap, whatever `Content-Length` says, so no answer sets the harness's
+//! memory; `Retry-After` read; and a request that got no answer described
+//! in words an operator acts on ([`TransportFailure`]), a certificate no
+//! trusted root vouches for with what to set.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use rustls::pki_types::CertificateDer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -20,43 +23,208 @@ pub const KEPT_OF_OVERSIZED: usize = 64 * 1024;
 /// What every request says it comes from: `agent-harness/<version>`.
 pub(crate) const USER_AGENT: &str = concat!("agent-harness/", env!("CARGO_PKG_VERSION"));
 
-/// A new HTTP client, on the one TLS configuration every client of the
-/// harness shares (the endpoint, webfetch, noteworx, notifications, traces,
-/// MCP over HTTP): rustls with the `ring` provider, the bundled webpki roots
-/// (no system store to go missing under a sandboxed unit), HTTP/2 and
-/// HTTP/1.1 offered by ALPN; and an honest [`USER_AGENT`]. Callers set
-/// their own timeouts and redirect rules.
-pub fn client() -> Result<reqwest::ClientBuilder, rustls::Error> {
-    builder(USER_AGENT.to_owned())
+/// A new HTTP client checking certificates against `trust`: every client
+/// of the harness is built here (the endpoint, webfetch, noteworx,
+/// notifications, traces, MCP over HTTP), on rustls with the `ring`
+/// provider, TLS 1.2 and 1.3, HTTP/2 and HTTP/1.1 offered by ALPN; and an
+/// honest [`USER_AGENT`]. Callers set their own timeouts and redirect
+/// rules.
+pub fn client(trust: &Trust) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(trust, USER_AGENT.to_owned())
 }
 
 /// [`client`] for requests made on someone else's behalf: the user agent
 /// says for whom (`agent-harness/<version> (<role>)`).
-pub fn client_acting_as(role: &str) -> Result<reqwest::ClientBuilder, rustls::Error> {
-    builder(format!("{USER_AGENT} ({role})"))
+pub fn client_acting_as(
+    role: &str,
+    trust: &Trust,
+) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    builder(trust, format!("{USER_AGENT} ({role})"))
 }
 
-fn builder(user_agent: String) -> Result<reqwest::ClientBuilder, rustls::Error> {
-    let tls = tls().clone()?;
+fn builder(trust: &Trust, user_agent: String) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    let tls = trust.tls().clone()?;
     Ok(reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .user_agent(user_agent))
 }
 
-/// The shared rustls configuration, built once.
-fn tls() -> &'static Result<rustls::ClientConfig, rustls::Error> {
-    static TLS: OnceLock<Result<rustls::ClientConfig, rustls::Error>> = OnceLock::new();
-    TLS.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(config)
+/// The most a file of trusted certificates may hold: far more than any
+/// chain of CAs, far less than a file named by mistake.
+pub const MAX_TRUST_BYTES: u64 = 1024 * 1024;
+
+/// What a certificate is checked against: the Mozilla roots bundled in the
+/// binary (`webpki-roots`; no system store to go missing under a sandboxed
+/// unit), and the operator's own certificates beside them when there are
+/// any (a private CA). Given once, at start-up, to every client that is to
+/// trust it; its rustls configuration is built once, at the first client,
+/// and shared by every client built from the same `Trust` (a clone is the
+/// same set).
+#[derive(Clone)]
+pub struct Trust(Arc<Roots>);
+
+struct Roots {
+    /// Trusted beside the bundled roots, each parsed once as X.509.
+    added: Vec<CertificateDer<'static>>,
+    /// The rustls configuration of this set, built at its first client.
+    tls: OnceLock<Result<rustls::ClientConfig, rustls::Error>>,
+}
+
+/// Why a PEM text gives no certificate to trust.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PemProblem {
+    #[error("it is empty")]
+    Empty,
+    /// Not one PEM block in it (a DER file, another kind of text).
+    #[error(
+        "it is not PEM: no `-----BEGIN CERTIFICATE-----` block (a DER certificate converts with `openssl x509 -inform der -in FILE -out FILE.pem`)"
+    )]
+    NotPem,
+    /// A block that does not read: an unended block, bad base64.
+    #[error("it is not valid PEM ({0})")]
+    BadPem(String),
+    /// PEM blocks, none of them a certificate (a key, a request).
+    #[error("it holds no CERTIFICATE block, only {0}: name the CA's certificate")]
+    NoCertificate(String),
+    /// A CERTIFICATE block whose content is no X.509 certificate.
+    #[error("its certificate {number} does not parse ({why})")]
+    BadCertificate { number: usize, why: String },
+}
+
+impl Trust {
+    /// The bundled roots alone.
+    pub fn bundled() -> Trust {
+        static BUNDLED: OnceLock<Trust> = OnceLock::new();
+        BUNDLED.get_or_init(|| Trust::with(Vec::new())).clone()
+    }
+
+    /// The bundled roots and every certificate of `pem` (one or more
+    /// `CERTIFICATE` blocks; other blocks are passed over), each checked to
+    /// parse as X.509 now, not at the first connection.
+    pub fn with_pem(pem: &[u8]) -> Result<Trust, PemProblem> {
+        use rustls::pki_types::pem::{PemObject, SectionKind};
+        if pem.iter().all(u8::is_ascii_whitespace) {
+            return Err(PemProblem::Empty);
+        }
+        let mut added = Vec::new();
+        let mut others = Vec::new();
+        for block in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
+            let kind = match block.map_err(|e| PemProblem::BadPem(e.to_string()))? {
+                (SectionKind::Certificate, der) => {
+                    added.push(CertificateDer::from(der));
+                    continue;
+                }
+                (
+                    SectionKind::PrivateKey
+                    | SectionKind::RsaPrivateKey
+                    | SectionKind::EcPrivateKey,
+                    _,
+                ) => "a private key",
+                (SectionKind::PublicKey, _) => "a public key",
+                (SectionKind::Csr, _) => "a certificate request",
+                (SectionKind::Crl, _) => "a revocation list",
+                _ => "another kind of block",
+            };
+            if !others.contains(&kind) {
+                others.push(kind);
+            }
+        }
+        if added.is_empty() {
+            return Err(if others.is_empty() {
+                PemProblem::NotPem
+            } else {
+                PemProblem::NoCertificate(others.join(" and "))
+            });
+        }
+        for (i, der) in added.iter().enumerate() {
+            rustls::RootCertStore::empty()
+                .add(der.clone())
+                .map_err(|e| PemProblem::BadCertificate {
+                    number: i + 1,
+                    why: e.to_string(),
+                })?;
+        }
+        Ok(Trust::with(added))
+    }
+
+    fn with(added: Vec<CertificateDer<'static>>) -> Trust {
+        Trust(Arc::new(Roots {
+            added,
+            tls: OnceLock::new(),
+        }))
+    }
+
+    /// The certificates trusted beside the bundled roots (DER), for a
+    /// client that is not HTTP (mail) to add to its own.
+    pub fn added(&self) -> &[CertificateDer<'static>] {
+        &self.0.added
+    }
+
+    /// This set's rustls configuration, built once.
+    fn tls(&self) -> &Result<rustls::ClientConfig, rustls::Error> {
+        self.0.tls.get_or_init(|| {
+            let mut roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            for der in &self.0.added {
+                roots.add(der.clone())?;
+            }
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            Ok(config)
+        })
+    }
+}
+
+impl Default for Trust {
+    fn default() -> Self {
+        Trust::bundled()
+    }
+}
+
+impl PartialEq for Trust {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.added == other.0.added
+    }
+}
+
+impl std::fmt::Debug for Trust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Trust(bundled roots + {} certificate(s))",
+            self.0.added.len()
+        )
+    }
+}
+
+/// What to do about a certificate no trusted root vouches for, said
+/// wherever a connection meets one ([`TransportFailure`], mail, MCP).
+pub const UNKNOWN_ISSUER_ADVICE: &str = "a private CA? set [tls] ca_file to its PEM certificate";
+
+/// Whether rustls refused the server's certificate anywhere in `e`'s chain
+/// because no trusted root vouches for its issuer. A TLS stream reports
+/// rustls's error inside an `io::Error` (reqwest's connector wraps that in
+/// another), whose `source()` skips what it holds: those are opened too.
+pub fn unknown_issuer(e: &(dyn std::error::Error + 'static)) -> bool {
+    crate::error::causes(e).any(|cause| {
+        let mut cause = cause;
+        while let Some(held) = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+        {
+            cause = held;
+        }
+        matches!(
+            cause.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer
+            ))
+        )
     })
 }
 
@@ -201,8 +369,11 @@ pub enum TransportKind {
     Timeout,
     /// Nothing listens at the address.
     Refused,
-    /// No connection for another reason (a name that does not resolve, a
-    /// certificate refused, a network out of reach).
+    /// The server's certificate is signed by no trusted root: a private
+    /// CA that `[tls] ca_file` does not name (said with what to do).
+    Untrusted,
+    /// No connection for another reason (a name that does not resolve,
+    /// another certificate refused, a network out of reach).
     Connect,
     /// The connection dropped while the answer came, or the answer could
     /// not be decoded.
@@ -217,6 +388,8 @@ impl TransportFailure {
     pub fn of(e: &reqwest::Error, url: Option<&str>) -> Self {
         let kind = if e.is_timeout() {
             TransportKind::Timeout
+        } else if unknown_issuer(e) {
+            TransportKind::Untrusted
         } else if e.is_connect() {
             let refused = crate::error::causes(e).any(|c| {
                 c.downcast_ref::<std::io::Error>()
@@ -252,6 +425,7 @@ impl TransportFailure {
         match self.kind {
             TransportKind::Timeout => "timed out",
             TransportKind::Refused => "connection refused",
+            TransportKind::Untrusted => "certificate not trusted",
             TransportKind::Connect => "connection failed",
             TransportKind::Dropped => "connection dropped",
             TransportKind::Other => "request failed",
@@ -269,6 +443,11 @@ impl std::fmt::Display for TransportFailure {
         match self.kind {
             TransportKind::Timeout => write!(f, "{target} did not answer in time (timeout)"),
             TransportKind::Refused => write!(f, "cannot connect to {target} (connection refused)"),
+            TransportKind::Untrusted => write!(
+                f,
+                "cannot connect to {target} ({}; {UNKNOWN_ISSUER_ADVICE})",
+                self.cause.as_deref().unwrap_or("certificate not trusted")
+            ),
             TransportKind::Connect => match &self.cause {
                 Some(cause) => write!(f, "cannot connect to {target} ({cause})"),
                 None => write!(f, "cannot connect to {target}"),
@@ -359,13 +538,16 @@ mod tests {
 
     #[tokio::test]
     async fn every_client_says_it_is_the_harness_and_for_whom_it_acts() {
-        let head = request_head(client().unwrap().build().unwrap()).await;
+        let head = request_head(client(&Trust::bundled()).unwrap().build().unwrap()).await;
         assert!(
             head.contains(&format!("user-agent: {USER_AGENT}\r\n")),
             "{head}"
         );
         assert!(USER_AGENT.starts_with("agent-harness/"));
-        let acting = client_acting_as("a tool").unwrap().build().unwrap();
+        let acting = client_acting_as("a tool", &Trust::bundled())
+            .unwrap()
+            .build()
+            .unwrap();
         let head = request_head(acting).await;
         assert!(
             head.contains(&format!("user-agent: {USER_AGENT} (a tool)\r\n")),
@@ -379,7 +561,13 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let url = format!("http://user:secret@127.0.0.1:{port}/key/abc?token=t");
-        let e = client().unwrap().build().unwrap().get(&url).send().await;
+        let e = client(&Trust::bundled())
+            .unwrap()
+            .build()
+            .unwrap()
+            .get(&url)
+            .send()
+            .await;
         let failure = TransportFailure::of(&e.unwrap_err(), None);
         assert_eq!(failure.kind, TransportKind::Refused);
         assert_eq!(
@@ -404,7 +592,13 @@ mod tests {
             }
         });
         let url = format!("https://127.0.0.1:{port}/v1/models");
-        let e = client().unwrap().build().unwrap().get(&url).send().await;
+        let e = client(&Trust::bundled())
+            .unwrap()
+            .build()
+            .unwrap()
+            .get(&url)
+            .send()
+            .await;
         let failure = TransportFailure::of(&e.unwrap_err(), None);
         let said = failure.to_string();
         assert!(
@@ -412,6 +606,43 @@ mod tests {
                 && said.contains(&format!("127.0.0.1:{port}")),
             "{said}"
         );
+    }
+
+    #[test]
+    fn an_unknown_issuer_is_found_inside_the_io_errors_that_hold_it() {
+        use std::io::{Error, ErrorKind};
+        let refused = |why| {
+            // As reqwest's connector reports a handshake: rustls's error
+            // in tokio-rustls's io::Error, in another.
+            let tls = Error::new(
+                ErrorKind::InvalidData,
+                rustls::Error::InvalidCertificate(why),
+            );
+            Error::other(tls)
+        };
+        assert!(unknown_issuer(&refused(
+            rustls::CertificateError::UnknownIssuer
+        )));
+        assert!(!unknown_issuer(&refused(
+            rustls::CertificateError::BadSignature
+        )));
+        assert!(!unknown_issuer(&Error::from(ErrorKind::ConnectionRefused)));
+    }
+
+    #[test]
+    fn the_bundled_roots_are_one_trust_and_a_pem_file_another() {
+        assert_eq!(Trust::bundled(), Trust::default());
+        assert!(Trust::bundled().added().is_empty());
+        let pem = include_bytes!("../../../tests/fixtures/tls/self-signed.pem");
+        let added = Trust::with_pem(pem).unwrap();
+        assert_ne!(added, Trust::bundled());
+        assert_eq!(added, added.clone());
+        assert_eq!(
+            format!("{added:?}"),
+            "Trust(bundled roots + 1 certificate(s))"
+        );
+        // Its configuration builds, with the certificate among the roots.
+        assert!(added.tls().is_ok());
     }
 
     use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};

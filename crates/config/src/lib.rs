@@ -20,6 +20,7 @@ mod raw;
 mod resolve;
 mod secrets;
 pub mod setup;
+mod tls;
 mod traces;
 mod value;
 
@@ -34,6 +35,7 @@ pub use notify::{DEFAULT_DIGEST_AT, NotifyConfig, TimeOfDay};
 pub use profiles::{AgentProfile, AnswerStyle, PLACEHOLDERS, placeholders};
 pub use raw::{EndpointKind, FailureFormat, ReplayThinking, deserialize_toml};
 pub use secrets::{is_secret_setting, is_variable_name, setting_secrets};
+pub use tls::TlsConfig;
 pub use traces::TracesConfig;
 pub use value::resolve_file;
 
@@ -114,6 +116,9 @@ pub struct Config {
     pub mail: Option<MailConfig>,
     /// `[traces]`: where each task's trace goes; `None` when no endpoint is set.
     pub traces: Option<TracesConfig>,
+    /// `[tls]`: what every connection trusts (webfetch only with
+    /// `use_ca_file`).
+    pub tls: TlsConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -171,6 +176,8 @@ pub struct WebfetchConfig {
     pub allow_private: bool,
     pub allow_hosts: Vec<String>,
     pub deny_hosts: Vec<String>,
+    /// `[tls] ca_file` is trusted for the pages the model fetches too.
+    pub use_ca_file: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -294,6 +301,7 @@ impl Config {
             .map(PathBuf::from);
         let home = home.as_deref();
         let paths = resolve_paths(&raw.paths, base, home).map_err(err)?;
+        let tls = tls::resolve_tls(raw.tls, base, home).map_err(err)?;
         let agents = resolve_agents(raw.agents, base, home, limits.context_tokens).map_err(err)?;
         let metrics_textfile = match raw.metrics.textfile {
             None => Some(paths.logs.join("agent-harness.prom")),
@@ -310,7 +318,7 @@ impl Config {
             paths,
             limits,
             model,
-            webfetch: resolve_webfetch(raw.tools.webfetch).map_err(err)?,
+            webfetch: resolve_webfetch(raw.tools.webfetch, &tls).map_err(err)?,
             noteworx: resolve_noteworx(raw.tools.noteworx, secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
             metrics_textfile,
@@ -330,6 +338,7 @@ impl Config {
             notify: resolve_notify(raw.notify, raw.mail.is_some()).map_err(err)?,
             traces: traces::resolve_traces(raw.traces, secrets).map_err(err)?,
             mail: mail::resolve_mail(raw.mail, secrets).map_err(err)?,
+            tls,
         })
     }
 

@@ -48,6 +48,8 @@ pub(super) struct RawConfig {
     /// `[mail]`: absent when the file has no such section.
     #[serde(default)]
     pub(super) mail: Option<super::mail::RawMail>,
+    #[serde(default)]
+    pub(super) tls: super::tls::RawTls,
 }
 
 /// `[notify]`: who is told how each run ended (docs/operating.md, "Notify").
@@ -236,6 +238,8 @@ pub(super) struct RawWebfetch {
     pub(super) allow_private: bool,
     pub(super) allow_hosts: Vec<String>,
     pub(super) deny_hosts: Vec<String>,
+    /// `[tls] ca_file` is trusted for fetched pages too.
+    pub(super) use_ca_file: bool,
 }
 
 impl Default for RawWebfetch {
@@ -247,6 +251,7 @@ impl Default for RawWebfetch {
             allow_private: false,
             allow_hosts: Vec::new(),
             deny_hosts: Vec::new(),
+            use_ca_file: false,
         }
     }
 }

@@ -14,7 +14,9 @@ use super::locate::expand_home;
 use super::raw::{RawEndpoint, RawModel, RawNoteworx, RawOpenai, RawPaths, RawRunpod, RawWebfetch};
 use super::secrets::Secrets;
 use super::value::{check_http_url, resolve_file};
-use super::{EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, Paths, WebfetchConfig};
+use super::{
+    EndpointConfig, EndpointKind, ModelConfig, NoteworxConfig, Paths, TlsConfig, WebfetchConfig,
+};
 
 /// Request fields the harness owns; `[model.extra]` may not set them.
 pub(super) const RESERVED_EXTRA_KEYS: &[&str] =
@@ -150,7 +152,18 @@ pub(super) fn resolve_model(m: RawModel, context_tokens: u32) -> Result<ModelCon
     })
 }
 
-pub(super) fn resolve_webfetch(w: RawWebfetch) -> Result<Option<WebfetchConfig>, String> {
+/// `[tools.webfetch]`; `use_ca_file` only with a `[tls] ca_file` to use
+/// (refused without one, webfetch on or off: it asks for what is not there).
+pub(super) fn resolve_webfetch(
+    w: RawWebfetch,
+    tls: &TlsConfig,
+) -> Result<Option<WebfetchConfig>, String> {
+    if w.use_ca_file && tls.ca_file.is_none() {
+        return Err(
+            "[tools.webfetch] use_ca_file = true needs [tls] ca_file: set it to the PEM file of the CA to trust, or drop use_ca_file"
+                .into(),
+        );
+    }
     if !w.enabled {
         return Ok(None);
     }
@@ -170,6 +183,7 @@ pub(super) fn resolve_webfetch(w: RawWebfetch) -> Result<Option<WebfetchConfig>,
         allow_private: w.allow_private,
         allow_hosts: hosts("[tools.webfetch] allow_hosts", w.allow_hosts)?,
         deny_hosts: hosts("[tools.webfetch] deny_hosts", w.deny_hosts)?,
+        use_ca_file: w.use_ca_file,
     }))
 }
 

@@ -339,6 +339,7 @@ fn the_shipped_example_config_is_valid_and_documents_every_section() {
         "[tools.noteworx]",
         "[prompt]",
         "[metrics]",
+        "[tls]",
     ] {
         assert!(text.contains(section), "{section} missing from the example");
     }
@@ -745,4 +746,74 @@ fn an_smtp_url_is_a_server_alone_and_never_holds_a_credential() {
     let mail = c.mail.unwrap();
     assert_eq!((mail.security, mail.port), (MailSecurity::Plain, 2525));
     assert!(mail.login.is_some());
+}
+
+/// A config in `dir` with `extra` TOML, read as `load` reads it, with
+/// `HOME` at `dir/home`.
+fn load_in(dir: &Path, extra: &str) -> Result<Config, ConfigError> {
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, format!("[runpod]\nendpoint_id = \"abc\"\n{extra}")).unwrap();
+    let home = dir.join("home").display().to_string();
+    let env = move |k: &str| match k {
+        "RUNPOD_API_KEY" => Some("rp_secret".to_string()),
+        "HOME" => Some(home.clone()),
+        _ => None,
+    };
+    Config::load(&path, &env)
+}
+
+#[test]
+fn tls_ca_file_is_read_at_load_beside_the_config_or_in_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = include_bytes!("../../../tests/fixtures/tls/self-signed.pem");
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    std::fs::write(dir.path().join("ca.pem"), pem).unwrap();
+    std::fs::write(dir.path().join("home/ca.pem"), pem).unwrap();
+
+    let c = load_in(dir.path(), "").unwrap();
+    assert_eq!(c.tls.ca_file, None, "unset: nothing read");
+    assert!(c.tls.trust.added().is_empty());
+
+    let c = load_in(dir.path(), "[tls]\nca_file = \"ca.pem\"\n").unwrap();
+    assert_eq!(c.tls.ca_file, Some(dir.path().join("ca.pem")));
+    assert_eq!(c.tls.trust.added().len(), 1);
+    assert!(
+        !c.webfetch.unwrap().use_ca_file,
+        "webfetch's is off by default"
+    );
+
+    let c = load_in(
+        dir.path(),
+        "[tools.webfetch]\nuse_ca_file = true\n[tls]\nca_file = \"~/ca.pem\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.tls.ca_file, Some(dir.path().join("home/ca.pem")));
+    assert!(c.webfetch.unwrap().use_ca_file);
+
+    let e = load_in(dir.path(), "[tls]\nca_file = \"gone.pem\"\n").unwrap_err();
+    assert!(
+        e.message.starts_with(&format!(
+            "line 4: [tls] ca_file {}: cannot read it (",
+            dir.path().join("gone.pem").display()
+        )),
+        "{e}"
+    );
+    let e = load_in(dir.path(), "[tls]\nca_dir = \"certs\"\n").unwrap_err();
+    assert!(e.message.contains("[tls] ca_dir: unknown key"), "{e}");
+}
+
+#[test]
+fn use_ca_file_without_a_ca_file_is_refused_naming_both_keys() {
+    for webfetch in ["", "enabled = false\n"] {
+        let e = parse(&format!(
+            "[runpod]\nendpoint_id = \"abc\"\n[tools.webfetch]\n{webfetch}use_ca_file = true\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.message.starts_with("line ")
+                && e.message
+                    .contains("[tools.webfetch] use_ca_file = true needs [tls] ca_file"),
+            "{e}"
+        );
+    }
 }

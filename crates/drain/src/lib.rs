@@ -257,8 +257,9 @@ async fn drain_locked(
         match deps.endpoint.reach().await {
             Reach::Answers => drain_then_recur(cfg, deps, opts, entries, due, state).await,
             Reach::Unreachable(why) => (RunOutcome::Unreachable(why), Vec::new()),
-            // Another service on the endpoint's port: every task stays.
-            Reach::NotTheServer(why) => {
+            // Another service on the endpoint's port, or a certificate no
+            // trusted root vouches for: every task stays.
+            Reach::NotTheServer(why) | Reach::Untrusted(why) => {
                 tracing::error!(error = %why, "setup fault: the run stops and every task stays in the inbox");
                 let tally = Tally {
                     not_started: entries.len() + due.len(),

@@ -35,7 +35,7 @@ pub mod runpod;
 pub use errors::{CallError, Failure};
 pub use exchange::{Attempt, CallEvent, Completion, JobInfo};
 pub use harness_base::retry::RetryPolicy;
-pub use probe::{Fit, Probe, Reach};
+pub use probe::{Fit, Probe, Reach, Unanswered};
 
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use errors::{AttemptError, Next, parse_chat, too_slow, unanswered};
 use exchange::{HttpAnswer, RawAttempt, read_answer, until};
-use harness_base::http::Body;
+use harness_base::http::{Body, Trust};
 use harness_base::retry::{Backoff, GiveUp, pause};
 use harness_base::sync::lock;
 use harness_base::text::clip;
@@ -77,8 +77,10 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(cfg: &EndpointConfig) -> anyhow::Result<Self> {
-        let http = harness_base::http::client()?
+    /// The client of `cfg`'s endpoint, checking its certificate against
+    /// `trust` (`[tls]`).
+    pub fn new(cfg: &EndpointConfig, trust: &Trust) -> anyhow::Result<Self> {
+        let http = harness_base::http::client(trust)?
             .timeout(Duration::from_secs(cfg.request_timeout_secs))
             .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
             .build()?;
@@ -381,7 +383,7 @@ impl Endpoint {
     }
     /// Checks that the endpoint answers HTTP at all (any status counts).
     /// Sends no credentials. `Err` says what failed, for the operator.
-    pub async fn ping(&self) -> Result<u16, String> {
+    pub async fn ping(&self) -> Result<u16, Unanswered> {
         let url = match self.cfg.kind {
             EndpointKind::Openai => format!("{}/models", self.cfg.base_url),
             EndpointKind::Runpod => format!("{}/health", self.cfg.base_url),
@@ -394,7 +396,7 @@ impl Endpoint {
             .await
         {
             Ok(r) => Ok(r.status().as_u16()),
-            Err(e) => Err(unanswered(&e, &url, None)),
+            Err(e) => Err(Unanswered::of(&e, &url)),
         }
     }
 

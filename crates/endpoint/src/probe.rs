@@ -8,14 +8,15 @@
 //! 5xx there is a server not ready (loading, or a gateway between): a later
 //! run. For the `runpod` kind, a JSON answer at the endpoint's `/health`
 //! (RunPod's own, with the key). Anything else — an HTML page, another
-//! service's 404, JSON that is no model list — is named.
+//! service's 404, JSON that is no model list — is named. A certificate no
+//! trusted root vouches for is a setup fault too: no later run fixes it.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::Endpoint;
-use harness_base::http::Body;
+use harness_base::http::{Body, TransportFailure, TransportKind};
 use harness_config::EndpointKind;
 
 /// What the probe found.
@@ -51,6 +52,34 @@ pub enum Reach {
     /// Something answers that is not the configured kind of server: a
     /// setup fault, in words naming the key to fix.
     NotTheServer(String),
+    /// The server's certificate is signed by no trusted root (a private CA
+    /// that `[tls] ca_file` does not name): a setup fault, in words saying
+    /// what to set.
+    Untrusted(String),
+}
+
+/// A request of the probe that got no HTTP answer: the words name the host
+/// and port ([`super::errors::unanswered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unanswered {
+    pub words: String,
+    /// The certificate was refused as signed by no trusted root.
+    pub untrusted: bool,
+}
+
+impl Unanswered {
+    pub(super) fn of(e: &reqwest::Error, url: &str) -> Unanswered {
+        Unanswered {
+            words: super::errors::unanswered(e, url, None),
+            untrusted: TransportFailure::of(e, Some(url)).kind == TransportKind::Untrusted,
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.words)
+    }
 }
 
 impl Probe {
@@ -76,7 +105,7 @@ const MAX_BYTES: usize = 1 << 20;
 impl Endpoint {
     /// Asks what is at the endpoint's address; `Err` when nothing answers
     /// HTTP there (the words name the host and port).
-    pub async fn probe(&self) -> Result<Probe, String> {
+    pub async fn probe(&self) -> Result<Probe, Unanswered> {
         match self.cfg.kind {
             EndpointKind::Openai => {
                 let models = format!("{}/models", self.base_url());
@@ -173,20 +202,18 @@ impl Endpoint {
                 },
             ) => Reach::Unreachable(p.what),
             Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
-            Err(why) => Reach::Unreachable(why),
+            Err(why) if why.untrusted => Reach::Untrusted(why.words),
+            Err(why) => Reach::Unreachable(why.words),
         }
     }
 
     /// One GET within 10 s: its status and its body (`None` past the cap).
-    async fn get(&self, url: &str, with_key: bool) -> Result<(u16, Option<Vec<u8>>), String> {
+    async fn get(&self, url: &str, with_key: bool) -> Result<(u16, Option<Vec<u8>>), Unanswered> {
         let mut req = self.http.get(url).timeout(Duration::from_secs(10));
         if let (true, Some(key)) = (with_key, &self.cfg.api_key) {
             req = req.bearer_auth(key.expose());
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| super::errors::unanswered(&e, url, None))?;
+        let resp = req.send().await.map_err(|e| Unanswered::of(&e, url))?;
         let status = resp.status().as_u16();
         let body = match harness_base::http::read_capped(resp, MAX_BYTES).await {
             Ok(Body::Whole(bytes)) => Some(bytes),

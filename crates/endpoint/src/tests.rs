@@ -232,7 +232,7 @@ mod spend {
             cap: Duration::ZERO,
             max_retries: 3,
         };
-        let ep = Endpoint::new(&cfg.endpoint)
+        let ep = Endpoint::new(&cfg.endpoint, &cfg.tls.trust)
             .unwrap()
             .with_retry_policy(retry)
             .metered(budget.clone());

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::otlp;
-use harness_base::http::{Body, TransportFailure, TransportKind, read_capped};
+use harness_base::http::{Body, TransportFailure, TransportKind, Trust, read_capped};
 use harness_config::TracesConfig;
 
 /// One request's body at most (OTLP collectors take 4 MiB and more).
@@ -74,8 +74,12 @@ pub(super) struct Sender {
 }
 
 impl Sender {
-    pub(super) fn new(cfg: &TracesConfig, counts: Arc<Counts>) -> anyhow::Result<Sender> {
-        let http = harness_base::http::client()?
+    pub(super) fn new(
+        cfg: &TracesConfig,
+        trust: &Trust,
+        counts: Arc<Counts>,
+    ) -> anyhow::Result<Sender> {
+        let http = harness_base::http::client(trust)?
             .timeout(cfg.flush)
             .connect_timeout(cfg.flush.min(Duration::from_secs(5)))
             .redirect(reqwest::redirect::Policy::none())

@@ -57,7 +57,7 @@ impl Traces {
     pub fn start(cfg: &Config) -> Option<Traces> {
         let t = cfg.traces.as_ref()?;
         let counts = Arc::new(Counts::default());
-        let sender = match Sender::new(t, counts.clone()) {
+        let sender = match Sender::new(t, &cfg.tls.trust, counts.clone()) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "[traces] endpoint: cannot set up the exporter; no trace is sent");

@@ -10,6 +10,7 @@ pub mod fake_runpod;
 pub mod mcp;
 pub mod scenario;
 pub mod smtp;
+pub mod tls;
 
 pub use binary::*;
 pub use scenario::*;

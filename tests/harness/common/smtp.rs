@@ -1,6 +1,7 @@
 //! A real SMTP server for the mail tests: PyPI's aiosmtpd from `scripts/stack
-//! install`, started by `tests/smtp/server.py` on a free loopback port, and
-//! each message it took read back as Python's email parser reads it.
+//! install`, started by `tests/smtp/server.py` on a free loopback port (in
+//! clear, or with a certificate a private CA signed: [`Smtp::with_tls`]),
+//! and each message it took read back as Python's email parser reads it.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::tls::PrivateCa;
 use super::{closed_port, stack_paths};
 
 /// The `From` the tests' `[mail]` sections send as.
@@ -65,6 +67,19 @@ impl Smtp {
             out,
             _dir: dir,
         }
+    }
+
+    /// A server showing `ca`'s certificate for 127.0.0.1: offering
+    /// STARTTLS (and taking no mail before it), or with `implicit`
+    /// speaking TLS from the first byte (`smtps://`).
+    pub fn with_tls(ca: &PrivateCa, implicit: bool) -> Smtp {
+        let cert = ca.server_cert_file().display().to_string();
+        let key = ca.server_key_file().display().to_string();
+        let mut options = vec!["--cert", cert.as_str(), "--key", key.as_str()];
+        if implicit {
+            options.push("--implicit-tls");
+        }
+        Smtp::with(&options)
     }
 
     /// `[mail]` at this server, in clear (it offers no STARTTLS), with

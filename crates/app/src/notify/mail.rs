@@ -3,9 +3,10 @@
 //! digest_to` addresses (checked by `config`, handed to lettre here), over
 //! STARTTLS (refused when the server does not offer it), TLS from the first
 //! byte (`smtps://`), or — only with `starttls = false` — in clear; a login
-//! when `[mail]` names one. TLS is rustls on the same `ring` provider and the
-//! same bundled Mozilla roots (`webpki-roots`) as the one HTTP client
-//! (`harness_base::http`): lettre takes no rustls configuration of ours,
+//! when `[mail]` names one. TLS is rustls on the same `ring` provider and
+//! the same trust as the one HTTP client (`harness_base::http::Trust`): the
+//! bundled Mozilla roots (`webpki-roots`) and `[tls] ca_file`'s
+//! certificates beside them. lettre takes no rustls configuration of ours,
 //! so it is configured alike, never from the system's store.
 //!
 //! Bounded like the webhooks: a connection has 5 s, one attempt 10 s, a
@@ -18,9 +19,12 @@ use lettre::Message;
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
-use lettre::transport::smtp::client::{AsyncSmtpConnection, CertificateStore, TlsParameters};
+use lettre::transport::smtp::client::{
+    AsyncSmtpConnection, Certificate, CertificateStore, TlsParameters,
+};
 use lettre::transport::smtp::extension::ClientId;
 
+use harness_base::http::{Trust, UNKNOWN_ISSUER_ADVICE, unknown_issuer};
 use harness_base::retry::Attempt;
 use harness_config::{MailAddress, MailConfig, MailSecurity};
 
@@ -36,11 +40,16 @@ const QUIT_WITHIN: Duration = Duration::from_secs(1);
 /// Sends mail through one `[mail]` server.
 pub(super) struct Mailer {
     cfg: MailConfig,
+    /// What the server's certificate is checked against (`[tls]`).
+    trust: Trust,
 }
 
 impl Mailer {
-    pub(super) fn new(cfg: &MailConfig) -> Mailer {
-        Mailer { cfg: cfg.clone() }
+    pub(super) fn new(cfg: &MailConfig, trust: &Trust) -> Mailer {
+        Mailer {
+            cfg: cfg.clone(),
+            trust: trust.clone(),
+        }
     }
 
     /// The server as logs show it: `smtp://host:port`.
@@ -140,13 +149,20 @@ impl Mailer {
         Ok(())
     }
 
-    /// The TLS of a connection to `[mail]`'s host: the bundled roots,
-    /// TLS 1.2 or 1.3, the host's name checked.
+    /// The TLS of a connection to `[mail]`'s host: the bundled roots and
+    /// `[tls] ca_file`'s certificates, TLS 1.2 or 1.3, the host's name
+    /// checked.
     fn tls(&self) -> Result<TlsParameters, Failed> {
-        TlsParameters::builder(self.cfg.host.clone())
-            .certificate_store(CertificateStore::WebpkiRoots)
-            .build_rustls()
-            .map_err(|e| Failed::Done(format!("TLS could not be set up: {e}")))
+        let set_up = |e: lettre::transport::smtp::Error| {
+            Failed::Done(format!("TLS could not be set up: {e}"))
+        };
+        let mut builder = TlsParameters::builder(self.cfg.host.clone())
+            .certificate_store(CertificateStore::WebpkiRoots);
+        for der in self.trust.added() {
+            builder =
+                builder.add_root_certificate(Certificate::from_der(der.to_vec()).map_err(set_up)?);
+        }
+        builder.build_rustls().map_err(set_up)
     }
 }
 
@@ -173,6 +189,11 @@ enum Failed {
 fn failed(e: lettre::transport::smtp::Error) -> Failed {
     // Its words carry its cause (`Connection error: Connection refused …`).
     let why = e.to_string();
+    if unknown_issuer(&e) {
+        // lettre calls a refused handshake a connection error: it is not
+        // one that passes.
+        return Failed::Done(format!("{why} ({UNKNOWN_ISSUER_ADVICE})"));
+    }
     if e.is_permanent() || e.is_tls() || e.is_client() || e.is_response() {
         Failed::Done(why)
     } else {
@@ -194,13 +215,16 @@ mod tests {
 
     #[test]
     fn a_message_has_its_own_id_and_every_address_config_takes() {
-        let mailer = Mailer::new(&MailConfig {
-            host: "mail.example.com".into(),
-            port: 587,
-            security: MailSecurity::Starttls,
-            from: address(Some("agent-harness"), "agent", "example.com"),
-            login: None,
-        });
+        let mailer = Mailer::new(
+            &MailConfig {
+                host: "mail.example.com".into(),
+                port: 587,
+                security: MailSecurity::Starttls,
+                from: address(Some("agent-harness"), "agent", "example.com"),
+                login: None,
+            },
+            &Trust::bundled(),
+        );
         let to = [
             address(Some(r#"Ops, "night""#), "o.p+s", "example.com"),
             address(None, "x", "xn--bcher-kva.example"),

@@ -104,12 +104,12 @@ impl Notifier {
             .mail
             .as_ref()
             .filter(|_| !cfg.notify.digest_to.is_empty())
-            .map(Mailer::new);
+            .map(|m| Mailer::new(m, &cfg.tls.trust));
         if cfg.notify.ping_url.is_none() && cfg.notify.on_failure_url.is_none() && mailer.is_none()
         {
             return None;
         }
-        let http = harness_base::http::client()
+        let http = harness_base::http::client(&cfg.tls.trust)
             .ok()?
             .timeout(TIMEOUT)
             .connect_timeout(TIMEOUT)

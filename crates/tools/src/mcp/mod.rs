@@ -25,6 +25,7 @@ use rmcp::service::{RoleClient, RunningService, ServiceError};
 use serde_json::{Map, Value};
 
 use crate::ToolOutput;
+use harness_base::http::Trust;
 use harness_base::sync::lock;
 use harness_config::{McpServerConfig, Redactor};
 use process::{Process, Stderr};
@@ -58,6 +59,8 @@ impl std::fmt::Debug for McpServers {
 
 struct Server {
     cfg: McpServerConfig,
+    /// What a server over HTTPS is checked against (`[tls]`).
+    trust: Trust,
     state: tokio::sync::Mutex<State>,
     stderr: Arc<Mutex<Stderr>>,
     /// The process while it starts: a start that fails or runs out of
@@ -110,11 +113,12 @@ pub struct Ready {
 }
 
 impl McpServers {
-    pub fn new(servers: &[McpServerConfig], redactor: Arc<Redactor>) -> McpServers {
+    pub fn new(servers: &[McpServerConfig], trust: &Trust, redactor: Arc<Redactor>) -> McpServers {
         let servers = servers
             .iter()
             .map(|cfg| Server {
                 cfg: cfg.clone(),
+                trust: trust.clone(),
                 state: tokio::sync::Mutex::new(State::NotStarted),
                 stderr: Arc::new(Mutex::new(Stderr::new(Arc::clone(&redactor)))),
                 starting: Mutex::new(None),

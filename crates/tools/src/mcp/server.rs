@@ -7,10 +7,11 @@ use super::answers::{self};
 use super::{MAX_HTTP_BYTES, MAX_LINE_BYTES, Server, Unavailable, Up, lines, listing, process};
 use crate::mcp::listing::{MAX_TOOLS, McpTool};
 use crate::mcp::process::Process;
+use harness_base::http::TransportFailure;
 use harness_base::sync::lock;
 use harness_config::{McpTransport, Redactor};
 use rmcp::ServiceExt;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -101,7 +102,7 @@ impl Server {
                 // configuration for every connection it makes.
                 // Session id and headers never follow a redirect to another
                 // host ([`same_origin_redirects`]); no idle connection kept.
-                let client = harness_base::http::client()
+                let client = harness_base::http::client(&self.trust)
                     .map_err(|e| failed(short(&chain(&e), redactor)))?
                     .redirect(same_origin_redirects())
                     .pool_max_idle_per_host(0)
@@ -117,7 +118,7 @@ impl Server {
                     rmcp::transport::StreamableHttpClientTransport::with_client(client, limits);
                 ().serve(answers::Answers::new(transport))
                     .await
-                    .map_err(|e| failed(short(&chain(&e), redactor)))?
+                    .map_err(|e| failed(short(&http_start_failure(&e), redactor)))?
             }
         };
         let (listed, more) = list_tools(&service, redactor).await.map_err(failed)?;
@@ -262,6 +263,29 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
     }
     text
+}
+
+/// A start over HTTP that failed, in words: when the request under it got
+/// no answer, that failure as every other client says it (the host and
+/// port, the cause, and for a certificate no trusted root vouches for, what
+/// to set) — rmcp keeps the request's error, but not as a cause, so
+/// [`chain`] would end at "error sending request"; else the chain.
+fn http_start_failure(e: &ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let unanswered = match e {
+        ClientInitializeError::TransportError { error, .. } => error
+            .error
+            .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            .and_then(|e| match e {
+                StreamableHttpError::Client(e) => Some(e),
+                _ => None,
+            }),
+        _ => None,
+    };
+    match unanswered {
+        Some(e) => TransportFailure::of(e, None).to_string(),
+        None => chain(e),
+    }
 }
 
 /// An SDK error for a message: redacted first, then its first 100 and

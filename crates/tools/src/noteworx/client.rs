@@ -13,7 +13,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use harness_base::http::{Body, MAX_BODY_BYTES, TransportFailure, read_capped};
+use harness_base::http::{
+    Body, MAX_BODY_BYTES, TransportFailure, TransportKind, Trust, UNKNOWN_ISSUER_ADVICE,
+    read_capped,
+};
 use harness_base::lenient;
 use harness_base::retry::{Attempt, RetryPolicy};
 use harness_config::{NoteworxConfig, Secret};
@@ -161,9 +164,11 @@ pub struct NoteworxClient {
 }
 
 impl NoteworxClient {
-    pub fn new(cfg: &NoteworxConfig) -> anyhow::Result<Self> {
+    /// The client of `cfg`'s notes service, checking its certificate
+    /// against `trust` (`[tls]`).
+    pub fn new(cfg: &NoteworxConfig, trust: &Trust) -> anyhow::Result<Self> {
         let timeout = Duration::from_secs(cfg.timeout_secs);
-        let http = harness_base::http::client()?
+        let http = harness_base::http::client(trust)?
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(cfg.timeout_secs.min(10)))
             .build()?;
@@ -449,7 +454,12 @@ fn error_message(body: &str, status: StatusCode) -> String {
 }
 
 /// A request noteworx did not answer, in a few words: they reach the
-/// model too, so they name no address.
+/// model too, so they name no address. A certificate not trusted says what
+/// the operator sets, for the task's error they read.
 fn no_answer(e: &reqwest::Error) -> NoteworxError {
-    NoteworxError::Unreachable(TransportFailure::of(e, None).brief().into())
+    let failure = TransportFailure::of(e, None);
+    NoteworxError::Unreachable(match failure.kind {
+        TransportKind::Untrusted => format!("{} ({UNKNOWN_ISSUER_ADVICE})", failure.brief()),
+        _ => failure.brief().into(),
+    })
 }

@@ -124,13 +124,16 @@ async fn a_body_still_coming_at_the_timeout_is_a_timeout_not_a_dropped_connectio
         );
         std::thread::sleep(std::time::Duration::from_secs(3));
     });
-    let client = NoteworxClient::new(&harness_config::NoteworxConfig {
-        base_url: format!("http://127.0.0.1:{port}"),
-        token: harness_config::Secret::new("t0ken-for-tests"),
-        token_env: "NOTEWORX_TOKEN".into(),
-        agent_name: "default-agent".into(),
-        timeout_secs: 1,
-    })
+    let client = NoteworxClient::new(
+        &harness_config::NoteworxConfig {
+            base_url: format!("http://127.0.0.1:{port}"),
+            token: harness_config::Secret::new("t0ken-for-tests"),
+            token_env: "NOTEWORX_TOKEN".into(),
+            agent_name: "default-agent".into(),
+            timeout_secs: 1,
+        },
+        &harness_base::http::Trust::bundled(),
+    )
     .unwrap();
     let err = client.list_notes(None, None, None).await.unwrap_err();
     let text = err.to_string();

@@ -27,7 +27,7 @@ use reqwest::redirect::Policy;
 use super::ToolOutput;
 use super::text::page;
 use guard::{GuardedResolver, Rules};
-use harness_base::http::{TransportFailure, TransportKind};
+use harness_base::http::{TransportFailure, TransportKind, Trust};
 use harness_base::text::chars;
 use harness_config::WebfetchConfig;
 use html::{CONVERTER_STACK, CONVERTERS, strip_tags};
@@ -51,7 +51,17 @@ pub struct Webfetch {
 }
 
 impl Webfetch {
-    pub fn new(cfg: &WebfetchConfig) -> anyhow::Result<Self> {
+    /// The tool of `cfg`. `trust` is `[tls]`'s, given to it only with
+    /// `use_ca_file`: a page the model chose is otherwise checked against
+    /// the bundled roots alone, so a host that shows a certificate of the
+    /// operator's CA is not trusted for it unless the operator says so
+    /// (docs/operating.md, "TLS").
+    pub fn new(cfg: &WebfetchConfig, trust: &Trust) -> anyhow::Result<Self> {
+        let trust = if cfg.use_ca_file {
+            trust.clone()
+        } else {
+            Trust::bundled()
+        };
         let rules = Arc::new(Rules {
             allow_private: cfg.allow_private,
             allow_hosts: cfg.allow_hosts.clone(),
@@ -65,7 +75,7 @@ impl Webfetch {
             }
         });
         let timeout = Duration::from_secs(cfg.timeout_secs);
-        let http = harness_base::http::client_acting_as("webfetch tool of an LLM agent")?
+        let http = harness_base::http::client_acting_as("webfetch tool of an LLM agent", &trust)?
             .timeout(timeout)
             .redirect(policy)
             .dns_resolver(Arc::new(GuardedResolver {
@@ -339,7 +349,7 @@ fn describe(e: &reqwest::Error, url: &str) -> String {
     let failure = TransportFailure::of(e, None);
     match failure.kind {
         TransportKind::Timeout => format!("Fetching {url} timed out."),
-        TransportKind::Refused | TransportKind::Connect => format!(
+        TransportKind::Refused | TransportKind::Untrusted | TransportKind::Connect => format!(
             "Could not connect to {url} ({}). Check the address or try another page.",
             failure.brief()
         ),
