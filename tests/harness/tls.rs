@@ -136,6 +136,35 @@ async fn without_ca_file_that_endpoint_is_refused_saying_what_to_set() {
     assert!(said.contains("set [tls] ca_file"), "{said}");
 }
 
+/// A self-signed certificate made as `openssl req -x509` makes one by
+/// default (`CA:TRUE`) cannot be the server's own, even named in
+/// `ca_file`: rustls refuses it (`CaUsedAsEndEntity`). That is a setup
+/// fault too, saying what to fix, never "unreachable" run after run.
+#[tokio::test]
+async fn a_server_showing_a_ca_certificate_as_its_own_is_a_setup_fault_saying_what_to_fix() {
+    let ca = PrivateCa::self_signed_as_a_ca();
+    let (llm, front) = model_behind(&ca, "never").await;
+    let s = scenario()
+        .endpoint_at(&format!("{}/v1", front.url()))
+        .task("t", "Answer.")
+        .config(&ca.tls_section())
+        .build()
+        .await;
+
+    let out = run_bin(&s, &["run"]).await;
+
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("CaUsedAsEndEntity")
+            && err.contains("a self-signed one needs basicConstraints CA:FALSE")
+            && err.contains("setup fault"),
+        "{err}"
+    );
+    assert_eq!(s.inbox(), ["t.md"]);
+    assert!(llm.requests().await.is_empty());
+}
+
 /// The paths `server` was asked for, in order.
 async fn paths(server: &MockServer) -> Vec<String> {
     server

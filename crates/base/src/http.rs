@@ -80,9 +80,16 @@ pub enum PemProblem {
         "it is not PEM: no `-----BEGIN CERTIFICATE-----` block (a DER certificate converts with `openssl x509 -inform der -in FILE -out FILE.pem`)"
     )]
     NotPem,
-    /// A block that does not read: an unended block, bad base64.
+    /// A block that does not read: an unended block, bad base64. Fixed
+    /// words: the reader's own message quotes the file's bytes.
     #[error("it is not valid PEM ({0})")]
-    BadPem(String),
+    BadPem(&'static str),
+    /// A private key beside the certificates: the wrong file (a server's
+    /// combined PEM), and one the service user should not read.
+    #[error(
+        "it holds a private key beside the certificate(s): name a file holding the CA's certificate alone"
+    )]
+    PrivateKey,
     /// PEM blocks, none of them a certificate (a key, a request).
     #[error("it holds no CERTIFICATE block, only {0}: name the CA's certificate")]
     NoCertificate(String),
@@ -109,7 +116,7 @@ impl Trust {
         let mut added = Vec::new();
         let mut others = Vec::new();
         for block in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
-            let kind = match block.map_err(|e| PemProblem::BadPem(e.to_string()))? {
+            let kind = match block.map_err(|e| PemProblem::BadPem(pem_words(&e)))? {
                 (SectionKind::Certificate, der) => {
                     added.push(CertificateDer::from(der));
                     continue;
@@ -128,6 +135,9 @@ impl Trust {
             if !others.contains(&kind) {
                 others.push(kind);
             }
+        }
+        if !added.is_empty() && others.contains(&"a private key") {
+            return Err(PemProblem::PrivateKey);
         }
         if added.is_empty() {
             return Err(if others.is_empty() {
@@ -202,16 +212,32 @@ impl std::fmt::Debug for Trust {
     }
 }
 
+/// Why a PEM block does not read, in words that quote nothing of the file.
+fn pem_words(e: &rustls::pki_types::pem::Error) -> &'static str {
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { .. } => "a block has no END line",
+        Error::IllegalSectionStart { .. } => "a BEGIN line is malformed",
+        Error::Base64Decode(_) => "a block's base64 does not decode",
+        _ => "it cannot be read as PEM",
+    }
+}
+
 /// What to do about a certificate no trusted root vouches for, said
 /// wherever a connection meets one ([`TransportFailure`], mail, MCP).
 pub const UNKNOWN_ISSUER_ADVICE: &str = "a private CA? set [tls] ca_file to its PEM certificate";
 
-/// Whether rustls refused the server's certificate anywhere in `e`'s chain
-/// because no trusted root vouches for its issuer. A TLS stream reports
-/// rustls's error inside an `io::Error` (reqwest's connector wraps that in
-/// another), whose `source()` skips what it holds: those are opened too.
-pub fn unknown_issuer(e: &(dyn std::error::Error + 'static)) -> bool {
-    crate::error::causes(e).any(|cause| {
+/// What to do about a certificate refused for another reason (a name it
+/// does not cover, expired, a CA certificate presented as the server's own
+/// as `openssl req -x509` makes by default).
+pub const REFUSED_CERTIFICATE_ADVICE: &str = "fix the server's certificate: valid now, for the name in the URL, and not a CA's own (a self-signed one needs basicConstraints CA:FALSE); or sign it with a CA and set [tls] ca_file to the CA's certificate";
+
+/// When rustls refused the server's certificate anywhere in `e`'s chain,
+/// what to do about it. A TLS stream reports rustls's error inside an
+/// `io::Error` (reqwest's connector wraps that in another), whose
+/// `source()` skips what it holds: those are opened too.
+pub fn refused_certificate(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    crate::error::causes(e).find_map(|cause| {
         let mut cause = cause;
         while let Some(held) = cause
             .downcast_ref::<std::io::Error>()
@@ -219,12 +245,13 @@ pub fn unknown_issuer(e: &(dyn std::error::Error + 'static)) -> bool {
         {
             cause = held;
         }
-        matches!(
-            cause.downcast_ref::<rustls::Error>(),
-            Some(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::UnknownIssuer
-            ))
-        )
+        match cause.downcast_ref::<rustls::Error>() {
+            Some(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)) => {
+                Some(UNKNOWN_ISSUER_ADVICE)
+            }
+            Some(rustls::Error::InvalidCertificate(_)) => Some(REFUSED_CERTIFICATE_ADVICE),
+            _ => None,
+        }
     })
 }
 
@@ -360,6 +387,9 @@ pub struct TransportFailure {
     pub target: Option<String>,
     /// The innermost cause, printable and clipped.
     pub cause: Option<String>,
+    /// What to do, when the server's certificate was refused
+    /// ([`refused_certificate`]).
+    pub advice: Option<&'static str>,
 }
 
 /// What kind of transport failure.
@@ -369,11 +399,12 @@ pub enum TransportKind {
     Timeout,
     /// Nothing listens at the address.
     Refused,
-    /// The server's certificate is signed by no trusted root: a private
-    /// CA that `[tls] ca_file` does not name (said with what to do).
+    /// The server's certificate was refused: signed by no trusted root (a
+    /// private CA that `[tls] ca_file` does not name), or not valid for
+    /// this connection. Said with what to do; no later attempt fixes it.
     Untrusted,
-    /// No connection for another reason (a name that does not resolve,
-    /// another certificate refused, a network out of reach).
+    /// No connection for another reason (a name that does not resolve, a
+    /// handshake that failed otherwise, a network out of reach).
     Connect,
     /// The connection dropped while the answer came, or the answer could
     /// not be decoded.
@@ -386,9 +417,10 @@ impl TransportFailure {
     /// `e` read; `url` names the target when `e` does not (an error
     /// reading a body carries no URL).
     pub fn of(e: &reqwest::Error, url: Option<&str>) -> Self {
+        let advice = refused_certificate(e);
         let kind = if e.is_timeout() {
             TransportKind::Timeout
-        } else if unknown_issuer(e) {
+        } else if advice.is_some() {
             TransportKind::Untrusted
         } else if e.is_connect() {
             let refused = crate::error::causes(e).any(|c| {
@@ -417,6 +449,7 @@ impl TransportFailure {
             kind,
             target,
             cause,
+            advice,
         }
     }
 
@@ -445,8 +478,9 @@ impl std::fmt::Display for TransportFailure {
             TransportKind::Refused => write!(f, "cannot connect to {target} (connection refused)"),
             TransportKind::Untrusted => write!(
                 f,
-                "cannot connect to {target} ({}; {UNKNOWN_ISSUER_ADVICE})",
-                self.cause.as_deref().unwrap_or("certificate not trusted")
+                "cannot connect to {target} ({}; {})",
+                self.cause.as_deref().unwrap_or("certificate not trusted"),
+                self.advice.unwrap_or(UNKNOWN_ISSUER_ADVICE)
             ),
             TransportKind::Connect => match &self.cause {
                 Some(cause) => write!(f, "cannot connect to {target} ({cause})"),
@@ -609,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_issuer_is_found_inside_the_io_errors_that_hold_it() {
+    fn a_refused_certificate_is_found_inside_the_io_errors_that_hold_it() {
         use std::io::{Error, ErrorKind};
         let refused = |why| {
             // As reqwest's connector reports a handshake: rustls's error
@@ -620,13 +654,33 @@ mod tests {
             );
             Error::other(tls)
         };
-        assert!(unknown_issuer(&refused(
-            rustls::CertificateError::UnknownIssuer
-        )));
-        assert!(!unknown_issuer(&refused(
-            rustls::CertificateError::BadSignature
-        )));
-        assert!(!unknown_issuer(&Error::from(ErrorKind::ConnectionRefused)));
+        assert_eq!(
+            refused_certificate(&refused(rustls::CertificateError::UnknownIssuer)),
+            Some(UNKNOWN_ISSUER_ADVICE)
+        );
+        assert_eq!(
+            refused_certificate(&refused(rustls::CertificateError::BadSignature)),
+            Some(REFUSED_CERTIFICATE_ADVICE)
+        );
+        assert_eq!(
+            refused_certificate(&Error::from(ErrorKind::ConnectionRefused)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_pem_problem_quotes_nothing_of_the_file_and_a_private_key_is_refused() {
+        let secret = b"-----BEGIN SECRET-sk-live-abc123-----\nAAAA\n";
+        let said = Trust::with_pem(secret).unwrap_err().to_string();
+        assert!(
+            !said.contains("sk-live") && !said.contains("115, 107"),
+            "{said}"
+        );
+        let cert = include_bytes!("../../../tests/fixtures/tls/self-signed.pem");
+        let key = include_bytes!("../../../tests/fixtures/tls/self-signed.key");
+        let both = [cert.as_slice(), key.as_slice()].concat();
+        assert_eq!(Trust::with_pem(&both).unwrap_err(), PemProblem::PrivateKey);
+        assert!(Trust::with_pem(cert).is_ok());
     }
 
     #[test]

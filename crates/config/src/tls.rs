@@ -106,12 +106,22 @@ mod tests {
 
     #[test]
     fn a_pem_file_relative_to_the_config_adds_each_certificate() {
-        let two = [CERTIFICATE, KEY, CERTIFICATE].concat();
+        let two = [CERTIFICATE, CERTIFICATE].concat();
         let (dir, resolved) = with_file(Some(&two));
         let tls = resolved.unwrap();
         assert_eq!(tls.ca_file, Some(dir.path().join("ca.pem")));
-        assert_eq!(tls.trust.added().len(), 2, "the key is passed over");
+        assert_eq!(tls.trust.added().len(), 2);
         assert_ne!(tls.trust, Trust::bundled());
+    }
+
+    #[test]
+    fn a_file_holding_a_private_key_beside_the_certificate_is_refused() {
+        let both = [CERTIFICATE, KEY, CERTIFICATE].concat();
+        assert!(
+            refusal(Some(&both)).starts_with("it holds a private key beside the certificate(s)"),
+            "{}",
+            refusal(Some(&both))
+        );
     }
 
     #[test]

@@ -269,7 +269,11 @@ impl AttemptError {
 /// connection, whether the server is running; `on_timeout` is said after a
 /// request that ran out of time.
 pub(crate) fn unanswered(e: &reqwest::Error, url: &str, on_timeout: Option<&str>) -> String {
-    let failure = TransportFailure::of(e, Some(url));
+    unanswered_words(&TransportFailure::of(e, Some(url)), on_timeout)
+}
+
+/// [`unanswered`] of a failure already read.
+pub(crate) fn unanswered_words(failure: &TransportFailure, on_timeout: Option<&str>) -> String {
     match (failure.kind, on_timeout) {
         (TransportKind::Refused, _) => {
             format!("{failure}: is llama-server (or the RunPod worker) running there?")

@@ -52,9 +52,9 @@ pub enum Reach {
     /// Something answers that is not the configured kind of server: a
     /// setup fault, in words naming the key to fix.
     NotTheServer(String),
-    /// The server's certificate is signed by no trusted root (a private CA
-    /// that `[tls] ca_file` does not name): a setup fault, in words saying
-    /// what to set.
+    /// The server's certificate was refused (signed by no trusted root: a
+    /// private CA that `[tls] ca_file` does not name; or not valid for this
+    /// connection): a setup fault, in words saying what to do.
     Untrusted(String),
 }
 
@@ -63,15 +63,16 @@ pub enum Reach {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unanswered {
     pub words: String,
-    /// The certificate was refused as signed by no trusted root.
+    /// The server's certificate was refused.
     pub untrusted: bool,
 }
 
 impl Unanswered {
     pub(super) fn of(e: &reqwest::Error, url: &str) -> Unanswered {
+        let failure = TransportFailure::of(e, Some(url));
         Unanswered {
-            words: super::errors::unanswered(e, url, None),
-            untrusted: TransportFailure::of(e, Some(url)).kind == TransportKind::Untrusted,
+            words: super::errors::unanswered_words(&failure, None),
+            untrusted: failure.kind == TransportKind::Untrusted,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! A private certificate authority made at test time (`rcgen`: no key is
-//! committed), a certificate for 127.0.0.1 that only it signs, and a TLS
+//! A private certificate authority made at test time (`rcgen`: no CA key
+//! is committed), a certificate for 127.0.0.1 that only it signs, and a TLS
 //! front (tokio-rustls) that shows that certificate and passes each
 //! connection on to a plain server — HTTPS in front of any wiremock fake.
 
@@ -47,6 +47,28 @@ impl PrivateCa {
         PrivateCa {
             dir,
             server_cert: server.der().clone(),
+            server_key: key.serialize_der(),
+        }
+    }
+
+    /// What `openssl req -x509` makes by default: a self-signed certificate
+    /// for `127.0.0.1` that says it is a CA (`CA:TRUE`), shown by the
+    /// server as its own; `ca.pem` is that same certificate.
+    pub fn self_signed_as_a_ca() -> PrivateCa {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "127.0.0.1");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
+        PrivateCa {
+            dir,
+            server_cert: cert.der().clone(),
             server_key: key.serialize_der(),
         }
     }

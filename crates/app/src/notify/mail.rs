@@ -24,7 +24,7 @@ use lettre::transport::smtp::client::{
 };
 use lettre::transport::smtp::extension::ClientId;
 
-use harness_base::http::{Trust, UNKNOWN_ISSUER_ADVICE, unknown_issuer};
+use harness_base::http::{Trust, refused_certificate};
 use harness_base::retry::Attempt;
 use harness_config::{MailAddress, MailConfig, MailSecurity};
 
@@ -189,10 +189,10 @@ enum Failed {
 fn failed(e: lettre::transport::smtp::Error) -> Failed {
     // Its words carry its cause (`Connection error: Connection refused …`).
     let why = e.to_string();
-    if unknown_issuer(&e) {
+    if let Some(advice) = refused_certificate(&e) {
         // lettre calls a refused handshake a connection error: it is not
         // one that passes.
-        return Failed::Done(format!("{why} ({UNKNOWN_ISSUER_ADVICE})"));
+        return Failed::Done(format!("{why} ({advice})"));
     }
     if e.is_permanent() || e.is_tls() || e.is_client() || e.is_response() {
         Failed::Done(why)

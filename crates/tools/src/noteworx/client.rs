@@ -14,8 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use harness_base::http::{
-    Body, MAX_BODY_BYTES, TransportFailure, TransportKind, Trust, UNKNOWN_ISSUER_ADVICE,
-    read_capped,
+    Body, MAX_BODY_BYTES, TransportFailure, TransportKind, Trust, read_capped,
 };
 use harness_base::lenient;
 use harness_base::retry::{Attempt, RetryPolicy};
@@ -459,7 +458,10 @@ fn error_message(body: &str, status: StatusCode) -> String {
 fn no_answer(e: &reqwest::Error) -> NoteworxError {
     let failure = TransportFailure::of(e, None);
     NoteworxError::Unreachable(match failure.kind {
-        TransportKind::Untrusted => format!("{} ({UNKNOWN_ISSUER_ADVICE})", failure.brief()),
+        TransportKind::Untrusted => match failure.advice {
+            Some(advice) => format!("{} ({advice})", failure.brief()),
+            None => failure.brief().into(),
+        },
         _ => failure.brief().into(),
     })
 }
