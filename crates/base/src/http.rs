@@ -106,8 +106,9 @@ impl Trust {
     }
 
     /// The bundled roots and every certificate of `pem` (one or more
-    /// `CERTIFICATE` blocks; other blocks are passed over), each checked to
-    /// parse as X.509 now, not at the first connection.
+    /// `CERTIFICATE` blocks; a private key beside them is refused, other
+    /// blocks are passed over), each checked to parse as X.509 now, not at
+    /// the first connection.
     pub fn with_pem(pem: &[u8]) -> Result<Trust, PemProblem> {
         use rustls::pki_types::pem::{PemObject, SectionKind};
         if pem.iter().all(u8::is_ascii_whitespace) {

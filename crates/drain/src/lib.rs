@@ -257,8 +257,8 @@ async fn drain_locked(
         match deps.endpoint.reach().await {
             Reach::Answers => drain_then_recur(cfg, deps, opts, entries, due, state).await,
             Reach::Unreachable(why) => (RunOutcome::Unreachable(why), Vec::new()),
-            // Another service on the endpoint's port, or a certificate no
-            // trusted root vouches for: every task stays.
+            // Another service on the endpoint's port, or its certificate
+            // refused: every task stays.
             Reach::NotTheServer(why) | Reach::Untrusted(why) => {
                 tracing::error!(error = %why, "setup fault: the run stops and every task stays in the inbox");
                 let tally = Tally {
