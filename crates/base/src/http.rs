@@ -137,7 +137,7 @@ impl Trust {
                 others.push(kind);
             }
         }
-        if !added.is_empty() && others.contains(&"a private key") {
+        if !added.is_empty() && (others.contains(&"a private key") || holds_any_private_key(pem)) {
             return Err(PemProblem::PrivateKey);
         }
         if added.is_empty() {
@@ -211,6 +211,16 @@ impl std::fmt::Debug for Trust {
             self.0.added.len()
         )
     }
+}
+
+/// Whether a `-----BEGIN … PRIVATE KEY-----` line is in `pem`: the kinds
+/// the PEM reader passes over unread too (`ENCRYPTED PRIVATE KEY`,
+/// `OPENSSH PRIVATE KEY`, `DSA PRIVATE KEY`).
+fn holds_any_private_key(pem: &[u8]) -> bool {
+    pem.split(|b| *b == b'\n').any(|line| {
+        let line = line.trim_ascii();
+        line.starts_with(b"-----BEGIN ") && line.ends_with(b"PRIVATE KEY-----")
+    })
 }
 
 /// Why a PEM block does not read, in words that quote nothing of the file.
@@ -682,6 +692,19 @@ mod tests {
         let both = [cert.as_slice(), key.as_slice()].concat();
         assert_eq!(Trust::with_pem(&both).unwrap_err(), PemProblem::PrivateKey);
         assert!(Trust::with_pem(cert).is_ok());
+        for label in [
+            "ENCRYPTED PRIVATE KEY",
+            "OPENSSH PRIVATE KEY",
+            "DSA PRIVATE KEY",
+        ] {
+            let key = format!("-----BEGIN {label}-----\r\nAAAA\r\n-----END {label}-----\r\n");
+            let both = [cert.as_slice(), key.as_bytes()].concat();
+            assert_eq!(
+                Trust::with_pem(&both).unwrap_err(),
+                PemProblem::PrivateKey,
+                "{label}"
+            );
+        }
     }
 
     #[test]
