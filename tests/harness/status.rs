@@ -340,6 +340,48 @@ async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
     assert!(stdout(&out).contains(&said), "{}", stdout(&out));
 }
 
+/// A run killed outright (SIGKILL, out of memory) never empties the lock's
+/// note as it lets go: the kernel drops the lock, the note stays. `status`
+/// says that run did not end, where it would otherwise say nothing runs.
+#[tokio::test]
+async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
+    let s = scenario()
+        .endpoint_at("http://127.0.0.1:9/v1")
+        .build()
+        .await;
+    // What a killed `run` leaves: its note, no process, no lock.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let note =
+        serde_json::json!({"pid": gone.id(), "command": "run", "since": "2026-11-27T03:00:00Z"});
+    std::fs::write(
+        s.cfg().paths.state_dir().join(".agent-harness.lock"),
+        format!("{note}\n"),
+    )
+    .unwrap();
+
+    let out = bin(&s).args(["status", "--utc"]).output().unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = format!(
+        "running     none; the run started at 2026-11-27T03:00:00Z (pid {}) did not end",
+        gone.id()
+    );
+    assert!(stdout(&out).contains(&said), "{}", stdout(&out));
+    let (json, _) = status_json(&s);
+    assert_eq!(json["running"], Value::Null);
+    assert_eq!(json["did_not_end"]["command"], "run");
+
+    // The next run takes the lock over, and as it lets go the note goes.
+    let _ = bin(&s).arg("run").output().unwrap();
+    let out = bin(&s).arg("status").output().unwrap();
+    assert!(
+        stdout(&out).contains("running     no run holds the lock"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 /// A notification or a trace that fails is a warning, never the exit
 /// code; `status` is where it shows the morning after, until one gets
 /// through again.

@@ -18,7 +18,7 @@ use harness_display::Progress;
 use harness_drain::{
     DaySpent, FailedTasks, NextRun, Overview, Running, Sending, Waiting, overview,
 };
-use harness_state::LastRun;
+use harness_state::{Holder, LastRun};
 
 /// Where a line's text starts, after its label.
 const LABEL: usize = 12;
@@ -55,7 +55,10 @@ pub(super) fn status_command(cfg: &Config, json: bool, utc: bool, progress: &Pro
 /// The overview as lines of `label  text`.
 fn text(seen: &Overview, zone: &Zone) -> String {
     let mut lines: Vec<(&str, Vec<String>)> = vec![
-        ("running", running(seen.running.as_ref(), zone)),
+        (
+            "running",
+            running(seen.running.as_ref(), seen.did_not_end.as_ref(), zone),
+        ),
         ("inbox", vec![inbox(&seen.inbox, zone)]),
         ("failed/", vec![failed(&seen.failed)]),
         ("last run", last_run(seen.last_run.as_ref(), zone)),
@@ -74,9 +77,23 @@ fn text(seen: &Overview, zone: &Zone) -> String {
     text
 }
 
-fn running(running: Option<&Running>, zone: &Zone) -> Vec<String> {
+fn running(running: Option<&Running>, did_not_end: Option<&Holder>, zone: &Zone) -> Vec<String> {
     let Some(r) = running else {
-        return vec!["no run holds the lock".into()];
+        return vec![match did_not_end {
+            None => "no run holds the lock".into(),
+            // Its note was never emptied: it ended without letting go.
+            Some(h) => format!(
+                "none; the {} started at {} (pid {}) did not end: killed (SIGKILL, out of memory, the machine stopped)?{} The journal says more (journalctl -u agent-harness)",
+                printable(&h.command),
+                when(h.since, zone),
+                h.pid,
+                if h.runs_tasks() {
+                    " Its tasks stay in the inbox for the next run."
+                } else {
+                    ""
+                }
+            ),
+        }];
     };
     let who = match (&r.command, r.since) {
         (Some(command), Some(since)) => format!(

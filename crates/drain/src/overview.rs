@@ -28,6 +28,9 @@ pub struct Overview {
     pub now: DateTime<Utc>,
     /// A process holding the run lock now; `None`: no run is going.
     pub running: Option<Running>,
+    /// No run is going, but the last holder of the lock ended without
+    /// letting go of it (killed): who it was and since when.
+    pub did_not_end: Option<Holder>,
     pub inbox: Waiting,
     pub failed: FailedTasks,
     /// How the last `run` or `run-task` ended; `None` when none is recorded.
@@ -124,9 +127,14 @@ pub struct Sending {
 pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
     let state_dir = cfg.paths.state_dir();
     let mut problems = Vec::new();
+    let mut did_not_end = None;
     let running = match RunLock::state(&state_dir) {
         LockState::Free => None,
         LockState::Held { pid, holder } => Some(running(cfg, pid, holder, now)),
+        LockState::Abandoned(holder) => {
+            did_not_end = Some(holder);
+            None
+        }
         LockState::Unknown(why) => {
             problems.push(format!("the run lock: {why}"));
             None
@@ -144,6 +152,7 @@ pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
     Overview {
         now,
         running,
+        did_not_end,
         inbox: waiting(cfg, &mut problems),
         failed: failed(cfg, &mut problems),
         last_run,

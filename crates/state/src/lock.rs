@@ -8,7 +8,7 @@
 //! `runs`) never takes the lock, not even its shared side: the kernel's list
 //! of locks (`/proc/locks`) says which process holds it, and the note is
 //! believed only when that process wrote it (one a killed holder left names
-//! another process).
+//! another process, and says that holder did not end: [`LockState::Abandoned`]).
 
 use std::fs::{File, TryLockError};
 use std::io::Write;
@@ -61,6 +61,10 @@ pub enum LockState {
         pid: u32,
         holder: Option<Holder>,
     },
+    /// Free, but the last holder's note is still there: a holder empties
+    /// it as it lets go, so that one ended without letting go (killed:
+    /// SIGKILL, out of memory, the machine stopped).
+    Abandoned(Holder),
     /// It could not be looked at (a link or FIFO planted at its name, a
     /// folder this user may not read): why.
     Unknown(String),
@@ -137,9 +141,10 @@ impl RunLock {
                 .map(|n| n.pid)
                 .filter(|&pid| flock::alive(pid)),
         };
-        match pid {
-            None => LockState::Free,
-            Some(pid) => LockState::Held {
+        match (pid, note) {
+            (None, None) => LockState::Free,
+            (None, Some(note)) => LockState::Abandoned(note),
+            (Some(pid), note) => LockState::Held {
                 pid,
                 holder: note.filter(|n| n.pid == pid),
             },
@@ -271,7 +276,8 @@ mod tests {
             "the holder's note goes when it lets go"
         );
         // A note a killed holder left (it could not empty it), naming a
-        // live process: the lock is free, so no run is going.
+        // live process (its pid since reused): the lock is free, so no run
+        // is going — that holder did not end.
         let old = Holder {
             pid: me,
             command: "run".into(),
@@ -282,7 +288,10 @@ mod tests {
             serde_json::to_string(&old).unwrap(),
         )
         .unwrap();
-        assert_eq!(RunLock::state(dir.path()), LockState::Free);
+        assert_eq!(
+            RunLock::state(dir.path()),
+            LockState::Abandoned(old.clone())
+        );
         // Held now, by a process whose note is not written yet: the old
         // note is not taken for it.
         let held = std::fs::File::options()
