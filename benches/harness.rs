@@ -1166,6 +1166,19 @@ async fn hostile(sizes: &Sizes) {
             "JSON calls never closed",
             fill("<tool_call>{\"name\":\"a\",\"arguments\":{"),
         ),
+        ("plain JSON, unclosed {\"", fill("{\"")),
+        (
+            "plain JSON, one long string",
+            format!(
+                "{{\"name\": \"webfetch\", \"arguments\": {{\"url\": \"{}",
+                fill("x")
+            ),
+        ),
+        ("plain JSON, closers that break", fill("{\"a\": ]")),
+        (
+            "plain JSON, calls of no tool",
+            fill("{\"name\": \"other\", \"arguments\": {}}\n"),
+        ),
     ];
     println!(
         "   reading {:.1} MB replies (target < 1 s each):",
@@ -1177,7 +1190,16 @@ async fn hostile(sizes: &Sizes) {
             ..Default::default()
         };
         let t = Instant::now();
-        let reply = agent_harness::wire::reply::read_reply(&msg, Some("stop"), "b", &|_| false);
+        let webfetch = agent_harness::wire::reply::OfferedTool {
+            name: "webfetch".into(),
+            params: vec!["url".into()],
+            required: vec!["url".into()],
+        };
+        let against = agent_harness::wire::reply::ReadAgainst {
+            offered: std::slice::from_ref(&webfetch),
+            ..agent_harness::wire::reply::ReadAgainst::NOTHING
+        };
+        let reply = agent_harness::wire::reply::read_reply(&msg, Some("stop"), "b", &against);
         let took = t.elapsed();
         assert!(reply.calls.is_empty(), "{name}: nothing in it is a call");
         println!("     {name:<28} {:8.1} ms", ms(took));

@@ -322,6 +322,41 @@ async fn a_rejected_request_is_final_at_once() {
     assert_eq!(scene.failed().len(), 1);
 }
 
+/// A dry run reads as a live run does before it would write: an attachment
+/// on a note that does not exist is the same error, and nothing is sent.
+#[tokio::test]
+async fn a_dry_run_attachment_on_a_missing_note_is_the_error_a_live_run_gets() {
+    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
+    let create = |slug: &str| {
+        tool_calls(&[(
+            "c1",
+            "noteworx_create_attachment",
+            json!({"slug": slug, "filename": "s.md", "content": "Idea"}),
+        )])
+    };
+    let scene = scenario()
+        .replies(vec![
+            create("Serving small models"),
+            final_answer("attached"),
+        ])
+        .task("t", "Attach an idea to a.")
+        .notes(&notes)
+        .build()
+        .await;
+
+    scene.run_with(run_options(1, true)).await;
+
+    let line = &scene.tool_lines("t")[0];
+    assert!(line.is_error, "{}", line.result);
+    assert!(
+        line.result
+            .starts_with("No note with slug \"Serving small models\""),
+        "{}",
+        line.result
+    );
+    assert!(notes.calls().await.iter().all(|(m, _)| m == "GET"));
+}
+
 #[tokio::test]
 async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
@@ -354,8 +389,9 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     assert_eq!(s.status, Status::Succeeded);
     let line = &scene.tool_lines("t")[0];
     assert!(
-        line.result
-            .starts_with("Dry run: the attachment s.md on note a was NOT created"),
+        line.result.starts_with(
+            "Dry run: the attachment s.md on note a counts as created (nothing was written)"
+        ),
         "{}",
         line.result
     );

@@ -23,6 +23,7 @@ mod forged_turns_and_secrets;
 mod ignored_entries;
 mod inbox_runs;
 mod isolation;
+mod json_calls;
 mod mail;
 mod mcp;
 mod mcp_deaths;

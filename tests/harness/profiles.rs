@@ -68,6 +68,7 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
         system(a),
         format!(
             "You are scout on task a-profile, {today}, with noteworx_read_note, noteworx_create_attachment.\n\n\
+             A call, written out: {{\"name\": \"noteworx_read_note\", \"arguments\": {{\"slug\": \"...\"}}}}\n\n\
              Keep the final answer as short as the task allows."
         ),
         "every placeholder is filled"
@@ -86,7 +87,7 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
     );
     assert_eq!(
         system(b),
-        "Task prompt.\n\nKeep the final answer as short as the task allows."
+        "Task prompt.\n\nA call, written out: {\"name\": \"noteworx_read_note\", \"arguments\": {\"slug\": \"...\"}}\n\nKeep the final answer as short as the task allows."
     );
     assert_eq!(tools(b), ["noteworx_read_note"]);
     assert_eq!(
@@ -97,7 +98,11 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
         ),
         (json!(0.9), json!(10), json!(512))
     );
-    assert_eq!(system(c), "Config prompt.");
+    assert_eq!(
+        system(c),
+        "Config prompt.\n\nA call, written out: {\"name\": \"webfetch\", \"arguments\": {\"url\": \"...\"}}",
+        "the example is of the first tool that reads and takes an argument"
+    );
     assert_eq!(
         (c["temperature"].clone(), c["max_tokens"].clone()),
         (json!(1.0), json!(2048))
@@ -300,7 +305,7 @@ async fn a_fenced_answer_that_matches_the_schema_is_the_result() {
         .to_string();
     assert!(
         system.starts_with(
-            "Count.\n\nYour final answer must be one JSON value matching this JSON Schema"
+            "Count.\n\nA call, written out: {\"name\": \"webfetch\", \"arguments\": {\"url\": \"...\"}}\n\nYour final answer must be one JSON value matching this JSON Schema"
         ),
         "the schema is described: {system}"
     );

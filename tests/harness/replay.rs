@@ -80,7 +80,7 @@ async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
     );
     assert!(out.contains("--- recorded\n+++ replayed\n"), "{out}");
     assert!(
-        out.contains("+      \"content\": \"You are terse.\""),
+        out.contains("+      \"content\": \"You are terse.\\n\\nA call, written out:"),
         "{out}"
     );
     assert!(

@@ -213,10 +213,16 @@ async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
         requests[1]["chat_template_kwargs"]["enable_thinking"],
         json!(false)
     );
+    let asked = messages(&requests[1]);
     assert_eq!(
-        messages(&requests[1]).len(),
-        2,
-        "the empty reply is not replayed"
+        asked.len(),
+        3,
+        "the empty reply is not replayed; a note says what was wrong"
+    );
+    assert_eq!(asked[2]["role"], "user");
+    assert_eq!(
+        asked[2]["content"],
+        "Your reply was empty. Go on with the task: call the next tool you need, or give your final answer."
     );
 }
 

@@ -65,6 +65,23 @@ async fn a_page_comes_back_as_clean_text_with_a_header() {
 }
 
 #[tokio::test]
+async fn a_missing_page_says_its_status_in_words() {
+    let server = serve("/gone", ResponseTemplate::new(404)).await;
+    let url = format!("{}/gone", server.uri());
+    let out = fetcher(true, 1000, 5)
+        .fetch(&url, 0, 6000, &Redactor::default())
+        .await;
+    assert!(out.is_error);
+    assert!(
+        out.text.starts_with(&format!(
+            "URL: {url}\nStatus: 404 Not Found (the page could not be fetched)\n"
+        )),
+        "{}",
+        out.text
+    );
+}
+
+#[tokio::test]
 async fn the_declared_charset_is_honoured_and_json_passes_through() {
     let server = serve(
         "/latin",

@@ -1,8 +1,9 @@
 //! A reply without tool calls, judged: the final answer, or — when it is empty,
-//! cut at `max_tokens`, or does not match the output schema — asked for once
-//! more, in the way that fixes it, or the failure that ends the task
-//! (docs/tasks.md, "The loop"). [`AnswerState::judge`] only decides; the loop
-//! reports the [`AskAgain`] and appends its messages.
+//! cut at `max_tokens`, claims a call that never ran, or does not match the
+//! output schema — asked for once more, with a note that says what was
+//! wrong, or the failure that ends the task (docs/tasks.md, "The loop").
+//! [`AnswerState::judge`] only decides; the loop reports the [`AskAgain`] and
+//! appends its messages.
 
 use serde_json::Value;
 
@@ -19,12 +20,29 @@ use harness_wire::reply::{Reply, replayed_assistant};
 /// for again (docs/tasks.md, "The loop": cut-off output).
 const CUT_ANSWER_REPLAYED_CHARS: usize = 1000;
 
+/// The note after an empty reply. Measured on a 1.5B instruction-tuned
+/// model that ended its turn at once after a tool result: asked again with
+/// the same messages it did the same; with this note it went on.
+pub(crate) const EMPTY_NOTE: &str = "Your reply was empty. Go on with the task: call the next tool you need, or give your final answer.";
+
+/// Words that, beside an offered tool's name, make an answer a claim to
+/// have used it (or a plan to, which no call followed).
+const CLAIM_WORDS: &[&str] = &[
+    "call", "calls", "called", "calling", "use", "used", "using", "invoke", "invoked", "ran",
+    "run", "executed", "fetched", "returned",
+];
+
+/// Words that make a sentence no claim ("I did not need webfetch").
+const NEGATIONS: &[&str] = &["not", "no", "never", "without", "cannot"];
+
 /// What the answer checks remember across a task's turns: each way of
 /// asking again is used once.
 #[derive(Debug, Default)]
 pub(crate) struct AnswerState {
     /// An empty reply was already asked again.
     asked_again: bool,
+    /// An answer that claimed a call was already asked again.
+    asked_claimed: bool,
     /// A cut answer was already asked for again, shorter.
     asked_shorter: bool,
     /// The output schema as `response_format`, once an answer was asked for
@@ -53,6 +71,8 @@ pub(crate) struct AskAgain {
 pub(crate) enum Why {
     /// No answer and no call (or nothing but chat-template debris).
     Empty { thinking_off: bool },
+    /// The answer names an offered tool as used, and no tool has run.
+    Claimed { tool: String, note: String },
     /// The answer was cut at `max_tokens`.
     Cut,
     /// The answer does not match the output schema.
@@ -65,7 +85,9 @@ impl AskAgain {
         match &self.why {
             Why::Empty { thinking_off } => TaskEvent::AskedAgain {
                 thinking_off: *thinking_off,
+                note: EMPTY_NOTE,
             },
+            Why::Claimed { tool, note } => TaskEvent::CallClaimed { tool, note },
             Why::Cut => TaskEvent::AnswerCut,
             Why::OffSchema { errors } => TaskEvent::AnswerRejected { errors },
         }
@@ -78,16 +100,20 @@ impl AnswerState {
         self.repair.as_ref()
     }
 
-    /// A reply without calls, `turns` into the task: the final answer, or —
-    /// when it is empty, or nothing but chat-template debris (docs/tasks.md,
-    /// "The loop") — the request once more (without thinking if thinking used
-    /// up `max_tokens`), and `empty_response` the second time. A reply cut
-    /// while it repeated one block over and over ends the task as `repetition`.
+    /// A reply without calls, `turns` into the task, after `calls` tool
+    /// calls: the final answer, or — when it is empty, or nothing but
+    /// chat-template debris (docs/tasks.md, "The loop") — the request once
+    /// more with a note saying so (without thinking if thinking used up
+    /// `max_tokens`), and `empty_response` the second time. An answer that
+    /// says it used an offered tool when no call has run is asked for once
+    /// more, with a note; the second answer stands. A reply cut while it
+    /// repeated one block over and over ends the task as `repetition`.
     pub(crate) fn judge(
         &mut self,
         mut reply: Reply,
         spec: &TaskSpec,
         turns: u32,
+        calls: u32,
     ) -> Result<Verdict, Stop> {
         let empty = without_control_strings(&reply.content).trim().is_empty();
         if reply.cut_off {
@@ -105,6 +131,16 @@ impl AnswerState {
         reply.content = defang(&reply.content).into_owned();
         if !empty && reply.cut_off {
             return self.ask_shorter(reply, spec, turns);
+        }
+        if !empty
+            && calls == 0
+            && spec.output_schema.is_none()
+            && !self.asked_claimed
+            && turns < spec.max_turns
+            && let Some(tool) = claimed_tool(&reply.content, spec)
+        {
+            self.asked_claimed = true;
+            return Ok(Verdict::AskAgain(claimed(tool, reply, spec)));
         }
         if !empty {
             return match &spec.output_schema {
@@ -125,7 +161,7 @@ impl AnswerState {
         let thinking_off = reply.cut_off && reply.thinking.is_some();
         Ok(Verdict::AskAgain(AskAgain {
             why: Why::Empty { thinking_off },
-            messages: Vec::new(),
+            messages: vec![Message::user(EMPTY_NOTE)],
             tweaks: Tweaks {
                 seed: Some(u64::from(fastrand::u32(..))),
                 thinking_off,
@@ -234,6 +270,54 @@ impl AnswerState {
                 thinking_off: true,
             },
         }))
+    }
+}
+
+/// The first offered tool that a sentence of the answer names together
+/// with a word of use ([`CLAIM_WORDS`]) and no negation, all as whole
+/// words, ASCII case aside.
+fn claimed_tool<'s>(answer: &str, spec: &'s TaskSpec) -> Option<&'s str> {
+    let lower = answer.to_ascii_lowercase();
+    lower
+        .split(['.', '!', '?', '\n', ';'])
+        .find_map(|sentence| {
+            let words: Vec<&str> = sentence
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '\''))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let negated = words
+                .iter()
+                .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"));
+            if negated || !words.iter().any(|w| CLAIM_WORDS.contains(w)) {
+                return None;
+            }
+            spec.tools
+                .iter()
+                .map(|t| t.name())
+                .find(|name| words.iter().any(|w| w.eq_ignore_ascii_case(name)))
+        })
+}
+
+/// Asks again after an answer that claims a call of `tool` no call made:
+/// the answer replayed, then a note that says so and what to do.
+fn claimed(tool: &str, reply: Reply, spec: &TaskSpec) -> AskAgain {
+    // Measured on a 1.5B instruction-tuned model that described a webfetch
+    // call it never made: asked "if you need it, call it now", it answered
+    // that it had not called it (0 of 4 seeds); told that describing a
+    // call makes none and shown the call's shape, it called (4 of 4).
+    let note = format!(
+        "That call never happened: no tool has run in this task, and describing a call does not make it. Reply with only the {tool} call, as JSON: {{\"name\": \"{tool}\", \"arguments\": {{...}}}}. Or, if no tool is needed, give your final answer."
+    );
+    AskAgain {
+        messages: vec![
+            replayed_assistant(&reply, spec.replay_thinking),
+            Message::user(note.clone()),
+        ],
+        why: Why::Claimed {
+            tool: tool.to_string(),
+            note,
+        },
+        tweaks: Tweaks::default(),
     }
 }
 

@@ -36,8 +36,11 @@ pub enum TaskEvent<'a> {
     },
     /// A reply was read.
     ReplyRead(ReplyFacts<'a>),
-    /// The reply was empty: the model is asked once more.
-    AskedAgain { thinking_off: bool },
+    /// The reply was empty: the model is asked once more, with this note.
+    AskedAgain { thinking_off: bool, note: &'a str },
+    /// The answer says it used this offered tool, and no tool has run: the
+    /// model is asked once more, with this note.
+    CallClaimed { tool: &'a str, note: &'a str },
     /// The answer was cut at `max_tokens`: it is asked for once more, shorter.
     AnswerCut,
     /// The final answer did not match the output schema: it is asked for

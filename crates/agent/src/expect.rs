@@ -124,6 +124,9 @@ pub struct Evidence {
     pub ran_ok: BTreeSet<String>,
     /// Attachments created (or, in a dry run, that would have been).
     pub attachments: u32,
+    /// The arguments of each attachment a dry run would have made: the
+    /// same one asked for again is a duplicate, as a live run finds it.
+    intents: BTreeSet<String>,
 }
 
 impl Evidence {
@@ -135,14 +138,22 @@ impl Evidence {
             return;
         }
         self.ran_ok.insert(a.name.clone());
-        let duplicate = a
-            .detail
-            .as_ref()
-            .is_some_and(|d| d.get("duplicate_of").is_some());
-        if a.name == harness_tools::ToolName::NoteworxCreateAttachment.as_str() && !duplicate {
+        if a.name != harness_tools::ToolName::NoteworxCreateAttachment.as_str() {
+            return;
+        }
+        let detail = |key: &str| a.detail.as_ref().and_then(|d| d.get(key)).is_some();
+        let duplicate = detail("duplicate_of")
+            || (detail("dry_run") && !self.intents.insert(canonical(&a.arguments)));
+        if !duplicate {
             self.attachments += 1;
         }
     }
+}
+
+/// Call arguments with key order and spacing aside.
+fn canonical(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .map_or_else(|_| arguments.to_string(), |v| v.to_string())
 }
 
 #[cfg(test)]
@@ -222,6 +233,31 @@ mod tests {
             ["noteworx_create_attachment", "noteworx_read_note"]
         );
         assert_eq!(e.attachments, 1, "a duplicate is not a new attachment");
+    }
+
+    #[test]
+    fn a_dry_run_attachment_asked_for_twice_is_counted_once() {
+        let mut e = Evidence::default();
+        let intent = |args: &str| Answer {
+            arguments: args.into(),
+            ..answered(
+                "noteworx_create_attachment",
+                true,
+                false,
+                Some(serde_json::json!({"dry_run": true})),
+            )
+        };
+        for a in [
+            intent(r#"{"slug": "a", "filename": "x.md", "content": "one"}"#),
+            intent(r#"{"content":"one","filename":"x.md","slug":"a"}"#),
+            intent(r#"{"slug": "a", "filename": "x.md", "content": "two"}"#),
+        ] {
+            e.on(&TaskEvent::ToolAnswered(&a));
+        }
+        assert_eq!(
+            e.attachments, 2,
+            "the same one again, keys reordered, is not new"
+        );
     }
 
     #[test]

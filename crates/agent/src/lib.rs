@@ -10,13 +10,15 @@
 //! Every step reports what it did as a [`TaskEvent`] to one sink; the loop
 //! writes no file and draws nothing. `run` owns the loop and its state;
 //! each step beside it is a type or a function of its own: `model` (one
-//! model call), `answer` (a reply without calls judged), `calls` (one
+//! model call), `answer` (a reply without calls judged), `aids` (what
+//! `[prompt]` adds for small models), `calls` (one
 //! turn's calls), `context` (the conversation). A step returns `Err(Stop)`
 //! when the task stops without an answer; the final answer is the loop's
 //! `Ok`, so the loop reads as the list of docs/tasks.md, "The loop".
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod aids;
 mod answer;
 mod calls;
 pub mod context;

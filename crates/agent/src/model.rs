@@ -24,7 +24,7 @@ use crate::spec::TaskSpec;
 use harness_endpoint::{CallError, CallEvent, Completion, Endpoint};
 use harness_wire::chat;
 use harness_wire::chat::{Role, Tweaks, Usage};
-use harness_wire::reply::{Reply, read_reply};
+use harness_wire::reply::{OfferedTool, ReadAgainst, Reply, read_reply};
 
 /// One model call's view of the run: what it reads, and the parts of the
 /// run's state it changes.
@@ -47,6 +47,8 @@ pub(crate) struct ModelCall<'r, 's> {
 pub(crate) struct Request<'r> {
     /// The task's tools, offered unless a `response_format` is asked for.
     pub tools: &'r [Value],
+    /// The same tools, as calls written as text are matched against them.
+    pub offered: &'r [OfferedTool],
     /// The output schema, when an answer is asked for under it.
     pub response_format: Option<&'r Value>,
     pub tweaks: Tweaks,
@@ -131,6 +133,7 @@ impl ModelCall<'_, '_> {
             tools,
             response_format,
             tweaks,
+            ..
         } = self.request;
         let tools = if response_format.is_some() {
             &[]
@@ -279,12 +282,31 @@ impl ModelCall<'_, '_> {
         let turn = self.stats.turns;
         let choice = c.response.choices.first().cloned().unwrap_or_default();
         let quotable = self.quotable;
-        let quoted = |call: &str| quotable.quotes(call);
+        // A request under the output schema offered no tools.
+        let offered = match self.request.response_format {
+            None => self.request.offered,
+            Some(_) => &[],
+        };
+        let spec = self.spec;
         let reply = read_reply(
             &choice.message,
             choice.finish_reason.as_deref(),
             &format!("recovered-{turn}"),
-            &quoted,
+            &ReadAgainst {
+                offered,
+                // The model saw results defanged (a word joiner in each
+                // control string); a quote copied from them is still a quote.
+                quoted: &|call| {
+                    quotable.quotes(call)
+                        || (call.contains('\u{2060}')
+                            && quotable.quotes(&call.replace('\u{2060}', "")))
+                },
+                is_answer: &|text| {
+                    spec.output_schema
+                        .as_ref()
+                        .is_some_and(|schema| schema.check(text).is_ok())
+                },
+            },
         );
         let usage = c.response.usage.unwrap_or_else(|| {
             let estimated = self.estimated_usage(&reply);

@@ -22,7 +22,7 @@ use crate::spec::TaskSpec;
 use harness_endpoint::CallError;
 use harness_tools::CallContext;
 use harness_wire::chat::{Message, Tweaks};
-use harness_wire::reply::{Reply, replayed_assistant};
+use harness_wire::reply::{OfferedTool, Reply, replayed_assistant};
 
 /// Runs one task to its end and reports every step to `sink`, the last
 /// being [`TaskEvent::Stopped`]. Never returns without an outcome.
@@ -41,6 +41,8 @@ struct TaskRun<'a, 's> {
     sink: &'a mut Sink<'s>,
     conv: Conversation,
     tool_defs: Vec<Value>,
+    /// The tools as calls written as text are matched against them.
+    offered: Vec<OfferedTool>,
     stats: Stats,
     repeats: Repeats,
     /// The latest tool results, for telling a quoted call from a call.
@@ -57,7 +59,11 @@ impl<'a, 's> TaskRun<'a, 's> {
         let deadline = now
             .checked_add(spec.max_wall)
             .unwrap_or(now + Duration::from_secs(harness_config::bounds::MAX_WALL_SECS.1));
-        let tool_defs: Vec<Value> = spec.tools.iter().map(|t| t.definition()).collect();
+        let tool_defs: Vec<Value> = spec
+            .tools
+            .iter()
+            .map(|t| crate::aids::definition(t, spec.prompt_aids))
+            .collect();
         let conv = Conversation::new(
             &spec.system_prompt,
             &spec.body,
@@ -68,6 +74,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             spec,
             sink,
             conv,
+            offered: tool_defs.iter().map(OfferedTool::of).collect(),
             tool_defs,
             stats: Stats::default(),
             repeats: Repeats::default(),
@@ -96,7 +103,10 @@ impl<'a, 's> TaskRun<'a, 's> {
             let completion = model.call_model(note).await?;
             let reply = model.take_reply(&completion);
             if reply.calls.is_empty() {
-                match self.answers.judge(reply, spec, self.stats.turns)? {
+                match self
+                    .answers
+                    .judge(reply, spec, self.stats.turns, self.stats.tool_calls)?
+                {
                     Verdict::Final(answer) => return Ok(answer),
                     Verdict::AskAgain(ask) => tweaks = self.ask_again(ask),
                 }
@@ -150,6 +160,7 @@ impl<'a, 's> TaskRun<'a, 's> {
             quotable: &self.quotable,
             request: Request {
                 tools: &self.tool_defs,
+                offered: &self.offered,
                 response_format: self.answers.response_format(),
                 tweaks,
             },

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use harness_base::schema::OutputSchema;
-use harness_config::{AgentProfile, Config, ReplayThinking};
+use harness_config::{AgentProfile, Config, PromptAids, ReplayThinking};
 use harness_inbox::{Expect, Frontmatter, TaskProblem};
 use harness_tools::{Tool, ToolName, mcp};
 use harness_wire::chat::Sampling;
@@ -53,6 +53,9 @@ pub struct TaskSpec {
     pub agent: Option<String>,
     /// The JSON Schema its final answer must match.
     pub output_schema: Option<OutputSchema>,
+    /// `[prompt]`'s aids for small models (the system prompt has the
+    /// preamble and the example already; the tool definitions take the hints).
+    pub prompt_aids: PromptAids,
 }
 
 /// What a task is resolved from besides the config.
@@ -138,6 +141,7 @@ impl TaskSpec {
             expect: fm.expect.clone(),
             agent: profile.map(|p| p.name.clone()),
             output_schema,
+            prompt_aids: cfg.prompt_aids,
         })
     }
 
@@ -267,8 +271,8 @@ fn profile<'c>(
 }
 
 /// The task's `system_prompt`, else its profile's role prompt (placeholders
-/// filled), else the config's, else the built-in one; then the profile's
-/// answer style and the output schema, each a sentence.
+/// filled), else the config's, else the built-in one; then `[prompt]`'s
+/// aids, the profile's answer style and the output schema.
 fn system_prompt(
     cfg: &Config,
     input: &TaskInput<'_>,
@@ -291,6 +295,7 @@ fn system_prompt(
         .or(role)
         .or_else(|| cfg.system_prompt.clone())
         .unwrap_or_else(|| BUILT_IN_SYSTEM_PROMPT.to_string());
+    prompt = crate::aids::with_aids(prompt, cfg.prompt_aids, tools);
     if let Some(style) = profile.and_then(|p| p.answer_style) {
         prompt = format!("{prompt}\n\n{}", style.sentence());
     }

@@ -20,7 +20,7 @@ use harness_endpoint::{CallError, Completion, Endpoint, Fit};
 use harness_tools::mcp::McpServers;
 use harness_tools::noteworx::client::{NoteworxClient, NoteworxError};
 use harness_wire::chat::{self, Message, Sampling, Tweaks};
-use harness_wire::reply::{read_reply, replayed_assistant};
+use harness_wire::reply::{OfferedTool, ReadAgainst, read_reply, replayed_assistant};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -204,7 +204,10 @@ async fn tool_round_trip(cfg: &Config, ep: &Endpoint, sampling: &Sampling) -> St
         &choice.message,
         choice.finish_reason.as_deref(),
         "smoke",
-        &|_| false,
+        &ReadAgainst {
+            offered: &[OfferedTool::of(&tool)],
+            ..ReadAgainst::NOTHING
+        },
     );
     if reply.calls.is_empty() {
         return Err("FAIL tool call: the model answered without calling the tool (is llama-server started with --jinja?)\n".into());

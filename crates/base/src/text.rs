@@ -1,7 +1,41 @@
 //! Small text helpers shared by every module: counting and clipping by
 //! characters (never bytes, so nothing splits a character), a text as one
 //! clipped line, a word as one shell word, line numbers of byte offsets,
-//! and TOML errors in words a person acts on.
+//! TOML errors in words a person acts on, and the brackets of JSON text
+//! told from the ones inside its strings.
+
+/// Reads JSON text a byte at a time and tells the brackets that open or
+/// close an object or array from the ones inside strings (escapes
+/// respected), without parsing: for scans that must stay one pass over
+/// text that may not be JSON at all.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JsonBrackets {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonBrackets {
+    /// `b` when it is `{`, `[`, `}` or `]` outside a string.
+    pub fn bracket(&mut self, b: u8) -> Option<u8> {
+        if self.in_string {
+            match (self.escaped, b) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.in_string = false,
+                _ => {}
+            }
+            return None;
+        }
+        match b {
+            b'"' => {
+                self.in_string = true;
+                None
+            }
+            b'{' | b'[' | b'}' | b']' => Some(b),
+            _ => None,
+        }
+    }
+}
 
 /// Number of characters in `s`.
 pub fn chars(s: &str) -> usize {
@@ -271,6 +305,14 @@ fn humanize(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_brackets_inside_strings_are_not_brackets() {
+        let text = br#"{"a": "[{\"}", "b": [1]} ]"#;
+        let mut brackets = JsonBrackets::default();
+        let found: Vec<u8> = text.iter().filter_map(|&b| brackets.bracket(b)).collect();
+        assert_eq!(found, b"{[]}]");
+    }
 
     #[test]
     fn printable_escapes_controls_and_bidi_overrides_only() {

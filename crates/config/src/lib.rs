@@ -80,6 +80,28 @@ impl ConfigError {
 // ---------------------------------------------------------------------------
 // The resolved configuration.
 
+/// What `[prompt]` adds for small models when a task offers tools
+/// (docs/configuration.md, "[prompt]"); each default was chosen by the eval
+/// suite on the stand-in (docs/performance.md, "Tasks done on the stand-in").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PromptAids {
+    /// How calling works, a few sentences after whichever system prompt.
+    pub tool_preamble: bool,
+    /// One call written out, for one of the task's tools.
+    pub call_example: bool,
+    /// Each tool's description opens with its arguments, the required named.
+    pub argument_hints: bool,
+}
+
+impl PromptAids {
+    /// The defaults.
+    pub const DEFAULT: PromptAids = PromptAids {
+        tool_preamble: false,
+        call_example: true,
+        argument_hints: false,
+    };
+}
+
 /// The whole configuration, resolved once at start-up and passed down.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -95,6 +117,8 @@ pub struct Config {
     pub noteworx: Option<NoteworxConfig>,
     /// `[prompt] system`; the built-in prompt is used when absent.
     pub system_prompt: Option<String>,
+    /// `[prompt]`'s aids for small models.
+    pub prompt_aids: PromptAids,
     /// `[metrics] textfile`: where each run's Prometheus figures go; `None` when disabled.
     pub metrics_textfile: Option<PathBuf>,
     /// `[retention]`: how long run folders and `done/` files are kept.
@@ -321,6 +345,20 @@ impl Config {
             webfetch: resolve_webfetch(raw.tools.webfetch, &tls).map_err(err)?,
             noteworx: resolve_noteworx(raw.tools.noteworx, secrets).map_err(err)?,
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
+            prompt_aids: PromptAids {
+                tool_preamble: raw
+                    .prompt
+                    .tool_preamble
+                    .unwrap_or(PromptAids::DEFAULT.tool_preamble),
+                call_example: raw
+                    .prompt
+                    .call_example
+                    .unwrap_or(PromptAids::DEFAULT.call_example),
+                argument_hints: raw
+                    .prompt
+                    .argument_hints
+                    .unwrap_or(PromptAids::DEFAULT.argument_hints),
+            },
             metrics_textfile,
             retention: raw.retention,
             budget: raw.budget,

@@ -282,6 +282,9 @@ impl Default for RawNoteworx {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPrompt {
     pub(super) system: Option<String>,
+    pub(super) tool_preamble: Option<bool>,
+    pub(super) call_example: Option<bool>,
+    pub(super) argument_hints: Option<bool>,
 }
 
 /// Sets `a.b.c = value` in a TOML table, making the tables on the way.

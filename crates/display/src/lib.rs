@@ -195,7 +195,10 @@ mod tests {
         };
         task.on(&reply(1, 160));
         assert_eq!(bar.message(), "turn 1, 160 tokens");
-        task.on(&TaskEvent::AskedAgain { thinking_off: true });
+        task.on(&TaskEvent::AskedAgain {
+            thinking_off: true,
+            note: "go on",
+        });
         assert_eq!(bar.message(), "turn 1, 160 tokens", "only replies move it");
         task.on(&reply(2, 420));
         assert_eq!(bar.message(), "turn 2, 420 tokens");

@@ -226,13 +226,22 @@ impl RunRecord {
                 ),
             ),
             TaskEvent::ReplyRead(r) => self.log_reply(at, r),
-            TaskEvent::AskedAgain { thinking_off } => self.log(
+            TaskEvent::AskedAgain { thinking_off, note } => self.log(
                 at,
-                if *thinking_off {
-                    "empty reply: thinking used up max_tokens; asking again with thinking off"
-                } else {
-                    "empty reply; asking again"
-                },
+                &format!(
+                    "{}; asking again with a note: {note}",
+                    if *thinking_off {
+                        "empty reply: thinking used up max_tokens"
+                    } else {
+                        "empty reply"
+                    }
+                ),
+            ),
+            TaskEvent::CallClaimed { tool, note } => self.log(
+                at,
+                &format!(
+                    "the answer says it used {tool}, but no tool has run in this task; asking again with a note: {note}"
+                ),
             ),
             TaskEvent::AnswerCut => self.log(
                 at,

@@ -217,7 +217,7 @@ impl Toolbox {
                 None => not_configured("webfetch"),
             },
             Call::Mcp { tool, arguments } if tool.write && ctx.dry_run => ToolOutput::ok(format!(
-                "Dry run: {} was NOT called (nothing was changed). Treat it as done and continue.",
+                "Dry run: {} counts as called (nothing was changed). It is done: do not call it again. Go on with the task, or give your final answer.",
                 tool.name
             ))
             .with_detail(serde_json::json!({

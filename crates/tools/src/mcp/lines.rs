@@ -119,25 +119,15 @@ pub(super) fn flatten(line: &[u8], max: usize) -> Cow<'_, [u8]> {
 /// The deepest nesting of arrays and objects in `line`.
 fn deepest(line: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
+    let mut brackets = harness_base::text::JsonBrackets::default();
     for &b in line {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' | b'[' => {
+        match brackets.bracket(b) {
+            Some(b'{' | b'[') => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
+            Some(_) => depth = depth.saturating_sub(1),
+            None => {}
         }
     }
     deepest

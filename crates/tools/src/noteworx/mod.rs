@@ -134,12 +134,6 @@ impl Noteworx {
             "path": format!("/api/notes/{slug}/attachments"),
             "body": {"filename": filename, "content_type": "text/markdown", "content": signed},
         });
-        if ctx.dry_run {
-            return ToolOutput::ok(format!(
-                "Dry run: the attachment {filename} on note {slug} was NOT created (nothing was written). Treat it as done and continue."
-            ))
-            .with_detail(json!({"dry_run": true, "intent": request}));
-        }
         match self.find_duplicate(slug, &filename, body).await {
             Ok(Some(existing)) => {
                 return ToolOutput::ok(format!(
@@ -150,6 +144,20 @@ impl Noteworx {
             }
             Ok(None) => {}
             Err(e) => return self.explain(e, slug, None),
+        }
+        // A dry run reads what a live one reads (an attachment already there
+        // is a duplicate), finds a missing note the error the write would
+        // get, and sends no write.
+        if ctx.dry_run {
+            if let Err(e) = self.client.read_note(slug).await {
+                return self.explain(e, slug, None);
+            }
+            return ToolOutput::ok(format!(
+                // "Treat it as done and continue" made a 1.5B model create it
+                // again; said this way it went on to its answer.
+                "Dry run: the attachment {filename} on note {slug} counts as created (nothing was written). It is done: do not create it again. Go on with the task, or give your final answer."
+            ))
+            .with_detail(json!({"dry_run": true, "intent": request}));
         }
         let new = NewAttachment {
             filename: &filename,

@@ -314,10 +314,20 @@ impl Fetched {
         } else {
             String::new()
         };
+        let ok = (200..300).contains(&self.status);
+        // A bare "404" over an empty page read to a 1.5B model as "no
+        // readable text"; the status in words is what it repeats.
+        let status = match reqwest::StatusCode::from_u16(self.status) {
+            Ok(code) if !ok => format!(
+                "{} {} (the page could not be fetched)",
+                self.status,
+                code.canonical_reason().unwrap_or("error")
+            ),
+            _ => self.status.to_string(),
+        };
         let header = format!(
-            "URL: {}\nStatus: {}\nContent-Type: {}\nLength: {} characters{cut}\n\n",
+            "URL: {}\nStatus: {status}\nContent-Type: {}\nLength: {} characters{cut}\n\n",
             self.final_url,
-            self.status,
             if self.mime.is_empty() {
                 "unknown"
             } else {
@@ -325,13 +335,15 @@ impl Fetched {
             },
             chars(&self.text)
         );
-        let text = if self.text.trim().is_empty() {
-            "(the page has no readable text)"
-        } else {
-            &self.text
+        let text = match (self.text.trim().is_empty(), ok) {
+            (false, _) => self.text.as_str(),
+            (true, true) => "(the page has no readable text)",
+            // Said so, a 1.5B model answered that the page "has no
+            // readable text" rather than that it could not be fetched.
+            (true, false) => "(the server sent no page)",
         };
         let out = page(&header, text, offset, max_chars);
-        if (200..300).contains(&self.status) {
+        if ok {
             ToolOutput::ok(out)
         } else {
             ToolOutput::error(out)

@@ -6,13 +6,16 @@
 //! Thinking comes in two shapes: `reasoning_content` (llama-server's
 //! reasoning extraction) and inline blocks in `content` — Gemma 4's
 //! `<|channel>thought … <channel|>` and the common `<think> … </think>`.
-//! Text-form calls come as Gemma 4's `<|tool_call>call:NAME{k:v}<tool_call|>`
-//! or as `<tool_call>{"name":…,"arguments":…}</tool_call>`.
+//! Text-form calls come as Gemma 4's `<|tool_call>call:NAME{k:v}<tool_call|>`,
+//! as `<tool_call>{"name":…,"arguments":…}</tool_call>`, or as plain JSON
+//! naming an offered tool ([`json_calls`]).
 
 use serde_json::Value;
 
+mod json_calls;
 mod text_calls;
 
+pub use json_calls::{MAX_CANDIDATES, OfferedTool, recover_json_calls};
 pub use text_calls::{MAX_ARGUMENT_DEPTH, recover_text_calls};
 
 use crate::chat::{
@@ -77,15 +80,38 @@ pub fn repeated_block(text: &str) -> Option<String> {
     None
 }
 
-/// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. `quoted` says
-/// whether a text-form call's text appears in an earlier tool result: such
-/// a call is the model quoting what it read (a page, a note), not calling,
-/// and stays text (docs/untrusted-input.md).
+/// What a reply is read against: the request it answers and what the
+/// model read before it.
+pub struct ReadAgainst<'a> {
+    /// The tools the request offered: a call written as plain JSON counts
+    /// only when it is a call of one.
+    pub offered: &'a [OfferedTool],
+    /// Whether a text-form call's text appears in an earlier tool result:
+    /// such a call is the model quoting what it read (a page, a note), not
+    /// calling, and stays text (docs/untrusted-input.md).
+    pub quoted: &'a dyn Fn(&str) -> bool,
+    /// Whether the reply's text is itself the answer (it matches the task's
+    /// output schema): its JSON is then not read for calls.
+    pub is_answer: &'a dyn Fn(&str) -> bool,
+}
+
+impl ReadAgainst<'_> {
+    /// A request that offered no tools, after no tool result.
+    pub const NOTHING: ReadAgainst<'static> = ReadAgainst {
+        offered: &[],
+        quoted: &|_| false,
+        is_answer: &|_| false,
+    };
+}
+
+/// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. Calls in
+/// `tool_calls` win; else the tagged text forms; else plain JSON naming an
+/// offered tool, unless the text is the answer.
 pub fn read_reply(
     msg: &ResponseMessage,
     finish_reason: Option<&str>,
     id_prefix: &str,
-    quoted: &dyn Fn(&str) -> bool,
+    against: &ReadAgainst<'_>,
 ) -> Reply {
     let raw = msg.content.as_deref().unwrap_or("");
     let (without_thinking, mut thoughts) = strip_thinking(raw);
@@ -99,7 +125,10 @@ pub fn read_reply(
     let mut calls = msg.tool_calls.clone().unwrap_or_default();
     let mut unread_calls = msg.unread_calls;
     let mut recovered = false;
-    let (content, found) = recover_text_calls(&without_thinking, quoted);
+    let (mut content, mut found) = recover_text_calls(&without_thinking, against.quoted);
+    if calls.is_empty() && found.is_empty() && !(against.is_answer)(without_thinking.trim()) {
+        (content, found) = recover_json_calls(&without_thinking, against.offered, against.quoted);
+    }
     if calls.is_empty() && !found.is_empty() {
         recovered = true;
         unread_calls = found.len().saturating_sub(MAX_CALLS_PER_REPLY) as u64;
