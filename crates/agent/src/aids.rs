@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use harness_config::PromptAids;
 use harness_tools::Tool;
+use harness_wire::reply::OfferedTool;
 
 /// How calling works, in words a small model follows.
 pub(crate) const TOOL_PREAMBLE: &str = "\
@@ -41,16 +42,7 @@ pub(crate) fn call_example(tools: &[Tool]) -> String {
         .chain(tools.iter().filter(|t| t.is_write()))
         .map(Tool::definition)
         .collect();
-    let required = |d: &Value| -> Vec<String> {
-        d["function"]["parameters"]["required"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|n| n.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let required = |d: &Value| OfferedTool::of(d).required;
     let def = defs
         .iter()
         .find(|d| !required(d).is_empty())
@@ -82,19 +74,15 @@ pub(crate) fn definition(tool: &Tool, aids: PromptAids) -> Value {
     if !aids.argument_hints {
         return def;
     }
-    let params = &def["function"]["parameters"];
-    let required: Vec<&str> = params["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(properties) = params["properties"].as_object() else {
+    let required = OfferedTool::of(&def).required;
+    let Some(properties) = def["function"]["parameters"]["properties"].as_object() else {
         return def;
     };
     let args: Vec<String> = properties
         .iter()
         .map(|(name, schema)| {
             let kind = schema["type"].as_str().unwrap_or("value");
-            if required.contains(&name.as_str()) {
+            if required.contains(name) {
                 format!("{name} ({kind}, required)")
             } else {
                 format!("{name} ({kind})")

@@ -46,11 +46,7 @@ impl Repeats {
     /// call's id. Arguments are compared in their canonical form (key order
     /// and spacing aside); ones too long to be run are compared as written.
     fn bump(&mut self, call: &ToolCall) -> (u32, String) {
-        let text = &call.function.arguments;
-        let args = (text.len() <= harness_wire::chat::MAX_ARGUMENT_BYTES)
-            .then(|| serde_json::from_str::<Value>(text).ok())
-            .flatten()
-            .map_or_else(|| text.trim().to_string(), |v| v.to_string());
+        let args = harness_wire::chat::canonical_arguments(&call.function.arguments);
         let key = format!("{}\u{0}{args}", call.function.name);
         self.keys.insert(call.id.clone(), key.clone());
         let ids = self.seen.entry(key).or_default();

@@ -143,17 +143,14 @@ impl Evidence {
         }
         let detail = |key: &str| a.detail.as_ref().and_then(|d| d.get(key)).is_some();
         let duplicate = detail("duplicate_of")
-            || (detail("dry_run") && !self.intents.insert(canonical(&a.arguments)));
+            || (detail("dry_run")
+                && !self
+                    .intents
+                    .insert(harness_wire::chat::canonical_arguments(&a.arguments)));
         if !duplicate {
             self.attachments += 1;
         }
     }
-}
-
-/// Call arguments with key order and spacing aside.
-fn canonical(arguments: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(arguments)
-        .map_or_else(|_| arguments.to_string(), |v| v.to_string())
 }
 
 #[cfg(test)]

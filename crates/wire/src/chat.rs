@@ -96,6 +96,16 @@ fn arguments_as_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
 /// into a tree, run or replayed (an attachment's content is at most 256 KiB).
 pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
 
+/// A call's arguments with key order and spacing aside, for telling the
+/// same call asked again; arguments too long to run, or not JSON, as
+/// written (trimmed).
+pub fn canonical_arguments(text: &str) -> String {
+    (text.len() <= MAX_ARGUMENT_BYTES)
+        .then(|| serde_json::from_str::<Value>(text).ok())
+        .flatten()
+        .map_or_else(|| text.trim().to_string(), |v| v.to_string())
+}
+
 /// The most tool calls of one reply that are read; the rest are counted
 /// (docs/untrusted-input.md: they are over any call limit) and parsed past.
 pub const MAX_CALLS_PER_REPLY: usize = 256;

@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::text_calls::{MAX_ARGUMENT_DEPTH, depth};
+use super::text_calls::{MAX_ARGUMENT_DEPTH, call_parts, depth};
 use crate::chat::MAX_ARGUMENT_BYTES;
 
 /// The most candidate spans one reply is searched for calls.
@@ -151,27 +151,17 @@ fn names_word(text: &str, word: &str) -> bool {
         })
 }
 
-/// `{"name": N, "arguments" | "parameters": {…} | "{…}"}` with N offered.
-/// Arguments left out are `{}` (a tool that takes none).
+/// A call (`text_calls::call_parts`) of an offered tool.
 fn call_of(v: &Value, offered: &[OfferedTool]) -> Option<(String, String)> {
-    let name = v.get("name")?.as_str()?;
-    if !offered.iter().any(|t| t.name == name) {
-        return None;
-    }
     // A tool's definition echoed back (its schema as "parameters") is no call.
     if v.get("description").is_some() || v.get("function").is_some() {
         return None;
     }
-    let args = match v.get("arguments").or_else(|| v.get("parameters")) {
-        None => Value::Object(serde_json::Map::new()),
-        Some(Value::String(s)) if s.len() <= MAX_ARGUMENT_BYTES => serde_json::from_str(s).ok()?,
-        Some(obj @ Value::Object(_)) => obj.clone(),
-        Some(_) => return None,
-    };
-    if !args.is_object() || depth(&args) > MAX_ARGUMENT_DEPTH {
-        return None;
-    }
-    Some((name.to_string(), args.to_string()))
+    let (name, args) = call_parts(v)?;
+    offered
+        .iter()
+        .any(|t| t.name == name)
+        .then(|| (name, args.to_string()))
 }
 
 /// The balanced JSON spans of `text` that open like a call, in order, at

@@ -102,6 +102,15 @@ pub(super) fn parse_json_call(seg: &str) -> Option<(usize, (String, Value))> {
         return None;
     }
     let v: Value = serde_json::from_str(seg[body_start..body_start + close].trim()).ok()?;
+    let call = call_parts(&v)?;
+    Some((body_start + close + "</tool_call>".len(), call))
+}
+
+/// The name and arguments of a call written as a JSON object: `{"name": N,
+/// "arguments" | "parameters": {…} | "{…}"}`, arguments left out being
+/// `{}` (a tool that takes none). `None` when the arguments are not an
+/// object, or nest past [`MAX_ARGUMENT_DEPTH`].
+pub(super) fn call_parts(v: &Value) -> Option<(String, Value)> {
     let name = v.get("name")?.as_str()?.to_string();
     let args = match v.get("arguments").or_else(|| v.get("parameters")) {
         Some(Value::String(s)) => serde_json::from_str(s).ok()?,
@@ -112,7 +121,7 @@ pub(super) fn parse_json_call(seg: &str) -> Option<(usize, (String, Value))> {
     if !args.is_object() || depth(&args) > MAX_ARGUMENT_DEPTH {
         return None;
     }
-    Some((body_start + close + "</tool_call>".len(), (name, args)))
+    Some((name, args))
 }
 
 /// How deep a JSON value nests (a scalar is 0, `{}` is 1), without recursion.
