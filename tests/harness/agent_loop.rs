@@ -328,7 +328,7 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
             tool_calls(&[(
                 "c2",
                 "noteworx_read_note",
-                json!({"slug": "long", "offset": 1822}),
+                json!({"slug": "long", "offset": 1858}),
             )]),
             final_answer("read"),
         ])
@@ -347,13 +347,13 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
         "{} chars",
         first.chars().count()
     );
-    assert!(first.ends_with("[cut: characters 0..1822 of 5000 shown, 3178 more. To read on, call again with offset=1822]"), "{first}");
+    assert!(first.ends_with(r#"[cut: characters 0..1858 of 5000 shown, 3142 more. To read on, call noteworx_read_note with slug="long" and offset=1858]"#), "{first}");
     let second = msgs[5]["content"].as_str().unwrap();
     assert!(
-        second.contains(&long[1822..1880]),
+        second.contains(&long[1858..1916]),
         "the second page starts where the first ended"
     );
-    assert!(second.contains("offset=3644"), "{second}");
+    assert!(second.contains("offset=3716"), "{second}");
     let lines = s.tool_lines("t");
     assert_eq!(lines[0].returned_chars, first.chars().count());
 }

@@ -233,40 +233,60 @@ async fn check_lists_the_extra_keys_sent_untouched_and_warns_of_a_misspelt_one()
 }
 
 #[tokio::test]
-async fn check_refuses_the_examples_placeholder_endpoint_id() {
-    let s = scenario()
-        .config_file("[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_id = \"abc123xyz\"\n")
-        .build()
-        .await;
-    let out = bin(&s)
-        .env("RUNPOD_API_KEY", "rp-key")
-        .arg("check")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("endpoint_id is the example's placeholder")
-            && stdout(&out).contains("1 config problem(s); 0 task file(s), 0 with problems"),
-        "{}",
-        stdout(&out)
-    );
-    // A run, and an exec, refuse it before anything is sent or moved.
-    std::fs::write(s.root().join("tasks/inbox/t.md"), "Hello.").unwrap();
-    for args in [&["run"][..], &["exec", "Hello."]] {
+async fn check_refuses_every_placeholder_the_project_ships() {
+    // The example's endpoint id, the README's, and the package's notes URL.
+    let cases = [
+        (
+            "abc123xyz",
+            "",
+            "[runpod] endpoint_id is a placeholder (\"abc123xyz\")",
+        ),
+        (
+            "ENDPOINT_ID",
+            "",
+            "[runpod] endpoint_id is a placeholder (\"ENDPOINT_ID\")",
+        ),
+        (
+            "my-endpoint",
+            "https://notes.example.com/",
+            "[tools.noteworx] base_url is a placeholder (\"https://notes.example.com\")",
+        ),
+    ];
+    for (id, notes, said) in cases {
+        let s = scenario()
+            .config_file(&format!(
+                "[endpoint]\nkind = \"runpod\"\n[runpod]\nendpoint_id = \"{id}\"\n[tools.noteworx]\nbase_url = \"{notes}\"\n"
+            ))
+            .build()
+            .await;
         let out = bin(&s)
             .env("RUNPOD_API_KEY", "rp-key")
-            .args(args)
+            .env("NOTEWORX_TOKEN", "nwx-token")
+            .arg("check")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
         assert!(
-            stderr(&out).contains("endpoint_id is the example's placeholder"),
-            "{args:?}: {}",
-            stderr(&out)
+            stdout(&out).contains(said)
+                && stdout(&out).contains("1 config problem(s); 0 task file(s), 0 with problems"),
+            "{said}: {}",
+            stdout(&out)
         );
+        // A run, and an exec, refuse it before anything is sent or moved.
+        std::fs::write(s.root().join("tasks/inbox/t.md"), "Hello.").unwrap();
+        for args in [&["run"][..], &["exec", "Hello."]] {
+            let out = bin(&s)
+                .env("RUNPOD_API_KEY", "rp-key")
+                .env("NOTEWORX_TOKEN", "nwx-token")
+                .args(args)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+        }
+        assert_eq!(s.inbox(), ["t.md"]);
+        assert!(!s.root().join("logs/t").exists());
     }
-    assert_eq!(s.inbox(), ["t.md"]);
-    assert!(!s.root().join("logs/t").exists());
 }
 
 #[tokio::test]

@@ -137,7 +137,7 @@ async fn exec_quiet_prints_only_the_answer_and_output_writes_it_to_a_file() {
 }
 
 #[tokio::test]
-async fn exec_output_of_a_run_with_no_answer_leaves_no_old_answer_behind() {
+async fn exec_output_of_a_run_with_no_answer_leaves_the_file_as_it_was_and_fails() {
     let s = scenario()
         .replies(vec![tool_calls(&[(
             "c1",
@@ -165,9 +165,15 @@ async fn exec_output_of_a_run_with_no_answer_leaves_no_old_answer_behind() {
     .await;
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(&answer).unwrap(),
+        "Yesterday's answer.\n",
+        "a file the operator keeps is never removed; the exit code says it failed"
+    );
     assert!(
-        !answer.exists(),
-        "a script reading FILE must not take the old answer for this run's"
+        stderr(&out).contains("no answer this run: answer.txt left as it was"),
+        "{}",
+        stderr(&out)
     );
 
     // A run that never got to an end (the endpoint down: 75) leaves it.

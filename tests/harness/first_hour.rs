@@ -122,13 +122,16 @@ async fn init_for_runpod_says_to_export_the_key_and_takes_one_endpoint() {
         let out = bin(&s).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
-    let out = bin(&s)
-        .args(["init", "y", "--runpod", "abc123xyz"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("placeholder"), "{}", stderr(&out));
-    assert!(!s.root().join("y/agent.toml").exists());
+    // The example's placeholder id, and the README's.
+    for id in ["abc123xyz", "ENDPOINT_ID"] {
+        let out = bin(&s)
+            .args(["init", "y", "--runpod", id])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{id}");
+        assert!(stderr(&out).contains("placeholder"), "{}", stderr(&out));
+        assert!(!s.root().join("y/agent.toml").exists());
+    }
 }
 
 #[tokio::test]

@@ -3,8 +3,8 @@
 //! when the server's call parser is not the one they follow — a call in a
 //! ```json fence after a sentence, bare, with `"parameters"`, as an array or
 //! one a line, or its arguments alone after prose naming the tool — is run
-//! as a call; an empty reply or an answer that claims a
-//! call no call made is asked once more with a note.
+//! as a call, the first of several only; an empty reply or an answer that
+//! claims a call no call made is asked once more with a note.
 
 use agent_harness::agent::StopReason;
 use agent_harness::records::Status;
@@ -62,8 +62,8 @@ async fn a_fenced_call_after_a_sentence_runs_and_is_replayed_as_a_real_call() {
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
     assert_eq!(
-        replayed["content"], "I will call the function to read the note.",
-        "the sentence stays, the fence and the call leave the text"
+        replayed["content"], "",
+        "the call alone is replayed: the sentence would be written again"
     );
     assert_eq!(
         replayed["tool_calls"],
@@ -80,7 +80,7 @@ async fn a_fenced_call_after_a_sentence_runs_and_is_replayed_as_a_real_call() {
 #[tokio::test]
 async fn every_json_form_a_small_model_writes_is_a_call() {
     let one = r#"{"name": "noteworx_read_note", "arguments": {"slug": "a"}}"#;
-    let forms: [(&str, String, &[&str]); 8] = [
+    let forms: [(&str, String, &[&str]); 9] = [
         ("fence-no-tag", format!("```\n{one}\n```"), &[READ]),
         ("fence-tagged", format!("```tool_code\n{one}\n```"), &[READ]),
         ("bare", one.to_string(), &[READ]),
@@ -94,10 +94,11 @@ async fn every_json_form_a_small_model_writes_is_a_call() {
             r#"{"name": "noteworx_read_note", "arguments": "{\"slug\": \"a\"}"}"#.into(),
             &[READ],
         ),
+        // Of several, the first runs.
         (
             "array",
             format!(r#"[{{"name": "noteworx_list_notes", "arguments": {{"tag": "research-active"}}}}, {one}]"#),
-            &[LIST, READ],
+            &[LIST],
         ),
         (
             "described",
@@ -107,7 +108,13 @@ async fn every_json_form_a_small_model_writes_is_a_call() {
         (
             "json-lines",
             format!("First the list, then the note:\n{{\"name\": \"noteworx_list_notes\", \"arguments\": {{\"tag\": \"research-active\"}}}}\n{one}"),
-            &[LIST, READ],
+            &[LIST],
+        ),
+        // Not JSON as written: a comment, a comma before the closer.
+        (
+            "mended",
+            "```json\n{\n  \"name\": \"noteworx_read_note\",\n  \"arguments\": {\n    \"slug\": \"a\",  // the note's slug\n  },\n}\n```".into(),
+            &[READ],
         ),
     ];
     for (name, form, expected) in forms {
@@ -218,17 +225,68 @@ async fn ten_thousand_unclosed_braces_are_an_answer_read_in_one_pass() {
 }
 
 #[tokio::test]
-async fn recovered_json_calls_meet_the_call_limit_and_the_repeat_guard() {
+async fn of_several_json_calls_in_a_reply_the_first_runs_and_the_rest_are_held_back() {
     let notes = fake_notes().await;
-    let three = format!(
-        "[{}]",
-        [r#"{"name": "noteworx_read_note", "arguments": {"slug": "a"}}"#; 3].join(", ")
-    );
+    // The plan a 1.5B model writes at once: list, then read a slug it
+    // guessed from a title before the list came back.
+    let plan = "I will list the notes, then read the one about alpha.\n```json\n{\"name\": \"noteworx_list_notes\", \"arguments\": {\"tag\": \"research-active\"}}\n```\n```json\n{\"name\": \"noteworx_read_note\", \"arguments\": {\"slug\": \"Alpha note\"}}\n```\nThen I will answer.";
     let scene = scenario()
-        .replies(vec![text(&three), final_answer("Done.")])
+        .replies(vec![
+            text(plan),
+            text(r#"{"name": "noteworx_read_note", "arguments": {"slug": "a"}}"#),
+            final_answer("Alpha says alpha text."),
+        ])
         .task(
             "t",
-            "+++\ntools = [\"noteworx_read_note\"]\nmax_calls_per_turn = 2\n+++\nRead note a.",
+            &format!("{TOOLS}List my notes and read the alpha one."),
+        )
+        .notes(&notes)
+        .build()
+        .await;
+
+    scene.run().await;
+
+    let s = scene.summary("t");
+    assert_eq!(
+        (s.status, s.turns, s.tool_calls, s.tool_errors),
+        (Status::Succeeded, 3, 2, 0)
+    );
+    let lines = scene.tool_lines("t");
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| (l.call_id.as_str(), l.name.as_str()))
+            .collect::<Vec<_>>(),
+        [("recovered-1-1", LIST), ("recovered-2-1", READ)],
+        "the guessed slug was never asked for"
+    );
+    let second = messages(&scene.requests().await[1]).clone();
+    let replayed = &second[2];
+    assert_eq!(
+        replayed["tool_calls"].as_array().map(Vec::len),
+        Some(1),
+        "only the call that ran is replayed: {replayed}"
+    );
+    assert_eq!(replayed["content"], "");
+    assert_eq!(second.len(), 4, "one call, one result");
+    assert!(
+        scene
+            .run_log("t")
+            .contains("held back, not run: 1 more call(s) written after it"),
+        "{}",
+        scene.run_log("t")
+    );
+}
+
+#[tokio::test]
+async fn recovered_json_calls_meet_the_repeat_guard() {
+    let notes = fake_notes().await;
+    let read = || text(r#"{"name": "noteworx_read_note", "arguments": {"slug": "a"}}"#);
+    let scene = scenario()
+        .replies(vec![read(), read(), read(), final_answer("Done.")])
+        .task(
+            "t",
+            "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead note a.",
         )
         .notes(&notes)
         .build()
@@ -243,7 +301,7 @@ async fn recovered_json_calls_meet_the_call_limit_and_the_repeat_guard() {
             .map(|l| (l.repeat, l.executed))
             .collect::<Vec<_>>(),
         [(1, true), (2, true), (3, false)],
-        "the third is over the limit and a repeat"
+        "the third identical call is answered without running"
     );
     assert!(lines.iter().all(|l| l.recovered));
     assert_eq!(notes.calls().await.len(), 2);
@@ -337,6 +395,122 @@ async fn an_answer_that_claims_a_call_never_made_is_asked_again_once_with_a_note
 }
 
 #[tokio::test]
+async fn an_answer_that_is_no_answer_yet_is_asked_again_once_with_what_was_wrong() {
+    // What a 1.5B model wrote after a tool result instead of its next call.
+    let cases = [
+        (
+            "To read the note, call the following tool:\n```",
+            "it stopped at a colon, before what it announced",
+        ),
+        (
+            "To answer, I will use the `noteworx_read_note` function.",
+            "it said it would call a tool and made no call",
+        ),
+        (
+            "To list my notes and read the alpha one: then say in one sentence what the alpha note says about its topic.",
+            "it repeated the task instead of doing it",
+        ),
+    ];
+    for (unfinished, what) in cases {
+        let notes = fake_notes().await;
+        let scene = scenario()
+            .replies(vec![
+                tool_calls(&[("c1", LIST, json!({"tag": "research-active"}))]),
+                text(unfinished),
+                text(r#"{"name": "noteworx_read_note", "arguments": {"slug": "a"}}"#),
+                text(unfinished),
+                final_answer("never asked"),
+            ])
+            .task(
+                "t",
+                &format!("{TOOLS}List my notes and read the alpha one. Then say in one sentence what the alpha note says about its topic."),
+            )
+            .notes(&notes)
+            .build()
+            .await;
+
+        scene.run().await;
+
+        let s = scene.summary("t");
+        assert_eq!(
+            (s.status, s.turns, s.tool_calls, s.final_answer.as_deref()),
+            (Status::Succeeded, 4, 2, Some(unfinished)),
+            "{what}: asked once; the second such answer stands"
+        );
+        let requests = scene.requests().await;
+        let asked = messages(&requests[2]);
+        assert_eq!(
+            asked.len(),
+            messages(&requests[1]).len() + 1,
+            "{what}: the note alone is added; the answer is not replayed"
+        );
+        let note = asked.last().unwrap()["content"].as_str().unwrap();
+        assert!(
+            note.starts_with(&format!(
+                "Your last reply was not a final answer: {what}. Do the next step now."
+            )),
+            "{note}"
+        );
+        assert!(
+            scene.run_log("t").contains(&format!(
+                "the answer is no answer yet: {what}; asking again with a note"
+            )),
+            "{what}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_answer_from_the_results_is_no_unfinished_answer() {
+    for answer in [
+        "I used noteworx_read_note: the alpha note says alpha text.",
+        "The alpha note says: alpha text.",
+        "I will not need noteworx_read_note again: alpha says alpha text.",
+        "I ran noteworx_read_note and can confirm it says alpha text.",
+        "I used noteworx_read_note to read the next note; it says alpha text.",
+        // A sentence of the task said again inside a real answer is too
+        // short to be a restatement; the URL's pieces are no sentence.
+        "Read the alpha note: it says alpha text (see https://example.org/a.b.c/d).",
+    ] {
+        let notes = fake_notes().await;
+        let scene = scenario()
+            .replies(vec![
+                tool_calls(&[("c1", READ, json!({"slug": "a"}))]),
+                final_answer(answer),
+            ])
+            .task(
+                "t",
+                &format!("{TOOLS}Read the alpha note and say what it says."),
+            )
+            .notes(&notes)
+            .build()
+            .await;
+
+        scene.run().await;
+
+        let s = scene.summary("t");
+        assert_eq!(
+            (s.status, s.turns, s.final_answer.as_deref()),
+            (Status::Succeeded, 2, Some(answer))
+        );
+    }
+    // Where no tool ran, nothing is judged so: a heading's colon stands.
+    let notes = fake_notes().await;
+    let scene = scenario()
+        .replies(vec![final_answer("Action items:")])
+        .task("t", &format!("{TOOLS}List the action items, if any."))
+        .notes(&notes)
+        .build()
+        .await;
+    scene.run().await;
+    let s = scene.summary("t");
+    assert_eq!(
+        (s.status, s.turns, s.final_answer.as_deref()),
+        (Status::Succeeded, 1, Some("Action items:"))
+    );
+}
+
+#[tokio::test]
 async fn an_answer_that_says_it_needed_no_tool_is_not_a_claim() {
     let notes = fake_notes().await;
     let answer = "I did not need to use noteworx_read_note. The answer is 4.";
@@ -424,4 +598,43 @@ async fn under_an_output_schema_a_matching_reply_is_the_answer_and_another_a_cal
     let s = scene.summary("t");
     assert_eq!((s.status, s.tool_calls), (Status::Succeeded, 1));
     assert_eq!(notes.calls().await.len(), 1);
+}
+
+#[tokio::test]
+async fn with_result_note_each_turns_results_are_followed_by_one_user_line() {
+    for on in [true, false] {
+        let notes = fake_notes().await;
+        let scene = scenario()
+            .replies(vec![
+                tool_calls(&[
+                    ("c1", READ, json!({"slug": "a"})),
+                    ("c2", READ, json!({"slug": "b"})),
+                ]),
+                final_answer("Alpha and beta."),
+            ])
+            .task("t", &format!("{TOOLS}Read notes a and b."))
+            .config(&format!("[prompt]\nresult_note = {on}"))
+            .notes(&notes)
+            .build()
+            .await;
+
+        scene.run().await;
+
+        assert_eq!(scene.summary("t").status, Status::Succeeded);
+        let second = messages(&scene.requests().await[1]).clone();
+        let roles: Vec<&str> = second.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        if on {
+            assert_eq!(
+                roles,
+                ["system", "user", "assistant", "tool", "tool", "user"],
+                "one line after both results"
+            );
+            assert_eq!(
+                second[5]["content"],
+                "Go on with the task: call the next tool you need, or give your final answer."
+            );
+        } else {
+            assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+        }
+    }
 }

@@ -790,3 +790,38 @@ async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_recor
         "{out}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn an_answer_claiming_an_mcp_tool_by_its_servers_name_is_asked_again() {
+    // What the stand-in answered the quickstart's what-time task with.
+    let claim = "The t tool returned the value of alpha as 7.";
+    let s = scenario()
+        .replies(vec![
+            final_answer(claim),
+            tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
+            final_answer("alpha is 42"),
+        ])
+        .task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.")
+        .env(mcp_env)
+        .build()
+        .await;
+    s.rewrite_config(&server("t", &[], ""));
+    s.run().await;
+
+    let summary = s.summary("look");
+    assert_eq!(
+        (
+            summary.status,
+            summary.tool_calls,
+            summary.final_answer.as_deref()
+        ),
+        (Status::Succeeded, 1, Some("alpha is 42"))
+    );
+    assert!(
+        s.run_log("look")
+            .contains("the answer says it used t__lookup, but no tool has run in this task"),
+        "{}",
+        s.run_log("look")
+    );
+}

@@ -61,7 +61,7 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
             ("noteworx_list_notes", json!({"tag": "research-active"})),
             ("noteworx_search_notes", json!({"query": "evaluation", "mode": "title", "limit": 5})),
             ("noteworx_read_note", json!({"slug": "eval"})),
-            ("noteworx_read_note", json!({"slug": "eval", "offset": 1792})),
+            ("noteworx_read_note", json!({"slug": "eval", "offset": 1828})),
             ("noteworx_list_attachments", json!({"slug": "eval"})),
             ("noteworx_read_attachment", json!({"slug": "eval", "attachment_id": att})),
             ("noteworx_create_attachment", json!({"slug": "eval", "filename": "summary", "content": "## Summary\nAll good.\n"})),
@@ -90,14 +90,16 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
         "search results carry no content"
     );
     assert!(
-        lines[2].result.ends_with("call again with offset=1792]"),
+        lines[2]
+            .result
+            .ends_with(r#"call noteworx_read_note with slug="eval" and offset=1828]"#),
         "{}",
         lines[2].result
     );
     let part_two = &lines[3].result;
     assert!(
         part_two.starts_with(
-            "Note eval | Evaluation | tags: research-active\n\n[characters 1792..3000 of 3000]\n"
+            "Note eval | Evaluation | tags: research-active\n\n[characters 1828..3000 of 3000]\n"
         ),
         "{part_two}"
     );

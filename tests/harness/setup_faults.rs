@@ -360,3 +360,46 @@ async fn https_to_a_plain_http_server_says_to_use_http() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn requeue_rerun_and_prune_need_no_secret_and_run_and_check_still_do() {
+    let s = scenario()
+        .config("api_key_env = \"AGENT_HARNESS_TEST_UNSET_KEY\"\n")
+        .build()
+        .await;
+    for folder in ["tasks/failed", "tasks/done"] {
+        std::fs::create_dir_all(s.root().join(folder)).unwrap();
+    }
+    std::fs::write(
+        s.root().join("tasks/failed/20261128T010000Z-broke.md"),
+        "Try again.",
+    )
+    .unwrap();
+    std::fs::write(
+        s.root().join("tasks/done/20261128T010000Z-fine.md"),
+        "Once more.",
+    )
+    .unwrap();
+
+    // The movers work from a shell where the key is not set.
+    for args in [&["requeue", "broke"][..], &["rerun", "fine"], &["prune"]] {
+        let out = run_bin(&s, args).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(s.inbox(), ["broke.md", "fine.md"]);
+    assert!(s.failed().is_empty() && s.done().is_empty());
+
+    // What contacts the endpoint still refuses, naming the variable.
+    for args in [&["run"][..], &["check"]] {
+        let out = run_bin(&s, args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains("AGENT_HARNESS_TEST_UNSET_KEY")
+                || stdout(&out).contains("AGENT_HARNESS_TEST_UNSET_KEY"),
+            "{args:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    assert_eq!(s.inbox(), ["broke.md", "fine.md"], "nothing ran");
+}

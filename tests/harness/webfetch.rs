@@ -79,6 +79,12 @@ async fn a_missing_page_says_its_status_in_words() {
         "{}",
         out.text
     );
+    // The line a small model repeats as its answer says the same.
+    assert!(
+        out.text.ends_with("\n(no page: it could not be fetched)"),
+        "{}",
+        out.text
+    );
 }
 
 #[tokio::test]

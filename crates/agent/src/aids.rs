@@ -16,6 +16,13 @@ Tools: to use one, call it; a tool runs only when your reply is the call itself.
 Never describe a call instead of making it, and never say you used a tool whose result you have not seen. \
 After each result, call the next tool you need, or give your final answer in plain text.";
 
+/// With `[prompt] result_note`, the user line after each turn's tool
+/// results. Measured on the stand-in (Qwen's template makes a tool result a
+/// user turn): after a result it ended its turn at once with probability
+/// 0.32 (the first token `<|im_end|>`); with this line after the result, 0.00.
+pub(crate) const RESULT_NOTE: &str =
+    "Go on with the task: call the next tool you need, or give your final answer.";
+
 /// The system prompt with the aids `aids` turns on, for a task offering `tools`.
 pub(crate) fn with_aids(prompt: String, aids: PromptAids, tools: &[Tool]) -> String {
     if tools.is_empty() {
@@ -108,12 +115,14 @@ mod tests {
         tool_preamble: true,
         call_example: true,
         argument_hints: true,
+        result_note: true,
     };
 
     const OFF: PromptAids = PromptAids {
         tool_preamble: false,
         call_example: false,
         argument_hints: false,
+        result_note: false,
     };
 
     #[test]

@@ -1,7 +1,9 @@
 //! A reply without tool calls, judged: the final answer, or — when it is empty,
-//! cut at `max_tokens`, claims a call that never ran, or does not match the
-//! output schema — asked for once more, with a note that says what was
-//! wrong, or the failure that ends the task (docs/tasks.md, "The loop").
+//! cut at `max_tokens`, claims a call that never ran, is no answer yet (it
+//! stops at a colon, says it will call a tool, repeats the task), or does
+//! not match the output schema — asked for once more, with a note that says
+//! what was wrong, or the failure that ends the task (docs/tasks.md, "The
+//! loop").
 //! [`AnswerState::judge`] only decides; the loop reports the [`AskAgain`] and
 //! appends its messages.
 
@@ -11,6 +13,7 @@ use crate::events::TaskEvent;
 use crate::outcome::{FinalAnswer, Stop, StopReason};
 use crate::spec::TaskSpec;
 use harness_base::schema::OutputSchema;
+use harness_tools::Tool;
 use harness_tools::text::{defang, without_control_strings};
 use harness_wire::chat::{Message, Tweaks};
 use harness_wire::reply::repeated_block;
@@ -35,6 +38,16 @@ const CLAIM_WORDS: &[&str] = &[
 /// Words that make a sentence no claim ("I did not need webfetch").
 const NEGATIONS: &[&str] = &["not", "no", "never", "without", "cannot"];
 
+/// Words that make a sentence naming a tool a plan ("I will use webfetch").
+/// Not "next", "can" or "need": "I used webfetch to fetch the next page"
+/// and "I ran webfetch and can confirm" are answers.
+const INTENT_WORDS: &[&str] = &["will", "i'll", "let", "let's", "going", "shall", "should"];
+
+/// The fewest words of a sentence of the task that, said again in an
+/// answer, make the answer a repeat of the task (a URL's pieces are no
+/// sentence).
+const REPEATED_TASK_WORDS: usize = 7;
+
 /// What the answer checks remember across a task's turns: each way of
 /// asking again is used once.
 #[derive(Debug, Default)]
@@ -43,6 +56,8 @@ pub(crate) struct AnswerState {
     asked_again: bool,
     /// An answer that claimed a call was already asked again.
     asked_claimed: bool,
+    /// An answer that was no answer yet was already asked again.
+    asked_unfinished: bool,
     /// A cut answer was already asked for again, shorter.
     asked_shorter: bool,
     /// The output schema as `response_format`, once an answer was asked for
@@ -73,6 +88,8 @@ pub(crate) enum Why {
     Empty { thinking_off: bool },
     /// The answer names an offered tool as used, and no tool has run.
     Claimed { tool: String, note: String },
+    /// The answer is no answer yet: what is wrong with it, and the note.
+    Unfinished { what: &'static str, note: String },
     /// The answer was cut at `max_tokens`.
     Cut,
     /// The answer does not match the output schema.
@@ -88,6 +105,7 @@ impl AskAgain {
                 note: EMPTY_NOTE,
             },
             Why::Claimed { tool, note } => TaskEvent::CallClaimed { tool, note },
+            Why::Unfinished { what, note } => TaskEvent::AnswerUnfinished { what, note },
             Why::Cut => TaskEvent::AnswerCut,
             Why::OffSchema { errors } => TaskEvent::AnswerRejected { errors },
         }
@@ -106,7 +124,8 @@ impl AnswerState {
     /// more with a note saying so (without thinking if thinking used up
     /// `max_tokens`), and `empty_response` the second time. An answer that
     /// says it used an offered tool when no call has run is asked for once
-    /// more, with a note; the second answer stands. A reply cut while it
+    /// more, with a note; the second answer stands. So is one that is no
+    /// answer yet ([`unfinished`]), once a task. A reply cut while it
     /// repeated one block over and over ends the task as `repetition`.
     pub(crate) fn judge(
         &mut self,
@@ -141,6 +160,18 @@ impl AnswerState {
         {
             self.asked_claimed = true;
             return Ok(Verdict::AskAgain(claimed(tool, reply, spec)));
+        }
+        // Only where a tool ran, and with a turn left for a call and an
+        // answer after it.
+        if !empty
+            && calls > 0
+            && spec.output_schema.is_none()
+            && !self.asked_unfinished
+            && turns.saturating_add(1) < spec.max_turns
+            && let Some(what) = unfinished(&reply.content, spec)
+        {
+            self.asked_unfinished = true;
+            return Ok(Verdict::AskAgain(ask_to_finish(what)));
         }
         if !empty {
             return match &spec.output_schema {
@@ -275,8 +306,14 @@ impl AnswerState {
 
 /// The first offered tool that a sentence of the answer names together
 /// with a word of use ([`CLAIM_WORDS`]) and no negation, all as whole
-/// words, ASCII case aside.
+/// words, ASCII case aside (an MCP tool also by its server's name).
 fn claimed_tool<'s>(answer: &str, spec: &'s TaskSpec) -> Option<&'s str> {
+    named_tool(answer, spec, false)
+}
+
+/// The first offered tool a sentence of `answer` names with a word of use
+/// and no negation — and, when `planned`, a word of intent ([`INTENT_WORDS`]).
+fn named_tool<'s>(answer: &str, spec: &'s TaskSpec, planned: bool) -> Option<&'s str> {
     let lower = answer.to_ascii_lowercase();
     lower
         .split(['.', '!', '?', '\n', ';'])
@@ -288,14 +325,71 @@ fn claimed_tool<'s>(answer: &str, spec: &'s TaskSpec) -> Option<&'s str> {
             let negated = words
                 .iter()
                 .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"));
-            if negated || !words.iter().any(|w| CLAIM_WORDS.contains(w)) {
+            let has = |set: &[&str]| words.iter().any(|w| set.contains(w));
+            if negated || !has(CLAIM_WORDS) || (planned && !has(INTENT_WORDS)) {
                 return None;
             }
-            spec.tools
-                .iter()
-                .map(|t| t.name())
-                .find(|name| words.iter().any(|w| w.eq_ignore_ascii_case(name)))
+            spec.tools.iter().find_map(|t| {
+                let said = |name: &str| words.iter().any(|w| w.eq_ignore_ascii_case(name));
+                // An MCP tool is also named by its server ("the time tool
+                // returned …" of `time__get_current_time`) or its own name.
+                let named = match t {
+                    Tool::Builtin(_) => said(t.name()),
+                    Tool::Mcp(m) => said(&m.name) || said(&m.server) || said(&m.tool),
+                };
+                named.then(|| t.name())
+            })
         })
+}
+
+/// What makes an answer (after a tool ran) no answer yet, if anything: it
+/// stops at a colon, before what it announced ("Here is the call:"); it
+/// says it will call an offered tool and calls none; or one of its
+/// sentences is a sentence of the task of at least [`REPEATED_TASK_WORDS`]
+/// words (a small model restating its task after a tool result). Measured
+/// on a 1.5B instruction-tuned model, each of these ended tasks that a next
+/// step would have finished. Linear: the task's sentences are a set.
+fn unfinished(answer: &str, spec: &TaskSpec) -> Option<&'static str> {
+    let trimmed = answer.trim_end_matches(|c: char| c.is_whitespace() || c == '`');
+    if trimmed.ends_with(':') {
+        return Some("it stopped at a colon, before what it announced");
+    }
+    if named_tool(answer, spec, true).is_some() {
+        return Some("it said it would call a tool and made no call");
+    }
+    // A line break inside a paragraph is no sentence's end (task files
+    // are wrapped); a blank line is.
+    let sentences = |text: &str| -> Vec<String> {
+        text.split("\n\n")
+            .flat_map(|paragraph| paragraph.split(['.', '!', '?', ':']))
+            .map(|s| s.split_whitespace().collect::<Vec<_>>())
+            .filter(|words| words.len() >= REPEATED_TASK_WORDS)
+            .map(|words| words.join(" ").to_lowercase())
+            .collect()
+    };
+    let task: std::collections::HashSet<String> = sentences(&spec.body).into_iter().collect();
+    sentences(answer)
+        .iter()
+        .any(|s| task.contains(s))
+        .then_some("it repeated the task instead of doing it")
+}
+
+/// Asks again after an answer that is no answer yet: a note that says what
+/// was wrong and what to do next. The answer is not replayed (as an empty
+/// reply is not): shown its own restatement of the task, the stand-in wrote
+/// it once more, 3 seeds of 3.
+fn ask_to_finish(what: &'static str) -> AskAgain {
+    let note = format!(
+        "Your last reply was not a final answer: {what}. Do the next step now. If you need a tool, reply with only that call, as JSON: {{\"name\": \"...\", \"arguments\": {{...}}}}. If the tool results above answer the task, give your final answer from them."
+    );
+    AskAgain {
+        messages: vec![Message::user(note.clone())],
+        why: Why::Unfinished { what, note },
+        tweaks: Tweaks {
+            seed: Some(u64::from(fastrand::u32(..))),
+            thinking_off: false,
+        },
+    }
 }
 
 /// Asks again after an answer that claims a call of `tool` no call made:

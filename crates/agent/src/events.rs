@@ -41,6 +41,9 @@ pub enum TaskEvent<'a> {
     /// The answer says it used this offered tool, and no tool has run: the
     /// model is asked once more, with this note.
     CallClaimed { tool: &'a str, note: &'a str },
+    /// The answer was no answer yet (it stopped at a colon, said it will
+    /// call a tool, repeated the task): asked for once more with a note.
+    AnswerUnfinished { what: &'a str, note: &'a str },
     /// The answer was cut at `max_tokens`: it is asked for once more, shorter.
     AnswerCut,
     /// The final answer did not match the output schema: it is asked for
@@ -85,4 +88,6 @@ pub struct ReplyFacts<'a> {
     pub calls: &'a [ToolCall],
     /// Calls past the per-reply ceiling, not read.
     pub unread_calls: u64,
+    /// Calls written as plain JSON after the first, held back.
+    pub held_back: usize,
 }

@@ -331,6 +331,7 @@ impl ModelCall<'_, '_> {
             recovered: reply.recovered,
             calls: &reply.calls,
             unread_calls: reply.unread_calls,
+            held_back: reply.held_back,
         }));
         let unread = u32::try_from(reply.unread_calls).unwrap_or(u32::MAX);
         self.stats.calls_over_budget = self.stats.calls_over_budget.saturating_add(unread);

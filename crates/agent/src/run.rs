@@ -183,7 +183,8 @@ impl<'a, 's> TaskRun<'a, 's> {
         let turn = Turn {
             number: self.stats.turns,
             calls: &reply.calls,
-            cut_off: reply.cut_off,
+            // A call followed by others held back was not the one cut.
+            cut_off: reply.cut_off && reply.held_back == 0,
             recovered: reply.recovered,
         };
         let ctx = CallContext {
@@ -258,6 +259,9 @@ impl<'a, 's> TaskRun<'a, 's> {
                     };
                     self.conv
                         .push_tool(Message::tool(a.call_id, a.text), origin);
+                }
+                if self.spec.prompt_aids.result_note {
+                    self.conv.push(Message::user(crate::aids::RESULT_NOTE));
                 }
                 Ok(())
             }

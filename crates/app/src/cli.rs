@@ -78,7 +78,7 @@ pub enum Command {
         /// Print only the answer: no progress or log lines on stderr unless it fails.
         #[arg(short, long)]
         quiet: bool,
-        /// Write the answer to FILE instead of stdout.
+        /// Write the answer to FILE instead of stdout. With no answer, FILE is left as it was: the exit code says the run failed.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// At most N turns for this run (over `[limits] max_turns` and the frontmatter).

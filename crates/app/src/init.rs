@@ -47,9 +47,13 @@ pub(super) fn init_command(
     let dir = dir.map_or_else(|| cwd.clone(), |d| cwd.join(d));
     let config = dir.join(DEFAULT_CONFIG_FILE);
     if let Endpoint::Runpod(id) = endpoint
-        && id.trim() == harness_config::EXAMPLE_ENDPOINT_ID
+        && [
+            harness_config::EXAMPLE_ENDPOINT_ID,
+            harness_config::README_ENDPOINT_ID,
+        ]
+        .contains(&id.trim())
     {
-        progress.eprintln("agent-harness: init: --runpod: that is the example's placeholder endpoint id; give your endpoint's id (RunPod's console, Serverless)");
+        progress.eprintln("agent-harness: init: --runpod: that is a placeholder endpoint id; give your endpoint's id (RunPod's console, Serverless)");
         return exit::USAGE;
     }
     let text = config_text(endpoint);

@@ -182,9 +182,10 @@ async fn replay_command(cfg: &Config, command: &Command, progress: &Progress) ->
 
 /// The config: `runs`, `show`, `report` and `digest` read only the logs
 /// folder and the state beside the inbox, `status` only the state beside
-/// the inbox and the records, `submit` only checks task files, and a
+/// the inbox and the records, `submit` only checks task files,
+/// `requeue`, `rerun` and `prune` only move and remove files, and a
 /// replay without `--from-turn` contacts nothing, so none of them needs a
-/// secret.
+/// secret (an operator's shell without the service's key runs them).
 fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let offline = matches!(
         cli.command,
@@ -194,6 +195,9 @@ fn load_config(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Result<Config
             | Command::Status { .. }
             | Command::Digest { .. }
             | Command::Submit { .. }
+            | Command::Requeue { .. }
+            | Command::Rerun { .. }
+            | Command::Prune { .. }
             | Command::Replay {
                 from_turn: None,
                 traces: false,

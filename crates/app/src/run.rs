@@ -398,10 +398,9 @@ impl Answer {
     /// `exec -o FILE`: the answer (redacted, as on stdout) written to
     /// FILE whole — a new file, readable by its owner alone like the
     /// records, renamed over FILE — so a script never reads half an
-    /// answer. A task that ended with no answer (exit 1) removes FILE: an
-    /// old answer there would read as this run's; one that did not get to
-    /// an end (75: the endpoint down, 2: the setup) leaves it, and the exit
-    /// code says so. A file that cannot be written fails the command.
+    /// answer. A run with no answer leaves FILE as it was (a file the
+    /// operator keeps is never removed), and the exit code says it failed
+    /// (1, 75 or 2). A file that cannot be written fails the command.
     pub(super) fn write_to(
         &self,
         path: &std::path::Path,
@@ -417,10 +416,13 @@ impl Answer {
                     folder.replace(name, text.as_bytes(), 0o600)
                 })
             }
-            None if code == exit::FAILED => {
-                in_folder_of(path, |folder, name| folder.remove_file(name.as_ref()))
+            None => {
+                progress.eprintln(&format!(
+                    "agent-harness: no answer this run: {} left as it was",
+                    path.display()
+                ));
+                Ok(())
             }
-            None => Ok(()),
         };
         match written {
             Ok(()) => code,

@@ -57,6 +57,14 @@ pub const DEFAULT_CONFIG_FILE: &str = "agent.toml";
 /// still holding it was copied and not filled in (`check` refuses it).
 pub const EXAMPLE_ENDPOINT_ID: &str = "abc123xyz";
 
+/// The endpoint id the README writes (`init --runpod ENDPOINT_ID`): refused
+/// as the example's is.
+pub const README_ENDPOINT_ID: &str = "ENDPOINT_ID";
+
+/// The `[tools.noteworx] base_url` of the package's config: refused as a
+/// placeholder until it is filled in.
+pub const EXAMPLE_NOTES_URL: &str = "https://notes.example.com";
+
 /// A problem with the configuration: always exit code 2, nothing was run.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -91,6 +99,8 @@ pub struct PromptAids {
     pub call_example: bool,
     /// Each tool's description opens with its arguments, the required named.
     pub argument_hints: bool,
+    /// After each turn's tool results, a user line: go on.
+    pub result_note: bool,
 }
 
 impl PromptAids {
@@ -99,6 +109,7 @@ impl PromptAids {
         tool_preamble: false,
         call_example: true,
         argument_hints: false,
+        result_note: false,
     };
 }
 
@@ -358,6 +369,10 @@ impl Config {
                     .prompt
                     .argument_hints
                     .unwrap_or(PromptAids::DEFAULT.argument_hints),
+                result_note: raw
+                    .prompt
+                    .result_note
+                    .unwrap_or(PromptAids::DEFAULT.result_note),
             },
             metrics_textfile,
             retention: raw.retention,

@@ -51,13 +51,20 @@ pub fn places(lookup: &Lookup<'_>) -> Vec<PathBuf> {
 
 /// The config file to read. A relative `--config` or variable is kept as
 /// written (it is read from the current folder); so is `agent.toml` found
-/// in the current folder.
+/// in the current folder. A `~/` the shell did not expand (quoted, or in a
+/// unit file) is the home folder, as in path values.
 pub fn locate(lookup: &Lookup<'_>) -> Result<PathBuf, ConfigError> {
+    let named = |path: &Path, key: &str| {
+        expand_home(path, lookup.home, key).map_err(|message| ConfigError {
+            path: path.display().to_string(),
+            message,
+        })
+    };
     if let Some(flag) = lookup.flag {
-        return Ok(flag.to_path_buf());
+        return named(flag, "--config");
     }
-    if let Some(named) = (lookup.env)(CONFIG_VARIABLE).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(named));
+    if let Some(value) = (lookup.env)(CONFIG_VARIABLE).filter(|v| !v.is_empty()) {
+        return named(Path::new(&value), CONFIG_VARIABLE);
     }
     let places = places(lookup);
     let within = |p: &Path| {
@@ -145,6 +152,41 @@ mod tests {
         let env = env_with(&[(CONFIG_VARIABLE, "/from/env.toml")]);
         let got = find(Some("/missing/given.toml"), &env, ALL).unwrap();
         assert_eq!(got, PathBuf::from("/missing/given.toml"));
+    }
+
+    #[test]
+    fn a_tilde_the_shell_left_in_the_flag_or_the_variable_is_the_home_folder() {
+        let none = env_with(&[]);
+        assert_eq!(
+            find(Some("~/x/agent.toml"), &none, ALL).unwrap(),
+            PathBuf::from("/home/ann/x/agent.toml")
+        );
+        let env = env_with(&[(CONFIG_VARIABLE, "~/y.toml")]);
+        assert_eq!(
+            find(None, &env, ALL).unwrap(),
+            PathBuf::from("/home/ann/y.toml")
+        );
+        // `~user/` and a `~` inside stay as written.
+        assert_eq!(
+            find(Some("~bob/a.toml"), &none, ALL).unwrap(),
+            PathBuf::from("~bob/a.toml")
+        );
+        // Without a home, the flag's `~/` is an error that names it.
+        let err = locate(&Lookup {
+            flag: Some(Path::new("~/x.toml")),
+            env: &none,
+            cwd: Path::new("/w"),
+            home: None,
+            exists: &|_| true,
+        })
+        .unwrap_err();
+        assert_eq!(err.path, "~/x.toml");
+        assert!(
+            err.message
+                .starts_with("--config: \"~/x.toml\" starts with `~`, but HOME is not set"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

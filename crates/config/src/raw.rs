@@ -285,6 +285,7 @@ pub(super) struct RawPrompt {
     pub(super) tool_preamble: Option<bool>,
     pub(super) call_example: Option<bool>,
     pub(super) argument_hints: Option<bool>,
+    pub(super) result_note: Option<bool>,
 }
 
 /// Sets `a.b.c = value` in a TOML table, making the tables on the way.

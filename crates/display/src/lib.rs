@@ -191,6 +191,7 @@ mod tests {
                 recovered: false,
                 calls: &[],
                 unread_calls: 0,
+                held_back: 0,
             })
         };
         task.on(&reply(1, 160));

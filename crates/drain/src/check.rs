@@ -56,7 +56,7 @@ pub fn check_inbox(
             .chain(folders::linked(cfg))
             .chain(folders::unwritable(cfg, true))
             .chain(mcp_commands(cfg))
-            .chain(slips::placeholder_endpoint(cfg))
+            .chain(slips::placeholders(cfg))
             .map(in_config)
             .collect(),
         // A profile no task names makes nothing invalid (the example's

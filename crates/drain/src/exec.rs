@@ -36,8 +36,9 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
     inbox::check_task_name(&opts.name)
         .map_err(|e| UsageError(format!("--name {:?}: {e}", opts.name)))?;
     check_flags(cfg, opts).map_err(UsageError)?;
-    if let Some(placeholder) = super::slips::placeholder_endpoint(cfg) {
-        return Err(UsageError(placeholder).into());
+    let placeholders = super::slips::placeholders(cfg);
+    if !placeholders.is_empty() {
+        return Err(UsageError(placeholders.join("; ")).into());
     }
     let mut keys = Vec::new();
     if let Some(agent) = &opts.agent {

@@ -147,9 +147,10 @@ async fn drain_inbox(
     ignored: &mut Option<usize>,
 ) -> anyhow::Result<(RunOutcome, Vec<Summary>)> {
     folders::prepare(cfg).map_err(UsageError)?;
-    // Every request would go to an endpoint that is not the operator's.
-    if let Some(placeholder) = slips::placeholder_endpoint(cfg) {
-        return Err(UsageError(placeholder).into());
+    // Requests would go to an endpoint or notes that are not the operator's.
+    let placeholders = slips::placeholders(cfg);
+    if !placeholders.is_empty() {
+        return Err(UsageError(placeholders.join("; ")).into());
     }
     // What `check` warns of, said in the run's log too (nothing stops).
     for slip in slips::recurring_near_misses(cfg)

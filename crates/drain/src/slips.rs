@@ -1,24 +1,40 @@
 //! The slips a config can hold that nothing else would say (docs/operating.md,
-//! `check`): the example's placeholder RunPod endpoint id left in, a
+//! `check`): a placeholder the project ships left in (a RunPod endpoint
+//! id, the noteworx URL), a
 //! recurring folder spelt wrong beside the one the config names, a `[mail]`
 //! section nothing sends through, and the `[model.extra]` keys, which go to
 //! the server untouched (a misspelt one is ignored there, silently).
 
 use std::path::Path;
 
-use harness_config::{Config, EXAMPLE_ENDPOINT_ID, EndpointKind};
+use harness_config::{
+    Config, EXAMPLE_ENDPOINT_ID, EXAMPLE_NOTES_URL, EndpointKind, README_ENDPOINT_ID,
+};
 
-/// A `[runpod]` endpoint still on the example's placeholder id: every
-/// request would go to an endpoint that is not yours.
-pub(crate) fn placeholder_endpoint(cfg: &Config) -> Option<String> {
+/// The placeholders the project ships (the example's and the README's
+/// RunPod endpoint id, the package's noteworx URL) still in the config:
+/// requests would go to an endpoint or a notes service that is not yours.
+pub(crate) fn placeholders(cfg: &Config) -> Vec<String> {
     let ep = &cfg.endpoint;
-    (ep.kind == EndpointKind::Runpod
-        && ep.base_url.rsplit('/').next() == Some(EXAMPLE_ENDPOINT_ID))
-    .then(|| {
-        format!(
-            "[runpod] endpoint_id is the example's placeholder ({EXAMPLE_ENDPOINT_ID:?}): set your endpoint's id (RunPod's console, Serverless)"
-        )
-    })
+    let id = ep.base_url.rsplit('/').next();
+    let endpoint = [EXAMPLE_ENDPOINT_ID, README_ENDPOINT_ID]
+        .into_iter()
+        .find(|p| ep.kind == EndpointKind::Runpod && id == Some(*p))
+        .map(|p| {
+            format!(
+                "[runpod] endpoint_id is a placeholder ({p:?}): set your endpoint's id (RunPod's console, Serverless)"
+            )
+        });
+    let notes = cfg
+        .noteworx
+        .as_ref()
+        .filter(|n| n.base_url.trim_end_matches('/') == EXAMPLE_NOTES_URL)
+        .map(|_| {
+            format!(
+                "[tools.noteworx] base_url is a placeholder ({EXAMPLE_NOTES_URL:?}): set your noteworx's URL, or \"\" for no noteworx tools"
+            )
+        });
+    endpoint.into_iter().chain(notes).collect()
 }
 
 /// A `[mail]` section while `[notify] digest_to` names nobody: no mail is

@@ -243,6 +243,10 @@ impl RunRecord {
                     "the answer says it used {tool}, but no tool has run in this task; asking again with a note: {note}"
                 ),
             ),
+            TaskEvent::AnswerUnfinished { what, note } => self.log(
+                at,
+                &format!("the answer is no answer yet: {what}; asking again with a note: {note}"),
+            ),
             TaskEvent::AnswerCut => self.log(
                 at,
                 "the answer was CUT at max_tokens (finish_reason length); asking once more for the complete answer, shorter, with thinking off",
@@ -285,6 +289,12 @@ impl RunRecord {
                 "\n{} more calls past the {} a reply may hold were not read",
                 r.unread_calls,
                 harness_wire::chat::MAX_CALLS_PER_REPLY
+            ));
+        }
+        if r.held_back > 0 {
+            calls.push_str(&format!(
+                "\nheld back, not run: {} more call(s) written after it (of calls written as JSON, one runs a reply)",
+                r.held_back
             ));
         }
         self.log(

@@ -217,8 +217,9 @@ impl Toolbox {
                 None => not_configured("webfetch"),
             },
             Call::Mcp { tool, arguments } if tool.write && ctx.dry_run => ToolOutput::ok(format!(
-                "Dry run: {} counts as called (nothing was changed). It is done: do not call it again. Go on with the task, or give your final answer.",
-                tool.name
+                "Dry run: {} counts as called (nothing was changed). It is done: do not call it again. {}",
+                tool.name,
+                text::AFTER_WRITE
             ))
             .with_detail(serde_json::json!({
                 "dry_run": true,

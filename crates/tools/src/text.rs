@@ -92,6 +92,15 @@ pub fn without_control_strings(text: &str) -> String {
     out
 }
 
+/// How a write's result ends. After a write a task is often done, and a
+/// 1.5B model ended its turn at once after the result with probability
+/// 0.25 when it said "Go on with the task, or give your final answer", and
+/// 0.00 with this.
+pub const AFTER_WRITE: &str = "If the task is done, give your final answer now.";
+
+/// The characters of a page's note besides its numbers and its call.
+const PAGE_NOTE_TEXT: usize = 69;
+
 /// Characters reserved for the note a cut appends.
 const NOTE_ROOM: usize = 160;
 
@@ -112,29 +121,34 @@ pub fn cut(text: &str, max: usize) -> String {
 
 /// One page of `body` starting at character `offset`, after `header`, fitting
 /// `max` characters in all. When the body goes on, the page ends with the
-/// offset to continue from.
-pub fn page(header: &str, body: &str, offset: usize, max: usize) -> String {
+/// whole next call: `again` (the tool and its other arguments, in words:
+/// `noteworx_read_note with slug="x"`) and the offset to continue from. A
+/// small model told only the offset answered from the first page.
+pub fn page(header: &str, body: &str, offset: usize, max: usize, again: &str) -> String {
     let total = chars(body);
     if offset > 0 && offset >= total {
         return format!(
             "{header}[offset {offset} is past the end: the text has {total} characters]"
         );
     }
-    let room = max.saturating_sub(chars(header) + NOTE_ROOM).max(1);
+    // The note's own length, its five numbers at their widest.
+    let note = PAGE_NOTE_TEXT + chars(again) + 5 * total.to_string().len();
+    let room = max.saturating_sub(chars(header) + note).max(1);
     let start = byte_at(body, offset);
     let rest = &body[start..];
     let rest_chars = total - offset;
-    if rest_chars <= max.saturating_sub(chars(header)) {
-        let shown = if offset > 0 {
-            format!("[characters {offset}..{total} of {total}]\n")
-        } else {
-            String::new()
-        };
+    // The last page says where it starts, and that line fits too.
+    let shown = if offset > 0 {
+        format!("[characters {offset}..{total} of {total}]\n")
+    } else {
+        String::new()
+    };
+    if rest_chars + chars(&shown) <= max.saturating_sub(chars(header)) {
         return format!("{header}{shown}{rest}");
     }
     let end = offset + room;
     format!(
-        "{header}{}\n[cut: characters {offset}..{end} of {total} shown, {} more. To read on, call again with offset={end}]",
+        "{header}{}\n[cut: characters {offset}..{end} of {total} shown, {} more. To read on, call {again} and offset={end}]",
         &rest[..byte_at(rest, room)],
         total - end
     )
@@ -173,7 +187,7 @@ mod tests {
     #[test]
     fn short_text_is_untouched() {
         assert_eq!(cut("hello", 300), "hello");
-        assert_eq!(page("H\n", "hello", 0, 300), "H\nhello");
+        assert_eq!(page("H\n", "hello", 0, 300, "t"), "H\nhello");
     }
 
     #[test]
@@ -195,12 +209,16 @@ mod tests {
         let mut offset = 0;
         let mut read = String::new();
         for _ in 0..20 {
-            let out = page("Note x\n", &body, offset, 500);
+            let out = page("Note x\n", &body, offset, 500, r#"read_note with slug="x""#);
             assert!(chars(&out) <= 500, "page of {} chars", chars(&out));
             let text = out.strip_prefix("Note x\n").unwrap();
-            match text.rfind("call again with offset=") {
+            const AGAIN: &str = r#"call read_note with slug="x" and offset="#;
+            match text.rfind(AGAIN) {
                 Some(i) => {
-                    let next: usize = text[i + 23..].trim_end_matches(']').parse().unwrap();
+                    let next: usize = text[i + AGAIN.len()..]
+                        .trim_end_matches(']')
+                        .parse()
+                        .unwrap();
                     read.push_str(&text[..text.rfind("\n[cut:").unwrap()]);
                     assert!(next > offset);
                     offset = next;
@@ -217,7 +235,7 @@ mod tests {
     #[test]
     fn an_offset_past_the_end_is_explained() {
         assert_eq!(
-            page("", "abc", 10, 300),
+            page("", "abc", 10, 300, "t"),
             "[offset 10 is past the end: the text has 3 characters]"
         );
     }

@@ -113,6 +113,7 @@ fn reply<'a>(
         recovered: false,
         calls,
         unread_calls: 0,
+        held_back: 0,
     })
 }
 

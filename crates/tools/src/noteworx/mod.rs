@@ -11,7 +11,7 @@ pub mod client;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 
-use super::text::page;
+use super::text::{AFTER_WRITE, page};
 use super::{Call, CallContext, ToolOutput};
 use crate::noteworx::client::{
     Attachment, ListedAttachment, ListedNote, MAX_LISTED, NewAttachment, Note, NoteworxClient,
@@ -154,8 +154,8 @@ impl Noteworx {
             }
             return ToolOutput::ok(format!(
                 // "Treat it as done and continue" made a 1.5B model create it
-                // again; said this way it went on to its answer.
-                "Dry run: the attachment {filename} on note {slug} counts as created (nothing was written). It is done: do not create it again. Go on with the task, or give your final answer."
+                // again; said this way it went on.
+                "Dry run: the attachment {filename} on note {slug} counts as created (nothing was written). It is done: do not create it again. {AFTER_WRITE}"
             ))
             .with_detail(json!({"dry_run": true, "intent": request}));
         }
@@ -166,7 +166,7 @@ impl Noteworx {
         };
         match self.client.create_attachment(slug, &new).await {
             Ok(a) => ToolOutput::ok(format!(
-                "Created attachment {} (id {}) on note {slug}.",
+                "Created attachment {} (id {}) on note {slug}. {AFTER_WRITE}",
                 or_dash(&a.filename),
                 or_dash(&a.id)
             )),
@@ -307,6 +307,7 @@ fn read_note_text(n: &Note, slug: &str, offset: usize, ctx: &CallContext) -> Str
         &ctx.redactor.redact_str(content),
         offset,
         ctx.max_chars,
+        &format!("noteworx_read_note with slug={slug:?}"),
     )
 }
 
@@ -355,6 +356,7 @@ fn read_attachment_text(
                 &ctx.redactor.redact_str(content),
                 offset,
                 ctx.max_chars,
+                &format!("noteworx_read_attachment with slug={slug:?}, attachment_id={id:?}"),
             ))
         }
         _ => ToolOutput::error(format!(

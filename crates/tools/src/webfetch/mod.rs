@@ -127,7 +127,7 @@ impl Webfetch {
         match fetched {
             Ok(mut page_) => {
                 page_.text = redactor.redact(page_.text);
-                page_.render(offset, max_chars)
+                page_.render(url, offset, max_chars)
             }
             Err(message) => ToolOutput::error(message),
         }
@@ -308,7 +308,7 @@ struct Fetched {
 }
 
 impl Fetched {
-    fn render(&self, offset: usize, max_chars: usize) -> ToolOutput {
+    fn render(&self, url: &str, offset: usize, max_chars: usize) -> ToolOutput {
         let cut = if self.truncated {
             format!(" (body cut at {} bytes)", self.bytes)
         } else {
@@ -338,11 +338,18 @@ impl Fetched {
         let text = match (self.text.trim().is_empty(), ok) {
             (false, _) => self.text.as_str(),
             (true, true) => "(the page has no readable text)",
-            // Said so, a 1.5B model answered that the page "has no
-            // readable text" rather than that it could not be fetched.
-            (true, false) => "(the server sent no page)",
+            // A 1.5B model repeats this line as its answer: said as "has
+            // no readable text" or "the server sent no page", it never said
+            // the page could not be fetched.
+            (true, false) => "(no page: it could not be fetched)",
         };
-        let out = page(&header, text, offset, max_chars);
+        let out = page(
+            &header,
+            text,
+            offset,
+            max_chars,
+            &format!("webfetch with url={url:?}"),
+        );
         if ok {
             ToolOutput::ok(out)
         } else {

@@ -15,6 +15,10 @@
 //! and the object's keys are that tool's parameters, its required ones
 //! among them.
 //!
+//! The JSON a small model writes is not always JSON: a `// comment` after
+//! a value, a comma before a closer, a line break inside a string. A span
+//! that does not parse is mended once ([`parse_lenient`]) and tried again.
+//!
 //! Linear in the reply whatever it holds: one forward scan finds the
 //! balanced JSON spans that open like a call (`{"` or `[{`); a span that
 //! breaks (a closer that does not match, nesting past the limit, more than
@@ -81,7 +85,8 @@ pub fn recover_json_calls(
     for span in spans(text) {
         let prose = &text[prose_from..span.start];
         prose_from = span.end;
-        let Ok(value) = serde_json::from_str::<Value>(&text[span.clone()]) else {
+        let raw = &text[span.clone()];
+        let Some((value, mended)) = parse_lenient(raw) else {
             continue;
         };
         let Some(found) =
@@ -89,7 +94,8 @@ pub fn recover_json_calls(
         else {
             continue;
         };
-        if quoted(&text[span.clone()]) {
+        // A quote stays a quote when mending is what set it apart.
+        if quoted(raw) || mended.as_deref().is_some_and(quoted) {
             continue;
         }
         calls.extend(found);
@@ -106,6 +112,75 @@ pub fn recover_json_calls(
     }
     rest.push_str(&text[cursor..]);
     (without_empty_fences(&rest), calls)
+}
+
+/// The span as JSON; failing that, as the JSON a model meant: `//`
+/// comments ("// Replace with the actual id") and commas before a closer
+/// dropped, line breaks and tabs inside strings escaped — with the mended
+/// text. At most two parses.
+fn parse_lenient(span: &str) -> Option<(Value, Option<String>)> {
+    if let Ok(value) = serde_json::from_str(span) {
+        return Some((value, None));
+    }
+    let mended = mended(span);
+    let value = serde_json::from_str(&mended).ok()?;
+    Some((value, Some(mended)))
+}
+
+/// `span` with what [`parse_lenient`] forgives mended, in one pass.
+fn mended(span: &str) -> String {
+    let mut out = String::with_capacity(span.len());
+    let mut chars = span.chars().peekable();
+    let (mut in_string, mut escaped) = (false, false);
+    while let Some(c) = chars.next() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                (false, '\n') => {
+                    out.push_str("\\n");
+                    continue;
+                }
+                (false, '\r') => {
+                    out.push_str("\\r");
+                    continue;
+                }
+                (false, '\t') => {
+                    out.push_str("\\t");
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '/' if chars.peek() == Some(&'/') => {
+                while chars.next_if(|&c| c != '\n').is_some() {}
+                continue;
+            }
+            ',' if matches!(next_token(chars.clone()), Some('}' | ']')) => continue,
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The first character after blanks and `//` comments.
+fn next_token(mut rest: impl Iterator<Item = char> + Clone) -> Option<char> {
+    loop {
+        let c = rest.find(|c| !c.is_whitespace())?;
+        let mut after = rest.clone();
+        if c == '/' && after.next() == Some('/') {
+            rest = after;
+            rest.find(|&c| c == '\n')?;
+            continue;
+        }
+        return Some(c);
+    }
 }
 
 /// The calls one span holds: an object naming an offered tool, or an array

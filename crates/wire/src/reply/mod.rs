@@ -40,6 +40,9 @@ pub struct Reply {
     /// Calls past [`MAX_CALLS_PER_REPLY`]: not read, so not run
     /// (docs/untrusted-input.md).
     pub unread_calls: u64,
+    /// Calls written as plain JSON after the first: held back, not run
+    /// ([`read_reply`]).
+    pub held_back: usize,
 }
 
 /// The longest block a reply may repeat and still be called looping.
@@ -106,7 +109,11 @@ impl ReadAgainst<'_> {
 
 /// Reads a reply. Recovered calls get ids `{id_prefix}-{n}`. Calls in
 /// `tool_calls` win; else the tagged text forms; else plain JSON naming an
-/// offered tool, unless the text is the answer.
+/// offered tool, unless the text is the answer. Of several calls written as
+/// plain JSON only the first is kept, without the prose around it: a model
+/// that writes its calls as prose writes its plan, and the calls after the
+/// first guess what the first will return (a slug from a title, an id
+/// "12345"); given the first's result, it writes the next with what it read.
 pub fn read_reply(
     msg: &ResponseMessage,
     finish_reason: Option<&str>,
@@ -125,9 +132,20 @@ pub fn read_reply(
     let mut calls = msg.tool_calls.clone().unwrap_or_default();
     let mut unread_calls = msg.unread_calls;
     let mut recovered = false;
+    let mut held_back = 0;
     let (mut content, mut found) = recover_text_calls(&without_thinking, against.quoted);
     if calls.is_empty() && found.is_empty() && !(against.is_answer)(without_thinking.trim()) {
         (content, found) = recover_json_calls(&without_thinking, against.offered, against.quoted);
+        held_back = found.len().saturating_sub(1);
+        found.truncate(1);
+        if !found.is_empty() {
+            // The prose around calls written as JSON is not replayed. It is
+            // often the task said again ("To read the note … and attach
+            // …"); replayed, a 1.5B model wrote it again after the result
+            // instead of its next call (4 of 4 seeds), and without it wrote
+            // the call (4 of 4). The response in the records keeps it.
+            content = String::new();
+        }
     }
     if calls.is_empty() && !found.is_empty() {
         recovered = true;
@@ -159,6 +177,7 @@ pub fn read_reply(
         recovered,
         cut_off: finish_reason.and_then(FinishReason::parse) == Some(FinishReason::Length),
         unread_calls,
+        held_back,
     }
 }
 
