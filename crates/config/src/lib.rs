@@ -355,25 +355,8 @@ impl Config {
             model,
             webfetch: resolve_webfetch(raw.tools.webfetch, &tls).map_err(err)?,
             noteworx: resolve_noteworx(raw.tools.noteworx, secrets).map_err(err)?,
+            prompt_aids: raw.prompt.aids(),
             system_prompt: raw.prompt.system.filter(|s| !s.trim().is_empty()),
-            prompt_aids: PromptAids {
-                tool_preamble: raw
-                    .prompt
-                    .tool_preamble
-                    .unwrap_or(PromptAids::DEFAULT.tool_preamble),
-                call_example: raw
-                    .prompt
-                    .call_example
-                    .unwrap_or(PromptAids::DEFAULT.call_example),
-                argument_hints: raw
-                    .prompt
-                    .argument_hints
-                    .unwrap_or(PromptAids::DEFAULT.argument_hints),
-                result_note: raw
-                    .prompt
-                    .result_note
-                    .unwrap_or(PromptAids::DEFAULT.result_note),
-            },
             metrics_textfile,
             retention: raw.retention,
             budget: raw.budget,

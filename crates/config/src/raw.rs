@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::PromptAids;
 use super::limits::{Budget, Limits, Retention};
 use super::profiles::RawAgent;
 use super::secrets::setting_value;
@@ -286,6 +287,20 @@ pub(super) struct RawPrompt {
     pub(super) call_example: Option<bool>,
     pub(super) argument_hints: Option<bool>,
     pub(super) result_note: Option<bool>,
+}
+
+impl RawPrompt {
+    /// The aids it turns on or off, each unset one at its default.
+    pub(super) fn aids(&self) -> PromptAids {
+        let or = |set: Option<bool>, default: bool| set.unwrap_or(default);
+        let d = PromptAids::DEFAULT;
+        PromptAids {
+            tool_preamble: or(self.tool_preamble, d.tool_preamble),
+            call_example: or(self.call_example, d.call_example),
+            argument_hints: or(self.argument_hints, d.argument_hints),
+            result_note: or(self.result_note, d.result_note),
+        }
+    }
 }
 
 /// Sets `a.b.c = value` in a TOML table, making the tables on the way.
