@@ -162,33 +162,43 @@ async fn a_secret_in_a_note_is_redacted_before_paging_so_no_page_holds_a_piece()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_endpoint_echoing_the_api_key_never_gets_it_into_a_log_line() {
-    let key = "sk-test-Secret9876";
-    let s = scenario()
-        .script(vec![ResponseTemplate::new(400).set_body_json(json!({
-            "error": {"message": format!("the key {key} is not valid for this model"), "type": "invalid_request_error"}
-        }))])
-        .task("t", "Hello.")
-        .config("api_key_env = \"TEST_API_KEY\"")
-        .build()
-        .await;
+async fn an_endpoint_echoing_the_api_key_never_gets_it_or_a_piece_into_a_log_line() {
+    let key = "sk-test-Secret9876-ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    // Whole, and across the 500-character cut of the server's words.
+    let across = format!("{}the key {key} is not valid", "x".repeat(480 - 8));
+    for (message, shown) in [
+        (
+            format!("the key {key} is not valid for this model"),
+            "the key *** is not valid for this model",
+        ),
+        (across, "the key *** is not valid"),
+    ] {
+        let s = scenario()
+            .script(vec![ResponseTemplate::new(400).set_body_json(json!({
+                "error": {"message": message, "type": "invalid_request_error"}
+            }))])
+            .task("t", "Hello.")
+            .config("api_key_env = \"TEST_API_KEY\"")
+            .build()
+            .await;
 
-    let out = harness_command()
-        .arg("run")
-        .current_dir(s.root())
-        .env("TEST_API_KEY", key)
-        .env("AGENT_HARNESS_LOG", "agent_harness=debug")
-        .output()
-        .unwrap();
+        let out = harness_command()
+            .arg("run")
+            .current_dir(s.root())
+            .env("TEST_API_KEY", key)
+            .env("AGENT_HARNESS_LOG", "agent_harness=debug")
+            .output()
+            .unwrap();
 
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("is not valid for this model"), "{stderr}");
-    assert!(!stderr.contains(key), "{stderr}");
-    assert!(stderr.contains("the key *** is not valid"), "{stderr}");
-    let records = s.all_records();
-    assert!(records.contains("the key *** is not valid"));
-    assert!(!records.contains(key));
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(shown), "{stderr}");
+        let records = s.all_records();
+        assert!(records.contains(shown), "{records}");
+        for text in [&*stderr, &records] {
+            assert!(!text.contains("sk-test-Secret"), "{text}");
+        }
+    }
 }
 
 #[test]

@@ -403,3 +403,75 @@ async fn requeue_rerun_and_prune_need_no_secret_and_run_and_check_still_do() {
     }
     assert_eq!(s.inbox(), ["broke.md", "fine.md"], "nothing ran");
 }
+
+/// Panics unless the test runs as root: only root can give a file to
+/// another user (scripts/test runs as root in CI).
+fn needs_root() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test gives a file to another user: run it as root (scripts/test in CI does)"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: root, to give the config to another user"]
+async fn a_found_config_another_user_owns_or_anyone_may_change_is_refused_before_anything_runs() {
+    needs_root();
+    let s = scenario()
+        .replies(vec![final_answer("Ran.")])
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let config = s.config_path();
+    let refused = |out: &std::process::Output, why: &str| {
+        let err = stderr(out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("{}: not read: {why}", config.display()))
+                && err.contains("--config PATH"),
+            "{err}"
+        );
+    };
+
+    // Planted by another user in the folder it is started in.
+    std::os::unix::fs::chown(&config, Some(65534), Some(65534)).unwrap();
+    let out = s.binary_async(&["run"]).await;
+    refused(&out, "it is owned by ");
+    assert!(stderr(&out).contains("uid 65534"), "{}", stderr(&out));
+    let out = s.binary_async(&["check"]).await;
+    refused(&out, "it is owned by ");
+
+    // Ours, but anyone may write it, or change the folder it is in.
+    std::os::unix::fs::chown(&config, Some(0), Some(0)).unwrap();
+    let mode = |path: &std::path::Path, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(&config, 0o666);
+    refused(
+        &s.binary_async(&["run"]).await,
+        "anyone may write it (mode 0666)",
+    );
+    mode(&config, 0o644);
+    mode(s.root(), 0o777);
+    refused(
+        &s.binary_async(&["run"]).await,
+        "anyone may change the folder it is in (mode 0777, no sticky bit)",
+    );
+    assert_eq!(s.inbox(), ["t.md"], "every task is left as it was");
+    assert!(
+        s.requests().await.is_empty(),
+        "the endpoint was never called"
+    );
+
+    // With the sticky bit (as /tmp) the folder is fine; and a config named
+    // with --config is the operator's choice, whoever owns it.
+    mode(s.root(), 0o1777);
+    std::os::unix::fs::chown(&config, Some(65534), Some(65534)).unwrap();
+    refused(&s.binary_async(&["run"]).await, "it is owned by ");
+    let out = s
+        .binary_async(&["--config", &config.display().to_string(), "run"])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.done().len(), 1);
+}

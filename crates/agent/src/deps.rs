@@ -62,7 +62,9 @@ impl TaskDeps {
             .transpose()?;
         let budget = Arc::new(Budget::new(cfg, clock.clone()));
         Ok(TaskDeps {
-            endpoint: Endpoint::new(&cfg.endpoint, &cfg.tls.trust)?.metered(budget.clone()),
+            endpoint: Endpoint::new(&cfg.endpoint, &cfg.tls.trust)?
+                .redacting(cfg.redactor())
+                .metered(budget.clone()),
             toolbox: Toolbox {
                 webfetch,
                 noteworx,

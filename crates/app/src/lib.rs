@@ -136,7 +136,9 @@ async fn dispatch(
             submit::submit_command(&cfg, files, name.as_deref(), &progress)
         }
         Command::Completions { .. } | Command::Man => manual::print(&cli.command, &progress),
-        Command::TestRunpod => match Endpoint::new(&cfg.endpoint, &cfg.tls.trust) {
+        Command::TestRunpod => match Endpoint::new(&cfg.endpoint, &cfg.tls.trust)
+            .map(|ep| ep.redacting(cfg.redactor()))
+        {
             Ok(ep) => {
                 tokio::spawn(run::exit_on_signal());
                 smoke_exit(smoke::test_endpoint(&cfg, &ep, &mut progress.stdout()).await)
@@ -242,6 +244,9 @@ fn config_path(
         cwd: &cwd,
         home: home.as_deref(),
         exists: &|p: &std::path::Path| p.exists(),
+        judge: &|p: &std::path::Path| {
+            harness_base::owner::check_file(p, &harness_base::owner::Accounts::read())
+        },
     })
 }
 

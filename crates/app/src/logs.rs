@@ -108,17 +108,9 @@ pub(super) fn permission_problem(key: &str, path: &Path, command: &str) -> Strin
 
 /// The name `/etc/passwd` gives the user id `uid`.
 fn user_name(uid: u32) -> Option<String> {
-    let passwd = harness_base::file::read_regular(
-        Path::new("/etc/passwd"),
-        4 << 20,
-        harness_base::file::Links::Follow,
-    )
-    .ok()?;
-    String::from_utf8_lossy(&passwd).lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
-    })
+    harness_base::owner::Accounts::read()
+        .user(uid)
+        .map(str::to_string)
 }
 
 fn report_command(

@@ -5,7 +5,8 @@
 //! lock a panic does not spoil ([`sync`]), milliseconds ([`time`]),
 //! reading server fields without building what is not kept
 //! ([`lenient`]), opening named local files only when they are regular
-//! ones ([`file`]), an opened folder that writes, moves and removes
+//! ones ([`file`]), whose a file is and whether it may be trusted
+//! ([`owner`]), an opened folder that writes, moves and removes
 //! without ever following a link ([`folder`]), who holds a `flock`,
 //! found without taking it ([`flock`]), the JSON Schemas final
 //! answers must match ([`schema`]), time zones read from the system's tz
@@ -21,6 +22,7 @@ pub mod flock;
 pub mod folder;
 pub mod http;
 pub mod lenient;
+pub mod owner;
 pub mod redact;
 pub mod retry;
 pub mod schema;

@@ -4,7 +4,10 @@
 //! unset, empty or relative), then `/etc/agent-harness/agent.toml`; the first that
 //! exists. A file named by the flag or the variable is read even when it
 //! does not exist (the error names it): a name given is never passed over.
-//! And `~/` at the start of a path value: the user's home.
+//! A file found (not named) must be the operator's: one another user could
+//! have put there or changed is refused, not read and not passed over
+//! (docs/untrusted-input.md, "The folder it is started in"). And `~/` at
+//! the start of a path value: the user's home.
 //!
 //! Pure: the flag, the environment, the current folder, the home folder and
 //! whether a file exists are passed in, so every step is tested without
@@ -32,6 +35,9 @@ pub struct Lookup<'a> {
     pub home: Option<&'a Path>,
     /// Whether a file is there.
     pub exists: &'a dyn Fn(&Path) -> bool,
+    /// Why a file found is not the operator's to read, or `Ok`
+    /// (`harness_base::owner::check_file` on disk).
+    pub judge: &'a dyn Fn(&Path) -> Result<(), String>,
 }
 
 /// Every place looked, in order, after the flag and the variable: the
@@ -75,7 +81,15 @@ pub fn locate(lookup: &Lookup<'_>) -> Result<PathBuf, ConfigError> {
         }
     };
     if let Some(found) = places.iter().find(|p| (lookup.exists)(&within(p))) {
-        return Ok(found.clone());
+        return match (lookup.judge)(&within(found)) {
+            Ok(()) => Ok(found.clone()),
+            Err(why) => Err(ConfigError {
+                path: within(found).display().to_string(),
+                message: format!(
+                    "not read: {why}. A config found by the lookup must be yours alone; fix its owner or mode, or name the config to read with --config PATH"
+                ),
+            }),
+        };
     }
     let looked: Vec<String> = std::iter::once("--config PATH (not given)".to_string())
         .chain(std::iter::once(format!("{CONFIG_VARIABLE} (not set)")))
@@ -137,6 +151,7 @@ mod tests {
             cwd: Path::new("/work/here"),
             home: Some(Path::new("/home/ann")),
             exists: &exists,
+            judge: &|_| Ok(()),
         })
     }
 
@@ -178,6 +193,7 @@ mod tests {
             cwd: Path::new("/w"),
             home: None,
             exists: &|_| true,
+            judge: &|_| Ok(()),
         })
         .unwrap_err();
         assert_eq!(err.path, "~/x.toml");
@@ -186,6 +202,43 @@ mod tests {
                 .starts_with("--config: \"~/x.toml\" starts with `~`, but HOME is not set"),
             "{}",
             err.message
+        );
+    }
+
+    #[test]
+    fn a_found_file_that_is_not_the_operators_is_refused_and_a_named_one_is_read() {
+        let env = env_with(&[]);
+        let planted = |p: &Path| match p == Path::new("/work/here/agent.toml") {
+            true => Err("it is owned by mallory (uid 1001), not by root (you)".to_string()),
+            false => Ok(()),
+        };
+        let lookup = |flag: Option<&'static str>| {
+            locate(&Lookup {
+                flag: flag.map(Path::new),
+                env: &env,
+                cwd: Path::new("/work/here"),
+                home: Some(Path::new("/home/ann")),
+                exists: &|_| true,
+                judge: &planted,
+            })
+        };
+        let e = lookup(None).unwrap_err();
+        assert_eq!(
+            e.path, "/work/here/agent.toml",
+            "not passed over for the next"
+        );
+        assert!(
+            e.message
+                .starts_with("not read: it is owned by mallory (uid 1001)")
+                && e.message
+                    .ends_with("or name the config to read with --config PATH"),
+            "{}",
+            e.message
+        );
+        // Named, it is the operator's choice.
+        assert_eq!(
+            lookup(Some("agent.toml")).unwrap(),
+            PathBuf::from("agent.toml")
         );
     }
 

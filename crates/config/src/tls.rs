@@ -2,7 +2,8 @@
 //! trusts beside the bundled roots — a private CA's, read from `ca_file`
 //! when the config is loaded and checked there, so `check` says what is
 //! wrong with the file before a connection meets it; with the key unset,
-//! nothing is read.
+//! nothing is read. The file must be the operator's: one another user owns
+//! or may write (or in a folder anyone may change) is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use serde::Deserialize;
 
 use harness_base::file::{FileError, Links, read_regular};
 use harness_base::http::{MAX_TRUST_BYTES, Trust};
+use harness_base::owner::{Accounts, check_file};
 
 use super::locate::expand_home;
 use super::value::resolve_file;
@@ -52,6 +54,15 @@ pub(super) fn resolve_tls(
     }
     let path = resolve_file(base, &expand_home(&written, home, "[tls] ca_file")?);
     let refused = |why: String| format!("[tls] ca_file {}: {why}", path.display());
+    // What every connection trusts is the operator's alone to change.
+    if let Err(why) = check_file(&path, &Accounts::read()) {
+        return Err(match std::fs::metadata(&path) {
+            Err(e) => refused(format!("cannot read it ({e})")),
+            Ok(_) => refused(format!(
+                "not trusted: {why}; make it yours alone (chown, chmod go-w)"
+            )),
+        });
+    }
     let pem = read_regular(&path, MAX_TRUST_BYTES, Links::Follow).map_err(|e| match e {
         FileError::Io(e) => refused(format!("cannot read it ({e})")),
         e => refused(e.to_string()),
@@ -199,5 +210,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("[tls] ca_file is empty"), "{e}");
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused_at_the_file_a_link_points_to() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("shared.pem");
+        std::fs::write(&pem, CERTIFICATE).unwrap();
+        std::fs::set_permissions(&pem, std::fs::Permissions::from_mode(0o666)).unwrap();
+        std::os::unix::fs::symlink(&pem, dir.path().join("ca.pem")).unwrap();
+        let resolve = || {
+            resolve_tls(
+                RawTls {
+                    ca_file: Some("ca.pem".into()),
+                },
+                dir.path(),
+                None,
+            )
+        };
+        let e = resolve().unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "[tls] ca_file {}: not trusted: anyone may write it (mode 0666); make it yours alone (chown, chmod go-w)",
+                dir.path().join("ca.pem").display()
+            )
+        );
+        std::fs::set_permissions(&pem, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(resolve().unwrap().trust.added().len(), 1);
     }
 }

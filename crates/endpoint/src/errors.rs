@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use harness_base::http::{RawBody, TransportFailure, TransportKind};
 use harness_base::lenient;
-use harness_base::text::clip;
+use harness_base::redact::Redactor;
 use harness_wire::chat::ChatResponse;
 
 /// What kind of failure ended an attempt: enough, with the status and the
@@ -183,12 +183,20 @@ pub(crate) fn is_error_envelope(body: &[u8]) -> bool {
         Some(&RawBody::json(body.to_vec()).unwrap_or_else(|_| RawBody::text(""))),
         "",
         StatusCode::BAD_REQUEST,
+        &Redactor::default(),
     )
     .enveloped
 }
 
 impl ServerError {
-    pub(crate) fn read(parsed: Option<&RawBody>, text: &str, status: StatusCode) -> Self {
+    /// The server's words, redacted of `redactor`'s secrets before they are
+    /// cut (a key straddling the cut is never half shown).
+    pub(crate) fn read(
+        parsed: Option<&RawBody>,
+        text: &str,
+        status: StatusCode,
+        redactor: &Redactor,
+    ) -> Self {
         #[derive(Deserialize)]
         struct Envelope<'a> {
             #[serde(borrow)]
@@ -222,8 +230,9 @@ impl ServerError {
                 let flat = parsed?.parse::<Flat>().ok()?;
                 (flat.object == "error").then_some(flat.detail)
             });
-        // The server's words reach logs and terminals: no control characters.
-        let shown = |m: &str, n: usize| harness_base::text::printable(&clip(m, n)).into_owned();
+        // The server's words reach logs and terminals: no secret, no
+        // control characters.
+        let shown = |m: &str, n: usize| redactor.line(m, n);
         match (as_text, detail) {
             (Some(message), _) => ServerError {
                 message: shown(&message, 500),

@@ -8,6 +8,7 @@ use super::errors::{AttemptError, ServerError};
 use crate::errors::{Failure, unanswered};
 use chrono::{DateTime, Utc};
 use harness_base::http::{Body, RawBody};
+use harness_base::redact::Redactor;
 use harness_base::text::clip;
 use harness_wire::chat::ChatResponse;
 use serde_json::Value;
@@ -125,6 +126,7 @@ pub(super) async fn read_answer(
     resp: reqwest::Response,
     url: &str,
     on_timeout: Option<&str>,
+    redactor: &Redactor,
 ) -> HttpAnswer {
     let status = resp.status();
     let code = Some(status.as_u16());
@@ -152,12 +154,11 @@ pub(super) async fn read_answer(
             };
         }
     };
-    // What is not JSON is recorded and quoted only in part.
+    // What is not JSON is recorded and quoted only in part, redacted
+    // before it is cut (a key across the cut would be half kept).
     let text = |bytes: &[u8]| {
-        clip(
-            &String::from_utf8_lossy(harness_base::text::prefix_bytes_of(bytes, 16 * 1024)),
-            4000,
-        )
+        let head = String::from_utf8_lossy(harness_base::text::prefix_bytes_of(bytes, 16 * 1024));
+        clip(&redactor.redact_str(&head), 4000)
     };
     let (body, text) = match RawBody::json(bytes) {
         Ok(body) => (body, String::new()),
@@ -174,7 +175,7 @@ pub(super) async fn read_answer(
                 status: status.as_u16(),
                 message: format!(
                     "a body that is not JSON: {}",
-                    harness_base::text::printable(&clip(text.trim(), 120))
+                    redactor.line(text.trim(), 120)
                 ),
             }),
         };
@@ -184,7 +185,7 @@ pub(super) async fn read_answer(
             result,
         };
     }
-    let err = ServerError::read(parsed, &text, status);
+    let err = ServerError::read(parsed, &text, status, redactor);
     HttpAnswer {
         status: code,
         body: Some(body),

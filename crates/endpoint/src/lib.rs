@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use errors::{AttemptError, Next, parse_chat, too_slow, unanswered};
 use exchange::{HttpAnswer, RawAttempt, read_answer, until};
 use harness_base::http::{Body, Trust};
+use harness_base::redact::Redactor;
 use harness_base::retry::{Backoff, GiveUp, pause};
 use harness_base::sync::lock;
 use harness_base::text::clip;
@@ -74,6 +75,10 @@ pub struct Endpoint {
     /// The run's `[budget]`, asked before and charged for every live
     /// attempt; `None` spends freely (`test-runpod`, a probe).
     budget: Option<Arc<Budget>>,
+    /// Takes the secrets out of the server's words before they are cut to
+    /// a message's length: the endpoint's key at least, the config's every
+    /// secret once [`Endpoint::redacting`] is given them.
+    redactor: Redactor,
 }
 
 impl Endpoint {
@@ -92,7 +97,21 @@ impl Endpoint {
             counting: Arc::default(),
             answered: Arc::default(),
             budget: None,
+            redactor: Redactor::new(cfg.api_key.iter().cloned().collect()),
         })
+    }
+
+    /// This endpoint taking every secret of `redactor` (the config's: a
+    /// notes token, a key in a URL) out of what the server says, beside its
+    /// own key.
+    pub fn redacting(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// What takes the secrets out of the server's words.
+    pub(crate) fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// This endpoint asking `budget` before every live attempt and
@@ -319,6 +338,7 @@ impl Endpoint {
                 attempts,
                 sent,
                 self.cfg.kind == EndpointKind::Runpod,
+                &self.redactor,
             ),
             (Source::Exhausted, _) => {
                 recorded::not_recorded("the recorded run made no further model call")
@@ -373,7 +393,7 @@ impl Endpoint {
             req = req.bearer_auth(key.expose());
         }
         match req.send().await {
-            Ok(resp) => read_answer(resp, url, slow.as_deref()).await,
+            Ok(resp) => read_answer(resp, url, slow.as_deref(), &self.redactor).await,
             Err(e) => HttpAnswer::failed(AttemptError::Transport(unanswered(
                 &e,
                 url,

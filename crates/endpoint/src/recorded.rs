@@ -18,6 +18,7 @@ use super::errors::{AttemptError, Failure, ServerError, parse_chat};
 use super::exchange::{JobInfo, RawAttempt};
 use super::runpod;
 use harness_base::http::RawBody;
+use harness_base::redact::Redactor;
 use harness_base::sync::lock;
 
 /// The most memory one recorded request may take as a tree to be compared.
@@ -196,6 +197,7 @@ pub(crate) fn answer(
     attempts: &mut VecDeque<RecordedAttempt>,
     sent: &Value,
     runpod_kind: bool,
+    redactor: &Redactor,
 ) -> RawAttempt {
     let mut rec = lock(recording);
     let Some(a) = attempts.pop_front() else {
@@ -236,7 +238,7 @@ pub(crate) fn answer(
         }),
     }
     drop(rec);
-    let result = judge(&a, runpod_kind);
+    let result = judge(&a, runpod_kind, redactor);
     RawAttempt {
         http_status: a.http_status,
         response: a.response,
@@ -259,21 +261,29 @@ pub(crate) fn not_recorded(why: &str) -> RawAttempt {
 fn judge(
     a: &RecordedAttempt,
     runpod_kind: bool,
+    redactor: &Redactor,
 ) -> Result<harness_wire::chat::ChatResponse, AttemptError> {
     let error = || a.error.clone().unwrap_or_default();
     match a.failure {
-        None if runpod_kind => match runpod::judge(a.response.as_ref(), &mut JobInfo::default()) {
-            runpod::Judged::Final(result) => result,
-            runpod::Judged::Pending(_) => {
-                Err(AttemptError::BadBody("replay: a pending job".into()))
+        None if runpod_kind => {
+            match runpod::judge(a.response.as_ref(), &mut JobInfo::default(), redactor) {
+                runpod::Judged::Final(result) => result,
+                runpod::Judged::Pending(_) => {
+                    Err(AttemptError::BadBody("replay: a pending job".into()))
+                }
             }
-        },
+        }
         None => parse_chat(a.response.as_ref()),
         Some(Failure::Status) => {
             let status = a.http_status.unwrap_or(500);
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let text = a.response.as_ref().and_then(RawBody::as_text);
-            let err = ServerError::read(a.response.as_ref(), text.as_deref().unwrap_or(""), code);
+            let err = ServerError::read(
+                a.response.as_ref(),
+                text.as_deref().unwrap_or(""),
+                code,
+                redactor,
+            );
             Err(AttemptError::status(status, err, a.retry_after))
         }
         Some(Failure::Transport) => Err(AttemptError::Transport(error())),

@@ -19,6 +19,7 @@ use super::errors::{AttemptError, parse_chat};
 use super::exchange::{HttpAnswer, JobInfo, RawAttempt, until};
 use harness_base::http::RawBody;
 use harness_base::lenient;
+use harness_base::redact::Redactor;
 use harness_base::text::clip;
 
 /// Consecutive failed status polls before the attempt is given up (and retried).
@@ -103,7 +104,7 @@ pub(crate) async fn attempt(
         errors: 0,
     };
     loop {
-        let id = match judge(answer.body.as_ref(), &mut info) {
+        let id = match judge(answer.body.as_ref(), &mut info, ep.redactor()) {
             Judged::Final(result) => return answer.into_raw(Some(info), result),
             Judged::Pending(id) => id,
         };
@@ -124,7 +125,7 @@ pub(crate) async fn attempt(
 }
 
 /// Reads a job answer into `info` and decides what it means.
-pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo) -> Judged {
+pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo, redactor: &Redactor) -> Judged {
     let bad = |m: String| Judged::Final(Err(AttemptError::BadBody(m)));
     let Some(Ok(job)) = body.map(RawBody::parse::<Job>) else {
         return bad("RunPod answered with something that is not a job".into());
@@ -147,7 +148,7 @@ pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo) -> Judged {
         Some(JobStatus::Completed) => Judged::Final(read_output(job.output)),
         Some(JobStatus::Failed) => Judged::Final(Err(AttemptError::JobFailed(format!(
             "the RunPod job failed: {}",
-            job_error(job.error.as_deref())
+            job_error(job.error.as_deref(), redactor)
         )))),
         Some(s @ (JobStatus::Cancelled | JobStatus::TimedOut)) => {
             Judged::Final(Err(AttemptError::JobEnded(format!(
@@ -288,8 +289,8 @@ impl<'de> Deserialize<'de> for Head {
 }
 
 /// A failed job's `error`: often a JSON string holding `error_type` and
-/// `error_message` (the traceback is left out).
-fn job_error(error: Option<&RawValue>) -> String {
+/// `error_message` (the traceback is left out); redacted, then cut.
+fn job_error(error: Option<&RawValue>, redactor: &Redactor) -> String {
     #[derive(Deserialize)]
     struct Detail {
         #[serde(default, deserialize_with = "lenient::text")]
@@ -312,10 +313,10 @@ fn job_error(error: Option<&RawValue>) -> String {
         None | Some("null") => "no error given".to_string(),
         Some(raw) => match serde_json::from_str::<String>(raw) {
             Ok(s) => detail(&s).unwrap_or(s),
-            Err(_) => detail(raw).unwrap_or_else(|| clip(raw, 500)),
+            Err(_) => detail(raw).unwrap_or_else(|| raw.to_string()),
         },
     };
-    harness_base::text::printable(&clip(&text, 500)).into_owned()
+    redactor.line(&text, 500)
 }
 
 /// Asks RunPod to cancel a pending job. Best effort: the outcome is logged.
@@ -347,7 +348,10 @@ mod tests {
         ))
         .unwrap();
         let raw = |v: &Value| serde_json::value::to_raw_value(v).unwrap();
-        let msg = job_error(fixture["response"].get("error").map(raw).as_deref());
+        let msg = job_error(
+            fixture["response"].get("error").map(raw).as_deref(),
+            &Redactor::default(),
+        );
         assert!(
             msg.starts_with("500 Server Error: Internal Server Error for url"),
             "{msg}"
@@ -358,15 +362,27 @@ mod tests {
         );
         assert!(!msg.contains("Traceback"));
         assert_eq!(
-            job_error(Some(&raw(&Value::from("Job ID not found")))),
+            job_error(
+                Some(&raw(&Value::from("Job ID not found"))),
+                &Redactor::default()
+            ),
             "Job ID not found"
         );
         assert_eq!(
-            job_error(Some(&raw(&json!({"error_message": "out of memory"})))),
+            job_error(
+                Some(&raw(&json!({"error_message": "out of memory"}))),
+                &Redactor::default()
+            ),
             "out of memory"
         );
-        assert_eq!(job_error(Some(&raw(&json!([1, 2])))), "[1,2]");
-        assert_eq!(job_error(Some(&raw(&Value::Null))), "no error given");
+        assert_eq!(
+            job_error(Some(&raw(&json!([1, 2]))), &Redactor::default()),
+            "[1,2]"
+        );
+        assert_eq!(
+            job_error(Some(&raw(&Value::Null)), &Redactor::default()),
+            "no error given"
+        );
     }
 
     #[test]
@@ -385,7 +401,11 @@ mod tests {
             let job = json!({"id": bad, "status": "IN_QUEUE"});
             assert!(
                 matches!(
-                    judge(Some(&RawBody::from_value(&job)), &mut info),
+                    judge(
+                        Some(&RawBody::from_value(&job)),
+                        &mut info,
+                        &Redactor::default()
+                    ),
                     Judged::Final(Err(AttemptError::BadBody(_)))
                 ),
                 "{bad:?}"
@@ -402,7 +422,11 @@ mod tests {
         let mut info = JobInfo::default();
         let job = json!({"id": "j", "status": "IN_QUEUE", "delayTime": -5, "executionTime": 1e30});
         assert!(matches!(
-            judge(Some(&RawBody::from_value(&job)), &mut info),
+            judge(
+                Some(&RawBody::from_value(&job)),
+                &mut info,
+                &Redactor::default()
+            ),
             Judged::Pending(_)
         ));
         assert_eq!(info.delay_time, None);

@@ -176,15 +176,50 @@ fn llama_server_error_bodies_are_read() {
         "../../../tests/fixtures/llama-server/context_exceeded.json"
     ))
     .unwrap();
+    let none = Redactor::default();
     let e = ServerError::read(
         Some(&RawBody::from_value(&fixture["response"])),
         "",
         StatusCode::BAD_REQUEST,
+        &none,
     );
     assert_eq!(e.kind.as_deref(), Some("exceed_context_size_error"));
     assert_eq!((e.n_prompt_tokens, e.n_ctx), (Some(3253), Some(2048)));
-    let e = ServerError::read(None, "<html>bad gateway</html>", StatusCode::BAD_GATEWAY);
+    let e = ServerError::read(
+        None,
+        "<html>bad gateway</html>",
+        StatusCode::BAD_GATEWAY,
+        &none,
+    );
     assert_eq!(e.message, "<html>bad gateway</html>");
+}
+
+#[test]
+fn a_key_across_the_cut_of_a_servers_words_is_redacted_whole_first() {
+    let key = "sk-live-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef";
+    let redactor = Redactor::new(vec![harness_base::redact::Secret::new(key)]);
+    // The key starts 20 characters before each cut: 500 for a JSON error,
+    // 300 for a body that is not JSON.
+    for (cut, wrap) in [(500, true), (300, false)] {
+        let words = format!("{}invalid api key: {key} tail", "x".repeat(cut - 20 - 17));
+        let body = json!({"error": {"message": words, "type": "invalid_request_error"}});
+        let e = if wrap {
+            ServerError::read(
+                Some(&RawBody::from_value(&body)),
+                "",
+                StatusCode::UNAUTHORIZED,
+                &redactor,
+            )
+        } else {
+            ServerError::read(None, &words, StatusCode::UNAUTHORIZED, &redactor)
+        };
+        assert!(!e.message.contains("sk-live-ABCD"), "{cut}: {}", e.message);
+        assert!(
+            e.message.ends_with("invalid api key: *** tail"),
+            "{cut}: {}",
+            e.message
+        );
+    }
 }
 
 /// Spend: the endpoint asks the budget before every live attempt and
