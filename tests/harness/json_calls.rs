@@ -638,3 +638,102 @@ async fn with_result_note_each_turns_results_are_followed_by_one_user_line() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_answer_before_the_rest_of_a_cut_result_is_asked_again_with_the_call_that_reads_on() {
+    let body: String = (1..=40)
+        .map(|i| format!("## Section {i}\n\nKeep the inbox small.\n\n"))
+        .chain(std::iter::once(
+            "## Last\n\nThe code word is HERON-7.\n".into(),
+        ))
+        .collect();
+    let notes = FakeNoteworx::start(vec![note("ops", "Handbook", &["ops"], &body)]).await;
+    let scene = scenario()
+        .replies(vec![
+            text(r#"{"name": "noteworx_read_note", "arguments": {"slug": "ops"}}"#),
+            final_answer("The code word is keep."),
+            text(r#"{"name": "noteworx_read_note", "arguments": {"slug": "ops", "offset": 0}}"#),
+            final_answer("The code word is HERON-7."),
+        ])
+        .task(
+            "t",
+            &format!("{TOOLS}Read the note `ops` to the end and tell me its code word."),
+        )
+        .config("[limits]\nmax_tool_result_chars = 500\n")
+        .notes(&notes)
+        .build()
+        .await;
+
+    scene.run().await;
+
+    let requests = scene.requests().await;
+    let first_page = scene.tool_lines("t")[0].clone();
+    let read_on = first_page.read_on.expect("the first page goes on");
+    assert_eq!(read_on.unread, body.chars().count() - read_on.offset);
+    let asked = messages(&requests[2]);
+    assert_eq!(
+        asked.len(),
+        messages(&requests[1]).len() + 1,
+        "the note alone is added; the early answer is not replayed"
+    );
+    let note = asked.last().unwrap()["content"].as_str().unwrap();
+    assert_eq!(
+        note,
+        format!(
+            "Not yet: the result above was cut, {} more characters are not read. Reply with only the noteworx_read_note call, as JSON: {{\"name\": \"noteworx_read_note\", \"arguments\": {{\"offset\":{},\"slug\":\"ops\"}}}}. Or, if what you read answers the task, give your final answer again.",
+            read_on.unread, read_on.offset
+        )
+    );
+    assert!(
+        scene.run_log("t").contains(
+            "the answer is no answer yet: it answered before reading the rest of a cut result"
+        ),
+        "{}",
+        scene.run_log("t")
+    );
+    // The model read from 0 again, not from the offset: the page it got
+    // goes on too, and the answer after it stands (once a task).
+    let s = scene.summary("t");
+    assert_eq!(
+        (s.status, s.turns, s.tool_calls, s.final_answer.as_deref()),
+        (Status::Succeeded, 4, 2, Some("The code word is HERON-7."))
+    );
+}
+
+#[tokio::test]
+async fn an_answer_after_a_whole_result_or_without_a_turn_to_spare_is_not_asked_to_read_on() {
+    let long: String = "Keep the inbox small. ".repeat(100);
+    // A result that fits: nothing goes on.
+    for (body, extra, turns) in [
+        ("short text".to_string(), "", 2),
+        // No turn left for the next page and an answer after it.
+        (long.clone(), "max_turns = 2\n", 2),
+    ] {
+        let notes = FakeNoteworx::start(vec![note("ops", "Handbook", &["ops"], &body)]).await;
+        let scene = scenario()
+            .replies(vec![
+                tool_calls(&[("c1", READ, json!({"slug": "ops"}))]),
+                final_answer("It says to keep the inbox small."),
+                final_answer("never asked"),
+            ])
+            .task(
+                "t",
+                &format!("+++\ntools = [\"noteworx_read_note\"]\n{extra}+++\nRead `ops`."),
+            )
+            .config("[limits]\nmax_tool_result_chars = 500\n")
+            .notes(&notes)
+            .build()
+            .await;
+        scene.run().await;
+        let s = scene.summary("t");
+        assert_eq!(
+            (s.status, s.turns, s.final_answer.as_deref()),
+            (
+                Status::Succeeded,
+                turns,
+                Some("It says to keep the inbox small.")
+            ),
+            "{extra:?}"
+        );
+    }
+}

@@ -22,7 +22,7 @@ use serde_json::Value;
 use harness_base::text::chars;
 use harness_config::Redactor;
 use harness_tools::text::{cut, defang};
-use harness_tools::{self as tools, CallContext, Tool, ToolOutput, Toolbox};
+use harness_tools::{self as tools, CallContext, ReadOn, Tool, ToolOutput, Toolbox};
 use harness_wire::chat::ToolCall;
 
 /// The call count at which a repeated call is answered without running.
@@ -101,6 +101,8 @@ pub struct Answer {
     /// Answered from a recording (a replay, or the records a task resumes
     /// from): the tool did not run now.
     pub recorded: bool,
+    /// The result is one page of a longer text that goes on from here.
+    pub read_on: Option<ReadOn>,
 }
 
 /// The turn's calls were answered, or a call repeated too often.
@@ -372,6 +374,7 @@ fn answer(
         over_limit: false,
         setup_fault: output.setup_fault,
         recorded: false,
+        read_on: output.read_on,
     }
 }
 

@@ -196,6 +196,7 @@ mod tests {
             over_limit: false,
             setup_fault: None,
             recorded: false,
+            read_on: None,
         }
     }
 

@@ -249,6 +249,7 @@ impl<'a, 's> TaskRun<'a, 's> {
         match result {
             TurnResult::Answered(answers) => {
                 self.record_answers(&answers);
+                self.answers.results(&answers, self.spec);
                 if let Some(fault) = answers.iter().find_map(|a| a.setup_fault.clone()) {
                     return Err(Stop::setup_fault(fault));
                 }

@@ -442,6 +442,7 @@ mod tests {
             detail: None,
             resumed: false,
             setup_fault: false,
+            read_on: None,
         }
     }
 

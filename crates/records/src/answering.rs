@@ -311,6 +311,7 @@ fn recorded_results(tools: &[ToolLine]) -> HashMap<(u32, String), ToolOutput> {
                     .as_ref()
                     .and_then(|d| parse_tree(d.get(), &mut left)),
                 setup_fault: None,
+                read_on: t.read_on,
             };
             ((t.turn, t.call_id.clone()), output)
         })

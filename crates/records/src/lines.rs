@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use harness_agent::{Answer, Counted, ModelAttempt};
 use harness_endpoint::Failure;
+use harness_tools::ReadOn;
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.
 #[derive(Debug, Clone, Serialize)]
@@ -174,6 +175,9 @@ pub struct ToolLine {
     /// The service refused the setup on this call: a resume runs it again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub setup_fault: bool,
+    /// The result is one page of a longer text: where it goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_on: Option<ReadOn>,
 }
 
 impl ToolLine {
@@ -197,6 +201,7 @@ impl ToolLine {
                 .and_then(|d| serde_json::value::to_raw_value(d).ok()),
             resumed: false,
             setup_fault: a.setup_fault.is_some(),
+            read_on: a.read_on,
         }
     }
 }

@@ -19,6 +19,7 @@ mod validate;
 pub mod webfetch;
 
 pub use catalog::{Kind, Param, SearchMode, Tool, ToolName};
+pub use text::ReadOn;
 pub use validate::{Call, validate};
 
 use chrono::{DateTime, Utc};
@@ -36,6 +37,8 @@ pub struct ToolOutput {
     /// The service refused the setup (a notes token): the run stops with
     /// this diagnosis (docs/operating.md, "Setup faults").
     pub setup_fault: Option<String>,
+    /// The result is one page of a longer text, which goes on from here.
+    pub read_on: Option<ReadOn>,
 }
 
 impl ToolOutput {
@@ -45,6 +48,7 @@ impl ToolOutput {
             is_error: false,
             detail: None,
             setup_fault: None,
+            read_on: None,
         }
     }
     pub fn error(text: impl Into<String>) -> Self {
@@ -53,7 +57,18 @@ impl ToolOutput {
             is_error: true,
             detail: None,
             setup_fault: None,
+            read_on: None,
         }
+    }
+    /// A page of a longer text, as [`text::page`] cut it.
+    pub(crate) fn page(page: text::Page, is_error: bool) -> Self {
+        let mut out = if is_error {
+            Self::error(page.text)
+        } else {
+            Self::ok(page.text)
+        };
+        out.read_on = page.read_on;
+        out
     }
     pub(crate) fn with_detail(mut self, detail: Value) -> Self {
         self.detail = Some(detail);

@@ -119,17 +119,37 @@ pub fn cut(text: &str, max: usize) -> String {
     )
 }
 
+/// Where a paged result goes on: the `offset` the same call reads the next
+/// page from, and how many characters are not read yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadOn {
+    pub offset: usize,
+    pub unread: usize,
+}
+
+/// One page of a long text: what the model reads, and where the text goes
+/// on when it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub text: String,
+    pub read_on: Option<ReadOn>,
+}
+
 /// One page of `body` starting at character `offset`, after `header`, fitting
 /// `max` characters in all. When the body goes on, the page ends with the
 /// whole next call: `again` (the tool and its other arguments, in words:
 /// `noteworx_read_note with slug="x"`) and the offset to continue from. A
 /// small model told only the offset answered from the first page.
-pub fn page(header: &str, body: &str, offset: usize, max: usize, again: &str) -> String {
+pub fn page(header: &str, body: &str, offset: usize, max: usize, again: &str) -> Page {
     let total = chars(body);
+    let whole = |text: String| Page {
+        text,
+        read_on: None,
+    };
     if offset > 0 && offset >= total {
-        return format!(
+        return whole(format!(
             "{header}[offset {offset} is past the end: the text has {total} characters]"
-        );
+        ));
     }
     // The note's own length, its five numbers at their widest.
     let note = PAGE_NOTE_TEXT + chars(again) + 5 * total.to_string().len();
@@ -144,14 +164,20 @@ pub fn page(header: &str, body: &str, offset: usize, max: usize, again: &str) ->
         String::new()
     };
     if rest_chars + chars(&shown) <= max.saturating_sub(chars(header)) {
-        return format!("{header}{shown}{rest}");
+        return whole(format!("{header}{shown}{rest}"));
     }
     let end = offset + room;
-    format!(
-        "{header}{}\n[cut: characters {offset}..{end} of {total} shown, {} more. To read on, call {again} and offset={end}]",
-        &rest[..byte_at(rest, room)],
-        total - end
-    )
+    Page {
+        text: format!(
+            "{header}{}\n[cut: characters {offset}..{end} of {total} shown, {} more. To read on, call {again} and offset={end}]",
+            &rest[..byte_at(rest, room)],
+            total - end
+        ),
+        read_on: Some(ReadOn {
+            offset: end,
+            unread: total - end,
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -187,7 +213,8 @@ mod tests {
     #[test]
     fn short_text_is_untouched() {
         assert_eq!(cut("hello", 300), "hello");
-        assert_eq!(page("H\n", "hello", 0, 300, "t"), "H\nhello");
+        let one = page("H\n", "hello", 0, 300, "t");
+        assert_eq!((one.text.as_str(), one.read_on), ("H\nhello", None));
     }
 
     #[test]
@@ -209,7 +236,8 @@ mod tests {
         let mut offset = 0;
         let mut read = String::new();
         for _ in 0..20 {
-            let out = page("Note x\n", &body, offset, 500, r#"read_note with slug="x""#);
+            let paged = page("Note x\n", &body, offset, 500, r#"read_note with slug="x""#);
+            let out = paged.text;
             assert!(chars(&out) <= 500, "page of {} chars", chars(&out));
             let text = out.strip_prefix("Note x\n").unwrap();
             const AGAIN: &str = r#"call read_note with slug="x" and offset="#;
@@ -221,9 +249,18 @@ mod tests {
                         .unwrap();
                     read.push_str(&text[..text.rfind("\n[cut:").unwrap()]);
                     assert!(next > offset);
+                    // What the words say, the value says.
+                    assert_eq!(
+                        paged.read_on,
+                        Some(ReadOn {
+                            offset: next,
+                            unread: 2000 - next
+                        })
+                    );
                     offset = next;
                 }
                 None => {
+                    assert_eq!(paged.read_on, None);
                     read.push_str(text.split_once('\n').map(|(_, b)| b).unwrap_or(text));
                     break;
                 }
@@ -235,7 +272,7 @@ mod tests {
     #[test]
     fn an_offset_past_the_end_is_explained() {
         assert_eq!(
-            page("", "abc", 10, 300, "t"),
+            page("", "abc", 10, 300, "t").text,
             "[offset 10 is past the end: the text has 3 characters]"
         );
     }

@@ -61,6 +61,7 @@ fn answer(name: &str, is_error: bool, text: &str, duration_ms: u64) -> Answer {
         over_limit: false,
         setup_fault: None,
         recorded: false,
+        read_on: None,
     }
 }
 

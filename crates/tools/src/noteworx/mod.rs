@@ -11,7 +11,7 @@ pub mod client;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 
-use super::text::{AFTER_WRITE, page};
+use super::text::{AFTER_WRITE, Page, page};
 use super::{Call, CallContext, ToolOutput};
 use crate::noteworx::client::{
     Attachment, ListedAttachment, ListedNote, MAX_LISTED, NewAttachment, Note, NoteworxClient,
@@ -50,22 +50,22 @@ impl Noteworx {
                 .client
                 .list_notes(space.as_deref(), tag.as_deref(), Some(listed(*limit, 20)))
                 .await
-                .map(|n| list_notes_text(&n)),
+                .map(|n| ToolOutput::ok(list_notes_text(&n))),
             Call::SearchNotes { query, mode, limit } => self
                 .client
                 .search_notes(query, mode.as_str(), Some(listed(*limit, 10)))
                 .await
-                .map(|n| list_notes_text(&n)),
+                .map(|n| ToolOutput::ok(list_notes_text(&n))),
             Call::ReadNote { slug, offset } => self
                 .client
                 .read_note(slug)
                 .await
-                .map(|n| read_note_text(&n, slug, *offset, ctx)),
+                .map(|n| ToolOutput::page(read_note_text(&n, slug, *offset, ctx), false)),
             Call::ListAttachments { slug } => self
                 .client
                 .list_attachments(slug)
                 .await
-                .map(|a| list_attachments_text(slug, &a)),
+                .map(|a| ToolOutput::ok(list_attachments_text(slug, &a))),
             Call::ReadAttachment {
                 slug,
                 attachment_id,
@@ -86,7 +86,7 @@ impl Noteworx {
             }
         };
         match result {
-            Ok(text) => ToolOutput::ok(text),
+            Ok(out) => out,
             Err(e) => {
                 let slug = match call {
                     Call::ReadNote { slug, .. } | Call::ListAttachments { slug } => {
@@ -288,7 +288,7 @@ pub(crate) fn list_notes_text(notes: &[ListedNote]) -> String {
     out
 }
 
-fn read_note_text(n: &Note, slug: &str, offset: usize, ctx: &CallContext) -> String {
+fn read_note_text(n: &Note, slug: &str, offset: usize, ctx: &CallContext) -> Page {
     let mut header = format!(
         "Note {} | {}",
         if n.slug.is_empty() { slug } else { &n.slug },
@@ -300,7 +300,10 @@ fn read_note_text(n: &Note, slug: &str, offset: usize, ctx: &CallContext) -> Str
     header.push_str("\n\n");
     let content = n.content.as_deref().unwrap_or("");
     if content.is_empty() {
-        return format!("{header}(this note has no text)");
+        return Page {
+            text: format!("{header}(this note has no text)"),
+            read_on: None,
+        };
     }
     page(
         &header,
@@ -351,13 +354,16 @@ fn read_attachment_text(
                 "Attachment {id} | {} | note {slug}\n\n",
                 or_dash(&a.filename)
             );
-            ToolOutput::ok(page(
-                &header,
-                &ctx.redactor.redact_str(content),
-                offset,
-                ctx.max_chars,
-                &format!("noteworx_read_attachment with slug={slug:?}, attachment_id={id:?}"),
-            ))
+            ToolOutput::page(
+                page(
+                    &header,
+                    &ctx.redactor.redact_str(content),
+                    offset,
+                    ctx.max_chars,
+                    &format!("noteworx_read_attachment with slug={slug:?}, attachment_id={id:?}"),
+                ),
+                false,
+            )
         }
         _ => ToolOutput::error(format!(
             "Attachment {id} on note {slug} is {}, not text; it cannot be read.",

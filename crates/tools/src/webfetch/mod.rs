@@ -350,11 +350,7 @@ impl Fetched {
             max_chars,
             &format!("webfetch with url={url:?}"),
         );
-        if ok {
-            ToolOutput::ok(out)
-        } else {
-            ToolOutput::error(out)
-        }
+        ToolOutput::page(out, !ok)
     }
 }
 
