@@ -99,7 +99,7 @@ async fn a_night_that_touched_no_task_is_never_nothing_happened() {
     assert!(!body.contains("nothing happened"), "{body}");
     assert!(
         body.contains(
-            "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched: "
+            "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched (1 left in the inbox): "
         ),
         "{body}"
     );
@@ -134,7 +134,10 @@ async fn the_mailed_digest_puts_failures_first_with_the_command_that_runs_each_a
     assert!(failed < answers, "{body}");
     assert!(
         body.contains("- broken: failed (endpoint_error), run ")
-            && body.contains("  run it again: agent-harness requeue broken\n"),
+            && body.contains(&format!(
+                "  run it again: agent-harness --config {} requeue broken\n",
+                s.config_path().display()
+            )),
         "{body}"
     );
     // UTF-8 whole, the answer's first line only.
@@ -221,7 +224,10 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
     let answers = text.find("Answers (1):\n- good: All good.\n").expect(&text);
     assert!(failed < answers, "{text}");
     assert!(
-        text.contains("  run it again: agent-harness requeue broken\n"),
+        text.contains(&format!(
+            "  run it again: agent-harness --config {} requeue broken\n",
+            s.config_path().display()
+        )),
         "{text}"
     );
     // Printed, not mailed: the next digest still covers the same runs
@@ -239,7 +245,10 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
     assert_eq!(digest["failures"][0]["stop_reason"], "endpoint_error");
     assert_eq!(
         digest["failures"][0]["run_again"],
-        "agent-harness requeue broken"
+        format!(
+            "agent-harness --config {} requeue broken",
+            s.config_path().display()
+        )
     );
     assert_eq!(digest["answers"][0]["first_line"], "All good.");
     // The period's runs, whatever day it is now.
@@ -390,4 +399,80 @@ async fn after_a_night_of_20_runs_the_digest_lists_its_2_failures_first_and_fold
         .expect(&text);
     assert!(failures < answers, "failures first:\n{text}");
     assert_eq!(text.matches("- hourly").count(), 1, "{text}");
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn a_run_killed_while_its_digest_is_in_the_mail_server_leaves_the_period_to_a_later_run() {
+    let said = tempfile::tempdir().unwrap();
+    let data_received = said.path().join("said");
+    let stalling = Smtp::with(&["--stall-data", &data_received.display().to_string()]);
+    let s = scenario()
+        .replies(vec![final_answer("Answered before the kill.")])
+        .task("night", "Answer.")
+        .config(&stalling.mail_section(""))
+        .config(&digest_at("00:00", ""))
+        .build()
+        .await;
+
+    // Killed once the server has the message's data, before it answers.
+    let mut run = spawn_run(&s, stderr_to_log(&s));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&data_received)
+        .unwrap_or_default()
+        .contains("DATA received")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the digest never reached DATA"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let mark_path = s.root().join("tasks/.agent-harness-digest.json");
+    let mark: Value = serde_json::from_str(&std::fs::read_to_string(&mark_path).unwrap()).unwrap();
+    assert!(mark["pending_since"].is_string(), "{mark}");
+    assert!(mark.get("sent_at").is_none(), "never marked sent: {mark}");
+
+    // Within the pending time, a run leaves it to the run that may still
+    // be sending it.
+    let smtp = Smtp::start();
+    s.rewrite_config(&format!(
+        "{}{}",
+        smtp.mail_section(""),
+        digest_at("00:00", "")
+    ));
+    let out = run_bin(&s, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(smtp.mails().is_empty(), "{:#?}", smtp.mails());
+
+    // Later, the killed run surely gone: the period goes out, the run
+    // before the kill in it, and the mark is kept as sent.
+    let taken = chrono::DateTime::parse_from_rfc3339(mark["pending_since"].as_str().unwrap())
+        .unwrap()
+        .to_utc();
+    let earlier = taken - chrono::TimeDelta::minutes(6);
+    std::fs::write(
+        &mark_path,
+        json!({"pending_since": earlier.to_rfc3339()}).to_string(),
+    )
+    .unwrap();
+    let out = run_bin(&s, &["run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    assert!(
+        mails[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("- night: Answered before the kill."),
+        "{}",
+        mails[0]["body"]
+    );
+    let mark: Value = serde_json::from_str(&std::fs::read_to_string(&mark_path).unwrap()).unwrap();
+    assert!(
+        mark["sent_at"].is_string() && mark.get("pending_since").is_none(),
+        "{mark}"
+    );
 }

@@ -171,6 +171,91 @@ async fn init_never_adds_the_example_to_a_live_inbox_and_leaves_no_half_project(
     assert!(!blocked.join("agent.toml").exists());
 }
 
+#[tokio::test]
+async fn init_follows_the_operators_own_tasks_link_and_changes_no_mode_through_it() {
+    let s = scenario().no_config_file().build().await;
+    let data = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let project = s.root().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink(data.path(), project.join("tasks")).unwrap();
+
+    let out = bin(&s)
+        .args(["init", "p", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "tasks/ is a link to {}: what was missing is made there; its modes are left to you",
+            data.path().display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(data.path()), 0o755, "the link's folder keeps its mode");
+    assert_eq!(mode(&data.path().join("inbox")), 0o750);
+    assert!(data.path().join("inbox/example.md").exists());
+    assert_eq!(mode(&project.join("logs")), 0o700);
+
+    // A link below tasks/ is followed by nobody.
+    let again = s.root().join("q");
+    std::fs::create_dir_all(again.join("tasks")).unwrap();
+    std::os::unix::fs::symlink(data.path(), again.join("tasks/done")).unwrap();
+    let out = bin(&s)
+        .args(["init", "q", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("done there is a link or no folder"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!again.join("agent.toml").exists());
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: root, to give a link to another user"]
+async fn init_refuses_a_logs_link_another_user_owns() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test gives a link to another user: run it as root (scripts/test in CI does)"
+    );
+    let s = scenario().no_config_file().build().await;
+    let victim = tempfile::tempdir().unwrap();
+    let project = s.root().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink(victim.path(), project.join("logs")).unwrap();
+    std::os::unix::fs::lchown(project.join("logs"), Some(65534), Some(65534)).unwrap();
+
+    let out = bin(&s)
+        .args(["init", "p", "--openai", "http://127.0.0.1:9/v1"])
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "{} is a link (to {}) that ",
+            project.join("logs").display(),
+            victim.path().display()
+        )) && stderr(&out).contains("(uid 65534) owns, not you: init follows no other user's link"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !project.join("agent.toml").exists(),
+        "no config left behind"
+    );
+    assert!(
+        std::fs::read_dir(victim.path()).unwrap().next().is_none(),
+        "nothing made in the link's folder"
+    );
+}
+
 const CONFIG: &str =
     "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n";
 

@@ -149,7 +149,7 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
 
     let outcome = s.run().await;
 
-    let RunOutcome::Unreachable(why) = &outcome else {
+    let RunOutcome::Unreachable { why, left: 2 } = &outcome else {
         panic!("{outcome:?}")
     };
     assert!(
@@ -170,6 +170,20 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
         );
     }
     assert!(!s.root().join("tasks/.agent-harness-attempts.json").exists());
+
+    // What the operator reads the next morning counts them as waiting.
+    let out = s.binary_async(&["run"]).await;
+    assert_eq!(out.status.code(), Some(75));
+    assert!(
+        stderr(&out).contains("no task was touched (2 left in the inbox)"),
+        "{}",
+        stderr(&out)
+    );
+    let status = stdout(&s.binary_async(&["status"]).await);
+    assert!(
+        status.contains("exit 75: 0 succeeded, 0 failed, 2 left in the inbox"),
+        "{status}"
+    );
 }
 
 #[tokio::test]

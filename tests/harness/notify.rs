@@ -542,3 +542,50 @@ async fn the_text_format_posts_the_result_as_plain_text() {
         "{body}"
     );
 }
+
+/// A setup fault whose server quotes the request: the ping and the failure
+/// report say the harness's diagnosis, never the server's words.
+#[tokio::test]
+async fn a_setup_faults_bodies_say_the_harness_words_not_the_servers() {
+    let hc = pings().await;
+    let quoted =
+        "invalid key for the request {\"messages\": [{\"content\": \"wire the money now\"}]}";
+    let s = scenario()
+        .script(vec![
+            ResponseTemplate::new(401).set_body_json(json!({"error": {"message": quoted}})),
+        ])
+        .task("t", "Answer.")
+        .config(&notify(&hc))
+        .build()
+        .await;
+
+    let outcome = s.run().await;
+
+    assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
+    let got = received(&hc).await;
+    let ping = &got.iter().find(|g| g.1.ends_with("/2")).unwrap().2;
+    let report = &got.iter().find(|g| g.1.starts_with("/hook")).unwrap().2;
+    for body in [ping, report] {
+        assert!(!body.contains("wire the money"), "{body}");
+        assert!(!body.contains("The server said"), "{body}");
+    }
+    assert!(
+        ping.contains("setup fault, the run stopped and nothing was filed for it: the endpoint refused the API key (HTTP 401); check "),
+        "{ping}"
+    );
+    let report: Value = serde_json::from_str(report).unwrap();
+    assert!(
+        report["setup_fault"]
+            .as_str()
+            .unwrap()
+            .starts_with("the endpoint refused the API key (HTTP 401); check "),
+        "{report}"
+    );
+    // The records keep the server's words, for the operator.
+    assert!(
+        s.summary("t")
+            .error
+            .unwrap()
+            .ends_with(&format!(". The server said: {quoted}"))
+    );
+}

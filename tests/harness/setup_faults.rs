@@ -47,8 +47,9 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
     assert_eq!(
         a.error.as_deref(),
         Some(
-            "the endpoint refused the API key (HTTP 401: Invalid API Key); \
-             check RUNPOD_API_KEY (the variable named by [openai] api_key_env)"
+            "the endpoint refused the API key (HTTP 401); \
+             check RUNPOD_API_KEY (the variable named by [openai] api_key_env). \
+             The server said: Invalid API Key"
         )
     );
     assert!(
@@ -90,10 +91,10 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
 #[tokio::test]
 async fn a_wrong_route_or_method_is_a_setup_fault_naming_base_url() {
     for (status, words) in [
-        (404, "no chat route or no such model there (HTTP 404: "),
+        (404, "no chat route or no such model there (HTTP 404); "),
         (
             405,
-            "the endpoint does not take a chat request there (HTTP 405: ",
+            "the endpoint does not take a chat request there (HTTP 405); ",
         ),
     ] {
         let s = scenario()
@@ -134,7 +135,7 @@ async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_no
     assert_eq!(t.stop_reason, StopReason::SetupFault);
     assert!(
         t.error.as_deref().unwrap().contains(
-            "no such endpoint (HTTP 404: Not Found); check [runpod] endpoint_id or endpoint_url"
+            "no such endpoint (HTTP 404); check [runpod] endpoint_id or endpoint_url. The server said: Not Found"
         ),
         "{:?}",
         t.error
@@ -359,6 +360,72 @@ async fn https_to_a_plain_http_server_says_to_use_http() {
         said.contains("the server speaks plain http: use http://"),
         "{said}"
     );
+}
+
+/// A server on a free port that answers plain HTTP requests with 200 and,
+/// when `http` is false, nothing at all; what is not HTTP (a TLS hello) it
+/// holds without a word, as llama-server without TLS does.
+fn silent_to_tls(http: bool) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut start = [0u8; 4];
+                if conn.read_exact(&mut start).is_ok() && http && &start == b"GET " {
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(60));
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silent_one_a_timeout() {
+    // Plain http there: the scheme is the setup's fault; every task stays.
+    let port = silent_to_tls(true);
+    let s = scenario()
+        .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let out = s.binary_async(&["run"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "127.0.0.1:{port} gave no TLS answer, and answers plain http there (HTTP 200): the server speaks plain http: use http:// in the URL, not https://"
+        )),
+        "{err}"
+    );
+    assert_eq!(s.inbox(), ["t.md"]);
+    let out = s.binary_async(&["test-runpod"]).await;
+    assert!(
+        stdout(&out).contains("FAIL reachable: 127.0.0.1:")
+            && stdout(&out).contains("use http:// in the URL"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A TLS server that hangs stays a timeout: the run waits for a later one.
+    let port = silent_to_tls(false);
+    let s = scenario()
+        .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
+        .task("t", "Answer.")
+        .build()
+        .await;
+    let out = s.binary_async(&["run"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains("did not answer in time"), "{err}");
+    assert_eq!(s.inbox(), ["t.md"]);
 }
 
 #[tokio::test]

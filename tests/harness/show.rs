@@ -323,8 +323,10 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
         text.contains("tool error  turn 1, no_such_tool: "),
         "the last tool error: {text}"
     );
+    // Named with the config it read: the line works from any folder.
+    let program = format!("agent-harness --config {}", s.config_path().display());
     assert!(
-        text.contains("again       agent-harness requeue doomed\n"),
+        text.contains(&format!("again       {program} requeue doomed\n")),
         "{text}"
     );
     let tail = text
@@ -352,14 +354,31 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
     std::fs::write(&newer, "Answer.").unwrap();
     let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
     assert!(
-        text.contains(&format!("again       agent-harness requeue {run_id}\n")),
+        text.contains(&format!("again       {program} requeue {run_id}\n")),
         "{text}"
     );
     std::fs::remove_file(&newer).unwrap();
 
-    // Requeued, it waits in the inbox: the next run takes it.
-    let out = bin(&s).args(["requeue", "doomed"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Requeued by the line as printed, from another folder and a shell
+    // without the config's secrets: it waits in the inbox.
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("again       "))
+        .unwrap()
+        .to_string();
+    let bin_dir = assert_cmd::cargo::cargo_bin("agent-harness")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .current_dir("/")
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .env_remove("AGENT_HARNESS_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{line}: {}", stderr(&out));
+    assert!(s.inbox().contains(&"doomed.md".to_string()), "{line}");
     let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
     assert!(
         text.contains("again       still in the inbox: the next run takes it"),

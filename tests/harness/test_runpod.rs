@@ -240,7 +240,9 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
         "{out}"
     );
     assert!(
-        fail.ends_with("check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"),
+        fail.ends_with(
+            "check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env). The server said: injected failure"
+        ),
         "{out}"
     );
     assert!(!out.contains(crate::common::fake_noteworx::TOKEN));

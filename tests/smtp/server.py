@@ -7,12 +7,15 @@ the content type, charset and transfer encoding (the body's line ends as LF). Pr
 SIGTERM or SIGINT.
 
     server.py PORT OUT [--refuse] [--login USER:PASSWORD]
-              [--cert PEM --key PEM [--implicit-tls]]
+              [--cert PEM --key PEM [--implicit-tls]] [--stall-data SAID]
 
 --refuse answers every recipient 550; --login requires that login (AUTH
 over plain text, which only a server on loopback may take); --cert and
 --key serve that certificate, offering STARTTLS and requiring it before
-MAIL, or with --implicit-tls speaking TLS from the first byte (smtps)."""
+MAIL, or with --implicit-tls speaking TLS from the first byte (smtps);
+--stall-data writes "DATA received" to SAID once a message's data is in,
+then never answers it (the test waits for that line, not for a time)."""
+import asyncio
 import argparse
 import email
 import email.policy
@@ -31,6 +34,7 @@ parser.add_argument("--login")
 parser.add_argument("--cert")
 parser.add_argument("--key")
 parser.add_argument("--implicit-tls", action="store_true")
+parser.add_argument("--stall-data")
 args = parser.parse_args()
 
 
@@ -42,6 +46,10 @@ class Keep:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        if args.stall_data:
+            with open(args.stall_data, "a", encoding="utf-8") as said:
+                said.write("DATA received\n")
+            await asyncio.sleep(3600)
         raw = envelope.original_content or envelope.content
         msg = email.message_from_bytes(raw, policy=email.policy.default)
         login = getattr(session, "auth_data", None)

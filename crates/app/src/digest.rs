@@ -50,7 +50,7 @@ pub(super) fn digest_command(
         &period,
         ledger,
         &cfg.redactor(),
-        &again_in(&cfg.paths),
+        &again_in(&cfg.paths, &program(cfg)),
     );
     let mut out = progress.stdout();
     let written = if json {
@@ -64,7 +64,27 @@ pub(super) fn digest_command(
 }
 
 /// What runs task TASK of run RUN_ID again, as `show` says it, for the
-/// digest (printed or mailed).
-pub(super) fn again_in(paths: &Paths) -> impl Fn(&str, &str, bool) -> String + '_ {
-    move |task, run_id, recurring| harness_drain::again(paths, task, run_id, recurring).to_string()
+/// digest (printed or mailed), run as `program` ([`program`]).
+pub(super) fn again_in<'a>(
+    paths: &'a Paths,
+    program: &'a str,
+) -> impl Fn(&str, &str, bool) -> String + 'a {
+    move |task, run_id, recurring| {
+        harness_drain::again(paths, task, run_id, recurring).said(program)
+    }
+}
+
+/// The program as a command that runs again must name it: `agent-harness`
+/// with the system's config, which every shell finds; else with
+/// `--config` and the config's absolute path, so the line works from the
+/// operator's shell in any folder.
+pub(super) fn program(cfg: &Config) -> String {
+    let path = std::path::absolute(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
+    if path == std::path::Path::new(harness_config::SYSTEM_CONFIG) {
+        return "agent-harness".into();
+    }
+    format!(
+        "agent-harness --config {}",
+        harness_base::text::shell_word(&path.display().to_string())
+    )
 }

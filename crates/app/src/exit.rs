@@ -39,7 +39,7 @@ impl Exit for RunOutcome {
         match self {
             RunOutcome::Locked { wanted: None } => OK,
             RunOutcome::Locked { wanted: Some(_) } => TEMPFAIL,
-            RunOutcome::Unreachable(_) => TEMPFAIL,
+            RunOutcome::Unreachable { .. } => TEMPFAIL,
             RunOutcome::Finished(t) if t.setup_fault.is_some() => USAGE,
             RunOutcome::Finished(t) if t.failed > 0 || !t.problems.is_empty() => FAILED,
             RunOutcome::Finished(t) if t.budget_exhausted.is_some() => TEMPFAIL,

@@ -105,11 +105,40 @@ pub(super) fn init_command(
 }
 
 /// The folders and the example task, each made only when missing; what
-/// was made, said on `out`.
+/// was made, said on `out`. A `tasks` or `logs` link of the operator's is
+/// followed, and its modes left to them (said); another user's is
+/// refused; no link below them is followed, and no mode is changed
+/// through one.
 fn fill(dir: &Path, out: &mut dyn Write) -> Result<(), String> {
+    use harness_base::folder::Folder;
+    let root = Folder::open_root(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    let accounts = harness_base::owner::Accounts::read();
+    for top in ["tasks", "logs"] {
+        let Some(uid) = root.link_owner(top) else {
+            continue;
+        };
+        let link = dir.join(top);
+        let to = std::fs::read_link(&link)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "?".into());
+        if uid != harness_base::owner::me() && uid != 0 {
+            let owner = accounts
+                .user(uid)
+                .map_or(format!("uid {uid}"), |n| format!("{n} (uid {uid})"));
+            return Err(format!(
+                "{} is a link (to {to}) that {owner} owns, not you: init follows no other user's link; remove it, or init another folder",
+                link.display()
+            ));
+        }
+        let _ = writeln!(
+            out,
+            "{top}/ is a link to {to}: what was missing is made there; its modes are left to you"
+        );
+    }
     for (folder, mode) in FOLDERS {
         let path = dir.join(folder);
-        make_folder(&path, mode).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        make_within(dir, folder, mode)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     }
     let _ = writeln!(
         out,
@@ -224,4 +253,34 @@ fn make_folder(path: &Path, mode: u32) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// `folder` (`tasks/inbox`) within the project `dir`, each missing part
+/// made — `0750`, the last `mode` — and given its mode through the opened
+/// folder, never by name. The first part may be the operator's link
+/// (judged in [`fill`]) and is followed; a link below it is refused.
+fn make_within(dir: &Path, folder: &str, mode: u32) -> std::io::Result<()> {
+    use harness_base::folder::Folder;
+    let parts: Vec<&str> = folder.split('/').collect();
+    let mut at = Folder::open_root(dir)?;
+    for (i, part) in parts.iter().enumerate() {
+        let mode = if i + 1 == parts.len() { mode } else { 0o750 };
+        at = if i == 0 && at.link_owner(part).is_some() {
+            Folder::open_root(&dir.join(part))?
+        } else {
+            match at.create_sub(part, mode) {
+                Ok(made) => made,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    at.sub(part).map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("{part} there is a link or no folder ({e}); init follows no link below tasks/ and logs/"),
+                        )
+                    })?
+                }
+                Err(e) => return Err(e),
+            }
+        };
+    }
+    Ok(())
 }

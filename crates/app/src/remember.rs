@@ -18,6 +18,7 @@ pub(super) fn last_run(cfg: &Config, only: Option<&str>, end: &RunEnd, code: u8)
     let finished = end.started
         + chrono::TimeDelta::from_std(end.duration).unwrap_or(chrono::TimeDelta::zero());
     let none = Tally::default();
+    let unreached;
     let (tally, note) = match &end.result {
         Ok(RunOutcome::Finished(t)) => (
             t,
@@ -27,8 +28,16 @@ pub(super) fn last_run(cfg: &Config, only: Option<&str>, end: &RunEnd, code: u8)
                 .or_else(|| t.budget_exhausted.as_ref().map(|b| format!("budget: {b}")))
                 .or_else(|| t.problems.first().map(|p| format!("problem: {p}"))),
         ),
-        Ok(RunOutcome::Unreachable(why)) => {
-            (&none, Some(format!("the endpoint is unreachable: {why}")))
+        Ok(RunOutcome::Unreachable { why, left }) => {
+            // What would have run waits: counted as not started.
+            unreached = Tally {
+                not_started: *left,
+                ..Tally::default()
+            };
+            (
+                &unreached,
+                Some(format!("the endpoint is unreachable: {why}")),
+            )
         }
         Ok(RunOutcome::Locked { .. }) => (&none, None),
         Err(e) => (&none, Some(format!("{e:#}"))),

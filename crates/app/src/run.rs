@@ -169,8 +169,8 @@ async fn run_command(cfg: &Config, opts: RunOptions, progress: Progress) -> u8 {
                         None => "nothing to do".into(),
                     }
                 )),
-                RunOutcome::Unreachable(why) => progress.eprintln(&format!(
-                    "agent-harness: the endpoint is unreachable, no task was touched: {why}"
+                RunOutcome::Unreachable { why, left } => progress.eprintln(&format!(
+                    "agent-harness: the endpoint is unreachable, no task was touched ({left} left in the inbox): {why}"
                 )),
                 RunOutcome::Finished(tally) => {
                     progress.finish(&tally.describe(started.elapsed()));

@@ -187,7 +187,7 @@ fn show_text(
     if let Some(failure) = failure {
         // A replay ran no task file: nothing of it runs again.
         let to_do = to_do.as_ref().filter(|_| s.replay_of.is_none());
-        lines.extend(failure_lines(to_do, failure));
+        lines.extend(failure_lines(to_do, &crate::digest::program(cfg), failure));
     }
     lines.push(String::new());
     match answer {
@@ -220,9 +220,9 @@ fn task_file(run: &ListedRun, to_do: Option<&Again>) -> String {
 }
 
 /// What `show` adds for a run that failed or was interrupted: the last
-/// tool error, what runs it again (`to_do`), and the last lines of its
-/// `run.log`, each escaped and clipped to one line.
-fn failure_lines(to_do: Option<&Again>, failure: &FailureDetail) -> Vec<String> {
+/// tool error, what runs it again (`to_do`, run as `program`), and the
+/// last lines of its `run.log`, each escaped and clipped to one line.
+fn failure_lines(to_do: Option<&Again>, program: &str, failure: &FailureDetail) -> Vec<String> {
     let one = |field: &str| printable(&clip(field, LINE_CHARS)).into_owned();
     let mut lines = Vec::new();
     if let Some(t) = &failure.last_tool_error {
@@ -234,7 +234,7 @@ fn failure_lines(to_do: Option<&Again>, failure: &FailureDetail) -> Vec<String> 
         ));
     }
     if let Some(to_do) = to_do {
-        lines.push(format!("again       {}", one(&to_do.to_string())));
+        lines.push(format!("again       {}", one(&to_do.said(program))));
     }
     for why in &failure.not_loaded {
         lines.push(format!("not read    {}", one(why)));

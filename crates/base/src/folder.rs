@@ -206,6 +206,13 @@ impl Folder {
         Ok((st.st_dev, st.st_ino))
     }
 
+    /// The owner of the link `name` here; `None` when it is no link (or
+    /// not there).
+    pub fn link_owner(&self, name: impl AsRef<OsStr>) -> Option<u32> {
+        let st = rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileType::from_raw_mode(st.st_mode) == FileType::Symlink).then_some(st.st_uid)
+    }
+
     /// Whether `name` is here at all (a link counts; it is not followed).
     pub fn has(&self, name: impl AsRef<OsStr>) -> bool {
         rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW).is_ok()

@@ -121,6 +121,11 @@ impl Accounts {
     }
 }
 
+/// The user this process runs as (its effective id).
+pub fn me() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// Who owns a file or folder and its mode, as `stat` gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
@@ -191,7 +196,7 @@ pub fn judge_folder(folder: Stat) -> Result<(), String> {
 /// file could be put in its place). `Err` says what is wrong, naming the
 /// folder when it is the folder.
 pub fn check_file(path: &Path, accounts: &Accounts) -> Result<(), String> {
-    let me = rustix::process::geteuid().as_raw();
+    let me = me();
     let file = std::fs::metadata(path).map_err(|e| format!("cannot stat it ({e})"))?;
     let target = std::fs::canonicalize(path).map_err(|e| format!("cannot resolve it ({e})"))?;
     let mut folders = vec![target.parent().map(Path::to_path_buf)];

@@ -371,7 +371,7 @@ impl Config {
             agents,
             setting_secrets: Vec::new(),
             mcp: mcp::resolve_mcp(raw.mcp, base, home, secrets).map_err(err)?,
-            notify: resolve_notify(raw.notify, raw.mail.is_some()).map_err(err)?,
+            notify: resolve_notify(raw.notify, raw.mail.is_some(), secrets).map_err(err)?,
             traces: traces::resolve_traces(raw.traces, secrets).map_err(err)?,
             mail: mail::resolve_mail(raw.mail, secrets).map_err(err)?,
             tls,

@@ -7,7 +7,7 @@ use harness_base::redact::Secret;
 
 use super::mail::MailAddress;
 use super::raw::{FailureFormat, RawNotify};
-use super::secrets;
+use super::secrets::{self, Secrets};
 use super::value::check_keyed_url;
 
 /// `[notify]`, resolved: each URL an http(s) URL, or absent.
@@ -15,6 +15,8 @@ use super::value::check_keyed_url;
 pub struct NotifyConfig {
     pub ping_url: Option<String>,
     pub on_failure_url: Option<String>,
+    /// The URLs read from the environment, each a secret whole.
+    pub from_env: Vec<Secret>,
     pub on_failure_format: FailureFormat,
     /// Who gets the digest (and, with `on_failure_mail`, each failed
     /// run's result); empty: no mail.
@@ -33,6 +35,7 @@ impl Default for NotifyConfig {
         NotifyConfig {
             ping_url: None,
             on_failure_url: None,
+            from_env: Vec::new(),
             on_failure_format: FailureFormat::default(),
             digest_to: Vec::new(),
             digest_at: DEFAULT_DIGEST_AT,
@@ -46,8 +49,9 @@ impl NotifyConfig {
     /// values of secret-named query keys, and every path segment of 16
     /// characters or more (a check's UUID, a ping key, a webhook's token:
     /// whoever knows the URL can ping it).
+    /// A URL read from the environment is a secret whole.
     pub fn secrets(&self) -> Vec<Secret> {
-        let mut out = Vec::new();
+        let mut out = self.from_env.clone();
         for url in self.ping_url.iter().chain(&self.on_failure_url) {
             out.extend(secrets::url_secrets(url));
             if let Ok(u) = reqwest::Url::parse(url) {
@@ -100,18 +104,46 @@ impl std::fmt::Display for TimeOfDay {
 }
 
 /// `[notify]`; `mail` says whether the file has a `[mail]` section to
-/// send the digest through.
-pub(super) fn resolve_notify(n: RawNotify, mail: bool) -> Result<NotifyConfig, String> {
+/// send the digest through. A URL may come from the variable (or systemd
+/// credential) its `*_env` key names, as `api_key_env` does: then the
+/// group-readable file need not hold a webhook's token.
+pub(super) fn resolve_notify(
+    n: RawNotify,
+    mail: bool,
+    secrets: &Secrets<'_>,
+) -> Result<NotifyConfig, String> {
+    let mut from_env = Vec::new();
     // The URLs hold keys: an error names the key, never the URL.
-    let url = |value: Option<String>, key: &str| -> Result<Option<String>, String> {
-        match value
+    let mut url = |value: Option<String>,
+                   var: Option<String>,
+                   key: &str|
+     -> Result<Option<String>, String> {
+        let written = value
             .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-        {
+            .filter(|v| !v.is_empty());
+        let var = var.map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let value = match (written, var) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "[notify] {key} and {key}_env are both set: keep one (the _env key names the variable holding the URL)"
+                ));
+            }
+            (written, None) => written,
+            (None, Some(var)) => {
+                let secret = secrets.read("notify", &format!("{key}_env"), &var)?;
+                secret.map(|s| {
+                    from_env.push(s.clone());
+                    s.expose().to_string()
+                })
+            }
+        };
+        match value {
             None => Ok(None),
-            Some(v) => check_keyed_url(&v, key).map(|_| Some(v)),
+            Some(v) => check_keyed_url(&v, &format!("[notify] {key}")).map(|_| Some(v)),
         }
     };
+    let ping_url = url(n.ping_url, n.ping_url_env, "ping_url")?;
+    let on_failure_url = url(n.on_failure_url, n.on_failure_url_env, "on_failure_url")?;
     let digest_to = n
         .digest_to
         .iter()
@@ -136,8 +168,9 @@ pub(super) fn resolve_notify(n: RawNotify, mail: bool) -> Result<NotifyConfig, S
         })?,
     };
     Ok(NotifyConfig {
-        ping_url: url(n.ping_url, "[notify] ping_url")?,
-        on_failure_url: url(n.on_failure_url, "[notify] on_failure_url")?,
+        ping_url,
+        on_failure_url,
+        from_env,
         on_failure_format: n.on_failure_format,
         digest_to,
         digest_at,

@@ -60,8 +60,14 @@ pub(super) struct RawNotify {
     /// A healthchecks.io-style ping URL: `/start` when a run starts, the
     /// URL itself on exit 0, `/<exit code>` otherwise.
     pub(super) ping_url: Option<String>,
+    /// The environment variable (or systemd credential) holding `ping_url`
+    /// instead, when the URL holds a key.
+    pub(super) ping_url_env: Option<String>,
     /// A URL that gets the run's result when it exits non-zero.
     pub(super) on_failure_url: Option<String>,
+    /// The environment variable (or systemd credential) holding
+    /// `on_failure_url` instead (a Slack webhook's token).
+    pub(super) on_failure_url_env: Option<String>,
     /// How `on_failure_url`'s body is written.
     #[serde(default)]
     pub(super) on_failure_format: FailureFormat,

@@ -58,9 +58,36 @@ pub struct EndpointSetup<'a> {
     pub key_var: Option<&'a str>,
 }
 
-/// One line: what the endpoint's `status` means and which key to fix.
-/// `answer` is the server's own words (`HTTP 401: …`).
-pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -> String {
+/// What follows the harness's own words in a setup fault's diagnosis: the
+/// server's, last, so a message for a person can end before them
+/// ([`in_own_words`]).
+pub const SERVER_SAID: &str = ". The server said: ";
+
+/// A diagnosis up to the server's words: what the webhook, the mails, the
+/// ping and the digest say (a server may quote the request, and so the
+/// model). The harness's own words never hold [`SERVER_SAID`], so the
+/// first one starts the server's.
+pub fn in_own_words(diagnosis: &str) -> &str {
+    diagnosis
+        .split_once(SERVER_SAID)
+        .map_or(diagnosis, |(own, _)| own)
+}
+
+/// `. The server said: MESSAGE`, clipped and escaped; nothing for none.
+fn server_said(message: &str) -> String {
+    let message = message.trim();
+    if message.is_empty() {
+        return String::new();
+    }
+    format!(
+        "{SERVER_SAID}{}",
+        harness_base::text::printable(&harness_base::text::clip(message, 300))
+    )
+}
+
+/// One line: what the endpoint's `status` means and which key to fix, then
+/// the server's own words (`message`) after [`SERVER_SAID`].
+pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, message: &str) -> String {
     let section = match setup.kind {
         EndpointKind::Runpod => "[runpod]",
         EndpointKind::Openai => "[openai]",
@@ -69,8 +96,8 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         Some(var) => format!("{var} (the variable named by {section} api_key_env)"),
         None => format!("{section} api_key_env: no key is configured, and this server wants one"),
     };
-    let answer = harness_base::text::printable(answer);
-    match (status, setup.kind) {
+    let answer = format!("HTTP {status}");
+    let own = match (status, setup.kind) {
         (401 | 403, _) => format!("the endpoint refused the API key ({answer}); check {key}"),
         (402, _) => format!(
             "the endpoint's account cannot pay for the request ({answer}); check its balance or plan"
@@ -78,7 +105,7 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
         (407, _) => format!(
             "a proxy between here and the endpoint wants credentials ({answer}); check the HTTPS_PROXY / HTTP_PROXY settings of the service"
         ),
-        (500, _) if is_server_refusal(status, answer.trim_start_matches("HTTP 500: ")) => format!(
+        (500, _) if is_server_refusal(status, message) => format!(
             "llama-server refuses tool requests: it runs without its Jinja chat templates ({answer}); start it with --jinja (and for Gemma 4 its template, --chat-template-file)"
         ),
         (404, EndpointKind::Runpod) => {
@@ -101,19 +128,15 @@ pub fn endpoint_diagnosis(setup: EndpointSetup<'_>, status: u16, answer: &str) -
             "the endpoint does not take a chat request there ({answer}); check [openai] base_url \
              (llama-server: http://HOST:PORT/v1)"
         ),
-    }
+    };
+    own + &server_said(message)
 }
 
-/// One line: noteworx refused the token.
+/// One line: noteworx refused the token, then its own words.
 pub fn noteworx_diagnosis(token_env: &str, status: u16, message: &str) -> String {
-    let message = if message.trim().is_empty() {
-        String::new()
-    } else {
-        format!(": {}", harness_base::text::clip(message.trim(), 200))
-    };
     format!(
-        "noteworx refused the token (HTTP {status}{}); check {token_env} (the variable named by [tools.noteworx] token_env)",
-        harness_base::text::printable(&message)
+        "noteworx refused the token (HTTP {status}); check {token_env} (the variable named by [tools.noteworx] token_env){}",
+        server_said(message)
     )
 }
 
@@ -152,13 +175,16 @@ mod tests {
             kind: EndpointKind::Openai,
             key_var: None,
         };
-        let d = endpoint_diagnosis(runpod, 401, "HTTP 401: Unauthorized");
+        let d = endpoint_diagnosis(runpod, 401, "Unauthorized");
         assert!(
             d.contains("RUNPOD_API_KEY (the variable named by [runpod] api_key_env)"),
             "{d}"
         );
-        assert!(d.contains("HTTP 401: Unauthorized"), "{d}");
-        let d = endpoint_diagnosis(openai, 403, "HTTP 403: no");
+        assert!(
+            d.contains("(HTTP 401)") && d.ends_with(". The server said: Unauthorized"),
+            "{d}"
+        );
+        let d = endpoint_diagnosis(openai, 403, "no");
         assert!(
             d.contains("[openai] api_key_env: no key is configured"),
             "{d}"
@@ -169,7 +195,38 @@ mod tests {
         let d = noteworx_diagnosis("NOTEWORX_TOKEN", 401, "bad token");
         assert_eq!(
             d,
-            "noteworx refused the token (HTTP 401: bad token); check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"
+            "noteworx refused the token (HTTP 401); check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env). The server said: bad token"
         );
+    }
+
+    #[test]
+    fn a_diagnosis_ends_with_the_servers_words_which_own_words_leave_out() {
+        let setup = EndpointSetup {
+            kind: EndpointKind::Openai,
+            key_var: Some("KEY"),
+        };
+        let said = endpoint_diagnosis(setup, 401, "bad key. The server said: (quoting) the prompt");
+        assert_eq!(
+            said,
+            "the endpoint refused the API key (HTTP 401); check KEY (the variable named by [openai] api_key_env). The server said: bad key. The server said: (quoting) the prompt"
+        );
+        assert_eq!(
+            in_own_words(&said),
+            "the endpoint refused the API key (HTTP 401); check KEY (the variable named by [openai] api_key_env)"
+        );
+        assert_eq!(
+            endpoint_diagnosis(setup, 404, "  "),
+            in_own_words(&endpoint_diagnosis(setup, 404, "Not Found"))
+        );
+        let n = noteworx_diagnosis("NWX", 401, "token \u{1b}[31mexpired");
+        assert!(
+            n.ends_with(". The server said: token \\u{1b}[31mexpired"),
+            "{n}"
+        );
+        assert_eq!(
+            in_own_words(&n),
+            "noteworx refused the token (HTTP 401); check NWX (the variable named by [tools.noteworx] token_env)"
+        );
+        assert_eq!(in_own_words("no server words"), "no server words");
     }
 }

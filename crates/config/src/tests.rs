@@ -228,6 +228,57 @@ fn a_secret_may_come_from_the_systemd_credentials_directory() {
 }
 
 #[test]
+fn a_notification_url_may_come_from_the_environment_and_is_then_a_secret_whole() {
+    const HOOK: &str = "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX";
+    let env = |k: &str| match k {
+        "SLACK_HOOK" => Some(HOOK.to_string()),
+        "NOT_A_URL" => Some("hooks.slack.com/services/secret-path".to_string()),
+        _ => None,
+    };
+    let load = |notify: &str, offline: bool| {
+        Config::parse_as(
+            &format!(
+                "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://h/v1\"\n[notify]\n{notify}"
+            ),
+            Path::new("a.toml"),
+            Path::new("."),
+            &Secrets { env: &env, offline },
+        )
+    };
+    let c = load("on_failure_url_env = \"SLACK_HOOK\"\n", false).unwrap();
+    assert_eq!(c.notify.on_failure_url.as_deref(), Some(HOOK));
+    assert!(
+        c.secrets().iter().any(|s| s.expose() == HOOK),
+        "the whole URL is redacted"
+    );
+
+    let e = load("ping_url_env = \"UNSET_PING\"\n", false).unwrap_err();
+    assert!(
+        e.message
+            .contains("UNSET_PING (named by [notify] ping_url_env) is not set"),
+        "{e}"
+    );
+    // Offline (status, show, …): nothing will be sent, nothing is needed.
+    let c = load("ping_url_env = \"UNSET_PING\"\n", true).unwrap();
+    assert_eq!(c.notify.ping_url, None);
+
+    let e = load(
+        "ping_url = \"https://hc-ping.com/abc\"\nping_url_env = \"SLACK_HOOK\"\n",
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("[notify] ping_url and ping_url_env are both set: keep one"),
+        "{e}"
+    );
+    // A value that is no URL is named by its key, never shown.
+    let e = load("on_failure_url_env = \"NOT_A_URL\"\n", false).unwrap_err();
+    assert!(e.message.contains("[notify] on_failure_url"), "{e}");
+    assert!(!e.message.contains("secret-path"), "{e}");
+}
+
+#[test]
 fn openai_kind_needs_a_base_url() {
     let e = parse("[endpoint]\nkind = \"openai\"\n").unwrap_err();
     assert!(e.message.contains("[openai] base_url is required"), "{e}");

@@ -102,39 +102,46 @@ fn newest_of(paths: &Paths, source: Source, task: &str) -> Option<PathBuf> {
         .map(|f| f.path)
 }
 
-/// What runs a task again, said for the operator: the exact command, or
-/// that none is needed.
+/// What runs a task again, said for the operator with `agent-harness` as
+/// the program ([`Again::said`] names another).
 impl std::fmt::Display for Again {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.said("agent-harness"))
+    }
+}
+
+impl Again {
+    /// What runs the task again, said for the operator: the exact command,
+    /// run as `program` (`agent-harness --config /srv/agent/agent.toml`
+    /// when the config is not the one every shell finds), or that none is
+    /// needed.
+    pub fn said(&self, program: &str) -> String {
         match self {
-            Again::Requeue(back) => f.write_str(&back_line("requeue", "failed", back)),
-            Again::Rerun(back) => f.write_str(&back_line("rerun", "done", back)),
-            Again::Waiting(_) => f.write_str("still in the inbox: the next run takes it"),
-            Again::Recurring { name, .. } => write!(
-                f,
-                "a recurring task: its next slot runs it (now: agent-harness run-task --recurring {})",
+            Again::Requeue(back) => back_line(program, "requeue", "failed", back),
+            Again::Rerun(back) => back_line(program, "rerun", "done", back),
+            Again::Waiting(_) => "still in the inbox: the next run takes it".into(),
+            Again::Recurring { name, .. } => format!(
+                "a recurring task: its next slot runs it (now: {program} run-task --recurring {})",
                 shell_operand(name)
             ),
-            Again::Gone => f.write_str(
-                "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again",
-            ),
+            Again::Gone => "its file is in no task folder (pruned, moved by hand, or run by exec): submit its task.md from the records again".into(),
         }
     }
 }
 
-/// `agent-harness COMMAND WORD` that moves `back`'s file into the inbox,
-/// and what else it moves.
-fn back_line(command: &str, folder: &str, back: &Back) -> String {
+/// `PROGRAM COMMAND WORD` that moves `back`'s file into the inbox, and what
+/// else it moves.
+fn back_line(program: &str, command: &str, folder: &str, back: &Back) -> String {
     match &back.word {
         None => format!(
             "its file's name was shortened to fit, so {command} leaves it: move {} into the inbox by hand",
             shell_word(&back.file.display().to_string())
         ),
         Some(word) if back.with.is_empty() => {
-            format!("agent-harness {command} {}", shell_operand(word))
+            format!("{program} {command} {}", shell_operand(word))
         }
         Some(word) => format!(
-            "agent-harness {command} {} (it moves the run's other {folder}/ task(s) too: {})",
+            "{program} {command} {} (it moves the run's other {folder}/ task(s) too: {})",
             shell_operand(word),
             back.with.join(", ")
         ),

@@ -71,8 +71,13 @@ pub enum RunOutcome {
     Locked {
         wanted: Option<String>,
     },
-    /// The endpoint did not answer before the first task; nothing was touched.
-    Unreachable(String),
+    /// The endpoint did not answer before the first task; nothing was
+    /// touched, and the `left` tasks that would have run (inbox tasks and
+    /// recurring slots due) wait for the next run.
+    Unreachable {
+        why: String,
+        left: usize,
+    },
     Finished(Tally),
 }
 
@@ -257,7 +262,10 @@ async fn drain_locked(
     } else {
         match deps.endpoint.reach().await {
             Reach::Answers => drain_then_recur(cfg, deps, opts, entries, due, state).await,
-            Reach::Unreachable(why) => (RunOutcome::Unreachable(why), Vec::new()),
+            Reach::Unreachable(why) => {
+                let left = entries.len() + due.len();
+                (RunOutcome::Unreachable { why, left }, Vec::new())
+            }
             // Another service on the endpoint's port, or its certificate
             // refused: every task stays.
             Reach::NotTheServer(why) | Reach::Untrusted(why) => {

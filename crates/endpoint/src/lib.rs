@@ -478,11 +478,7 @@ impl Endpoint {
             kind: self.cfg.kind,
             key_var: Some(self.cfg.api_key_env.as_str()).filter(|v| !v.is_empty()),
         };
-        harness_config::setup::endpoint_diagnosis(
-            setup,
-            status,
-            &format!("HTTP {status}: {message}"),
-        )
+        harness_config::setup::endpoint_diagnosis(setup, status, message)
     }
 
     pub(crate) fn base_url(&self) -> &str {

@@ -65,6 +65,8 @@ pub struct Unanswered {
     pub words: String,
     /// The server's certificate was refused.
     pub untrusted: bool,
+    /// `https://` to a server that answers plain HTTP on that port.
+    pub plain_http: bool,
 }
 
 impl Unanswered {
@@ -73,6 +75,10 @@ impl Unanswered {
         Unanswered {
             words: super::errors::unanswered_words(&failure, None),
             untrusted: failure.kind == TransportKind::Untrusted,
+            plain_http: failure
+                .cause
+                .as_deref()
+                .is_some_and(|c| c.contains("plain http")),
         }
     }
 }
@@ -204,6 +210,7 @@ impl Endpoint {
             ) => Reach::Unreachable(p.what),
             Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
             Err(why) if why.untrusted => Reach::Untrusted(why.words),
+            Err(why) if why.plain_http => Reach::NotTheServer(why.words),
             Err(why) => Reach::Unreachable(why.words),
         }
     }
@@ -214,13 +221,63 @@ impl Endpoint {
         if let (true, Some(key)) = (with_key, &self.cfg.api_key) {
             req = req.bearer_auth(key.expose());
         }
-        let resp = req.send().await.map_err(|e| Unanswered::of(&e, url))?;
+        let resp = match req.send().await {
+            Ok(resp) => resp,
+            Err(e) if e.is_timeout() => return Err(self.plain_http_or(&e, url).await),
+            Err(e) => return Err(Unanswered::of(&e, url)),
+        };
         let status = resp.status().as_u16();
         let body = match harness_base::http::read_capped(resp, MAX_BYTES).await {
             Ok(Body::Whole(bytes)) => Some(bytes),
             _ => None,
         };
         Ok((status, body))
+    }
+}
+
+impl Endpoint {
+    /// `https://` whose handshake got no answer in time: a server that
+    /// speaks plain HTTP there (llama-server without TLS waits for a
+    /// request line and never answers a TLS hello) or a TLS server that
+    /// hangs. One plain `GET /` to the same host and port, without the
+    /// key, within 5 s, tells them apart: an HTTP answer is the scheme to
+    /// fix; anything else stays the timeout it was.
+    async fn plain_http_or(&self, e: &reqwest::Error, url: &str) -> Unanswered {
+        let timed_out = Unanswered::of(e, url);
+        let Ok(mut plain) = reqwest::Url::parse(url) else {
+            return timed_out;
+        };
+        let (Some(host), Some(port)) = (
+            plain.host_str().map(str::to_owned),
+            plain.port_or_known_default(),
+        ) else {
+            return timed_out;
+        };
+        if plain.scheme() != "https" || plain.set_scheme("http").is_err() {
+            return timed_out;
+        }
+        let _ = plain.set_port(Some(port));
+        plain.set_path("/");
+        plain.set_query(None);
+        let _ = plain.set_username("");
+        let _ = plain.set_password(None);
+        let answered = self
+            .http
+            .get(plain.as_str())
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        match answered {
+            Ok(resp) => Unanswered {
+                words: format!(
+                    "{host}:{port} gave no TLS answer, and answers plain http there (HTTP {}): the server speaks plain http: use http:// in the URL, not https://",
+                    resp.status().as_u16()
+                ),
+                untrusted: false,
+                plain_http: true,
+            },
+            Err(_) => timed_out,
+        }
     }
 }
 

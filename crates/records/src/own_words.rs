@@ -23,6 +23,14 @@ impl Summary {
             StopReason::Repetition => "a reply repeated one block until max_tokens",
             StopReason::LoopDetected => "the model kept repeating the same call",
             StopReason::ExpectationFailed => "the answer missed its [expect] checks",
+            // The diagnosis is the harness's; the server's words after it
+            // are left out.
+            StopReason::SetupFault => {
+                return self
+                    .error
+                    .as_deref()
+                    .map(|e| Cow::Borrowed(harness_config::setup::in_own_words(e)));
+            }
             StopReason::EndpointError => {
                 let status = self.error.as_deref().and_then(http_status);
                 return Some(Cow::Owned(match status {

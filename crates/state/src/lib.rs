@@ -26,7 +26,7 @@ mod spend;
 pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
 pub use budget::{Budget, Standing, day_of};
 pub use deliveries::{Channel, Delivered, Deliveries, Delivery};
-pub use digest::LastDigest;
+pub use digest::{DigestStanding, LastDigest};
 pub use files::task_folder;
 pub use last_run::LastRun;
 pub use lock::{Holder, LockState, RunLock};

@@ -114,10 +114,20 @@ fn not_succeeded(end: &RunEnd) -> (Vec<&Summary>, usize) {
 /// why it did not get to its tasks).
 pub(super) fn status_lines(end: &RunEnd, redactor: &Redactor) -> String {
     let said = match &end.result {
-        Ok(RunOutcome::Finished(tally)) => tally.describe(end.duration),
+        Ok(RunOutcome::Finished(tally)) => {
+            // A setup fault in the harness's words: the server's may quote
+            // the request.
+            let mut own = tally.clone();
+            own.setup_fault = own
+                .setup_fault
+                .map(|f| harness_config::setup::in_own_words(&f).to_string());
+            own.describe(end.duration)
+        }
         Ok(RunOutcome::Locked { .. }) => "another run holds the lock; nothing to do".into(),
-        Ok(RunOutcome::Unreachable(why)) => {
-            format!("the endpoint is unreachable, no task was touched: {why}")
+        Ok(RunOutcome::Unreachable { why, left }) => {
+            format!(
+                "the endpoint is unreachable, no task was touched ({left} left in the inbox): {why}"
+            )
         }
         Err(e) => format!("{e:#}"),
     };
@@ -181,6 +191,10 @@ fn report(code: u8, end: &RunEnd, words: Words<'_>) -> FailureReport {
         Ok(RunOutcome::Finished(t)) => Some(t),
         _ => None,
     };
+    let unreached = match &end.result {
+        Ok(RunOutcome::Unreachable { left, .. }) => *left,
+        _ => 0,
+    };
     let (named, more_failed_tasks) = not_succeeded(end);
     let problems = tally.map_or(&[][..], |t| t.problems.as_slice());
     FailureReport {
@@ -189,10 +203,10 @@ fn report(code: u8, end: &RunEnd, words: Words<'_>) -> FailureReport {
         duration_secs: end.duration.as_secs_f64(),
         succeeded: tally.map_or(0, |t| t.succeeded),
         failed: tally.map_or(0, |t| t.failed),
-        left_in_inbox: tally.map_or(0, |t| t.retry_later + t.interrupted + t.not_started),
+        left_in_inbox: tally.map_or(unreached, |t| t.retry_later + t.interrupted + t.not_started),
         setup_fault: tally
             .and_then(|t| t.setup_fault.as_deref())
-            .map(|f| words.line(f, MAX_ERROR_CHARS)),
+            .map(|f| words.line(harness_config::setup::in_own_words(f), MAX_ERROR_CHARS)),
         problems: problems
             .iter()
             .take(MAX_NAMED)
@@ -212,7 +226,7 @@ fn report(code: u8, end: &RunEnd, words: Words<'_>) -> FailureReport {
         more_failed_tasks,
         error: match &end.result {
             Err(e) => Some(words.line(&format!("{e:#}"), MAX_ERROR_CHARS)),
-            Ok(RunOutcome::Unreachable(why)) => Some(words.line(
+            Ok(RunOutcome::Unreachable { why, .. }) => Some(words.line(
                 &format!("the endpoint is unreachable: {why}"),
                 MAX_ERROR_CHARS,
             )),

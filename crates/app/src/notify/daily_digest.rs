@@ -1,9 +1,11 @@
 //! The day's digest by mail (docs/operating.md, "Digest and mail"): whether
-//! this run sends it, decided and marked while the run still holds the lock
-//! ([`Notifier::claim_digest`]), so no two runs both send it; made at the
-//! run's end from the records with how the run ended, mailed; and its mark
-//! given back when it did not go — only while the file still holds this
-//! run's mark.
+//! this run sends it, decided and marked pending while the run still holds
+//! the lock ([`Notifier::claim_digest`]), so no two runs both send it; made
+//! at the run's end from the records with how the run ended, mailed; its
+//! mark kept as sent once the server accepted the mail, and given back when
+//! it did not go — each only while the file still holds this run's mark. A
+//! run killed in between leaves a pending mark that the next run past
+//! `PENDING_FOR` counts as not sent.
 
 use std::sync::atomic::Ordering;
 
@@ -70,11 +72,12 @@ impl Notifier {
         self.0.mailer.as_ref()?;
         let cfg = &self.0.cfg;
         let state_dir = cfg.paths.state_dir();
-        let previous = LastDigest::read(&state_dir, now);
-        if !digest::due(now, cfg.notify.digest_at, &cfg.timezone, previous) {
+        let standing = LastDigest::standing(&state_dir, now);
+        let previous = standing.sent_at;
+        if standing.sending || !digest::due(now, cfg.notify.digest_at, &cfg.timezone, previous) {
             return None;
         }
-        if let Err(e) = LastDigest::save(&state_dir, Some(now)) {
+        if let Err(e) = LastDigest::take(&state_dir, now, previous) {
             self.0.failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 "the digest was not sent: the time it goes out cannot be kept beside the inbox ({e:#}), so every run would send it; the run's exit code stands"
@@ -82,6 +85,21 @@ impl Notifier {
             return None;
         }
         Some(Turn { at: now, previous })
+    }
+
+    /// A digest the mail server accepted keeps its mark as sent.
+    fn keep_sent(&self, turn: Turn) {
+        match LastDigest::sent(&self.0.cfg.paths.state_dir(), turn.at) {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(
+                    "the digest went out, but its mark is no longer this run's: it is left as it is"
+                )
+            }
+            Err(e) => tracing::warn!(
+                "the digest went out, but its mark could not be kept as sent ({e:#}): the next run may send this period again"
+            ),
+        }
     }
 
     /// A digest that did not go out (failed, or cut) gives its mark back,
@@ -110,12 +128,19 @@ impl Notifier {
         };
         let ledger = end.budget.filter(|b| b.limits.daily());
         let paths = cfg.paths.clone();
+        let program = crate::digest::program(cfg);
         let redactor = self.0.redactor.clone();
         // The records are read off the runtime: a big logs folder holds
         // up nothing else, and the end's bound still cuts the wait.
         let built = tokio::task::spawn_blocking(move || {
             let listing = harness_records::read_summaries(&paths.logs, turn.at);
-            Digest::of(&listing, &period, ledger, &redactor, &again_in(&paths))
+            Digest::of(
+                &listing,
+                &period,
+                ledger,
+                &redactor,
+                &again_in(&paths, &program),
+            )
         })
         .await;
         let digest = match built {
@@ -128,6 +153,11 @@ impl Notifier {
                 return false;
             }
         };
-        self.mail(&digest.subject(), &digest.text()).await
+        // Marked sent at once: a kill after this sends nothing twice.
+        let sent = self.mail(&digest.subject(), &digest.text()).await;
+        if sent {
+            self.keep_sent(turn);
+        }
+        sent
     }
 }
