@@ -42,7 +42,10 @@
 //!     holding a secret), the key escaped twice every 51 bytes, and the key
 //!     back to back;
 //! 11. morning — `status`, `digest` and `runs` over a year of records:
-//!     run folders of a task that runs hourly, read the morning after.
+//!     run folders of a task that runs hourly, read the morning after;
+//!     and `digest` over a day of 10,000 failed tasks, each run once, with
+//!     20,000 files in `done/` and `failed/` emptied (every "run it again"
+//!     lists the folders).
 //!
 //! `cargo bench --bench harness` prints the figures of the binary cargo
 //! built, or of `BENCH_BIN` when it names another build (`-- overhead`, `-- drain`,
@@ -105,6 +108,10 @@ struct Sizes {
     redaction_mib: [usize; 2],
     /// Run folders `status`, `digest` and `runs` read.
     morning_runs: usize,
+    /// Failed runs of distinct tasks in the digest's period, and files in
+    /// `done/` beside them.
+    digest_failures: usize,
+    done_files: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -123,6 +130,8 @@ const FULL: Sizes = Sizes {
     nested_lists: 400_000,
     redaction_mib: [4, 32],
     morning_runs: 10_000,
+    digest_failures: 10_000,
+    done_files: 20_000,
 };
 
 const QUICK: Sizes = Sizes {
@@ -141,6 +150,8 @@ const QUICK: Sizes = Sizes {
     nested_lists: 100_000,
     redaction_mib: [1, 2],
     morning_runs: 200,
+    digest_failures: 60,
+    done_files: 120,
 };
 
 fn main() {
@@ -250,6 +261,58 @@ fn morning(sizes: &Sizes) {
             cost.peak_rss_kib as f64 / 1024.0
         );
     }
+    many_failures(sizes);
+}
+
+/// `digest` over a day of failures of distinct tasks, beside a full
+/// `done/`: it lists 50 of them, and asks where the files are for those
+/// alone.
+fn many_failures(sizes: &Sizes) {
+    use agent_harness::records::{Status, Summary};
+    let (n, done) = (sizes.digest_failures, sizes.done_files);
+    let project = Project::new();
+    let root = project.root();
+    std::fs::write(
+        root.join("agent.toml"),
+        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let now = chrono::Utc::now();
+    for i in 0..n {
+        let at = now - chrono::TimeDelta::seconds((i + 60) as i64);
+        let run_id = at.format("%Y%m%dT%H%M%SZ").to_string();
+        let task = format!("task-{i:05}");
+        let mut summary = Summary::blank(&task, &run_id, at);
+        summary.status = Status::Failed;
+        summary.error = Some(format!("error {i}: the task reached max_turns = 8"));
+        let dir = root.join("logs").join(&task).join(&run_id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("summary.json"),
+            serde_json::to_string(&summary).unwrap(),
+        )
+        .unwrap();
+    }
+    let done_dir = root.join("tasks/done");
+    std::fs::create_dir_all(&done_dir).unwrap();
+    std::fs::create_dir_all(root.join("tasks/failed")).unwrap();
+    for i in 0..done {
+        std::fs::write(
+            done_dir.join(format!("20260101T000000Z-other-{i:05}.md")),
+            "x",
+        )
+        .unwrap();
+    }
+    // Once to warm the page cache, then measured.
+    let args = &["digest", "--since", "1d"][..];
+    assert_eq!(run_binary(root, args).code, 0);
+    let cost = run_binary(root, args);
+    assert_eq!(cost.code, 0, "{args:?} failed");
+    println!(
+        "  digest, {n} failures, {done} files in done/ {:8.1} ms wall, {:6.1} MiB peak RSS",
+        ms(cost.wall),
+        cost.peak_rss_kib as f64 / 1024.0
+    );
 }
 
 /// A text of about `n` bytes.

@@ -384,3 +384,54 @@ async fn the_userinfo_of_the_endpoint_url_never_reaches_a_log_line() {
         assert!(!s.all_records().contains(hidden), "{hidden} recorded");
     }
 }
+
+/// A user and password in `base_url` beside a key: the key goes as the
+/// one `Authorization`, never with a Basic one beside it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_beside_a_urls_userinfo_sends_one_authorization() {
+    let llm = FakeLlm::by_progress(vec![ok(final_answer("done"))]).await;
+    let base_url = llm
+        .base_url()
+        .replacen("http://", "http://bob:hunter2secretpw@", 1);
+    let s = scenario()
+        .endpoint_at(&base_url)
+        .config("api_key_env = \"TEST_API_KEY\"\n")
+        .task("t", "Hello.")
+        .build()
+        .await;
+
+    let out = harness_command()
+        .arg("run")
+        .current_dir(s.root())
+        .env("TEST_API_KEY", "sk-test-one-header")
+        .output()
+        .unwrap();
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests = llm.server.received_requests().await.unwrap();
+    let chats: Vec<_> = requests
+        .iter()
+        .filter(|r| r.url.path().ends_with("/chat/completions"))
+        .collect();
+    assert!(!chats.is_empty());
+    let auth = |r: &wiremock::Request| -> Vec<String> {
+        r.headers
+            .get_all("authorization")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
+    };
+    for r in &chats {
+        assert_eq!(auth(r), ["Bearer sk-test-one-header"]);
+    }
+    // No request of the run (probes, counts) sends a Basic one.
+    for r in &requests {
+        let sent = auth(r);
+        assert!(
+            sent.len() <= 1 && sent.iter().all(|a| a.starts_with("Bearer ")),
+            "{} {}: {sent:?}",
+            r.method,
+            r.url.path()
+        );
+    }
+}

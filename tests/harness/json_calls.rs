@@ -410,6 +410,10 @@ async fn an_answer_that_is_no_answer_yet_is_asked_again_once_with_what_was_wrong
             "To list my notes and read the alpha one: then say in one sentence what the alpha note says about its topic.",
             "it repeated the task instead of doing it",
         ),
+        (
+            "I need to read the note titled \"Alpha\".",
+            "it said what it would do next and did not do it",
+        ),
     ];
     for (unfinished, what) in cases {
         let notes = fake_notes().await;
@@ -467,6 +471,11 @@ async fn an_answer_from_the_results_is_no_unfinished_answer() {
         "The alpha note says: alpha text.",
         "I will not need noteworx_read_note again: alpha says alpha text.",
         "I ran noteworx_read_note and can confirm it says alpha text.",
+        // An answer after the plan's words, or a plan not to, is an answer.
+        "I will sum it up: alpha text.",
+        "I will keep it short. The alpha note says alpha text.",
+        "I should not read more: the alpha note says alpha text.",
+        "I'll never need more than this alpha text",
         "I used noteworx_read_note to read the next note; it says alpha text.",
         // A sentence of the task said again inside a real answer is too
         // short to be a restatement; the URL's pieces are no sentence.

@@ -271,3 +271,50 @@ async fn check_warns_of_a_mail_section_nothing_is_sent_through() {
         "{text}"
     );
 }
+
+/// A server whose refusal quotes the AUTH exchange: the base64 of the
+/// user and password never reaches the journal, the deliveries file or
+/// `status`; the refusal is said by its code.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn a_refused_login_is_said_by_its_code_never_by_the_servers_quote() {
+    let smtp = Smtp::with(&["--login", "digest-bot:right-pass", "--echo-auth"]);
+    let s = scenario()
+        .replies(vec![final_answer("done")])
+        .task("t", "Answer.")
+        .config(
+            &smtp
+                .mail_section("username_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\""),
+        )
+        .config(&digest_at("00:00", ""))
+        .build()
+        .await;
+    let wrong = "wrong-pass-SECRET77";
+    // What the server would quote: base64 of NUL user NUL password.
+    let quoted = "AGRpZ2VzdC1ib3QAd3JvbmctcGFzcy1TRUNSRVQ3Nw==";
+
+    let out = bin(&s)
+        .env("SMTP_USERNAME", "digest-bot")
+        .env("SMTP_PASSWORD", wrong)
+        .arg("run")
+        .output()
+        .unwrap();
+
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("the server refused the login (535"), "{err}");
+    let status = stdout(&bin(&s).arg("status").output().unwrap());
+    let kept = std::fs::read_dir(s.root().join("tasks"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect::<String>();
+    for text in [&err, &status, &kept] {
+        assert!(
+            !text.contains(quoted) && !text.contains("SECRET77"),
+            "{text}"
+        );
+    }
+    assert!(smtp.mails().is_empty());
+}

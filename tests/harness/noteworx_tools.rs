@@ -338,3 +338,47 @@ async fn slugs_cannot_climb_out_of_their_route() {
         )]
     );
 }
+
+#[tokio::test]
+async fn a_notes_title_used_as_its_slug_is_answered_with_the_slug() {
+    let notes = FakeNoteworx::start(vec![
+        note(
+            "local-llm-serving",
+            "Serving small models locally",
+            &[],
+            "text",
+        ),
+        note("twin-a", "Twins", &[], "a"),
+        note("twin-b", "Twins", &[], "b"),
+    ])
+    .await;
+    let read = |slug: &str| tool_calls(&[("c1", "noteworx_read_note", json!({"slug": slug}))]);
+    let scene = scenario()
+        .replies(vec![
+            read("serving small models LOCALLY"),
+            read("Twins"),
+            read("Nothing titled so"),
+            final_answer("done"),
+        ])
+        .task("t", "Read the note.")
+        .notes(&notes)
+        .build()
+        .await;
+
+    scene.run().await;
+
+    let lines = scene.tool_lines("t");
+    assert_eq!(
+        lines[0].result,
+        "No note with slug \"serving small models LOCALLY\": that is the title of the note with slug \"local-llm-serving\". Use that slug."
+    );
+    // Two notes of that title, or none: the 404's own words.
+    for line in &lines[1..] {
+        assert!(
+            line.result
+                .ends_with(". Search or list notes first and use a slug from the results."),
+            "{}",
+            line.result
+        );
+    }
+}

@@ -173,7 +173,10 @@ async fn a_logs_folder_this_user_cannot_read_is_a_permission_problem() {
             assert!(
                 err.contains("[paths] logs: ")
                     && err.contains("cannot be read by this user (permission denied)")
-                    && err.contains(&format!("sudo -u {owner} agent-harness {command}")),
+                    && err.contains(&format!(
+                        "sudo -u {owner} agent-harness --config {} {command}",
+                        s.config_path().display()
+                    )),
                 "{command}: {err}"
             );
         }

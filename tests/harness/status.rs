@@ -469,4 +469,20 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
         stdout(&out)
     );
     assert!(stderr(&out).contains("[paths] inbox"), "{}", stderr(&out));
+
+    // Nor failed/: a monitor reading the JSON sees it was not read.
+    let failed = s.root().join("tasks/failed");
+    std::fs::remove_dir_all(&failed).ok();
+    std::fs::write(&failed, "a file where the folder goes").unwrap();
+    let out = bin(&s).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("failed/     not read (see the line on stderr)"),
+        "{}",
+        stdout(&out)
+    );
+    let out = bin(&s).args(["status", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["failed"]["read"], false, "{json:#}");
+    assert_eq!(json["inbox"]["read"], false, "{json:#}");
 }

@@ -8,15 +8,19 @@ SIGTERM or SIGINT.
 
     server.py PORT OUT [--refuse] [--login USER:PASSWORD]
               [--cert PEM --key PEM [--implicit-tls]] [--stall-data SAID]
+              [--echo-auth]
 
 --refuse answers every recipient 550; --login requires that login (AUTH
 over plain text, which only a server on loopback may take); --cert and
 --key serve that certificate, offering STARTTLS and requiring it before
 MAIL, or with --implicit-tls speaking TLS from the first byte (smtps);
+--echo-auth refuses a wrong login with a reply that quotes the AUTH PLAIN
+argument (base64 of NUL user NUL password), as some servers do;
 --stall-data writes "DATA received" to SAID once a message's data is in,
 then never answers it (the test waits for that line, not for a time)."""
 import asyncio
 import argparse
+import base64
 import email
 import email.policy
 import json
@@ -35,6 +39,7 @@ parser.add_argument("--cert")
 parser.add_argument("--key")
 parser.add_argument("--implicit-tls", action="store_true")
 parser.add_argument("--stall-data")
+parser.add_argument("--echo-auth", action="store_true")
 args = parser.parse_args()
 
 
@@ -79,6 +84,9 @@ def authenticator(server, session, envelope, mechanism, auth_data):
         and auth_data.login.decode() == user
         and auth_data.password.decode() == password
     )
+    if not ok and args.echo_auth and isinstance(auth_data, LoginPassword):
+        said = base64.b64encode(b"\0" + auth_data.login + b"\0" + auth_data.password).decode()
+        return AuthResult(success=False, handled=False, message=f"535 5.7.8 rejected credentials {said}")
     return AuthResult(success=ok, auth_data=auth_data)
 
 

@@ -44,6 +44,19 @@ const NEGATIONS: &[&str] = &["not", "no", "never", "without", "cannot"];
 /// and "I ran webfetch and can confirm" are answers.
 const INTENT_WORDS: &[&str] = &["will", "i'll", "let", "let's", "going", "shall", "should"];
 
+/// How an answer that only says what the model will do next begins.
+const PLAN_OPENINGS: &[&str] = &[
+    "i need to ",
+    "i will ",
+    "i'll ",
+    "let me ",
+    "i am going to ",
+    "i'm going to ",
+    "i should ",
+    "next, i ",
+    "now i ",
+];
+
 /// The fewest words of a sentence of the task that, said again in an
 /// answer, make the answer a repeat of the task (a URL's pieces are no
 /// sentence).
@@ -390,7 +403,8 @@ fn named_tool<'s>(answer: &str, spec: &'s TaskSpec, planned: bool) -> Option<&'s
 
 /// What makes an answer (after a tool ran) no answer yet, if anything: it
 /// stops at a colon, before what it announced ("Here is the call:"); it
-/// says it will call an offered tool and calls none; or one of its
+/// says it will call an offered tool and calls none; it is one sentence
+/// saying what it will do next ([`plans_a_step`]); or one of its
 /// sentences is a sentence of the task of at least [`REPEATED_TASK_WORDS`]
 /// words (a small model restating its task after a tool result). Measured
 /// on a 1.5B instruction-tuned model, each of these ended tasks that a next
@@ -402,6 +416,9 @@ fn unfinished(answer: &str, spec: &TaskSpec) -> Option<&'static str> {
     }
     if named_tool(answer, spec, true).is_some() {
         return Some("it said it would call a tool and made no call");
+    }
+    if plans_a_step(answer) {
+        return Some("it said what it would do next and did not do it");
     }
     // A line break inside a paragraph is no sentence's end (task files
     // are wrapped); a blank line is.
@@ -418,6 +435,23 @@ fn unfinished(answer: &str, spec: &TaskSpec) -> Option<&'static str> {
         .iter()
         .any(|s| task.contains(s))
         .then_some("it repeated the task instead of doing it")
+}
+
+/// Whether `answer` is one sentence that only says what the model will do
+/// next ("I need to attach a suggestion to the note."): it opens as a plan
+/// does ([`PLAN_OPENINGS`]), holds no negation, and no answer follows a
+/// colon or another sentence. A 1.5B model wrote this after a note was
+/// read, where the attachment was its next call.
+fn plans_a_step(answer: &str) -> bool {
+    let text = answer.trim().trim_end_matches(['.', ':', '!']);
+    let lower = text.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    PLAN_OPENINGS.iter().any(|o| lower.starts_with(o))
+        && !text.contains(['.', '!', '?', ':', '\n'])
+        && words.len() <= 40
+        && !words
+            .iter()
+            .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"))
 }
 
 /// Asks again after an answer that is no answer yet: a note that says what

@@ -93,12 +93,13 @@ pub(super) fn going_since(cfg: &Config) -> Option<DateTime<Utc>> {
 }
 
 /// `path` cannot be read by this user: the key it is under, and whom to
-/// run as (the folder's owner, when its name can be read).
-pub(super) fn permission_problem(key: &str, path: &Path, command: &str) -> String {
+/// run as (the folder's owner, when its name can be read), with the
+/// config this run read ([`crate::digest::program`]).
+pub(super) fn permission_problem(cfg: &Config, key: &str, path: &Path, command: &str) -> String {
     let owner = std::fs::metadata(path)
         .ok()
         .and_then(|m| user_name(m.uid()))
-        .map(|name| format!(": sudo -u {name} agent-harness {command}"))
+        .map(|name| format!(": sudo -u {name} {} {command}", crate::digest::program(cfg)))
         .unwrap_or_default();
     format!(
         "{key}: {} cannot be read by this user (permission denied); run it as the user that owns it{owner}",
@@ -132,7 +133,7 @@ fn report_command(
             for path in &written.unreadable {
                 progress.eprintln(&format!(
                     "agent-harness: {}",
-                    permission_problem("[paths] logs", path, "report")
+                    permission_problem(cfg, "[paths] logs", path, "report")
                 ));
             }
             let shown = std::fs::canonicalize(&written.index).unwrap_or(written.index);
@@ -159,7 +160,7 @@ fn report_command(
             });
             let line = match e.downcast_ref::<records::Unreadable>() {
                 Some(records::Unreadable(path)) => {
-                    permission_problem("[paths] logs", path, "report")
+                    permission_problem(cfg, "[paths] logs", path, "report")
                 }
                 None if denied => format!(
                     "{e:#}: this user may not write the report there; run it as the user that owns it, or write it elsewhere with --out DIR"
@@ -188,7 +189,7 @@ pub(super) fn listing(
     for path in &listing.unreadable {
         progress.eprintln(&format!(
             "agent-harness: {}",
-            permission_problem("[paths] logs", path, command)
+            permission_problem(cfg, "[paths] logs", path, command)
         ));
     }
     if let Some(why) = &listing.broken {

@@ -141,6 +141,7 @@ fn inbox(waiting: &Waiting, zone: &Zone) -> String {
 
 fn failed(failed: &FailedTasks) -> String {
     match &failed.newest {
+        None if !failed.read => "not read (see the line on stderr)".into(),
         None => "empty".into(),
         Some(newest) => format!(
             "{} task(s); the newest {} (run {}): agent-harness show {}",

@@ -206,6 +206,24 @@ impl Folder {
         Ok((st.st_dev, st.st_ino))
     }
 
+    /// What `name` here is and who owns it, the link itself when it is
+    /// one; `None` when nothing has the name.
+    pub fn kind_and_owner(&self, name: impl AsRef<OsStr>) -> Option<(Kind, u32)> {
+        let st = rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let kind = match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => Kind::Folder,
+            FileType::Symlink => Kind::Link,
+            FileType::RegularFile => Kind::File,
+            _ => Kind::Other,
+        };
+        Some((kind, st.st_uid))
+    }
+
+    /// Who owns this folder.
+    pub fn owner(&self) -> io::Result<u32> {
+        Ok(rustix::fs::fstat(&self.fd)?.st_uid)
+    }
+
     /// The owner of the link `name` here; `None` when it is no link (or
     /// not there).
     pub fn link_owner(&self, name: impl AsRef<OsStr>) -> Option<u32> {

@@ -122,8 +122,10 @@ pub fn prefix_bytes_of(b: &[u8], max: usize) -> &[u8] {
 pub(crate) const MAX_CELL_CHARS: usize = 200;
 
 /// Whether `c` is unfit for a terminal: a control character (C0, DEL,
-/// C1: what moves a cursor, breaks a line or starts an escape sequence), or
-/// a bidirectional override that can make a line read otherwise than it is.
+/// C1: what moves a cursor, breaks a line or starts an escape sequence), a
+/// bidirectional override that can make a line read otherwise than it is,
+/// or a character that shows as nothing (two names that look the same and
+/// differ).
 pub fn unsafe_char(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -137,6 +139,12 @@ pub fn unsafe_char(c: char) -> bool {
                 | '\u{061c}'
                 | '\u{2028}'
                 | '\u{2029}'
+                // Zero-width space, joiners, word joiner, invisible
+                // operators, byte order mark, Mongolian vowel separator.
+                | '\u{200b}'..='\u{200d}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{feff}'
+                | '\u{180e}'
         )
 }
 
@@ -318,6 +326,10 @@ mod tests {
     fn printable_escapes_controls_and_bidi_overrides_only() {
         assert_eq!(printable("plain — text"), "plain — text");
         assert_eq!(printable("a\u{1b}[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(
+            printable("zw\u{200b}sp\u{feff}x\u{2060}"),
+            "zw\\u{200b}sp\\u{feff}x\\u{2060}"
+        );
         assert_eq!(printable("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
         // Line separators and bidi marks too.
         assert_eq!(

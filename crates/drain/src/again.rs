@@ -175,6 +175,25 @@ mod tests {
     }
 
     #[test]
+    fn a_name_that_prints_escaped_is_named_by_its_run_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = paths(dir.path());
+        let run = "20260409T061500Z";
+        let name = "ls\u{2028}Subject: forged";
+        std::fs::write(p.failed.join(format!("{run}-{name}.md")), "x").unwrap();
+        let to_do = again(&p, name, run, false);
+        assert_eq!(
+            to_do,
+            Again::Requeue(Back {
+                file: p.failed.join(format!("{run}-{name}.md")),
+                word: Some(run.into()),
+                with: Vec::new(),
+            })
+        );
+        assert_eq!(to_do.to_string(), format!("agent-harness requeue {run}"));
+    }
+
+    #[test]
     fn the_runs_own_file_says_which_command_takes_it_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = paths(dir.path());

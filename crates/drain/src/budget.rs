@@ -15,7 +15,17 @@ use harness_config::Config;
 /// nothing), and what is still pending added at its end. A `run` is
 /// metered as a whole; `exec`, `eval` and `replay` batch by batch.
 pub(super) async fn spending<T>(cfg: &Config, deps: &TaskDeps, run: impl Future<Output = T>) -> T {
-    deps.budget.keep_ledger(&cfg.paths.state_dir());
+    if deps.budget.keep_ledger(&cfg.paths.state_dir()) {
+        // The ledger lost the day's spend: the run records still hold it,
+        // so a planted entry never makes the daily limit a per-run one.
+        let spent = recorded_spend(cfg, (deps.clock)());
+        tracing::warn!(
+            tokens = spent.tokens,
+            gpu_ms = spent.gpu_ms,
+            "today's spend rebuilt from the day's run records"
+        );
+        deps.budget.rebuilt(spent);
+    }
     let ended = run.await;
     deps.budget.flush();
     ended
@@ -26,4 +36,26 @@ pub(super) async fn spending<T>(cfg: &Config, deps: &TaskDeps, run: impl Future<
 /// when it goes live, and the endpoint asks the budget then.
 pub(super) fn may_start(deps: &TaskDeps, mode: &Mode) -> bool {
     !deps.cancel.is_cancelled() && (mode.replay_of.is_some() || deps.budget.check().is_ok())
+}
+
+/// What the day of `now` (in `[schedule] timezone`) spent, as the run
+/// records under the logs say: each run started that day, a replay's
+/// aside (it spends only where it goes live, and says so in its own run).
+/// GPU time is RunPod's execution time where it was given, else the run's
+/// wall time: more than the chat requests took, never less.
+fn recorded_spend(cfg: &Config, now: chrono::DateTime<chrono::Utc>) -> harness_state::DaySpend {
+    let day = harness_state::day_of(now, &cfg.timezone);
+    let listing = harness_records::read_summaries(&cfg.paths.logs, now);
+    let mut spent = harness_state::DaySpend::nothing(day);
+    for run in &listing.runs {
+        let s = &run.summary;
+        if s.replay_of.is_some() || harness_state::day_of(s.started_at, &cfg.timezone) != day {
+            continue;
+        }
+        spent.tokens = spent.tokens.saturating_add(s.total_tokens);
+        spent.gpu_ms = spent
+            .gpu_ms
+            .saturating_add(s.runpod_exec_ms.unwrap_or(s.wall_ms));
+    }
+    spent
 }

@@ -87,6 +87,9 @@ pub struct OldestTask {
 /// `failed/`: its filed tasks, and the newest (by its run id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FailedTasks {
+    /// `failed/` could be listed (else why is among the problems, and the
+    /// count is no count).
+    pub read: bool,
     pub count: usize,
     pub newest: Option<RunningTask>,
 }
@@ -229,10 +232,13 @@ fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
 /// `failed/`'s files named as filed tasks (`<run_id>-NAME.md`), read as
 /// `requeue` reads them; others are not counted. Nothing is followed.
 fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
-    let filed = requeue::filed_tasks(&cfg.paths, Source::Failed).unwrap_or_else(|e| {
-        problems.push(format!("[paths] failed: {e:#}"));
-        Vec::new()
-    });
+    let (read, filed) = match requeue::filed_tasks(&cfg.paths, Source::Failed) {
+        Ok(filed) => (true, filed),
+        Err(e) => {
+            problems.push(format!("[paths] failed: {e:#}"));
+            (false, Vec::new())
+        }
+    };
     let newest = filed
         .iter()
         .max_by(|a, b| {
@@ -245,6 +251,7 @@ fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
             run_id: f.run_id.clone(),
         });
     FailedTasks {
+        read,
         count: filed.len(),
         newest,
     }

@@ -30,6 +30,7 @@ use super::{Mode, TaskEnd};
 use harness_agent::deps::TaskDeps;
 use harness_agent::expect::{self, Evidence};
 use harness_agent::{Outcome, StopReason, TaskEvent, TaskSpec, run_task};
+use harness_base::text::printable;
 use harness_config::{Config, EndpointKind};
 use harness_inbox::{self as inbox, InboxEntry, TaskFile};
 use harness_records::{RunRecord, StartLine, Summary};
@@ -92,11 +93,13 @@ impl Batch<'_> {
         let mut rec = match RunRecord::create(&self.mode.logs, &entry.name, began.at, secrets) {
             Ok(rec) => rec,
             Err(e) => {
-                tracing::error!(task = %entry.name, error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
+                tracing::error!(task = %printable(&entry.name), error = %format!("{e:#}"), "cannot create the task's records; it stays in the inbox");
                 return broken();
             }
         };
-        let span = tracing::info_span!("task", name = %entry.name, run_id = %rec.run_id);
+        // A name may hold what reorders or breaks a journal line.
+        let span =
+            tracing::info_span!("task", name = %printable(&entry.name), run_id = %rec.run_id);
         let trace = (self.mode.traces.as_ref()).map(|t| t.task(&entry.name, &rec.run_id, began.at));
         let steps = self.steps(entry, &mut rec, trace, began);
         match steps.instrument(span.clone()).await {
@@ -443,7 +446,7 @@ impl Batch<'_> {
             tool_errors = summary.tool_errors,
             tokens = summary.total_tokens,
             wall_ms = summary.wall_ms,
-            file = %place,
+            file = %printable(place),
             error = summary.error.as_deref().unwrap_or("-"),
             "task finished"
         );

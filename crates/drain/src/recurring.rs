@@ -86,7 +86,7 @@ pub(super) fn due(
             Err(why) => {
                 let version = version_of(&task.entry.path);
                 if state.broken.get(name) == Some(&version) {
-                    tracing::warn!(task = %name, error = %why, "recurring task not run (its record says so already)");
+                    tracing::warn!(task = %harness_base::text::printable(name), error = %why, "recurring task not run (its record says so already)");
                 } else {
                     let slot = slot(cfg, now, state.last_success(name));
                     due.push(Due {
@@ -128,7 +128,7 @@ pub(super) fn due(
             continue;
         };
         if seen.since > now || seen.done.is_some_and(|d| d > now) {
-            tracing::warn!(task = %name, "a recurring slot lies ahead of the clock (the clock went back): counting from now");
+            tracing::warn!(task = %harness_base::text::printable(name), "a recurring slot lies ahead of the clock (the clock went back): counting from now");
             seen.since = seen.since.min(now);
             seen.done = seen.done.map(|d| d.min(now));
         }

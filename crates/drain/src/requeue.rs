@@ -288,7 +288,13 @@ pub fn word_for(paths: &Paths, source: Source, file: &Path) -> Option<(String, V
         return None;
     }
     let by_name = choose(filed.clone(), &Target::Name(this.task.clone()));
-    if by_name.first().is_some_and(|f| f.path == file) && run_time(&this.task).is_none() {
+    // A name that prints escaped (`\u{2028}`) would name no task pasted
+    // back: the run id names the file instead.
+    let prints_as_it_is = !this.task.chars().any(harness_base::text::unsafe_char);
+    if by_name.first().is_some_and(|f| f.path == file)
+        && run_time(&this.task).is_none()
+        && prints_as_it_is
+    {
         return Some((this.task, Vec::new()));
     }
     let others = choose(filed, &Target::RunId(this.run_id.clone()))

@@ -89,15 +89,27 @@ impl Endpoint {
             .timeout(Duration::from_secs(cfg.request_timeout_secs))
             .connect_timeout(Duration::from_secs(cfg.request_timeout_secs.min(15)))
             .build()?;
+        // A key goes as the one `Authorization`: a user and password in
+        // the URL would make reqwest send a second, Basic, beside it.
+        let key = cfg.api_key.iter().cloned().collect();
+        let mut cfg = cfg.clone();
+        if cfg.api_key.is_some()
+            && let Ok(mut url) = reqwest::Url::parse(&cfg.base_url)
+            && (!url.username().is_empty() || url.password().is_some())
+        {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            cfg.base_url = url.as_str().trim_end_matches('/').to_string();
+        }
         Ok(Endpoint {
             http,
-            cfg: cfg.clone(),
+            cfg,
             retry: RetryPolicy::default(),
             recording: None,
             counting: Arc::default(),
             answered: Arc::default(),
             budget: None,
-            redactor: Redactor::new(cfg.api_key.iter().cloned().collect()),
+            redactor: Redactor::new(key),
         })
     }
 

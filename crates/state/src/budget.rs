@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 
+use super::spend::move_aside;
 use super::{Added, DaySpend, Found, SPEND_FILE, Wait};
 use harness_base::zone::Zone;
 use harness_config::{self as config, Config};
@@ -92,19 +93,55 @@ impl Budget {
 
     /// From now on the day's spend is read from, and added to, the ledger
     /// in `state_dir` (once; later calls change nothing). Without a daily
-    /// limit there is nothing to keep.
-    pub fn keep_ledger(&self, state_dir: &Path) {
+    /// limit there is nothing to keep. What no process can keep the spend
+    /// in, at the ledger's name or its lock's, is moved aside first
+    /// ([`move_aside`], each a problem of the run). `true` when the day's
+    /// spend so far is not known from the ledger — something was moved
+    /// aside, or the ledger could not be read or trusted —: the caller
+    /// rebuilds it from the run records ([`Budget::rebuilt`]) before the
+    /// first request.
+    pub fn keep_ledger(&self, state_dir: &Path) -> bool {
         let mut s = self.lock();
         if !self.limits.daily() || s.kept {
-            return;
+            return false;
         }
         self.roll(&mut s);
+        let moved = move_aside(state_dir, (self.clock)());
+        for line in &moved {
+            tracing::warn!("{line}");
+            s.problems.push(line.clone());
+        }
+        let lost = matches!(
+            DaySpend::find(state_dir, s.today.day),
+            Found::Unreadable(_) | Found::Distrusted(_)
+        );
         s.ledger = Some(state_dir.to_path_buf());
         s.kept = true;
         self.save(&mut s, Wait::No);
         if !self.refresh(&mut s) {
             tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
         }
+        !moved.is_empty() || lost
+    }
+
+    /// The day's spend as the run records say it (`spent`), where the
+    /// ledger lost it: counted from then on, and kept in the ledger —
+    /// never lowering what is counted already.
+    pub fn rebuilt(&self, spent: DaySpend) {
+        let mut s = self.lock();
+        self.roll(&mut s);
+        if spent.day != s.today.day {
+            return;
+        }
+        let more = (
+            spent.tokens.saturating_sub(s.today.tokens),
+            spent.gpu_ms.saturating_sub(s.today.gpu_ms),
+        );
+        s.pending.0 = s.pending.0.saturating_add(more.0);
+        s.pending.1 = s.pending.1.saturating_add(more.1);
+        s.today.tokens = s.today.tokens.max(spent.tokens);
+        s.today.gpu_ms = s.today.gpu_ms.max(spent.gpu_ms);
+        self.save(&mut s, Wait::Briefly);
     }
 
     /// What the day spent, as the ledger says now (another process may

@@ -145,6 +145,47 @@ impl DaySpend {
     }
 }
 
+/// Moves aside, at `at`, what sits at the ledger's name or its lock's that
+/// no process can keep the day's spend in — a folder, a FIFO, a socket or
+/// a device, or another user's file (not this user's, nor the folder
+/// owner's) — to `NAME.aside-<time>` in the same folder, so the next
+/// addition writes a ledger again and the lock can be taken. What was
+/// moved, each said as one line for the journal. A link is left: it is
+/// never followed, and the next write replaces it.
+pub(crate) fn move_aside(state_dir: &Path, at: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    use harness_base::folder::Kind;
+    let Ok(folder) = files::open(state_dir) else {
+        return Vec::new();
+    };
+    let me = harness_base::owner::me();
+    let owner = folder.owner().unwrap_or(me);
+    let mut moved = Vec::new();
+    for name in [SPEND_FILE, SPEND_LOCK] {
+        let Some((kind, uid)) = folder.kind_and_owner(name) else {
+            continue;
+        };
+        let what = match kind {
+            Kind::Folder => "a folder",
+            Kind::Other => "a FIFO, socket or device",
+            Kind::File if uid != me && uid != owner => "another user's file",
+            Kind::File | Kind::Link => continue,
+        };
+        let aside = format!("{name}.aside-{}", at.format("%Y%m%dT%H%M%S%.9fZ"));
+        let said = match folder.move_to(name.as_ref(), &folder, aside.as_ref()) {
+            Ok(()) => format!(
+                "{} was {what} (uid {uid}), where the day's spend is kept: moved aside to {aside}",
+                state_dir.join(name).display()
+            ),
+            Err(e) => format!(
+                "{} is {what} (uid {uid}), where the day's spend is kept, and could not be moved aside ({e}): remove it",
+                state_dir.join(name).display()
+            ),
+        };
+        moved.push(said);
+    }
+    moved
+}
+
 /// What the ledger holds, for one day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {

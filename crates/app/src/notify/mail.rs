@@ -139,7 +139,7 @@ impl Mailer {
             );
             conn.auth(&[Mechanism::Plain, Mechanism::Login], &credentials)
                 .await
-                .map_err(failed)?;
+                .map_err(auth_failed)?;
         }
         conn.send(envelope, bytes).await.map_err(failed)?;
         // The message is taken: a server that drops the line at QUIT, or
@@ -198,6 +198,21 @@ fn failed(e: lettre::transport::smtp::Error) -> Failed {
         Failed::Done(why)
     } else {
         Failed::Again(why)
+    }
+}
+
+/// A refused login, said by its reply code alone: a server's reply may
+/// quote the AUTH exchange, whose base64 is the user and the password.
+fn auth_failed(e: lettre::transport::smtp::Error) -> Failed {
+    let Some(code) = e.status() else {
+        return failed(e);
+    };
+    let why = format!(
+        "the server refused the login ({code}; its words are not shown: they may quote the credentials)"
+    );
+    match failed(e) {
+        Failed::Again(_) => Failed::Again(why),
+        Failed::Done(_) => Failed::Done(why),
     }
 }
 

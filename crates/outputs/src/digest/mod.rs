@@ -215,19 +215,29 @@ impl Digest {
             more_unread: 0,
             spend: spend(&spent, period, ledger),
         };
+        let mut failed = Vec::new();
         for task_runs in by_task(&counted).values() {
-            digest.add_task(task_runs, &making);
+            digest.add_task(task_runs, &making, &mut failed);
         }
-        digest
-            .failures
-            .sort_by(|a, b| (a.finished_at, &a.task).cmp(&(b.finished_at, &b.task)));
+        // Where a file is now is asked only of the failures listed: each
+        // ask lists task folders, and a period may hold thousands.
+        failed.sort_by(|(a, _), (b, _)| (a.finished_at, &a.task).cmp(&(b.finished_at, &b.task)));
+        digest.more_failures = cap(&mut failed);
+        digest.failures = failed
+            .into_iter()
+            .map(|(mut failure, ask)| {
+                if let Some(run) = ask {
+                    failure.run_again = run_again(&making, run);
+                }
+                failure
+            })
+            .collect();
         digest
             .answers
             .sort_by(|a, b| (a.finished_at, &a.task).cmp(&(b.finished_at, &b.task)));
         digest
             .changes
             .sort_by(|a, b| (a.finished_at, &a.task).cmp(&(b.finished_at, &b.task)));
-        digest.more_failures = cap(&mut digest.failures);
         digest.more_answers = cap(&mut digest.answers);
         digest.more_changes = cap(&mut digest.changes);
         digest.more_unread = cap(&mut digest.unread);

@@ -9,7 +9,7 @@ use harness_records::{ListedRun, Status, Summary};
 
 use super::{
     Answer, Change, Changed, Digest, Failure, MAX_ERROR_CHARS, Making, Period, first_line,
-    in_period, names, run_again,
+    in_period, names,
 };
 
 /// Where a run of the period goes in the digest.
@@ -29,7 +29,14 @@ impl Digest {
     /// One task's runs, oldest first: each run of the period is said as
     /// a change against the run before it (a recurring task), then placed
     /// ([`place`]) and listed or counted.
-    pub(super) fn add_task(&mut self, runs: &[&ListedRun], making: &Making<'_>) {
+    /// A failure goes to `failed` with the run whose "run it again" is
+    /// still to be asked (only for the failures that will be listed).
+    pub(super) fn add_task<'r>(
+        &mut self,
+        runs: &[&'r ListedRun],
+        making: &Making<'_>,
+        failed: &mut Vec<(Failure, Option<&'r ListedRun>)>,
+    ) {
         let newest_failure = newest_failure(runs, making.period);
         for (n, run) in runs.iter().enumerate() {
             let s = &run.summary;
@@ -45,7 +52,7 @@ impl Digest {
                 Place::Unchanged => self.unchanged += 1,
                 Place::EarlierFailure => self.earlier_failures += 1,
                 Place::Answer => self.answers.push(answer(run, making)),
-                Place::Failure => self.failures.push(failure(run, &runs[n + 1..], making)),
+                Place::Failure => failed.push(failure(run, &runs[n + 1..], making)),
             }
         }
     }
@@ -108,11 +115,27 @@ fn answer(run: &ListedRun, making: &Making<'_>) -> Answer {
 }
 
 /// A run that did not succeed, with what to do about it (`later`: the
-/// runs of its task after it).
-fn failure(run: &ListedRun, later: &[&ListedRun], making: &Making<'_>) -> Failure {
+/// runs of its task after it) — or, when that is to run it again, the run
+/// to ask [`run_again`] of once it is known to be listed.
+fn failure<'r>(
+    run: &'r ListedRun,
+    later: &[&ListedRun],
+    making: &Making<'_>,
+) -> (Failure, Option<&'r ListedRun>) {
     let s = &run.summary;
     let (task, run_id) = names(run, making);
-    Failure {
+    // Nothing to do when a later run of its task succeeded.
+    let since = later
+        .iter()
+        .find(|r| r.summary.status == Status::Succeeded)
+        .map(|later| {
+            format!(
+                "nothing to do: it succeeded since, in run {}",
+                making.line(&later.summary.run_id, 64)
+            )
+        });
+    let ask = since.is_none().then_some(run);
+    let failure = Failure {
         task,
         run_id,
         finished_at: s.finished_at,
@@ -121,20 +144,9 @@ fn failure(run: &ListedRun, later: &[&ListedRun], making: &Making<'_>) -> Failur
         error: s
             .error_in_own_words()
             .map(|e| making.line(&e, MAX_ERROR_CHARS)),
-        run_again: what_to_do(run, later, making),
-    }
-}
-
-/// What to do about a failed run: nothing when a `later` run of its task
-/// succeeded, else the command that runs it again ([`run_again`]).
-fn what_to_do(run: &ListedRun, later: &[&ListedRun], making: &Making<'_>) -> String {
-    match later.iter().find(|r| r.summary.status == Status::Succeeded) {
-        Some(later) => format!(
-            "nothing to do: it succeeded since, in run {}",
-            making.line(&later.summary.run_id, 64)
-        ),
-        None => run_again(making, run),
-    }
+        run_again: since.unwrap_or_default(),
+    };
+    (failure, ask)
 }
 
 /// How a recurring task's outcome changed from `previous` to `now`.

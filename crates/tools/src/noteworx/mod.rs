@@ -73,7 +73,7 @@ impl Noteworx {
             } => {
                 return match self.client.read_attachment(slug, attachment_id).await {
                     Ok(a) => read_attachment_text(&a, slug, attachment_id, *offset, ctx),
-                    Err(e) => self.explain(e, slug, Some(attachment_id)),
+                    Err(e) => self.explained(e, slug, Some(attachment_id)).await,
                 };
             }
             Call::CreateAttachment {
@@ -94,7 +94,7 @@ impl Noteworx {
                     }
                     _ => None,
                 };
-                self.explain(e, slug.unwrap_or(""), None)
+                self.explained(e, slug.unwrap_or(""), None).await
             }
         }
     }
@@ -143,14 +143,14 @@ impl Noteworx {
                 .with_detail(json!({"duplicate_of": existing.id}));
             }
             Ok(None) => {}
-            Err(e) => return self.explain(e, slug, None),
+            Err(e) => return self.explained(e, slug, None).await,
         }
         // A dry run reads what a live one reads (an attachment already there
         // is a duplicate), finds a missing note the error the write would
         // get, and sends no write.
         if ctx.dry_run {
             if let Err(e) = self.client.read_note(slug).await {
-                return self.explain(e, slug, None);
+                return self.explained(e, slug, None).await;
             }
             return ToolOutput::ok(format!(
                 // "Treat it as done and continue" made a 1.5B model create it
@@ -170,7 +170,7 @@ impl Noteworx {
                 or_dash(&a.filename),
                 or_dash(&a.id)
             )),
-            Err(e) => self.explain(e, slug, None),
+            Err(e) => self.explained(e, slug, None).await,
         }
     }
 
@@ -196,6 +196,51 @@ impl Noteworx {
             }
         }
         Ok(None)
+    }
+
+    /// [`Self::explain`], and for a note that is not there a slug that is
+    /// a note's title: the slug of that note. A small model used a note's
+    /// title as its slug, though the listing before showed both.
+    async fn explained(
+        &self,
+        e: NoteworxError,
+        slug: &str,
+        attachment: Option<&str>,
+    ) -> ToolOutput {
+        let missing_note = matches!(e, NoteworxError::Status { status: 404, .. })
+            && attachment.is_none()
+            && !slug.is_empty();
+        if missing_note && let Some(found) = self.slug_titled(slug).await {
+            return ToolOutput::error(format!(
+                "No note with slug {slug:?}: that is the title of the note with slug {found:?}. Use that slug."
+            ));
+        }
+        self.explain(e, slug, attachment)
+    }
+
+    /// The slug of the one note titled `title` (ASCII case aside), as a
+    /// title search finds it; `None` when none or several are. Asked only
+    /// of what reads as a title — a space or a capital in it —, not of a
+    /// slug spelt wrong.
+    async fn slug_titled(&self, title: &str) -> Option<String> {
+        let title = title.trim();
+        let titled = title.contains(char::is_whitespace) || title.contains(char::is_uppercase);
+        if !titled || title.chars().count() > 200 {
+            return None;
+        }
+        let found = self
+            .client
+            .search_notes(title, "title", Some(5))
+            .await
+            .ok()?;
+        let mut titled = found
+            .into_iter()
+            .filter(|n| n.title.trim().eq_ignore_ascii_case(title) && !n.slug.is_empty());
+        let one = titled.next()?;
+        titled
+            .next()
+            .is_none()
+            .then(|| harness_base::text::clip(&one.slug, 200))
     }
 
     /// Turns a client error into a result that gives the model a next step.
