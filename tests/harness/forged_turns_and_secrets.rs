@@ -81,7 +81,9 @@ async fn a_text_form_call_quoted_from_a_note_is_not_run() {
             .contains("call:noteworx_create_attachment")
     );
     assert!(notes.attachments("meeting").is_empty());
-    assert!(notes.calls().await.iter().all(|(m, _)| m == "GET"));
+    let calls = notes.calls().await;
+    assert!(!calls.is_empty(), "the note was read");
+    assert!(calls.iter().all(|(m, _)| m == "GET"), "{calls:?}");
 }
 // -- 8. Secrets out of prompts and journals ------------------------------------------
 

@@ -368,7 +368,9 @@ async fn a_dry_run_attachment_on_a_missing_note_is_the_error_a_live_run_gets() {
         "{}",
         line.result
     );
-    assert!(notes.calls().await.iter().all(|(m, _)| m == "GET"));
+    let calls = notes.calls().await;
+    assert!(!calls.is_empty(), "the note was looked for");
+    assert!(calls.iter().all(|(m, _)| m == "GET"), "{calls:?}");
 }
 
 #[tokio::test]
@@ -394,9 +396,11 @@ async fn dry_run_moves_nothing_counts_nothing_and_writes_nothing_remote() {
     assert_eq!(scene.inbox(), ["t.md"]);
     assert!(scene.done().is_empty());
     assert!(notes.attachments("a").is_empty());
+    let calls = notes.calls().await;
+    assert!(!calls.is_empty(), "the dry run read what a live one reads");
     assert!(
-        notes.calls().await.iter().all(|(m, _)| m == "GET"),
-        "no write reached noteworx"
+        calls.iter().all(|(m, _)| m == "GET"),
+        "no write reached noteworx: {calls:?}"
     );
     let s = scene.summary("t");
     assert!(s.dry_run);

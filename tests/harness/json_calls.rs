@@ -476,6 +476,7 @@ async fn an_answer_from_the_results_is_no_unfinished_answer() {
         "I will keep it short. The alpha note says alpha text.",
         "I should not read more: the alpha note says alpha text.",
         "I'll never need more than this alpha text",
+        "I\u{2019}ll not, in short, read more than alpha text",
         "I used noteworx_read_note to read the next note; it says alpha text.",
         // A sentence of the task said again inside a real answer is too
         // short to be a restatement; the URL's pieces are no sentence.

@@ -362,10 +362,10 @@ async fn https_to_a_plain_http_server_says_to_use_http() {
     );
 }
 
-/// A server on a free port that answers plain HTTP requests with 200 and,
-/// when `http` is false, nothing at all; what is not HTTP (a TLS hello) it
-/// holds without a word, as llama-server without TLS does.
-fn silent_to_tls(http: bool) -> u16 {
+/// A server on a free port that answers a plain HTTP request with
+/// `status` (none: nothing at all); what is not HTTP (a TLS hello) it holds
+/// without a word, as llama-server without TLS does.
+fn silent_to_tls(status: Option<&'static str>) -> u16 {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -374,9 +374,15 @@ fn silent_to_tls(http: bool) -> u16 {
             let Ok(mut conn) = conn else { continue };
             std::thread::spawn(move || {
                 let mut start = [0u8; 4];
-                if conn.read_exact(&mut start).is_ok() && http && &start == b"GET " {
+                if conn.read_exact(&mut start).is_ok()
+                    && &start == b"GET "
+                    && let Some(status) = status
+                {
                     let _ = conn.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        format!(
+                            "HTTP/1.1 {status}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                        )
+                        .as_bytes(),
                     );
                     return;
                 }
@@ -390,7 +396,7 @@ fn silent_to_tls(http: bool) -> u16 {
 #[tokio::test]
 async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silent_one_a_timeout() {
     // Plain http there: the scheme is the setup's fault; every task stays.
-    let port = silent_to_tls(true);
+    let port = silent_to_tls(Some("200 OK"));
     let s = scenario()
         .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
         .task("t", "Answer.")
@@ -414,18 +420,22 @@ async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silen
         stdout(&out)
     );
 
-    // A TLS server that hangs stays a timeout: the run waits for a later one.
-    let port = silent_to_tls(false);
-    let s = scenario()
-        .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
-        .task("t", "Answer.")
-        .build()
-        .await;
-    let out = s.binary_async(&["run"]).await;
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(75), "{err}");
-    assert!(err.contains("did not answer in time"), "{err}");
-    assert_eq!(s.inbox(), ["t.md"]);
+    // A TLS server that hangs stays a timeout, and so does one that says
+    // 400 to plain HTTP on its port (nginx, Go's): the run waits for a
+    // later one.
+    for status in [None, Some("400 Bad Request")] {
+        let port = silent_to_tls(status);
+        let s = scenario()
+            .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
+            .task("t", "Answer.")
+            .build()
+            .await;
+        let out = s.binary_async(&["run"]).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(75), "{status:?}: {err}");
+        assert!(err.contains("did not answer in time"), "{status:?}: {err}");
+        assert_eq!(s.inbox(), ["t.md"]);
+    }
 }
 
 #[tokio::test]

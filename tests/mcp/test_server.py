@@ -16,9 +16,6 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
-
 parser = argparse.ArgumentParser()
 parser.add_argument("--delay", type=float, default=0.0)
 parser.add_argument("--marker-dir", default="")
@@ -30,8 +27,13 @@ if args.pid_file:
     with open(args.pid_file, "w") as f:
         f.write(str(os.getpid()))
 
+# Said before the SDK is imported (a second or more on a loaded machine),
+# so a test of a slow server reads it within a short start-up timeout.
 print(f"test server starting (delay {args.delay} s)", file=sys.stderr, flush=True)
 time.sleep(args.delay)
+
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.types import ToolAnnotations  # noqa: E402
 
 server = MCPServer("harness-test")
 READ_ONLY = ToolAnnotations(readOnlyHint=True)

@@ -147,7 +147,9 @@ impl AnswerState {
     /// reads, when its text goes on, is what an answer right after them
     /// has not read ([`Unread`]).
     pub(crate) fn results(&mut self, answers: &[Answer], spec: &TaskSpec) {
-        self.unread = answers.iter().rev().find_map(|a| {
+        // The turn's last result only: an earlier page of the turn was
+        // followed by another result, which the answer comes after.
+        self.unread = answers.last().and_then(|a| {
             let read_on = a.read_on?;
             let tool = Tool::find(&spec.tools, &a.name).filter(|t| !t.is_write())?;
             let mut arguments: serde_json::Map<String, Value> =
@@ -444,8 +446,12 @@ fn unfinished(answer: &str, spec: &TaskSpec) -> Option<&'static str> {
 /// read, where the attachment was its next call.
 fn plans_a_step(answer: &str) -> bool {
     let text = answer.trim().trim_end_matches(['.', ':', '!']);
-    let lower = text.to_ascii_lowercase();
-    let words: Vec<&str> = lower.split_whitespace().collect();
+    // A typographic apostrophe is the plain one ("I’ll").
+    let lower = text.to_ascii_lowercase().replace('\u{2019}', "'");
+    let words: Vec<&str> = lower
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !(c.is_alphanumeric() || c == '\'')))
+        .collect();
     PLAN_OPENINGS.iter().any(|o| lower.starts_with(o))
         && !text.contains(['.', '!', '?', ':', '\n'])
         && words.len() <= 40

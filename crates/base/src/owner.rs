@@ -1,8 +1,9 @@
 //! Whose file it is: the names `/etc/passwd` and `/etc/group` give user
 //! and group ids ([`Accounts`]), and the rule a file the harness trusts
 //! without being told to must meet ([`check_file`]): this user
-//! or root owns it, nobody else may write it, and neither may anyone
-//! change the folder it is in.
+//! or root owns it, nobody else may write it, and nobody else may put
+//! another file in its place (the folder is this user's or root's, and
+//! others may write it only with the sticky bit).
 //!
 //! A group may write it only when the group is its owner's alone, as
 //! Debian's OpenSSH judges a user-private group (the `umask 002` setups):
@@ -178,13 +179,28 @@ pub fn judge_file(file: Stat, me: u32, accounts: &Accounts) -> Result<(), String
     Ok(())
 }
 
-/// Why a folder holding a trusted file is not fit to, or `Ok`: others may
-/// write it only with the sticky bit (so nobody else can put another file
-/// under the name).
-pub fn judge_folder(folder: Stat) -> Result<(), String> {
-    if folder.mode & 0o002 != 0 && folder.mode & 0o1000 == 0 {
+/// Why a folder holding a trusted file is not fit to, or `Ok`: nobody but
+/// `me` or root may put another file under the name — the folder is
+/// theirs, and others (or a group with members besides its owner) may
+/// write it only with the sticky bit, as in `/tmp`, where only a file's
+/// owner may rename or remove it.
+pub fn judge_folder(folder: Stat, me: u32, accounts: &Accounts) -> Result<(), String> {
+    if folder.uid != me && folder.uid != 0 {
+        return Err(format!(
+            "the folder it is in is owned by {}, who may put another file in its place",
+            accounts.who(folder.uid)
+        ));
+    }
+    let sticky = folder.mode & 0o1000 != 0;
+    if folder.mode & 0o002 != 0 && !sticky {
         return Err(format!(
             "anyone may change the folder it is in (mode {:04o}, no sticky bit)",
+            folder.mode & 0o7777
+        ));
+    }
+    if folder.mode & 0o020 != 0 && !sticky && !accounts.private_to(folder.gid, folder.uid) {
+        return Err(format!(
+            "a group with members besides its owner may change the folder it is in (mode {:04o}, no sticky bit)",
             folder.mode & 0o7777
         ));
     }
@@ -215,7 +231,8 @@ pub fn check_file(path: &Path, accounts: &Accounts) -> Result<(), String> {
                 folder.display()
             )
         })?;
-        judge_folder(Stat::of(&meta)).map_err(|why| format!("{why}: {}", folder.display()))?;
+        judge_folder(Stat::of(&meta), me, accounts)
+            .map_err(|why| format!("{why}: {}", folder.display()))?;
     }
     Ok(())
 }
@@ -291,14 +308,27 @@ mod tests {
     }
 
     #[test]
-    fn a_folder_anyone_may_change_is_refused_unless_sticky() {
-        let e = judge_folder(stat(0, 0, 0o40777)).unwrap_err();
+    fn a_folder_another_may_change_is_refused_unless_sticky() {
+        let a = accounts();
+        let e = judge_folder(stat(0, 0, 0o40777), 1000, &a).unwrap_err();
         assert_eq!(
             e,
             "anyone may change the folder it is in (mode 0777, no sticky bit)"
         );
-        assert_eq!(judge_folder(stat(0, 0, 0o41777)), Ok(()), "/tmp");
-        assert_eq!(judge_folder(stat(1000, 1000, 0o40775)), Ok(()));
+        assert_eq!(judge_folder(stat(0, 0, 0o41777), 1000, &a), Ok(()), "/tmp");
+        // A user-private group may write it; a shared one may not.
+        assert_eq!(judge_folder(stat(1000, 1000, 0o40775), 1000, &a), Ok(()));
+        let e = judge_folder(stat(1001, 100, 0o42775), 1001, &a).unwrap_err();
+        assert!(
+            e.starts_with("a group with members besides its owner"),
+            "{e}"
+        );
+        // Another user's folder: they may swap the file.
+        let e = judge_folder(stat(1001, 100, 0o40755), 1000, &a).unwrap_err();
+        assert_eq!(
+            e,
+            "the folder it is in is owned by bob (uid 1001), who may put another file in its place"
+        );
     }
 
     #[test]

@@ -139,9 +139,11 @@ pub fn unsafe_char(c: char) -> bool {
                 | '\u{061c}'
                 | '\u{2028}'
                 | '\u{2029}'
-                // Zero-width space, joiners, word joiner, invisible
-                // operators, byte order mark, Mongolian vowel separator.
-                | '\u{200b}'..='\u{200d}'
+                // Zero-width space, word joiner, invisible operators,
+                // byte order mark, Mongolian vowel separator (not the
+                // joiners U+200C and U+200D: Persian, Indic scripts and
+                // emoji need them).
+                | '\u{200b}'
                 | '\u{2060}'..='\u{2064}'
                 | '\u{feff}'
                 | '\u{180e}'

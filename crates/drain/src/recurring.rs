@@ -238,7 +238,7 @@ pub(super) fn begin_slot(
     let runs = task.runs.clone();
     if previous >= max_attempts {
         tracing::error!(
-            task = %name,
+            task = %harness_base::text::printable(name),
             slot = %slot.at.to_rfc3339(),
             max_attempts,
             "the process was killed in every allowed attempt at this recurring slot (out of memory, a crash, or SIGKILL): the slot is given up"

@@ -241,7 +241,9 @@ impl Endpoint {
     /// request line and never answers a TLS hello) or a TLS server that
     /// hangs. One plain `GET /` to the same host and port, without the
     /// key, within 5 s, tells them apart: an HTTP answer is the scheme to
-    /// fix; anything else stays the timeout it was.
+    /// fix; anything else stays the timeout it was. A 400 is what a TLS
+    /// server (nginx, Go's, a cloud balancer) says to plain HTTP on its
+    /// port: a slow TLS server, not a plain one.
     async fn plain_http_or(&self, e: &reqwest::Error, url: &str) -> Unanswered {
         let timed_out = Unanswered::of(e, url);
         let Ok(mut plain) = reqwest::Url::parse(url) else {
@@ -268,7 +270,7 @@ impl Endpoint {
             .send()
             .await;
         match answered {
-            Ok(resp) => Unanswered {
+            Ok(resp) if resp.status() != reqwest::StatusCode::BAD_REQUEST => Unanswered {
                 words: format!(
                     "{host}:{port} gave no TLS answer, and answers plain http there (HTTP {}): the server speaks plain http: use http:// in the URL, not https://",
                     resp.status().as_u16()
@@ -276,7 +278,7 @@ impl Endpoint {
                 untrusted: false,
                 plain_http: true,
             },
-            Err(_) => timed_out,
+            Ok(_) | Err(_) => timed_out,
         }
     }
 }

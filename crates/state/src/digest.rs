@@ -93,11 +93,12 @@ impl LastDigest {
                 };
             }
         };
-        // A pending mark far ahead is no run's of this clock: it holds
-        // nothing back (a planted file never silences the digest).
+        // A pending mark ahead of the clock is no run's of this clock (or
+        // the clock stepped back): it holds nothing back, so a planted
+        // file never silences the digest for more than PENDING_FOR.
         let sending = mark
             .pending_since
-            .is_some_and(|at| at > now - PENDING_FOR && at <= now + CLOCK_SLACK);
+            .is_some_and(|at| at > now - PENDING_FOR && at <= now);
         let sent_at = match mark.sent_at {
             Some(sent_at) if sent_at > now + CLOCK_SLACK => {
                 distrusted(&format!(

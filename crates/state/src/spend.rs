@@ -148,9 +148,10 @@ impl DaySpend {
 /// Moves aside, at `at`, what sits at the ledger's name or its lock's that
 /// no process can keep the day's spend in — a folder, a FIFO, a socket or
 /// a device, or another user's file (not this user's, nor the folder
-/// owner's) — to `NAME.aside-<time>` in the same folder, so the next
-/// addition writes a ledger again and the lock can be taken. What was
-/// moved, each said as one line for the journal. A link is left: it is
+/// owner's); at the lock's, a link or a file this user may not open too —
+/// to `NAME.aside-<time>` in the same folder, so the next addition writes
+/// a ledger again and the lock can be taken. What was moved, each said as
+/// one line for the journal. A link at the ledger's name is left: it is
 /// never followed, and the next write replaces it.
 pub(crate) fn move_aside(state_dir: &Path, at: chrono::DateTime<chrono::Utc>) -> Vec<String> {
     use harness_base::folder::Kind;
@@ -168,6 +169,12 @@ pub(crate) fn move_aside(state_dir: &Path, at: chrono::DateTime<chrono::Utc>) ->
             Kind::Folder => "a folder",
             Kind::Other => "a FIFO, socket or device",
             Kind::File if uid != me && uid != owner => "another user's file",
+            // The lock is opened, never replaced: a link there, or a file
+            // this user may not open, would hold every addition back.
+            Kind::Link if name == SPEND_LOCK => "a link",
+            Kind::File if name == SPEND_LOCK && folder.open_lock(name).is_err() => {
+                "a file this user may not open"
+            }
             Kind::File | Kind::Link => continue,
         };
         let aside = format!("{name}.aside-{}", at.format("%Y%m%dT%H%M%S%.9fZ"));
@@ -325,12 +332,12 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs scripts/test: root, to give the ledger to another user"]
     fn another_users_ledger_is_not_trusted() {
-        // Only root can give a file away; elsewhere this is shown by the
-        // folder's own test of `read_own`.
-        if !rustix::process::geteuid().is_root() {
-            return;
-        }
+        assert!(
+            rustix::process::geteuid().is_root(),
+            "this test gives a file to another user: run it as root (scripts/test in CI does)"
+        );
         let dir = tempfile::tempdir().unwrap();
         spent(27, u64::MAX, 0).save(dir.path()).unwrap();
         let path = dir.path().join(SPEND_FILE);
@@ -342,6 +349,38 @@ mod tests {
         assert_eq!(
             sum(DaySpend::add(dir.path(), spent(27, 5, 0), Wait::No)),
             Some(spent(27, 5, 0))
+        );
+    }
+
+    #[test]
+    fn what_no_process_can_keep_the_spend_in_is_moved_aside_and_a_plain_ledger_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339("2026-04-09T06:15:00Z")
+            .unwrap()
+            .to_utc();
+        spent(9, 5, 0).save(dir.path()).unwrap();
+        assert!(move_aside(dir.path(), at).is_empty(), "a ledger of its own");
+        std::fs::remove_file(dir.path().join(SPEND_FILE)).unwrap();
+        std::fs::create_dir(dir.path().join(SPEND_FILE)).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", dir.path().join(SPEND_LOCK)).unwrap();
+        let moved = move_aside(dir.path(), at);
+        assert_eq!(moved.len(), 2, "{moved:?}");
+        assert!(
+            moved[0].contains(".agent-harness-budget.json was a folder")
+                && moved[0].ends_with(
+                    "moved aside to .agent-harness-budget.json.aside-20260409T061500.000000000Z"
+                ),
+            "{moved:?}"
+        );
+        assert!(
+            moved[1].contains(".agent-harness-budget.lock was a link"),
+            "{moved:?}"
+        );
+        assert!(!dir.path().join(SPEND_FILE).exists());
+        // The next addition writes a ledger again.
+        assert_eq!(
+            sum(DaySpend::add(dir.path(), spent(9, 7, 0), Wait::No)),
+            Some(spent(9, 7, 0))
         );
     }
 

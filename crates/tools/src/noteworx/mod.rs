@@ -143,14 +143,16 @@ impl Noteworx {
                 .with_detail(json!({"duplicate_of": existing.id}));
             }
             Ok(None) => {}
-            Err(e) => return self.explained(e, slug, None).await,
+            // No title hint for a write: it would steer the write to
+            // whichever note holds the title the model wrote.
+            Err(e) => return self.explain(e, slug, None),
         }
         // A dry run reads what a live one reads (an attachment already there
         // is a duplicate), finds a missing note the error the write would
         // get, and sends no write.
         if ctx.dry_run {
             if let Err(e) = self.client.read_note(slug).await {
-                return self.explained(e, slug, None).await;
+                return self.explain(e, slug, None);
             }
             return ToolOutput::ok(format!(
                 // "Treat it as done and continue" made a 1.5B model create it
@@ -170,7 +172,7 @@ impl Noteworx {
                 or_dash(&a.filename),
                 or_dash(&a.id)
             )),
-            Err(e) => self.explained(e, slug, None).await,
+            Err(e) => self.explain(e, slug, None),
         }
     }
 
