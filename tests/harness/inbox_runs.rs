@@ -136,8 +136,14 @@ async fn a_second_run_while_the_lock_is_held_does_nothing() {
 #[tokio::test]
 async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
     let port = closed_port();
+    let hook = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&hook)
+        .await;
     let s = scenario()
         .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
+        .config(&format!("[notify]\non_failure_url = \"{}/hook\"\n", hook.uri()))
         .task("a", "one")
         .task("b", "two")
         .build()
@@ -184,6 +190,13 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
         status.contains("exit 75: 0 succeeded, 0 failed, 2 left in the inbox"),
         "{status}"
     );
+    // Each run's failure report (the run above, and this one) says so.
+    let posted = hook.received_requests().await.unwrap();
+    assert!(!posted.is_empty());
+    for p in &posted {
+        let report: Value = serde_json::from_slice(&p.body).unwrap();
+        assert_eq!(report["left_in_inbox"], 2, "{report}");
+    }
 }
 
 #[tokio::test]

@@ -69,9 +69,10 @@ pub(super) fn again_in<'a>(
     paths: &'a Paths,
     program: &'a str,
 ) -> impl Fn(&str, &str, bool) -> String + 'a {
-    move |task, run_id, recurring| {
-        harness_drain::again(paths, task, run_id, recurring).said(program)
-    }
+    // One look at the task folders for the whole digest: each folder is
+    // listed once, not once a failure.
+    let look = harness_drain::Look::new(paths);
+    move |task, run_id, recurring| look.again(task, run_id, recurring).said(program)
 }
 
 /// The program as a command that runs again must name it: `agent-harness`

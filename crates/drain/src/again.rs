@@ -6,12 +6,13 @@
 //! command that tells the operator where a run's task is and what to do
 //! about it (`show`); each renders it in its own words.
 
+use std::cell::OnceCell;
 use std::path::PathBuf;
 
-use super::requeue::{self, Source};
+use super::requeue::{self, Filed, Source};
 use harness_base::text::{shell_operand, shell_word};
 use harness_config::Paths;
-use harness_inbox::{self as inbox, Place};
+use harness_inbox as inbox;
 
 /// Where a run's task file is, and what runs it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,57 +50,93 @@ pub struct Back {
 /// `recurring`: the run was a recurring task's. Only folder listings are
 /// read.
 pub fn again(paths: &Paths, task: &str, run_id: &str, recurring: bool) -> Again {
-    if inbox::check_task_name(task).is_err() {
-        return Again::Gone;
-    }
-    for source in [Source::Failed, Source::Done] {
-        if let Some(file) = inbox::filed_as(source.dir_in(paths), run_id, task) {
-            return back(paths, source, file);
-        }
-    }
-    let places = inbox::whereabouts(paths, task).places;
-    let at = |place| places.contains(&place);
-    let file = |dir: &std::path::Path| dir.join(format!("{task}.md"));
-    if recurring && at(Place::Recurring) {
-        Again::Recurring {
-            name: task.to_string(),
-            file: file(&paths.recurring),
-        }
-    } else if at(Place::Inbox) {
-        Again::Waiting(file(&paths.inbox))
-    } else if let Some((source, newest)) = [Source::Failed, Source::Done]
-        .into_iter()
-        .find_map(|source| Some((source, newest_of(paths, source, task)?)))
-    {
-        back(paths, source, newest)
-    } else {
-        Again::Gone
-    }
+    Look::new(paths).again(task, run_id, recurring)
 }
 
-/// The filed file `file` of `source`'s folder, with the word that moves it.
-fn back(paths: &Paths, source: Source, file: PathBuf) -> Again {
-    let (word, with) = match requeue::word_for(paths, source, &file) {
-        Some((word, with)) => (Some(word), with),
-        None => (None, Vec::new()),
-    };
-    let back = Back { file, word, with };
-    match source {
-        Source::Failed => Again::Requeue(back),
-        Source::Done => Again::Rerun(back),
-    }
+/// The task folders as one look sees them: `failed/` and `done/` each
+/// listed at most once however many runs are asked about (a digest asks
+/// of 50), the inbox's and the recurring folder's names looked up by name.
+pub struct Look<'p> {
+    paths: &'p Paths,
+    failed: OnceCell<Vec<Filed>>,
+    done: OnceCell<Vec<Filed>>,
 }
 
-/// The newest file of task `task` filed in `source`'s folder.
-fn newest_of(paths: &Paths, source: Source, task: &str) -> Option<PathBuf> {
-    requeue::filed_tasks(paths, source)
-        .ok()?
-        .into_iter()
-        .filter(|f| f.task == task)
-        .max_by(|a, b| {
-            harness_records::run_order(&a.run_id).cmp(&harness_records::run_order(&b.run_id))
-        })
-        .map(|f| f.path)
+impl<'p> Look<'p> {
+    pub fn new(paths: &'p Paths) -> Look<'p> {
+        Look {
+            paths,
+            failed: OnceCell::new(),
+            done: OnceCell::new(),
+        }
+    }
+
+    /// `source`'s files, listed on the first ask.
+    fn filed(&self, source: Source) -> &[Filed] {
+        let cell = match source {
+            Source::Failed => &self.failed,
+            Source::Done => &self.done,
+        };
+        cell.get_or_init(|| requeue::listed(self.paths, source))
+    }
+
+    /// [`again`], answered from this look.
+    pub fn again(&self, task: &str, run_id: &str, recurring: bool) -> Again {
+        let paths = self.paths;
+        if inbox::check_task_name(task).is_err() {
+            return Again::Gone;
+        }
+        for source in [Source::Failed, Source::Done] {
+            if let Some(file) = inbox::filed_as(source.dir_in(paths), run_id, task) {
+                return self.back(source, file);
+            }
+        }
+        let file = |dir: &std::path::Path| dir.join(format!("{task}.md"));
+        // A task file is a regular file under its own name (a link there
+        // never runs).
+        let at = |dir: &std::path::Path| {
+            std::fs::symlink_metadata(file(dir)).is_ok_and(|m| m.file_type().is_file())
+        };
+        if recurring && at(&paths.recurring) {
+            Again::Recurring {
+                name: task.to_string(),
+                file: file(&paths.recurring),
+            }
+        } else if at(&paths.inbox) {
+            Again::Waiting(file(&paths.inbox))
+        } else if let Some((source, newest)) = [Source::Failed, Source::Done]
+            .into_iter()
+            .find_map(|source| Some((source, self.newest_of(source, task)?)))
+        {
+            self.back(source, newest)
+        } else {
+            Again::Gone
+        }
+    }
+
+    /// The filed file `file` of `source`'s folder, with the word that moves it.
+    fn back(&self, source: Source, file: PathBuf) -> Again {
+        let (word, with) = match requeue::word_among(self.filed(source), &file) {
+            Some((word, with)) => (Some(word), with),
+            None => (None, Vec::new()),
+        };
+        let back = Back { file, word, with };
+        match source {
+            Source::Failed => Again::Requeue(back),
+            Source::Done => Again::Rerun(back),
+        }
+    }
+
+    /// The newest file of task `task` filed in `source`'s folder.
+    fn newest_of(&self, source: Source, task: &str) -> Option<PathBuf> {
+        self.filed(source)
+            .iter()
+            .filter(|f| f.task == task)
+            .max_by(|a, b| {
+                harness_records::run_order(&a.run_id).cmp(&harness_records::run_order(&b.run_id))
+            })
+            .map(|f| f.path.clone())
+    }
 }
 
 /// What runs a task again, said for the operator with `agent-harness` as

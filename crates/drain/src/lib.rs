@@ -38,7 +38,7 @@ mod slips;
 mod tally;
 mod tool_servers;
 
-pub use again::{Again, Back, again};
+pub use again::{Again, Back, Look, again};
 pub use check::{CheckReport, check_inbox, check_task};
 pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};
 pub use overview::{

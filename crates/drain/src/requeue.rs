@@ -109,13 +109,13 @@ pub enum RequeueOutcome {
 
 /// A file of `failed/` or `done/`, read.
 #[derive(Debug, Clone)]
-struct Filed {
-    path: PathBuf,
+pub(crate) struct Filed {
+    pub(crate) path: PathBuf,
     /// Its name as the folder holds it: bytes, not always UTF-8.
     file: OsString,
-    run_id: String,
+    pub(crate) run_id: String,
     /// Its task's name as text (a byte that is no character read as U+FFFD).
-    task: String,
+    pub(crate) task: String,
     /// The name it had in the inbox: its own name's bytes after `<run_id>-`.
     inbox_name: OsString,
 }
@@ -283,6 +283,20 @@ pub fn filed_tasks(paths: &Paths, source: Source) -> anyhow::Result<Vec<FiledTas
 /// filed task's name, or one shortened to fit.
 pub fn word_for(paths: &Paths, source: Source, file: &Path) -> Option<(String, Vec<String>)> {
     let (filed, _) = filed_files(paths, source).ok()?;
+    word_among(&filed, file)
+}
+
+/// The files of `failed/` or `done/` as one listing read them (none when
+/// the folder could not be listed), for many asks of [`word_among`].
+pub(crate) fn listed(paths: &Paths, source: Source) -> Vec<Filed> {
+    filed_files(paths, source)
+        .map(|(filed, _)| filed)
+        .unwrap_or_default()
+}
+
+/// [`word_for`] among the files `filed` of one listing.
+pub(crate) fn word_among(filed: &[Filed], file: &Path) -> Option<(String, Vec<String>)> {
+    let filed = filed.to_vec();
     let this = filed.iter().find(|f| f.path == file)?.clone();
     if shortened(&this) {
         return None;
