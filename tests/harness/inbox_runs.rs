@@ -143,7 +143,10 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
         .await;
     let s = scenario()
         .endpoint_at(&format!("http://127.0.0.1:{port}/v1"))
-        .config(&format!("[notify]\non_failure_url = \"{}/hook\"\n", hook.uri()))
+        .config(&format!(
+            "[notify]\non_failure_url = \"{}/hook\"\n",
+            hook.uri()
+        ))
         .task("a", "one")
         .task("b", "two")
         .build()
