@@ -42,6 +42,8 @@ pub fn client_acting_as(
     builder(trust, format!("{USER_AGENT} ({role})"))
 }
 
+// The one place a client is made (clippy.toml's disallowed-methods).
+#[allow(clippy::disallowed_methods)]
 fn builder(trust: &Trust, user_agent: String) -> Result<reqwest::ClientBuilder, rustls::Error> {
     let tls = trust.tls().clone()?;
     Ok(reqwest::Client::builder()
