@@ -17,6 +17,9 @@
 //!   GNU ld does not): a small program is linked with it first, and a
 //!   linker that refuses it fails the build, naming why.
 
+// Cargo reads a build script's directives from its stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

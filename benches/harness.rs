@@ -55,6 +55,8 @@
 //! what it measures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The benchmark's figures are what it prints.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 // Test helpers are `pub` to share them between modules, not an API.
 #![allow(unreachable_pub)]
 

@@ -8,6 +8,8 @@
 //!
 //! The notes token is the fake's fixed one; it is printed at start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The example prints where it listens and the notes token.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 // The fake it serves is the tests'; its `pub` is theirs, not an API.
 #![allow(unreachable_pub)]
 

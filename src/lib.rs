@@ -37,8 +37,6 @@
 //! `main.rs` only parses, sets up tracing (deciding whether stderr gets live
 //! lines) and calls [`app::main`].
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 // Layer 1
 pub use harness_base as base;
 // Layer 2

@@ -1,6 +1,8 @@
 //! Integration tests: whole tasks against in-process fake servers, driving
 //! the same library code the binary runs, plus a few binary-level tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// A test may print what it saw (libtest captures it); the product never does.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 // Test helpers are `pub` to share them between modules, not an API.
 #![allow(unreachable_pub)]
 

@@ -3,8 +3,6 @@
 //! shared options in one place (`run::batch_options`). `main.rs` calls
 //! [`main`].
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 // The one room that prints: every other reports through values, tracing
 // or the display it is handed. It prints through `display`'s one writer
 // (`Progress::eprintln`, `Progress::stdout`), which redacts every secret;

@@ -14,8 +14,6 @@
 //! redactor, in every spelling JSON allows, and the writer that passes
 //! whole lines through it ([`redact`]).
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 pub mod error;
 pub mod file;
 pub mod flock;

@@ -8,8 +8,6 @@
 //! Nothing here reads the process environment directly: callers pass an
 //! `env` lookup, so tests never mutate global state.
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod limits;
 mod locate;
 mod mail;

@@ -9,8 +9,6 @@
 //! [`Printer`], which lifts the live lines, writes redacted, and redraws
 //! them.
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod printer;
 
 use printer::Stream;

@@ -16,8 +16,6 @@
 //! `requeue` (and `rerun`), [`again`] (where a run's task is and which
 //! command runs it again) and [`overview`] (`status`).
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod again;
 mod budget;
 mod check;

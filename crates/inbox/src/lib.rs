@@ -7,8 +7,6 @@
 //! Parsing is pure ([`parse_task`]) so it is tested on strings; the I/O
 //! wrappers add the file-level checks (size, UTF-8).
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod compose;
 mod filing;
 mod schedule;

@@ -9,8 +9,6 @@
 //! Read back (as untrusted input), a run's lines answer a task again
 //! ([`answering`]: resume and `replay`).
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod answering;
 mod capped;
 mod evals;

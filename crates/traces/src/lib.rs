@@ -7,8 +7,6 @@
 //! outcome or the exit code. Nothing here runs, or is allocated, on a run
 //! without `[traces]`.
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 mod data;
 mod export;
 mod otlp;

@@ -2,7 +2,5 @@
 //! ([`chat`]) and reading a reply — thinking, text-form tool calls, cut
 //! answers — and what of it is sent back ([`reply`]).
 
-#![deny(clippy::print_stdout, clippy::print_stderr)]
-
 pub mod chat;
 pub mod reply;
