@@ -220,13 +220,8 @@ fn morning(sizes: &Sizes) {
     use agent_harness::records::{Status, Summary};
     let n = sizes.morning_runs;
     println!("\n11. morning: {n} run folders (an hourly task's records), read back");
-    let project = Project::new();
+    let project = reading_project();
     let root = project.root();
-    std::fs::write(
-        root.join("agent.toml"),
-        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
-    )
-    .unwrap();
     // Hourly runs up to now, every 50th failed; newest last.
     let now = chrono::Utc::now();
     for i in 0..n {
@@ -266,19 +261,26 @@ fn morning(sizes: &Sizes) {
     many_failures(sizes);
 }
 
+/// A project whose config names an endpoint nothing answers: the
+/// commands that read records need no other.
+fn reading_project() -> Project {
+    let project = Project::new();
+    std::fs::write(
+        project.root().join("agent.toml"),
+        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    project
+}
+
 /// `digest` over a day of failures of distinct tasks, beside a full
 /// `done/`: it lists 50 of them, and asks where the files are for those
 /// alone.
 fn many_failures(sizes: &Sizes) {
     use agent_harness::records::{Status, Summary};
     let (n, done) = (sizes.digest_failures, sizes.done_files);
-    let project = Project::new();
+    let project = reading_project();
     let root = project.root();
-    std::fs::write(
-        root.join("agent.toml"),
-        "[endpoint]\nkind = \"openai\"\n[openai]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
-    )
-    .unwrap();
     let now = chrono::Utc::now();
     for i in 0..n {
         let at = now - chrono::TimeDelta::seconds((i + 60) as i64);

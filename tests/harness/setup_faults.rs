@@ -393,16 +393,23 @@ fn silent_to_tls(status: Option<&'static str>) -> u16 {
     port
 }
 
-#[tokio::test]
-async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silent_one_a_timeout() {
-    // Plain http there: the scheme is the setup's fault; every task stays.
-    let port = silent_to_tls(Some("200 OK"));
+/// `run` of one task against `https://` to [`silent_to_tls`]`(status)`:
+/// the scene, the server's port and what the binary did.
+async fn run_over_https(status: Option<&'static str>) -> (Scene, u16, std::process::Output) {
+    let port = silent_to_tls(status);
     let s = scenario()
         .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
         .task("t", "Answer.")
         .build()
         .await;
     let out = s.binary_async(&["run"]).await;
+    (s, port, out)
+}
+
+#[tokio::test]
+async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silent_one_a_timeout() {
+    // Plain http there: the scheme is the setup's fault; every task stays.
+    let (s, port, out) = run_over_https(Some("200 OK")).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -424,13 +431,7 @@ async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silen
     // 400 to plain HTTP on its port (nginx, Go's): the run waits for a
     // later one.
     for status in [None, Some("400 Bad Request")] {
-        let port = silent_to_tls(status);
-        let s = scenario()
-            .endpoint_at(&format!("https://127.0.0.1:{port}/v1"))
-            .task("t", "Answer.")
-            .build()
-            .await;
-        let out = s.binary_async(&["run"]).await;
+        let (s, _, out) = run_over_https(status).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(75), "{status:?}: {err}");
         assert!(err.contains("did not answer in time"), "{status:?}: {err}");

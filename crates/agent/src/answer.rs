@@ -383,11 +383,8 @@ fn named_tool<'s>(answer: &str, spec: &'s TaskSpec, planned: bool) -> Option<&'s
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '\''))
                 .filter(|w| !w.is_empty())
                 .collect();
-            let negated = words
-                .iter()
-                .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"));
             let has = |set: &[&str]| words.iter().any(|w| set.contains(w));
-            if negated || !has(CLAIM_WORDS) || (planned && !has(INTENT_WORDS)) {
+            if negated(&words) || !has(CLAIM_WORDS) || (planned && !has(INTENT_WORDS)) {
                 return None;
             }
             spec.tools.iter().find_map(|t| {
@@ -455,9 +452,29 @@ fn plans_a_step(answer: &str) -> bool {
     PLAN_OPENINGS.iter().any(|o| lower.starts_with(o))
         && !text.contains(['.', '!', '?', ':', '\n'])
         && words.len() <= 40
-        && !words
-            .iter()
-            .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"))
+        && !negated(&words)
+}
+
+/// Whether a sentence's words (lower case) hold a negation ([`NEGATIONS`],
+/// or a word ending in "n't").
+fn negated(words: &[&str]) -> bool {
+    words
+        .iter()
+        .any(|w| NEGATIONS.contains(w) || w.ends_with("n't"))
+}
+
+/// The request once more with `note` appended (the answer not replayed),
+/// sampled with a new seed: the same messages and seed gave the same
+/// reply again.
+fn noted(note: String, why: impl FnOnce(String) -> Why) -> AskAgain {
+    AskAgain {
+        messages: vec![Message::user(note.clone())],
+        why: why(note),
+        tweaks: Tweaks {
+            seed: Some(u64::from(fastrand::u32(..))),
+            thinking_off: false,
+        },
+    }
 }
 
 /// Asks again after an answer that is no answer yet: a note that says what
@@ -468,14 +485,7 @@ fn ask_to_finish(what: &'static str) -> AskAgain {
     let note = format!(
         "Your last reply was not a final answer: {what}. Do the next step now. If you need a tool, reply with only that call, as JSON: {{\"name\": \"...\", \"arguments\": {{...}}}}. If the tool results above answer the task, give your final answer from them."
     );
-    AskAgain {
-        messages: vec![Message::user(note.clone())],
-        why: Why::Unfinished { what, note },
-        tweaks: Tweaks {
-            seed: Some(u64::from(fastrand::u32(..))),
-            thinking_off: false,
-        },
-    }
+    noted(note, |note| Why::Unfinished { what, note })
 }
 
 /// Asks again after an answer given before a paged result was read to its
@@ -491,21 +501,17 @@ fn ask_to_read_on(unread: &Unread) -> AskAgain {
         Value::from(unread.tool.as_str()),
         Value::Object(unread.arguments.clone())
     );
-    let note = format!(
+    // The arguments are the model's own (a URL it wrote): no control
+    // string of them goes back whole.
+    let note = defang(&format!(
         "Not yet: the result above was cut, {} more characters are not read. Reply with only the {} call, as JSON: {call}. Or, if what you read answers the task, give your final answer again.",
         unread.chars, unread.tool
-    );
-    AskAgain {
-        messages: vec![Message::user(note.clone())],
-        why: Why::Unfinished {
-            what: "it answered before reading the rest of a cut result",
-            note,
-        },
-        tweaks: Tweaks {
-            seed: Some(u64::from(fastrand::u32(..))),
-            thinking_off: false,
-        },
-    }
+    ))
+    .into_owned();
+    noted(note, |note| Why::Unfinished {
+        what: "it answered before reading the rest of a cut result",
+        note,
+    })
 }
 
 /// Asks again after an answer that claims a call of `tool` no call made:

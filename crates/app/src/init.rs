@@ -112,7 +112,6 @@ pub(super) fn init_command(
 fn fill(dir: &Path, out: &mut dyn Write) -> Result<(), String> {
     use harness_base::folder::Folder;
     let root = Folder::open_root(dir).map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
-    let accounts = harness_base::owner::Accounts::read();
     for top in ["tasks", "logs"] {
         let Some(uid) = root.link_owner(top) else {
             continue;
@@ -122,7 +121,7 @@ fn fill(dir: &Path, out: &mut dyn Write) -> Result<(), String> {
             .map(|t| t.display().to_string())
             .unwrap_or_else(|_| "?".into());
         if uid != harness_base::owner::me() && uid != 0 {
-            let owner = accounts
+            let owner = harness_base::owner::Accounts::read()
                 .user(uid)
                 .map_or(format!("uid {uid}"), |n| format!("{n} (uid {uid})"));
             return Err(format!(

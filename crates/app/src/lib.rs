@@ -242,9 +242,7 @@ fn config_path(
         cwd: &cwd,
         home: home.as_deref(),
         exists: &|p: &std::path::Path| p.exists(),
-        judge: &|p: &std::path::Path| {
-            harness_base::owner::check_file(p, &harness_base::owner::Accounts::read())
-        },
+        judge: &|p: &std::path::Path| harness_base::owner::check_file(p),
     })
 }
 

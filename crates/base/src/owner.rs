@@ -210,20 +210,27 @@ pub fn judge_folder(folder: Stat, me: u32, accounts: &Accounts) -> Result<(), St
 /// [`judge_file`] and [`judge_folder`] on disk: the file a link at `path` points to, the folder
 /// holding that file, and the folder holding the name `path` (where another
 /// file could be put in its place). `Err` says what is wrong, naming the
-/// folder when it is the folder.
-pub fn check_file(path: &Path, accounts: &Accounts) -> Result<(), String> {
+/// folder when it is the folder. The account files are read only when a
+/// group may write one of them or a refusal names an owner: a file and
+/// folders of this user's or root's that no one else may write need none.
+pub fn check_file(path: &Path) -> Result<(), String> {
     let me = me();
+    let plainly_ours = |st: Stat, folder: bool| {
+        let sticky = folder && st.mode & 0o1000 != 0;
+        (st.uid == me || st.uid == 0) && (st.mode & 0o022 == 0 || sticky)
+    };
     let file = std::fs::metadata(path).map_err(|e| format!("cannot stat it ({e})"))?;
     let target = std::fs::canonicalize(path).map_err(|e| format!("cannot resolve it ({e})"))?;
-    let mut folders = vec![target.parent().map(Path::to_path_buf)];
     let named = match path.parent() {
         Some(p) if p.as_os_str().is_empty() => Some(Path::new(".").to_path_buf()),
         p => p.map(Path::to_path_buf),
     };
-    folders.push(named);
-    judge_file(Stat::of(&file), me, accounts)?;
-    let mut folders: Vec<_> = folders.into_iter().flatten().collect();
+    let mut folders: Vec<_> = [target.parent().map(Path::to_path_buf), named]
+        .into_iter()
+        .flatten()
+        .collect();
     folders.dedup();
+    let mut stats = Vec::with_capacity(folders.len());
     for folder in folders {
         let meta = std::fs::metadata(&folder).map_err(|e| {
             format!(
@@ -231,8 +238,16 @@ pub fn check_file(path: &Path, accounts: &Accounts) -> Result<(), String> {
                 folder.display()
             )
         })?;
-        judge_folder(Stat::of(&meta), me, accounts)
-            .map_err(|why| format!("{why}: {}", folder.display()))?;
+        stats.push((folder, Stat::of(&meta)));
+    }
+    let file = Stat::of(&file);
+    if plainly_ours(file, false) && stats.iter().all(|(_, st)| plainly_ours(*st, true)) {
+        return Ok(());
+    }
+    let accounts = Accounts::read();
+    judge_file(file, me, &accounts)?;
+    for (folder, st) in stats {
+        judge_folder(st, me, &accounts).map_err(|why| format!("{why}: {}", folder.display()))?;
     }
     Ok(())
 }
@@ -334,15 +349,14 @@ mod tests {
     #[test]
     fn on_disk_the_folder_is_named_and_a_link_is_judged_at_its_target() {
         use std::os::unix::fs::PermissionsExt;
-        let a = Accounts::read();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("agent.toml");
         std::fs::write(&file, "").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert_eq!(check_file(&file, &a), Ok(()));
+        assert_eq!(check_file(&file), Ok(()));
 
-        let e = check_file(&dir.path().join("gone.toml"), &a).unwrap_err();
+        let e = check_file(&dir.path().join("gone.toml")).unwrap_err();
         assert!(e.starts_with("cannot stat it ("), "{e}");
 
         // A link to a file anyone may write is that file.
@@ -352,13 +366,13 @@ mod tests {
         let link = dir.path().join("link.toml");
         std::os::unix::fs::symlink(&shared, &link).unwrap();
         assert_eq!(
-            check_file(&link, &a).unwrap_err(),
+            check_file(&link).unwrap_err(),
             "anyone may write it (mode 0666)"
         );
 
         // The folder holding the name, when anyone may change it.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = check_file(&file, &a).unwrap_err();
+        let e = check_file(&file).unwrap_err();
         assert_eq!(
             e,
             format!(

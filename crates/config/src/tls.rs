@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use harness_base::file::{FileError, Links, read_regular};
 use harness_base::http::{MAX_TRUST_BYTES, Trust};
-use harness_base::owner::{Accounts, check_file};
+use harness_base::owner::check_file;
 
 use super::locate::expand_home;
 use super::value::resolve_file;
@@ -55,7 +55,7 @@ pub(super) fn resolve_tls(
     let path = resolve_file(base, &expand_home(&written, home, "[tls] ca_file")?);
     let refused = |why: String| format!("[tls] ca_file {}: {why}", path.display());
     // What every connection trusts is the operator's alone to change.
-    if let Err(why) = check_file(&path, &Accounts::read()) {
+    if let Err(why) = check_file(&path) {
         return Err(match std::fs::metadata(&path) {
             Err(e) => refused(format!("cannot read it ({e})")),
             Ok(_) => refused(format!(

@@ -45,7 +45,10 @@ pub(super) fn may_start(deps: &TaskDeps, mode: &Mode) -> bool {
 /// wall time: more than the chat requests took, never less.
 fn recorded_spend(cfg: &Config, now: chrono::DateTime<chrono::Utc>) -> harness_state::DaySpend {
     let day = harness_state::day_of(now, &cfg.timezone);
-    let listing = harness_records::read_summaries(&cfg.paths.logs, now);
+    // Runs of earlier days are not read: a day in any time zone lies
+    // within the last 25 hours (a clock change's day included).
+    let since = now - chrono::TimeDelta::hours(25);
+    let listing = harness_records::read_summaries_since(&cfg.paths.logs, now, Some(since));
     let mut spent = harness_state::DaySpend::nothing(day);
     for run in &listing.runs {
         let s = &run.summary;

@@ -296,12 +296,18 @@ pub(crate) fn listed(paths: &Paths, source: Source) -> Vec<Filed> {
 
 /// [`word_for`] among the files `filed` of one listing.
 pub(crate) fn word_among(filed: &[Filed], file: &Path) -> Option<(String, Vec<String>)> {
-    let filed = filed.to_vec();
-    let this = filed.iter().find(|f| f.path == file)?.clone();
-    if shortened(&this) {
+    let this = filed.iter().find(|f| f.path == file)?;
+    if shortened(this) {
         return None;
     }
-    let by_name = choose(filed.clone(), &Target::Name(this.task.clone()));
+    // Only the files of its task, or of its run, are copied to choose from.
+    let those = |keep: &dyn Fn(&Filed) -> bool| -> Vec<Filed> {
+        filed.iter().filter(|f| keep(f)).cloned().collect()
+    };
+    let by_name = choose(
+        those(&|f| f.task == this.task),
+        &Target::Name(this.task.clone()),
+    );
     // A name that prints escaped (`\u{2028}`) would name no task pasted
     // back: the run id names the file instead.
     let prints_as_it_is = !this.task.chars().any(harness_base::text::unsafe_char);
@@ -309,14 +315,17 @@ pub(crate) fn word_among(filed: &[Filed], file: &Path) -> Option<(String, Vec<St
         && run_time(&this.task).is_none()
         && prints_as_it_is
     {
-        return Some((this.task, Vec::new()));
+        return Some((this.task.clone(), Vec::new()));
     }
-    let others = choose(filed, &Target::RunId(this.run_id.clone()))
-        .into_iter()
-        .filter(|f| f.path != file)
-        .map(|f| f.task)
-        .collect();
-    Some((this.run_id, others))
+    let others = choose(
+        those(&|f| f.run_id == this.run_id),
+        &Target::RunId(this.run_id.clone()),
+    )
+    .into_iter()
+    .filter(|f| f.path != file)
+    .map(|f| f.task)
+    .collect();
+    Some((this.run_id.clone(), others))
 }
 
 /// Every `*.md` of the folder `source` that reads as `<run_id>-<name>.md`

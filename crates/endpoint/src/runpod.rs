@@ -313,7 +313,8 @@ fn job_error(error: Option<&RawValue>, redactor: &Redactor) -> String {
         None | Some("null") => "no error given".to_string(),
         Some(raw) => match serde_json::from_str::<String>(raw) {
             Ok(s) => detail(&s).unwrap_or(s),
-            Err(_) => detail(raw).unwrap_or_else(|| raw.to_string()),
+            Err(_) => detail(raw)
+                .unwrap_or_else(|| harness_base::text::prefix_bytes(raw, 64 * 1024).to_string()),
         },
     };
     redactor.line(&text, 500)

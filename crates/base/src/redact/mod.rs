@@ -40,6 +40,9 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Bytes [`Redactor::line`] reads past the ones it may keep.
+const LINE_MARGIN: usize = 64 * 1024;
+
 /// Replaces every secret value with `***`: the one redactor for records,
 /// tool results and diagnostic lines (docs/operating.md, "Records"), in every
 /// spelling JSON allows (docs/untrusted-input.md; `spellings.rs`): `\u0073k-…`
@@ -91,8 +94,13 @@ impl Redactor {
     /// `text` as a field of a message for a person: redacted first (a
     /// secret is never cut before it is seen whole), then at most `max`
     /// characters, then control characters escaped (an escape is never
-    /// cut in two).
+    /// cut in two). Only a head of `text` is read — `max` characters at
+    /// their widest and [`LINE_MARGIN`] more, room for any secret that
+    /// starts within them, in any spelling — so a server's 30 MiB error
+    /// costs what a short one does.
     pub fn line(&self, text: &str, max: usize) -> String {
-        crate::text::printable(&crate::text::clip(&self.redact_str(text), max)).into_owned()
+        let head =
+            crate::text::prefix_bytes(text, max.saturating_mul(4).saturating_add(LINE_MARGIN));
+        crate::text::printable(&crate::text::clip(&self.redact_str(head), max)).into_owned()
     }
 }
