@@ -1107,8 +1107,9 @@ async fn streaming_server(
                         Ok(n) => seen.extend_from_slice(&buf[..n]),
                     }
                 }
-                if seen.starts_with(b"GET ") {
-                    // `run`'s look at what answers there: a model list.
+                if seen.starts_with(b"GET ") && !seen.starts_with(b"GET /api/") {
+                    // `run`'s look at what answers there: a model list (a
+                    // notes listing, `GET /api/notes`, streams as asked).
                     let list = r#"{"object":"list","data":[]}"#;
                     let _ = sock
                         .write_all(

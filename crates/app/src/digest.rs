@@ -13,9 +13,9 @@ use harness_agent::deps::system_clock;
 use harness_base::text::printable_json;
 use harness_config::{Config, Paths};
 use harness_display::Progress;
-use harness_outputs::digest::{Digest, Period, ledger_standing};
+use harness_outputs::digest::{Digest, Period};
 use harness_records::Listing;
-use harness_state::LastDigest;
+use harness_state::{LastDigest, SpendToday};
 
 /// The digest of `listing` (the logs as `runs` reads them, its skipped
 /// and unreadable folders said already) since `since` or the last mailed
@@ -44,7 +44,7 @@ pub(super) fn digest_command(
         until: now,
         zone: cfg.timezone.clone(),
     };
-    let ledger = ledger_standing(&state_dir, cfg.budget, now, &cfg.timezone);
+    let ledger = Some(SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone).0);
     let digest = Digest::of(
         listing,
         &period,

@@ -133,7 +133,7 @@ pub(super) async fn eval_command(
         }
     };
     let budget = all_deps.first().map(|d| d.budget.clone());
-    let paused = || budget.as_ref().and_then(|b| b.refused());
+    let paused = || budget.as_ref().and_then(|b| harness_drain::paused(b));
     let variants = match run_variants(&configs, &all_deps, &opts, &eval_dir, &paused).await {
         Ok(v) => v,
         Err(e) => {

@@ -31,7 +31,7 @@ const FOLDERS: [(&str, u32); 5] = [
 const CONFIG_MODE: u32 = 0o640;
 
 /// Which endpoint the new config speaks to.
-pub(super) enum Endpoint<'a> {
+pub(super) enum ChosenEndpoint<'a> {
     Openai(&'a str),
     Runpod(&'a str),
 }
@@ -39,14 +39,14 @@ pub(super) enum Endpoint<'a> {
 /// `init`: its exit code.
 pub(super) fn init_command(
     dir: Option<&Path>,
-    endpoint: &Endpoint<'_>,
+    endpoint: &ChosenEndpoint<'_>,
     env: &dyn Fn(&str) -> Option<String>,
     progress: &Progress,
 ) -> u8 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let dir = dir.map_or_else(|| cwd.clone(), |d| cwd.join(d));
     let config = dir.join(DEFAULT_CONFIG_FILE);
-    if let Endpoint::Runpod(id) = endpoint
+    if let ChosenEndpoint::Runpod(id) = endpoint
         && [
             harness_config::EXAMPLE_ENDPOINT_ID,
             harness_config::README_ENDPOINT_ID,
@@ -170,7 +170,7 @@ fn next_commands(
     dir: &Path,
     cwd: &Path,
     config: &Path,
-    endpoint: &Endpoint<'_>,
+    endpoint: &ChosenEndpoint<'_>,
     out: &mut dyn Write,
 ) {
     let same = match (std::fs::canonicalize(dir), std::fs::canonicalize(cwd)) {
@@ -182,7 +182,7 @@ fn next_commands(
     } else {
         format!(" --config {}", shell_word(&config.display().to_string()))
     };
-    if let Endpoint::Runpod(_) = endpoint {
+    if let ChosenEndpoint::Runpod(_) = endpoint {
         let _ = writeln!(
             out,
             "export the RunPod key first, typed at a prompt: read -rsp 'RunPod API key: ' RUNPOD_API_KEY && export RUNPOD_API_KEY"
@@ -199,17 +199,17 @@ fn next_commands(
 }
 
 /// The config `init` writes.
-fn config_text(endpoint: &Endpoint<'_>) -> String {
+fn config_text(endpoint: &ChosenEndpoint<'_>) -> String {
     let head = "# Written by `agent-harness init`. Every other key has a default: see\n\
                 # docs/configuration.md (config/agent.toml.example lists them all).\n\
                 # Relative paths resolve against this file's folder; `~/` is your home.\n\n";
     let quoted = |s: &str| serde_json::to_string(s.trim()).unwrap_or_else(|_| "\"\"".into());
     match endpoint {
-        Endpoint::Openai(url) => format!(
+        ChosenEndpoint::Openai(url) => format!(
             "{head}[endpoint]\nkind = \"openai\"\n\n[openai]\nbase_url = {}\n",
             quoted(url)
         ),
-        Endpoint::Runpod(id) => format!(
+        ChosenEndpoint::Runpod(id) => format!(
             "{head}[endpoint]\nkind = \"runpod\"\n\n[runpod]\nendpoint_id = {}\n\
              # The key is read from this variable: export RUNPOD_API_KEY before\n\
              # `check` and `run`, typed at a prompt so it stays out of the history:\n\

@@ -92,8 +92,8 @@ async fn dispatch(
     } = &cli.command
     {
         let endpoint = match (openai, runpod) {
-            (Some(url), _) => init::Endpoint::Openai(url),
-            (None, Some(id)) => init::Endpoint::Runpod(id),
+            (Some(url), _) => init::ChosenEndpoint::Openai(url),
+            (None, Some(id)) => init::ChosenEndpoint::Runpod(id),
             (None, None) => return exit::USAGE,
         };
         return init::init_command(dir.as_deref(), &endpoint, env, &progress);

@@ -38,7 +38,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
         Command::RunTask {
             name, recurring, ..
         } => {
-            let answer = Answer::default();
+            let answer = TaskAnswer::default();
             let opts = RunOptions {
                 batch: batch_options(cfg, command, &progress, Some(answer.keeper())),
                 only: Some(name.clone()),
@@ -66,7 +66,7 @@ pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress)
                     return exit::USAGE;
                 }
             };
-            let answer = Answer::default();
+            let answer = TaskAnswer::default();
             let opts = ExecOptions {
                 batch: batch_options(cfg, command, &progress, Some(answer.keeper())),
                 name: name.clone(),
@@ -381,9 +381,9 @@ pub(super) fn summary_lines(progress: Progress) -> OnEnd {
 /// run is over — the text of the final answer, or for a structured answer
 /// the JSON `result.json` holds.
 #[derive(Clone, Default)]
-pub(super) struct Answer(Arc<Mutex<Option<String>>>);
+pub(super) struct TaskAnswer(Arc<Mutex<Option<String>>>);
 
-impl Answer {
+impl TaskAnswer {
     pub(super) fn keeper(&self) -> OnEnd {
         let kept = self.0.clone();
         OnEnd(Arc::new(move |summary, result| {

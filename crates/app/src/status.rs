@@ -15,10 +15,8 @@ use harness_base::text::{printable, printable_json, shell_operand};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_drain::{
-    DaySpent, FailedTasks, NextRun, Overview, Running, Sending, Waiting, overview,
-};
-use harness_state::{Holder, LastRun};
+use harness_drain::{FailedTasks, NextRun, Overview, Running, Sending, Waiting, overview};
+use harness_state::{Holder, LastRun, SpendToday};
 
 /// Where a line's text starts, after its label.
 const LABEL: usize = 12;
@@ -176,26 +174,27 @@ fn last_run(last: Option<&LastRun>, zone: &Zone) -> Vec<String> {
     lines
 }
 
-fn spend(spent: Option<&DaySpent>) -> String {
-    let Some(s) = spent else {
+fn spend(spent: Option<&SpendToday>) -> String {
+    let Some(s @ SpendToday { today, limits }) = spent else {
         return "no [budget] limits".into();
     };
     let mut parts = Vec::new();
-    if s.tokens_per_day > 0 {
-        parts.push(format!("{} of {} tokens", s.tokens, s.tokens_per_day));
-    }
-    if s.gpu_seconds_per_day > 0 {
+    if limits.tokens_per_day > 0 {
         parts.push(format!(
-            "{:.1} of {} GPU-seconds",
-            s.gpu_seconds, s.gpu_seconds_per_day
+            "{} of {} tokens",
+            today.tokens, limits.tokens_per_day
         ));
     }
+    if limits.gpu_seconds_per_day > 0 {
+        let (gpu, limit) = (s.gpu_seconds(), limits.gpu_seconds_per_day);
+        parts.push(format!("{gpu:.1} of {limit} GPU-seconds"));
+    }
     let mut line = match parts.is_empty() {
-        true => format!("{}: no daily limit", s.day),
-        false => format!("{}: {}", s.day, parts.join(", ")),
+        true => format!("{}: no daily limit", today.day),
+        false => format!("{}: {}", today.day, parts.join(", ")),
     };
-    if s.tokens_per_run > 0 {
-        line.push_str(&format!("; at most {} tokens a run", s.tokens_per_run));
+    if limits.tokens_per_run > 0 {
+        line.push_str(&format!("; at most {} tokens a run", limits.tokens_per_run));
     }
     line
 }

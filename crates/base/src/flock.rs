@@ -9,6 +9,10 @@ use std::io::{self, Read};
 /// `/proc/locks` is a line a lock; more than this is not read.
 const MAX_LOCKS_BYTES: u64 = 16 << 20;
 
+/// The first read of `/proc/locks`: more than the kernel gives in one read
+/// (a page of lines).
+const PAGE_READ: usize = 64 << 10;
+
 /// An exclusive `flock` granted (not one waited for), as `/proc/locks`
 /// lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +28,17 @@ pub struct Flock {
 /// The exclusive `flock`s granted now, from `/proc/locks`; `Err` when it
 /// cannot be read (not Linux, no `/proc`).
 pub fn exclusive_flocks() -> io::Result<Vec<Flock>> {
-    let mut text = String::new();
-    std::fs::File::open("/proc/locks")?
-        .take(MAX_LOCKS_BYTES)
-        .read_to_string(&mut text)?;
-    Ok(parse(&text))
+    let mut file = std::fs::File::open("/proc/locks")?;
+    // One read is one look at the kernel's table: it holds the table still
+    // while it fills a page of lines. A second read starts over at a line
+    // number, so a lock taken or let go between two reads (another
+    // process's) shifts the lines, and one still held could be skipped:
+    // the table is read whole in one read when it fits in one.
+    let mut bytes = vec![0; PAGE_READ];
+    let n = file.read(&mut bytes)?;
+    bytes.truncate(n);
+    file.take(MAX_LOCKS_BYTES).read_to_end(&mut bytes)?;
+    Ok(parse(&String::from_utf8_lossy(&bytes)))
 }
 
 /// The exclusive `flock`s of `/proc/locks`' text: lines such as

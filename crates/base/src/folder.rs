@@ -36,7 +36,7 @@ pub struct Folder {
 
 /// What a name in a folder is, as the folder holds it: never followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum EntryKind {
     Folder,
     Link,
     File,
@@ -56,7 +56,7 @@ pub struct Tail {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub name: OsString,
-    pub kind: Kind,
+    pub kind: EntryKind,
 }
 
 impl Folder {
@@ -101,10 +101,10 @@ impl Folder {
             out.push(Entry {
                 name: OsStr::from_bytes(name.to_bytes()).to_os_string(),
                 kind: match kind {
-                    FileType::Directory => Kind::Folder,
-                    FileType::Symlink => Kind::Link,
-                    FileType::RegularFile => Kind::File,
-                    _ => Kind::Other,
+                    FileType::Directory => EntryKind::Folder,
+                    FileType::Symlink => EntryKind::Link,
+                    FileType::RegularFile => EntryKind::File,
+                    _ => EntryKind::Other,
                 },
             });
         }
@@ -117,8 +117,8 @@ impl Folder {
         Ok(self
             .entries()?
             .into_iter()
-            .filter(|e| matches!(e.kind, Kind::Folder | Kind::Link))
-            .filter_map(|e| Some((e.name.into_string().ok()?, e.kind == Kind::Folder)))
+            .filter(|e| matches!(e.kind, EntryKind::Folder | EntryKind::Link))
+            .filter_map(|e| Some((e.name.into_string().ok()?, e.kind == EntryKind::Folder)))
             .collect())
     }
 
@@ -208,13 +208,13 @@ impl Folder {
 
     /// What `name` here is and who owns it, the link itself when it is
     /// one; `None` when nothing has the name.
-    pub fn kind_and_owner(&self, name: impl AsRef<OsStr>) -> Option<(Kind, u32)> {
+    pub fn kind_and_owner(&self, name: impl AsRef<OsStr>) -> Option<(EntryKind, u32)> {
         let st = rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
         let kind = match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory => Kind::Folder,
-            FileType::Symlink => Kind::Link,
-            FileType::RegularFile => Kind::File,
-            _ => Kind::Other,
+            FileType::Directory => EntryKind::Folder,
+            FileType::Symlink => EntryKind::Link,
+            FileType::RegularFile => EntryKind::File,
+            _ => EntryKind::Other,
         };
         Some((kind, st.st_uid))
     }

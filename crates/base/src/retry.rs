@@ -56,7 +56,7 @@ impl RetryPolicy {
 
 /// How one attempt of a call ended.
 #[derive(Debug)]
-pub enum Attempt<T, E> {
+pub enum Attempted<T, E> {
     /// What the call comes to: no further attempt.
     Done(Result<T, E>),
     /// A failure another attempt may mend, and the server's `Retry-After`.
@@ -114,12 +114,12 @@ impl Backoff {
     /// its last failure).
     pub async fn run<T, E, F>(mut self, mut attempt: impl FnMut() -> F) -> Result<T, E>
     where
-        F: Future<Output = Attempt<T, E>>,
+        F: Future<Output = Attempted<T, E>>,
     {
         loop {
             match attempt().await {
-                Attempt::Done(result) => return result,
-                Attempt::Again(failed, retry_after) => {
+                Attempted::Done(result) => return result,
+                Attempted::Again(failed, retry_after) => {
                     if self.wait(retry_after, None).await.is_err() {
                         return Err(failed);
                     }
@@ -218,7 +218,7 @@ mod tests {
             .start(deadline)
             .run(|| {
                 tries += 1;
-                std::future::ready(Attempt::Again(tries, None))
+                std::future::ready(Attempted::Again(tries, None))
             })
             .await;
         assert_eq!(failed, Err(2), "the first attempt and one retry");
@@ -228,8 +228,8 @@ mod tests {
             .run(|| {
                 tries += 1;
                 std::future::ready(match tries {
-                    1 => Attempt::Again(tries, Some(Duration::from_secs(2))),
-                    _ => Attempt::Done(Ok(tries)),
+                    1 => Attempted::Again(tries, Some(Duration::from_secs(2))),
+                    _ => Attempted::Done(Ok(tries)),
                 })
             })
             .await;
@@ -237,7 +237,7 @@ mod tests {
         let t0 = Instant::now();
         let refused: Result<(), &str> = p
             .start(deadline)
-            .run(|| std::future::ready(Attempt::Done(Err("final"))))
+            .run(|| std::future::ready(Attempted::Done(Err("final"))))
             .await;
         assert_eq!((refused, t0.elapsed()), (Err("final"), Duration::ZERO));
     }

@@ -23,7 +23,7 @@ mod traces;
 mod value;
 
 pub use harness_base::redact::{Redactor, Secret};
-pub use limits::{Budget, Limits, Retention, bounds, check_finite, check_range};
+pub use limits::{Limits, Retention, SpendLimits, bounds, check_finite, check_range};
 pub use locate::{CONFIG_VARIABLE, Lookup, SYSTEM_CONFIG, expand_home, locate, places};
 pub use mail::{Login, MailAddress, MailConfig, MailSecurity};
 pub use mcp::{
@@ -134,7 +134,7 @@ pub struct Config {
     pub retention: Retention,
     /// `[budget]`: what a day or a run may spend
     /// (docs/budget-and-traces.md, "Budget").
-    pub budget: Budget,
+    pub budget: SpendLimits,
     /// `[schedule] timezone`: recurring tasks' schedules are read in it.
     pub timezone: harness_base::zone::Zone,
     /// `[agents.NAME]` profiles, by name.

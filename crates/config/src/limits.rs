@@ -178,7 +178,7 @@ impl Retention {
 /// limit. Reaching one pauses the queue; it never fails a task.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Budget {
+pub struct SpendLimits {
     /// Prompt + completion tokens a day.
     pub tokens_per_day: u64,
     /// RunPod `executionTime` a day; for the openai kind, the wall time of
@@ -188,7 +188,7 @@ pub struct Budget {
     pub tokens_per_run: u64,
 }
 
-impl Budget {
+impl SpendLimits {
     pub(super) fn check(&self) -> Result<(), String> {
         check_range(
             "[budget] tokens_per_day",

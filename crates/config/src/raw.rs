@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::PromptAids;
-use super::limits::{Budget, Limits, Retention};
+use super::limits::{Limits, Retention, SpendLimits};
 use super::profiles::RawAgent;
 use super::secrets::setting_value;
 
@@ -35,7 +35,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) retention: Retention,
     #[serde(default)]
-    pub(super) budget: Budget,
+    pub(super) budget: SpendLimits,
     #[serde(default)]
     pub(super) schedule: RawSchedule,
     #[serde(default)]

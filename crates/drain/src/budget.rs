@@ -1,14 +1,19 @@
 //! What the drain asks of the budget (docs/budget-and-traces.md, "Budget"):
-//! only whether the next task may start — the endpoint asks it before every
-//! request and charges it for each — and the ledger kept for the length of a
-//! run. Once a limit is reached nothing more starts: what is left stays in the
-//! inbox, a recurring slot stays due.
+//! only whether a batch and its next task may start, and which limit paused
+//! it — the endpoint asks it before every request and charges it for each —
+//! and the ledger kept for the length of a run. Once a limit is reached
+//! nothing more starts: what is left stays in the inbox, a recurring slot
+//! stays due. Outside the endpoint, only this file asks the budget
+//! (`clippy.toml`).
+
+#![allow(clippy::disallowed_methods, reason = "a seam of spend")]
 
 use std::future::Future;
 
-use super::Mode;
+use super::{Mode, Tally};
 use harness_agent::deps::TaskDeps;
 use harness_config::Config;
+use harness_state::Budget;
 
 /// A run's spend: the ledger beside the inbox kept from the run's start
 /// (read once; one not trusted is replaced even by a run that spends
@@ -36,6 +41,27 @@ pub(super) async fn spending<T>(cfg: &Config, deps: &TaskDeps, run: impl Future<
 /// when it goes live, and the endpoint asks the budget then.
 pub(super) fn may_start(deps: &TaskDeps, mode: &Mode) -> bool {
     !deps.cancel.is_cancelled() && (mode.replay_of.is_some() || deps.budget.check().is_ok())
+}
+
+/// Whether a batch may start at all: `Err` names the `[budget]` limit
+/// reached, and when it resets.
+pub(super) fn may_begin(deps: &TaskDeps) -> Result<(), String> {
+    deps.budget.check()
+}
+
+/// The `[budget]` limit that leaves a batch's tasks unstarted, if one is
+/// reached (what `eval` says of the variants it did not run).
+pub fn paused(budget: &Budget) -> Option<String> {
+    budget.refused()
+}
+
+/// A batch's tally with the budget's word: the limit its unstarted tasks
+/// were left for, and what the ledger met that the operator must fix.
+pub(super) fn paused_by(tally: &mut Tally, deps: &TaskDeps) {
+    if tally.not_started > 0 && tally.budget_exhausted.is_none() {
+        tally.budget_exhausted = paused(&deps.budget);
+    }
+    tally.problems.extend(deps.budget.problems());
 }
 
 /// What the day of `now` (in `[schedule] timezone`) spent, as the run

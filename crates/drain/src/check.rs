@@ -8,7 +8,7 @@ use anyhow::Context;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::folders;
-use super::prepare::{Offer, Origin, resolve};
+use super::prepare::{Origin, ResolveWith, resolve};
 use super::recurring;
 use super::slips;
 use harness_config::{Config, McpTransport};
@@ -241,8 +241,8 @@ pub fn check_task(
 
 /// What `check` resolves a task with: the tools offered, no MCP listing
 /// (nothing is started), the configured window, today.
-fn checked_offer<'a>(cfg: &Config, offered: &'a [Tool], today: NaiveDate) -> Offer<'a> {
-    Offer {
+fn checked_offer<'a>(cfg: &Config, offered: &'a [Tool], today: NaiveDate) -> ResolveWith<'a> {
+    ResolveWith {
         offered,
         mcp_listed: false,
         context_tokens: (cfg.limits.context_tokens > 0).then_some(cfg.limits.context_tokens),

@@ -5,7 +5,7 @@
 //! the attempt counts of tasks no longer in the inbox forgotten and the
 //! recurring state saved.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::recurring::{self, Due};
 use super::{NameError, RunOptions};
@@ -25,14 +25,17 @@ pub(super) struct ToRun {
     pub(super) strays: usize,
 }
 
+impl ToRun {
+    /// The tasks a run would start: inbox entries and slots due.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len() + self.due.len()
+    }
+}
+
 /// The inbox entries and the recurring tasks due, as `opts` asks; the
 /// recurring state with any task seen for the first time recorded.
-pub(super) fn to_run(
-    cfg: &Config,
-    deps: &TaskDeps,
-    opts: &RunOptions,
-    state_dir: &Path,
-) -> anyhow::Result<ToRun> {
+pub(super) fn to_run(cfg: &Config, deps: &TaskDeps, opts: &RunOptions) -> anyhow::Result<ToRun> {
+    let state_dir = &cfg.paths.state_dir();
     let mut state = Slots::load(state_dir);
     let now = (deps.clock)();
     if opts.recurring {
@@ -49,7 +52,10 @@ pub(super) fn to_run(
             strays: 0,
         });
     }
-    let mut entries = inbox::list(&cfg.paths.inbox)?;
+    let inbox::Entries {
+        tasks: mut entries,
+        strays,
+    } = inbox::listing(&cfg.paths.inbox)?;
     if !opts.batch.dry_run {
         forget_absent(state_dir, &entries);
     }
@@ -78,7 +84,7 @@ pub(super) fn to_run(
         });
     }
     // A folder that cannot be listed is no empty one: its slots are kept.
-    let strays = ignored_entries(cfg, &mut problems)?;
+    let strays = ignored_entries(cfg, strays, &mut problems);
     let tasks = recurring::list(cfg);
     let mut due = match &tasks {
         Some(tasks) => recurring::due(cfg, tasks, now, &mut state),
@@ -126,9 +132,9 @@ const NAMED_STRAYS: usize = 20;
 /// `.txt`, a `.MD`, a folder), logged — the first [`NAMED_STRAYS`] by name,
 /// the others counted; one problem line for them all (the run exits 1 for
 /// it: README, Exit codes). Their number, for the metrics.
-fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<usize> {
+fn ignored_entries(cfg: &Config, strays: Vec<PathBuf>, problems: &mut Vec<String>) -> usize {
     // A reserved name (`report.md`, `eval.md`: two at most) is said on its own, with why.
-    let (reserved, strays): (Vec<_>, Vec<_>) = inbox::strays(&cfg.paths.inbox)?
+    let (reserved, strays): (Vec<_>, Vec<_>) = strays
         .into_iter()
         .partition(|p| inbox::reserved_entry(p).is_some());
     for path in strays.iter().take(NAMED_STRAYS) {
@@ -180,5 +186,5 @@ fn ignored_entries(cfg: &Config, problems: &mut Vec<String>) -> anyhow::Result<u
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
-    Ok(strays.len() + reserved.len())
+    strays.len() + reserved.len()
 }

@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use anyhow::Context;
 
-use super::{BatchOptions, Mode, RunOutcome, Tally, UsageError, run_tasks};
+use super::{BatchOptions, RunOutcome, Tally, UsageError, run_tasks};
 use harness_agent::deps::TaskDeps;
 use harness_config::Config;
 use harness_inbox::{self as inbox, InboxEntry};
@@ -69,15 +69,14 @@ pub async fn exec(cfg: &Config, deps: &TaskDeps, opts: &ExecOptions) -> anyhow::
         .open(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .with_context(|| format!("writing {}", path.display()))?;
-    let mode = Mode::new(cfg, &opts.batch);
+    let mode = opts.batch.exec(cfg);
     let entry = InboxEntry {
         name: opts.name.clone(),
         path,
     };
     let ends = run_tasks(cfg, deps, vec![entry], &mode, 1).await;
     let mut tally = Tally::of(&ends);
-    tally.paused_by(&deps.budget);
-    tally.problems.extend(deps.budget.problems());
+    super::budget::paused_by(&mut tally, deps);
     Ok(RunOutcome::Finished(tally))
 }
 

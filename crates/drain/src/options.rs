@@ -2,8 +2,9 @@
 //! a batch runs and who is told — shared by `run`, `run-task`, `exec`, `eval`
 //! and `replay` — beside what each command asks of its own ([`RunOptions`] for
 //! `run` and `run-task`); and [`Mode`], one batch as the pipeline reads it,
-//! made from them: the options and this batch's facts (where its records go,
-//! whether its files move, the run it replays, its slot).
+//! resolved from them by one constructor per kind of batch, with that
+//! batch's facts (where its records go, whether its files move, the run it
+//! replays, its slot).
 
 use std::path::PathBuf;
 
@@ -73,33 +74,33 @@ impl std::fmt::Debug for OnEnd {
     }
 }
 
-/// How a batch of tasks is handled, by `run`, `exec`, `eval` and `replay`
-/// alike: its [`BatchOptions`] as the pipeline reads them, and the facts of
-/// this batch.
+/// One batch as the pipeline reads it: its [`BatchOptions`] resolved, with
+/// the facts of its kind. Made only by the constructors below, one per kind
+/// of batch (the inbox, a slot, `exec`, `replay`, `eval`).
 #[derive(Debug, Clone)]
 pub struct Mode {
     /// Write tools become logged intents.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Task files move to `done/` / `failed/` and attempts are counted (a
     /// real `run`); otherwise every file stays where it is.
-    pub file: bool,
+    pub(crate) file: bool,
     /// Where the run folders go (`<logs>/<task>/<run_id>/`).
-    pub logs: PathBuf,
+    pub(crate) logs: PathBuf,
     /// `<task>/<run_id>` of the run this one replays, for its summary.
-    pub replay_of: Option<String>,
+    pub(crate) replay_of: Option<String>,
     /// Where each task's trace goes (`[traces]`; a replay only with `--traces`).
-    pub traces: Option<Traces>,
+    pub(crate) traces: Option<Traces>,
     /// The date role prompts see (`{{date}}`); a replay keeps the recorded
     /// one; a slot's date wins over both.
-    pub today: Option<chrono::NaiveDate>,
+    pub(crate) today: Option<chrono::NaiveDate>,
     /// The live lines on a terminal: the drain draws them, the loop never sees them.
-    pub progress: Progress,
+    pub(crate) progress: Progress,
     /// Told of each task filed.
-    pub on_end: Option<OnEnd>,
+    pub(crate) on_end: Option<OnEnd>,
     /// A recurring task's slot: what its body's `{{date}}` and
     /// `{{last_success}}` say, and its summary's `slot` (docs/tasks.md,
     /// "Recurring tasks").
-    pub slot: Option<Slot>,
+    pub(crate) slot: Option<Slot>,
 }
 
 /// The scheduled time a recurring task runs for.
@@ -112,19 +113,80 @@ pub struct Slot {
     pub last_success: Option<chrono::NaiveDate>,
 }
 
-impl Mode {
-    /// A batch as `opts` asks, that files nothing and records under the
-    /// config's logs folder; callers change what differs.
-    pub fn new(cfg: &Config, opts: &BatchOptions) -> Mode {
+impl BatchOptions {
+    /// A `run`'s inbox tasks: filed, unless it is a dry run.
+    pub(crate) fn inbox(&self, cfg: &Config) -> Mode {
         Mode {
-            dry_run: opts.dry_run,
+            file: !self.dry_run,
+            ..self.resolve(cfg)
+        }
+    }
+
+    /// A recurring task run for its slot; its file never moves.
+    pub(crate) fn slot(&self, cfg: &Config, slot: Slot) -> Mode {
+        Mode {
+            slot: Some(slot),
+            ..self.resolve(cfg)
+        }
+    }
+
+    /// `exec`'s task, from a file of its own that stays where it is.
+    pub fn exec(&self, cfg: &Config) -> Mode {
+        self.resolve(cfg)
+    }
+
+    /// A replay of the run `of`, on the date it ran (and for its slot);
+    /// write tools stay intents unless `live_writes`.
+    pub fn replay(
+        &self,
+        cfg: &Config,
+        of: String,
+        today: chrono::NaiveDate,
+        slot: Option<Slot>,
+        live_writes: bool,
+    ) -> Mode {
+        Mode {
+            dry_run: self.dry_run || !live_writes,
+            replay_of: Some(of),
+            today: Some(today),
+            slot,
+            ..self.resolve(cfg)
+        }
+    }
+
+    /// One variant of an eval, recorded under `logs` (`<eval>/<variant>`,
+    /// which its traces are labelled with); write tools stay intents
+    /// unless `live_writes`.
+    pub fn eval(&self, cfg: &Config, logs: &std::path::Path, live_writes: bool) -> Mode {
+        let name = |p: Option<&std::path::Path>| {
+            p.and_then(std::path::Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let labels = vec![
+            ("agent_harness.eval_id", name(logs.parent())),
+            ("agent_harness.eval_variant", name(Some(logs))),
+        ];
+        Mode {
+            dry_run: self.dry_run || !live_writes,
+            logs: logs.to_path_buf(),
+            traces: self.traces.as_ref().map(|t| t.for_config(cfg, labels)),
+            ..self.resolve(cfg)
+        }
+    }
+
+    /// What every kind shares: these options, nothing filed, the records
+    /// under the config's logs folder.
+    fn resolve(&self, cfg: &Config) -> Mode {
+        Mode {
+            dry_run: self.dry_run,
             file: false,
             logs: cfg.paths.logs.clone(),
             replay_of: None,
-            traces: opts.traces.clone(),
+            traces: self.traces.clone(),
             today: None,
-            progress: opts.progress.clone(),
-            on_end: opts.on_end.clone(),
+            progress: self.progress.clone(),
+            on_end: self.on_end.clone(),
             slot: None,
         }
     }

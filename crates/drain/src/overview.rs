@@ -10,7 +10,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::recurring::{self, NextSlot};
@@ -19,7 +19,7 @@ use harness_config::Config;
 use harness_inbox as inbox;
 use harness_records::{Unfinished, unfinished_since};
 use harness_state::{
-    Channel, DaySpend, Deliveries, Delivery, Holder, LastRun, LockState, RunLock, Slots, day_of,
+    Channel, Deliveries, Delivery, Holder, LastRun, LockState, RunLock, Slots, SpendToday,
 };
 
 /// The whole setup at one moment, as `status` prints it (and `--json` writes).
@@ -36,7 +36,7 @@ pub struct Overview {
     /// How the last `run` or `run-task` ended; `None` when none is recorded.
     pub last_run: Option<LastRun>,
     /// The day's spend against the limits; `None` when `[budget]` sets none.
-    pub budget: Option<DaySpent>,
+    pub budget: Option<SpendToday>,
     pub recurring: Vec<NextRun>,
     pub notify: Sending,
     pub traces: Sending,
@@ -92,18 +92,6 @@ pub struct FailedTasks {
     pub read: bool,
     pub count: usize,
     pub newest: Option<RunningTask>,
-}
-
-/// Today's spend and the `[budget]` limits (0: no such limit).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DaySpent {
-    /// The calendar day in `[schedule] timezone`.
-    pub day: NaiveDate,
-    pub tokens: u64,
-    pub gpu_seconds: f64,
-    pub tokens_per_day: u64,
-    pub gpu_seconds_per_day: u64,
-    pub tokens_per_run: u64,
 }
 
 /// A recurring task's next slot, or why it has none.
@@ -258,24 +246,14 @@ fn failed(cfg: &Config, problems: &mut Vec<String>) -> FailedTasks {
 }
 
 /// Today's spend as the ledger beside the inbox says, when a limit is set.
-fn spent(cfg: &Config, now: DateTime<Utc>, problems: &mut Vec<String>) -> Option<DaySpent> {
-    let limits = cfg.budget;
-    if !limits.any() {
+fn spent(cfg: &Config, now: DateTime<Utc>, problems: &mut Vec<String>) -> Option<SpendToday> {
+    if !cfg.budget.any() {
         return None;
     }
-    let day = day_of(now, &cfg.timezone);
-    let today = DaySpend::read(&cfg.paths.state_dir(), day).unwrap_or_else(|why| {
-        problems.push(format!("the budget ledger: {why}"));
-        DaySpend::nothing(day)
-    });
-    Some(DaySpent {
-        day,
-        tokens: today.tokens,
-        gpu_seconds: today.gpu_ms as f64 / 1000.0,
-        tokens_per_day: limits.tokens_per_day,
-        gpu_seconds_per_day: limits.gpu_seconds_per_day,
-        tokens_per_run: limits.tokens_per_run,
-    })
+    let state_dir = cfg.paths.state_dir();
+    let (spent, why) = SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone);
+    problems.extend(why.map(|why| format!("the budget ledger: {why}")));
+    Some(spent)
 }
 
 fn next_runs(cfg: &Config, now: DateTime<Utc>) -> Vec<NextRun> {

@@ -16,10 +16,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::budget::may_start;
 use super::counting::Counting;
 use super::filing::{self, Disposition, Judged, Stamp, Summarised};
 use super::observers::Observers;
@@ -75,6 +76,73 @@ struct Ran {
     spec: TaskSpec,
     resumption: Resumption,
     servers_down: Vec<String>,
+}
+
+impl<'a> Batch<'a> {
+    /// A batch of `mode`'s kind, its attempts counted in `counting`, with
+    /// the context window every task of it manages.
+    pub(super) async fn open(
+        cfg: &'a Config,
+        deps: &'a TaskDeps,
+        mode: &'a Mode,
+        counting: Counting<'a>,
+    ) -> Batch<'a> {
+        Batch {
+            cfg,
+            deps,
+            context_tokens: context_window(cfg, deps).await,
+            counting,
+            mode,
+            setup_fault: Mutex::new(None),
+        }
+    }
+
+    /// Runs `entries`, up to `concurrency` at once, each from file to
+    /// records; a task does not start once the run is stopping or a
+    /// `[budget]` limit is reached.
+    pub(super) async fn all(&self, entries: Vec<InboxEntry>, concurrency: usize) -> Vec<TaskEnd> {
+        let concurrency = concurrency.max(1);
+        // Which file, as `check` says it: absolute, so the journal names it
+        // whatever the unit's working folder.
+        let config = std::path::absolute(&self.cfg.path).unwrap_or_else(|_| self.cfg.path.clone());
+        tracing::info!(
+            tasks = entries.len(),
+            concurrency,
+            dry_run = self.mode.dry_run,
+            config = %config.display(),
+            "run started"
+        );
+        futures::stream::iter(entries)
+            .map(|entry| async move {
+                if !may_start(self.deps, self.mode) {
+                    return TaskEnd::NotStarted;
+                }
+                self.process_task(&entry).await
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await
+    }
+}
+
+/// The context window every task of a batch manages, if any.
+async fn context_window(cfg: &Config, deps: &TaskDeps) -> Option<u32> {
+    match cfg.limits.context_tokens {
+        0 if cfg.endpoint.kind == EndpointKind::Openai => {
+            let n = deps.endpoint.discover_context().await;
+            match n {
+                Some(n) => {
+                    tracing::info!(n_ctx = n, "context window read from the server's /props")
+                }
+                None => tracing::warn!(
+                    "context_tokens = 0 and the server's /props gave no n_ctx: the context is not managed"
+                ),
+            }
+            n
+        }
+        0 => None,
+        n => Some(n),
+    }
 }
 
 impl Batch<'_> {

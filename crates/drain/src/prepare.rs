@@ -33,7 +33,7 @@ pub(super) enum Origin<'a> {
 }
 
 /// What a task is resolved with besides its file.
-pub(super) struct Offer<'a> {
+pub(super) struct ResolveWith<'a> {
     pub(super) offered: &'a [Tool],
     /// The MCP servers' tools were listed (a name none lists is no typo).
     pub(super) mcp_listed: bool,
@@ -49,7 +49,7 @@ pub(super) fn resolve(
     name: &str,
     origin: Origin<'_>,
     file: &mut TaskFile,
-    offer: &Offer<'_>,
+    offer: &ResolveWith<'_>,
 ) -> Result<TaskSpec, TaskProblem> {
     fit(origin, file)?;
     spec_of(cfg, name, file, offer)
@@ -79,7 +79,7 @@ fn spec_of(
     cfg: &Config,
     name: &str,
     file: &TaskFile,
-    offer: &Offer<'_>,
+    offer: &ResolveWith<'_>,
 ) -> Result<TaskSpec, TaskProblem> {
     TaskSpec::resolve(
         cfg,
@@ -187,7 +187,7 @@ impl Preparer<'_> {
         run_id: &str,
         from: Option<&ResumePoint>,
     ) -> Result<TaskSpec, TaskProblem> {
-        let offer = Offer {
+        let offer = ResolveWith {
             offered: &prepared.tools,
             mcp_listed: self.deps.toolbox.mcp.is_some(),
             context_tokens: self.context_tokens,

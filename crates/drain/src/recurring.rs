@@ -9,9 +9,7 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::budget::may_start;
-use super::{BatchOptions, Mode, Slot, Tally, TaskEnd, UsageError, filed, run_slot};
-use harness_agent::deps::TaskDeps;
+use super::{Slot, UsageError};
 use harness_config::Config;
 use harness_inbox::{self as inbox, InboxEntry, Schedule};
 use harness_records::{Status, Summary};
@@ -338,55 +336,4 @@ pub fn next_slots(
             }
         })
         .collect()
-}
-
-/// The recurring tasks due, one after another, each for its slot, as
-/// `opts` asks; with `settle`, each slot's attempt counted and settled in
-/// the state beside the inbox as its task starts and ends.
-pub(super) async fn run_recurring(
-    cfg: &Config,
-    deps: &TaskDeps,
-    opts: &BatchOptions,
-    due: Vec<Due>,
-    settle: Option<&std::sync::Mutex<Slots>>,
-) -> (Tally, Vec<Summary>) {
-    let mut ends = Vec::new();
-    for Due {
-        entry,
-        slot,
-        broken,
-    } in due
-    {
-        let mode = Mode {
-            slot: Some(slot),
-            ..Mode::new(cfg, opts)
-        };
-        // Stopping, or a `[budget]` limit reached: the slot stays due.
-        if !may_start(deps, &mode) {
-            ends.push(TaskEnd::NotStarted);
-            continue;
-        }
-        let name = entry.name.clone();
-        // A file that cannot run has no slot to count: it is recorded, once
-        // for each version of it (README, Exit codes).
-        let counted = settle.filter(|_| broken.is_none());
-        let mut these = run_slot(cfg, deps, entry, &mode, counted).await;
-        if let (Some(version), Some(state), Some(TaskEnd::Filed(_))) =
-            (broken, settle, these.first())
-        {
-            let mut state = harness_base::sync::lock(state);
-            state.broken.insert(name.clone(), version);
-            if let Err(e) = state.save(&cfg.paths.state_dir()) {
-                tracing::error!(error = %format!("{e:#}"), "cannot save the recurring state");
-                these = vec![TaskEnd::Broken { task: name }];
-            }
-        }
-        let fault = Tally::of(&these).setup_fault.is_some();
-        ends.extend(these);
-        // A setup fault stops the run: no further task starts.
-        if fault {
-            break;
-        }
-    }
-    (Tally::of(&ends), filed(ends))
 }

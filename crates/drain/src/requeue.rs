@@ -11,7 +11,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{UsageError, folders};
-use harness_base::folder::Kind;
+use harness_base::folder::EntryKind;
 use harness_config::{Config, Paths};
 use harness_inbox as inbox;
 use harness_records::{run_order, run_time};
@@ -342,7 +342,7 @@ fn filed_files(paths: &Paths, source: Source) -> anyhow::Result<(Vec<Filed>, Vec
         .entries()
         .with_context(|| format!("reading {}", dir.display()))?;
     let (mut filed, mut unnamed) = (Vec::new(), Vec::new());
-    for entry in entries.into_iter().filter(|e| e.kind != Kind::Folder) {
+    for entry in entries.into_iter().filter(|e| e.kind != EntryKind::Folder) {
         let lossy = entry.name.to_string_lossy().into_owned();
         let readings = inbox::filed_readings(&lossy);
         let reading = readings

@@ -4,7 +4,6 @@
 use super::TaskEnd;
 use harness_agent::StopReason;
 use harness_records::Status;
-use harness_state::Budget;
 
 /// What the run did, by task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,11 +58,11 @@ impl Tally {
 }
 
 impl Tally {
-    /// Tasks left unstarted while a `[budget]` limit is reached were left
-    /// for it: the tally names the limit.
-    pub(super) fn paused_by(&mut self, budget: &Budget) {
-        if self.not_started > 0 && self.budget_exhausted.is_none() {
-            self.budget_exhausted = budget.refused();
+    /// `n` tasks none of which started (a `[budget]` limit, a setup fault).
+    pub(super) fn unstarted(n: usize) -> Tally {
+        Tally {
+            not_started: n,
+            ..Tally::default()
         }
     }
 

@@ -23,7 +23,7 @@ use harness_config::EndpointKind;
 
 /// Whether the server counts: 0 not asked yet, then [`ON`] or [`OFF`] for the run.
 #[derive(Debug, Default)]
-pub(crate) struct Counting(AtomicU8);
+pub(crate) struct TokenCounting(AtomicU8);
 
 const ON: u8 = 1;
 const OFF: u8 = 2;

@@ -54,7 +54,7 @@ use harness_base::time::millis;
 use harness_config::{EndpointConfig, EndpointKind};
 use harness_state::Budget;
 use harness_wire::chat::ChatResponse;
-use recorded::{Recording, Source};
+use recorded::{Answerer, Recording};
 use std::sync::{Arc, Mutex};
 
 /// The chat client. Built once per run and shared by every task.
@@ -66,7 +66,7 @@ pub struct Endpoint {
     /// A replay: calls are answered from this recording, not the network.
     recording: Option<Arc<Mutex<Recording>>>,
     /// Whether the server counts prompts exactly, learnt once per run.
-    counting: Arc<count::Counting>,
+    counting: Arc<count::TokenCounting>,
     /// A chat request of this run was answered: the key and the route work,
     /// so a later refusal is about that request, not the setup.
     answered: Arc<std::sync::atomic::AtomicBool>,
@@ -163,7 +163,7 @@ impl Endpoint {
     ) -> Result<Completion, CallError> {
         let mut source = match &self.recording {
             Some(r) => lock(r).next_call(),
-            None => Source::Live,
+            None => Answerer::Live,
         };
         let call = Call {
             deadline,
@@ -171,7 +171,7 @@ impl Endpoint {
             clock,
         };
         let result = self.attempts(body, &call, &mut source, on_event).await;
-        if let (Some(r), Source::Recorded { turn, attempts }) = (&self.recording, &source)
+        if let (Some(r), Answerer::Recorded { turn, attempts }) = (&self.recording, &source)
             && !attempts.is_empty()
         {
             lock(r).mismatches.push(recorded::Mismatch {
@@ -188,11 +188,12 @@ impl Endpoint {
     }
 
     /// The attempts of one call: each judged, retried while retryable.
+    #[allow(clippy::disallowed_methods, reason = "a seam of spend")]
     async fn attempts(
         &self,
         body: Value,
         call: &Call<'_>,
-        source: &mut Source,
+        source: &mut Answerer,
         on_event: &mut (dyn FnMut(CallEvent<'_>) + Send),
     ) -> Result<Completion, CallError> {
         // What goes on the wire, built once: every attempt sends and records it.
@@ -202,7 +203,7 @@ impl Endpoint {
         };
         let mut backoff = self.retry.start(call.deadline);
         loop {
-            let live = matches!(source, Source::Live);
+            let live = matches!(source, Answerer::Live);
             if live && let Some(budget) = &self.budget {
                 budget.check().map_err(CallError::OverBudget)?;
             }
@@ -270,6 +271,7 @@ impl Endpoint {
     /// (RunPod's `executionTime` when the job reports one — a timed-out or
     /// cancelled job may not — else the attempt's wall time) and, answered,
     /// its reply's `usage` tokens, in one addition.
+    #[allow(clippy::disallowed_methods, reason = "a seam of spend")]
     fn charge(&self, attempt: &Attempt<'_>, answered: Option<&ChatResponse>) {
         let Some(budget) = &self.budget else {
             return;
@@ -288,6 +290,7 @@ impl Endpoint {
     /// A live reply the server sent without `usage`: its tokens as the
     /// caller estimated them go to the budget (its GPU time already did).
     /// A recorded reply, or one the server counted, charges nothing here.
+    #[allow(clippy::disallowed_methods, reason = "a seam of spend")]
     pub fn charge_estimate(&self, reply: &Completion, tokens: u64) {
         if let Some(budget) = &self.budget
             && !reply.recorded
@@ -340,9 +343,14 @@ impl Endpoint {
     }
 
     /// One attempt, from the network or the recording.
-    async fn one_attempt(&self, source: &mut Source, sent: &Value, call: &Call<'_>) -> RawAttempt {
+    async fn one_attempt(
+        &self,
+        source: &mut Answerer,
+        sent: &Value,
+        call: &Call<'_>,
+    ) -> RawAttempt {
         match (source, &self.recording) {
-            (Source::Recorded { turn, attempts }, Some(r)) => recorded::answer(
+            (Answerer::Recorded { turn, attempts }, Some(r)) => recorded::answer(
                 r,
                 *turn,
                 attempts,
@@ -350,7 +358,7 @@ impl Endpoint {
                 self.cfg.kind == EndpointKind::Runpod,
                 &self.redactor,
             ),
-            (Source::Exhausted, _) => {
+            (Answerer::Exhausted, _) => {
                 recorded::not_recorded("the recorded run made no further model call")
             }
             _ => self.attempt(sent, call.deadline, call.cancel).await,

@@ -148,26 +148,26 @@ impl Recording {
     }
 
     /// The recorded attempts of the next call, or `None` when the call goes live.
-    pub(crate) fn next_call(&mut self) -> Source {
+    pub(crate) fn next_call(&mut self) -> Answerer {
         if self.next_is_recorded() {
             let call = self.calls.pop_front().unwrap_or_default();
             let turn = call.front().map_or(0, |a| a.turn);
             self.answered_turns.insert(turn);
-            Source::Recorded {
+            Answerer::Recorded {
                 turn,
                 attempts: call,
             }
         } else if self.live_next() {
-            Source::Live
+            Answerer::Live
         } else {
-            Source::Exhausted
+            Answerer::Exhausted
         }
     }
 }
 
 /// Where the attempts of one call come from.
 #[derive(Debug)]
-pub(crate) enum Source {
+pub(crate) enum Answerer {
     Live,
     Recorded {
         turn: u32,
@@ -267,8 +267,8 @@ fn judge(
     match a.failure {
         None if runpod_kind => {
             match runpod::judge(a.response.as_ref(), &mut JobInfo::default(), redactor) {
-                runpod::Judged::Final(result) => result,
-                runpod::Judged::Pending(_) => {
+                runpod::JobVerdict::Final(result) => result,
+                runpod::JobVerdict::Pending(_) => {
                     Err(AttemptError::BadBody("replay: a pending job".into()))
                 }
             }

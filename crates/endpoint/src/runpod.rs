@@ -79,7 +79,7 @@ pub(crate) fn is_job_id(id: &str) -> bool {
 }
 
 /// What one job answer means.
-pub(crate) enum Judged {
+pub(crate) enum JobVerdict {
     /// The attempt is over: a chat response or why not.
     Final(Result<harness_wire::chat::ChatResponse, AttemptError>),
     /// Still pending; poll this id.
@@ -105,8 +105,8 @@ pub(crate) async fn attempt(
     };
     loop {
         let id = match judge(answer.body.as_ref(), &mut info, ep.redactor()) {
-            Judged::Final(result) => return answer.into_raw(Some(info), result),
-            Judged::Pending(id) => id,
+            JobVerdict::Final(result) => return answer.into_raw(Some(info), result),
+            JobVerdict::Pending(id) => id,
         };
         match poller.poll(ep, &id, deadline, cancel).await {
             Polled::Answer(a) => {
@@ -125,8 +125,8 @@ pub(crate) async fn attempt(
 }
 
 /// Reads a job answer into `info` and decides what it means.
-pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo, redactor: &Redactor) -> Judged {
-    let bad = |m: String| Judged::Final(Err(AttemptError::BadBody(m)));
+pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo, redactor: &Redactor) -> JobVerdict {
+    let bad = |m: String| JobVerdict::Final(Err(AttemptError::BadBody(m)));
     let Some(Ok(job)) = body.map(RawBody::parse::<Job>) else {
         return bad("RunPod answered with something that is not a job".into());
     };
@@ -145,13 +145,13 @@ pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo, redactor: &Redac
     info.execution_time = job.execution_time.or(info.execution_time);
     let status = job.status.as_deref().unwrap_or("");
     match JobStatus::parse(status) {
-        Some(JobStatus::Completed) => Judged::Final(read_output(job.output)),
-        Some(JobStatus::Failed) => Judged::Final(Err(AttemptError::JobFailed(format!(
+        Some(JobStatus::Completed) => JobVerdict::Final(read_output(job.output)),
+        Some(JobStatus::Failed) => JobVerdict::Final(Err(AttemptError::JobFailed(format!(
             "the RunPod job failed: {}",
             job_error(job.error.as_deref(), redactor)
         )))),
         Some(s @ (JobStatus::Cancelled | JobStatus::TimedOut)) => {
-            Judged::Final(Err(AttemptError::JobEnded(format!(
+            JobVerdict::Final(Err(AttemptError::JobEnded(format!(
                 "the RunPod job ended {}",
                 if s == JobStatus::Cancelled {
                     "CANCELLED"
@@ -161,7 +161,7 @@ pub(crate) fn judge(body: Option<&RawBody>, info: &mut JobInfo, redactor: &Redac
             ))))
         }
         Some(JobStatus::InQueue | JobStatus::InProgress) => match info.job_id.clone() {
-            Some(id) => Judged::Pending(id),
+            Some(id) => JobVerdict::Pending(id),
             None => bad("RunPod returned a pending job without an id".into()),
         },
         None => bad(format!(
@@ -407,7 +407,7 @@ mod tests {
                         &mut info,
                         &Redactor::default()
                     ),
-                    Judged::Final(Err(AttemptError::BadBody(_)))
+                    JobVerdict::Final(Err(AttemptError::BadBody(_)))
                 ),
                 "{bad:?}"
             );
@@ -428,7 +428,7 @@ mod tests {
                 &mut info,
                 &Redactor::default()
             ),
-            Judged::Pending(_)
+            JobVerdict::Pending(_)
         ));
         assert_eq!(info.delay_time, None);
         assert_eq!(info.execution_time, Some(u64::MAX));

@@ -1,5 +1,10 @@
 //! Unit tests of `endpoint`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the endpoint's tests charge the budget as its attempts do"
+)]
+
 use super::errors::{AttemptError, Next, ServerError};
 use super::*;
 use harness_base::http::RawBody;
@@ -310,7 +315,7 @@ mod spend {
 
     /// (tokens, GPU ms) spent today.
     fn spent(budget: &Budget) -> (u64, u64) {
-        let today = budget.standing().today;
+        let today = budget.spend_today().today;
         (today.tokens, today.gpu_ms)
     }
 

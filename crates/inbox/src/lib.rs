@@ -349,28 +349,41 @@ pub struct InboxEntry {
     pub path: PathBuf,
 }
 
-/// Lists the inbox: every `*.md` entry but folders, oldest file name first
-/// (byte order). Symbolic links, FIFOs and other non-regular entries are
-/// listed too, so that they are filed as invalid instead of lingering.
-/// A missing inbox is an error (`drain::folders::check_inbox` says which key).
-pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
-    let mut entries: Vec<InboxEntry> = read_inbox(inbox)?
-        .into_iter()
-        .filter_map(Result::ok)
-        .collect();
-    entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-    Ok(entries)
+/// The inbox read once: its tasks and the entries that will never run.
+#[derive(Debug, Default)]
+pub struct Entries {
+    /// Every `*.md` entry but folders, oldest file name first (byte order).
+    /// Symbolic links, FIFOs and other non-regular entries are listed too,
+    /// so that they are filed as invalid instead of lingering.
+    pub tasks: Vec<InboxEntry>,
+    /// The entries left out, which will never run (`notes.txt`, `TASK.MD`,
+    /// a folder named `x.md`), sorted: `check` warns about each.
+    pub strays: Vec<PathBuf>,
 }
 
-/// The inbox entries [`list`] leaves out, which will never run (`notes.txt`,
-/// `TASK.MD`, a folder named `x.md`): `check` warns about each.
+/// Reads the inbox once. A missing inbox is an error
+/// (`drain::folders::check_inbox` says which key).
+pub fn listing(inbox: &Path) -> anyhow::Result<Entries> {
+    let mut listing = Entries::default();
+    for entry in read_inbox(inbox)? {
+        match entry {
+            Ok(task) => listing.tasks.push(task),
+            Err(stray) => listing.strays.push(stray),
+        }
+    }
+    (listing.tasks).sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    listing.strays.sort();
+    Ok(listing)
+}
+
+/// The inbox's tasks ([`Entries::tasks`]).
+pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
+    Ok(listing(inbox)?.tasks)
+}
+
+/// The inbox entries that will never run ([`Entries::strays`]).
 pub fn strays(inbox: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut strays: Vec<PathBuf> = read_inbox(inbox)?
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
-    strays.sort();
-    Ok(strays)
+    Ok(listing(inbox)?.strays)
 }
 
 /// Each inbox entry: a task (`Ok`) or a path that is none (`Err`).

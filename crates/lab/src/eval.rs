@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use super::stats::{Arm, compare, median, most_common, round3, wilson};
 use harness_agent::deps::TaskDeps;
 use harness_config::Config;
-use harness_drain::{BatchOptions, Mode, TaskEnd, run_tasks};
+use harness_drain::{BatchOptions, TaskEnd, run_tasks};
 use harness_inbox as inbox;
 use harness_records::{Comparison, Report, Status, Summary, TaskRow, Totals, VariantReport};
 
@@ -256,20 +256,6 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
     ))
 }
 
-/// What marks a variant's traces: the eval's id and the variant's folder
-/// (`logs/eval/<eval_id>/v2`).
-fn variant_labels(logs: &Path) -> Vec<(&'static str, String)> {
-    let name = |p: Option<&Path>| {
-        p.and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    vec![
-        ("agent_harness.eval_id", name(logs.parent())),
-        ("agent_harness.eval_variant", name(Some(logs))),
-    ]
-}
-
 /// Runs the suite once for one variant; its records go under `logs`.
 pub async fn run_variant(
     cfg: &Config,
@@ -282,12 +268,7 @@ pub async fn run_variant(
     let runs: Vec<inbox::InboxEntry> = (0..opts.repeat.max(1))
         .flat_map(|_| entries.iter().cloned())
         .collect();
-    let mode = Mode {
-        dry_run: opts.batch.dry_run || !opts.live_writes,
-        logs: logs.to_path_buf(),
-        traces: (opts.batch.traces.as_ref()).map(|t| t.for_config(cfg, variant_labels(logs))),
-        ..Mode::new(cfg, &opts.batch)
-    };
+    let mode = opts.batch.eval(cfg, logs, opts.live_writes);
     let ends = run_tasks(cfg, deps, runs, &mode, opts.batch.concurrency).await;
     let mut summaries = Vec::new();
     let mut broken: BTreeMap<String, u32> = BTreeMap::new();

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use harness_agent::deps::{TaskDeps, system_clock};
 use harness_config::Config;
-use harness_drain::{BatchOptions, Mode, Slot, TaskEnd, run_tasks};
+use harness_drain::{BatchOptions, Slot, TaskEnd, run_tasks};
 use harness_inbox::InboxEntry;
 use harness_records::{Answered, Answers, Difference, GoLive, RecordedRun, Summary, read_run};
 
@@ -87,13 +87,13 @@ pub async fn replay(cfg: &Config, opts: &ReplayOptions, out: &mut dyn Write) -> 
             return ReplayEnd::Unreadable;
         }
     };
-    let mode = Mode {
-        dry_run: opts.batch.dry_run || !opts.live_writes,
-        replay_of: Some(of.clone()),
-        today: Some(recorded.summary.started_at.date_naive()),
-        slot: recorded_slot(cfg, &recorded.summary),
-        ..Mode::new(cfg, &opts.batch)
-    };
+    let mode = opts.batch.replay(
+        cfg,
+        of.clone(),
+        recorded.summary.started_at.date_naive(),
+        recorded_slot(cfg, &recorded.summary),
+        opts.live_writes,
+    );
     let entry = InboxEntry {
         name,
         path: task_file,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use harness_records::Summary;
-use harness_state::Standing;
+use harness_state::SpendToday;
 
 /// What one run did.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct RunFacts<'a> {
     /// every earlier one's ([`trace_export_failures`]); `None` without `[traces]`.
     pub trace_export_failures: Option<u64>,
     /// The day's spend and limits, when a daily `[budget]` limit is set.
-    pub budget: Option<Standing>,
+    pub budget: Option<SpendToday>,
 }
 
 /// The gauge carried from one run's file to the next.
@@ -322,13 +322,13 @@ mod tests {
             servers_up: &[("files".into(), true), ("time".into(), false)],
             notify_failures: Some(3),
             trace_export_failures: Some(2),
-            budget: Some(Standing {
+            budget: Some(SpendToday {
                 today: harness_state::DaySpend {
                     day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
                     tokens: 1234,
                     gpu_ms: 5500,
                 },
-                limits: harness_config::Budget {
+                limits: harness_config::SpendLimits {
                     tokens_per_day: 100_000,
                     gpu_seconds_per_day: 0,
                     tokens_per_run: 10,

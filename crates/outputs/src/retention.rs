@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use harness_base::folder::{Folder, Kind};
+use harness_base::folder::{EntryKind, Folder};
 use harness_config::Retention;
 use harness_inbox as inbox;
 use harness_records::{ahead_of_clock, run_order, run_time};
@@ -149,7 +149,7 @@ fn done_files(done: &Folder) -> Vec<Dated> {
         .entries()
         .unwrap_or_default()
         .into_iter()
-        .filter(|e| e.kind != Kind::Folder)
+        .filter(|e| e.kind != EntryKind::Folder)
         .filter_map(|e| {
             let name = e.name.into_string().ok()?;
             let (run_id, _) = inbox::filed_readings(&name).pop()?;

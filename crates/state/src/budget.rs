@@ -24,7 +24,7 @@ use harness_config::{self as config, Config};
 
 /// The limits of a run and what it has spent against them.
 pub struct Budget {
-    limits: config::Budget,
+    limits: config::SpendLimits,
     tz: Zone,
     /// The run's clock (`TaskDeps::clock`).
     clock: Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>,
@@ -63,11 +63,66 @@ impl std::fmt::Debug for Budget {
     }
 }
 
-/// Today's spend against each limit, for the metrics.
+/// Today's spend against the `[budget]` limits: the one read-out of it,
+/// for the metrics, `status` and the digest. As JSON: `day`, `tokens`,
+/// `gpu_seconds`, and each limit that is set (`tokens_per_day`,
+/// `gpu_seconds_per_day`, `tokens_per_run`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Standing {
+pub struct SpendToday {
     pub today: DaySpend,
-    pub limits: config::Budget,
+    pub limits: config::SpendLimits,
+}
+
+impl SpendToday {
+    /// The day of `now` as the ledger in `state_dir` says, for a process
+    /// that keeps none (`status`, `digest`); one that cannot be read or
+    /// trusted counts nothing yet, as a run counts it, and says why.
+    pub fn in_ledger(
+        state_dir: &Path,
+        limits: config::SpendLimits,
+        now: DateTime<Utc>,
+        zone: &Zone,
+    ) -> (SpendToday, Option<String>) {
+        let day = day_of(now, zone);
+        let (today, why) = match DaySpend::read(state_dir, day) {
+            Ok(today) => (today, None),
+            Err(why) => (DaySpend::nothing(day), Some(why)),
+        };
+        (SpendToday { today, limits }, why)
+    }
+
+    /// The GPU time in seconds.
+    pub fn gpu_seconds(&self) -> f64 {
+        self.today.gpu_ms as f64 / 1000.0
+    }
+}
+
+impl serde::Serialize for SpendToday {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Shown {
+            day: NaiveDate,
+            tokens: u64,
+            gpu_seconds: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tokens_per_day: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            gpu_seconds_per_day: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tokens_per_run: Option<u64>,
+        }
+        let set = |n: u64| (n > 0).then_some(n);
+        let limits = &self.limits;
+        let shown = Shown {
+            day: self.today.day,
+            tokens: self.today.tokens,
+            gpu_seconds: self.gpu_seconds(),
+            tokens_per_day: set(limits.tokens_per_day),
+            gpu_seconds_per_day: set(limits.gpu_seconds_per_day),
+            tokens_per_run: set(limits.tokens_per_run),
+        };
+        shown.serialize(s)
+    }
 }
 
 impl Budget {
@@ -325,10 +380,10 @@ impl Budget {
     }
 
     /// Today's spend and the limits.
-    pub fn standing(&self) -> Standing {
+    pub fn spend_today(&self) -> SpendToday {
         let mut s = self.lock();
         self.roll(&mut s);
-        Standing {
+        SpendToday {
             today: s.today,
             limits: self.limits,
         }

@@ -22,7 +22,7 @@ mod slots;
 mod spend;
 
 pub use attempts::{ATTEMPTS_FILE, AttemptCount, Attempts, FileRef, RunRef};
-pub use budget::{Budget, Standing, day_of};
+pub use budget::{Budget, SpendToday, day_of};
 pub use deliveries::{Channel, Delivered, Deliveries, Delivery};
 pub use digest::{DigestStanding, LastDigest};
 pub use files::task_folder;

@@ -236,6 +236,30 @@ mod tests {
         );
     }
 
+    /// Locks taken and let go beside a held one never hide it from a look
+    /// (the kernel's table read in one read, not line by line).
+    #[test]
+    fn a_held_lock_is_seen_while_other_locks_come_and_go() {
+        let (held, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let _lock = RunLock::try_acquire(held.path()).unwrap().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churning = {
+            let (stop, state_dir) = (stop.clone(), other.path().to_path_buf());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    drop(RunLock::try_acquire(&state_dir));
+                }
+            })
+        };
+        let looks = (0..3000).map(|_| RunLock::state(held.path()));
+        let hidden = looks
+            .filter(|s| !matches!(s, LockState::Held { .. }))
+            .count();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churning.join().unwrap();
+        assert_eq!(hidden, 0, "looks that did not see the held lock");
+    }
+
     /// A look at the lock never takes it: a run trying it while status
     /// and runs look over and over always gets it.
     #[test]

@@ -154,7 +154,7 @@ impl DaySpend {
 /// one line for the journal. A link at the ledger's name is left: it is
 /// never followed, and the next write replaces it.
 pub(crate) fn move_aside(state_dir: &Path, at: chrono::DateTime<chrono::Utc>) -> Vec<String> {
-    use harness_base::folder::Kind;
+    use harness_base::folder::EntryKind;
     let Ok(folder) = files::open(state_dir) else {
         return Vec::new();
     };
@@ -166,16 +166,16 @@ pub(crate) fn move_aside(state_dir: &Path, at: chrono::DateTime<chrono::Utc>) ->
             continue;
         };
         let what = match kind {
-            Kind::Folder => "a folder",
-            Kind::Other => "a FIFO, socket or device",
-            Kind::File if uid != me && uid != owner => "another user's file",
+            EntryKind::Folder => "a folder",
+            EntryKind::Other => "a FIFO, socket or device",
+            EntryKind::File if uid != me && uid != owner => "another user's file",
             // The lock is opened, never replaced: a link there, or a file
             // this user may not open, would hold every addition back.
-            Kind::Link if name == SPEND_LOCK => "a link",
-            Kind::File if name == SPEND_LOCK && folder.open_lock(name).is_err() => {
+            EntryKind::Link if name == SPEND_LOCK => "a link",
+            EntryKind::File if name == SPEND_LOCK && folder.open_lock(name).is_err() => {
                 "a file this user may not open"
             }
-            Kind::File | Kind::Link => continue,
+            EntryKind::File | EntryKind::Link => continue,
         };
         let aside = format!("{name}.aside-{}", at.format("%Y%m%dT%H%M%S%.9fZ"));
         let said = match folder.move_to(name.as_ref(), &folder, aside.as_ref()) {

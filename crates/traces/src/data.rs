@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 /// A span's kind, as OTLP numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum SpanKind {
     Internal,
     Client,
 }
@@ -25,7 +25,7 @@ pub struct Span {
     pub span_id: [u8; 8],
     pub parent: Option<[u8; 8]>,
     pub name: String,
-    pub kind: Kind,
+    pub kind: SpanKind,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub attributes: Vec<(&'static str, Value)>,

@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{self as proto, ResourceSpans, ScopeSpans, status};
 use prost::Message;
 
-use super::data::{Kind, Span, Trace, Value};
+use super::data::{Span, SpanKind, Trace, Value};
 
 /// The content type every OTLP/HTTP collector takes for protobuf.
 pub(crate) const CONTENT_TYPE: &str = "application/x-protobuf";
@@ -69,8 +69,8 @@ fn span(trace_id: &[u8; 16], s: &Span) -> proto::Span {
         flags: 1,
         name: s.name.clone(),
         kind: match s.kind {
-            Kind::Internal => proto::span::SpanKind::Internal,
-            Kind::Client => proto::span::SpanKind::Client,
+            SpanKind::Internal => proto::span::SpanKind::Internal,
+            SpanKind::Client => proto::span::SpanKind::Client,
         } as i32,
         start_time_unix_nano: nanos(s.start),
         end_time_unix_nano: nanos(s.end),

@@ -12,7 +12,7 @@ use harness_base::text::clip;
 use harness_config::Redactor;
 use harness_records::{Status, Summary};
 
-use super::data::{Kind, Model, Span, Trace, Value};
+use super::data::{Model, Span, SpanKind, Trace, Value};
 
 /// Characters of one exported content attribute (a reply, a tool's
 /// result): what a request replays of one reply's text.
@@ -155,7 +155,7 @@ impl TaskTrace {
             span_id: self.root_id,
             parent: None,
             name: format!("invoke_agent {}", self.task),
-            kind: Kind::Internal,
+            kind: SpanKind::Internal,
             start: self.started,
             end: now.max(self.started),
             attributes,
@@ -284,7 +284,7 @@ impl TaskTrace {
             span_id: chat.span_id,
             parent: Some(self.root_id),
             name,
-            kind: Kind::Client,
+            kind: SpanKind::Client,
             start: chat.start,
             end: now.max(chat.start),
             attributes,
@@ -379,7 +379,7 @@ impl TaskTrace {
             span_id: span_id(),
             parent: Some(self.root_id),
             name: format!("execute_tool {}", self.text(&a.name, MESSAGE_CAP)),
-            kind: Kind::Internal,
+            kind: SpanKind::Internal,
             start,
             end: now,
             attributes,

@@ -9,7 +9,7 @@ use opentelemetry_proto::tonic::trace::v1 as proto;
 use proptest::prelude::*;
 use prost::Message;
 
-use super::data::{Kind, Span, Value};
+use super::data::{Span, SpanKind, Value};
 use super::*;
 use super::{export, otlp};
 use harness_agent::{Answer, ModelAttempt, Outcome, ReplyFacts, StopReason, TaskEvent};
@@ -223,7 +223,7 @@ fn a_task_becomes_one_root_with_a_chat_span_per_request_and_a_tool_span_per_call
     );
     let (root, children) = trace.spans.split_first().unwrap();
     assert_eq!(root.parent, None);
-    assert_eq!((root.kind, root.ok), (Kind::Internal, Some(true)));
+    assert_eq!((root.kind, root.ok), (SpanKind::Internal, Some(true)));
     assert!(children.iter().all(|s| s.parent == Some(root.span_id)));
     assert!(
         children
@@ -243,7 +243,7 @@ fn a_task_becomes_one_root_with_a_chat_span_per_request_and_a_tool_span_per_call
         Some(&Value::Str("20261126T120000Z-ab12".into()))
     );
     let chat = &children[0];
-    assert_eq!(chat.kind, Kind::Client);
+    assert_eq!(chat.kind, SpanKind::Client);
     assert_eq!((chat.start, chat.end), (at(10), at(50)));
     assert_eq!(
         chat.ok, None,

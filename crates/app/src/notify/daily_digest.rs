@@ -28,12 +28,12 @@ pub(super) enum Claim {
     /// Not due, or its mark could not be kept.
     NotDue,
     /// Due, and the mark taken.
-    Taken(Turn),
+    Taken(DigestTurn),
 }
 
 /// The digest's mark this run took.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Turn {
+pub(super) struct DigestTurn {
     /// When it was taken: the digest covers runs up to then.
     at: DateTime<Utc>,
     /// The mark before (`None`: no digest yet), given back when the mail
@@ -55,7 +55,7 @@ impl Notifier {
 
     /// The digest's turn of a run ending at `now`: as decided under the
     /// lock, or — a run that stopped before it held the lock — decided now.
-    pub(super) fn digest_turn(&self, now: DateTime<Utc>) -> Option<Turn> {
+    pub(super) fn digest_turn(&self, now: DateTime<Utc>) -> Option<DigestTurn> {
         let claim = *lock(&self.0.digest);
         match claim {
             Claim::Taken(turn) => Some(turn),
@@ -68,7 +68,7 @@ impl Notifier {
     /// "Digest and mail"), and if so its mark, taken: `None` when it is
     /// not due, or its mark cannot be kept (a warning and a count: a
     /// digest that cannot be marked would go out with every run).
-    fn take_mark(&self, now: DateTime<Utc>) -> Option<Turn> {
+    fn take_mark(&self, now: DateTime<Utc>) -> Option<DigestTurn> {
         self.0.mailer.as_ref()?;
         let cfg = &self.0.cfg;
         let state_dir = cfg.paths.state_dir();
@@ -84,11 +84,11 @@ impl Notifier {
             );
             return None;
         }
-        Some(Turn { at: now, previous })
+        Some(DigestTurn { at: now, previous })
     }
 
     /// A digest the mail server accepted keeps its mark as sent.
-    fn keep_sent(&self, turn: Turn) {
+    fn keep_sent(&self, turn: DigestTurn) {
         match LastDigest::sent(&self.0.cfg.paths.state_dir(), turn.at) {
             Ok(true) => {}
             Ok(false) => {
@@ -104,7 +104,7 @@ impl Notifier {
 
     /// A digest that did not go out (failed, or cut) gives its mark back,
     /// so the next run sends it — unless another run's mark is there now.
-    pub(super) fn give_back(&self, turn: Turn) {
+    pub(super) fn give_back(&self, turn: DigestTurn) {
         match LastDigest::give_back(&self.0.cfg.paths.state_dir(), turn.at, turn.previous) {
             Ok(true) => {}
             Ok(false) => {
@@ -119,7 +119,7 @@ impl Notifier {
     /// The digest of what happened since the turn's previous mark (the
     /// day before when none went out yet) up to its own, with how this
     /// run ended (`code`, `end`), mailed; whether it went.
-    pub(super) async fn send_digest(&self, turn: Turn, code: u8, end: &RunEnd) -> bool {
+    pub(super) async fn send_digest(&self, turn: DigestTurn, code: u8, end: &RunEnd) -> bool {
         let cfg = &self.0.cfg;
         let period = Period {
             since: turn.previous.unwrap_or(Period::day_before(turn.at)),

@@ -25,7 +25,7 @@ use lettre::transport::smtp::client::{
 use lettre::transport::smtp::extension::ClientId;
 
 use harness_base::http::{Trust, refused_certificate};
-use harness_base::retry::Attempt;
+use harness_base::retry::Attempted;
 use harness_config::{MailAddress, MailConfig, MailSecurity};
 
 use super::RETRY;
@@ -74,11 +74,11 @@ impl Mailer {
             .run(|| async {
                 match tokio::time::timeout(ATTEMPT, self.deliver(message.envelope(), &bytes)).await
                 {
-                    Ok(Ok(())) => Attempt::Done(Ok(())),
-                    Ok(Err(Failed::Again(why))) => Attempt::Again(why, None),
-                    Ok(Err(Failed::Done(why))) => Attempt::Done(Err(why)),
+                    Ok(Ok(())) => Attempted::Done(Ok(())),
+                    Ok(Err(Failed::Again(why))) => Attempted::Again(why, None),
+                    Ok(Err(Failed::Done(why))) => Attempted::Done(Err(why)),
                     Err(_) => {
-                        Attempt::Again(format!("no answer within {} s", ATTEMPT.as_secs()), None)
+                        Attempted::Again(format!("no answer within {} s", ATTEMPT.as_secs()), None)
                     }
                 }
             })

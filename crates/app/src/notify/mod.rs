@@ -35,7 +35,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use harness_base::http::TransportFailure;
-use harness_base::retry::{Attempt, RetryPolicy};
+use harness_base::retry::{Attempted, RetryPolicy};
 use harness_base::sync::lock;
 use harness_config::{Config, Redactor};
 use harness_drain::RunEnd;
@@ -409,9 +409,9 @@ fn ping_url(url: &str, code: u8) -> Option<String> {
 }
 
 /// One attempt of a notification: a redirect is not tried again.
-async fn attempt(req: reqwest::RequestBuilder) -> Attempt<(), String> {
+async fn attempt(req: reqwest::RequestBuilder) -> Attempted<(), String> {
     match req.send().await {
-        Ok(r) if r.status().is_success() => Attempt::Done(Ok(())),
+        Ok(r) if r.status().is_success() => Attempted::Done(Ok(())),
         Ok(r) if r.status().is_redirection() => {
             // Not followed: the receiver does not choose where the run's
             // status goes. Its host only, never its path.
@@ -422,17 +422,17 @@ async fn attempt(req: reqwest::RequestBuilder) -> Attempt<(), String> {
                 .and_then(|l| r.url().join(l).ok())
                 .and_then(|l| l.host_str().map(str::to_string))
                 .unwrap_or_else(|| "nowhere readable".into());
-            Attempt::Done(Err(format!(
+            Attempted::Done(Err(format!(
                 "HTTP {}, a redirect to {} (not followed)",
                 r.status().as_u16(),
                 harness_base::text::printable(&harness_base::text::clip(&to, 100))
             )))
         }
-        Ok(r) => Attempt::Again(
+        Ok(r) => Attempted::Again(
             format!("HTTP {}", r.status().as_u16()),
             harness_base::http::retry_after(r.headers()),
         ),
-        Err(e) => Attempt::Again(TransportFailure::of(&e, None).to_string(), None),
+        Err(e) => Attempted::Again(TransportFailure::of(&e, None).to_string(), None),
     }
 }
 

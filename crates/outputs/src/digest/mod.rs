@@ -27,14 +27,14 @@ use harness_base::text::{MAX_ERROR_CHARS, clip, printable};
 use harness_base::zone::Zone;
 use harness_config::{Redactor, TimeOfDay};
 use harness_records::{ListedRun, Listing, Status, Summary};
-use harness_state::{Standing, day_of};
+use harness_state::{SpendToday, day_of};
 
 mod place;
 mod spend;
 mod text;
 
+pub use spend::Spend;
 use spend::spend;
-pub use spend::{DaySpent, Spend, ledger_standing};
 
 /// Runs a section names; the rest are counted.
 const MAX_LISTED: usize = 50;
@@ -74,10 +74,10 @@ pub struct Digest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_by: Option<SentBy>,
     /// Runs that did not succeed, oldest first.
-    pub failures: Vec<Failure>,
+    pub failures: Vec<FailedRun>,
     pub more_failures: usize,
     /// Runs that succeeded with an answer unlike their task's previous one.
-    pub answers: Vec<Answer>,
+    pub answers: Vec<SucceededRun>,
     pub more_answers: usize,
     /// Recurring tasks whose outcome changed against their previous run.
     pub changes: Vec<Change>,
@@ -106,7 +106,7 @@ pub struct SentBy {
 
 /// A run that did not succeed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Failure {
+pub struct FailedRun {
     pub task: String,
     pub run_id: String,
     pub finished_at: DateTime<Utc>,
@@ -120,7 +120,7 @@ pub struct Failure {
 
 /// A run that succeeded, and its answer's first line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Answer {
+pub struct SucceededRun {
     pub task: String,
     pub run_id: String,
     pub finished_at: DateTime<Utc>,
@@ -151,13 +151,13 @@ pub enum Changed {
 struct Making<'a> {
     period: &'a Period,
     redactor: &'a Redactor,
-    again: Again<'a>,
+    again: RunAgainFn<'a>,
 }
 
 /// The command that runs task TASK of run RUN_ID again (recurring or
 /// not), said from where its file is now (the engine knows:
 /// `drain::again`, a layer above).
-pub type Again<'a> = &'a dyn Fn(&str, &str, bool) -> String;
+pub type RunAgainFn<'a> = &'a dyn Fn(&str, &str, bool) -> String;
 
 impl Making<'_> {
     /// `text` on one line for a person: redacted, then at most `max`
@@ -177,9 +177,9 @@ impl Digest {
     pub fn of(
         listing: &Listing,
         period: &Period,
-        ledger: Option<Standing>,
+        ledger: Option<SpendToday>,
         redactor: &Redactor,
-        again: Again<'_>,
+        again: RunAgainFn<'_>,
     ) -> Digest {
         let making = Making {
             period,

@@ -8,7 +8,7 @@
 use harness_records::{ListedRun, Status, Summary};
 
 use super::{
-    Answer, Change, Changed, Digest, Failure, MAX_ERROR_CHARS, Making, Period, first_line,
+    Change, Changed, Digest, FailedRun, MAX_ERROR_CHARS, Making, Period, SucceededRun, first_line,
     in_period, names,
 };
 
@@ -35,7 +35,7 @@ impl Digest {
         &mut self,
         runs: &[&'r ListedRun],
         making: &Making<'_>,
-        failed: &mut Vec<(Failure, Option<&'r ListedRun>)>,
+        failed: &mut Vec<(FailedRun, Option<&'r ListedRun>)>,
     ) {
         let newest_failure = newest_failure(runs, making.period);
         for (n, run) in runs.iter().enumerate() {
@@ -103,10 +103,10 @@ fn change(run: &ListedRun, previous: Option<&Summary>, making: &Making<'_>) -> O
 }
 
 /// A run that succeeded, said by its answer's first line.
-fn answer(run: &ListedRun, making: &Making<'_>) -> Answer {
+fn answer(run: &ListedRun, making: &Making<'_>) -> SucceededRun {
     let s = &run.summary;
     let (task, run_id) = names(run, making);
-    Answer {
+    SucceededRun {
         task,
         run_id,
         finished_at: s.finished_at,
@@ -121,7 +121,7 @@ fn failure<'r>(
     run: &'r ListedRun,
     later: &[&ListedRun],
     making: &Making<'_>,
-) -> (Failure, Option<&'r ListedRun>) {
+) -> (FailedRun, Option<&'r ListedRun>) {
     let s = &run.summary;
     let (task, run_id) = names(run, making);
     // Nothing to do when a later run of its task succeeded.
@@ -135,7 +135,7 @@ fn failure<'r>(
             )
         });
     let ask = since.is_none().then_some(run);
-    let failure = Failure {
+    let failure = FailedRun {
         task,
         run_id,
         finished_at: s.finished_at,

@@ -11,7 +11,7 @@ use harness_agent::StopReason;
 use harness_base::zone::Zone;
 use harness_config::{Redactor, Secret, TimeOfDay};
 use harness_records::{ListedRun, Listing, Status, Summary};
-use harness_state::{DaySpend, Standing};
+use harness_state::{DaySpend, SpendToday};
 
 use super::{Changed, Digest, Period, due};
 
@@ -374,11 +374,11 @@ fn gpu_seconds_and_todays_standing_show_when_they_count() {
         runs: gpu.clone(),
         ..Listing::default()
     };
-    let limits = harness_config::Budget {
+    let limits = harness_config::SpendLimits {
         tokens_per_day: 1000,
-        ..harness_config::Budget::default()
+        ..harness_config::SpendLimits::default()
     };
-    let standing = |limits| Standing {
+    let standing = |limits| SpendToday {
         today: DaySpend {
             day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
             tokens: 100,
@@ -406,9 +406,9 @@ fn gpu_seconds_and_todays_standing_show_when_they_count() {
         runs: gpu,
         ..Listing::default()
     };
-    let limits = harness_config::Budget {
+    let limits = harness_config::SpendLimits {
         gpu_seconds_per_day: 600,
-        ..harness_config::Budget::default()
+        ..harness_config::SpendLimits::default()
     };
     let d = Digest::of(
         &listing,

@@ -19,16 +19,16 @@ const LIFETIME: u32 = 10_000;
 
 /// A client transport that passes on answers, and the server's requests
 /// within a rate limit.
-pub(super) struct Answers<T> {
+pub(super) struct AnswersOnly<T> {
     inner: T,
     tokens: f64,
     refilled: Instant,
     passed: u32,
 }
 
-impl<T> Answers<T> {
-    pub(super) fn new(inner: T) -> Answers<T> {
-        Answers {
+impl<T> AnswersOnly<T> {
+    pub(super) fn new(inner: T) -> AnswersOnly<T> {
+        AnswersOnly {
             inner,
             tokens: BURST,
             refilled: Instant::now(),
@@ -51,7 +51,7 @@ impl<T> Answers<T> {
     }
 }
 
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Answers<T> {
+impl<T: Transport<RoleClient>> Transport<RoleClient> for AnswersOnly<T> {
     type Error = T::Error;
 
     fn send(

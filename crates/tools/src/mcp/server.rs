@@ -93,7 +93,7 @@ impl Server {
                 let transport =
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(read, stdin)
                         .with_max_line_length(MAX_LINE_BYTES);
-                ().serve(answers::Answers::new(transport))
+                ().serve(answers::AnswersOnly::new(transport))
                     .await
                     .map_err(|e| failed(short(&chain(&e), redactor)))?
             }
@@ -116,7 +116,7 @@ impl Server {
                     .max_json_response_size(MAX_HTTP_BYTES);
                 let transport =
                     rmcp::transport::StreamableHttpClientTransport::with_client(client, limits);
-                ().serve(answers::Answers::new(transport))
+                ().serve(answers::AnswersOnly::new(transport))
                     .await
                     .map_err(|e| failed(short(&http_start_failure(&e), redactor)))?
             }

@@ -17,7 +17,7 @@ use harness_base::http::{
     Body, MAX_BODY_BYTES, TransportFailure, TransportKind, Trust, read_capped,
 };
 use harness_base::lenient;
-use harness_base::retry::{Attempt, RetryPolicy};
+use harness_base::retry::{Attempted, RetryPolicy};
 use harness_config::{NoteworxConfig, Secret};
 
 /// A note as the API returns it. Every field may be missing, and a field
@@ -324,7 +324,7 @@ impl NoteworxClient {
         method: &Method,
         url: &Url,
         body: Option<&Value>,
-    ) -> Attempt<T, NoteworxError> {
+    ) -> Attempted<T, NoteworxError> {
         let mut req = self
             .http
             .request(method.clone(), url.clone())
@@ -337,29 +337,29 @@ impl NoteworxClient {
             // A POST whose connection dropped may have been applied: only
             // retry one that never connected.
             Err(e) if method == Method::POST && !e.is_connect() => {
-                return Attempt::Done(Err(no_answer(&e)));
+                return Attempted::Done(Err(no_answer(&e)));
             }
-            Err(e) => return Attempt::Again(no_answer(&e), None),
+            Err(e) => return Attempted::Again(no_answer(&e), None),
         };
         let status = resp.status();
         if status.is_success() {
             self.answered
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-            return Attempt::Done(parse_streaming(resp).await);
+            return Attempted::Done(parse_streaming(resp).await);
         }
         let retry_after = harness_base::http::retry_after(resp.headers());
         let text = match read_capped(resp, 64 * 1024).await {
             Ok(Body::Whole(b) | Body::TooLarge(b)) => String::from_utf8_lossy(&b).into_owned(),
-            Err(e) => return Attempt::Done(Err(no_answer(&e))),
+            Err(e) => return Attempted::Done(Err(no_answer(&e))),
         };
         let failed = NoteworxError::Status {
             status: status.as_u16(),
             message: error_message(&text, status),
         };
         if status.is_server_error() {
-            Attempt::Again(failed, retry_after)
+            Attempted::Again(failed, retry_after)
         } else {
-            Attempt::Done(Err(failed))
+            Attempted::Done(Err(failed))
         }
     }
 }

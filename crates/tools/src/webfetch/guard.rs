@@ -14,13 +14,13 @@ use reqwest::Url;
 
 /// The host rules, shared by the first request and every redirect.
 #[derive(Debug, Clone)]
-pub(super) struct Rules {
+pub(super) struct AddressRules {
     pub(super) allow_private: bool,
     pub(super) allow_hosts: Vec<String>,
     pub(super) deny_hosts: Vec<String>,
 }
 
-impl Rules {
+impl AddressRules {
     /// Whether to follow a redirect to `url` after `hops` earlier ones: at
     /// most [`MAX_REDIRECTS`], each target checked like the first URL.
     pub(super) fn redirect(&self, hops: usize, url: &Url) -> Result<(), Refused> {
@@ -198,7 +198,7 @@ pub(super) fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
 /// private or reserved (unless allowed), not on the deny list in any
 /// spelling — so the connection is made to a checked address.
 pub(super) struct GuardedResolver {
-    pub(super) rules: Arc<Rules>,
+    pub(super) rules: Arc<AddressRules>,
 }
 
 impl Resolve for GuardedResolver {

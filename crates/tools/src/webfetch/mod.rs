@@ -26,7 +26,7 @@ use reqwest::redirect::Policy;
 
 use super::ToolOutput;
 use super::text::page;
-use guard::{GuardedResolver, Rules};
+use guard::{AddressRules, GuardedResolver};
 use harness_base::http::{TransportFailure, TransportKind, Trust};
 use harness_base::text::chars;
 use harness_config::WebfetchConfig;
@@ -44,7 +44,7 @@ pub struct Refused(pub String);
 #[derive(Debug, Clone)]
 pub struct Webfetch {
     http: reqwest::Client,
-    rules: Arc<Rules>,
+    rules: Arc<AddressRules>,
     max_bytes: u64,
     timeout: Duration,
     converters: Arc<tokio::sync::Semaphore>,
@@ -62,7 +62,7 @@ impl Webfetch {
         } else {
             Trust::bundled()
         };
-        let rules = Arc::new(Rules {
+        let rules = Arc::new(AddressRules {
             allow_private: cfg.allow_private,
             allow_hosts: cfg.allow_hosts.clone(),
             deny_hosts: cfg.deny_hosts.clone(),

@@ -1,18 +1,18 @@
 //! Unit tests of `tools::webfetch`.
 
-use super::guard::Rules;
+use super::guard::AddressRules;
 use super::html::strip_tags;
 use super::*;
 
-fn rules(allow_private: bool, allow: &[&str], deny: &[&str]) -> Rules {
-    Rules {
+fn rules(allow_private: bool, allow: &[&str], deny: &[&str]) -> AddressRules {
+    AddressRules {
         allow_private,
         allow_hosts: allow.iter().map(|s| s.to_string()).collect(),
         deny_hosts: deny.iter().map(|s| s.to_string()).collect(),
     }
 }
 
-fn check(r: &Rules, url: &str) -> Result<(), Refused> {
+fn check(r: &AddressRules, url: &str) -> Result<(), Refused> {
     r.check(&Url::parse(url).unwrap())
 }
 
