@@ -30,7 +30,8 @@
 //! 8. [`drain`] — the engine: the lock, the folders, the inbox and the
 //!    recurring tasks drained, one task from file to records.
 //! 9. [`lab`] — studies that call the engine: `eval`, its statistics,
-//!    `replay`.
+//!    `replay`. [`notify`] — telling someone how a run ended: the ping,
+//!    the failure report, the mail and the day's digest.
 //! 10. [`app`] — the commands: the only room that prints and knows exit
 //!     codes.
 //!
@@ -60,5 +61,6 @@ pub use harness_traces as traces;
 pub use harness_drain as drain;
 // Layer 9
 pub use harness_lab as lab;
+pub use harness_notify as notify;
 // Layer 10
 pub use harness_app as app;

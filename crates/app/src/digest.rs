@@ -11,8 +11,9 @@ use std::io::Write;
 use super::exit;
 use harness_agent::deps::system_clock;
 use harness_base::text::printable_json;
-use harness_config::{Config, Paths};
+use harness_config::Config;
 use harness_display::Progress;
+use harness_drain::{again_in, program};
 use harness_outputs::digest::{Digest, Period};
 use harness_records::Listing;
 use harness_state::{LastDigest, SpendToday};
@@ -61,31 +62,4 @@ pub(super) fn digest_command(
     }
     .and_then(|()| out.flush());
     exit::of_listing(written, listing.unreadable.is_empty(), progress)
-}
-
-/// What runs task TASK of run RUN_ID again, as `show` says it, for the
-/// digest (printed or mailed), run as `program` ([`program`]).
-pub(super) fn again_in<'a>(
-    paths: &'a Paths,
-    program: &'a str,
-) -> impl Fn(&str, &str, bool) -> String + 'a {
-    // One look at the task folders for the whole digest: each folder is
-    // listed once, not once a failure.
-    let look = harness_drain::Look::new(paths);
-    move |task, run_id, recurring| look.again(task, run_id, recurring).said(program)
-}
-
-/// The program as a command that runs again must name it: `agent-harness`
-/// with the system's config, which every shell finds; else with
-/// `--config` and the config's absolute path, so the line works from the
-/// operator's shell in any folder.
-pub(super) fn program(cfg: &Config) -> String {
-    let path = std::path::absolute(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
-    if path == std::path::Path::new(harness_config::SYSTEM_CONFIG) {
-        return "agent-harness".into();
-    }
-    format!(
-        "agent-harness --config {}",
-        harness_base::text::shell_word(&path.display().to_string())
-    )
 }

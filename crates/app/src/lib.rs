@@ -17,7 +17,6 @@ pub mod exit;
 mod init;
 mod logs;
 mod manual;
-mod notify;
 mod remember;
 mod run;
 mod show;

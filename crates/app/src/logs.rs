@@ -94,12 +94,12 @@ pub(super) fn going_since(cfg: &Config) -> Option<DateTime<Utc>> {
 
 /// `path` cannot be read by this user: the key it is under, and whom to
 /// run as (the folder's owner, when its name can be read), with the
-/// config this run read ([`crate::digest::program`]).
+/// config this run read ([`harness_drain::program`]).
 pub(super) fn permission_problem(cfg: &Config, key: &str, path: &Path, command: &str) -> String {
     let owner = std::fs::metadata(path)
         .ok()
         .and_then(|m| user_name(m.uid()))
-        .map(|name| format!(": sudo -u {name} {} {command}", crate::digest::program(cfg)))
+        .map(|name| format!(": sudo -u {name} {} {command}", harness_drain::program(cfg)))
         .unwrap_or_default();
     format!(
         "{key}: {} cannot be read by this user (permission denied); run it as the user that owns it{owner}",

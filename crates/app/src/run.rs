@@ -21,8 +21,8 @@ use harness_outputs::metrics;
 use harness_state::{Channel, RunLock};
 use harness_traces::Traces;
 
-use super::notify::Notifier;
 use super::remember;
+use harness_notify::{Ending, Notifier};
 
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
@@ -256,7 +256,11 @@ pub async fn run_inbox(
     }
     if let Some(n) = &notifier {
         match code {
-            Some(code) => n.end(code, &end, (deps.clock)(), &deps.cancel).await,
+            Some(code) => {
+                let failed = matches!(code, exit::FAILED | exit::USAGE);
+                let ending = Ending { code, failed };
+                n.end(ending, &end, (deps.clock)(), &deps.cancel).await
+            }
             None => n.log(&end, &deps.cancel).await,
         }
         if let Some(m) = &metrics

@@ -187,7 +187,7 @@ fn show_text(
     if let Some(failure) = failure {
         // A replay ran no task file: nothing of it runs again.
         let to_do = to_do.as_ref().filter(|_| s.replay_of.is_none());
-        lines.extend(failure_lines(to_do, &crate::digest::program(cfg), failure));
+        lines.extend(failure_lines(to_do, &harness_drain::program(cfg), failure));
     }
     lines.push(String::new());
     match answer {

@@ -185,6 +185,33 @@ fn back_line(program: &str, command: &str, folder: &str, back: &Back) -> String 
     }
 }
 
+/// What runs task TASK of run RUN_ID again, as `show` says it, for the
+/// digest (printed or mailed), run as `program` ([`program`]).
+pub fn again_in<'a>(
+    paths: &'a Paths,
+    program: &'a str,
+) -> impl Fn(&str, &str, bool) -> String + 'a {
+    // One look at the task folders for the whole digest: each folder is
+    // listed once, not once a failure.
+    let look = Look::new(paths);
+    move |task, run_id, recurring| look.again(task, run_id, recurring).said(program)
+}
+
+/// The program as a command that runs again must name it: `agent-harness`
+/// with the system's config, which every shell finds; else with
+/// `--config` and the config's absolute path, so the line works from the
+/// operator's shell in any folder.
+pub fn program(cfg: &harness_config::Config) -> String {
+    let path = std::path::absolute(&cfg.path).unwrap_or_else(|_| cfg.path.clone());
+    if path == std::path::Path::new(harness_config::SYSTEM_CONFIG) {
+        return "agent-harness".into();
+    }
+    format!(
+        "agent-harness --config {}",
+        harness_base::text::shell_word(&path.display().to_string())
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

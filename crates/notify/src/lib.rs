@@ -40,8 +40,6 @@ use harness_base::sync::lock;
 use harness_config::{Config, Redactor};
 use harness_drain::RunEnd;
 
-use super::exit;
-
 mod bodies;
 mod daily_digest;
 mod mail;
@@ -75,9 +73,18 @@ const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
 /// One notification on its way: [`Notifier::deliver`] sends them at once.
 type Delivery<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
+/// How the process exits, as `app` decides it: its code (the ping names
+/// it) and whether it is a failure to report — a task failed or the setup
+/// is wrong (`on_failure_mail`), not what a later run retries by itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending {
+    pub code: u8,
+    pub failed: bool,
+}
+
 /// The notifications of one run; clones share it.
 #[derive(Clone)]
-pub(super) struct Notifier(Arc<Inner>);
+pub struct Notifier(Arc<Inner>);
 
 struct Inner {
     http: reqwest::Client,
@@ -99,7 +106,7 @@ struct Inner {
 
 impl Notifier {
     /// The notifier of `cfg`, when it names a URL or someone to mail.
-    pub(super) fn new(cfg: &Config) -> Option<Notifier> {
+    pub fn new(cfg: &Config) -> Option<Notifier> {
         let mailer = cfg
             .mail
             .as_ref()
@@ -131,17 +138,17 @@ impl Notifier {
     }
 
     /// Requests that failed for good so far.
-    pub(super) fn failures(&self) -> u64 {
+    pub fn failures(&self) -> u64 {
         self.0.failures.load(Ordering::Relaxed)
     }
 
     /// Requests started so far.
-    pub(super) fn attempts(&self) -> u64 {
+    pub fn attempts(&self) -> u64 {
         self.0.attempts.load(Ordering::Relaxed)
     }
 
     /// Why the last request that failed did.
-    pub(super) fn last_error(&self) -> Option<String> {
+    pub fn last_error(&self) -> Option<String> {
         lock(&self.0.last_error).clone()
     }
 
@@ -153,7 +160,7 @@ impl Notifier {
 
     /// `GET <ping_url>/start`, in the background: the run holds its lock
     /// and its first task goes on meanwhile.
-    pub(super) fn start(&self) {
+    pub fn start(&self) {
         let Some(url) = self
             .0
             .cfg
@@ -176,7 +183,7 @@ impl Notifier {
     /// `POST <ping_url>/log`, which leaves the check as the run holding the
     /// lock will leave it — so a run that hangs with the lock held is
     /// still noticed.
-    pub(super) async fn log(&self, end: &RunEnd, cancel: &CancellationToken) {
+    pub async fn log(&self, end: &RunEnd, cancel: &CancellationToken) {
         let Some(url) = self
             .0
             .cfg
@@ -196,13 +203,14 @@ impl Notifier {
     /// digest when this run took its mark — at the same time, within
     /// [`END_WITHIN`] ([`AFTER_SIGNAL`] once `cancel` fired). A digest that
     /// did not go out gives its mark back.
-    pub(super) async fn end(
+    pub async fn end(
         &self,
-        code: u8,
+        ending: Ending,
         end: &RunEnd,
         now: DateTime<Utc>,
         cancel: &CancellationToken,
     ) {
+        let code = ending.code;
         let start = lock(&self.0.start).take();
         self.settle_start(start, cancel).await;
         let notify = &self.0.cfg.notify;
@@ -213,11 +221,11 @@ impl Notifier {
         if let Some(url) = notify.ping_url.as_deref().and_then(|u| ping_url(u, code)) {
             deliveries.push(Box::pin(self.post(url, self.ping_body(end), PLAIN_TEXT)));
         }
-        if let Some(url) = notify.on_failure_url.clone().filter(|_| code != exit::OK) {
+        if let Some(url) = notify.on_failure_url.clone().filter(|_| code != 0) {
             let (body, kind) = failure_body(notify.on_failure_format, code, end, words);
             deliveries.push(Box::pin(self.post(url, body, kind)));
         }
-        if self.failure_mailed(code) {
+        if self.failure_mailed(ending) {
             let subject = format!("agent-harness: a run failed (exit {code})");
             let body = failure_text(code, end, words);
             deliveries.push(Box::pin(async move {
@@ -240,13 +248,10 @@ impl Notifier {
         }
     }
 
-    /// Whether a run that exits with `code` mails its result: with
-    /// `on_failure_mail`, when a task failed or the setup is wrong (1, 2) —
-    /// not for 75, which a later run retries by itself.
-    fn failure_mailed(&self, code: u8) -> bool {
-        self.0.cfg.notify.on_failure_mail
-            && self.0.mailer.is_some()
-            && matches!(code, exit::FAILED | exit::USAGE)
+    /// Whether a run that ends so mails its result: with
+    /// `on_failure_mail`, when it is a failure to report.
+    fn failure_mailed(&self, ending: Ending) -> bool {
+        self.0.cfg.notify.on_failure_mail && self.0.mailer.is_some() && ending.failed
     }
 
     /// `deliveries` at once, each counted off as it ends, for at most
@@ -403,7 +408,7 @@ impl Notifier {
 /// Where the end's ping goes for `code`: `<url>` on 0, `<url>/<code>` else.
 fn ping_url(url: &str, code: u8) -> Option<String> {
     match code {
-        exit::OK => Some(url.to_string()),
+        0 => Some(url.to_string()),
         n => with_segment(url, &n.to_string()),
     }
 }

@@ -18,7 +18,7 @@ use harness_state::LastDigest;
 
 use super::Notifier;
 use super::bodies::status_lines;
-use crate::digest::again_in;
+use harness_drain::{again_in, program};
 
 /// Whether this run sends the day's digest.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +45,7 @@ impl Notifier {
     /// Whether this run sends the day's digest, decided at `now` while the
     /// run still holds the lock (`drain`'s `before_unlock`): a run after it
     /// finds the mark taken. The mail goes at [`Notifier::end`].
-    pub(crate) fn claim_digest(&self, now: DateTime<Utc>) {
+    pub fn claim_digest(&self, now: DateTime<Utc>) {
         let claim = match self.take_mark(now) {
             Some(turn) => Claim::Taken(turn),
             None => Claim::NotDue,
@@ -128,7 +128,7 @@ impl Notifier {
         };
         let ledger = end.budget.filter(|b| b.limits.daily());
         let paths = cfg.paths.clone();
-        let program = crate::digest::program(cfg);
+        let program = program(cfg);
         let redactor = self.0.redactor.clone();
         // The records are read off the runtime: a big logs folder holds
         // up nothing else, and the end's bound still cuts the wait.
