@@ -1478,6 +1478,7 @@ async fn counting(sizes: &Sizes) {
         for _ in 0..repeats {
             let t = Instant::now();
             exact = ep
+                .counter()
                 .count_prompt(&l["request"], 0, deadline(), &cancel)
                 .await
                 .unwrap();

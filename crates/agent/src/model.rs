@@ -117,6 +117,7 @@ impl ModelCall<'_, '_> {
         let body = self.request_body();
         self.deps
             .endpoint
+            .counter()
             .count_prompt(
                 &body,
                 self.conv.min_tokens(),

@@ -146,7 +146,7 @@ const TWEAKS: Tweaks = Tweaks {
 
 async fn reachable(cfg: &Config, ep: &Endpoint) -> Steps {
     let t0 = Instant::now();
-    match ep.probe().await {
+    match ep.prober().probe().await {
         Ok(p) if p.fit == Fit::Fits => Ok(format!(
             "ok   reachable: HTTP {} in {} ms ({})\n",
             p.status,

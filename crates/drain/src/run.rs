@@ -170,7 +170,7 @@ impl<'a> Run<'a> {
     /// answer, or what answers is not the server (another service on its
     /// port, a certificate refused): every task stays.
     async fn reach(&self, todo: &ToRun) -> ControlFlow<Ended> {
-        match self.deps.endpoint.reach().await {
+        match self.deps.endpoint.prober().reach().await {
             Reach::Answers => Continue(()),
             Reach::Unreachable(why) => {
                 let left = todo.len();

@@ -31,7 +31,10 @@ const OFF: u8 = 2;
 /// How long one of the two calls may take: they are quick next to a generation.
 const COUNT_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl Endpoint {
+/// The endpoint as it counts prompts ([`Endpoint::counter`]).
+pub struct Counter<'a>(pub(crate) &'a Endpoint);
+
+impl Counter<'_> {
     /// The exact prompt tokens of `body` (a chat request), or `None` when
     /// the server cannot say. A count under `at_least` (what the request's
     /// text cannot tokenize to less than) is not believed, for this request
@@ -44,14 +47,16 @@ impl Endpoint {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Option<u64> {
-        if let Some(r) = &self.recording {
+        if let Some(r) = &self.0.recording {
             match lock(r).next_count() {
                 Count::Recorded(n) => return Some(n),
                 Count::None => return None,
                 Count::Live => {}
             }
         }
-        if self.cfg.kind != EndpointKind::Openai || self.counting.0.load(Ordering::Relaxed) == OFF {
+        if self.0.cfg.kind != EndpointKind::Openai
+            || self.0.counting.0.load(Ordering::Relaxed) == OFF
+        {
             return None;
         }
         let limit = deadline.min(Instant::now() + COUNT_TIMEOUT);
@@ -65,7 +70,7 @@ impl Endpoint {
                 None
             }
             Ok(n) => {
-                self.counting.0.store(ON, Ordering::Relaxed);
+                self.0.counting.0.store(ON, Ordering::Relaxed);
                 Some(n)
             }
             // A stop, or the task's own clock: no verdict on the server.
@@ -79,7 +84,7 @@ impl Endpoint {
     }
 
     fn turn_counting_off(&self, why: String) {
-        if self.counting.0.swap(OFF, Ordering::Relaxed) != OFF {
+        if self.0.counting.0.swap(OFF, Ordering::Relaxed) != OFF {
             tracing::warn!(
                 error = %why,
                 "the server cannot count prompts (/apply-template, /tokenize): estimating them for the rest of the run"
@@ -102,7 +107,7 @@ impl Endpoint {
             #[serde(deserialize_with = "how_many")]
             tokens: u64,
         }
-        let root = self.root();
+        let root = self.0.root();
         let applied: Applied = self
             .post_for(&format!("{root}/apply-template"), body, deadline, cancel)
             .await?;
@@ -123,7 +128,7 @@ impl Endpoint {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<T, AttemptError> {
-        let answer = until(deadline, cancel, self.post_json(url, body)).await;
+        let answer = until(deadline, cancel, self.0.post_json(url, body)).await;
         answer.result?;
         let body = answer
             .body

@@ -30,10 +30,11 @@ mod probe;
 pub mod recorded;
 pub mod runpod;
 
+pub use count::Counter;
 pub use errors::{CallError, Failure};
 pub use exchange::{Attempt, CallEvent, Completion, JobInfo};
 pub use harness_base::retry::RetryPolicy;
-pub use probe::{Fit, Probe, Reach, Unanswered};
+pub use probe::{Fit, Probe, Prober, Reach, Unanswered};
 
 use std::time::Duration;
 
@@ -503,8 +504,18 @@ impl Endpoint {
         &self.cfg.base_url
     }
 
+    /// What answers at the address: [`Prober::probe`], [`Prober::reach`].
+    pub fn prober(&self) -> Prober<'_> {
+        Prober(self)
+    }
+
+    /// A prompt counted exactly: [`Counter::count_prompt`].
+    pub fn counter(&self) -> Counter<'_> {
+        Counter(self)
+    }
+
     /// llama-server's own routes hang off the URL without `/v1`.
-    fn root(&self) -> &str {
+    pub(crate) fn root(&self) -> &str {
         self.cfg
             .base_url
             .strip_suffix("/v1")

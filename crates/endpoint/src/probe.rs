@@ -106,16 +106,20 @@ impl Probe {
     }
 }
 
+/// The endpoint as it looks at what answers at its address
+/// ([`Endpoint::prober`]).
+pub struct Prober<'a>(pub(crate) &'a Endpoint);
+
 /// Bytes of a probe's answer read at most.
 const MAX_BYTES: usize = 1 << 20;
 
-impl Endpoint {
+impl Prober<'_> {
     /// Asks what is at the endpoint's address; `Err` when nothing answers
     /// HTTP there (the words name the host and port).
     pub async fn probe(&self) -> Result<Probe, Unanswered> {
-        match self.cfg.kind {
+        match self.0.cfg.kind {
             EndpointKind::Openai => {
-                let models = format!("{}/models", self.base_url());
+                let models = format!("{}/models", self.0.base_url());
                 let (status, body) = self.get(&models, true).await?;
                 let probe = |fit, what| Probe { status, fit, what };
                 match status {
@@ -149,7 +153,7 @@ impl Endpoint {
                         ),
                     )),
                     _ => {
-                        let health = format!("{}/health", self.root());
+                        let health = format!("{}/health", self.0.root());
                         let fits = matches!(self.get(&health, false).await, Ok((200..=299, Some(b))) if is_json(&b));
                         Ok(if fits {
                             probe(
@@ -169,7 +173,7 @@ impl Endpoint {
                 }
             }
             EndpointKind::Runpod => {
-                let health = format!("{}/health", self.base_url());
+                let health = format!("{}/health", self.0.base_url());
                 let (status, body) = self.get(&health, true).await?;
                 let fits = body.as_deref().is_some_and(is_json);
                 Ok(Probe {
@@ -193,9 +197,9 @@ impl Endpoint {
     /// endpoint answers its `/health` with whatever status (a worker may be
     /// cold), so any answer there is enough.
     pub async fn reach(&self) -> Reach {
-        let probed = match self.cfg.kind {
+        let probed = match self.0.cfg.kind {
             EndpointKind::Openai => self.probe().await,
-            EndpointKind::Runpod => self.ping().await.map(|status| Probe {
+            EndpointKind::Runpod => self.0.ping().await.map(|status| Probe {
                 status,
                 fit: Fit::Fits,
                 what: String::new(),
@@ -208,7 +212,7 @@ impl Endpoint {
                     fit: Fit::NotReady, ..
                 },
             ) => Reach::Unreachable(p.what),
-            Ok(p) => Reach::NotTheServer(p.misfit(self.cfg.kind)),
+            Ok(p) => Reach::NotTheServer(p.misfit(self.0.cfg.kind)),
             Err(why) if why.untrusted => Reach::Untrusted(why.words),
             Err(why) if why.plain_http => Reach::NotTheServer(why.words),
             Err(why) => Reach::Unreachable(why.words),
@@ -217,8 +221,8 @@ impl Endpoint {
 
     /// One GET within 10 s: its status and its body (`None` past the cap).
     async fn get(&self, url: &str, with_key: bool) -> Result<(u16, Option<Vec<u8>>), Unanswered> {
-        let mut req = self.http.get(url).timeout(Duration::from_secs(10));
-        if let (true, Some(key)) = (with_key, &self.cfg.api_key) {
+        let mut req = self.0.http.get(url).timeout(Duration::from_secs(10));
+        if let (true, Some(key)) = (with_key, &self.0.cfg.api_key) {
             req = req.bearer_auth(key.expose());
         }
         let resp = match req.send().await {
@@ -235,7 +239,7 @@ impl Endpoint {
     }
 }
 
-impl Endpoint {
+impl Prober<'_> {
     /// `https://` whose handshake got no answer in time: a server that
     /// speaks plain HTTP there (llama-server without TLS waits for a
     /// request line and never answers a TLS hello) or a TLS server that
@@ -264,6 +268,7 @@ impl Endpoint {
         let _ = plain.set_username("");
         let _ = plain.set_password(None);
         let answered = self
+            .0
             .http
             .get(plain.as_str())
             .timeout(Duration::from_secs(5))
