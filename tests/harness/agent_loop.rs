@@ -95,27 +95,27 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
             "noteworx_create_attachment"
         ]
     );
-    assert_eq!(messages(first)[0]["role"], "system");
+    assert_eq!(messages(first)[0].role, Role::System);
     assert_eq!(
-        messages(first)[1],
+        first["messages"][1],
         json!({"role": "user", "content": "# Scan\nSummarise my research notes.\n"})
     );
     let third = messages(&requests[2]);
     assert_eq!(third.len(), 6);
-    assert_eq!(third[2]["tool_calls"][0]["id"], "call_1");
-    assert_eq!(third[3]["role"], "tool");
-    assert_eq!(third[3]["tool_call_id"], "call_1");
+    assert_eq!(third[2].tool_calls[0].id, "call_1");
+    assert_eq!(third[3].role, Role::Tool);
+    assert_eq!(third[3].tool_call_id.as_deref(), Some("call_1"));
     assert_eq!(
-        third[3]["content"],
+        third[3].content,
         "1 note:\n- eval-methods | Evaluation methods | tags: research | space: work | updated: 2026-04-01T10:00:00Z\n"
     );
-    assert_eq!(third[5]["tool_call_id"], "call_2");
+    assert_eq!(third[5].tool_call_id.as_deref(), Some("call_2"));
     assert_eq!(
-        third[5]["content"],
+        third[5].content,
         "Note eval-methods | Evaluation methods | tags: research\n\nUse held-out sets."
     );
     assert!(
-        !third[3]["content"].as_str().unwrap().contains("held-out"),
+        !third[3].content.as_str().contains("held-out"),
         "listings never carry note content"
     );
 
@@ -181,7 +181,7 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
         (1, "call_1", "noteworx_list_notes")
     );
     assert_eq!(tools[0].arguments, r#"{"tag":"research"}"#);
-    assert_eq!(tools[1].result, third[5]["content"].as_str().unwrap());
+    assert_eq!(tools[1].result, third[5].content.as_str());
     assert!(tools.iter().all(|t| !t.is_error
         && t.executed
         && t.repeat == 1
@@ -230,9 +230,10 @@ async fn thinking_is_logged_but_never_replayed() {
 
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
-    assert_eq!(replayed["role"], "assistant");
-    assert_eq!(replayed["content"], "Reading it.");
-    assert!(replayed.get("reasoning_content").is_none(), "{replayed}");
+    assert_eq!(replayed.role, Role::Assistant);
+    assert_eq!(replayed.content, "Reading it.");
+    let raw = &requests[1]["messages"][2];
+    assert!(raw.get("reasoning_content").is_none(), "{raw}");
     assert!(!requests[1].to_string().contains("inline plan"));
     assert!(!requests[1].to_string().contains("I should read note a."));
 
@@ -264,8 +265,10 @@ async fn replay_thinking_keep_sends_reasoning_back_on_tool_call_turns() {
     s.run().await;
 
     assert_eq!(
-        messages(&s.requests().await[1])[2]["reasoning_content"],
-        "plan"
+        messages(&s.requests().await[1])[2]
+            .reasoning_content
+            .as_deref(),
+        Some("plan")
     );
 }
 
@@ -295,13 +298,8 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
     let msgs = messages(&scene.requests().await[1]).clone();
     let tool_msgs: Vec<(&str, &str)> = msgs
         .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap(),
-                m["content"].as_str().unwrap(),
-            )
-        })
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.tool_call_id.as_deref().unwrap(), m.content.as_str()))
         .collect();
     assert_eq!(tool_msgs.len(), 3);
     assert_eq!(tool_msgs[0], ("id_b", "Note b | B\n\nbeta"));
@@ -341,14 +339,14 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
     s.run().await;
 
     let msgs = messages(&s.requests().await[2]).clone();
-    let first = msgs[3]["content"].as_str().unwrap();
+    let first = msgs[3].content.as_str();
     assert!(
         first.chars().count() <= 2000,
         "{} chars",
         first.chars().count()
     );
     assert!(first.ends_with(r#"[cut: characters 0..1858 of 5000 shown, 3142 more. To read on, call noteworx_read_note with slug="long" and offset=1858]"#), "{first}");
-    let second = msgs[5]["content"].as_str().unwrap();
+    let second = msgs[5].content.as_str();
     assert!(
         second.contains(&long[1858..1916]),
         "the second page starts where the first ended"
@@ -425,7 +423,7 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
     );
     // The invalid arguments were replayed as `{}` so llama-server accepts the history.
     assert_eq!(
-        messages(&requests[2])[6]["tool_calls"][0]["function"]["arguments"],
+        messages(&requests[2])[6].tool_calls[0].function.arguments,
         "{}"
     );
 }
@@ -549,8 +547,9 @@ async fn a_request_never_sends_null_fields_or_ends_on_an_assistant_tool_call() {
             }
         }
         assert!(!has_null(&body), "{body}");
-        let last = messages(&body).last().unwrap();
-        assert!(last["role"] != "assistant", "{last}");
+        let all = messages(&body);
+        let last = all.last().unwrap();
+        assert!(last.role != Role::Assistant, "{last:?}");
         assert_eq!(body["stream"], json!(false));
     }
 }

@@ -29,14 +29,13 @@ async fn a_cut_answer_is_asked_for_once_more_shorter_with_thinking_off() {
     let second = messages(&requests[1]);
     let n = second.len();
     assert_eq!(
-        second[n - 2]["content"],
+        second[n - 2].content,
         "The answer is that the timer runs every"
     );
-    assert_eq!(second[n - 1]["role"], "user");
+    assert_eq!(second[n - 1].role, Role::User);
     assert!(
-        second[n - 1]["content"]
-            .as_str()
-            .unwrap()
+        second[n - 1]
+            .content
             .contains("cut off at the output length limit"),
         "{second:?}"
     );
@@ -69,7 +68,7 @@ async fn only_the_start_of_a_long_cut_answer_is_sent_back() {
 
     let requests = s.requests().await;
     let second = messages(&requests[1]);
-    let replayed = second[second.len() - 2]["content"].as_str().unwrap();
+    let replayed = second[second.len() - 2].content.as_str();
     assert_eq!(replayed.chars().count(), 1000, "{replayed}");
     assert!(replayed.ends_with('…') && long.starts_with(replayed.trim_end_matches('…')));
 }

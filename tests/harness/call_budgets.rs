@@ -80,10 +80,10 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
     let s = scene.summary("t");
     assert_eq!((s.tool_calls, s.calls_over_budget), (30, 25));
     let second = &scene.requests().await[1];
-    let answered: Vec<&str> = messages(second)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["tool_call_id"].as_str().unwrap())
+    let answered: Vec<String> = messages(second)
+        .into_iter()
+        .filter(|m| m.role == Role::Tool)
+        .filter_map(|m| m.tool_call_id)
         .collect();
     assert_eq!(answered.len(), 30);
 }
@@ -124,8 +124,8 @@ async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
     let second = &scene.requests().await[1];
     let replayed = messages(second)
         .iter()
-        .find(|m| m["role"] == "assistant")
-        .map(|m| m["tool_calls"].as_array().unwrap().len());
+        .find(|m| m.role == Role::Assistant)
+        .map(|m| m.tool_calls.len());
     assert_eq!(replayed, Some(256));
     let log = std::fs::read_to_string(scene.run_dir("t").join("run.log")).unwrap();
     assert!(
@@ -173,21 +173,17 @@ async fn calls_with_huge_arguments_are_replayed_within_64_kib_a_reply() {
         );
         for m in messages(request)
             .iter()
-            .filter(|m| m["role"] == "assistant")
+            .filter(|m| m.role == Role::Assistant)
         {
-            let calls = m["tool_calls"].as_array().unwrap();
+            let calls = &m.tool_calls;
             assert_eq!(
                 calls.len(),
                 30,
                 "every call is replayed, to pair with its result"
             );
-            let replayed: usize = calls
-                .iter()
-                .map(|c| c["function"]["arguments"].as_str().unwrap().len())
-                .sum();
+            let replayed: usize = calls.iter().map(|c| c.function.arguments.len()).sum();
             assert!(replayed <= 64 * 1024, "{replayed}");
-            let first: Value =
-                serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+            let first: Value = serde_json::from_str(&calls[0].function.arguments).unwrap();
             assert!(
                 first["url"].as_str().unwrap().ends_with(&format!(
                     "[… {} more characters not repeated here]",

@@ -30,9 +30,11 @@ async fn control_token_strings_in_a_note_never_reach_the_model_whole() {
     s.run().await;
 
     let sent = &s.requests().await[1];
-    let tool_message = messages(sent).iter().find(|m| m["role"] == "tool").unwrap()["content"]
-        .as_str()
+    let tool_message = messages(sent)
+        .iter()
+        .find(|m| m.role == Role::Tool)
         .unwrap()
+        .content
         .to_string();
     for c in agent_harness::tools::text::CONTROL_STRINGS {
         assert!(!tool_message.contains(c), "{c} reached the model");

@@ -109,7 +109,7 @@ async fn tasks_run_oldest_file_name_first() {
         .requests()
         .await
         .iter()
-        .map(|r| messages(r)[1]["content"].as_str().unwrap().to_string())
+        .map(|r| messages(r)[1].content.as_str().to_string())
         .collect();
     assert_eq!(order, ["task a", "task b", "task c"]);
 }
@@ -523,9 +523,9 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
     // Four tasks were in flight at once: the first four requests are four
     // different tasks' first turns, before any second turn.
     let requests = s.requests().await;
-    let first_four: Vec<&str> = requests[..4]
+    let first_four: Vec<String> = requests[..4]
         .iter()
-        .map(|r| messages(r)[1]["content"].as_str().unwrap())
+        .map(|r| messages(r)[1].content.clone())
         .collect();
     assert!(
         requests[..4].iter().all(|r| messages(r).len() == 2),
@@ -542,7 +542,7 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
         assert_eq!(lines.len(), 2, "{task}");
         for line in &lines {
             assert_eq!(
-                messages(&line["request"])[1]["content"],
+                messages(&line["request"])[1].content,
                 format!("Task number {i}."),
                 "{task}: only its own requests"
             );

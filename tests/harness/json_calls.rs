@@ -62,14 +62,17 @@ async fn a_fenced_call_after_a_sentence_runs_and_is_replayed_as_a_real_call() {
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
     assert_eq!(
-        replayed["content"], "",
+        replayed.content, "",
         "the call alone is replayed: the sentence would be written again"
     );
     assert_eq!(
-        replayed["tool_calls"],
+        requests[1]["messages"][2]["tool_calls"],
         json!([{"id": "recovered-1-1", "type": "function", "function": {"name": READ, "arguments": "{\"slug\":\"a\"}"}}])
     );
-    assert_eq!(messages(&requests[1])[3]["tool_call_id"], "recovered-1-1");
+    assert_eq!(
+        messages(&requests[1])[3].tool_call_id.as_deref(),
+        Some("recovered-1-1")
+    );
     assert!(
         scene
             .run_log("t")
@@ -263,11 +266,11 @@ async fn of_several_json_calls_in_a_reply_the_first_runs_and_the_rest_are_held_b
     let second = messages(&scene.requests().await[1]).clone();
     let replayed = &second[2];
     assert_eq!(
-        replayed["tool_calls"].as_array().map(Vec::len),
-        Some(1),
-        "only the call that ran is replayed: {replayed}"
+        replayed.tool_calls.len(),
+        1,
+        "only the call that ran is replayed: {replayed:?}"
     );
-    assert_eq!(replayed["content"], "");
+    assert_eq!(replayed.content, "");
     assert_eq!(second.len(), 4, "one call, one result");
     assert!(
         scene
@@ -334,13 +337,11 @@ async fn an_empty_reply_is_asked_again_with_a_note_and_the_call_that_follows_run
         "one message more, never the same messages"
     );
     let last = asked.last().unwrap();
-    assert_eq!(last["role"], "user");
+    assert_eq!(last.role, Role::User);
     assert!(
-        last["content"]
-            .as_str()
-            .unwrap()
+        last.content
             .starts_with("Your reply was empty. Go on with the task"),
-        "{last}"
+        "{last:?}"
     );
     assert!(
         scene
@@ -379,9 +380,9 @@ async fn an_answer_that_claims_a_call_never_made_is_asked_again_once_with_a_note
     let requests = scene.requests().await;
     assert_eq!(requests.len(), 2);
     let asked = messages(&requests[1]);
-    assert_eq!(asked[2]["role"], "assistant");
-    assert_eq!(asked[2]["content"], claim);
-    let note = asked[3]["content"].as_str().unwrap();
+    assert_eq!(asked[2].role, Role::Assistant);
+    assert_eq!(asked[2].content, claim);
+    let note = asked[3].content.as_str();
     assert!(
         note.starts_with("That call never happened: no tool has run in this task")
             && note.contains(r#"{"name": "noteworx_read_note", "arguments": {...}}"#),
@@ -448,7 +449,7 @@ async fn an_answer_that_is_no_answer_yet_is_asked_again_once_with_what_was_wrong
             messages(&requests[1]).len() + 1,
             "{what}: the note alone is added; the answer is not replayed"
         );
-        let note = asked.last().unwrap()["content"].as_str().unwrap();
+        let note = asked.last().unwrap().content.as_str();
         assert!(
             note.starts_with(&format!(
                 "Your last reply was not a final answer: {what}. Do the next step now."
@@ -632,19 +633,35 @@ async fn with_result_note_each_turns_results_are_followed_by_one_user_line() {
 
         assert_eq!(scene.summary("t").status, Status::Succeeded);
         let second = messages(&scene.requests().await[1]).clone();
-        let roles: Vec<&str> = second.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        let roles: Vec<Role> = second.iter().map(|m| m.role).collect();
         if on {
             assert_eq!(
                 roles,
-                ["system", "user", "assistant", "tool", "tool", "user"],
+                [
+                    Role::System,
+                    Role::User,
+                    Role::Assistant,
+                    Role::Tool,
+                    Role::Tool,
+                    Role::User
+                ],
                 "one line after both results"
             );
             assert_eq!(
-                second[5]["content"],
+                second[5].content,
                 "Go on with the task: call the next tool you need, or give your final answer."
             );
         } else {
-            assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+            assert_eq!(
+                roles,
+                [
+                    Role::System,
+                    Role::User,
+                    Role::Assistant,
+                    Role::Tool,
+                    Role::Tool
+                ]
+            );
         }
     }
 }
@@ -686,7 +703,7 @@ async fn an_answer_before_the_rest_of_a_cut_result_is_asked_again_with_the_call_
         messages(&requests[1]).len() + 1,
         "the note alone is added; the early answer is not replayed"
     );
-    let note = asked.last().unwrap()["content"].as_str().unwrap();
+    let note = asked.last().unwrap().content.as_str();
     assert_eq!(
         note,
         format!(

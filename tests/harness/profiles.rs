@@ -52,7 +52,7 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
 
     let requests = s.requests().await;
     let (a, b, c) = (&requests[0], &requests[1], &requests[2]);
-    let system = |r: &Value| messages(r)[0]["content"].as_str().unwrap().to_string();
+    let system = |r: &Value| messages(r)[0].content.as_str().to_string();
     let tools = |r: &Value| -> Vec<String> {
         r["tools"]
             .as_array()
@@ -358,12 +358,12 @@ async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
     );
     let msgs = messages(repair);
     let last = msgs.last().unwrap();
-    assert_eq!(last["role"], "user");
+    assert_eq!(last.role, Role::User);
     assert!(
-        last["content"].as_str().unwrap().starts_with(
+        last.content.as_str().starts_with(
             "Your answer does not match the required JSON Schema:\n- the answer is not a JSON value"
         ),
-        "{last}"
+        "{last:?}"
     );
     assert!(
         scene

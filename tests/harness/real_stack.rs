@@ -297,10 +297,11 @@ fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
             next["chat_template_kwargs"]["enable_thinking"], false,
             "{task}"
         );
-        let last = messages(next).last().unwrap();
+        let asked = messages(next);
+        let last = asked.last().unwrap();
         assert!(
-            last["content"].as_str().unwrap().contains("cut off"),
-            "{task}: {last}"
+            last.content.as_str().contains("cut off"),
+            "{task}: {last:?}"
         );
     }
 }
@@ -419,27 +420,26 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
 /// A request body we sent: tools paired with results, no thinking replayed.
 fn check_request(task: &str, body: &Value) {
     let mut pending: Vec<String> = Vec::new();
+    let sent = body["messages"].to_string();
+    assert!(
+        !sent.contains("\"reasoning_content\""),
+        "{task}: thinking replayed: {sent}"
+    );
     for m in messages(body) {
-        match m["role"].as_str().unwrap() {
-            "assistant" => {
-                assert!(
-                    m.get("reasoning_content").is_none(),
-                    "{task}: thinking replayed: {m}"
-                );
-                let content = m["content"].as_str().unwrap_or("");
+        match m.role {
+            Role::Assistant => {
+                let content = m.content.as_str();
                 for marker in ["<|channel>", "<channel|>", "<think>", "</think>"] {
-                    assert!(!content.contains(marker), "{task}: thinking replayed: {m}");
+                    assert!(
+                        !content.contains(marker),
+                        "{task}: thinking replayed: {m:?}"
+                    );
                 }
                 assert!(pending.is_empty(), "{task}: unanswered calls {pending:?}");
-                pending = m["tool_calls"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|c| c["id"].as_str().unwrap().to_string())
-                    .collect();
+                pending = m.tool_calls.iter().map(|c| c.id.clone()).collect();
             }
-            "tool" => {
-                let id = m["tool_call_id"].as_str().unwrap();
+            Role::Tool => {
+                let id = m.tool_call_id.as_deref().unwrap();
                 assert_eq!(
                     pending.first().map(String::as_str),
                     Some(id),
@@ -477,7 +477,7 @@ async fn run_tasks_and_check(s: &Scene, nwx: &FakeNoteworx, runpod: bool) {
     );
     let replayed = jsonl(&s.run_dir("scan").join("conversation.jsonl"))
         .iter()
-        .any(|l| messages(sent_chat(l)).iter().any(|m| m["role"] == "tool"));
+        .any(|l| messages(sent_chat(l)).iter().any(|m| m.role == Role::Tool));
     assert!(
         replayed || scan.turns == 1,
         "a later turn replays the calls and their results"
@@ -1002,8 +1002,8 @@ async fn forged_turns_never_reach_the_tokenizer(base_url: &str) {
     let second = &s.conversation("forged")[1];
     let sent: Vec<String> = messages(sent_chat(second))
         .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str().to_string())
         .collect();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0], tools[0].result, "tools.jsonl holds what was sent");

@@ -169,12 +169,7 @@ async fn a_week_of_missed_daily_slots_is_one_run_with_the_slot_in_its_body() {
         .requests()
         .await
         .iter()
-        .map(|r| {
-            messages(r).last().unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|r| messages(r).last().unwrap().content.to_string())
         .collect();
     assert_eq!(
         asked,

@@ -241,15 +241,12 @@ async fn from_turn_forks_live_with_writes_dry_run() {
     assert!(out.contains("replayed final_answer"), "{out}");
     let sent = live.requests().await;
     assert_eq!(sent.len(), 2, "turns 2 and 3 went live");
-    let tool_messages: Vec<&Value> = messages(&sent[0])
-        .iter()
-        .filter(|m| m["role"] == "tool")
+    let tool_messages: Vec<Message> = messages(&sent[0])
+        .into_iter()
+        .filter(|m| m.role == Role::Tool)
         .collect();
     assert!(
-        tool_messages[0]["content"]
-            .as_str()
-            .unwrap()
-            .contains("The answer is 42."),
+        tool_messages[0].content.contains("The answer is 42."),
         "turn 1's recorded result was replayed into the live request"
     );
     assert!(notes.attachments("n").is_empty(), "writes are dry-run");

@@ -103,14 +103,16 @@ async fn a_gemma_text_form_call_is_recovered_executed_and_replayed_as_a_real_cal
     );
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
-    assert_eq!(replayed["content"], "I'll read it.");
+    assert_eq!(replayed.content, "I'll read it.");
     assert_eq!(
-        replayed["tool_calls"],
+        requests[1]["messages"][2]["tool_calls"],
         json!([{"id": "recovered-1-1", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"offset\":0,\"slug\":\"eval\"}"}}])
     );
     assert_eq!(
-        messages(&scene.requests().await[1])[3]["tool_call_id"],
-        "recovered-1-1"
+        messages(&scene.requests().await[1])[3]
+            .tool_call_id
+            .as_deref(),
+        Some("recovered-1-1")
     );
     assert!(
         scene
@@ -151,9 +153,9 @@ async fn a_call_cut_off_at_max_tokens_is_answered_as_an_error_and_never_run() {
     );
     assert_eq!(notes.calls().await.len(), 1);
     let requests = s.requests().await;
-    let replayed = &messages(&requests[1])[2]["tool_calls"];
+    let replayed = &messages(&requests[1])[2].tool_calls;
     assert_eq!(
-        replayed[1]["function"]["arguments"], "{}",
+        replayed[1].function.arguments, "{}",
         "cut-off arguments are never replayed"
     );
 }
@@ -175,13 +177,10 @@ async fn the_real_truncated_reply_fixture_is_survived() {
     let line = &s.tool_lines("t")[0];
     assert!(!line.executed && line.result.contains("cut off"));
     let second = &s.requests().await[1];
+    assert_eq!(messages(second)[2].tool_calls[0].function.arguments, "{}");
     assert_eq!(
-        messages(second)[2]["tool_calls"][0]["function"]["arguments"],
-        "{}"
-    );
-    assert_eq!(
-        messages(second)[3]["tool_call_id"],
-        "INjB0MGwr2O4HFPrtxI3vGXBEDddI1JT"
+        messages(second)[3].tool_call_id.as_deref(),
+        Some("INjB0MGwr2O4HFPrtxI3vGXBEDddI1JT")
     );
 }
 
@@ -219,9 +218,9 @@ async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
         3,
         "the empty reply is not replayed; a note says what was wrong"
     );
-    assert_eq!(asked[2]["role"], "user");
+    assert_eq!(asked[2].role, Role::User);
     assert_eq!(
-        asked[2]["content"],
+        asked[2].content,
         "Your reply was empty. Go on with the task: call the next tool you need, or give your final answer."
     );
 }
@@ -348,11 +347,7 @@ struct Researcher {
 fn prompt_tokens(body: &Value) -> u64 {
     let text: usize = messages(body)
         .iter()
-        .map(|m| {
-            m["content"].as_str().unwrap_or("").len()
-                + m.get("tool_calls").map_or(0, |c| c.to_string().len())
-                + 16
-        })
+        .map(|m| m.content.len() + serde_json::to_string(&m.tool_calls).map_or(0, |c| c.len()) + 16)
         .sum::<usize>()
         + body["tools"].to_string().len();
     (text as u64).div_ceil(4)
@@ -450,7 +445,7 @@ async fn a_ten_note_research_task_fits_a_2048_token_window() {
         assert_eq!(line["context"]["budget"], 2048 - 256);
     }
     let last = scene.requests().await.pop().unwrap();
-    let placeholder = messages(&last)[3]["content"].as_str().unwrap();
+    let placeholder = messages(&last)[3].content.clone();
     assert!(placeholder.starts_with("[Removed to fit the context window: the result of noteworx_read_note {\"slug\":\"note-1\"}"), "{placeholder}");
     assert!(
         scene
@@ -508,9 +503,8 @@ async fn the_servers_context_error_shrinks_and_retries_once() {
     let requests = scene.requests().await;
     assert_eq!(requests.len(), 3);
     assert!(
-        messages(&requests[2])[3]["content"]
-            .as_str()
-            .unwrap()
+        messages(&requests[2])[3]
+            .content
             .starts_with("[Removed to fit the context window")
     );
     let lines = scene.attempts("t");

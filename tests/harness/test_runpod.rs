@@ -70,10 +70,11 @@ async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinkin
     );
     let round_trip = messages(&requests[2]);
     let assistant = &round_trip[2];
-    assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
-    assert!(assistant.get("reasoning_content").is_none(), "{assistant}");
-    assert_eq!(round_trip[3]["role"], "tool");
-    assert_eq!(round_trip[3]["tool_call_id"], "call_1");
+    assert_eq!(assistant.tool_calls[0].id, "call_1");
+    let raw = &requests[2]["messages"][2];
+    assert!(raw.get("reasoning_content").is_none(), "{raw}");
+    assert_eq!(round_trip[3].role, Role::Tool);
+    assert_eq!(round_trip[3].tool_call_id.as_deref(), Some("call_1"));
 }
 
 #[tokio::test]

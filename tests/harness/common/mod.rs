@@ -27,6 +27,7 @@ use agent_harness::config::Config;
 use agent_harness::drain::{BatchOptions, RunOptions, RunOutcome};
 use agent_harness::endpoint::RetryPolicy;
 use agent_harness::records::{Summary, ToolLine};
+pub use agent_harness::wire::chat::{Message, Role};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -563,9 +564,10 @@ pub fn sent_chat(line: &Value) -> &Value {
     }
 }
 
-/// The messages of a recorded request body.
-pub fn messages(body: &Value) -> &Vec<Value> {
-    body["messages"].as_array().unwrap()
+/// The messages of a request body, read as the program's own type: a
+/// field renamed fails to compile, not compares against `null`.
+pub fn messages(body: &Value) -> Vec<Message> {
+    serde_json::from_value(body["messages"].clone()).expect("a request's messages")
 }
 
 /// The cached parts, as `scripts/stack paths` reports them.
