@@ -175,26 +175,22 @@ fn last_run(last: Option<&LastRun>, zone: &Zone) -> Vec<String> {
 }
 
 fn spend(spent: Option<&SpendToday>) -> String {
-    let Some(s @ SpendToday { today, limits }) = spent else {
+    let Some(s) = spent else {
         return "no [budget] limits".into();
     };
     let mut parts = Vec::new();
-    if limits.tokens_per_day > 0 {
-        parts.push(format!(
-            "{} of {} tokens",
-            today.tokens, limits.tokens_per_day
-        ));
+    if let Some(limit) = s.tokens_per_day {
+        parts.push(format!("{} of {limit} tokens", s.tokens));
     }
-    if limits.gpu_seconds_per_day > 0 {
-        let (gpu, limit) = (s.gpu_seconds(), limits.gpu_seconds_per_day);
-        parts.push(format!("{gpu:.1} of {limit} GPU-seconds"));
+    if let Some(limit) = s.gpu_seconds_per_day {
+        parts.push(format!("{:.1} of {limit} GPU-seconds", s.gpu_seconds));
     }
     let mut line = match parts.is_empty() {
-        true => format!("{}: no daily limit", today.day),
-        false => format!("{}: {}", today.day, parts.join(", ")),
+        true => format!("{}: no daily limit", s.day),
+        false => format!("{}: {}", s.day, parts.join(", ")),
     };
-    if limits.tokens_per_run > 0 {
-        line.push_str(&format!("; at most {} tokens a run", limits.tokens_per_run));
+    if let Some(limit) = s.tokens_per_run {
+        line.push_str(&format!("; at most {limit} tokens a run"));
     }
     line
 }

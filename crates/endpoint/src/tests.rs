@@ -315,8 +315,8 @@ mod spend {
 
     /// (tokens, GPU ms) spent today.
     fn spent(budget: &Budget) -> (u64, u64) {
-        let today = budget.spend_today().today;
-        (today.tokens, today.gpu_ms)
+        let today = budget.spend_today();
+        (today.tokens, (today.gpu_seconds * 1000.0).round() as u64)
     }
 
     #[tokio::test]

@@ -206,7 +206,7 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
             n,
         );
     }
-    if let Some(b) = facts.budget.filter(|b| b.limits.daily()) {
+    if let Some(b) = facts.budget.filter(SpendToday::daily) {
         gauge_head(
             out,
             "agent_harness_budget_spent",
@@ -215,12 +215,12 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
         let _ = writeln!(
             out,
             "agent_harness_budget_spent{{kind=\"tokens\"}} {}",
-            b.today.tokens
+            b.tokens
         );
         let _ = writeln!(
             out,
             "agent_harness_budget_spent{{kind=\"gpu_seconds\"}} {}",
-            b.today.gpu_ms as f64 / 1000.0
+            b.gpu_seconds
         );
         gauge_head(
             out,
@@ -228,10 +228,10 @@ fn run_level(out: &mut String, facts: &RunFacts<'_>) {
             "The daily [budget] limits that are set, by kind.",
         );
         for (kind, limit) in [
-            ("tokens", b.limits.tokens_per_day),
-            ("gpu_seconds", b.limits.gpu_seconds_per_day),
+            ("tokens", b.tokens_per_day),
+            ("gpu_seconds", b.gpu_seconds_per_day),
         ] {
-            if limit > 0 {
+            if let Some(limit) = limit {
                 let _ = writeln!(out, "agent_harness_budget_limit{{kind=\"{kind}\"}} {limit}");
             }
         }
@@ -323,16 +323,12 @@ mod tests {
             notify_failures: Some(3),
             trace_export_failures: Some(2),
             budget: Some(SpendToday {
-                today: harness_state::DaySpend {
-                    day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
-                    tokens: 1234,
-                    gpu_ms: 5500,
-                },
-                limits: harness_config::SpendLimits {
-                    tokens_per_day: 100_000,
-                    gpu_seconds_per_day: 0,
-                    tokens_per_run: 10,
-                },
+                day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
+                tokens: 1234,
+                gpu_seconds: 5.5,
+                tokens_per_day: Some(100_000),
+                gpu_seconds_per_day: None,
+                tokens_per_run: Some(10),
             }),
         });
         for line in [

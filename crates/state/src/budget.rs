@@ -64,16 +64,35 @@ impl std::fmt::Debug for Budget {
 }
 
 /// Today's spend against the `[budget]` limits: the one read-out of it,
-/// for the metrics, `status` and the digest. As JSON: `day`, `tokens`,
-/// `gpu_seconds`, and each limit that is set (`tokens_per_day`,
-/// `gpu_seconds_per_day`, `tokens_per_run`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// for the metrics, `status` and the digest (as JSON: `day`, `tokens`,
+/// `gpu_seconds`, and each limit that is set).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct SpendToday {
-    pub today: DaySpend,
-    pub limits: config::SpendLimits,
+    /// The calendar day in `[schedule] timezone`.
+    pub day: NaiveDate,
+    pub tokens: u64,
+    pub gpu_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_day: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_seconds_per_day: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_run: Option<u64>,
 }
 
 impl SpendToday {
+    pub fn of(today: DaySpend, limits: config::SpendLimits) -> SpendToday {
+        let set = |n: u64| (n > 0).then_some(n);
+        SpendToday {
+            day: today.day,
+            tokens: today.tokens,
+            gpu_seconds: today.gpu_ms as f64 / 1000.0,
+            tokens_per_day: set(limits.tokens_per_day),
+            gpu_seconds_per_day: set(limits.gpu_seconds_per_day),
+            tokens_per_run: set(limits.tokens_per_run),
+        }
+    }
+
     /// The day of `now` as the ledger in `state_dir` says, for a process
     /// that keeps none (`status`, `digest`); one that cannot be read or
     /// trusted counts nothing yet, as a run counts it, and says why.
@@ -88,40 +107,12 @@ impl SpendToday {
             Ok(today) => (today, None),
             Err(why) => (DaySpend::nothing(day), Some(why)),
         };
-        (SpendToday { today, limits }, why)
+        (SpendToday::of(today, limits), why)
     }
 
-    /// The GPU time in seconds.
-    pub fn gpu_seconds(&self) -> f64 {
-        self.today.gpu_ms as f64 / 1000.0
-    }
-}
-
-impl serde::Serialize for SpendToday {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Shown {
-            day: NaiveDate,
-            tokens: u64,
-            gpu_seconds: f64,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            tokens_per_day: Option<u64>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            gpu_seconds_per_day: Option<u64>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            tokens_per_run: Option<u64>,
-        }
-        let set = |n: u64| (n > 0).then_some(n);
-        let limits = &self.limits;
-        let shown = Shown {
-            day: self.today.day,
-            tokens: self.today.tokens,
-            gpu_seconds: self.gpu_seconds(),
-            tokens_per_day: set(limits.tokens_per_day),
-            gpu_seconds_per_day: set(limits.gpu_seconds_per_day),
-            tokens_per_run: set(limits.tokens_per_run),
-        };
-        shown.serialize(s)
+    /// A daily limit is set.
+    pub fn daily(&self) -> bool {
+        self.tokens_per_day.is_some() || self.gpu_seconds_per_day.is_some()
     }
 }
 
@@ -383,10 +374,7 @@ impl Budget {
     pub fn spend_today(&self) -> SpendToday {
         let mut s = self.lock();
         self.roll(&mut s);
-        SpendToday {
-            today: s.today,
-            limits: self.limits,
-        }
+        SpendToday::of(s.today, self.limits)
     }
 
     /// What the run reports about the ledger: it could not be written,

@@ -37,18 +37,18 @@ impl Spend {
             parts.push(format!("{gpu:.1} GPU-seconds"));
         }
         let mut line = format!("Spent in this period: {}.", parts.join(", "));
-        if let Some(SpendToday { today, limits }) = &self.today {
-            let mut parts = vec![match limits.tokens_per_day {
-                0 => format!("{} tokens", today.tokens),
-                limit => format!("{} of {limit} tokens (tokens_per_day)", today.tokens),
+        if let Some(today) = &self.today {
+            let mut parts = vec![match today.tokens_per_day {
+                Some(limit) => format!("{} of {limit} tokens (tokens_per_day)", today.tokens),
+                None => format!("{} tokens", today.tokens),
             }];
-            let gpu = today.gpu_ms as f64 / 1000.0;
-            match limits.gpu_seconds_per_day {
-                0 if today.gpu_ms == 0 => {}
-                0 => parts.push(format!("{gpu:.1} GPU-seconds")),
-                limit => parts.push(format!(
+            let gpu = today.gpu_seconds;
+            match today.gpu_seconds_per_day {
+                Some(limit) => parts.push(format!(
                     "{gpu:.1} of {limit} GPU-seconds (gpu_seconds_per_day)"
                 )),
+                None if gpu > 0.0 => parts.push(format!("{gpu:.1} GPU-seconds")),
+                None => {}
             }
             line.push_str(&format!(
                 "\nToday so far ({}, {timezone}, every process): {}.",
@@ -62,7 +62,7 @@ impl Spend {
 
 /// What the runs that finished in `period` spent, and `ledger`'s day.
 pub(super) fn spend(runs: &[&ListedRun], period: &Period, ledger: Option<SpendToday>) -> Spend {
-    let gpu_limit = ledger.is_some_and(|s| s.limits.gpu_seconds_per_day > 0);
+    let gpu_limit = ledger.is_some_and(|s| s.gpu_seconds_per_day.is_some());
     let in_it = runs
         .iter()
         .map(|r| &r.summary)
@@ -76,6 +76,6 @@ pub(super) fn spend(runs: &[&ListedRun], period: &Period, ledger: Option<SpendTo
     Spend {
         tokens,
         gpu_seconds: (gpu_ms > 0 || gpu_limit).then(|| gpu_ms as f64 / 1000.0),
-        today: ledger.filter(|s| s.limits.daily()),
+        today: ledger.filter(SpendToday::daily),
     }
 }

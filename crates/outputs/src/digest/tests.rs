@@ -378,13 +378,13 @@ fn gpu_seconds_and_todays_standing_show_when_they_count() {
         tokens_per_day: 1000,
         ..harness_config::SpendLimits::default()
     };
-    let standing = |limits| SpendToday {
-        today: DaySpend {
+    let standing = |limits| {
+        let today = DaySpend {
             day: chrono::NaiveDate::from_ymd_opt(2026, 4, 9).unwrap(),
             tokens: 100,
             gpu_ms: 0,
-        },
-        limits,
+        };
+        SpendToday::of(today, limits)
     };
     let d = Digest::of(
         &listing,

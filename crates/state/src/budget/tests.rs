@@ -37,7 +37,7 @@ fn no_limit_never_stops_and_keeps_nothing() {
     let (b, _) = budget("", "UTC");
     b.spend(u64::MAX, u64::MAX);
     assert_eq!(b.check(), Ok(()));
-    assert_eq!(b.spend_today().today.tokens, 0);
+    assert_eq!(b.spend_today().tokens, 0);
 }
 
 #[test]
@@ -90,8 +90,8 @@ fn the_day_turns_at_midnight_in_the_configured_time_zone_not_utc() {
     assert!(b.check().is_err());
     now.store(at("2026-11-27T05:00:00Z"), Ordering::SeqCst);
     assert_eq!(b.check(), Ok(()));
-    assert_eq!(b.spend_today().today.day.to_string(), "2026-11-27");
-    assert_eq!(b.spend_today().today.tokens, 0);
+    assert_eq!(b.spend_today().day.to_string(), "2026-11-27");
+    assert_eq!(b.spend_today().tokens, 0);
 }
 
 #[test]
@@ -110,20 +110,20 @@ fn the_ledger_carries_the_day_across_runs_and_starts_from_nothing_when_it_is_non
     first.spend(60, 1500);
     let (second, _) = budget("tokens_per_day = 100\ngpu_seconds_per_day = 9", "UTC");
     second.keep_ledger(dir.path());
-    assert_eq!(second.spend_today().today.tokens, 60);
-    assert_eq!(second.spend_today().today.gpu_ms, 1500);
+    assert_eq!(second.spend_today().tokens, 60);
+    assert_eq!(second.spend_today().gpu_seconds, 1.5);
     second.spend(40, 0);
     assert!(second.check().is_err());
     std::fs::write(dir.path().join(SPEND_FILE), "{\"day\": nonsense").unwrap();
     let (third, _) = budget("tokens_per_day = 100", "UTC");
     third.keep_ledger(dir.path());
-    assert_eq!(third.spend_today().today.tokens, 0);
+    assert_eq!(third.spend_today().tokens, 0);
     third.spend(99, 0);
     assert_eq!(third.check(), Ok(()));
     third.spend(1, 0);
     assert!(third.check().is_err(), "the limit holds from 0");
     assert_eq!(
-        DaySpend::read(dir.path(), third.spend_today().today.day).map(|d| d.tokens),
+        DaySpend::read(dir.path(), third.spend_today().day).map(|d| d.tokens),
         Ok(100)
     );
 }
@@ -137,7 +137,7 @@ fn a_ledger_that_cannot_be_written_is_a_problem_said_once() {
     b.spend(1, 0);
     let problem = b.problems().join("\n");
     assert!(problem.contains(SPEND_FILE), "{problem}");
-    assert_eq!(b.spend_today().today.tokens, 2, "counted in memory still");
+    assert_eq!(b.spend_today().tokens, 2, "counted in memory still");
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn another_process_lowering_the_ledger_never_lowers_this_ones_count() {
     .unwrap();
     b.spend(40, 0);
     assert!(b.check().is_err(), "100 spent here, whatever the file says");
-    assert_eq!(b.spend_today().today.tokens, 100);
+    assert_eq!(b.spend_today().tokens, 100);
 }
 
 #[test]
@@ -187,14 +187,10 @@ fn a_ledger_locked_elsewhere_is_added_to_later_never_waited_for_mid_run() {
         !dir.path().join(SPEND_FILE).exists(),
         "pending, not written"
     );
-    assert_eq!(
-        b.spend_today().today.tokens,
-        30,
-        "counted here all the same"
-    );
+    assert_eq!(b.spend_today().tokens, 30, "counted here all the same");
     drop(held);
     b.spend(5, 0);
-    let day = b.spend_today().today.day;
+    let day = b.spend_today().day;
     assert_eq!(DaySpend::read(dir.path(), day).map(|d| d.tokens), Ok(35));
     assert!(b.problems().is_empty());
 }
