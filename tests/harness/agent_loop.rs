@@ -155,18 +155,13 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     let conversation = scene.conversation("weekly-scan");
     assert_eq!(conversation.len(), 3);
     for (i, line) in conversation.iter().enumerate() {
-        assert_eq!(line["turn"], json!(i + 1));
-        assert_eq!(line["attempt"], json!(1));
-        assert_eq!(line["http_status"], json!(200));
-        assert_eq!(line["request"], requests[i]);
-        assert!(
-            line["started_at"].is_string()
-                && line["finished_at"].is_string()
-                && line["latency_ms"].is_u64()
-        );
+        assert_eq!((line.turn, line.attempt), (i + 1, 1));
+        assert_eq!(line.http_status, Some(200));
+        assert_eq!(line.request, requests[i]);
+        assert!(line.started_at <= line.finished_at, "{line:?}");
     }
     assert_eq!(
-        conversation[2]["response"]["choices"][0]["message"]["content"],
+        conversation[2].response["choices"][0]["message"]["content"],
         "Evaluation uses held-out sets."
     );
 
@@ -242,7 +237,7 @@ async fn thinking_is_logged_but_never_replayed() {
     let log = scene.run_log("t");
     assert!(log.contains("I should read note a."), "{log}");
     assert!(log.contains("inline plan"), "{log}");
-    let raw = &scene.conversation("t")[0]["response"]["choices"][0]["message"];
+    let raw = &scene.conversation("t")[0].response["choices"][0]["message"];
     assert_eq!(
         raw["reasoning_content"], "I should read note a.",
         "raw responses keep the thinking"
@@ -506,11 +501,14 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
     // with no reply, long before the reply would have come (after 30 s).
     let lines = scene.conversation("t");
     assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert_eq!(lines[0]["error_kind"], "wall_clock", "{}", lines[0]);
-    assert!(lines[0]["response"].is_null(), "{}", lines[0]);
-    let took = lines[0]["latency_ms"]
-        .as_u64()
-        .expect("the attempt's latency");
+    assert_eq!(
+        lines[0].error_kind.as_deref(),
+        Some("wall_clock"),
+        "{:?}",
+        lines[0]
+    );
+    assert!(lines[0].response.is_null(), "{:?}", lines[0]);
+    let took = lines[0].latency_ms;
     assert!(took < 15_000, "cut at {took} ms, not at the 1 s wall clock");
     let s = scene.summary("t");
     assert_eq!(
@@ -519,7 +517,7 @@ async fn max_wall_secs_cuts_a_call_in_flight() {
     );
     assert_eq!(outcome.exit_code(), 1);
     let line = &scene.conversation("t")[0];
-    assert_eq!(line["error"], "the task's wall clock ran out");
+    assert_eq!(line.error.as_deref(), Some("the task's wall clock ran out"));
 }
 
 #[tokio::test]

@@ -223,7 +223,7 @@ async fn a_reply_padded_with_a_million_numbers_is_read_and_recorded_verbatim() {
         "counts of the wrong kind read as absent"
     );
     let line = &scene.conversation("t")[0];
-    assert_eq!(line["response"], reply, "the body as it came");
+    assert_eq!(line.response, reply, "the body as it came");
 }
 
 #[tokio::test]

@@ -61,14 +61,10 @@ async fn read_four(llm: FakeLlm, notes: &FakeNoteworx) -> Scene {
     scene
 }
 
-fn elided(lines: &[Value]) -> usize {
+fn elided(lines: &[ConversationRecord]) -> usize {
     lines
         .iter()
-        .map(|l| {
-            l["context"]["elided_call_ids"]
-                .as_array()
-                .map_or(0, Vec::len)
-        })
+        .map(|l| l.context().elided_call_ids.len())
         .sum()
 }
 
@@ -83,17 +79,15 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
     let lines = exact.conversation("read");
     assert_eq!(lines.len(), 5, "no request was refused for its size");
     for l in &lines {
-        let c = &l["context"];
-        assert_eq!(c["counted"], "exact", "{c}");
+        let c = l.context();
+        assert_eq!(c.counted, "exact", "{c:?}");
         assert_eq!(
-            c["prompt_tokens"], l["response"]["usage"]["prompt_tokens"],
-            "the count is the server's: {c}"
+            json!(c.prompt_tokens),
+            l.response["usage"]["prompt_tokens"],
+            "the count is the server's: {c:?}"
         );
-        assert!(c["prompt_tokens"].as_u64().unwrap() <= WINDOW - MAX_TOKENS);
-        assert_eq!(
-            c["counts"].as_array().unwrap().last(),
-            Some(&c["prompt_tokens"])
-        );
+        assert!(c.prompt_tokens <= WINDOW - MAX_TOKENS);
+        assert_eq!(c.counts.last(), Some(&c.prompt_tokens));
     }
     // Each chat request was counted as sent: the last template request
     // before it carried the same body.
@@ -112,11 +106,7 @@ async fn counted_prompts_match_the_servers_usage_and_keep_more_than_the_estimate
     let reporting = FakeLlm::reporting(reads(&["n1", "n2", "n3", "n4"]), WINDOW).await;
     let estimated = read_four(reporting, &notes).await;
     let est_lines = estimated.conversation("read");
-    assert!(
-        est_lines
-            .iter()
-            .all(|l| l["context"]["counted"] == "estimated")
-    );
+    assert!(est_lines.iter().all(|l| l.context().counted == "estimated"));
     assert_eq!(
         estimated.llm().requests_to("/apply-template").await,
         1,
@@ -166,8 +156,8 @@ async fn a_count_too_small_for_the_prompt_is_not_believed() {
     let lines = scene.conversation("read");
     assert_eq!(lines.len(), 5, "no request was refused for its size");
     for l in &lines {
-        assert_eq!(l["context"]["counted"], "estimated", "{}", l["context"]);
-        assert!(l["context"]["prompt_tokens"].as_u64().unwrap() > 3);
+        assert_eq!(l.context().counted, "estimated", "{:?}", l.context);
+        assert!(l.context().prompt_tokens > 3);
     }
     assert_eq!(
         scene.llm().requests_to("/tokenize").await,
@@ -272,16 +262,12 @@ async fn replayed_thinking_is_elided_before_any_tool_result() {
 
     let s = scene.summary("think");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
-    let contexts: Vec<(u64, usize)> = scene
+    let contexts: Vec<(u32, usize)> = scene
         .conversation("think")
         .iter()
         .map(|l| {
-            (
-                l["context"]["elided_reasoning"].as_u64().unwrap_or(0),
-                l["context"]["elided_call_ids"]
-                    .as_array()
-                    .map_or(0, Vec::len),
-            )
+            let c = l.context();
+            (c.elided_reasoning, c.elided_call_ids.len())
         })
         .collect();
     let first = contexts

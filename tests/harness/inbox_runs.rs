@@ -542,7 +542,7 @@ async fn concurrent_tasks_keep_their_own_records_and_a_failure_disturbs_no_neigh
         assert_eq!(lines.len(), 2, "{task}");
         for line in &lines {
             assert_eq!(
-                messages(&line["request"])[1].content,
+                messages(&line.request)[1].content,
                 format!("Task number {i}."),
                 "{task}: only its own requests"
             );

@@ -185,7 +185,7 @@ async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
     );
     let lines = scene.conversation("t");
     assert_eq!(lines.len(), 1);
-    let kept = lines[0]["response"].as_str().unwrap();
+    let kept = lines[0].response.as_str().unwrap();
     assert_eq!(kept.len(), 64 * 1024, "the record keeps the first 64 KiB");
     let size = std::fs::metadata(scene.run_dir("t").join("conversation.jsonl"))
         .unwrap()

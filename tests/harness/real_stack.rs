@@ -253,7 +253,7 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
         // The server answered: a time, or its own complaint about the arguments.
         assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
     }
-    let requests = jsonl(&s.run_dir("clock").join("conversation.jsonl"));
+    let requests = s.conversation("clock");
     let offered = &sent_chat(&requests[0])["tools"][0]["function"];
     assert_eq!(offered["name"], "time__get_current_time");
     assert_eq!(
@@ -265,18 +265,19 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
 /// docs/tasks.md, "The loop", on the real server: each line records the reply's
 /// own `finish_reason`, and an answer cut at max_tokens is followed by a
 /// request with thinking off that asks for the complete answer.
-fn cut_answers_were_asked_again(task: &str, lines: &[Value]) {
+fn cut_answers_were_asked_again(task: &str, lines: &[ConversationRecord]) {
     for (i, line) in lines.iter().enumerate() {
-        let raw = &line["response"];
+        let raw = &line.response;
         let choice = raw
             .get("output")
             .map_or(&raw["choices"][0], |o| &o["choices"][0]);
-        if line["http_status"] != 200 {
+        if line.http_status != Some(200) {
             continue;
         }
         assert_eq!(
-            line["finish_reason"], choice["finish_reason"],
-            "{task}: {line}"
+            line.finish_reason.as_deref(),
+            choice["finish_reason"].as_str(),
+            "{task}: {line:?}"
         );
         // Read as the harness reads it: thinking and text-form calls taken out;
         // nothing but template debris is no answer (docs/tasks.md, "The loop"),
@@ -366,23 +367,25 @@ fn check_task(project: &Project, task: &str, offered: &[&str], runpod: bool) -> 
     );
 
     // Every request was accepted: no 4xx / 5xx / failed job caused by what we sent.
-    let lines = jsonl(&dir.join("conversation.jsonl"));
+    let lines = conversation_in(&dir);
     assert!(!lines.is_empty());
     let mut turns = std::collections::BTreeSet::new();
     for line in &lines {
-        turns.insert(line["turn"].as_u64().unwrap());
+        turns.insert(line.turn);
         // The one failure that is the model's, not ours: output llama-server
         // could not parse as Gemma 4 (a 500, retried with a new seed).
-        if line
-            .to_string()
-            .contains("does not match the expected peg-gemma4 format")
-        {
+        if format!("{line:?}").contains("does not match the expected peg-gemma4 format") {
             continue;
         }
-        assert_eq!(line["http_status"], 200, "{task}: {line}");
-        assert!(line["error"].is_null(), "{task}: {}", line["error"]);
+        assert_eq!(line.http_status, Some(200), "{task}: {line:?}");
+        assert!(line.error.is_none(), "{task}: {:?}", line.error);
         if runpod {
-            assert_eq!(line["runpod"]["status"], "COMPLETED", "{task}: {line}");
+            let job = line.runpod.as_ref().map(|r| &r["status"]);
+            assert_eq!(
+                job.and_then(Value::as_str),
+                Some("COMPLETED"),
+                "{task}: {line:?}"
+            );
         }
         check_request(task, sent_chat(line));
     }
@@ -475,7 +478,8 @@ async fn run_tasks_and_check(s: &Scene, nwx: &FakeNoteworx, runpod: bool) {
         scan.error,
         s.run_log("scan")
     );
-    let replayed = jsonl(&s.run_dir("scan").join("conversation.jsonl"))
+    let replayed = s
+        .conversation("scan")
         .iter()
         .any(|l| messages(sent_chat(l)).iter().any(|m| m.role == Role::Tool));
     assert!(
@@ -684,28 +688,26 @@ async fn exact_counts_in_a_small_window(base_url: &str) {
     let mut elided = 0;
     for l in &lines {
         assert_ne!(
-            l["http_status"], 400,
+            l.http_status,
+            Some(400),
             "no request is refused: {}",
-            l["response"]
+            l.response
         );
-        let c = &l["context"];
-        if c.is_null() {
+        let Some(c) = &l.context else {
             continue;
-        }
-        assert_eq!(c["budget"], 2048 - MAX, "the window came from /props");
-        assert_eq!(c["counted"], "exact", "{c}");
-        elided += c["elided_call_ids"].as_array().map_or(0, Vec::len);
+        };
+        assert_eq!(c.budget, Some(2048 - MAX), "the window came from /props");
+        assert_eq!(c.counted, "exact", "{c:?}");
+        elided += c.elided_call_ids.len();
         // Every request's record counts its prompt, and llama-server
         // reports `usage` on every reply: neither may be missing.
-        let counted = c["prompt_tokens"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("the record counts no prompt tokens: {c}"));
-        let reported = l["response"]["usage"]["prompt_tokens"]
+        let counted = c.prompt_tokens;
+        let reported = l.response["usage"]["prompt_tokens"]
             .as_u64()
             .unwrap_or_else(|| {
                 panic!(
                     "llama-server reported no usage.prompt_tokens: {}",
-                    l["response"]
+                    l.response
                 )
             });
         assert!(
@@ -884,8 +886,8 @@ async fn openai_kind(base_url: &str, page_url: &str) {
     every_run_replays(&s, &std::fs::read_to_string(s.config_path()).unwrap()).await;
     let first = &s.conversation("plain")[0];
     assert_eq!(
-        first["context"]["budget"],
-        8192 - MAX_TOKENS,
+        first.context().budget,
+        Some(8192 - MAX_TOKENS),
         "the window was read from /props (-c 8192), less max_tokens"
     );
     forged_turns_never_reach_the_tokenizer(base_url).await;
@@ -922,12 +924,11 @@ async fn structured_answer_on_the_real_server(base_url: &str) {
     std::fs::write(s.root().join("answer.json"), schema.to_string()).unwrap();
     s.run().await;
     let lines = s.conversation("structured");
-    let replies: Vec<Value> = lines
+    let replies: Vec<&ConversationRecord> = lines
         .iter()
-        .filter(|l| l["http_status"] == 200)
-        .cloned()
+        .filter(|l| l.http_status == Some(200))
         .collect();
-    let first = replies[0]["response"]["choices"][0]["message"]["content"]
+    let first = replies[0].response["choices"][0]["message"]["content"]
         .as_str()
         .unwrap_or("")
         .to_string();

@@ -433,16 +433,12 @@ async fn a_ten_note_research_task_fits_a_2048_token_window() {
     let conversation = scene.conversation("scan");
     let elided: usize = conversation
         .iter()
-        .map(|l| {
-            l["context"]["elided_call_ids"]
-                .as_array()
-                .map_or(0, Vec::len)
-        })
+        .map(|l| l.context().elided_call_ids.len())
         .sum();
     assert!(elided >= 5, "old results were elided ({elided})");
     for line in &conversation {
-        assert!(line["context"]["prompt_tokens"].as_u64().unwrap() <= 2048 - 256);
-        assert_eq!(line["context"]["budget"], 2048 - 256);
+        assert!(line.context().prompt_tokens <= 2048 - 256);
+        assert_eq!(line.context().budget, Some(2048 - 256));
     }
     let last = scene.requests().await.pop().unwrap();
     let placeholder = messages(&last)[3].content.clone();
@@ -597,11 +593,11 @@ async fn a_model_too_slow_for_its_timeouts_is_told_to_lower_max_tokens() {
     // Each attempt says what ran out and the fix; so does the task's end,
     // whether the retries or the wall clock stopped it first.
     let first = &s.conversation("t")[0];
-    let said = first["error"].as_str().unwrap_or_default();
+    let said = first.error.as_deref().unwrap_or_default();
     assert!(
         said.contains("no answer within request_timeout_secs = 1")
             && said.contains("lower [model] max_tokens"),
-        "{first}"
+        "{first:?}"
     );
     let summary = s.summary("t");
     assert_eq!(summary.status, Status::Failed);

@@ -290,7 +290,7 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
     let kinds: Vec<_> = s
         .conversation("t")
         .iter()
-        .map(|l| l["error_kind"].as_str().unwrap_or("-").to_string())
+        .map(|l| l.error_kind.clone().unwrap_or("-".into()))
         .collect();
     assert_eq!(kinds, ["-", "not_json", "-"]);
 }

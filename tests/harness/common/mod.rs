@@ -408,8 +408,9 @@ impl Project {
             .collect()
     }
 
-    pub fn conversation(&self, task: &str) -> Vec<Value> {
-        jsonl(&self.run_dir(task).join("conversation.jsonl"))
+    /// `conversation.jsonl`, each line read typed.
+    pub fn conversation(&self, task: &str) -> Vec<ConversationRecord> {
+        conversation_in(&self.run_dir(task))
     }
 
     pub fn run_log(&self, task: &str) -> String {
@@ -553,10 +554,62 @@ pub fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// A `conversation.jsonl` line as docs/operating.md says it, read typed: a
+/// field renamed or gone fails the read instead of comparing against
+/// `null`. The bodies stay JSON (`response` is a string when it was not).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ConversationRecord {
+    pub turn: usize,
+    pub attempt: u32,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub finished_at: chrono::DateTime<chrono::Utc>,
+    pub latency_ms: u64,
+    pub request: Value,
+    pub http_status: Option<u16>,
+    pub response: Value,
+    pub error: Option<String>,
+    pub error_kind: Option<String>,
+    pub finish_reason: Option<String>,
+    pub runpod: Option<Value>,
+    pub context: Option<ContextRecord>,
+}
+
+/// The `conversation.jsonl` of the run folder `dir`, each line read typed.
+pub fn conversation_in(dir: &Path) -> Vec<ConversationRecord> {
+    let lines = jsonl(&dir.join("conversation.jsonl"));
+    lines
+        .into_iter()
+        .map(|l| serde_json::from_value(l).expect("a conversation line"))
+        .collect()
+}
+
+/// The `context` object of a conversation line.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct ContextRecord {
+    pub prompt_tokens: u64,
+    pub counted: String,
+    #[serde(default)]
+    pub counts: Vec<u64>,
+    pub budget: Option<u64>,
+    #[serde(default)]
+    pub elided_call_ids: Vec<String>,
+    #[serde(default)]
+    pub elided_reasoning: u32,
+}
+
+impl ConversationRecord {
+    /// The `context` a call's first attempt carries.
+    pub fn context(&self) -> &ContextRecord {
+        self.context
+            .as_ref()
+            .expect("a context on the call's first attempt")
+    }
+}
+
 /// The chat request inside a `conversation.jsonl` line (unwrapped from the
 /// RunPod envelope when there is one).
-pub fn sent_chat(line: &Value) -> &Value {
-    let request = &line["request"];
+pub fn sent_chat(line: &ConversationRecord) -> &Value {
+    let request = &line.request;
     if request.get("input").is_some() {
         &request["input"]
     } else {
