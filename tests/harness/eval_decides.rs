@@ -9,6 +9,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::common::*;
+use agent_harness::records::Report;
 
 /// Answers "right" at a temperature under 0.5 and "wrong" above it; at
 /// exactly 0.5, right, wrong, wrong, right, … (with two tasks run in
@@ -62,7 +63,8 @@ fn eval(project: &Project, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json_of(out: &Output) -> Value {
+/// `eval --json`'s report, read as the program's own type.
+fn report_of(out: &Output) -> Report {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
@@ -81,18 +83,18 @@ async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
         ],
     );
     assert_eq!(out.status.code(), Some(0));
-    let report = json_of(&out);
+    let report = report_of(&out);
     assert_eq!(
-        report["comparison"],
+        serde_json::to_value(&report.comparison).unwrap(),
         json!({"key": "model.temperature", "a": "0.9", "b": "0.1", "pairs": 6, "a_only": 0, "b_only": 6,
                "difference": -1.0, "ci_low": -1.0, "ci_high": -0.448,
                "p_value": 0.0313, "verdict": "model.temperature=0.1 better"})
     );
-    assert_eq!(report["variants"][0]["totals"]["pass_hat_k"], 0.0);
-    assert_eq!(report["variants"][1]["totals"]["pass_hat_k"], 1.0);
+    assert_eq!(report.variants[0].totals.pass_hat_k, 0.0);
+    assert_eq!(report.variants[1].totals.pass_hat_k, 1.0);
     assert_eq!(
-        report["variants"][0]["tasks"][0]["top_failure"],
-        "answer_matches"
+        report.variants[0].tasks[0].top_failure.as_deref(),
+        Some("answer_matches")
     );
 
     // The table says the same, the verdict on a line of its own.
@@ -140,25 +142,21 @@ async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
             "--json",
         ],
     );
-    let c = &json_of(&out)["comparison"];
-    assert_eq!(
-        (c["difference"].as_f64(), c["p_value"].as_f64()),
-        (Some(0.0), Some(1.0))
-    );
-    assert_eq!(c["verdict"], "no difference found at 95 %");
+    let c = report_of(&out).comparison.expect("a comparison");
+    assert_eq!((c.difference, c.p_value), (0.0, 1.0));
+    assert_eq!(c.verdict, "no difference found at 95 %");
 
     // Half the runs pass: no task passes all its runs, pass^k is 0.
     let out = eval(
         &s,
         &["--repeat", "2", "--set", "model.temperature=0.5", "--json"],
     );
-    let v = &json_of(&out)["variants"][0];
-    assert_eq!(v["totals"]["pass_rate"], 0.5);
-    assert_eq!(v["totals"]["pass_hat_k"], 0.0);
-    let tasks = v["tasks"].as_array().unwrap();
-    assert!(!tasks.is_empty(), "{v}");
-    assert!(tasks.iter().all(|t| t["pass_hat_k"] == 0), "{v}");
-    assert!(json_of(&out).get("comparison").is_none());
+    let report = report_of(&out);
+    let v = &report.variants[0];
+    assert_eq!((v.totals.pass_rate, v.totals.pass_hat_k), (0.5, 0.0));
+    assert!(!v.tasks.is_empty(), "{v:?}");
+    assert!(v.tasks.iter().all(|t| t.pass_hat_k == 0), "{v:?}");
+    assert!(report.comparison.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -234,7 +232,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
             "--json",
         ],
     );
-    let eval_id = json_of(&out)["eval_id"].as_str().unwrap().to_string();
+    let eval_id = report_of(&out).eval_id;
     // One inbox run that misses its expectation, for the index.
     s.task(
         "t",
@@ -361,16 +359,13 @@ async fn a_secret_matrix_value_never_reaches_the_comparison() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = json_of(&out);
-    let c = &report["comparison"];
-    assert_eq!(
-        (c["a"].as_str(), c["b"].as_str()),
-        (Some("***"), Some("***"))
-    );
+    let report = report_of(&out);
+    let c = report.comparison.as_ref().expect("a comparison");
+    assert_eq!((c.a.as_str(), c.b.as_str()), ("***", "***"));
     let eval_json = std::fs::read_to_string(
         s.root()
             .join("logs/eval")
-            .join(report["eval_id"].as_str().unwrap())
+            .join(&report.eval_id)
             .join("eval.json"),
     )
     .unwrap();

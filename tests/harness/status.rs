@@ -11,13 +11,15 @@ use serde_json::Value;
 use wiremock::ResponseTemplate;
 
 use crate::common::*;
+use agent_harness::drain::Overview;
 
 /// `status --json`, parsed, and the output.
-fn status_json(s: &Scene) -> (Value, std::process::Output) {
+/// `status --json`, read as the program's own `Overview`.
+fn status_json(s: &Scene) -> (Overview, std::process::Output) {
     let out = bin(s).args(["status", "--json"]).output().unwrap();
-    let value = serde_json::from_slice(&out.stdout)
+    let seen = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (value, out)
+    (seen, out)
 }
 
 #[tokio::test]
@@ -48,10 +50,33 @@ async fn status_of_a_new_project_says_nothing_ran_and_needs_no_secret() {
     ] {
         assert!(text.contains(line), "{line:?} in {text}");
     }
-    let (json, _) = status_json(&s);
-    assert_eq!(json["running"], Value::Null);
-    assert_eq!(json["last_run"], Value::Null);
-    assert_eq!(json["inbox"]["count"], 0);
+    let (seen, out) = status_json(&s);
+    assert!(seen.running.is_none() && seen.last_run.is_none());
+    assert_eq!(seen.inbox.count, 0);
+    // The keys docs/operating.md names, and no other.
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "budget",
+            "did_not_end",
+            "failed",
+            "inbox",
+            "last_run",
+            "notify",
+            "now",
+            "problems",
+            "recurring",
+            "running",
+            "traces"
+        ]
+    );
     assert!(
         !s.root().join("tasks/.agent-harness.lock").exists(),
         "a look takes no lock and makes no file"
@@ -88,43 +113,39 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
     let later = s.task("a-later", "Answer.");
     set_mtime(&later, "2020-01-01T00:00:00Z");
 
-    let (json, out) = status_json(&s);
+    let (seen, out) = status_json(&s);
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let last = &json["last_run"];
+    let last = seen.last_run.as_ref().expect("the last run");
     assert_eq!(
         (
-            last["command"].as_str(),
-            last["exit_code"].as_u64(),
-            last["succeeded"].as_u64(),
-            last["failed"].as_u64()
+            last.command.as_str(),
+            last.exit_code,
+            last.succeeded,
+            last.failed
         ),
-        (Some("run"), Some(1), Some(1), Some(1)),
-        "{json:#}"
+        ("run", 1, 1, 1),
+        "{seen:#?}"
     );
-    assert_eq!(json["failed"]["count"], 1);
-    assert_eq!(json["failed"]["newest"]["task"], "b-doomed");
-    assert_eq!(json["inbox"]["count"], 2);
-    assert_eq!(json["inbox"]["oldest"]["task"], "z-first", "{json:#}");
-    let since: chrono::DateTime<chrono::Utc> = json["inbox"]["oldest"]["since"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(since, arrived);
-    assert_eq!(json["running"], Value::Null);
+    assert_eq!(seen.failed.count, 1);
+    assert_eq!(seen.failed.newest.as_ref().unwrap().task, "b-doomed");
+    assert_eq!(seen.inbox.count, 2);
+    let oldest = seen.inbox.oldest.as_ref().expect("the oldest task");
+    assert_eq!(oldest.task, "z-first", "{seen:#?}");
+    assert_eq!(oldest.since, Some(arrived));
+    assert!(seen.running.is_none());
     // The ledger is the day's (UTC here): past midnight since the run, 0.
-    let today = json["budget"]["day"].as_str().unwrap().to_string();
-    let spent = if today == ran_on.to_string() { 160 } else { 0 };
-    assert_eq!(json["budget"]["tokens"], spent, "the one answer's tokens");
-    assert_eq!(json["budget"]["tokens_per_day"], 100000);
-    let weekly = &json["recurring"][0];
+    let budget = seen.budget.expect("a [budget] limit is set");
+    let spent = if budget.day == ran_on { 160 } else { 0 };
+    assert_eq!(budget.tokens, spent, "the one answer's tokens");
+    assert_eq!(budget.tokens_per_day, Some(100000));
+    let weekly = &seen.recurring[0];
     assert_eq!(
-        (weekly["task"].as_str(), weekly["due_now"].as_bool()),
-        (Some("weekly"), Some(false)),
-        "a new recurring file waits for its first slot: {json:#}"
+        (weekly.task.as_str(), weekly.due_now),
+        ("weekly", false),
+        "a new recurring file waits for its first slot: {seen:#?}"
     );
-    assert!(weekly["at"].is_string(), "{json:#}");
+    assert!(weekly.at.is_some(), "{seen:#?}");
 
     let text = stdout(&bin(&s).arg("status").output().unwrap());
     assert!(
@@ -155,26 +176,22 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
     let mut child = spawn_run(&s, std::process::Stdio::null());
 
     let deadline = Instant::now() + Duration::from_secs(60);
-    let json = loop {
-        let (json, _) = status_json(&s);
-        if json["running"]["tasks"]
-            .as_array()
-            .is_some_and(|t| !t.is_empty())
-        {
-            break json;
+    let running = loop {
+        let (seen, _) = status_json(&s);
+        if let Some(running) = seen.running.filter(|r| !r.tasks.is_empty()) {
+            break running;
         }
         assert!(
             child.try_wait().unwrap().is_none(),
-            "the run ended before its task was seen: {json:#}"
+            "the run ended before its task was seen"
         );
-        assert!(Instant::now() < deadline, "never seen running: {json:#}");
+        assert!(Instant::now() < deadline, "never seen running");
         std::thread::sleep(Duration::from_millis(20));
     };
-    let running = &json["running"];
-    assert_eq!(running["command"], "run");
-    assert_eq!(running["pid"].as_u64(), Some(u64::from(child.id())));
-    assert_eq!(running["tasks"][0]["task"], "slow");
-    assert!(running["since"].is_string(), "{json:#}");
+    assert_eq!(running.command.as_deref(), Some("run"));
+    assert_eq!(running.pid, child.id());
+    assert_eq!(running.tasks[0].task, "slow");
+    assert!(running.since.is_some(), "{running:?}");
     let text = stdout(&bin(&s).arg("status").output().unwrap());
     assert!(
         text.lines()
@@ -203,7 +220,7 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
         (
             listed[0]["status"].as_str(),
             listed[0]["task"].as_str(),
-            listed[0]["run_id"].as_str() == running["tasks"][0]["run_id"].as_str(),
+            listed[0]["run_id"].as_str() == Some(running.tasks[0].run_id.as_str()),
             listed[0]["started_at"].is_string()
         ),
         (Some("running"), Some("slow"), true, true),
@@ -212,9 +229,9 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
 
     gate.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(child.wait().unwrap().success());
-    let (json, _) = status_json(&s);
-    assert_eq!(json["running"], Value::Null, "{json:#}");
-    assert_eq!(json["last_run"]["succeeded"], 1);
+    let (seen, _) = status_json(&s);
+    assert!(seen.running.is_none(), "{seen:#?}");
+    assert_eq!(seen.last_run.map(|l| l.succeeded), Some(1));
     assert_eq!(s.done().len(), 1, "the looks took no lock from the run");
     let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
@@ -236,17 +253,15 @@ async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
     std::fs::write(failed.join("20260409T061500Z-2-my x.md"), "x").unwrap();
     std::fs::create_dir_all(s.root().join("logs/my x/20260409T061500Z-2")).unwrap();
 
-    let (json, out) = status_json(&s);
+    let (seen, out) = status_json(&s);
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(json["failed"]["count"], 2);
+    assert_eq!(seen.failed.count, 2);
+    let newest = seen.failed.newest.as_ref().expect("the newest");
     assert_eq!(
-        (
-            json["failed"]["newest"]["task"].as_str(),
-            json["failed"]["newest"]["run_id"].as_str()
-        ),
-        (Some("my x"), Some("20260409T061500Z-2")),
-        "{json:#}"
+        (newest.task.as_str(), newest.run_id.as_str()),
+        ("my x", "20260409T061500Z-2"),
+        "{seen:#?}"
     );
     let text = stdout(&bin(&s).arg("status").output().unwrap());
     assert!(
@@ -270,8 +285,8 @@ async fn a_run_stopped_by_its_config_is_the_last_run() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let (json, _) = status_json(&s);
-    assert_eq!(json["last_run"]["exit_code"], 0, "{json:#}");
+    let (seen, _) = status_json(&s);
+    assert_eq!(seen.last_run.map(|l| l.exit_code), Some(0));
 
     let out = bin(&s)
         .env_remove("NOTEWORX_TOKEN")
@@ -280,18 +295,18 @@ async fn a_run_stopped_by_its_config_is_the_last_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 
-    let (json, _) = status_json(&s);
-    let last = &json["last_run"];
+    let (seen, _) = status_json(&s);
+    let last = seen.last_run.expect("the last run");
     assert_eq!(
-        (last["command"].as_str(), last["exit_code"].as_u64()),
-        (Some("run"), Some(2)),
-        "{json:#}"
+        (last.command.as_str(), last.exit_code),
+        ("run", 2),
+        "{last:?}"
     );
     assert!(
-        last["note"]
-            .as_str()
+        last.note
+            .as_deref()
             .is_some_and(|n| n.starts_with("configuration error: ") && n.contains("NOTEWORX_TOKEN")),
-        "{json:#}"
+        "{last:?}"
     );
     // A dry run records nothing.
     let out = bin(&s)
@@ -300,7 +315,7 @@ async fn a_run_stopped_by_its_config_is_the_last_run() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(status_json(&s).0["last_run"]["exit_code"], 2);
+    assert_eq!(status_json(&s).0.last_run.map(|l| l.exit_code), Some(2));
 }
 
 /// The file's status change time (when it arrived) and a set mtime.
@@ -368,9 +383,9 @@ async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
         gone.id()
     );
     assert!(stdout(&out).contains(&said), "{}", stdout(&out));
-    let (json, _) = status_json(&s);
-    assert_eq!(json["running"], Value::Null);
-    assert_eq!(json["did_not_end"]["command"], "run");
+    let (seen, _) = status_json(&s);
+    assert!(seen.running.is_none());
+    assert_eq!(seen.did_not_end.map(|h| h.command).as_deref(), Some("run"));
 
     // The next run takes the lock over, and as it lets go the note goes.
     let _ = bin(&s).arg("run").output().unwrap();
@@ -400,27 +415,17 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    let (json, _) = status_json(&s);
-    let notify = &json["notify"];
-    assert_eq!(notify["configured"], true);
-    assert_eq!(
-        notify["record"]["failures"], 2,
-        "the start and the end: {json:#}"
-    );
+    let (seen, _) = status_json(&s);
+    assert!(seen.notify.configured);
+    let sent = seen.notify.record.expect("a record of the notifications");
+    assert_eq!(sent.failures, 2, "the start and the end: {sent:?}");
+    let last_error = sent.last_error.unwrap_or_default();
+    assert!(last_error.contains("127.0.0.1"), "{last_error}");
     assert!(
-        notify["record"]["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("127.0.0.1")
+        !last_error.contains("check"),
+        "a URL's path is never kept: {last_error}"
     );
-    assert!(
-        !notify["record"]["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("check"),
-        "a URL's path is never kept: {json:#}"
-    );
-    assert_eq!(json["traces"]["record"]["failures"], 1, "{json:#}");
+    assert_eq!(seen.traces.record.map(|r| r.failures), Some(1));
     let text = stdout(&bin(&s).arg("status").output().unwrap());
     assert!(
         text.contains("notify      2 failure(s) and none got through yet; the last at "),
@@ -442,12 +447,14 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
         .await;
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let (json, _) = status_json(&s);
-    assert_eq!(json["notify"]["record"]["failures"], 0, "{json:#}");
-    assert!(json["notify"]["record"]["last_success"].is_string());
-    assert_eq!(json["traces"]["configured"], false);
+    let (seen, _) = status_json(&s);
+    let sent = seen.notify.record.expect("a record of the notifications");
+    assert_eq!(sent.failures, 0, "{sent:?}");
+    assert!(sent.last_success.is_some());
+    assert!(!seen.traces.configured);
     assert_eq!(
-        json["traces"]["record"]["failures"], 1,
+        seen.traces.record.map(|r| r.failures),
+        Some(1),
         "kept until a trace gets through"
     );
 }
@@ -481,8 +488,6 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
         "{}",
         stdout(&out)
     );
-    let out = bin(&s).args(["status", "--json"]).output().unwrap();
-    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(json["failed"]["read"], false, "{json:#}");
-    assert_eq!(json["inbox"]["read"], false, "{json:#}");
+    let (seen, _) = status_json(&s);
+    assert!(!seen.failed.read && !seen.inbox.read, "{seen:#?}");
 }

@@ -11,7 +11,7 @@
 use std::os::unix::fs::MetadataExt;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::recurring::{self, NextSlot};
 use super::requeue::{self, Source};
@@ -23,7 +23,7 @@ use harness_state::{
 };
 
 /// The whole setup at one moment, as `status` prints it (and `--json` writes).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Overview {
     pub now: DateTime<Utc>,
     /// A process holding the run lock now; `None`: no run is going.
@@ -45,7 +45,7 @@ pub struct Overview {
 }
 
 /// The process holding the lock, and what its note says.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Running {
     pub pid: u32,
     /// Its command (`run`, `run-task`, `requeue`, `rerun`, `prune`) and
@@ -58,7 +58,7 @@ pub struct Running {
 }
 
 /// A task a run going now is running.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningTask {
     pub task: String,
     pub run_id: String,
@@ -66,7 +66,7 @@ pub struct RunningTask {
 
 /// The inbox: its tasks, the one waiting longest (by when its file arrived),
 /// and the entries there that will never run (`check` names them).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Waiting {
     /// The inbox could be listed (else why is among the problems).
     pub read: bool,
@@ -75,7 +75,7 @@ pub struct Waiting {
     pub never_run: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OldestTask {
     pub task: String,
     /// When its file arrived: its last status change (ctime), which a
@@ -85,7 +85,7 @@ pub struct OldestTask {
 }
 
 /// `failed/`: its filed tasks, and the newest (by its run id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedTasks {
     /// `failed/` could be listed (else why is among the problems, and the
     /// count is no count).
@@ -95,7 +95,7 @@ pub struct FailedTasks {
 }
 
 /// A recurring task's next slot, or why it has none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NextRun {
     pub task: String,
     /// The slot is due now: the next run takes it.
@@ -108,7 +108,7 @@ pub struct NextRun {
 
 /// A channel a run sends on: whether the config sets it, and how its
 /// sending has gone (the record beside the inbox; `None` before it sent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sending {
     pub configured: bool,
     pub record: Option<Delivery>,

@@ -66,7 +66,7 @@ impl std::fmt::Debug for Budget {
 /// Today's spend against the `[budget]` limits: the one read-out of it,
 /// for the metrics, `status` and the digest (as JSON: `day`, `tokens`,
 /// `gpu_seconds`, and each limit that is set).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SpendToday {
     /// The calendar day in `[schedule] timezone`.
     pub day: NaiveDate,
