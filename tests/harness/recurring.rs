@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use agent_harness::agent::StopReason;
 use agent_harness::app::run_inbox;
 use agent_harness::drain::{RunOutcome, Tally};
-use agent_harness::records::Status;
+use agent_harness::records::{Status, Summary};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 
@@ -46,7 +46,7 @@ fn dated(project: &Project, name: &str, t: DateTime<Utc>) {
 }
 
 /// One `run` at the clock's time; the summaries of what it ran.
-async fn run_at(scene: &Scene, clock: &Clock) -> (RunOutcome, Vec<Value>) {
+async fn run_at(scene: &Scene, clock: &Clock) -> (RunOutcome, Vec<Summary>) {
     let cfg = scene.cfg();
     let mut h = scene.deps();
     let t = clock.0.clone();
@@ -58,7 +58,7 @@ async fn run_at(scene: &Scene, clock: &Clock) -> (RunOutcome, Vec<Value>) {
 }
 
 /// Every summary under logs/, oldest run first.
-fn summaries(cfg: &agent_harness::config::Config) -> Vec<Value> {
+fn summaries(cfg: &agent_harness::config::Config) -> Vec<Summary> {
     let mut all = Vec::new();
     let Ok(tasks) = std::fs::read_dir(&cfg.paths.logs) else {
         return all;
@@ -66,11 +66,11 @@ fn summaries(cfg: &agent_harness::config::Config) -> Vec<Value> {
     for task in tasks.flatten().filter(|t| t.path().is_dir()) {
         for run in std::fs::read_dir(task.path()).unwrap().flatten() {
             if let Ok(text) = std::fs::read_to_string(run.path().join("summary.json")) {
-                all.push(serde_json::from_str::<Value>(&text).unwrap());
+                all.push(serde_json::from_str::<Summary>(&text).unwrap());
             }
         }
     }
-    all.sort_by_key(|s| s["run_id"].as_str().unwrap_or_default().to_string());
+    all.sort_by_key(|s| s.run_id.clone());
     all
 }
 
@@ -117,9 +117,9 @@ async fn every_minute_runs_once_per_minute_and_not_on_first_sight() {
         })
     );
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["task"], "tick");
-    assert_eq!(runs[0]["recurring"], true);
-    assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
+    assert_eq!(runs[0].task, "tick");
+    assert!(runs[0].recurring);
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T12:01:00+00:00"));
     clock.set(utc(2026, 4, 9, 12, 1, 40));
     assert_eq!(
         ran(&run_at(&s, &clock).await.0),
@@ -159,7 +159,7 @@ async fn a_week_of_missed_daily_slots_is_one_run_with_the_slot_in_its_body() {
     clock.set(utc(2026, 4, 8, 10, 0, 0));
     let (outcome, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&outcome), 1, "seven missed slots, one run");
-    assert_eq!(runs[0]["slot"], "2026-04-08T00:00:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-08T00:00:00+00:00"));
     clock.set(utc(2026, 4, 8, 23, 0, 0));
     assert_eq!(ran(&run_at(&s, &clock).await.0), 0);
     clock.set(utc(2026, 4, 9, 0, 30, 0));
@@ -199,37 +199,31 @@ async fn a_retryable_failure_keeps_its_slot_due_until_max_attempts() {
     let (first, runs) = run_at(&s, &clock).await;
     assert_eq!(first.exit_code(), 75, "{first:?}");
     assert_eq!(
-        (
-            runs[0]["status"].as_str(),
-            runs[0]["retryable"].as_bool(),
-            runs[0]["attempt"].as_u64()
-        ),
-        (Some("failed"), Some(true), Some(1))
+        (runs[0].status, runs[0].retryable, runs[0].attempt),
+        (Status::Failed, true, 1)
     );
     assert!(
-        runs[0]["error"].as_str().unwrap().contains("stays due"),
-        "{}",
+        runs[0].error.as_deref().unwrap().contains("stays due"),
+        "{:?}",
         runs[0]
     );
     clock.set(utc(2026, 4, 9, 10, 20, 0));
     let (second, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&second), 1, "the 10:00 slot is still due");
-    assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T10:00:00+00:00"));
     assert_eq!(
         second.exit_code(),
         1,
         "the last attempt fails for good: {second:?}"
     );
-    assert_eq!(
-        (runs[0]["retryable"].as_bool(), runs[0]["attempt"].as_u64()),
-        (Some(false), Some(2))
-    );
+    assert_eq!((runs[0].retryable, runs[0].attempt), (false, 2));
     assert!(
-        runs[0]["error"]
-            .as_str()
+        runs[0]
+            .error
+            .as_deref()
             .unwrap()
             .contains("gave up on the slot"),
-        "{}",
+        "{:?}",
         runs[0]
     );
     clock.set(utc(2026, 4, 9, 10, 40, 0));
@@ -265,7 +259,7 @@ async fn the_schedule_is_read_in_the_configured_time_zone() {
     assert_eq!(ran(&run_at(&s, &clock).await.0), 0);
     clock.set(utc(2026, 4, 9, 10, 0, 30));
     let (_, runs) = run_at(&s, &clock).await;
-    assert_eq!(runs[0]["slot"], "2026-04-09T10:00:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T10:00:00+00:00"));
 }
 
 #[tokio::test]
@@ -386,7 +380,7 @@ async fn the_documented_weekly_task_under_an_hourly_timer_runs_once_a_week_and_r
     for hour in 0..14 * 24 {
         clock.set(utc(2026, 4, 1, 0, 7, 0) + chrono::Duration::hours(hour));
         for s in run_at(&scene, &clock).await.1 {
-            slots.push(s["slot"].as_str().unwrap().to_string());
+            slots.push(s.slot.unwrap());
         }
     }
     // Mondays 06:00 in Berlin (CEST, UTC+2).
@@ -441,15 +435,15 @@ async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and
 
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     assert_eq!(runs.len(), 2);
-    let run = |task: &str| runs.iter().find(|r| r["task"] == task).unwrap();
+    let run = |task: &str| runs.iter().find(|r| r.task == task).unwrap();
     assert_eq!(
-        run("a-killer")["stop_reason"],
-        "internal_error",
+        run("a-killer").stop_reason,
+        StopReason::InternalError,
         "the slot given up has a record saying why"
     );
-    let why = run("a-killer")["error"].as_str().unwrap();
+    let why = run("a-killer").error.as_deref().unwrap();
     assert!(why.contains("killed"), "{why}");
-    assert_eq!(run("b-other")["status"], "succeeded");
+    assert_eq!(run("b-other").status, Status::Succeeded);
     assert_eq!(
         s.requests().await.len(),
         1,
@@ -485,7 +479,7 @@ async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is
         2,
         "a refused key is a setup fault: {outcome:?}"
     );
-    assert_eq!(runs[0]["stop_reason"], "setup_fault");
+    assert_eq!(runs[0].stop_reason, StopReason::SetupFault);
     let state = read_state(&s);
     assert_eq!(
         (&state["t"]["pending"], &state["t"]["attempts"]),
@@ -507,7 +501,7 @@ async fn a_file_put_there_before_a_slot_runs_for_it_at_the_next_run() {
     let (_, runs) = run_at(&s, &clock).await;
 
     assert_eq!(runs.len(), 1, "added at 05:30, the 06:00 slot is its first");
-    assert_eq!(runs[0]["slot"], "2026-04-09T06:00:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T06:00:00+00:00"));
 }
 
 #[tokio::test]
@@ -535,7 +529,7 @@ async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets
     s.task("t", "Answer.");
     let (outcome, runs) = run_at(&s, &clock).await;
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
-    assert_eq!(runs[0]["task"], "t");
+    assert_eq!(runs[0].task, "t");
     let RunOutcome::Finished(tally) = outcome else {
         panic!()
     };
@@ -573,10 +567,7 @@ async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
         1,
         "the next slot after now runs, not a year later"
     );
-    let dir = s
-        .root()
-        .join("logs/r")
-        .join(runs[0]["run_id"].as_str().unwrap());
+    let dir = s.root().join("logs/r").join(&runs[0].run_id);
 
     let out = run_bin(&s, &["replay", dir.to_str().unwrap()]).await;
     assert_eq!(
@@ -607,7 +598,7 @@ async fn the_hour_that_comes_twice_in_autumn_runs_its_slot_once() {
     clock.set(utc(2026, 10, 25, 0, 45, 0));
     let (_, runs) = run_at(&s, &clock).await;
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["slot"], "2026-10-25T00:30:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-10-25T00:30:00+00:00"));
     clock.set(utc(2026, 10, 25, 1, 45, 0));
     assert_eq!(ran(&run_at(&s, &clock).await.0), 0, "02:30 once, not twice");
     clock.set(utc(2026, 10, 25, 13, 45, 0));
@@ -634,7 +625,7 @@ async fn a_slot_whose_attempt_cannot_be_saved_is_not_run_and_the_run_says_so() {
         "unsaved, it would run again every run: {outcome:?}"
     );
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["task"], "t", "the inbox still ran");
+    assert_eq!(runs[0].task, "t", "the inbox still ran");
     assert_eq!(s.requests().await.len(), 1, "the recurring task did not");
 }
 
@@ -656,10 +647,10 @@ async fn a_broken_recurring_file_is_recorded_once_per_version_and_exits_1() {
     assert_eq!(first.exit_code(), 1, "{first:?}");
     assert_eq!(runs.len(), 1);
     assert_eq!(
-        (runs[0]["status"].as_str(), runs[0]["stop_reason"].as_str()),
-        (Some("failed"), Some("invalid_task"))
+        (runs[0].status, runs[0].stop_reason),
+        (Status::Failed, StopReason::InvalidTask)
     );
-    let error = runs[0]["error"].as_str().unwrap();
+    let error = runs[0].error.as_deref().unwrap();
     assert!(error.contains("schedule"), "{error}");
     assert!(s.requests().await.is_empty(), "nothing was asked");
     assert_eq!(
@@ -757,9 +748,9 @@ async fn a_slot_the_budget_leaves_unstarted_stays_due_for_the_next_run() {
         "{tally:?}"
     );
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0]["task"], "first");
+    assert_eq!(runs[0].task, "first");
     clock.set(utc(2026, 4, 9, 12, 1, 40));
     let (next, runs) = run_at(&s, &clock).await;
     assert_eq!(ran(&next), 1, "the 12:01 slot stayed due");
-    assert_eq!(runs[0]["slot"], "2026-04-09T12:01:00+00:00");
+    assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T12:01:00+00:00"));
 }
