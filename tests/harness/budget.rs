@@ -6,8 +6,11 @@
 
 use std::time::Duration;
 
+use agent_harness::agent::StopReason;
 use agent_harness::drain::RunOutcome;
-use serde_json::{Value, json};
+use agent_harness::records::{Status, Summary};
+use agent_harness::state::DaySpend;
+use serde_json::json;
 
 use crate::common::fake_runpod::{FakeRunpod, completed, job};
 use crate::common::*;
@@ -51,12 +54,14 @@ fn hello_suite(project: &Project) {
     .unwrap();
 }
 
-fn ledger(project: &Project) -> Value {
+/// The ledger beside the inbox, read as the program's own `DaySpend`.
+fn ledger(project: &Project) -> DaySpend {
     let text = std::fs::read_to_string(project.root().join(LEDGER)).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
-fn json_lines(out: &std::process::Output) -> Vec<Value> {
+/// `run --json`'s lines, each a task's summary.
+fn json_lines(out: &std::process::Output) -> Vec<Summary> {
     stdout(out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -93,15 +98,11 @@ async fn a_run_limit_met_mid_inbox_pauses_the_queue_and_fails_nothing() {
     assert_eq!(lines.len(), 2, "c never started: {lines:?}");
     assert_eq!(
         (
-            &lines[1]["task"],
-            &lines[1]["status"],
-            &lines[1]["stop_reason"]
+            lines[1].task.as_str(),
+            lines[1].status,
+            lines[1].stop_reason
         ),
-        (
-            &json!("b"),
-            &json!("interrupted"),
-            &json!("budget_exhausted")
-        )
+        ("b", Status::Interrupted, StopReason::BudgetExhausted)
     );
     assert!(!s.root().join("logs/c").exists());
     // Its attempt given back, its run kept to resume from.
@@ -134,7 +135,7 @@ async fn the_next_day_the_paused_task_resumes_from_its_records() {
             && err.contains("T00:00:00+00:00"),
         "{err}"
     );
-    assert_eq!(ledger(&s)["tokens"], json!(400));
+    assert_eq!(ledger(&s).tokens, 400);
     // The same day, nothing starts and no request goes out.
     let again = run_bin(&s, &["run"]).await;
     assert_eq!(again.status.code(), Some(75), "{}", stderr(&again));
@@ -149,11 +150,11 @@ async fn the_next_day_the_paused_task_resumes_from_its_records() {
     // b sent only its second request; c both of its own.
     assert_eq!(s.requests().await.len(), 6);
     let lines = json_lines(&next);
-    let b = lines.iter().find(|l| l["task"] == "b").unwrap();
-    assert_eq!(b["status"], json!("succeeded"));
-    assert_eq!(b["resumed_turns"], json!(1), "{b}");
-    assert!(b["resumed_from"].is_string(), "{b}");
-    assert_eq!(ledger(&s)["tokens"], json!(160 + 280));
+    let b = lines.iter().find(|l| l.task == "b").unwrap();
+    assert_eq!(b.status, Status::Succeeded);
+    assert_eq!(b.resumed_turns, 1, "{b:?}");
+    assert!(b.resumed_from.is_some(), "{b:?}");
+    assert_eq!(ledger(&s).tokens, 160 + 280);
     // What the day spent, in the metrics.
     let prom = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
     assert!(
@@ -272,7 +273,7 @@ async fn a_corrupt_huge_or_linked_ledger_warns_and_the_limits_hold_from_nothing(
         assert!(s.failed().is_empty(), "{what}");
         let kept = std::fs::symlink_metadata(s.root().join(LEDGER)).unwrap();
         assert!(kept.file_type().is_file(), "{what}: replaced by a file");
-        assert_eq!(ledger(&s)["tokens"], json!(320), "{what}");
+        assert_eq!(ledger(&s).tokens, 320, "{what}");
     }
     let untouched = std::fs::read_to_string(&target).unwrap();
     assert!(untouched.contains("\"tokens\":7"), "{untouched}");
@@ -305,8 +306,8 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
         panic!()
     };
     assert_eq!((tally.succeeded, tally.budget_exhausted), (1, None));
-    assert_eq!(ledger(&s)["day"], json!("2026-04-08"));
-    assert_eq!(ledger(&s)["tokens"], json!(160));
+    assert_eq!(ledger(&s).day.to_string(), "2026-04-08");
+    assert_eq!(ledger(&s).tokens, 160);
     // The UTC date is tomorrow there: a ledger from a clock that was
     // ahead is not trusted (it would switch the daily limit off): said as
     // a problem, and the day's spend rebuilt from the run records — the
@@ -325,8 +326,8 @@ async fn the_day_is_the_calendar_day_of_the_configured_time_zone() {
             .any(|p| p.contains("after today (2026-04-08)")),
         "{tally:?}"
     );
-    assert_eq!(ledger(&s)["day"], json!("2026-04-08"));
-    assert_eq!(ledger(&s)["tokens"], json!(160));
+    assert_eq!(ledger(&s).day.to_string(), "2026-04-08");
+    assert_eq!(ledger(&s).tokens, 160);
 }
 
 #[tokio::test]
@@ -362,8 +363,8 @@ async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
         why.contains("gpu_seconds_per_day = 3 reached (3.0 GPU-seconds spent on 2026-04-09)"),
         "{why}"
     );
-    assert_eq!(ledger(&s)["gpu_ms"], json!(3000));
-    assert_eq!(ledger(&s)["tokens"], json!(320));
+    assert_eq!(ledger(&s).gpu_ms, 3000);
+    assert_eq!(ledger(&s).tokens, 320);
 }
 
 #[tokio::test]
@@ -416,15 +417,15 @@ async fn eval_spends_from_the_day_and_replay_never_does() {
 
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(ledger(&s)["tokens"], json!(160));
+    assert_eq!(ledger(&s).tokens, 160);
     let run_dir = the_run_dir(&s, "t");
     let out = run_bin(&s, &["replay", run_dir.to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(ledger(&s)["tokens"], json!(160), "a replay sends nothing");
+    assert_eq!(ledger(&s).tokens, 160, "a replay sends nothing");
     let out = run_bin(&s, &["eval", "suite", "--repeat", "2"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    assert_eq!(ledger(&s)["tokens"], json!(160 * 3));
+    assert_eq!(ledger(&s).tokens, 160 * 3);
     assert_eq!(s.requests().await.len(), 3);
 }
 
@@ -466,7 +467,7 @@ async fn a_failed_attempt_spends_its_gpu_time_and_the_retry_asks_first() {
     );
     assert!(tally.budget_exhausted.is_some());
     assert_eq!(s.inbox(), ["t.md"]);
-    assert_eq!(ledger(&s)["gpu_ms"], json!(2500));
+    assert_eq!(ledger(&s).gpu_ms, 2500);
 }
 
 /// A ledger saying today (UTC, the default zone) has spent `tokens`.
@@ -510,7 +511,7 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
         stderr(&eval)
     );
     assert_eq!(s.requests().await.len(), 1, "only the first run spent");
-    assert_eq!(ledger(&s)["tokens"], json!(1000));
+    assert_eq!(ledger(&s).tokens, 1000);
 }
 
 /// Replies that always call a tool (a new call each turn, so no loop is
@@ -553,7 +554,7 @@ async fn processes_spending_at_once_overshoot_a_daily_limit_by_one_request_each_
         assert_eq!(out.status.code(), Some(75), "{}", stderr(out));
     }
     // Six processes, one request each in flight when the limit was met.
-    let spent = ledger(&s)["tokens"].as_u64().unwrap();
+    let spent = ledger(&s).tokens;
     assert!((100..=100 + 6 * 15).contains(&spent), "{spent} tokens");
     assert_eq!(s.requests().await.len() as u64 * 15, spent);
 }
@@ -611,7 +612,7 @@ async fn another_users_ledger_neither_pauses_the_queue_nor_switches_the_limit_of
     );
     assert_eq!(done(&s), ["a.md", "b.md"]);
     assert_eq!(s.inbox(), ["c.md"]);
-    assert_eq!(ledger(&s)["tokens"], json!(320));
+    assert_eq!(ledger(&s).tokens, 320);
     let owner =
         std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(s.root().join(LEDGER)).unwrap());
     assert_eq!(owner, 0, "replaced by this user's");
@@ -645,7 +646,7 @@ async fn a_folder_or_fifo_at_the_ledger_or_its_lock_leaves_the_daily_limit_daily
             .await;
         let first = run_bin(&s, &["run"]).await;
         assert_eq!(first.status.code(), Some(0), "{what}: {}", stderr(&first));
-        assert_eq!(ledger(&s)["tokens"], json!(320), "{what}");
+        assert_eq!(ledger(&s).tokens, 320, "{what}");
 
         let at = s.root().join(name);
         std::fs::remove_file(&at).unwrap();
@@ -666,7 +667,7 @@ async fn a_folder_or_fifo_at_the_ledger_or_its_lock_leaves_the_daily_limit_daily
             Some(1),
             "{what}: moved aside is said: {err}"
         );
-        assert_eq!(ledger(&s)["tokens"], json!(480), "{what}");
+        assert_eq!(ledger(&s).tokens, 480, "{what}");
         // The day after, nothing stops the queue: the entry is gone.
         let lock_or_ledger = std::fs::symlink_metadata(&at).unwrap();
         assert!(lock_or_ledger.file_type().is_file(), "{what}");
@@ -690,7 +691,7 @@ async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_run
         "{}",
         stderr(&first)
     );
-    assert_eq!(ledger(&s)["tokens"], json!(320));
+    assert_eq!(ledger(&s).tokens, 320);
 
     // The next run counts from what the first spent: the limit holds.
     s.task("c", "Answer.");
@@ -713,8 +714,8 @@ async fn a_run_that_spends_nothing_still_replaces_a_ledger_it_does_not_trust() {
     let first = run_bin(&s, &["run"]).await;
 
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
-    assert_ne!(ledger(&s)["day"], json!("2099-01-01"));
-    assert_eq!(ledger(&s)["tokens"], json!(0));
+    assert_ne!(ledger(&s).day.to_string(), "2099-01-01");
+    assert_eq!(ledger(&s).tokens, 0);
     let next = run_bin(&s, &["run"]).await;
     assert_eq!(next.status.code(), Some(0), "{}", stderr(&next));
 }
