@@ -47,18 +47,18 @@ async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at(
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
     let mail = &mails[0];
-    assert_eq!(mail["rcpt_tos"], json!([TO]));
-    assert_eq!(mail["from"], FROM);
-    assert_eq!(mail["content_type"], "text/plain");
-    assert_eq!(mail["charset"], "utf-8");
+    assert_eq!(mail.rcpt_tos, [TO]);
+    assert_eq!(mail.from, FROM);
+    assert_eq!(mail.content_type, "text/plain");
+    assert_eq!(mail.charset.as_deref(), Some("utf-8"));
     // Its own id, made of a random part and this host's name.
-    let id = mail["message_id"].as_str().unwrap_or_default();
+    let id = mail.message_id.as_deref().unwrap_or_default();
     assert!(
         id.starts_with('<') && id.ends_with('>') && id.contains('@'),
-        "{mail:#}"
+        "{mail:#?}"
     );
     // The run that sent it is in it, and the one before.
-    let body = mail["body"].as_str().unwrap();
+    let body = &mail.body;
     assert!(
         body.contains("Answers (2):\n- early: Early answer.\n- late: Early answer.\n"),
         "{body}"
@@ -67,7 +67,7 @@ async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at(
         body.contains("\nThis run, which sends the digest, exited 0:\n  1 succeeded in "),
         "{body}"
     );
-    assert_eq!(mail["subject"], "agent-harness digest: 2 answered");
+    assert_eq!(mail.subject, "agent-harness digest: 2 answered");
 }
 
 #[tokio::test]
@@ -92,10 +92,10 @@ async fn a_night_that_touched_no_task_is_never_nothing_happened() {
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
     assert_eq!(
-        mails[0]["subject"],
+        mails[0].subject,
         "agent-harness digest: this run exited 75, 1 folder(s) not read"
     );
-    let body = mails[0]["body"].as_str().unwrap();
+    let body = &mails[0].body;
     assert!(!body.contains("nothing happened"), "{body}");
     assert!(
         body.contains(
@@ -128,7 +128,7 @@ async fn the_mailed_digest_puts_failures_first_with_the_command_that_runs_each_a
     assert_eq!(outcome.exit_code(), 1);
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
-    let body = mails[0]["body"].as_str().unwrap();
+    let body = &mails[0].body;
     let failed = body.find("Failed (1):").expect(body);
     let answers = body.find("Answers (1):").expect(body);
     assert!(failed < answers, "{body}");
@@ -193,8 +193,8 @@ async fn the_mail_logs_in_from_the_environment_and_never_carries_a_secret() {
 
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
-    assert_eq!(mails[0]["login"], "digest-bot");
-    let body = mails[0]["body"].as_str().unwrap();
+    assert_eq!(mails[0].login.as_deref(), Some("digest-bot"));
+    let body = &mails[0].body;
     assert!(
         body.contains("- leaky: The password is ***, keep it."),
         "{body}"
@@ -463,12 +463,9 @@ async fn a_run_killed_while_its_digest_is_in_the_mail_server_leaves_the_period_t
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
     assert!(
-        mails[0]["body"]
-            .as_str()
-            .unwrap()
-            .contains("- night: Answered before the kill."),
+        mails[0].body.contains("- night: Answered before the kill."),
         "{}",
-        mails[0]["body"]
+        mails[0].body
     );
     let mark: Value = serde_json::from_str(&std::fs::read_to_string(&mark_path).unwrap()).unwrap();
     assert!(

@@ -47,9 +47,9 @@ async fn a_failed_run_mails_its_result_when_on_failure_mail_is_set() {
     assert_eq!(outcome.exit_code(), 1);
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
-    assert_eq!(mails[0]["rcpt_tos"], json!([TO]));
-    assert_eq!(mails[0]["subject"], "agent-harness: a run failed (exit 1)");
-    let body = mails[0]["body"].as_str().unwrap();
+    assert_eq!(mails[0].rcpt_tos, [TO]);
+    assert_eq!(mails[0].subject, "agent-harness: a run failed (exit 1)");
+    let body = &mails[0].body;
     assert!(
         body.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox"),
         "{body}"
@@ -146,7 +146,7 @@ async fn mailed_through_a_server_a_private_ca_signed(implicit: bool) {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{}", stderr(&out));
-    assert_eq!(mails[0]["rcpt_tos"], json!([TO]));
+    assert_eq!(mails[0].rcpt_tos, [TO]);
     assert_eq!(notify_failures(&s), "agent_harness_notify_failures_total 1");
 }
 

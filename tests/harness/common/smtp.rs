@@ -91,16 +91,31 @@ impl Smtp {
         )
     }
 
-    /// Each message taken, oldest first: `mail_from`, `rcpt_tos`, `login`,
-    /// `from`, `to`, `subject`, `message_id`, `content_type`, `charset`,
-    /// `transfer_encoding`, `body` (decoded).
-    pub fn mails(&self) -> Vec<Value> {
+    /// Each message taken, oldest first.
+    pub fn mails(&self) -> Vec<Mail> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+}
+
+/// A message the server took, as its script writes it (`body` decoded):
+/// a field it no longer writes fails the read.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Mail {
+    pub mail_from: String,
+    pub rcpt_tos: Vec<String>,
+    pub login: Option<String>,
+    pub from: String,
+    pub to: String,
+    pub subject: String,
+    pub message_id: Option<String>,
+    pub content_type: String,
+    pub charset: Option<String>,
+    pub transfer_encoding: Option<String>,
+    pub body: String,
 }
 
 impl Drop for Smtp {
