@@ -68,24 +68,18 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
     let requests = scene.requests().await;
     assert_eq!(requests.len(), 3);
     let first = &requests[0];
-    assert_eq!(first["temperature"], json!(0.7));
-    assert_eq!(first["top_p"], json!(0.9));
-    assert_eq!(first["top_k"], json!(40));
-    assert_eq!(first["max_tokens"], json!(512));
-    assert_eq!(first["min_p"], json!(0.05));
-    assert_eq!(first["seed"], json!(42));
+    let asked = sent(first);
     assert_eq!(
-        first["chat_template_kwargs"],
-        json!({"enable_thinking": true})
+        (asked.temperature, asked.top_p, asked.top_k, asked.min_p),
+        (Some(0.7), Some(0.9), Some(40), Some(0.05))
     );
-    let tool_names: Vec<&str> = first["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    assert_eq!((asked.max_tokens, asked.seed), (Some(512), Some(42)));
     assert_eq!(
-        tool_names,
+        asked.chat_template_kwargs,
+        Some(json!({"enable_thinking": true}))
+    );
+    assert_eq!(
+        asked.tool_names(),
         [
             "noteworx_list_notes",
             "noteworx_search_notes",
@@ -385,7 +379,7 @@ async fn bad_calls_are_answered_as_tool_errors_and_the_loop_goes_on() {
     );
     let requests = scene.requests().await;
     assert_eq!(
-        requests[0]["tools"].as_array().unwrap().len(),
+        sent(&requests[0]).tools.len(),
         1,
         "the task narrowed the tools"
     );
@@ -548,7 +542,7 @@ async fn a_request_never_sends_null_fields_or_ends_on_an_assistant_tool_call() {
         let all = messages(&body);
         let last = all.last().unwrap();
         assert!(last.role != Role::Assistant, "{last:?}");
-        assert_eq!(body["stream"], json!(false));
+        assert_eq!(sent(&body).stream, Some(false));
     }
 }
 
@@ -568,8 +562,12 @@ async fn a_server_error_is_retried_with_a_new_seed() {
 
     let requests = s.requests().await;
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0]["seed"], json!(7));
-    assert_ne!(requests[1]["seed"], json!(7), "the retry changes the seed");
+    assert_eq!(sent(&requests[0]).seed, Some(7));
+    assert_ne!(
+        sent(&requests[1]).seed,
+        Some(7),
+        "the retry changes the seed"
+    );
     let lines = s.attempts("t");
     assert_eq!((lines[0].attempt, lines[1].attempt), (1, 2));
     assert_eq!(lines[0].http_status, Some(500));

@@ -53,15 +53,11 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
     let requests = s.requests().await;
     let (a, b, c) = (&requests[0], &requests[1], &requests[2]);
     let system = |r: &Value| messages(r)[0].content.as_str().to_string();
-    let tools = |r: &Value| -> Vec<String> {
-        r["tools"]
-            .as_array()
-            .map(|t| {
-                t.iter()
-                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
+    let tools =
+        |r: &Value| -> Vec<String> { sent(r).tool_names().into_iter().map(String::from).collect() };
+    let sampling = |r: &Value| {
+        let r = sent(r);
+        (r.temperature, r.top_k, r.max_tokens)
     };
     let today = "2026-04-09"; // the harness's clock, fixed in tests
     assert_eq!(
@@ -77,36 +73,20 @@ async fn a_profile_sets_role_tools_and_sampling_and_the_task_overrides_it() {
         tools(a),
         ["noteworx_read_note", "noteworx_create_attachment"]
     );
-    assert_eq!(
-        (
-            a["temperature"].clone(),
-            a["top_k"].clone(),
-            a["max_tokens"].clone()
-        ),
-        (json!(0.2), json!(10), json!(1024))
-    );
+    assert_eq!(sampling(a), (Some(0.2), Some(10), Some(1024)));
     assert_eq!(
         system(b),
         "Task prompt.\n\nA call, written out: {\"name\": \"noteworx_read_note\", \"arguments\": {\"slug\": \"...\"}}\n\nKeep the final answer as short as the task allows."
     );
     assert_eq!(tools(b), ["noteworx_read_note"]);
-    assert_eq!(
-        (
-            b["temperature"].clone(),
-            b["top_k"].clone(),
-            b["max_tokens"].clone()
-        ),
-        (json!(0.9), json!(10), json!(512))
-    );
+    assert_eq!(sampling(b), (Some(0.9), Some(10), Some(512)));
     assert_eq!(
         system(c),
         "Config prompt.\n\nA call, written out: {\"name\": \"webfetch\", \"arguments\": {\"url\": \"...\"}}",
         "the example is of the first tool that reads and takes an argument"
     );
-    assert_eq!(
-        (c["temperature"].clone(), c["max_tokens"].clone()),
-        (json!(1.0), json!(2048))
-    );
+    let (temperature, _, max_tokens) = sampling(c);
+    assert_eq!((temperature, max_tokens), (Some(1.0), Some(2048)));
     assert_eq!(tools(c).len(), 7, "no profile: every configured tool");
     assert_eq!(s.summary("a-profile").agent.as_deref(), Some("scout"));
     assert_eq!(s.summary("c-none").agent, None);
@@ -340,22 +320,21 @@ async fn a_wrong_answer_is_asked_for_once_more_with_the_schema_as_a_grammar() {
     let requests = scene.requests().await;
     assert!(requests[0].get("response_format").is_none());
     assert!(
-        requests[0]["tools"].is_array(),
+        !sent(&requests[0]).tools.is_empty(),
         "the first request offers the tools"
     );
     let repair = &requests[1];
     assert_eq!(
-        repair["response_format"],
-        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": serde_json::from_str::<Value>(SCHEMA).unwrap()}})
+        sent(repair).response_format,
+        Some(
+            json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": serde_json::from_str::<Value>(SCHEMA).unwrap()}})
+        )
     );
     assert!(
         repair.get("tools").is_none(),
         "no tools in the repair request"
     );
-    assert_eq!(
-        repair["chat_template_kwargs"]["enable_thinking"], false,
-        "and no thinking"
-    );
+    assert_eq!(sent(repair).thinking(), Some(false), "and no thinking");
     let msgs = messages(repair);
     let last = msgs.last().unwrap();
     assert_eq!(last.role, Role::User);
@@ -453,8 +432,5 @@ async fn a_cut_structured_answer_is_asked_again_with_the_schema_as_grammar() {
         serde_json::from_str::<Value>(SCHEMA).unwrap()
     );
     assert!(requests[1].get("tools").is_none());
-    assert_eq!(
-        requests[1]["chat_template_kwargs"]["enable_thinking"],
-        false
-    );
+    assert_eq!(sent(&requests[1]).thinking(), Some(false));
 }

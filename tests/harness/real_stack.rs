@@ -254,10 +254,11 @@ async fn mcp_tool_on_the_real_server(base_url: &str) {
         assert!(t.result.contains("datetime") || t.is_error, "clock: {t:?}");
     }
     let requests = s.conversation("clock");
-    let offered = &sent_chat(&requests[0])["tools"][0]["function"];
-    assert_eq!(offered["name"], "time__get_current_time");
+    let asked = sent(sent_chat(&requests[0]));
+    let offered = &asked.tools[0].function;
+    assert_eq!(offered.name, "time__get_current_time");
     assert_eq!(
-        offered["parameters"]["required"],
+        offered.parameters["required"],
         serde_json::json!(["timezone"])
     );
 }
@@ -294,10 +295,7 @@ fn cut_answers_were_asked_again(task: &str, lines: &[ConversationRecord]) {
             continue; // the second cut: answer_truncated
         };
         let next = sent_chat(next);
-        assert_eq!(
-            next["chat_template_kwargs"]["enable_thinking"], false,
-            "{task}"
-        );
+        assert_eq!(sent(next).thinking(), Some(false), "{task}");
         let asked = messages(next);
         let last = asked.last().unwrap();
         assert!(

@@ -554,6 +554,58 @@ pub fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// A chat request as the server received it, read typed: its sampling,
+/// the tools it offered and its messages (`thinking` says what
+/// `chat_template_kwargs.enable_thinking` asked).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Sent {
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub tools: Vec<Offered>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u64>,
+    pub min_p: Option<f64>,
+    pub max_tokens: Option<u64>,
+    pub seed: Option<u64>,
+    pub stream: Option<bool>,
+    pub chat_template_kwargs: Option<Value>,
+    pub response_format: Option<Value>,
+}
+
+/// A tool a request offered.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Offered {
+    pub function: OfferedFunction,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct OfferedFunction {
+    pub name: String,
+    pub parameters: Value,
+}
+
+impl Sent {
+    /// The names of the tools offered, in order.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .map(|t| t.function.name.as_str())
+            .collect()
+    }
+
+    /// `chat_template_kwargs.enable_thinking`, when the request set it.
+    pub fn thinking(&self) -> Option<bool> {
+        let kwargs = self.chat_template_kwargs.as_ref()?;
+        kwargs.get("enable_thinking")?.as_bool()
+    }
+}
+
+/// A request body read typed.
+pub fn sent(body: &Value) -> Sent {
+    serde_json::from_value(body.clone()).expect("a chat request")
+}
+
 /// A `conversation.jsonl` line as docs/operating.md says it, read typed: a
 /// field renamed or gone fails the read instead of comparing against
 /// `null`. The bodies stay JSON (`response` is a string when it was not).
