@@ -23,8 +23,12 @@ fn pid_file(project: &Project, name: &str) -> PathBuf {
     project.root().join(format!("{name}.pid"))
 }
 
-fn tools_offered(request: &Value) -> Vec<Value> {
-    request["tools"].as_array().cloned().unwrap_or_default()
+fn tools_offered(request: &Value) -> Vec<String> {
+    sent(request)
+        .tool_names()
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 #[tokio::test]
@@ -53,14 +57,14 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
     );
 
     let requests = s.requests().await;
-    let offered = tools_offered(&requests[0]);
+    let offered = sent(&requests[0]).tools;
     assert_eq!(offered.len(), 1, "{offered:?}");
-    let f = &offered[0]["function"];
-    assert_eq!(f["name"], "t__lookup");
-    assert_eq!(f["description"], "Look up the value stored under a key.");
-    assert_eq!(f["parameters"]["type"], "object");
-    assert_eq!(f["parameters"]["properties"]["key"]["type"], "string");
-    assert_eq!(f["parameters"]["required"], json!(["key"]));
+    let f = &offered[0].function;
+    assert_eq!(f.name, "t__lookup");
+    assert_eq!(f.description, "Look up the value stored under a key.");
+    assert_eq!(f.parameters["type"], "object");
+    assert_eq!(f.parameters["properties"]["key"]["type"], "string");
+    assert_eq!(f.parameters["required"], json!(["key"]));
 
     let lines = s.tool_lines("look");
     assert_eq!(lines.len(), 1);
@@ -121,10 +125,7 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
     );
 
     scene.run().await;
-    let offered: Vec<String> = tools_offered(&scene.requests().await[0])
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let offered = tools_offered(&scene.requests().await[0]);
     let mcp: Vec<&String> = offered.iter().filter(|n| n.contains("__")).collect();
     assert_eq!(mcp[..2], ["t__fail", "t__lookup"], "{offered:?}");
     assert_eq!(
@@ -444,10 +445,7 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
         "{}",
         s.run_log("a-any")
     );
-    let offered: Vec<String> = tools_offered(&s.requests().await[0])
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let offered = tools_offered(&s.requests().await[0]);
     assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
     assert!(!offered.iter().any(|n| n.starts_with("gone__")));
     assert_eq!(

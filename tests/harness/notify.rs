@@ -11,6 +11,24 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::common::*;
 
+/// The report `on_failure_url` gets as JSON (docs/operating.md, "Notify"),
+/// read typed: a field renamed or gone fails the read.
+#[derive(Debug, serde::Deserialize)]
+struct FailureReport {
+    exit_code: u8,
+    failed: usize,
+    setup_fault: Option<String>,
+    failed_tasks: Vec<FailedTask>,
+    more_failed_tasks: usize,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct FailedTask {
+    task: String,
+    stop_reason: String,
+    error: Option<String>,
+}
+
 /// The check's key, in the ping URL's path as healthchecks.io puts it.
 const CHECK: &str = "0d338dcc-a054-11ec-b909-0242ac120002";
 
@@ -106,17 +124,14 @@ async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
         "{}",
         got[1].2
     );
-    let report: Value = serde_json::from_str(&got[2].2).unwrap();
-    assert_eq!(report["exit_code"], 1);
-    assert_eq!(report["failed"], 1);
-    assert_eq!(report["failed_tasks"][0]["task"], "broken");
-    assert_eq!(report["failed_tasks"][0]["stop_reason"], "endpoint_error");
-    assert!(
-        report["failed_tasks"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("HTTP 400")
+    let report: FailureReport = serde_json::from_str(&got[2].2).unwrap();
+    assert_eq!((report.exit_code, report.failed), (1, 1));
+    let task = &report.failed_tasks[0];
+    assert_eq!(
+        (task.task.as_str(), task.stop_reason.as_str()),
+        ("broken", "endpoint_error")
     );
+    assert!(task.error.as_deref().unwrap().contains("HTTP 400"));
 }
 
 #[tokio::test]
@@ -445,14 +460,13 @@ async fn bodies_carry_the_harness_words_within_their_caps() {
         ) && ping.contains("\nand 11 more"),
         "{ping}"
     );
-    let report: Value = serde_json::from_str(report).unwrap();
-    assert_eq!(report["failed_tasks"].as_array().unwrap().len(), 50);
-    assert_eq!(report["more_failed_tasks"], 11);
-    assert_eq!(report["failed"], 61);
-    for task in report["failed_tasks"].as_array().unwrap() {
+    let report: FailureReport = serde_json::from_str(report).unwrap();
+    assert_eq!(report.failed_tasks.len(), 50);
+    assert_eq!((report.more_failed_tasks, report.failed), (11, 61));
+    for task in &report.failed_tasks {
         assert!(
-            task["error"].as_str().unwrap().chars().count() <= 300,
-            "{task}"
+            task.error.as_deref().unwrap().chars().count() <= 300,
+            "{task:?}"
         );
     }
 }
@@ -573,13 +587,14 @@ async fn a_setup_faults_bodies_say_the_harness_words_not_the_servers() {
         ping.contains("setup fault, the run stopped and nothing was filed for it: the endpoint refused the API key (HTTP 401); check "),
         "{ping}"
     );
-    let report: Value = serde_json::from_str(report).unwrap();
+    let report: FailureReport = serde_json::from_str(report).unwrap();
     assert!(
-        report["setup_fault"]
-            .as_str()
+        report
+            .setup_fault
+            .as_deref()
             .unwrap()
             .starts_with("the endpoint refused the API key (HTTP 401); check "),
-        "{report}"
+        "{report:?}"
     );
     // The records keep the server's words, for the operator.
     assert!(

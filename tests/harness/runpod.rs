@@ -52,8 +52,9 @@ async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls()
     );
     assert_eq!(paths[0], "/v2/ep123/health", "the reachability check");
     let body = &rp.runsync_bodies().await[0];
-    assert_eq!(body["input"]["messages"][1]["content"], "Hello.");
-    assert_eq!(body["input"]["stream"], json!(false));
+    let asked = sent(&body["input"]);
+    assert_eq!(asked.messages[1].content, "Hello.");
+    assert_eq!(asked.stream, Some(false));
     let auth: Vec<String> = rp
         .server
         .received_requests()

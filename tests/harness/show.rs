@@ -6,6 +6,7 @@
 //! folder they cannot read as a permission problem — never "no runs
 //! recorded".
 
+use agent_harness::records::Summary;
 use serde_json::Value;
 
 use crate::common::*;
@@ -65,9 +66,12 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
         .collect();
     let first = dirs.iter().min().unwrap();
     let out = bin(&s).args(["show", first, "--json"]).output().unwrap();
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["run_id"], first.as_str());
-    assert_eq!(summary["final_answer"], "First answer.\nMore.");
+    let summary: Summary = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary.run_id, first.as_str());
+    assert_eq!(
+        summary.final_answer.as_deref(),
+        Some("First answer.\nMore.")
+    );
     // Nothing that matches: exit 2.
     let out = bin(&s).args(["show", "nosuch"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

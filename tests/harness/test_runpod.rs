@@ -65,7 +65,8 @@ async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinkin
     let requests = s.requests().await;
     assert_eq!(requests.len(), 3);
     assert_eq!(
-        requests[1]["tool_choice"], "required",
+        sent(&requests[1]).tool_choice.as_deref(),
+        Some("required"),
         "the tool call is forced"
     );
     let round_trip = messages(&requests[2]);

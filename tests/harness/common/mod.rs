@@ -569,6 +569,7 @@ pub struct Sent {
     pub max_tokens: Option<u64>,
     pub seed: Option<u64>,
     pub stream: Option<bool>,
+    pub tool_choice: Option<String>,
     pub chat_template_kwargs: Option<Value>,
     pub response_format: Option<Value>,
 }
@@ -582,6 +583,7 @@ pub struct Offered {
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct OfferedFunction {
     pub name: String,
+    pub description: String,
     pub parameters: Value,
 }
 
