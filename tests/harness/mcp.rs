@@ -23,14 +23,6 @@ fn pid_file(project: &Project, name: &str) -> PathBuf {
     project.root().join(format!("{name}.pid"))
 }
 
-fn tools_offered(request: &Value) -> Vec<String> {
-    sent(request)
-        .tool_names()
-        .into_iter()
-        .map(String::from)
-        .collect()
-}
-
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged() {
@@ -125,7 +117,7 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
     );
 
     scene.run().await;
-    let offered = tools_offered(&scene.requests().await[0]);
+    let offered = offered_names(&scene.requests().await[0]);
     let mcp: Vec<&String> = offered.iter().filter(|n| n.contains("__")).collect();
     assert_eq!(mcp[..2], ["t__fail", "t__lookup"], "{offered:?}");
     assert_eq!(
@@ -342,18 +334,17 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         .build()
         .await;
     let slow_pid = pid_file(&s, "slow");
+    // A server that says it is starting, then never serves: `sh` says it
+    // within milliseconds however loaded the machine (a Python child
+    // importing an SDK may not within the 2 s start-up timeout).
+    let script = format!(
+        "echo $$ > '{}'; echo 'test server starting (delay 3600.0 s)' >&2; exec sleep 3600",
+        slow_pid.display()
+    );
     let extra = format!(
-        "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
-        server(
-            "slow",
-            &[
-                "--delay",
-                "3600",
-                "--pid-file",
-                &slow_pid.display().to_string()
-            ],
-            "startup_timeout_secs = 2"
-        )
+        "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n\
+         [mcp.servers.slow]\ncommand = {}\nstartup_timeout_secs = 2\n",
+        serde_json::to_string(&["sh", "-c", &script]).unwrap()
     );
     s.rewrite_config(&extra);
     // The slow server would list its tools in an hour: a run that waited
@@ -445,7 +436,7 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
         "{}",
         s.run_log("a-any")
     );
-    let offered = tools_offered(&s.requests().await[0]);
+    let offered = offered_names(&s.requests().await[0]);
     assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
     assert!(!offered.iter().any(|n| n.starts_with("gone__")));
     assert_eq!(

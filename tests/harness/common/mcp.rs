@@ -62,11 +62,6 @@ pub fn pid_file_gone(pid_file: &Path) -> bool {
 
 /// The names of the tools a request offered.
 pub fn offered_names(request: &serde_json::Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect()
+    let asked = super::sent(request);
+    asked.tool_names().into_iter().map(String::from).collect()
 }
