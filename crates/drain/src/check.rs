@@ -183,10 +183,13 @@ fn check_tasks(
     today: NaiveDate,
     report: &mut CheckReport,
 ) -> anyhow::Result<()> {
-    let entries = inbox::list(&cfg.paths.inbox)
+    let inbox::Entries {
+        tasks: entries,
+        strays,
+    } = inbox::listing(&cfg.paths.inbox)
         .with_context(|| format!("listing {}", cfg.paths.inbox.display()))?;
     report.tasks = entries.len();
-    for p in inbox::strays(&cfg.paths.inbox)? {
+    for p in strays {
         let shown = harness_base::text::printable(&p.display().to_string()).into_owned();
         match inbox::reserved_entry(&p) {
             Some(why) => report.problems.push(format!("{shown}: {why}")),
@@ -281,7 +284,7 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
         }
         return;
     };
-    for p in inbox::strays(&cfg.paths.recurring).unwrap_or_default() {
+    for p in inbox::listing(&cfg.paths.recurring).map_or_else(|_| Vec::new(), |l| l.strays) {
         if let Some(why) = inbox::reserved_entry(&p) {
             report.problems.push(format!("{}: {why}", p.display()));
         }

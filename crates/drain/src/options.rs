@@ -159,9 +159,8 @@ impl BatchOptions {
     /// unless `live_writes`.
     pub fn eval(&self, cfg: &Config, logs: &std::path::Path, live_writes: bool) -> Mode {
         let name = |p: Option<&std::path::Path>| {
-            p.and_then(std::path::Path::file_name)
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
+            let name = p.and_then(std::path::Path::file_name).unwrap_or_default();
+            name.to_string_lossy().into_owned()
         };
         let labels = vec![
             ("agent_harness.eval_id", name(logs.parent())),

@@ -189,13 +189,14 @@ fn running(cfg: &Config, pid: u32, holder: Option<Holder>, now: DateTime<Utc>) -
 }
 
 fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
-    let (read, entries) = match inbox::list(&cfg.paths.inbox) {
-        Ok(entries) => (true, entries),
+    let (read, listed) = match inbox::listing(&cfg.paths.inbox) {
+        Ok(listed) => (true, listed),
         Err(e) => {
             problems.push(format!("[paths] inbox: {e:#}"));
-            (false, Vec::new())
+            (false, inbox::Entries::default())
         }
     };
+    let entries = listed.tasks;
     let arrived = |path: &std::path::Path| -> Option<DateTime<Utc>> {
         let m = std::fs::symlink_metadata(path).ok()?;
         DateTime::from_timestamp(m.ctime(), u32::try_from(m.ctime_nsec()).ok()?)
@@ -213,7 +214,7 @@ fn waiting(cfg: &Config, problems: &mut Vec<String>) -> Waiting {
         read,
         count: entries.len(),
         oldest,
-        never_run: inbox::strays(&cfg.paths.inbox).map_or(0, |s| s.len()),
+        never_run: listed.strays.len(),
     }
 }
 

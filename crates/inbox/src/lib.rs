@@ -381,11 +381,6 @@ pub fn list(inbox: &Path) -> anyhow::Result<Vec<InboxEntry>> {
     Ok(listing(inbox)?.tasks)
 }
 
-/// The inbox entries that will never run ([`Entries::strays`]).
-pub fn strays(inbox: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    Ok(listing(inbox)?.strays)
-}
-
 /// Each inbox entry: a task (`Ok`) or a path that is none (`Err`).
 fn read_inbox(inbox: &Path) -> anyhow::Result<Vec<Result<InboxEntry, PathBuf>>> {
     let context = || format!("reading the inbox {}", inbox.display());

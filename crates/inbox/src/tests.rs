@@ -246,7 +246,7 @@ fn report_and_eval_are_reserved_names_that_never_run() {
         .map(|e| e.name)
         .collect();
     assert_eq!(names, ["ok"]);
-    let strays = strays(dir.path()).unwrap();
+    let strays = listing(dir.path()).unwrap().strays;
     assert_eq!(strays, [dir.path().join("report.md")]);
     assert!(
         reserved_entry(&strays[0])
@@ -282,8 +282,9 @@ fn listing_is_sorted_and_skips_other_files() {
         .map(|e| e.name)
         .collect();
     assert_eq!(names, ["10", "a", "b"]);
-    let strays: Vec<_> = strays(dir.path())
+    let strays: Vec<_> = listing(dir.path())
         .unwrap()
+        .strays
         .into_iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();

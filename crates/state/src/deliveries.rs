@@ -125,15 +125,7 @@ impl Deliveries {
         outcome: &Delivered,
     ) -> anyhow::Result<()> {
         let path = state_dir.join(DELIVERIES_FILE);
-        let Some(_lock) = files::short_lock(state_dir, files::STATUS_LOCK, files::STATUS_LOCK_WAIT)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?
-        else {
-            anyhow::bail!(
-                "writing {}: {} stayed locked",
-                path.display(),
-                files::STATUS_LOCK
-            );
-        };
+        let _lock = files::status_locked(state_dir, DELIVERIES_FILE)?;
         let mut all = Deliveries::load(state_dir).unwrap_or_else(|why| {
             tracing::warn!(error = %why, "the record of deliveries is unreadable; it starts afresh");
             Deliveries::default()

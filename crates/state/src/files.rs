@@ -123,3 +123,14 @@ pub fn short_lock(dir: &Path, lock: &str, limit: Duration) -> io::Result<Option<
         }
     }
 }
+
+/// The status lock, taken for a write of `name` in `dir` (`LastRun`,
+/// `Deliveries`): `Err` when it cannot be taken, or stays taken.
+pub(crate) fn status_locked(dir: &Path, name: &str) -> anyhow::Result<std::fs::File> {
+    let path = dir.join(name);
+    match short_lock(dir, STATUS_LOCK, STATUS_LOCK_WAIT) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => anyhow::bail!("writing {}: {STATUS_LOCK} stayed locked", path.display()),
+        Err(e) => anyhow::bail!("writing {}: {e}", path.display()),
+    }
+}

@@ -66,15 +66,7 @@ impl LastRun {
     /// clock went back) is no later run: it is replaced, never kept for good.
     pub fn save(&self, state_dir: &Path) -> anyhow::Result<bool> {
         let path = state_dir.join(LAST_RUN_FILE);
-        let Some(_lock) = files::short_lock(state_dir, files::STATUS_LOCK, files::STATUS_LOCK_WAIT)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?
-        else {
-            anyhow::bail!(
-                "writing {}: {} stayed locked",
-                path.display(),
-                files::STATUS_LOCK
-            );
-        };
+        let _lock = files::status_locked(state_dir, LAST_RUN_FILE)?;
         if let Ok(Some(kept)) = LastRun::load(state_dir)
             && kept.finished > self.finished
             && kept.finished - self.finished <= chrono::TimeDelta::hours(1)
