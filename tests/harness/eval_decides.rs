@@ -157,6 +157,8 @@ async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
     assert!(!v.tasks.is_empty(), "{v:?}");
     assert!(v.tasks.iter().all(|t| t.pass_hat_k == 0), "{v:?}");
     assert!(report.comparison.is_none());
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("comparison").is_none(), "left out, not null");
 }
 
 #[tokio::test(flavor = "multi_thread")]

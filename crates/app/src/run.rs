@@ -257,8 +257,8 @@ pub async fn run_inbox(
     if let Some(n) = &notifier {
         match code {
             Some(code) => {
-                let failed = matches!(code, exit::FAILED | exit::USAGE);
-                let ending = Ending { code, failed };
+                let (ok, failed) = (code == exit::OK, matches!(code, exit::FAILED | exit::USAGE));
+                let ending = Ending { code, ok, failed };
                 n.end(ending, &end, (deps.clock)(), &deps.cancel).await
             }
             None => n.log(&end, &deps.cancel).await,

@@ -25,6 +25,24 @@ pub struct Flock {
     pub inode: u64,
 }
 
+/// Looks at `/proc/locks` a holder is sought in at most. A table longer
+/// than what the kernel gives in one read (a page of lines) is read in
+/// pieces, and a line can slip between two of them as other locks come and
+/// go: a lock held all along shows in one of three looks.
+const LOOKS: usize = 3;
+
+/// The process holding the exclusive `flock` on the file `dev`/`inode`
+/// ([`holder`]), from up to [`LOOKS`] looks at `/proc/locks`; `Err` when
+/// it cannot be read.
+pub fn holder_now(dev: u64, inode: u64, noted: Option<u32>) -> io::Result<Option<u32>> {
+    for _ in 1..LOOKS {
+        if let Some(pid) = holder(&exclusive_flocks()?, dev, inode, noted) {
+            return Ok(Some(pid));
+        }
+    }
+    Ok(holder(&exclusive_flocks()?, dev, inode, noted))
+}
+
 /// The exclusive `flock`s granted now, from `/proc/locks`; `Err` when it
 /// cannot be read (not Linux, no `/proc`).
 pub fn exclusive_flocks() -> io::Result<Vec<Flock>> {

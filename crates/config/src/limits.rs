@@ -177,7 +177,7 @@ impl Retention {
 /// `[schedule] timezone`) or one run may spend on model requests; 0 is no
 /// limit. Reaching one pauses the queue; it never fails a task.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, expecting = "a [budget] table")]
 pub struct SpendLimits {
     /// Prompt + completion tokens a day.
     pub tokens_per_day: u64,

@@ -193,7 +193,7 @@ impl Prober<'_> {
     }
 
     /// Whether the configured kind of server answers, before a run's first
-    /// task: for the `openai` kind [`Endpoint::probe`]'s verdict; a RunPod
+    /// task: for the `openai` kind [`Prober::probe`]'s verdict; a RunPod
     /// endpoint answers its `/health` with whatever status (a worker may be
     /// cold), so any answer there is enough.
     pub async fn reach(&self) -> Reach {

@@ -74,11 +74,13 @@ const PLAIN_TEXT: &str = "text/plain; charset=utf-8";
 type Delivery<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
 /// How the process exits, as `app` decides it: its code (the ping names
-/// it) and whether it is a failure to report — a task failed or the setup
-/// is wrong (`on_failure_mail`), not what a later run retries by itself.
+/// it), whether that is success, and whether it is a failure to report — a
+/// task failed or the setup is wrong (`on_failure_mail`), not what a later
+/// run retries by itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Ending {
     pub code: u8,
+    pub ok: bool,
     pub failed: bool,
 }
 
@@ -218,10 +220,10 @@ impl Notifier {
         let turn = self.digest_turn(now);
         let digest_sent = AtomicBool::new(false);
         let mut deliveries: Vec<Delivery<'_>> = Vec::new();
-        if let Some(url) = notify.ping_url.as_deref().and_then(|u| ping_url(u, code)) {
+        if let Some(url) = notify.ping_url.as_deref().and_then(|u| ping_url(u, ending)) {
             deliveries.push(Box::pin(self.post(url, self.ping_body(end), PLAIN_TEXT)));
         }
-        if let Some(url) = notify.on_failure_url.clone().filter(|_| code != 0) {
+        if let Some(url) = notify.on_failure_url.clone().filter(|_| !ending.ok) {
             let (body, kind) = failure_body(notify.on_failure_format, code, end, words);
             deliveries.push(Box::pin(self.post(url, body, kind)));
         }
@@ -405,11 +407,11 @@ impl Notifier {
     }
 }
 
-/// Where the end's ping goes for `code`: `<url>` on 0, `<url>/<code>` else.
-fn ping_url(url: &str, code: u8) -> Option<String> {
-    match code {
-        0 => Some(url.to_string()),
-        n => with_segment(url, &n.to_string()),
+/// Where the end's ping goes: `<url>` on success, `<url>/<exit code>` else.
+fn ping_url(url: &str, ending: Ending) -> Option<String> {
+    match ending.ok {
+        true => Some(url.to_string()),
+        false => with_segment(url, &ending.code.to_string()),
     }
 }
 

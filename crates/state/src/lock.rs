@@ -134,8 +134,8 @@ impl RunLock {
             Stored::Bytes(bytes) => serde_json::from_slice(&bytes).ok(),
             Stored::Absent | Stored::Unreadable(_) | Stored::Foreign(_) => None,
         };
-        let pid = match flock::exclusive_flocks() {
-            Ok(flocks) => flock::holder(&flocks, dev, inode, note.as_ref().map(|n| n.pid)),
+        let pid = match flock::holder_now(dev, inode, note.as_ref().map(|n| n.pid)) {
+            Ok(pid) => pid,
             Err(_) => note
                 .as_ref()
                 .map(|n| n.pid)
