@@ -20,12 +20,12 @@ use chrono::{DateTime, Utc};
 use super::cli::Command;
 use super::exit;
 use harness_agent::deps::system_clock;
-use harness_base::text::{clip, printable, printable_json, table};
+use harness_base::text::{printable, printable_json};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
-use harness_outputs::report;
-use harness_records::{self as records, Listing, Status, Summary, Unfinished};
+use harness_outputs::{report, runs};
+use harness_records::{self as records, Listing, Status, Unfinished};
 use harness_state::{LockState, RunLock};
 
 /// `runs`, `report` or `digest`.
@@ -70,13 +70,6 @@ pub(super) fn zone_of(cfg: &Config, utc: bool) -> Zone {
     } else {
         cfg.timezone.clone()
     }
-}
-
-/// A time as the readers print it: RFC 3339, to the second, in `zone`
-/// (`Z` for UTC).
-pub(super) fn when(t: DateTime<Utc>, zone: &Zone) -> String {
-    t.with_timezone(zone)
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Since when the run holding the lock now has been going, when it is one
@@ -274,11 +267,11 @@ fn runs_command(cfg: &Config, q: &RunsQuery<'_>, progress: &Progress) -> u8 {
     summaries.truncate(q.limit);
     let mut out = progress.stdout();
     let written = if q.json {
-        serde_json::to_string_pretty(&runs_json(&running, &summaries))
+        serde_json::to_string_pretty(&runs::json(&running, &summaries))
             .map_err(std::io::Error::other)
             .and_then(|s| writeln!(out, "{}", printable_json(&s)))
     } else {
-        let mut text = runs_table(&summaries, &running, &q.zone);
+        let mut text = runs::table(&summaries, &running, &q.zone);
         // With folders it could not read, "no runs" would not be true.
         if summaries.is_empty() && running.is_empty() && listing.unreadable.is_empty() {
             let filtered = since.is_some() || !q.statuses.is_empty();
@@ -307,24 +300,6 @@ fn has_runs(cfg: &Config, name: &str) -> bool {
     cfg.paths.logs.join(folder).is_dir()
 }
 
-/// `runs --json`: the tasks running now first, each as `status:
-/// "running"` with its task, run id and start (the folders' names; no
-/// summary yet), then the summaries.
-fn runs_json(running: &[Unfinished], summaries: &[Summary]) -> Vec<serde_json::Value> {
-    let going = running.iter().map(|u| {
-        serde_json::json!({
-            "task": u.task_dir,
-            "run_id": u.run_dir,
-            "status": "running",
-            "started_at": records::run_time(&u.run_dir),
-        })
-    });
-    let ended = summaries
-        .iter()
-        .map(|s| serde_json::to_value(s).unwrap_or_default());
-    going.chain(ended).collect()
-}
-
 /// The run folders without a summary that are not the run going now's,
 /// on stderr, as what they may be.
 fn say_unfinished(others: &[Unfinished], progress: &Progress) {
@@ -336,77 +311,6 @@ fn say_unfinished(others: &[Unfinished], progress: &Progress) {
             printable(&shown.join(", "))
         ));
     }
-}
-
-/// Characters of an answer's first line in the `runs` table.
-const ANSWER_CHARS: usize = 40;
-
-/// An answer's first line, clipped and escaped, for a table cell.
-pub(crate) fn answer_cell(answer: Option<&str>) -> String {
-    let first = answer
-        .and_then(|a| a.lines().map(str::trim).find(|l| !l.is_empty()))
-        .unwrap_or("-");
-    printable(&clip(first, ANSWER_CHARS)).into_owned()
-}
-
-/// The `runs` table: task, run id, when it started, status, stop reason,
-/// turns, tool errors, tokens, wall time, the answer's first line — and,
-/// when any run listed is a recurring task's, its slot. The tasks running
-/// now come first, `running`.
-pub(crate) fn runs_table(summaries: &[Summary], running: &[Unfinished], zone: &Zone) -> String {
-    let slots = summaries.iter().any(|s| s.slot.is_some());
-    let mut header = vec![
-        "TASK",
-        "RUN ID",
-        "STARTED",
-        "STATUS",
-        "STOP REASON",
-        "TURNS",
-        "TOOL ERR",
-        "TOKENS",
-        "WALL",
-    ];
-    if slots {
-        header.push("SLOT");
-    }
-    header.push("ANSWER");
-    let header: Vec<String> = header.into_iter().map(String::from).collect();
-    let cell = |t: &str| printable(t).into_owned();
-    let going = running.iter().map(|u| {
-        let mut row = vec![
-            cell(&u.task_dir),
-            cell(&u.run_dir),
-            records::run_time(&u.run_dir).map_or_else(|| "-".into(), |t| when(t, zone)),
-            "running".to_string(),
-        ];
-        row.resize(header.len(), "-".to_string());
-        row
-    });
-    let ended = summaries.iter().map(|s| {
-        let status = s.status.as_str().to_string();
-        let mut row = vec![
-            cell(&s.task),
-            cell(&s.run_id),
-            when(s.started_at, zone),
-            match (&s.replay_of, s.dry_run) {
-                (Some(_), _) => format!("{status} (replay)"),
-                (None, true) => format!("{status} (dry)"),
-                (None, false) => status,
-            },
-            s.stop_reason.as_str().to_string(),
-            s.turns.to_string(),
-            s.tool_errors.to_string(),
-            s.total_tokens.to_string(),
-            format!("{:.1}s", s.wall_ms as f64 / 1000.0),
-        ];
-        if slots {
-            row.push(cell(s.slot.as_deref().unwrap_or("-")));
-        }
-        row.push(answer_cell(s.final_answer.as_deref()));
-        row
-    });
-    let rows: Vec<Vec<String>> = going.chain(ended).collect();
-    table(&header, &rows)
 }
 
 /// Task `name` has no run recorded: where it is instead, or the names near it.

@@ -10,13 +10,14 @@
 use std::io::Write;
 
 use super::exit;
-use super::logs::{listing, no_run_of, when};
+use super::logs::{listing, no_run_of};
 use harness_base::folder::Folder;
 use harness_base::text::{clip, one_line, printable, printable_json};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
 use harness_drain::{Again, again};
+use harness_outputs::runs::when;
 use harness_records::{self as records, FailureDetail, ListedRun, Status};
 
 /// Lines of `run.log` a failed run shows.

@@ -9,13 +9,14 @@
 use std::io::Write;
 
 use super::exit;
-use super::logs::{when, zone_of};
+use super::logs::zone_of;
 use harness_agent::deps::system_clock;
 use harness_base::text::{printable, printable_json, shell_operand};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
 use harness_drain::{FailedTasks, NextRun, Overview, Running, Sending, Waiting, overview};
+use harness_outputs::runs::when;
 use harness_state::{Holder, LastRun, SpendToday};
 
 /// Where a line's text starts, after its label.
