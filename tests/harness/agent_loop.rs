@@ -284,7 +284,7 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
 
     scene.run().await;
 
-    let msgs = messages(&scene.requests().await[1]).clone();
+    let msgs = messages(&scene.requests().await[1]);
     let tool_msgs: Vec<(&str, &str)> = msgs
         .iter()
         .filter(|m| m.role == Role::Tool)
@@ -327,7 +327,7 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
 
     s.run().await;
 
-    let msgs = messages(&s.requests().await[2]).clone();
+    let msgs = messages(&s.requests().await[2]);
     let first = msgs[3].content.as_str();
     assert!(
         first.chars().count() <= 2000,

@@ -45,7 +45,9 @@ pub(super) fn digest_command(
         until: now,
         zone: cfg.timezone.clone(),
     };
-    let ledger = Some(SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone).0);
+    // Without a daily limit the ledger holds nothing to say: not read.
+    let ledger = (cfg.budget.daily())
+        .then(|| SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone).0);
     let digest = Digest::of(
         listing,
         &period,

@@ -44,6 +44,17 @@ pub enum EntryKind {
     Other,
 }
 
+impl EntryKind {
+    fn of(kind: FileType) -> EntryKind {
+        match kind {
+            FileType::Directory => EntryKind::Folder,
+            FileType::Symlink => EntryKind::Link,
+            FileType::RegularFile => EntryKind::File,
+            _ => EntryKind::Other,
+        }
+    }
+}
+
 /// The end of a file, as [`Folder::read_tail`] read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tail {
@@ -100,12 +111,7 @@ impl Folder {
             };
             out.push(Entry {
                 name: OsStr::from_bytes(name.to_bytes()).to_os_string(),
-                kind: match kind {
-                    FileType::Directory => EntryKind::Folder,
-                    FileType::Symlink => EntryKind::Link,
-                    FileType::RegularFile => EntryKind::File,
-                    _ => EntryKind::Other,
-                },
+                kind: EntryKind::of(kind),
             });
         }
         Ok(out)
@@ -210,13 +216,10 @@ impl Folder {
     /// one; `None` when nothing has the name.
     pub fn kind_and_owner(&self, name: impl AsRef<OsStr>) -> Option<(EntryKind, u32)> {
         let st = rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        let kind = match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory => EntryKind::Folder,
-            FileType::Symlink => EntryKind::Link,
-            FileType::RegularFile => EntryKind::File,
-            _ => EntryKind::Other,
-        };
-        Some((kind, st.st_uid))
+        Some((
+            EntryKind::of(FileType::from_raw_mode(st.st_mode)),
+            st.st_uid,
+        ))
     }
 
     /// Who owns this folder.

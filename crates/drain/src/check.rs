@@ -284,7 +284,10 @@ fn check_recurring(cfg: &Config, offered: &[Tool], now: DateTime<Utc>, report: &
         }
         return;
     };
-    for p in inbox::listing(&cfg.paths.recurring).map_or_else(|_| Vec::new(), |l| l.strays) {
+    for p in inbox::listing(&cfg.paths.recurring)
+        .map(|l| l.strays)
+        .unwrap_or_default()
+    {
         if let Some(why) = inbox::reserved_entry(&p) {
             report.problems.push(format!("{}: {why}", p.display()));
         }

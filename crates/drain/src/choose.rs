@@ -157,7 +157,9 @@ fn ignored_entries(cfg: &Config, strays: Vec<PathBuf>, problems: &mut Vec<String
         ));
     }
     // A recurring task of a reserved name never runs either: said, not skipped.
-    let recurring = inbox::listing(&cfg.paths.recurring).map_or_else(|_| Vec::new(), |l| l.strays);
+    let recurring = inbox::listing(&cfg.paths.recurring)
+        .map(|l| l.strays)
+        .unwrap_or_default();
     for path in recurring
         .iter()
         .filter(|p| inbox::reserved_entry(p).is_some())

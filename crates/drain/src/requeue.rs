@@ -275,17 +275,6 @@ pub fn filed_tasks(paths: &Paths, source: Source) -> anyhow::Result<Vec<FiledTas
         .collect())
 }
 
-/// What `requeue WORD` (`rerun WORD` for `done/`) takes to move the filed
-/// file `file` of the folder `source` back: `(WORD, others)`, WORD the
-/// task's name when the file is the newest of that name there (the one
-/// the name moves), else its run id, which moves `others` too (the
-/// run's other tasks filed there). `None` when no word moves it: not a
-/// filed task's name, or one shortened to fit.
-pub fn word_for(paths: &Paths, source: Source, file: &Path) -> Option<(String, Vec<String>)> {
-    let (filed, _) = filed_files(paths, source).ok()?;
-    word_among(&filed, file)
-}
-
 /// The files of `failed/` or `done/` as one listing read them (none when
 /// the folder could not be listed), for many asks of [`word_among`].
 pub(crate) fn listed(paths: &Paths, source: Source) -> Vec<Filed> {
@@ -294,7 +283,13 @@ pub(crate) fn listed(paths: &Paths, source: Source) -> Vec<Filed> {
         .unwrap_or_default()
 }
 
-/// [`word_for`] among the files `filed` of one listing.
+/// What `requeue WORD` (`rerun WORD` for `done/`) takes to move the filed
+/// file `file` back, among the files `filed` of one listing of its
+/// folder: `(WORD, others)`, WORD the task's name when the file is the
+/// newest of that name there (the one the name moves), else its run id,
+/// which moves `others` too (the run's other tasks filed there). `None`
+/// when no word moves it: not a filed task's name, or one shortened to
+/// fit.
 pub(crate) fn word_among(filed: &[Filed], file: &Path) -> Option<(String, Vec<String>)> {
     let this = filed.iter().find(|f| f.path == file)?;
     if shortened(this) {

@@ -22,6 +22,15 @@ use super::{Added, DaySpend, Found, SPEND_FILE, Wait};
 use harness_base::zone::Zone;
 use harness_config::{self as config, Config};
 
+/// What a look at the ledger found: none there, the day's spend (or an
+/// earlier day's), or one that cannot be read or trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Looked {
+    Missing,
+    Read,
+    Lost,
+}
+
 /// The limits of a run and what it has spent against them.
 pub struct Budget {
     limits: config::SpendLimits,
@@ -157,17 +166,14 @@ impl Budget {
             tracing::warn!("{line}");
             s.problems.push(line.clone());
         }
-        let lost = matches!(
-            DaySpend::find(state_dir, s.today.day),
-            Found::Unreadable(_) | Found::Distrusted(_)
-        );
         s.ledger = Some(state_dir.to_path_buf());
         s.kept = true;
         self.save(&mut s, Wait::No);
-        if !self.refresh(&mut s) {
+        let looked = self.refresh(&mut s);
+        if looked == Looked::Missing {
             tracing::warn!(path = %state_dir.join(SPEND_FILE).display(), "no budget ledger yet; today's spend counts from 0");
         }
-        !moved.is_empty() || lost
+        !moved.is_empty() || looked == Looked::Lost
     }
 
     /// The day's spend as the run records say it (`spent`), where the
@@ -192,14 +198,17 @@ impl Budget {
 
     /// What the day spent, as the ledger says now (another process may
     /// have added to it) plus this process's pending spend — never less
-    /// than this process already counted. `false` when there is no
-    /// ledger to read.
-    fn refresh(&self, s: &mut Spending) -> bool {
+    /// than this process already counted; and what the look found.
+    fn refresh(&self, s: &mut Spending) -> Looked {
         let Some(dir) = s.ledger.clone() else {
-            return false;
+            return Looked::Missing;
         };
         let found = DaySpend::find(&dir, s.today.day);
-        let there = found != Found::Absent;
+        let looked = match found {
+            Found::Absent => Looked::Missing,
+            Found::Today(_) | Found::Earlier => Looked::Read,
+            Found::Unreadable(_) | Found::Distrusted(_) => Looked::Lost,
+        };
         let kept = match found {
             Found::Today(spent) => spent,
             Found::Absent | Found::Earlier => DaySpend::nothing(s.today.day),
@@ -225,7 +234,7 @@ impl Budget {
         };
         s.today.tokens = s.today.tokens.max(kept.tokens.saturating_add(s.pending.0));
         s.today.gpu_ms = s.today.gpu_ms.max(kept.gpu_ms.saturating_add(s.pending.1));
-        there
+        looked
     }
 
     /// A ledger that cannot be read is warned about once; one that is not
