@@ -178,14 +178,8 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
 
     let log = scene.run_log("weekly-scan");
     assert!(log.contains("turn 1: request"), "{log}");
-    assert!(
-        log.contains("noteworx_read_note {\"slug\":\"eval-methods\"}"),
-        "{log}"
-    );
-    assert!(
-        log.contains("final answer:\n    Evaluation uses held-out sets."),
-        "{log}"
-    );
+    assert_contains(&log, "noteworx_read_note {\"slug\":\"eval-methods\"}");
+    assert_contains(&log, "final answer:\n    Evaluation uses held-out sets.");
     assert!(log.contains("succeeded: final_answer"), "{log}");
 
     // The token never reaches a record, and every noteworx call carried it.
@@ -212,10 +206,8 @@ async fn thinking_is_logged_but_never_replayed() {
         .replies(vec![first, final_answer("<think>hidden</think>All done.")])
         .task("t", "Read note a.")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
@@ -248,10 +240,8 @@ async fn replay_thinking_keep_sends_reasoning_back_on_tool_call_turns() {
         .task("t", "Read note a.")
         .config("[model]\nreplay_thinking = \"keep\"")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     assert_eq!(
         messages(&s.requests().await[1])[2]
@@ -461,10 +451,8 @@ async fn max_total_tokens_sends_no_request_after_the_budget_is_spent() {
         .replies(replies)
         .task("t", "+++\nmax_total_tokens = 250\n+++\nSpend tokens.")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("t");
     assert_eq!(
@@ -555,10 +543,8 @@ async fn a_server_error_is_retried_with_a_new_seed() {
         .script(vec![error, ok(final_answer("fine"))])
         .task("t", "Hi.")
         .config("[model.extra]\nseed = 7")
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let requests = s.requests().await;
     assert_eq!(requests.len(), 2);

@@ -359,9 +359,9 @@ async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
     assert_eq!(done(&s), ["a.md", "b.md"]);
     assert_eq!(s.inbox(), ["c.md"]);
     let why = tally.budget_exhausted.unwrap_or_default();
-    assert!(
-        why.contains("gpu_seconds_per_day = 3 reached (3.0 GPU-seconds spent on 2026-04-09)"),
-        "{why}"
+    assert_contains(
+        &why,
+        "gpu_seconds_per_day = 3 reached (3.0 GPU-seconds spent on 2026-04-09)",
     );
     assert_eq!(ledger(&s).gpu_ms, 3000);
     assert_eq!(ledger(&s).tokens, 320);
@@ -383,11 +383,11 @@ async fn check_prints_todays_spend_against_each_limit() {
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let printed = stdout(&out);
-    assert!(
-        printed.contains(&format!(
+    assert_contains(
+        &printed,
+        &format!(
             "budget on {today} (UTC): 1234 of 100000 tokens (tokens_per_day), 61.5 of 3600 GPU-seconds (gpu_seconds_per_day), at most 5000 tokens a run (tokens_per_run)"
-        )),
-        "{printed}"
+        ),
     );
     std::fs::write(s.root().join(LEDGER), "nonsense").unwrap();
     let printed = stdout(&run_bin(&s, &["check"]).await);
@@ -494,10 +494,9 @@ async fn at_the_limit_replay_still_replays_and_exec_and_eval_say_why_they_stoppe
 
     let exec = run_bin(&s, &["exec", "Say hello."]).await;
     assert_eq!(exec.status.code(), Some(75), "{}", stderr(&exec));
-    assert!(
-        stderr(&exec).contains("budget: [budget] tokens_per_day = 1000 reached"),
-        "{}",
-        stderr(&exec)
+    assert_contains(
+        stderr(&exec),
+        "budget: [budget] tokens_per_day = 1000 reached",
     );
 
     hello_suite(&s);
@@ -606,9 +605,9 @@ async fn another_users_ledger_neither_pauses_the_queue_nor_switches_the_limit_of
     // still holds (a and b, then c waits), and said.
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("was another user's file (uid 65534), where the day's spend is kept: moved aside to .agent-harness-budget.json.aside-"),
-        "{err}"
+    assert_contains(
+        &err,
+        "was another user's file (uid 65534), where the day's spend is kept: moved aside to .agent-harness-budget.json.aside-",
     );
     assert_eq!(done(&s), ["a.md", "b.md"]);
     assert_eq!(s.inbox(), ["c.md"]);
@@ -686,10 +685,9 @@ async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_run
     plant_ledger(&s, "2099-01-01", 0, 0);
     let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
-    assert!(
-        stderr(&first).contains("not trusted (it is dated 2099-01-01, after today"),
-        "{}",
-        stderr(&first)
+    assert_contains(
+        stderr(&first),
+        "not trusted (it is dated 2099-01-01, after today",
     );
     assert_eq!(ledger(&s).tokens, 320);
 

@@ -35,10 +35,8 @@ async fn a_reply_asking_for_30_attachments_runs_8_calls_and_writes_5() {
         .replies(vec![tool_calls(&spam), final_answer("done")])
         .task("t", "Summarise my notes.")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let written: usize = (0..30)
         .map(|i| notes.attachments(&format!("n{i}")).len())
@@ -128,9 +126,9 @@ async fn a_reply_of_5000_calls_reads_256_and_counts_every_other_over_budget() {
         .map(|m| m.tool_calls.len());
     assert_eq!(replayed, Some(256));
     let log = std::fs::read_to_string(scene.run_dir("t").join("run.log")).unwrap();
-    assert!(
-        log.contains("4744 more calls past the 256 a reply may hold were not read"),
-        "{log}"
+    assert_contains(
+        &log,
+        "4744 more calls past the 256 a reply may hold were not read",
     );
 }
 
@@ -208,10 +206,8 @@ async fn a_reply_padded_with_a_million_numbers_is_read_and_recorded_verbatim() {
     let scene = scenario()
         .replies(vec![reply.clone()])
         .task("t", "Answer.")
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("t");
     assert_eq!(

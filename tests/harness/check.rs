@@ -22,11 +22,9 @@ async fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
 
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let printed = stdout(&out);
-    assert!(
-        printed.contains(
-            "[mcp.servers.gone] command: \"mcp-server-that-is-not-installed\" is not found in PATH"
-        ),
-        "{printed}"
+    assert_contains(
+        &printed,
+        "[mcp.servers.gone] command: \"mcp-server-that-is-not-installed\" is not found in PATH",
     );
     assert!(
         printed.contains("[mcp.servers.plain] command: ")
@@ -117,19 +115,15 @@ async fn check_as_another_user_names_every_folder_it_cannot_write() {
     );
     let text = stdout(&out);
     let inbox = s.root().join("tasks/inbox").display().to_string();
-    assert!(
-        text.contains(&format!(
-            "[paths] inbox: {inbox} is not writable by this user"
-        )),
-        "{text}"
+    assert_contains(
+        &text,
+        &format!("[paths] inbox: {inbox} is not writable by this user"),
     );
     if root {
         let done = s.root().join("tasks/done").display().to_string();
-        assert!(
-            text.contains(&format!(
-                "[paths] done: {done} does not exist and cannot be created by this user"
-            )),
-            "{text}"
+        assert_contains(
+            &text,
+            &format!("[paths] done: {done} does not exist and cannot be created by this user"),
         );
         assert!(text.contains("[paths] logs: "), "{text}");
     }
@@ -161,16 +155,13 @@ async fn check_warns_when_a_task_could_carry_note_text_out() {
 
     assert_eq!(out.status.code(), Some(0), "a warning is not a problem");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("a-both.md: warning: this task may read notes and fetch any URL"),
-        "{text}"
+    assert_contains(
+        &text,
+        "a-both.md: warning: this task may read notes and fetch any URL",
     );
     assert!(!text.contains("b-notes-only.md"), "{text}");
     assert!(!text.contains("c-write-and-fetch.md"), "{text}");
-    assert!(
-        text.contains("3 task file(s), 0 with problems, 1 with warnings"),
-        "{text}"
-    );
+    assert_contains(&text, "3 task file(s), 0 with problems, 1 with warnings");
 
     s.write_config(
         "http://127.0.0.1:9/v1",
@@ -220,9 +211,9 @@ async fn check_lists_the_extra_keys_sent_untouched_and_warns_of_a_misspelt_one()
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("sent to the server untouched: dry_multiplier, my_own, repeat_penaltly"),
-        "{text}"
+    assert_contains(
+        &text,
+        "sent to the server untouched: dry_multiplier, my_own, repeat_penaltly",
     );
     assert!(
         text.contains("[model.extra] repeat_penaltly: ")
@@ -298,12 +289,9 @@ async fn a_task_named_report_or_eval_is_refused_by_check_and_never_runs() {
         .await;
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains(
-            "report.md: task name \"report\" is reserved: logs/report/ holds the HTML report"
-        ),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        "report.md: task name \"report\" is reserved: logs/report/ holds the HTML report",
     );
     let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

@@ -14,21 +14,15 @@ async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
         .await;
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("config ok; 1 task file(s), 0 with problems"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "config ok; 1 task file(s), 0 with problems");
 
     s.task("bad", "+++\nmax_turns = 2\ncolour = \"red\"\n+++\nDo it.");
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
-    assert!(
-        text.contains(
-            "tasks/inbox/bad.md:3: frontmatter: colour: unknown key (expected one of max_turns,"
-        ),
-        "{text}"
+    assert_contains(
+        &text,
+        "tasks/inbox/bad.md:3: frontmatter: colour: unknown key (expected one of max_turns,",
     );
     assert_eq!(s.inbox(), ["bad.md", "good.md"], "check moves nothing");
 }
@@ -108,11 +102,7 @@ async fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
     s.task("t", "x");
     let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(75));
-    assert!(
-        stderr(&out).contains("connection refused"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "connection refused");
     assert_eq!(s.inbox(), ["t.md"]);
 }
 
@@ -202,9 +192,8 @@ async fn runs_lists_newest_first_and_survives_broken_run_folders() {
     let s = scenario()
         .replies(vec![final_answer("ok")])
         .task("seed", "x")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let template: Value =
         serde_json::from_slice(&std::fs::read(s.run_dir("seed").join("summary.json")).unwrap())
             .unwrap();
@@ -253,10 +242,7 @@ async fn runs_lists_newest_first_and_survives_broken_run_folders() {
         "newest first"
     );
     let err = stderr(&out);
-    assert!(
-        err.contains("2 run folder(s) without a readable summary.json"),
-        "{err}"
-    );
+    assert_contains(&err, "2 run folder(s) without a readable summary.json");
     assert!(
         err.contains("20260404T080000Z") && err.contains("20260405T080000Z"),
         "{err}"
@@ -399,10 +385,9 @@ async fn the_shipped_example_inbox_passes_check() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains(&format!("{} task file(s), 0 with problems", names.len())),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        &format!("{} task file(s), 0 with problems", names.len()),
     );
 }
 
@@ -424,10 +409,9 @@ async fn the_shipped_example_config_checks_clean_with_only_its_endpoint_filled_i
 
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(!stdout(&out).contains("warning:"), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("config ok; 1 task file(s), 0 with problems, 0 with warnings"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        "config ok; 1 task file(s), 0 with problems, 0 with warnings",
     );
 }
 
@@ -440,28 +424,16 @@ fn test_endpoint_is_test_runpod_and_help_lists_it() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("Smoke-test the endpoint"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "Smoke-test the endpoint");
 }
 
 #[test]
 fn a_misspelt_list_is_pointed_at_runs_by_its_other_name() {
     let out = harness_command().arg("lsit").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("similar subcommands exist: 'submit', 'list'"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "similar subcommands exist: 'submit', 'list'");
     let help = harness_command().args(["list", "--help"]).output().unwrap();
-    assert!(
-        stdout(&help).contains("List recent runs"),
-        "{}",
-        stdout(&help)
-    );
+    assert_contains(stdout(&help), "List recent runs");
 }
 
 #[test]

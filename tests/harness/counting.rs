@@ -209,10 +209,8 @@ async fn a_repeat_whose_result_is_still_in_the_context_is_refused() {
         .task("again", "Read small.")
         .config("[limits]\ncontext_tokens = 8192")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let executed: Vec<bool> = s.tool_lines("again").iter().map(|t| t.executed).collect();
     assert_eq!(

@@ -29,9 +29,8 @@ async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at(
         .task("early", "Answer.")
         .config(&smtp.mail_section(""))
         .config(&digest_at("07:00", ""))
-        .build()
+        .ran()
         .await;
-    s.run().await;
     assert!(smtp.mails().is_empty(), "mailed before 07:00");
 
     s.rewrite_config(&format!(
@@ -59,13 +58,13 @@ async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at(
     );
     // The run that sent it is in it, and the one before.
     let body = &mail.body;
-    assert!(
-        body.contains("Answers (2):\n- early: Early answer.\n- late: Early answer.\n"),
-        "{body}"
+    assert_contains(
+        body,
+        "Answers (2):\n- early: Early answer.\n- late: Early answer.\n",
     );
-    assert!(
-        body.contains("\nThis run, which sends the digest, exited 0:\n  1 succeeded in "),
-        "{body}"
+    assert_contains(
+        body,
+        "\nThis run, which sends the digest, exited 0:\n  1 succeeded in ",
     );
     assert_eq!(mail.subject, "agent-harness digest: 2 answered");
 }
@@ -97,11 +96,9 @@ async fn a_night_that_touched_no_task_is_never_nothing_happened() {
     );
     let body = &mails[0].body;
     assert!(!body.contains("nothing happened"), "{body}");
-    assert!(
-        body.contains(
-            "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched (1 left in the inbox): "
-        ),
-        "{body}"
+    assert_contains(
+        body,
+        "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched (1 left in the inbox): ",
     );
     assert!(
         body.contains("\nNot read (1), so their runs are missing here:\n- ")
@@ -195,10 +192,7 @@ async fn the_mail_logs_in_from_the_environment_and_never_carries_a_secret() {
     assert_eq!(mails.len(), 1, "{mails:#?}");
     assert_eq!(mails[0].login.as_deref(), Some("digest-bot"));
     let body = &mails[0].body;
-    assert!(
-        body.contains("- leaky: The password is ***, keep it."),
-        "{body}"
-    );
+    assert_contains(body, "- leaky: The password is ***, keep it.");
     assert!(!body.contains("SECRET42"), "{body}");
 }
 
@@ -223,12 +217,12 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
         .expect(&text);
     let answers = text.find("Answers (1):\n- good: All good.\n").expect(&text);
     assert!(failed < answers, "{text}");
-    assert!(
-        text.contains(&format!(
+    assert_contains(
+        &text,
+        &format!(
             "  run it again: agent-harness --config {} requeue broken\n",
             s.config_path().display()
-        )),
-        "{text}"
+        ),
     );
     // Printed, not mailed: the next digest still covers the same runs
     // (its header says the time, to the minute: not compared).
@@ -277,11 +271,7 @@ async fn digest_since_takes_an_age_and_refuses_what_is_no_time() {
 
     let out = run_bin(&s, &["digest", "--since", "yesterday"]).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--since: \"yesterday\" is no time"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "--since: \"yesterday\" is no time");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -462,11 +452,7 @@ async fn a_run_killed_while_its_digest_is_in_the_mail_server_leaves_the_period_t
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mails = smtp.mails();
     assert_eq!(mails.len(), 1, "{mails:#?}");
-    assert!(
-        mails[0].body.contains("- night: Answered before the kill."),
-        "{}",
-        mails[0].body
-    );
+    assert_contains(&mails[0].body, "- night: Answered before the kill.");
     let mark: Value = serde_json::from_str(&std::fs::read_to_string(&mark_path).unwrap()).unwrap();
     assert!(
         mark["sent_at"].is_string() && mark.get("pending_since").is_none(),

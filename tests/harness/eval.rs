@@ -118,19 +118,14 @@ async fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_c
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let o = text(&out.stdout);
-    assert!(
-        o.contains(
-            "a.md:3: frontmatter: [expect] answer_matches is not a valid regular expression"
-        ),
-        "{o}"
+    assert_contains(
+        &o,
+        "a.md:3: frontmatter: [expect] answer_matches is not a valid regular expression",
     );
-    assert!(
-        o.contains("b.md:3: frontmatter: [expect] answers: unknown key"),
-        "{o}"
-    );
-    assert!(
-        o.contains("c.md: frontmatter: [expect] tools_called names \"webfetch\", which this task cannot call (its tools: none)"),
-        "{o}"
+    assert_contains(&o, "b.md:3: frontmatter: [expect] answers: unknown key");
+    assert_contains(
+        &o,
+        "c.md: frontmatter: [expect] tools_called names \"webfetch\", which this task cannot call (its tools: none)",
     );
 }
 

@@ -103,14 +103,11 @@ async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
         &["--repeat", "3", "--matrix", "model.temperature=0.9,0.1"],
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains("A passed and B did not: 0; B passed and A did not: 6"),
-        "{text}"
+    assert_contains(
+        &text,
+        "A passed and B did not: 0; B passed and A did not: 6",
     );
-    assert!(
-        text.contains("difference in pass rate (A − B): -1.000, 95% CI"),
-        "{text}"
-    );
+    assert_contains(&text, "difference in pass rate (A − B): -1.000, 95% CI");
     assert!(text.contains("exact McNemar p = 0.0313"), "{text}");
     assert!(
         text.lines().any(|l| l == "model.temperature=0.1 better"),
@@ -177,9 +174,9 @@ async fn the_gate_exits_1_below_the_pass_rate_and_0_at_or_above_it() {
     );
     assert_eq!(below.status.code(), Some(1));
     let err = String::from_utf8_lossy(&below.stderr).into_owned();
-    assert!(
-        err.contains("pass rate 0/2 = 0.0000 is below --min-pass-rate 0.8 (model.temperature=0.9)"),
-        "{err}"
+    assert_contains(
+        &err,
+        "pass rate 0/2 = 0.0000 is below --min-pass-rate 0.8 (model.temperature=0.9)",
     );
     assert!(
         !err.contains("model.temperature=0.1)"),
@@ -253,9 +250,9 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
     let out_dir = s.root().join("report");
     let (index, requests) = crate::report::render(&out_dir.join("index.html"), work.path());
     assert!(requests.is_empty(), "{requests:?}");
-    assert!(
-        index.contains("1 run(s), newest first: 0 succeeded, 1 failed, 0 interrupted"),
-        "{index}"
+    assert_contains(
+        &index,
+        "1 run(s), newest first: 0 succeeded, 1 failed, 0 interrupted",
     );
     assert!(
         index.contains("missed expectations: answer_matches"),

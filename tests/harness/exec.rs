@@ -95,11 +95,7 @@ async fn exec_exits_with_its_tasks_code_and_2_for_what_is_no_task() {
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("over 1048576 bytes"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "over 1048576 bytes");
     assert_eq!(
         s.requests().await.len(),
         1,
@@ -170,10 +166,9 @@ async fn exec_output_of_a_run_with_no_answer_leaves_the_file_as_it_was_and_fails
         "Yesterday's answer.\n",
         "a file the operator keeps is never removed; the exit code says it failed"
     );
-    assert!(
-        stderr(&out).contains("no answer this run: answer.txt left as it was"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        stderr(&out),
+        "no answer this run: answer.txt left as it was",
     );
 
     // A run that never got to an end (the endpoint down: 75) leaves it.

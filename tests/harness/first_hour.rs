@@ -84,10 +84,9 @@ async fn init_here_prints_the_commands_without_config_and_never_writes_over_one(
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains(&format!("{} already exists", s.config_path().display())),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        stderr(&out),
+        &format!("{} already exists", s.config_path().display()),
     );
     assert_eq!(std::fs::read(s.config_path()).unwrap(), first, "unchanged");
 }
@@ -146,10 +145,9 @@ async fn init_never_adds_the_example_to_a_live_inbox_and_leaves_no_half_project(
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("holds tasks already: the example task was not placed"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        "holds tasks already: the example task was not placed",
     );
     assert!(!live.join("tasks/inbox/example.md").exists());
 
@@ -186,13 +184,12 @@ async fn init_follows_the_operators_own_tasks_link_and_changes_no_mode_through_i
         .unwrap();
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains(&format!(
+    assert_contains(
+        stdout(&out),
+        &format!(
             "tasks/ is a link to {}: what was missing is made there; its modes are left to you",
             data.path().display()
-        )),
-        "{}",
-        stdout(&out)
+        ),
     );
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(data.path()), 0o755, "the link's folder keeps its mode");
@@ -209,11 +206,7 @@ async fn init_follows_the_operators_own_tasks_link_and_changes_no_mode_through_i
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("done there is a link or no folder"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "done there is a link or no folder");
     assert!(!again.join("agent.toml").exists());
 }
 
@@ -278,11 +271,7 @@ async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains(&format!("config: {}", found.display())),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), &format!("config: {}", found.display()));
 
     let home = s.root().join("home");
     let found = user_config(&home.join(".config"));
@@ -293,11 +282,7 @@ async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains(&format!("config: {}", found.display())),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), &format!("config: {}", found.display()));
 
     // One here comes first.
     s.write_config("http://127.0.0.1:9/v1", "");
@@ -307,10 +292,9 @@ async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
         .arg("check")
         .output()
         .unwrap();
-    assert!(
-        stdout(&out).contains(&format!("config: {}", s.config_path().display())),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        &format!("config: {}", s.config_path().display()),
     );
 }
 

@@ -46,11 +46,7 @@ async fn a_folder_that_cannot_be_created_names_its_key_and_touches_no_task() {
     std::fs::write(s.root().join("blocker"), "a file").unwrap();
     let out = bin(&s).arg("run").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("[paths] done: cannot create the folder"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "[paths] done: cannot create the folder");
     assert_eq!(s.inbox(), ["t.md"]);
     assert!(!s.root().join("logs/t").exists());
 }

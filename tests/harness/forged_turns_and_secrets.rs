@@ -114,10 +114,7 @@ async fn a_server_echoing_the_token_never_gets_it_into_a_tool_result() {
     s.run().await;
 
     let sent = s.requests().await[1].to_string();
-    assert!(
-        !sent.contains(crate::common::fake_noteworx::TOKEN),
-        "{sent}"
-    );
+    assert_lacks(&sent, crate::common::fake_noteworx::TOKEN);
     assert!(sent.contains("token *** may not read this note"), "{sent}");
     assert!(
         !s.all_records()
@@ -151,10 +148,8 @@ async fn a_secret_in_a_note_is_redacted_before_paging_so_no_page_holds_a_piece()
         .task("t", "Read.")
         .config("[limits]\nmax_tool_result_chars = 200")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let sent = s.requests().await[1].to_string();
     assert!(sent.matches("***").count() >= 8, "{sent}");
@@ -214,9 +209,9 @@ fn a_wrong_type_in_the_config_names_the_file_the_line_and_the_key() {
     let out = s.binary(&["check"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("agent.toml: line 6: [limits] max_turns: expected an integer, found the string \"eight\""),
-        "{err}"
+    assert_contains(
+        &err,
+        "agent.toml: line 6: [limits] max_turns: expected an integer, found the string \"eight\"",
     );
 }
 
@@ -324,10 +319,8 @@ async fn a_key_the_model_writes_json_escaped_never_reaches_a_record() {
         .config("api_key_env = \"TEST_API_KEY\"")
         .notes(&notes)
         .env(env)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let lines = s.tool_lines("t");
     assert_eq!(lines.len(), 1);

@@ -59,10 +59,7 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_inbox_ignored_files 0\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_inbox_ignored_files 0\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -96,8 +93,5 @@ async fn past_twenty_entries_that_never_run_are_counted_not_named() {
     // The summary and the metrics count every one.
     assert!(err.contains("25 inbox entries will never run"), "{err}");
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_inbox_ignored_files 25\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_inbox_ignored_files 25\n");
 }

@@ -100,10 +100,8 @@ async fn tasks_run_oldest_file_name_first() {
         .task("b", "task b")
         .task("c", "task c")
         .task("a", "task a")
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let order: Vec<String> = s
         .requests()
@@ -183,15 +181,11 @@ async fn an_unreachable_endpoint_leaves_every_task_untouched_and_exits_75() {
     // What the operator reads the next morning counts them as waiting.
     let out = s.binary_async(&["run"]).await;
     assert_eq!(out.status.code(), Some(75));
-    assert!(
-        stderr(&out).contains("no task was touched (2 left in the inbox)"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "no task was touched (2 left in the inbox)");
     let status = stdout(&s.binary_async(&["status"]).await);
-    assert!(
-        status.contains("exit 75: 0 succeeded, 0 failed, 2 left in the inbox"),
-        "{status}"
+    assert_contains(
+        &status,
+        "exit 75: 0 succeeded, 0 failed, 2 left in the inbox",
     );
     // Each run's failure report (the run above, and this one) says so.
     let posted = hook.received_requests().await.unwrap();

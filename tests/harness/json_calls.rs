@@ -126,10 +126,8 @@ async fn every_json_form_a_small_model_writes_is_a_call() {
             .replies(vec![text(&form), final_answer("Done.")])
             .task("t", &format!("{TOOLS}Read note a."))
             .notes(&notes)
-            .build()
+            .ran()
             .await;
-
-        scene.run().await;
 
         let lines = scene.tool_lines("t");
         assert_eq!(
@@ -159,10 +157,8 @@ async fn json_naming_a_tool_the_task_does_not_offer_is_the_answer() {
         .replies(vec![text(answer)])
         .task("t", &format!("{TOOLS}Read note a."))
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("t");
     assert_eq!(
@@ -511,9 +507,8 @@ async fn an_answer_from_the_results_is_no_unfinished_answer() {
         .replies(vec![final_answer("Action items:")])
         .task("t", &format!("{TOOLS}List the action items, if any."))
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-    scene.run().await;
     let s = scene.summary("t");
     assert_eq!(
         (s.status, s.turns, s.final_answer.as_deref()),
@@ -529,10 +524,8 @@ async fn an_answer_that_says_it_needed_no_tool_is_not_a_claim() {
         .replies(vec![text(answer)])
         .task("t", &format!("{TOOLS}What is 2 + 2?"))
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("t");
     assert_eq!(
@@ -700,12 +693,9 @@ async fn an_answer_before_the_rest_of_a_cut_result_is_asked_again_with_the_call_
             read_on.unread, read_on.offset
         )
     );
-    assert!(
-        scene.run_log("t").contains(
-            "the answer is no answer yet: it answered before reading the rest of a cut result"
-        ),
-        "{}",
-        scene.run_log("t")
+    assert_contains(
+        scene.run_log("t"),
+        "the answer is no answer yet: it answered before reading the rest of a cut result",
     );
     // The model read from 0 again, not from the offset: the page it got
     // goes on too, and the answer after it stands (once a task).

@@ -54,11 +54,11 @@ async fn a_failed_run_mails_its_result_when_on_failure_mail_is_set() {
         body.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox"),
         "{body}"
     );
-    assert!(
-        body.contains(&format!(
+    assert_contains(
+        body,
+        &format!(
             "- broken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;"
-        )),
-        "{body}"
+        ),
     );
 }
 

@@ -65,9 +65,9 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
     assert_eq!(lines[0].result, "the value of alpha is 42");
     let log = s.run_log("look");
     assert!(log.contains("MCP server t started in"), "{log}");
-    assert!(
-        log.contains("tools: t__big, t__delete_item, t__die, t__env, t__fail, t__huge, t__lookup, t__nested, t__slow"),
-        "{log}"
+    assert_contains(
+        &log,
+        "tools: t__big, t__delete_item, t__die, t__env, t__fail, t__huge, t__lookup, t__nested, t__slow",
     );
     assert!(log.contains("MCP server t stderr: lookup alpha"), "{log}");
     assert!(pid_file_gone(&pid), "the server outlived the run");
@@ -231,11 +231,7 @@ async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_
 
     let lines = s.tool_lines("errors");
     assert!(lines[0].is_error, "{:?}", lines[0]);
-    assert!(
-        lines[0].result.contains("Error executing tool fail"),
-        "{}",
-        lines[0].result
-    );
+    assert_contains(&lines[0].result, "Error executing tool fail");
     assert!(lines[1].is_error);
     assert!(
         lines[1]
@@ -296,11 +292,7 @@ async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
     );
     let detail: Value = serde_json::from_str(lines[0].detail.as_ref().unwrap().get()).unwrap();
     assert_eq!(detail["intent"]["arguments"]["name"], "one");
-    assert!(
-        lines[1].result.contains("write budget (1) is spent"),
-        "{}",
-        lines[1].result
-    );
+    assert_contains(&lines[1].result, "write budget (1) is spent");
     assert!(
         !lines[2].is_error,
         "a read-only tool is no write: {}",
@@ -363,18 +355,18 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
     assert_eq!(gone.stop_reason, StopReason::ToolServerUnavailable);
     assert!(gone.retryable);
     let error = gone.error.unwrap();
-    assert!(
-        error.contains("MCP server gone did not start: cannot run /nonexistent/mcp-server"),
-        "{error}"
+    assert_contains(
+        &error,
+        "MCP server gone did not start: cannot run /nonexistent/mcp-server",
     );
     let slow = s.summary("b-slow").error.unwrap();
-    assert!(
-        slow.contains("MCP server slow did not start and list its tools within 2 s"),
-        "{slow}"
+    assert_contains(
+        &slow,
+        "MCP server slow did not start and list its tools within 2 s",
     );
-    assert!(
-        slow.contains("its stderr ends: test server starting (delay 3600.0 s)"),
-        "{slow}"
+    assert_contains(
+        &slow,
+        "its stderr ends: test server starting (delay 3600.0 s)",
     );
     assert!(
         s.summary("c-slow-again")
@@ -429,12 +421,9 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
     let any = s.summary("a-any");
     assert_eq!(any.status, Status::Succeeded);
     assert_eq!(any.tool_servers_down, ["gone"]);
-    assert!(
-        s.run_log("a-any").contains(
-            "MCP server gone is not offered (the task names no tools, so it runs without them): MCP server gone did not start"
-        ),
-        "{}",
-        s.run_log("a-any")
+    assert_contains(
+        s.run_log("a-any"),
+        "MCP server gone is not offered (the task names no tools, so it runs without them): MCP server gone did not start",
     );
     let offered = offered_names(&s.requests().await[0]);
     assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
@@ -469,11 +458,7 @@ async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_
     s.run().await;
     let lines = s.tool_lines("a-dies");
     assert!(lines[0].is_error);
-    assert!(
-        lines[0].result.contains("MCP server t stopped answering"),
-        "{}",
-        lines[0].result
-    );
+    assert_contains(&lines[0].result, "MCP server t stopped answering");
     let after = s.summary("b-after");
     assert_eq!(after.stop_reason, StopReason::ToolServerUnavailable);
     assert!(
@@ -576,18 +561,15 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
         ok.ends_with("tools: t__delete_item (write), t__lookup"),
         "{ok}"
     );
-    assert!(
-        out.contains("MCP server t stderr: test server starting (delay 0.1 s)"),
-        "{out}"
+    assert_contains(
+        &out,
+        "MCP server t stderr: test server starting (delay 0.1 s)",
     );
     let fail = out
         .lines()
         .find(|l| l.starts_with("FAIL mcp gone:"))
         .unwrap_or_else(|| panic!("{out}"));
-    assert!(
-        fail.contains("cannot run /nonexistent/mcp-server"),
-        "{fail}"
-    );
+    assert_contains(fail, "cannot run /nonexistent/mcp-server");
 }
 
 /// The binary: no server process is left after SIGTERM, nor after a
@@ -719,11 +701,9 @@ fn exec_takes_mcp_tool_names_the_configuration_allows() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(
-            "--tools: \"t__big\": \"big\" is not on the tools allowlist of [mcp.servers.t] (lookup)"
-        ),
-        "{err}"
+    assert_contains(
+        &err,
+        "--tools: \"t__big\": \"big\" is not on the tools allowlist of [mcp.servers.t] (lookup)",
     );
     let out = bin(&s)
         .args(["exec", "--tools", "t__lookup", "Look up exec."])
@@ -774,10 +754,7 @@ async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_recor
     s.rewrite_config(broken);
     let (code, out) = replay_of(&s.cfg(), &s.run_dir("del"), None).await;
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("no request was sent: MCP server t did not start"),
-        "{out}"
-    );
+    assert_contains(&out, "no request was sent: MCP server t did not start");
 }
 
 #[tokio::test]

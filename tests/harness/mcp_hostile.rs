@@ -95,9 +95,9 @@ async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
         "{outcome:?}"
     );
     let log = s.run_log("t");
-    assert!(
-        log.contains("tool deep not offered: its input schema nests deeper than 32 levels"),
-        "{log}"
+    assert_contains(
+        &log,
+        "tool deep not offered: its input schema nests deeper than 32 levels",
     );
     assert_eq!(s.tool_lines("t")[0].result, "called echo");
 }
@@ -159,10 +159,7 @@ async fn endless_pagination_is_cut_short() {
     // MAX_TOOLS tools.
     assert!(pages <= 8, "{pages} pages of tools/list were read and kept");
     let log = s.run_log("p");
-    assert!(
-        log.contains("the listing goes on past the 256 tools read"),
-        "{log}"
-    );
+    assert_contains(&log, "the listing goes on past the 256 tools read");
 }
 
 /// Runs the binary; gives its peak memory (KiB, its own VmHWM, polled)
@@ -345,9 +342,8 @@ async fn a_key_in_the_url_is_redacted() {
         .config(extra)
         .env(mcp_env)
         .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let error = s.summary("u").error.unwrap();
     assert!(!error.contains("URLKEY1234"), "{error}");
     assert!(!s.run_log("u").contains("URLKEY1234"));
@@ -363,9 +359,8 @@ async fn no_part_of_a_passed_secret_is_recorded() {
         .config(&server("h", &["leak"], "env_pass = [\"MCP_TOKEN\"]"))
         .env(mcp_env)
         .task("l", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let head = &PASSED[..8];
     let requests = serde_json::to_string(&s.requests().await).unwrap();
     assert!(
@@ -399,8 +394,5 @@ async fn test_runpod_fails_an_allowlist_the_server_does_not_meet() {
     let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
     let out = String::from_utf8(out).unwrap();
     assert!(!passed, "test-runpod passed:\n{out}");
-    assert!(
-        out.contains("FAIL mcp h: MCP server h does not list ecko"),
-        "{out}"
-    );
+    assert_contains(&out, "FAIL mcp h: MCP server h does not list ecko");
 }

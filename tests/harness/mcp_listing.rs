@@ -78,9 +78,8 @@ async fn the_offer_past_128_tools_does_not_depend_on_listing_order() {
             .config(&mcp_server("r", "raw_server.py", order, ""))
             .env(mcp_env)
             .task("x", "Go.")
-            .build()
+            .ran()
             .await;
-        s.run().await;
         let req = s.requests().await;
         let mut n = offered_names(&req[0]);
         n.retain(|n| n.starts_with("r__"));
@@ -156,10 +155,7 @@ async fn a_huge_single_page_listing() {
     let n = log.lines().filter(|l| l.contains("not offered")).count();
     assert!(n <= 21, "{n} lines about tools not offered");
     assert!(log.len() < 64 * 1024, "run.log {} bytes", log.len());
-    assert!(
-        log.contains("the listing goes on past the 256 tools read"),
-        "{log}"
-    );
+    assert_contains(&log, "the listing goes on past the 256 tools read");
     let offered = s.requests().await[0]["tools"].as_array().unwrap().len();
     assert_eq!(offered, 128 + 1, "128 of the server's, and webfetch");
 }

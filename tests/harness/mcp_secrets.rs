@@ -116,9 +116,8 @@ async fn a_plain_query_value_is_not_a_secret() {
         .config(extra)
         .env(mcp_env)
         .task("u", "+++\ntools = []\n+++\nCheck the stream.")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let records = s.all_records();
     assert!(records.contains("Check the stream."), "{records}");
 }
@@ -135,15 +134,12 @@ async fn an_http_start_error_keeps_its_cause_and_no_part_of_a_key() {
         .config(extra)
         .env(mcp_env)
         .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let error = s.summary("u").error.unwrap();
     assert!(!error.contains("sk-l"), "{error}");
-    assert!(
-        error.contains(
-            "MCP server web did not start: cannot connect to [::1]:9 (connection refused)"
-        ),
-        "{error}"
+    assert_contains(
+        &error,
+        "MCP server web did not start: cannot connect to [::1]:9 (connection refused)",
     );
 }

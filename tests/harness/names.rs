@@ -25,11 +25,7 @@ async fn run_task_takes_name_md_and_says_where_a_task_is_or_what_is_near() {
 
     let out = run_bin(&s, &["run-task", "exmaple"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("did you mean exmaple → example?"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "did you mean exmaple → example?");
     let out = run_bin(&s, &["run-task", "example.md"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -62,11 +58,7 @@ async fn requeue_of_a_task_that_succeeded_says_it_is_in_done() {
     );
     let out = run_bin(&s, &["requeue", "exmaple"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("did you mean exmaple → example?"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "did you mean exmaple → example?");
     assert_eq!(s.inbox(), ["waiting.md"]);
 }
 
@@ -76,11 +68,7 @@ async fn show_and_runs_take_name_md_and_say_what_is_near_a_name_with_no_run() {
 
     let out = run_bin(&s, &["show", "example.md"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("task        example"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "task        example");
     let out = run_bin(&s, &["runs", "--task", "example.md"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("example"), "{}", stdout(&out));
@@ -99,11 +87,7 @@ async fn show_and_runs_take_name_md_and_say_what_is_near_a_name_with_no_run() {
     let out = run_bin(&s, &["runs", "--task", "exmaple", "--json"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "[]");
-    assert!(
-        stderr(&out).contains("did you mean exmaple → example?"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "did you mean exmaple → example?");
     let out = run_bin(&s, &["runs", "--task", "waiting"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(

@@ -21,15 +21,14 @@ async fn script(
         .map(|(i, (name, args))| tool_calls(&[(&format!("c{}", i + 1), name, args)]))
         .collect();
     replies.push(final_answer("done"));
-    let scene = scenario()
+
+    scenario()
         .replies(replies)
         .task(task_name, "Work with my notes.")
         .config(extra)
         .notes(notes)
-        .build()
-        .await;
-    scene.run().await;
-    scene
+        .ran()
+        .await
 }
 
 #[tokio::test]
@@ -80,11 +79,7 @@ async fn a_research_task_lists_searches_reads_in_parts_and_leaves_one_correct_at
         lines[0].result,
         "1 note:\n- eval | Evaluation | tags: research-active | space: work | updated: 2026-04-01T10:00:00Z\n"
     );
-    assert!(
-        lines[1].result.contains("score: 0.75"),
-        "{}",
-        lines[1].result
-    );
+    assert_contains(&lines[1].result, "score: 0.75");
     assert!(
         !lines[1].result.contains("aaaa"),
         "search results carry no content"
@@ -244,11 +239,7 @@ async fn errors_tell_the_model_what_to_do_next() {
         lines[2].result,
         "Attachment 1 on note n is image/png, not text; it cannot be read."
     );
-    assert!(
-        lines[3].result.contains("the limit is 262144 (256 KiB)"),
-        "{}",
-        lines[3].result
-    );
+    assert_contains(&lines[3].result, "the limit is 262144 (256 KiB)");
     assert!(lines.iter().all(|l| l.is_error));
 }
 

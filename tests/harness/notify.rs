@@ -174,10 +174,7 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
     s.task("u", "Answer.");
     run_bin(&s, &["run"]).await;
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_notify_failures_total 4\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_notify_failures_total 4\n");
 }
 
 /// A run that finds the lock taken did nothing of its own: it logs to the
@@ -205,11 +202,7 @@ async fn a_run_that_finds_the_lock_taken_logs_and_never_pings_start() {
     // No `/start`: that would reset the check's timer while the run
     // holding the lock may hang.
     assert_eq!(calls, [("POST", &*format!("/ping/{CHECK}/log"))]);
-    assert!(
-        got[0].2.contains("another run holds the lock"),
-        "{}",
-        got[0].2
-    );
+    assert_contains(&got[0].2, "another run holds the lock");
 }
 
 /// A receiver whose every answer is a redirect to `target`.
@@ -247,16 +240,10 @@ async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
     let paths: Vec<String> = received(&hc).await.into_iter().map(|r| r.1).collect();
     assert_eq!(paths.len(), 3, "{paths:?}");
     let err = stderr(&out);
-    assert!(
-        err.contains("HTTP 307, a redirect to 127.0.0.1 (not followed)"),
-        "{err}"
-    );
+    assert_contains(&err, "HTTP 307, a redirect to 127.0.0.1 (not followed)");
     assert!(!err.contains("internal-admin"), "{err}");
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_notify_failures_total 3\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_notify_failures_total 3\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -274,10 +261,7 @@ async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
     let out = run_bin(&s, &["run"]).await;
 
     let err = stderr(&out);
-    assert!(
-        err.contains(&format!("url=http://127.0.0.1:{port} ")),
-        "{err}"
-    );
+    assert_contains(&err, &format!("url=http://127.0.0.1:{port} "));
     for secret in [
         "ghp_TOKENUSERNAME42",
         "x-oauth-basic",
@@ -325,10 +309,7 @@ async fn start_goes_out_beside_the_first_task_and_never_holds_it_back() {
         .count();
     assert_eq!(starts, 1, "one try of /start, given up at the end");
     let err = stderr(&out);
-    assert!(
-        err.contains("/start had no answer when the run ended"),
-        "{err}"
-    );
+    assert_contains(&err, "/start had no answer when the run ended");
 }
 
 /// The metrics are written before the end's notifications, so a receiver
@@ -379,10 +360,9 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
     );
     // The end's notifications were cut by the signal's second, not by the
     // 10 s of a normal end nor left to their retries.
-    assert!(
-        stderr(&status).contains("notifications cut after 1 s ([notify]), a signal came"),
-        "{}",
-        stderr(&status)
+    assert_contains(
+        stderr(&status),
+        "notifications cut after 1 s ([notify]), a signal came",
     );
     assert_eq!(s.inbox(), ["long.md"]);
 }
@@ -414,10 +394,7 @@ async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
     child.kill().unwrap();
     child.wait().unwrap();
     let metrics = std::fs::read_to_string(&prom).unwrap();
-    assert!(
-        metrics.contains("agent_harness_last_run_exit_code 1\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_last_run_exit_code 1\n");
 }
 
 /// Sixty failing tasks, one of whose errors quotes what the model wrote.
@@ -518,11 +495,9 @@ async fn the_slack_format_posts_exactly_a_text_field() {
         "{text}"
     );
     // Slack's markup characters as entities: the name calls nobody.
-    assert!(
-        text.contains(&format!(
-            "- bro&lt;!channel&gt;ken (run {RUN_ID}): failed (endpoint_error)"
-        )),
-        "{text}"
+    assert_contains(
+        text,
+        &format!("- bro&lt;!channel&gt;ken (run {RUN_ID}): failed (endpoint_error)"),
     );
 }
 
@@ -533,11 +508,9 @@ async fn the_slack_format_breaks_every_mention() {
     let body: Value = serde_json::from_str(&body).unwrap();
     let text = body["text"].as_str().unwrap();
     // A word joiner after the `@`: Mattermost and Rocket.Chat call nobody.
-    assert!(
-        text.contains(&format!(
-            "- @\u{2060}channel (run {RUN_ID}): failed (endpoint_error)"
-        )),
-        "{text}"
+    assert_contains(
+        text,
+        &format!("- @\u{2060}channel (run {RUN_ID}): failed (endpoint_error)"),
     );
     assert!(!text.contains("@channel"), "{text}");
 }
@@ -551,9 +524,11 @@ async fn the_text_format_posts_the_result_as_plain_text() {
         body.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox"),
         "{body}"
     );
-    assert!(
-        body.contains(&format!("- bro<!channel>ken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;")),
-        "{body}"
+    assert_contains(
+        &body,
+        &format!(
+            "- bro<!channel>ken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;"
+        ),
     );
 }
 
@@ -583,9 +558,9 @@ async fn a_setup_faults_bodies_say_the_harness_words_not_the_servers() {
         assert!(!body.contains("wire the money"), "{body}");
         assert!(!body.contains("The server said"), "{body}");
     }
-    assert!(
-        ping.contains("setup fault, the run stopped and nothing was filed for it: the endpoint refused the API key (HTTP 401); check "),
-        "{ping}"
+    assert_contains(
+        ping,
+        "setup fault, the run stopped and nothing was filed for it: the endpoint refused the API key (HTTP 401); check ",
     );
     let report: FailureReport = serde_json::from_str(report).unwrap();
     assert!(

@@ -29,13 +29,13 @@ fn an_absurd_number_in_a_task_file_is_an_invalid_task_not_a_crash() {
 
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("a-absurd.md:2: frontmatter: max_wall_secs = 9223372036854775807 is above its ceiling, 86400"),
-        "{text}"
+    assert_contains(
+        &text,
+        "a-absurd.md:2: frontmatter: max_wall_secs = 9223372036854775807 is above its ceiling, 86400",
     );
-    assert!(
-        text.contains("b-nan.md:2: frontmatter: temperature = NaN is not a finite number"),
-        "{text}"
+    assert_contains(
+        &text,
+        "b-nan.md:2: frontmatter: temperature = NaN is not a finite number",
     );
 }
 
@@ -83,11 +83,9 @@ fn a_config_number_past_its_ceiling_exits_2_naming_the_key() {
         let out = s.binary(&[cmd]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(
-                "[limits] max_wall_secs = 9223372036854775807 is above its ceiling, 86400"
-            ),
-            "{err}"
+        assert_contains(
+            &err,
+            "[limits] max_wall_secs = 9223372036854775807 is above its ceiling, 86400",
         );
     }
     assert_eq!(s.inbox(), ["t.md"]);
@@ -139,10 +137,8 @@ async fn a_usage_count_near_two_to_the_64_stops_the_task_as_max_total_tokens() {
         .replies(vec![huge, final_answer("never asked")])
         .task("t", "Count.")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::MaxTotalTokens);
@@ -255,11 +251,7 @@ async fn a_listing_drops_note_text_while_parsing_and_one_over_32_mib_is_a_tool_e
     s.run().await;
     let lines = s.tool_lines("t");
     assert!(lines[0].is_error);
-    assert!(
-        lines[0].result.contains("over 32 MiB"),
-        "{}",
-        lines[0].result
-    );
+    assert_contains(&lines[0].result, "over 32 MiB");
 }
 
 // -- 4. Time -------------------------------------------------------------------

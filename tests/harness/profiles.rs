@@ -140,9 +140,8 @@ async fn an_unknown_profile_is_an_invalid_task_and_a_bad_placeholder_a_config_er
         .replies(vec![final_answer("x")])
         .task("t", "+++\nagent = \"nobody\"\n+++\nGo.")
         .config(PROFILES)
-        .build()
+        .ran()
         .await;
-    scene.run().await;
     let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::InvalidTask);
     assert!(s.error.unwrap().contains(
@@ -202,9 +201,9 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     s.rewrite_config("[agents.reader]\ntools = [\"noteworx_read_note\"]\n");
     let check = bin(&s).arg("check").output().unwrap();
     let text = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        text.contains("agent.toml: config ok with 1 warning(s); 3 task file(s), 2 with problems, 0 with warnings"),
-        "{text}"
+    assert_contains(
+        &text,
+        "agent.toml: config ok with 1 warning(s); 3 task file(s), 2 with problems, 0 with warnings",
     );
     assert_eq!(
         check.status.code(),
@@ -214,9 +213,9 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     // A profile no task names makes nothing invalid: no warning.
     std::fs::remove_file(s.root().join("tasks/inbox/c.md")).unwrap();
     let text = String::from_utf8_lossy(&bin(&s).arg("check").output().unwrap().stdout).into_owned();
-    assert!(
-        text.contains("agent.toml: config ok; 2 task file(s), 1 with problems"),
-        "{text}"
+    assert_contains(
+        &text,
+        "agent.toml: config ok; 2 task file(s), 1 with problems",
     );
     s.rewrite_config("[agents.typo]\ntools = [\"web_fetch\"]\n");
 
@@ -224,10 +223,7 @@ async fn a_profile_naming_no_tool_is_a_config_error_and_one_naming_an_unoffered_
     let run = bin(&s).arg("run").output().unwrap();
     assert_eq!(run.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        stderr.contains("[agents.typo] tools: \"web_fetch\" is not a tool"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "[agents.typo] tools: \"web_fetch\" is not a tool");
     assert_eq!(s.inbox(), ["a.md", "b.md"]);
     assert!(s.requests().await.is_empty());
 

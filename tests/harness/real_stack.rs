@@ -584,16 +584,8 @@ async fn the_instruction_tuned_stand_in_gets_a_tool_task_done() {
         .find(|l| l.name == "noteworx_read_note" && l.executed && !l.is_error)
         .unwrap_or_else(|| panic!("the note was read: {lines:?}\n{}", s.run_log("first-item")));
     assert!(read.recovered, "written as text, run by the harness");
-    assert!(
-        read.arguments.contains("reading-list"),
-        "{}",
-        read.arguments
-    );
-    assert!(
-        read.result.contains("Tool calling with small models"),
-        "{}",
-        read.result
-    );
+    assert_contains(&read.arguments, "reading-list");
+    assert_contains(&read.result, "Tool calling with small models");
     // What it answers from the note is the model's part (at this build,
     // greedy, it reads the note twice and then says it holds no items).
     assert_eq!(summary.stop_reason, StopReason::FinalAnswer);
@@ -771,10 +763,7 @@ async fn every_run_replays(project: &Project, cfg_text: &str) {
     let changed = Config::load(&path, &test_env).unwrap();
     let (code, out) = replay_of(&changed, &runs[0], None).await;
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("turn 1: the request differs from the recorded one"),
-        "{out}"
-    );
+    assert_contains(&out, "turn 1: the request differs from the recorded one");
     assert!(
         out.lines()
             .any(|l| l.starts_with('+') && l.contains(r#""content": "You are terse."#)),

@@ -257,11 +257,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
     assert_eq!(runs.status.code(), Some(0));
     let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(listed.len(), 3, "the FIFO's folder is not a readable run");
-    assert!(
-        stderr(&runs).contains("20260102T000000Z"),
-        "{}",
-        stderr(&runs)
-    );
+    assert_contains(stderr(&runs), "20260102T000000Z");
 
     let out = bin(&s).arg("report").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -289,11 +285,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
     for dir in [&zero, &big] {
         let out = bin(&s).arg("replay").arg(dir).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-        assert!(
-            stdout(&out).contains("not a readable run"),
-            "{}",
-            stdout(&out)
-        );
+        assert_contains(stdout(&out), "not a readable run");
     }
 }
 
@@ -371,10 +363,9 @@ async fn status_runs_and_show_survive_garbage_huge_and_planted_state_and_records
     assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
     let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(listed.len(), 2, "the recorded run and the failed one");
-    assert!(
-        stderr(&runs).contains("2 run folder(s) without a readable summary.json"),
-        "{}",
-        stderr(&runs)
+    assert_contains(
+        stderr(&runs),
+        "2 run folder(s) without a readable summary.json",
     );
     let out = bin(&s)
         .args(["show", "t/20260412T000000Z"])
@@ -477,11 +468,7 @@ async fn replay_and_report_need_no_secret_and_replays_are_marked() {
         .output()
         .unwrap();
     assert_eq!(live.status.code(), Some(2));
-    assert!(
-        stderr(&live).contains("NOT_SET_ANYWHERE"),
-        "{}",
-        stderr(&live)
-    );
+    assert_contains(stderr(&live), "NOT_SET_ANYWHERE");
 
     let runs = stdout(&bin(&s).arg("runs").output().unwrap());
     let replayed = runs
@@ -506,11 +493,7 @@ async fn eval_refuses_a_matrix_over_64_variants_before_anything_runs() {
     }
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--matrix makes more than 64 variants"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "--matrix makes more than 64 variants");
     assert!(s.llm().server.received_requests().await.unwrap().is_empty());
     assert!(!logs(&s).join("eval").exists());
 }
@@ -724,11 +707,7 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
     let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
     assert!(!stdout(&runs).contains("2999"), "{}", stdout(&runs));
-    assert!(
-        !stdout(&runs).contains("approve batch"),
-        "{}",
-        stdout(&runs)
-    );
+    assert_lacks(stdout(&runs), "approve batch");
     named(&stderr(&runs));
     let json_runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     let listed: Vec<Value> = serde_json::from_slice(&json_runs.stdout).unwrap();
@@ -775,10 +754,7 @@ async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
         1,
         "{text}"
     );
-    assert!(
-        head.contains("error       none\\ntask file   tasks/done/"),
-        "{head}"
-    );
+    assert_contains(head, "error       none\\ntask file   tasks/done/");
     assert!(
         !head
             .chars()

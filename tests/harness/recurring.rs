@@ -267,9 +267,8 @@ async fn schedule_belongs_to_recurring_tasks_only() {
     let scene = scenario()
         .replies(vec![final_answer("x")])
         .task("inboxed", "+++\nschedule = \"@daily\"\n+++\nDo it.")
-        .build()
+        .ran()
         .await;
-    scene.run().await;
     let s = scene.summary("inboxed");
     assert_eq!(
         (s.status, s.stop_reason),
@@ -309,19 +308,17 @@ async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule()
         weekly.contains("T06:00:00+0"),
         "read in Berlin time: {weekly}"
     );
-    assert!(
-        text.contains("broken.md: line 2: frontmatter: schedule = \"61 * * * *\": "),
-        "{text}"
+    assert_contains(
+        &text,
+        "broken.md: line 2: frontmatter: schedule = \"61 * * * *\": ",
     );
-    assert!(
-        text.contains(
-            "six.md: line 2: frontmatter: schedule = \"0 0 6 * * MON\": expected five cron fields"
-        ),
-        "{text}"
+    assert_contains(
+        &text,
+        "six.md: line 2: frontmatter: schedule = \"0 0 6 * * MON\": expected five cron fields",
     );
-    assert!(
-        text.contains("none.md: frontmatter: schedule: a recurring task needs one"),
-        "{text}"
+    assert_contains(
+        &text,
+        "none.md: frontmatter: schedule: a recurring task needs one",
     );
     assert!(text.contains("1 recurring task(s) scheduled"), "{text}");
 
@@ -331,11 +328,7 @@ async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule()
     );
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("[schedule] timezone"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "[schedule] timezone");
 }
 
 #[tokio::test]

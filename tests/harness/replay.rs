@@ -53,9 +53,9 @@ async fn a_recorded_run_replays_with_no_network_and_every_request_matching() {
 
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("every request matched the recording"), "{out}");
-    assert!(
-        out.contains("stop reason: recorded final_answer, replayed final_answer"),
-        "{out}"
+    assert_contains(
+        &out,
+        "stop reason: recorded final_answer, replayed final_answer",
     );
     assert_eq!(s.requests().await.len(), 2, "the replay sent no request");
     assert_eq!(notes.calls().await.len(), 1, "nor read a note");
@@ -74,18 +74,18 @@ async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
     let (code, out) = replay_of(&cfg, &s.run_dir("t"), None).await;
 
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("turn 1: the request differs from the recorded one (2 difference(s) in all; the first is shown)"),
-        "{out}"
+    assert_contains(
+        &out,
+        "turn 1: the request differs from the recorded one (2 difference(s) in all; the first is shown)",
     );
     assert!(out.contains("--- recorded\n+++ replayed\n"), "{out}");
-    assert!(
-        out.contains("+      \"content\": \"You are terse.\\n\\nA call, written out:"),
-        "{out}"
+    assert_contains(
+        &out,
+        "+      \"content\": \"You are terse.\\n\\nA call, written out:",
     );
-    assert!(
-        out.contains("-      \"content\": \"You complete one task on your own."),
-        "{out}"
+    assert_contains(
+        &out,
+        "-      \"content\": \"You complete one task on your own.",
     );
 }
 
@@ -203,9 +203,8 @@ async fn a_runpod_run_replays_from_its_job_records() {
     let s = scenario()
         .task("t", "Hello.")
         .config_file(&rp.config_sections())
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let calls_before = rp.calls().await.len();
 
     let (code, out) = replay_of(&s.cfg(), &s.run_dir("t"), None).await;

@@ -160,14 +160,11 @@ async fn the_report_renders_in_chromium_folded_escaped_and_self_contained() {
         dom.matches("</details>").count(),
         "no injected </details> closed a fold"
     );
-    assert!(
-        dom.contains("<details class=\"thinking\"><summary>Thinking</summary>"),
-        "{dom}"
+    assert_contains(
+        &dom,
+        "<details class=\"thinking\"><summary>Thinking</summary>",
     );
-    assert!(
-        dom.contains("<details class=\"call\"><summary>noteworx_read_note"),
-        "{dom}"
-    );
+    assert_contains(&dom, "<details class=\"call\"><summary>noteworx_read_note");
     assert!(
         dom.contains("Plan: &lt;script&gt;"),
         "thinking is there, folded and escaped"
@@ -396,10 +393,7 @@ async fn promtool_and_node_exporter_as_another_user_read_the_textfile() {
     let _ = exporter.kill();
     let _ = exporter.wait();
     let scraped = scraped.expect("node_exporter did not answer within 10 s");
-    assert!(
-        scraped.contains("node_textfile_scrape_error 0"),
-        "{scraped}"
-    );
+    assert_contains(&scraped, "node_textfile_scrape_error 0");
     for series in [
         "agent_harness_last_run_exit_code 0",
         "agent_harness_last_run_tasks{status=\"succeeded\",stop_reason=\"final_answer\"} 1",

@@ -166,15 +166,10 @@ async fn a_retryable_failure_goes_on_from_its_records() {
     let tools = jsonl(&dirs[1].join("tools.jsonl"));
     assert_eq!((tools.len(), flagged(&tools)), (5, 3));
     let log = std::fs::read_to_string(dirs[1].join("run.log")).unwrap();
-    assert!(
-        log.contains(&format!("resuming from run {RUN_ID}: 3 turn(s)")),
-        "{log}"
-    );
-    assert!(
-        log.contains(&format!(
-            "the records of run {RUN_ID} end here; turn 4 is asked of the model"
-        )),
-        "{log}"
+    assert_contains(&log, &format!("resuming from run {RUN_ID}: 3 turn(s)"));
+    assert_contains(
+        &log,
+        &format!("the records of run {RUN_ID} end here; turn 4 is asked of the model"),
     );
     let start: Value =
         serde_json::from_str(&std::fs::read_to_string(dirs[1].join("start.json")).unwrap())
@@ -194,10 +189,7 @@ async fn a_retryable_failure_goes_on_from_its_records() {
     );
     let (code, said) = replay_of(&scene.cfg(), &dirs[1], None).await;
     assert_eq!(code, 0, "{said}");
-    assert!(
-        said.contains("every request matched the recording"),
-        "{said}"
-    );
+    assert_contains(&said, "every request matched the recording");
 }
 
 #[tokio::test]
@@ -647,13 +639,13 @@ async fn a_write_sent_but_not_recorded_is_sent_again_and_made_single_by_the_atta
         "summary.md once, ideas.md once"
     );
     let log = std::fs::read_to_string(new.join("run.log")).unwrap();
-    assert!(
-        log.contains("write call noteworx_create_attachment [c3] of turn 3 was recorded as about to be sent, but not its result"),
-        "{log}"
+    assert_contains(
+        &log,
+        "write call noteworx_create_attachment [c3] of turn 3 was recorded as about to be sent, but not its result",
     );
-    assert!(
-        log.contains("call c3 of turn 3 has no recorded result and runs now"),
-        "{log}"
+    assert_contains(
+        &log,
+        "call c3 of turn 3 has no recorded result and runs now",
     );
     let c3 = jsonl(&new.join("tools.jsonl"))
         .into_iter()

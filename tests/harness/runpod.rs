@@ -93,10 +93,8 @@ async fn status_polls_fall_back_to_post_on_405() {
     let s = scenario()
         .task("t", "Hi.")
         .config_file(&rp.config_sections())
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     assert_eq!(s.summary("t").status, Status::Succeeded);
     let calls = rp.calls().await;
@@ -119,10 +117,8 @@ async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
     let s = scenario()
         .task("t", "Hi.")
         .config_file(&rp.config_sections())
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let t = s.summary("t");
     assert_eq!(t.final_answer.as_deref(), Some("second time"));
@@ -201,10 +197,8 @@ async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_
     let s = scenario()
         .task("t", "+++\nmax_wall_secs = 1\n+++\nHi.")
         .config_file(&rp.config_sections())
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let t = s.summary("t");
     assert_eq!(

@@ -59,15 +59,10 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
     assert_eq!(attempt_counts(&s), json!({}), "no attempt was counted");
     assert_eq!(s.requests().await.len(), 1, "a 401 is asked once");
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_last_run_exit_code 2\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains(
-            "agent_harness_last_run_tasks{status=\"interrupted\",stop_reason=\"setup_fault\"} 1"
-        ),
-        "{metrics}"
+    assert_contains(&metrics, "agent_harness_last_run_exit_code 2\n");
+    assert_contains(
+        &metrics,
+        "agent_harness_last_run_tasks{status=\"interrupted\",stop_reason=\"setup_fault\"} 1",
     );
 
     // The key is fixed: the next run does every task, each on its first attempt.
@@ -82,10 +77,7 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
         assert_eq!(s.summary(t).attempt, 1, "{t}");
     }
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_last_success_timestamp_seconds "),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_last_success_timestamp_seconds ");
 }
 
 #[tokio::test]
@@ -332,20 +324,15 @@ async fn done_and_failed_in_one_folder_is_a_setup_fault_before_anything_runs() {
     let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("[paths] done and [paths] failed are the same folder"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        stderr(&out),
+        "[paths] done and [paths] failed are the same folder",
     );
     assert_eq!(s.inbox(), ["t.md"]);
     assert!(s.requests().await.is_empty());
     let check = run_bin(&s, &["check"]).await;
     assert_eq!(check.status.code(), Some(2));
-    assert!(
-        stdout(&check).contains("are the same folder"),
-        "{}",
-        stdout(&check)
-    );
+    assert_contains(stdout(&check), "are the same folder");
 }
 
 #[tokio::test]
@@ -356,10 +343,7 @@ async fn https_to_a_plain_http_server_says_to_use_http() {
     let out = s.binary_async(&["test-runpod"]).await;
     assert_ne!(out.status.code(), Some(0));
     let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(
-        said.contains("the server speaks plain http: use http://"),
-        "{said}"
-    );
+    assert_contains(&said, "the server speaks plain http: use http://");
 }
 
 /// A server on a free port that answers a plain HTTP request with
@@ -412,11 +396,11 @@ async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silen
     let (s, port, out) = run_over_https(Some("200 OK")).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!(
+    assert_contains(
+        &err,
+        &format!(
             "127.0.0.1:{port} gave no TLS answer, and answers plain http there (HTTP 200): the server speaks plain http: use http:// in the URL, not https://"
-        )),
-        "{err}"
+        ),
     );
     assert_eq!(s.inbox(), ["t.md"]);
     let out = s.binary_async(&["test-runpod"]).await;

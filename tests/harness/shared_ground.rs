@@ -215,16 +215,9 @@ async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metr
     let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("more than 64 folders deep"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "more than 64 folders deep");
     let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_last_run_exit_code 0\n"),
-        "{metrics}"
-    );
+    assert_contains(&metrics, "agent_harness_last_run_exit_code 0\n");
     assert_eq!(s.done().len(), 1);
     // `prune` says the same and exits 1; nothing crashed either time.
     let out = run_bin(&s, &["prune"]).await;
@@ -245,9 +238,8 @@ async fn planted_run(project: &Project, task: &str, run_id: &str, body: &str) {
     let other = scenario()
         .replies(vec![final_answer("the planted answer")])
         .task("other", body)
-        .build()
+        .ran()
         .await;
-    other.run().await;
     let from = other.run_dir("other");
     let to = project.root().join("logs").join(task).join(run_id);
     std::fs::create_dir_all(&to).unwrap();
@@ -281,12 +273,7 @@ async fn a_task_file_placed_again_after_its_name_was_forgotten_starts_fresh() {
     let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
     let mut script = vec![ok(fetch)];
     script.extend((0..8).map(|_| down()));
-    let scene = scenario()
-        .script(script)
-        .task("t", "Fetch it.")
-        .build()
-        .await;
-    scene.run().await;
+    let scene = scenario().script(script).task("t", "Fetch it.").ran().await;
     assert_eq!(scene.summary("t").status, Status::Failed);
     assert_eq!(attempt_runs(&scene, "t"), [RUN_ID], "the state names it");
 
@@ -353,11 +340,7 @@ async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
         std::fs::read_to_string(inbox.join("a\x07b.md")).unwrap(),
         "a bell"
     );
-    assert!(
-        stderr(&out).contains("notes.txt: not named like a filed task"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "notes.txt: not named like a filed task");
     assert!(failed.join("notes.txt").exists());
     assert!(
         !stdout(&out).contains('\x07'),
@@ -393,12 +376,7 @@ async fn left_for_a_retry() -> Scene {
     let fetch = tool_calls(&[("c1", "webfetch", json!({"url": "http://127.0.0.1:9/"}))]);
     let mut script = vec![ok(fetch)];
     script.extend((0..8).map(|_| busy()));
-    let scene = scenario()
-        .script(script)
-        .task("t", "Fetch it.")
-        .build()
-        .await;
-    scene.run().await;
+    let scene = scenario().script(script).task("t", "Fetch it.").ran().await;
     assert_eq!(scene.summary("t").status, Status::Failed);
     assert!(scene.summary("t").retryable);
     assert_eq!(attempt_runs(&scene, "t"), [RUN_ID]);

@@ -41,10 +41,7 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("task        weekly"), "{text}");
-    assert!(
-        text.contains("status      succeeded (final_answer)"),
-        "{text}"
-    );
+    assert_contains(&text, "status      succeeded (final_answer)");
     assert!(
         text.contains("tasks/done/") && text.contains("-weekly.md"),
         "{text}"
@@ -75,10 +72,9 @@ async fn show_prints_a_run_where_its_file_went_and_its_answer() {
     // Nothing that matches: exit 2.
     let out = bin(&s).args(["show", "nosuch"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("no task \"nosuch\" in the inbox, done/, failed/"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        stderr(&out),
+        "no task \"nosuch\" in the inbox, done/, failed/",
     );
 }
 
@@ -230,9 +226,8 @@ async fn runs_since_and_status_filter_and_times_are_in_the_schedules_zone() {
         .replies(vec![final_answer("ok")])
         .task("seed", "x")
         .config("[schedule]\ntimezone = \"Europe/Berlin\"\n")
-        .build()
+        .ran()
         .await;
-    s.run().await;
     let template: Value =
         serde_json::from_slice(&std::fs::read(s.run_dir("seed").join("summary.json")).unwrap())
             .unwrap();
@@ -264,21 +259,16 @@ async fn runs_since_and_status_filter_and_times_are_in_the_schedules_zone() {
 
     let out = bin(&s).args(["runs", "--status", "done"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("[possible values: succeeded, failed, interrupted]"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        stderr(&out),
+        "[possible values: succeeded, failed, interrupted]",
     );
     let out = bin(&s)
         .args(["runs", "--since", "yesterday"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--since: \"yesterday\" is no time"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "--since: \"yesterday\" is no time");
     let out = bin(&s).args(["runs", "--since", "1h"]).output().unwrap();
     assert_eq!(stdout(&out).lines().last(), Some("(no run matches)"));
 
@@ -294,9 +284,9 @@ async fn runs_since_and_status_filter_and_times_are_in_the_schedules_zone() {
     );
     assert!(table.contains("2026-04-04T08:00:00Z"), "{table}");
     let text = stdout(&bin(&s).args(["show", "beta"]).output().unwrap());
-    assert!(
-        text.contains("started 2026-04-04T10:00:00+02:00, finished 2026-04-04T10:01:30+02:00"),
-        "{text}"
+    assert_contains(
+        &text,
+        "started 2026-04-04T10:00:00+02:00, finished 2026-04-04T10:01:30+02:00",
     );
     let text = stdout(&bin(&s).args(["show", "beta", "--utc"]).output().unwrap());
     assert!(text.contains("started 2026-04-04T08:00:00Z"), "{text}");
@@ -321,10 +311,7 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("status      failed (endpoint_error)"),
-        "{text}"
-    );
+    assert_contains(&text, "status      failed (endpoint_error)");
     assert!(text.contains("error       "), "{text}");
     assert!(
         text.contains("tool error  turn 1, no_such_tool: "),
@@ -332,10 +319,7 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
     );
     // Named with the config it read: the line works from any folder.
     let program = format!("agent-harness --config {}", s.config_path().display());
-    assert!(
-        text.contains(&format!("again       {program} requeue doomed\n")),
-        "{text}"
-    );
+    assert_contains(&text, &format!("again       {program} requeue doomed\n"));
     let tail = text
         .split("run.log, its last ")
         .nth(1)
@@ -360,10 +344,7 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
     let newer = s.root().join("tasks/failed/20991231T000000Z-doomed.md");
     std::fs::write(&newer, "Answer.").unwrap();
     let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
-    assert!(
-        text.contains(&format!("again       {program} requeue {run_id}\n")),
-        "{text}"
-    );
+    assert_contains(&text, &format!("again       {program} requeue {run_id}\n"));
     std::fs::remove_file(&newer).unwrap();
 
     // Requeued by the line as printed, from another folder and a shell
@@ -387,9 +368,9 @@ async fn show_of_a_failure_says_what_went_wrong_and_the_command_that_runs_it_aga
     assert_eq!(out.status.code(), Some(0), "{line}: {}", stderr(&out));
     assert!(s.inbox().contains(&"doomed.md".to_string()), "{line}");
     let text = stdout(&bin(&s).args(["show", "doomed"]).output().unwrap());
-    assert!(
-        text.contains("again       still in the inbox: the next run takes it"),
-        "{text}"
+    assert_contains(
+        &text,
+        "again       still in the inbox: the next run takes it",
     );
 }
 

@@ -210,10 +210,7 @@ async fn a_second_signal_exits_at_once_while_the_first_is_still_cleaning_up() {
     assert_eq!(code, Some(75));
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert!(
-        stderr.contains("second signal, exiting at once"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "second signal, exiting at once");
     let dir = the_run_dir(&s, "t");
     assert!(
         !dir.join("summary.json").exists(),

@@ -148,18 +148,9 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
     assert!(weekly.at.is_some(), "{seen:#?}");
 
     let text = stdout(&bin(&s).arg("status").output().unwrap());
-    assert!(
-        text.contains("exit 1: 1 succeeded, 1 failed, 0 left in the inbox"),
-        "{text}"
-    );
-    assert!(
-        text.contains("failed/     1 task(s); the newest b-doomed (run "),
-        "{text}"
-    );
-    assert!(
-        text.contains("of 100000 tokens; at most 5000 tokens a run"),
-        "{text}"
-    );
+    assert_contains(&text, "exit 1: 1 succeeded, 1 failed, 0 left in the inbox");
+    assert_contains(&text, "failed/     1 task(s); the newest b-doomed (run ");
+    assert_contains(&text, "of 100000 tokens; at most 5000 tokens a run");
     assert!(text.contains("weekly: next "), "{text}");
 }
 
@@ -208,11 +199,7 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
         row.starts_with("slow") && row.contains("running"),
         "{table}"
     );
-    assert!(
-        !stderr(&runs).contains("without a readable summary.json"),
-        "{}",
-        stderr(&runs)
-    );
+    assert_lacks(stderr(&runs), "without a readable summary.json");
     let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     let listed: Vec<Value> = serde_json::from_slice(&runs.stdout).unwrap();
     assert_eq!(listed.len(), 1, "{listed:#?}");
@@ -264,9 +251,9 @@ async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
         "{seen:#?}"
     );
     let text = stdout(&bin(&s).arg("status").output().unwrap());
-    assert!(
-        text.contains("the newest my x (run 20260409T061500Z-2): agent-harness show 'my x/20260409T061500Z-2'\n"),
-        "{text}"
+    assert_contains(
+        &text,
+        "the newest my x (run 20260409T061500Z-2): agent-harness show 'my x/20260409T061500Z-2'\n",
     );
 }
 
@@ -390,11 +377,7 @@ async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
     // The next run takes the lock over, and as it lets go the note goes.
     let _ = bin(&s).arg("run").output().unwrap();
     let out = bin(&s).arg("status").output().unwrap();
-    assert!(
-        stdout(&out).contains("running     no run holds the lock"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "running     no run holds the lock");
 }
 
 /// A notification or a trace that fails is a warning, never the exit
@@ -427,9 +410,9 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
     );
     assert_eq!(seen.traces.record.map(|r| r.failures), Some(1));
     let text = stdout(&bin(&s).arg("status").output().unwrap());
-    assert!(
-        text.contains("notify      2 failure(s) and none got through yet; the last at "),
-        "{text}"
+    assert_contains(
+        &text,
+        "notify      2 failure(s) and none got through yet; the last at ",
     );
 
     // A run whose notifications get through clears the count.
@@ -470,10 +453,9 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
     let out = bin(&s).arg("status").output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("inbox       not read (see the line on stderr)"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        "inbox       not read (see the line on stderr)",
     );
     assert!(stderr(&out).contains("[paths] inbox"), "{}", stderr(&out));
 
@@ -483,10 +465,9 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
     std::fs::write(&failed, "a file where the folder goes").unwrap();
     let out = bin(&s).arg("status").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("failed/     not read (see the line on stderr)"),
-        "{}",
-        stdout(&out)
+    assert_contains(
+        stdout(&out),
+        "failed/     not read (see the line on stderr)",
     );
     let (seen, _) = status_json(&s);
     assert!(!seen.failed.read && !seen.inbox.read, "{seen:#?}");

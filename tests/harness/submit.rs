@@ -25,11 +25,7 @@ async fn submit_places_checked_tasks_whole_and_never_over_another() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("drafts/bad.md:2: frontmatter: max_turns"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "drafts/bad.md:2: frontmatter: max_turns");
     assert!(stderr(&out).contains("nothing was placed"));
     assert!(s.inbox().is_empty());
 
@@ -38,11 +34,7 @@ async fn submit_places_checked_tasks_whole_and_never_over_another() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("tasks/inbox/weekly.md"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "tasks/inbox/weekly.md");
     assert_eq!(s.inbox(), ["weekly.md"]);
     assert_eq!(
         std::fs::read_to_string(s.root().join("tasks/inbox/weekly.md")).unwrap(),
@@ -62,11 +54,7 @@ async fn submit_places_checked_tasks_whole_and_never_over_another() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("already in the inbox"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "already in the inbox");
     assert_eq!(
         std::fs::read_to_string(s.root().join("tasks/inbox/weekly.md")).unwrap(),
         "+++\nmax_turns = 3\n+++\nSummarise the week."
@@ -78,11 +66,7 @@ async fn submit_places_checked_tasks_whole_and_never_over_another() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("only NAME.md files run"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "only NAME.md files run");
 }
 
 #[tokio::test]

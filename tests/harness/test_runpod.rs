@@ -57,10 +57,7 @@ async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinkin
     ] {
         assert!(out.contains(step), "missing {step:?} in:\n{out}");
     }
-    assert!(
-        out.contains("model fake-gemma, 150 prompt + 10 completion tokens"),
-        "{out}"
-    );
+    assert_contains(&out, "model fake-gemma, 150 prompt + 10 completion tokens");
 
     let requests = s.requests().await;
     assert_eq!(requests.len(), 3);
@@ -95,10 +92,7 @@ async fn runpod_kind_reports_queue_and_execution_times() {
     let (code, out) = smoke_test(&s.cfg()).await;
 
     assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("runpod delay 1200 ms execution 340 ms"),
-        "{out}"
-    );
+    assert_contains(&out, "runpod delay 1200 ms execution 340 ms");
     assert!(out.contains("runpod delay 7 ms execution 220 ms"), "{out}");
     let bodies = rp.runsync_bodies().await;
     assert_eq!(bodies.len(), 3);

@@ -311,38 +311,35 @@ async fn check_refuses_a_ca_file_that_is_no_certificate_naming_the_key_and_the_p
     let out = check();
 
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains(&format!(
+    assert_contains(
+        stderr(&out),
+        &format!(
             "[tls] ca_file {}: cannot read it (No such file or directory",
             file.display()
-        )),
-        "{}",
-        stderr(&out)
+        ),
     );
 
     std::fs::create_dir(s.root().join("certs")).unwrap();
     std::fs::write(&file, "not a certificate\n").unwrap();
     let out = check();
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains(&format!(
+    assert_contains(
+        stderr(&out),
+        &format!(
             "[tls] ca_file {}: it is not PEM: no `-----BEGIN CERTIFICATE-----` block",
             file.display()
-        )),
-        "{}",
-        stderr(&out)
+        ),
     );
 
     std::fs::copy(PrivateCa::new().ca_file(), &file).unwrap();
     let out = check();
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains(&format!(
+    assert_contains(
+        stdout(&out),
+        &format!(
             "tls: the bundled roots and 1 certificate(s) from {} are trusted (webfetch: the bundled roots alone)",
             file.display()
-        )),
-        "{}",
-        stdout(&out)
+        ),
     );
 }
 
@@ -400,11 +397,11 @@ async fn an_mcp_server_behind_a_private_ca_starts_once_ca_file_names_the_ca() {
     let refused = untrusted.summary("web");
     assert_eq!(refused.tool_servers_down, ["h"]);
     let log = untrusted.run_log("web");
-    assert!(
-        log.contains(&format!(
+    assert_contains(
+        &log,
+        &format!(
             "MCP server h did not start: cannot connect to 127.0.0.1:{} (invalid peer certificate: UnknownIssuer; a private CA? set [tls] ca_file to its PEM certificate)",
             front.port
-        )),
-        "{log}"
+        ),
     );
 }

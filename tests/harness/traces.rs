@@ -341,11 +341,7 @@ async fn replay_traces_without_an_endpoint_is_a_usage_error() {
     let run_dir = the_run_dir(&s, "hello");
     let out = run_traced(&s, &["replay", "--traces", run_dir.to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("no [traces] endpoint"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "no [traces] endpoint");
 }
 
 /// Arize Phoenix from PyPI, served on loopback for one test, stopped on drop.
@@ -574,9 +570,9 @@ async fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let said = stdout(&out);
-    assert!(
-        said.contains("traces: each task's trace goes to http://127.0.0.1:4318/v1/traces (contents not exported, 1 extra header(s)"),
-        "{said}"
+    assert_contains(
+        &said,
+        "traces: each task's trace goes to http://127.0.0.1:4318/v1/traces (contents not exported, 1 extra header(s)",
     );
     assert!(!said.contains(SECRET), "{said}");
 }

@@ -72,11 +72,7 @@ async fn a_task_that_succeeded_is_one_rerun_away_from_running_again_on_its_first
     // Not in done/: where it is, and what rerun takes.
     let out = run_bin(&s, &["rerun", "wekly"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("did you mean wekly → weekly?"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "did you mean wekly → weekly?");
 
     let out = run_bin(&s, &["rerun", "weekly.md"]).await;
 
@@ -184,11 +180,7 @@ async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox(
     // The inbox holds scan.md now: the next one is refused, and stays.
     let out = bin(&s).args(["requeue", "scan"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("scan.md is already in the inbox"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "scan.md is already in the inbox");
     assert_eq!(s.failed().len(), 4);
     assert_eq!(
         std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
@@ -209,11 +201,7 @@ async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox(
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no task \"nothing-like-it\" in the inbox"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "no task \"nothing-like-it\" in the inbox");
 }
 
 #[tokio::test]
@@ -235,11 +223,7 @@ async fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run
         .unwrap();
     let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("another run holds the lock"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "another run holds the lock");
     assert!(s.inbox().is_empty());
     drop(lock);
 
@@ -426,11 +410,7 @@ async fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
     let out = bin(&s).arg("prune").output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("lies ahead of the clock"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "lies ahead of the clock");
     assert_eq!(stdout(&out), "");
     let mut both = vec![old, ahead];
     both.sort();
@@ -451,11 +431,7 @@ async fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
     let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("was shortened to fit 255 bytes"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(stderr(&out), "was shortened to fit 255 bytes");
     assert!(s.inbox().is_empty());
     assert_eq!(s.failed(), [file]);
 }

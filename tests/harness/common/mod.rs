@@ -761,6 +761,25 @@ pub fn two_turns() -> Vec<ResponseTemplate> {
     ]
 }
 
+/// One tool call, `c1`, in a reply of its own.
+pub fn call(name: &str, args: Value) -> Value {
+    tool_calls(&[("c1", name, args)])
+}
+
+/// Fails, showing all of `text`, unless `part` is in it.
+#[track_caller]
+pub fn assert_contains(text: impl AsRef<str>, part: &str) {
+    let text = text.as_ref();
+    assert!(text.contains(part), "{part:?} is not in:\n{text}");
+}
+
+/// Fails, showing all of `text`, if `part` is in it.
+#[track_caller]
+pub fn assert_lacks(text: impl AsRef<str>, part: &str) {
+    let text = text.as_ref();
+    assert!(!text.contains(part), "{part:?} is in:\n{text}");
+}
+
 /// A reply cut at `max_tokens` (`finish_reason` `length`).
 pub fn cut(text: &str) -> Value {
     reply(json!({"role": "assistant", "content": text}), "length")

@@ -28,7 +28,7 @@ use serde_json::Value;
 use wiremock::ResponseTemplate;
 
 use super::fake_noteworx::FakeNoteworx;
-use super::{FakeLlm, Project, harness, run_options, test_env};
+use super::{FakeLlm, Project, final_answer, harness, run_options, test_env, tool_calls};
 
 /// What answers the model's requests.
 enum Model {
@@ -65,6 +65,11 @@ pub struct Scenario {
     env: fn(&str) -> Option<String>,
 }
 
+/// The common notes task: `t`, "Work with my notes.", against `notes`.
+pub fn notes_task(notes: &FakeNoteworx) -> Scenario {
+    scenario().task("t", "Work with my notes.").notes(notes)
+}
+
 /// A scenario with no task, an empty config and a model that answers
 /// nothing (a 500) until told otherwise.
 pub fn scenario() -> Scenario {
@@ -83,6 +88,22 @@ impl Scenario {
     pub fn replies(mut self, replies: Vec<Value>) -> Self {
         self.model = Model::Replies(replies);
         self
+    }
+
+    /// The model answers these final answers in order, then repeats the last.
+    pub fn answers(self, answers: &[&str]) -> Self {
+        self.replies(answers.iter().map(|a| final_answer(a)).collect())
+    }
+
+    /// The model makes these calls, one a turn (`c1`, `c2`, …), then
+    /// answers `answer`.
+    pub fn calls(self, calls: Vec<(&str, Value)>, answer: &str) -> Self {
+        let mut replies: Vec<Value> = (1..)
+            .zip(calls)
+            .map(|(i, (name, args))| tool_calls(&[(&format!("c{i}"), name, args)]))
+            .collect();
+        replies.push(final_answer(answer));
+        self.replies(replies)
     }
 
     /// The model answers these responses (any status, delay) in order.
@@ -187,6 +208,13 @@ impl Scenario {
             project,
             env: self.env,
         }
+    }
+
+    /// Builds the scene and runs its inbox once, as `run` does.
+    pub async fn ran(self) -> Scene {
+        let scene = self.build().await;
+        scene.run().await;
+        scene
     }
 
     /// As [`Scenario::build`], for a test that is not async (its fake
