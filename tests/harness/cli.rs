@@ -1,14 +1,20 @@
 //! The binary: exit codes and what it prints (README, Exit codes;
 //! docs/operating.md, "Commands").
 
-use serde_json::Value;
+use std::process::Output;
+
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
 
 use crate::common::*;
+
+/// A model at a closed port.
+const URL: &str = "http://127.0.0.1:9/v1";
 
 #[tokio::test]
 async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .task("good", "+++\nmax_turns = 2\n+++\nDo it.")
         .build()
         .await;
@@ -30,7 +36,7 @@ async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
 #[tokio::test]
 async fn a_bad_config_exits_2_naming_the_key_and_the_file() {
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .config("[limits]\nmax_turnz = 3\n")
         .build()
         .await;
@@ -47,10 +53,7 @@ async fn a_bad_config_exits_2_naming_the_key_and_the_file() {
 
 #[tokio::test]
 async fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).build().await;
     let good = s.config_path();
     let missing = s.root().join("nope.toml");
     let out = bin(&s)
@@ -67,16 +70,12 @@ async fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("nope.toml"), "{}", stderr(&out));
+    assert_contains(stderr(&out), "nope.toml");
 }
 
 #[tokio::test]
 async fn run_task_refuses_paths_and_unknown_names_with_exit_2() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .task("real", "x")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).task("real", "x").build().await;
     for name in ["../real", "a/b", "..", "absent"] {
         let out = bin(&s).args(["run-task", name]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
@@ -108,11 +107,7 @@ async fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
 
 #[tokio::test]
 async fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .task("t", "x")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).task("t", "x").build().await;
     let _lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
@@ -123,28 +118,36 @@ async fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
     assert!(err.contains("another run holds the lock"), "{err}");
 }
 
-#[tokio::test]
-async fn a_failed_task_exits_1_and_runs_lists_it() {
+/// The task `doomed`, refused by the model with a 400, run by the binary.
+async fn doomed_run() -> (Scene, Output) {
+    let refusal = ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}}));
     let s = scenario()
-        .script(vec![wiremock::ResponseTemplate::new(400).set_body_json(
-            serde_json::json!({"error": {"message": "bad"}}),
-        )])
+        .script(vec![refusal])
         .task("doomed", "x")
         .build()
         .await;
     let run = run_bin(&s, &["run"]).await;
+    (s, run)
+}
+
+#[tokio::test]
+async fn a_failed_task_exits_1_and_the_journal_names_the_config() {
+    let (s, run) = doomed_run().await;
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert_eq!(s.failed().len(), 1);
     // The journal says which config the run read.
     let config = format!("config={}", s.config_path().display());
+    let err = stderr(&run);
     assert!(
-        stderr(&run)
-            .lines()
+        err.lines()
             .any(|l| l.contains("run started") && l.contains(&config)),
-        "{}",
-        stderr(&run)
+        "{err}"
     );
+}
 
+#[tokio::test]
+async fn runs_lists_a_failed_task_in_json_and_in_the_table() {
+    let (s, _) = doomed_run().await;
     let out = bin(&s).args(["runs", "--json"]).output().unwrap();
     let runs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(runs.len(), 1);
@@ -271,11 +274,7 @@ async fn on_a_terminal_each_running_task_has_a_live_line_and_the_run_ends_with_a
     let slow = |body| ok(body).set_delay(std::time::Duration::from_millis(700));
     let s = scenario()
         .script(vec![
-            slow(tool_calls(&[(
-                "c1",
-                "noteworx_list_notes",
-                serde_json::json!({}),
-            )])),
+            slow(tool_calls(&[("c1", "noteworx_list_notes", json!({}))])),
             slow(final_answer("done")),
         ])
         .task("watched", "Hello.")
@@ -336,7 +335,7 @@ async fn off_a_terminal_the_log_is_plain_lines() {
 #[tokio::test]
 async fn runs_needs_no_secrets() {
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -362,7 +361,7 @@ async fn the_shipped_example_inbox_passes_check() {
     let profiles = &example[example.find("[agents.").unwrap()..];
     // `check` starts no server, but its program must be there: any will do.
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .config(&format!(
             "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}\
              [mcp.servers.time]\ncommand = [\"sh\"]\ntools = [\"get_current_time\"]\n"

@@ -105,12 +105,19 @@ async fn a_panic_inside_one_task_fails_that_task_alone_as_internal_error() {
     assert_eq!(scene.done().len(), 2);
     assert!(scene.inbox().is_empty());
     assert!(
-        !scene
-            .root()
-            .join("tasks/.agent-harness-attempts.json")
-            .exists(),
+        !attempts_file(&scene).exists(),
         "no attempt count is left behind"
     );
+}
+
+/// The model answers, but only after a minute: a run is stopped first.
+fn a_minute_late() -> Vec<ResponseTemplate> {
+    vec![ok(final_answer("too late")).set_delay(Duration::from_secs(60))]
+}
+
+/// The file counting each task's attempts.
+fn attempts_file(s: &Scene) -> std::path::PathBuf {
+    s.root().join("tasks/.agent-harness-attempts.json")
 }
 
 /// Starts `agent-harness run` and SIGKILLs it once its model call is in flight.
@@ -141,9 +148,7 @@ async fn kill_mid_call(s: &Scene, calls_before: usize) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
     let scene = scenario()
-        .script(vec![
-            ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
-        ])
+        .script(a_minute_late())
         .task("oom", "A task the process dies on.")
         .config("[limits]\nmax_attempts = 2")
         .build()
@@ -152,25 +157,14 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
     for killed in 0..2 {
         kill_mid_call(&scene, killed).await;
         assert_eq!(scene.inbox(), ["oom.md"], "a kill loses no task");
-        assert_eq!(
-            attempt_counts(&scene),
-            json!({"oom": killed + 1}),
-            "counted before it ran"
-        );
-        assert_eq!(
-            attempt_runs(&scene, "oom").len(),
-            killed + 1,
-            "each attempt's run is named"
-        );
+        let counts = attempt_counts(&scene);
+        assert_eq!(counts, json!({"oom": killed + 1}), "counted before it ran");
+        let runs = attempt_runs(&scene, "oom");
+        assert_eq!(runs.len(), killed + 1, "each attempt's run is named");
     }
     let out = scene.binary(&["run"]);
 
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(scene.requests().await.len(), 2, "not run a third time");
     assert!(scene.inbox().is_empty());
     let failed = scene.failed();
@@ -182,47 +176,34 @@ async fn a_task_that_kills_the_process_max_attempts_times_moves_to_failed() {
         .collect();
     assert_eq!(runs.len(), 1, "only the last run wrote a summary");
     let s = scene.summary_in(&runs[0]);
-    assert_eq!(
-        (s.status, s.stop_reason, s.attempt),
-        (Status::Failed, StopReason::InternalError, 2)
-    );
+    assert_eq!(s.status, Status::Failed);
+    assert_eq!(s.stop_reason, StopReason::InternalError);
+    assert_eq!(s.attempt, 2);
     let error = s.error.unwrap();
-    assert!(
-        error.contains("started this task 2 times") && error.contains("killed"),
-        "{error}"
-    );
-    assert!(
-        !scene
-            .root()
-            .join("tasks/.agent-harness-attempts.json")
-            .exists()
-    );
+    assert_contains(&error, "started this task 2 times");
+    assert_contains(&error, "killed");
+    assert!(!attempts_file(&scene).exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_task_gets_its_attempt_back() {
     let s = scenario()
-        .script(vec![
-            ok(final_answer("too late")).set_delay(Duration::from_secs(60)),
-        ])
+        .script(a_minute_late())
         .task("t", "Slow.")
         .build()
         .await;
-    let state = s.root().join("tasks/.agent-harness-attempts.json");
     interrupt_one_run(&s).await;
+    let counts = attempt_counts(&s);
     assert_eq!(
-        attempt_counts(&s),
+        counts,
         json!({}),
         "the attempt counted at the start was taken back"
     );
-    assert_eq!(
-        attempt_runs(&s, "t").len(),
-        1,
-        "its run is named, to resume from"
-    );
+    let runs = attempt_runs(&s, "t");
+    assert_eq!(runs.len(), 1, "its run is named, to resume from");
     // A task with attempts from earlier runs goes back to that count (a
     // count alone is how an older version wrote it).
-    std::fs::write(&state, r#"{"t": 2}"#).unwrap();
+    std::fs::write(attempts_file(&s), r#"{"t": 2}"#).unwrap();
     interrupt_one_run(&s).await;
     assert_eq!(attempt_counts(&s), json!({"t": 2}));
 }

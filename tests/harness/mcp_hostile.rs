@@ -5,7 +5,8 @@
 //! the secret it is passed, or never answers — and configuration mistakes that
 //! must not pass as success.
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
 use agent_harness::drain::RunOutcome;
@@ -89,14 +90,9 @@ async fn a_schema_nested_past_the_parser_is_one_tool_not_offered() {
     // A listing the harness could not read would be waited out for an
     // hour: such a run fails here.
     let outcome = before_hang_limit("the listing was waited out", s.run()).await;
-    assert_eq!(
-        agent_harness::app::exit::Exit::exit_code(&outcome),
-        0,
-        "{outcome:?}"
-    );
-    let log = s.run_log("t");
+    assert_eq!(Exit::exit_code(&outcome), 0, "{outcome:?}");
     assert_contains(
-        &log,
+        s.run_log("t"),
         "tool deep not offered: its input schema nests deeper than 32 levels",
     );
     assert_eq!(s.tool_lines("t")[0].result, "called echo");
@@ -118,23 +114,20 @@ async fn a_servers_child_that_left_its_group_is_stopped_with_it() {
         .build()
         .await;
     let pid = s.root().join("detached.pid");
-    let modes = [format!("setsid={}", pid.display())];
-    let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
-    s.rewrite_config(&server("h", &modes, ""));
+    let setsid = format!("setsid={}", pid.display());
+    s.rewrite_config(&server("h", &[&setsid], ""));
     s.run().await;
     // The server wrote it before it answered `initialize`.
     let text = std::fs::read_to_string(&pid).unwrap();
     assert!(!text.trim().is_empty(), "no pid in {}", pid.display());
     // SIGTERM, then SIGKILL 2 s later: a generous bound for a loaded machine.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !process_gone(&text) && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !process_gone(&text) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let gone = process_gone(&text);
     if !gone {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", text.trim()])
-            .status();
+        let _ = Command::new("kill").args(["-9", text.trim()]).status();
     }
     assert!(gone, "process {text} outlived the run");
 }
@@ -165,7 +158,7 @@ async fn endless_pagination_is_cut_short() {
 /// Runs the binary; gives its peak memory (KiB, its own VmHWM, polled)
 /// and its stderr.
 fn measured(project: &Project) -> (u64, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
         .arg("run")
         .current_dir(project.root())
         .env_remove("AGENT_HARNESS_CONFIG")
@@ -299,7 +292,7 @@ fn test_runpod_stopped_by_sigterm_leaves_no_server() {
         &["noinit", "ignoreeof", &format!("pid={}", pid.display())],
         "",
     ));
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("agent-harness"))
         .current_dir(s.root())
         .env_remove("AGENT_HARNESS_CONFIG")
         .arg("test-runpod")

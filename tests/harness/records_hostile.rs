@@ -168,25 +168,22 @@ async fn a_link_planted_in_the_report_folder_is_replaced_or_refused_never_writte
     let s = recorded().await;
     let victim = s.root().join("victim.txt");
     std::fs::write(&victim, "keep me").unwrap();
-    std::fs::create_dir_all(logs(&s).join("report/runs")).unwrap();
-    symlink(&victim, logs(&s).join("report/index.html")).unwrap();
-    symlink(
-        &victim,
-        logs(&s).join("report/runs/t--20260409T061500Z.html"),
-    )
-    .unwrap();
+    let made = logs(&s).join("report");
+    std::fs::create_dir_all(made.join("runs")).unwrap();
+    symlink(&victim, made.join("index.html")).unwrap();
+    symlink(&victim, made.join("runs/t--20260409T061500Z.html")).unwrap();
 
     report(&s).unwrap();
 
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    let index = std::fs::symlink_metadata(logs(&s).join("report/index.html")).unwrap();
+    let index = std::fs::symlink_metadata(made.join("index.html")).unwrap();
     assert!(index.is_file(), "the link was replaced by the page");
 
     // A linked runs/ folder is refused: no page goes through it.
     let elsewhere = s.root().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    std::fs::remove_dir_all(logs(&s).join("report/runs")).unwrap();
-    symlink(&elsewhere, logs(&s).join("report/runs")).unwrap();
+    std::fs::remove_dir_all(made.join("runs")).unwrap();
+    symlink(&elsewhere, made.join("runs")).unwrap();
     let e = report(&s).unwrap_err();
     assert!(format!("{e:#}").contains("is a symbolic link"), "{e:#}");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);

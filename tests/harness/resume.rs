@@ -3,10 +3,12 @@
 //! answered from them, no request sent and no tool run — and a kill at any
 //! instant costs at most the one model call it cut.
 
+use std::os::unix::fs::MetadataExt;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use agent_harness::agent::StopReason;
+use agent_harness::drain::exec::{ExecOptions, exec};
 use agent_harness::records::{Status, Summary};
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
@@ -56,6 +58,12 @@ fn toml(notes: &FakeNoteworx, extra: &str) -> String {
     )
 }
 
+/// A scenario with these tests' config against `notes`, its model
+/// answering `replies` by progress.
+fn with_notes(notes: &FakeNoteworx, replies: Vec<ResponseTemplate>) -> Scenario {
+    scenario().by_progress(replies).config(&toml(notes, ""))
+}
+
 /// The six-turn task `scan` in a project of its own, beside its notes
 /// service; each run against an endpoint of its own.
 struct Scan {
@@ -77,6 +85,16 @@ impl Scan {
         self.scene
             .then_by_progress(replies, &toml(&self.notes, extra))
             .await
+    }
+
+    /// The summary of the scan's run `n` (0 the first).
+    fn summary(&self, n: usize) -> Summary {
+        self.scene.summary_in(&self.scene.run_dirs("scan")[n])
+    }
+
+    /// The `run.log` of the scan's run `n` (0 the first).
+    fn run_log(&self, n: usize) -> String {
+        std::fs::read_to_string(self.scene.run_dirs("scan")[n].join("run.log")).unwrap()
     }
 
     /// One in-process `run` against an endpoint of its own whose reply
@@ -102,6 +120,16 @@ fn served(delay: Duration, fail_at: Option<usize>) -> Vec<ResponseTemplate> {
             }
         })
         .collect()
+}
+
+/// The replies of [`six_turns`] at once; reply `fail_at` is a 503.
+fn at_once(fail_at: Option<usize>) -> Vec<ResponseTemplate> {
+    served(Duration::ZERO, fail_at)
+}
+
+/// A JSON file, as a value.
+fn json_file(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn flagged(lines: &[Value]) -> usize {
@@ -171,9 +199,7 @@ async fn a_retryable_failure_goes_on_from_its_records() {
         &log,
         &format!("the records of run {RUN_ID} end here; turn 4 is asked of the model"),
     );
-    let start: Value =
-        serde_json::from_str(&std::fs::read_to_string(dirs[1].join("start.json")).unwrap())
-            .unwrap();
+    let start = json_file(&dirs[1].join("start.json"));
     assert_eq!(start["resumed_from"], RUN_ID);
     assert_eq!(scene.done().len(), 1);
     assert!(scene.done()[0].starts_with(&format!("{}-scan", s.run_id)));
@@ -195,32 +221,21 @@ async fn a_retryable_failure_goes_on_from_its_records() {
 #[tokio::test]
 async fn a_changed_system_prompt_starts_fresh_and_says_why() {
     let scan = Scan::new().await;
-    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
 
-    let llm2 = scan
-        .run(
-            None,
-            "[prompt]\nsystem = \"You are a careful research assistant.\"\n",
-        )
-        .await;
-    let dirs = scene.run_dirs("scan");
-    let s = scene.summary_in(&dirs[1]);
+    let prompt = "[prompt]\nsystem = \"You are a careful research assistant.\"\n";
+    let llm2 = scan.run(None, prompt).await;
+    let s = scan.summary(1);
     assert_eq!(s.status, Status::Succeeded);
     assert_eq!(s.resumed_from, None);
     let why = s.resume_refused.expect("the summary says why");
-    assert!(
-        why.contains(RUN_ID) && why.contains("turn 1") && why.contains("messages[0].content"),
-        "{why}"
-    );
+    assert_contains(&why, RUN_ID);
+    assert_contains(&why, "turn 1");
+    assert_contains(&why, "messages[0].content");
     assert_eq!(llm2.requests().await.len(), 6, "every turn asked again");
-    assert_eq!(
-        notes.attachments("eval").len(),
-        2,
-        "the attachment rule keeps the first one single"
-    );
-    let log = std::fs::read_to_string(dirs[1].join("run.log")).unwrap();
-    assert!(log.contains("the task starts fresh"), "{log}");
+    // The attachment rule keeps the first one single.
+    assert_eq!(scan.notes.attachments("eval").len(), 2);
+    assert_contains(scan.run_log(1), "the task starts fresh");
 }
 
 #[tokio::test]
@@ -462,10 +477,8 @@ async fn a_recurring_slot_goes_on_from_its_own_records_and_a_new_slot_starts_fre
     use chrono::TimeZone;
     let utc = |h: u32, m: u32| chrono::Utc.with_ymd_and_hms(2026, 4, 9, h, m, 0).unwrap();
     let notes = notes().await;
-    let s = scenario()
-        .by_progress(served(Duration::ZERO, Some(3)))
+    let s = with_notes(&notes, at_once(Some(3)))
         .recurring("news", &format!("+++\nschedule = \"@hourly\"\n+++\n{TASK}"))
-        .config(&toml(&notes, ""))
         .build()
         .await;
     // First seen before the 10:00 slot.
@@ -542,66 +555,66 @@ async fn killed_after_its_summary_and_before_the_move_the_task_is_filed_without_
     let scan = Scan::new().await;
     let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(None, "").await;
-    // As the process would have left it, killed between summary.json and
-    // the move: the file still in the inbox, its attempt not settled.
-    let done = scene.root().join("tasks/done").join(&scene.done()[0]);
-    std::fs::rename(&done, scene.root().join("tasks/inbox/scan.md")).unwrap();
-    let first = scene.run_dirs("scan")[0].clone();
-    let meta = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&first).unwrap());
-    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&first).unwrap());
-    let first = first.file_name().unwrap().to_str().unwrap();
-    std::fs::write(
-        scene.root().join("tasks/.agent-harness-attempts.json"),
-        json!({"scan": {"attempts": 1, "runs": [{"id": first, "dev": dev, "ino": meta}]}})
-            .to_string(),
-    )
-    .unwrap();
+    // Killed between summary.json and the move: still in the inbox, its attempt unsettled.
+    let tasks = scene.root().join("tasks");
+    let filed = tasks.join("done").join(&scene.done()[0]);
+    std::fs::rename(filed, tasks.join("inbox/scan.md")).unwrap();
+    let meta = std::fs::metadata(scene.run_dir("scan")).unwrap();
+    let runs = json!([{"id": RUN_ID, "dev": meta.dev(), "ino": meta.ino()}]);
+    let attempts = json!({"scan": {"attempts": 1, "runs": runs}});
+    let ledger = tasks.join(".agent-harness-attempts.json");
+    std::fs::write(ledger, attempts.to_string()).unwrap();
 
     let llm2 = scan.run(None, "").await;
-    let s = scene.summary_in(&scene.run_dirs("scan")[1]);
-    assert_eq!(
-        (s.status, s.resumed_turns, s.turns),
-        (Status::Succeeded, 6, 6)
-    );
+    let s = scan.summary(1);
+    assert_eq!(s.status, Status::Succeeded);
+    assert_eq!((s.resumed_turns, s.turns), (6, 6));
     assert_eq!(s.final_answer.as_deref(), Some("Two attachments written."));
     assert!(llm2.requests().await.is_empty(), "nothing asked again");
     assert_eq!(notes.attachments("eval").len(), 2);
     assert_eq!((scene.inbox().len(), scene.done().len()), (0, 1));
 }
 
+/// The scan fails at turn 4; `spoil` spoils its run folder: the next
+/// run trusts none of it and starts the task fresh.
+async fn assert_starts_fresh_after(spoil: impl FnOnce(&std::path::Path)) {
+    let scan = Scan::new().await;
+    scan.run(Some(3), "").await;
+    spoil(&scan.scene.run_dir("scan"));
+    let llm2 = scan.run(None, "").await;
+    let s = scan.summary(1);
+    assert_eq!((s.status, s.resumed_from), (Status::Succeeded, None));
+    assert_eq!(llm2.requests().await.len(), 6);
+}
+
 #[tokio::test]
-async fn records_that_cannot_be_trusted_start_the_task_fresh() {
-    for plant in ["link", "garbage", "fifo"] {
-        let scan = Scan::new().await;
-        let scene = &scan.scene;
-        scan.run(Some(3), "").await;
-        let dir = scene.run_dir("scan");
-        match plant {
-            "link" => {
-                std::fs::remove_file(dir.join("start.json")).unwrap();
-                std::os::unix::fs::symlink("/etc/passwd", dir.join("start.json")).unwrap();
-            }
-            "garbage" => {
-                std::fs::write(dir.join("conversation.jsonl"), "{\"turn\": 1e999999}\n").unwrap()
-            }
-            _ => {
-                std::fs::remove_file(dir.join("tools.jsonl")).unwrap();
-                let made = Command::new("mkfifo")
-                    .arg(dir.join("tools.jsonl"))
-                    .status()
-                    .unwrap();
-                assert!(made.success());
-            }
-        }
-        let llm2 = scan.run(None, "").await;
-        let s = scene.summary_in(&scene.run_dirs("scan")[1]);
-        assert_eq!(
-            (s.status, s.resumed_from),
-            (Status::Succeeded, None),
-            "{plant}"
-        );
-        assert_eq!(llm2.requests().await.len(), 6, "{plant}");
-    }
+async fn a_record_replaced_by_a_link_starts_the_task_fresh() {
+    assert_starts_fresh_after(|dir| {
+        std::fs::remove_file(dir.join("start.json")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("start.json")).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_record_that_does_not_parse_starts_the_task_fresh() {
+    assert_starts_fresh_after(|dir| {
+        std::fs::write(dir.join("conversation.jsonl"), "{\"turn\": 1e999999}\n").unwrap()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_record_replaced_by_a_fifo_starts_the_task_fresh() {
+    assert_starts_fresh_after(|dir| {
+        std::fs::remove_file(dir.join("tools.jsonl")).unwrap();
+        let made = Command::new("mkfifo")
+            .arg(dir.join("tools.jsonl"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -691,33 +704,30 @@ async fn a_task_dropped_in_again_never_goes_on_from_the_finished_one_before_it()
 #[tokio::test]
 async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
     let notes = notes().await;
-    let s = scenario()
-        .by_progress(served(Duration::ZERO, Some(3)))
-        .config(&toml(&notes, ""))
-        .build()
-        .await;
-    let opts = agent_harness::drain::exec::ExecOptions {
+    let s = with_notes(&notes, at_once(Some(3))).build().await;
+    let opts = ExecOptions {
         name: "scan".into(),
         text: TASK.into(),
         ..Default::default()
     };
-    agent_harness::drain::exec::exec(&s.cfg(), &s.deps(), &opts)
-        .await
-        .unwrap();
+    exec(&s.cfg(), &s.deps(), &opts).await.unwrap();
     let e = s.summary_in(&s.run_dirs("scan")[0]);
     assert_eq!((e.status, e.retryable), (Status::Failed, true));
 
     s.task("scan", TASK);
-    let _llm2 = s
-        .then_by_progress(served(Duration::ZERO, None), &toml(&notes, ""))
-        .await;
+    let _llm2 = s.then_by_progress(at_once(None), &toml(&notes, "")).await;
     s.run().await;
     let inbox = s.summary_in(&s.run_dirs("scan")[1]);
-    assert_eq!(
-        inbox.resumed_from, None,
-        "went on from exec's run {:?}",
-        inbox.resumed_from
-    );
+    assert_eq!(inbox.resumed_from, None, "went on from exec's run");
+}
+
+/// One attachment written, then the answer.
+fn one_attachment() -> Vec<ResponseTemplate> {
+    let args = json!({"slug": "eval", "filename": "summary.md", "content": "S."});
+    vec![
+        ok(call("noteworx_create_attachment", args)),
+        ok(final_answer("Done.")),
+    ]
 }
 
 /// A write refused with 401 is a setup fault: the run stops and the task
@@ -726,20 +736,9 @@ async fn an_inbox_task_never_goes_on_from_an_exec_run_of_its_name() {
 #[tokio::test]
 async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
     let notes = notes().await;
-    let replies = || {
-        vec![
-            ok(tool_calls(&[(
-                "c1",
-                "noteworx_create_attachment",
-                json!({"slug": "eval", "filename": "summary.md", "content": "S."}),
-            )])),
-            ok(final_answer("Done.")),
-        ]
-    };
-    let s = scenario()
+    let config = toml(&notes, "");
+    let s = with_notes(&notes, one_attachment())
         .task("w", "Attach a summary.")
-        .by_progress(replies())
-        .config(&toml(&notes, ""))
         .build()
         .await;
     notes.fail_next(&[401]);
@@ -749,48 +748,35 @@ async fn a_write_stopped_by_a_setup_fault_is_sent_once_the_setup_is_fixed() {
     assert!(notes.attachments("eval").is_empty());
 
     // The operator fixes the token; the task runs again.
-    let _llm2 = s.then_by_progress(replies(), &toml(&notes, "")).await;
+    let _llm2 = s.then_by_progress(one_attachment(), &config).await;
     s.run().await;
     let s2 = s.summary_in(&s.run_dirs("w")[1]);
     assert_eq!(s2.status, Status::Succeeded);
-    assert_eq!(
-        notes.attachments("eval").len(),
-        1,
-        "the write was never sent again (resumed_from {:?}, resumed_turns {})",
-        s2.resumed_from,
-        s2.resumed_turns
-    );
+    let written = notes.attachments("eval").len();
+    assert_eq!(written, 1, "the write was never sent again: {s2:?}");
 }
 
 #[tokio::test]
 async fn a_resumed_run_killed_while_it_copied_its_turns_does_not_hide_the_fuller_records() {
     let scan = Scan::new().await;
-    let (notes, scene) = (&scan.notes, &scan.scene);
     scan.run(Some(3), "").await;
     // A run that went on from it, killed after writing one of its three
     // answered turns: its folder holds one whole turn, no summary.
-    let a = scene.run_dir("scan");
+    let a = scan.scene.run_dir("scan");
     let b = a.with_file_name(format!("{RUN_ID}-2"));
     std::fs::create_dir(&b).unwrap();
-    let first_line = |name: &str| {
+    for name in ["conversation.jsonl", "tools.jsonl"] {
         let text = std::fs::read_to_string(a.join(name)).unwrap();
-        format!("{}\n", text.lines().next().unwrap())
-    };
-    std::fs::write(
-        b.join("conversation.jsonl"),
-        first_line("conversation.jsonl"),
-    )
-    .unwrap();
-    std::fs::write(b.join("tools.jsonl"), first_line("tools.jsonl")).unwrap();
-    let mut start: Value =
-        serde_json::from_str(&std::fs::read_to_string(a.join("start.json")).unwrap()).unwrap();
+        std::fs::write(b.join(name), format!("{}\n", text.lines().next().unwrap())).unwrap();
+    }
+    let mut start = json_file(&a.join("start.json"));
     start["run_id"] = json!(format!("{RUN_ID}-2"));
     start["resumed_from"] = json!(RUN_ID);
     std::fs::write(b.join("start.json"), start.to_string()).unwrap();
 
     let llm2 = scan.run(None, "").await;
-    let s = scene.summary_in(&scene.run_dirs("scan")[2]);
+    let s = scan.summary(2);
     assert_eq!(s.resumed_turns, 3, "the three turns of the first run");
     assert_eq!(llm2.requests().await.len(), 3);
-    assert_eq!(notes.attachments("eval").len(), 2);
+    assert_eq!(scan.notes.attachments("eval").len(), 2);
 }

@@ -7,11 +7,19 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 use crate::common::*;
 use agent_harness::drain::Overview;
+
+/// A model at a closed port: `status` never asks it.
+const URL: &str = "http://127.0.0.1:9/v1";
+
+/// What `status` prints.
+fn status_text(s: &Scene) -> String {
+    stdout(&bin(s).arg("status").output().unwrap())
+}
 
 /// `status --json`, parsed, and the output.
 /// `status --json`, read as the program's own `Overview`.
@@ -25,7 +33,7 @@ fn status_json(s: &Scene) -> (Overview, std::process::Output) {
 #[tokio::test]
 async fn status_of_a_new_project_says_nothing_ran_and_needs_no_secret() {
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -147,7 +155,7 @@ async fn status_after_a_run_says_how_it_ended_what_failed_and_what_waits() {
     );
     assert!(weekly.at.is_some(), "{seen:#?}");
 
-    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    let text = status_text(&s);
     assert_contains(&text, "exit 1: 1 succeeded, 1 failed, 0 left in the inbox");
     assert_contains(&text, "failed/     1 task(s); the newest b-doomed (run ");
     assert_contains(&text, "of 100000 tokens; at most 5000 tokens a run");
@@ -183,7 +191,7 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
     assert_eq!(running.pid, child.id());
     assert_eq!(running.tasks[0].task, "slow");
     assert!(running.since.is_some(), "{running:?}");
-    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    let text = status_text(&s);
     assert!(
         text.lines()
             .next()
@@ -230,10 +238,7 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
 /// one shell word.
 #[tokio::test]
 async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).build().await;
     let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&failed).unwrap();
     std::fs::write(failed.join("20260409T061400Z-older.md"), "x").unwrap();
@@ -250,7 +255,7 @@ async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
         ("my x", "20260409T061500Z-2"),
         "{seen:#?}"
     );
-    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    let text = status_text(&s);
     assert_contains(
         &text,
         "the newest my x (run 20260409T061500Z-2): agent-harness show 'my x/20260409T061500Z-2'\n",
@@ -262,7 +267,7 @@ async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
 #[tokio::test]
 async fn a_run_stopped_by_its_config_is_the_last_run() {
     let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+        .endpoint_at(URL)
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -324,10 +329,7 @@ fn set_mtime(path: &std::path::Path, at: &str) {
 
 #[tokio::test]
 async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).build().await;
     let _held = agent_harness::state::RunLock::try_acquire(&s.cfg().paths.state_dir())
         .unwrap()
         .unwrap();
@@ -347,20 +349,13 @@ async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
 /// says that run did not end, where it would otherwise say nothing runs.
 #[tokio::test]
 async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).build().await;
     // What a killed `run` leaves: its note, no process, no lock.
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     gone.wait().unwrap();
-    let note =
-        serde_json::json!({"pid": gone.id(), "command": "run", "since": "2026-11-27T03:00:00Z"});
-    std::fs::write(
-        s.cfg().paths.state_dir().join(".agent-harness.lock"),
-        format!("{note}\n"),
-    )
-    .unwrap();
+    let note = json!({"pid": gone.id(), "command": "run", "since": "2026-11-27T03:00:00Z"});
+    let lock = s.cfg().paths.state_dir().join(".agent-harness.lock");
+    std::fs::write(lock, format!("{note}\n")).unwrap();
 
     let out = bin(&s).args(["status", "--utc"]).output().unwrap();
 
@@ -376,8 +371,7 @@ async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
 
     // The next run takes the lock over, and as it lets go the note goes.
     let _ = bin(&s).arg("run").output().unwrap();
-    let out = bin(&s).arg("status").output().unwrap();
-    assert_contains(stdout(&out), "running     no run holds the lock");
+    assert_contains(status_text(&s), "running     no run holds the lock");
 }
 
 /// A notification or a trace that fails is a warning, never the exit
@@ -409,7 +403,7 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
         "a URL's path is never kept: {last_error}"
     );
     assert_eq!(seen.traces.record.map(|r| r.failures), Some(1));
-    let text = stdout(&bin(&s).arg("status").output().unwrap());
+    let text = status_text(&s);
     assert_contains(
         &text,
         "notify      2 failure(s) and none got through yet; the last at ",
@@ -444,10 +438,7 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
 
 #[tokio::test]
 async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = scenario().endpoint_at(URL).build().await;
     std::fs::remove_dir_all(s.root().join("tasks/inbox")).unwrap();
 
     let out = bin(&s).arg("status").output().unwrap();
@@ -458,7 +449,12 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
         "inbox       not read (see the line on stderr)",
     );
     assert!(stderr(&out).contains("[paths] inbox"), "{}", stderr(&out));
+}
 
+#[tokio::test]
+async fn status_of_a_failed_folder_it_cannot_read_says_so_to_a_monitor() {
+    let s = scenario().endpoint_at(URL).build().await;
+    std::fs::remove_dir_all(s.root().join("tasks/inbox")).unwrap();
     // Nor failed/: a monitor reading the JSON sees it was not read.
     let failed = s.root().join("tasks/failed");
     std::fs::remove_dir_all(&failed).ok();

@@ -8,6 +8,7 @@ use agent_harness::endpoint::Endpoint;
 use serde_json::json;
 use wiremock::ResponseTemplate;
 
+use crate::common::fake_noteworx::{self, FakeNoteworx, note};
 use crate::common::fake_runpod::{FakeRunpod, completed};
 use crate::common::*;
 
@@ -35,14 +36,20 @@ fn the_tool_call() -> serde_json::Value {
     r
 }
 
+/// The endpoint's answers to the three steps: a completion, the tool
+/// call, then `answer` to its result.
+fn three_steps(answer: &str) -> Vec<serde_json::Value> {
+    vec![
+        final_answer("Hello."),
+        the_tool_call(),
+        final_answer(answer),
+    ]
+}
+
 #[tokio::test]
-async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinking() {
+async fn openai_kind_passes_all_three_steps() {
     let s = scenario()
-        .replies(vec![
-            final_answer("Hello."),
-            the_tool_call(),
-            final_answer("It is noon in Paris."),
-        ])
+        .replies(three_steps("It is noon in Paris."))
         .build()
         .await;
 
@@ -58,11 +65,21 @@ async fn openai_kind_passes_all_three_steps_and_replays_the_call_without_thinkin
         assert!(out.contains(step), "missing {step:?} in:\n{out}");
     }
     assert_contains(&out, "model fake-gemma, 150 prompt + 10 completion tokens");
+}
+
+#[tokio::test]
+async fn openai_kind_forces_the_tool_call_and_replays_it_without_thinking() {
+    let s = scenario()
+        .replies(three_steps("It is noon in Paris."))
+        .build()
+        .await;
+    smoke_test(&s.cfg()).await;
 
     let requests = s.requests().await;
     assert_eq!(requests.len(), 3);
+    let forced = sent(&requests[1]).tool_choice;
     assert_eq!(
-        sent(&requests[1]).tool_choice.as_deref(),
+        forced.as_deref(),
         Some("required"),
         "the tool call is forced"
     );
@@ -194,39 +211,37 @@ async fn a_model_that_will_not_call_the_tool_fails_the_round_trip_step() {
     );
 }
 
-/// With noteworx configured, one listing with the token checks it; a refused
-/// token or a wrong address is one FAIL line naming the key.
+/// An endpoint that passes its three steps.
+fn endpoint() -> Scenario {
+    scenario().replies(three_steps("It is noon."))
+}
+
+/// With noteworx configured, one listing with the token checks it.
 #[tokio::test]
-async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
-    use crate::common::fake_noteworx::{FakeNoteworx, note};
+async fn noteworx_is_checked_with_one_listing() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
-    let endpoint = || {
-        scenario().replies(vec![
-            final_answer("Hello."),
-            the_tool_call(),
-            final_answer("It is noon."),
-        ])
-    };
     let s = endpoint().notes(&notes).build().await;
 
     let (code, out) = smoke_test(&s.cfg()).await;
 
     assert_eq!(code, 0, "{out}");
-    assert!(
-        out.lines()
-            .any(|l| l.starts_with(&format!("ok   noteworx: {} listed 1 note(s)", notes.uri()))),
-        "{out}"
-    );
+    let listed = format!("ok   noteworx: {} listed 1 note(s)", notes.uri());
+    assert!(out.lines().any(|l| l.starts_with(&listed)), "{out}");
     assert_eq!(
         notes.calls().await,
         [("GET".to_string(), "/api/notes?limit=1".to_string())]
     );
     assert_eq!(
         notes.authorization_headers().await,
-        [format!("Bearer {}", crate::common::fake_noteworx::TOKEN)]
+        [format!("Bearer {}", fake_noteworx::TOKEN)]
     );
+}
 
-    // The token is refused: the endpoint's steps pass, the notes one fails.
+/// The token is refused: the endpoint's steps pass, the notes one fails,
+/// one FAIL line naming the key.
+#[tokio::test]
+async fn a_refused_noteworx_token_is_one_failure_naming_token_env() {
+    let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[401]);
     let s = endpoint().notes(&notes).build().await;
     let (code, out) = smoke_test(&s.cfg()).await;
@@ -241,9 +256,13 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
         ),
         "{out}"
     );
-    assert!(!out.contains(crate::common::fake_noteworx::TOKEN));
+    assert!(!out.contains(fake_noteworx::TOKEN));
+}
 
-    // Nothing listens there: the line names base_url.
+/// Nothing listens where noteworx should be: the one FAIL line names
+/// base_url.
+#[tokio::test]
+async fn an_unreachable_noteworx_is_one_failure_naming_base_url() {
     let port = closed_port();
     let s = endpoint()
         .config(&format!(
@@ -266,10 +285,9 @@ async fn noteworx_is_checked_with_one_listing_and_a_refusal_names_token_env() {
 async fn the_reachability_probe_sends_the_configured_key() {
     use wiremock::matchers::{header, method, path};
     let server = wiremock::MockServer::start().await;
-    let auth = || header("authorization", "Bearer rp_test_key_1234abcd");
     wiremock::Mock::given(method("GET"))
         .and(path("/v1/models"))
-        .and(auth())
+        .and(header("authorization", "Bearer rp_test_key_1234abcd"))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": [{"id": "m"}]})))
         .mount(&server)
         .await;
@@ -285,8 +303,6 @@ async fn the_reachability_probe_sends_the_configured_key() {
 
     let (_, out) = smoke_test(&s.cfg()).await;
 
-    assert!(
-        out.contains("ok   reachable: HTTP 200") && out.contains("lists 1 model(s)"),
-        "{out}"
-    );
+    assert_contains(&out, "ok   reachable: HTTP 200");
+    assert_contains(&out, "lists 1 model(s)");
 }
