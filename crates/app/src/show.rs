@@ -12,18 +12,16 @@ use std::io::Write;
 use super::exit;
 use super::logs::{listing, no_run_of};
 use harness_base::folder::Folder;
-use harness_base::text::{clip, one_line, printable, printable_json};
+use harness_base::text::{printable, printable_json};
 use harness_base::zone::Zone;
 use harness_config::Config;
 use harness_display::Progress;
 use harness_drain::{Again, again};
-use harness_outputs::runs::when;
-use harness_records::{self as records, FailureDetail, ListedRun, Status};
+use harness_outputs::show::{self, Found};
+use harness_records::{self as records, ListedRun, Status};
 
 /// Lines of `run.log` a failed run shows.
 const LOG_LINES: usize = 10;
-/// Characters of one of them, or of the last tool error.
-const LINE_CHARS: usize = 300;
 
 /// `show [NAME|RUN_ID|NAME/RUN_ID] [--json] [--utc]`: one run, the newest
 /// that matches; exit 2 when none does.
@@ -87,7 +85,22 @@ pub(super) fn show_command(
         .as_ref()
         .filter(|_| run.summary.status != Status::Succeeded)
         .map(|logs| records::failure_detail(logs, run, LOG_LINES));
-    let text = show_text(cfg, run, zone, failure.as_ref(), answer.as_deref());
+    let s = &run.summary;
+    // Only a task run of this folder's task is looked for (a crafted
+    // summary names no other task's file).
+    let own = harness_inbox::check_task_name(&s.task).is_ok()
+        && harness_inbox::fit_file_name("", &s.task, "") == run.task_dir;
+    let to_do = own.then(|| again(&cfg.paths, &s.task, &run.run_dir, s.recurring));
+    let found = Found {
+        task_file: task_file(run, to_do.as_ref()),
+        // A replay ran no task file: nothing of it runs again.
+        again: (to_do.as_ref())
+            .filter(|_| s.replay_of.is_none())
+            .map(|to_do| to_do.said(&harness_drain::program(cfg))),
+        failure: failure.as_ref(),
+        answer: answer.as_deref(),
+    };
+    let text = show::text(run, zone, &found);
     // On a terminal what a record holds cannot move the cursor or retitle
     // the window; a pipe gets the answer as written (its one-line fields
     // are escaped already).
@@ -120,87 +133,6 @@ fn matching<'a>(runs: &'a [ListedRun], which: Option<&str>) -> Vec<&'a ListedRun
         .collect()
 }
 
-/// What `show` prints of a run: every one-line field escaped (a line
-/// break or an escape sequence in a record forges no line), then for a
-/// run that did not succeed what went wrong and what runs it again, then
-/// the answer as it is.
-fn show_text(
-    cfg: &Config,
-    run: &ListedRun,
-    zone: &Zone,
-    failure: Option<&FailureDetail>,
-    answer: Option<&str>,
-) -> String {
-    let s = &run.summary;
-    let one = |field: &str| printable(field).into_owned();
-    // Only a task run of this folder's task is looked for (a crafted
-    // summary names no other task's file).
-    let own = harness_inbox::check_task_name(&s.task).is_ok()
-        && harness_inbox::fit_file_name("", &s.task, "") == run.task_dir;
-    let to_do = own.then(|| again(&cfg.paths, &s.task, &run.run_dir, s.recurring));
-    let mut lines = vec![
-        format!("task        {}", one(&s.task)),
-        format!("run id      {}", one(&s.run_id)),
-        format!(
-            "status      {} ({}){}",
-            s.status.as_str(),
-            s.stop_reason.as_str(),
-            if s.dry_run { ", a dry run" } else { "" }
-        ),
-    ];
-    if let Some(e) = &s.error {
-        lines.push(format!("error       {}", one(e)));
-    }
-    lines.push(format!(
-        "turns       {} ({} tool call(s), {} tool error(s)), tokens {} ({} prompt + {} completion)",
-        s.turns, s.tool_calls, s.tool_errors, s.total_tokens, s.prompt_tokens, s.completion_tokens
-    ));
-    lines.push(format!(
-        "time        started {}, finished {}, {:.1} s",
-        when(s.started_at, zone),
-        when(s.finished_at, zone),
-        s.wall_ms as f64 / 1000.0
-    ));
-    if let Some(slot) = &s.slot {
-        lines.push(format!("slot        {} (a recurring task)", one(slot)));
-    }
-    if let Some(from) = &s.resumed_from {
-        lines.push(format!(
-            "resumed     from run {}, {} turn(s) from its records",
-            one(from),
-            s.resumed_turns
-        ));
-    }
-    if !s.tool_servers_down.is_empty() {
-        lines.push(format!(
-            "not offered the MCP servers that were down: {}",
-            one(&s.tool_servers_down.join(", "))
-        ));
-    }
-    lines.push(format!(
-        "task file   {}",
-        one(&task_file(run, to_do.as_ref()))
-    ));
-    lines.push(format!(
-        "records     {}",
-        one(&run.dir.display().to_string())
-    ));
-    if let Some(failure) = failure {
-        // A replay ran no task file: nothing of it runs again.
-        let to_do = to_do.as_ref().filter(|_| s.replay_of.is_none());
-        lines.extend(failure_lines(to_do, &harness_drain::program(cfg), failure));
-    }
-    lines.push(String::new());
-    match answer {
-        Some(a) => {
-            lines.push("answer:".into());
-            lines.push(a.trim_end().to_string());
-        }
-        None => lines.push("(no answer)".into()),
-    }
-    lines.join("\n") + "\n"
-}
-
 /// Where the run's task file is now, as [`again`] found it (`None`: the
 /// summary's task is not the task of the folder it is in).
 fn task_file(run: &ListedRun, to_do: Option<&Again>) -> String {
@@ -218,35 +150,4 @@ fn task_file(run: &ListedRun, to_do: Option<&Again>) -> String {
         }
         Some(Again::Gone) => "in no task folder (pruned, moved by hand, or run by exec)".into(),
     }
-}
-
-/// What `show` adds for a run that failed or was interrupted: the last
-/// tool error, what runs it again (`to_do`, run as `program`), and the
-/// last lines of its `run.log`, each escaped and clipped to one line.
-fn failure_lines(to_do: Option<&Again>, program: &str, failure: &FailureDetail) -> Vec<String> {
-    let one = |field: &str| printable(&clip(field, LINE_CHARS)).into_owned();
-    let mut lines = Vec::new();
-    if let Some(t) = &failure.last_tool_error {
-        lines.push(format!(
-            "tool error  turn {}, {}: {}",
-            t.turn,
-            one(&t.name),
-            printable(&one_line(&t.result, LINE_CHARS))
-        ));
-    }
-    if let Some(to_do) = to_do {
-        lines.push(format!("again       {}", one(&to_do.said(program))));
-    }
-    for why in &failure.not_loaded {
-        lines.push(format!("not read    {}", one(why)));
-    }
-    if !failure.log_tail.is_empty() {
-        lines.push(String::new());
-        lines.push(format!(
-            "run.log, its last {} line(s):",
-            failure.log_tail.len()
-        ));
-        lines.extend(failure.log_tail.iter().map(|l| format!("  {}", one(l))));
-    }
-    lines
 }

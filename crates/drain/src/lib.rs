@@ -43,9 +43,7 @@ pub use again::{Again, Back, Look, again, again_in, program};
 pub use budget::paused;
 pub use check::{CheckReport, check_inbox, check_task};
 pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};
-pub use overview::{
-    FailedTasks, NextRun, OldestTask, Overview, Running, RunningTask, Sending, Waiting, overview,
-};
+pub use overview::overview;
 pub use tally::Tally;
 
 use tokio::time::Instant;

@@ -11,108 +11,16 @@
 use std::os::unix::fs::MetadataExt;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::recurring::{self, NextSlot};
 use super::requeue::{self, Source};
 use harness_config::Config;
 use harness_inbox as inbox;
-use harness_records::{Unfinished, unfinished_since};
-use harness_state::{
-    Channel, Deliveries, Delivery, Holder, LastRun, LockState, RunLock, Slots, SpendToday,
+use harness_outputs::status::{
+    FailedTasks, NextRun, OldestTask, Overview, Running, RunningTask, Sending, Waiting,
 };
-
-/// The whole setup at one moment, as `status` prints it (and `--json` writes).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Overview {
-    pub now: DateTime<Utc>,
-    /// A process holding the run lock now; `None`: no run is going.
-    pub running: Option<Running>,
-    /// No run is going, but the last holder of the lock ended without
-    /// letting go of it (killed): who it was and since when.
-    pub did_not_end: Option<Holder>,
-    pub inbox: Waiting,
-    pub failed: FailedTasks,
-    /// How the last `run` or `run-task` ended; `None` when none is recorded.
-    pub last_run: Option<LastRun>,
-    /// The day's spend against the limits; `None` when `[budget]` sets none.
-    pub budget: Option<SpendToday>,
-    pub recurring: Vec<NextRun>,
-    pub notify: Sending,
-    pub traces: Sending,
-    /// What could not be read, one line each.
-    pub problems: Vec<String>,
-}
-
-/// The process holding the lock, and what its note says.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Running {
-    pub pid: u32,
-    /// Its command (`run`, `run-task`, `requeue`, `rerun`, `prune`) and
-    /// since when; `None` when it wrote no note of its own (not yet, or
-    /// it could not).
-    pub command: Option<String>,
-    pub since: Option<DateTime<Utc>>,
-    /// The tasks it is running: its run folders without a summary yet.
-    pub tasks: Vec<RunningTask>,
-}
-
-/// A task a run going now is running.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunningTask {
-    pub task: String,
-    pub run_id: String,
-}
-
-/// The inbox: its tasks, the one waiting longest (by when its file arrived),
-/// and the entries there that will never run (`check` names them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Waiting {
-    /// The inbox could be listed (else why is among the problems).
-    pub read: bool,
-    pub count: usize,
-    pub oldest: Option<OldestTask>,
-    pub never_run: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OldestTask {
-    pub task: String,
-    /// When its file arrived: its last status change (ctime), which a
-    /// move, a copy or a write into the inbox sets — a move or `cp -p`
-    /// keeps an old mtime.
-    pub since: Option<DateTime<Utc>>,
-}
-
-/// `failed/`: its filed tasks, and the newest (by its run id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FailedTasks {
-    /// `failed/` could be listed (else why is among the problems, and the
-    /// count is no count).
-    pub read: bool,
-    pub count: usize,
-    pub newest: Option<RunningTask>,
-}
-
-/// A recurring task's next slot, or why it has none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NextRun {
-    pub task: String,
-    /// The slot is due now: the next run takes it.
-    pub due_now: bool,
-    /// The slot's time (due now) or the next scheduled time.
-    pub at: Option<DateTime<Utc>>,
-    /// Why it has no slot (no working schedule, one that never comes round).
-    pub problem: Option<String>,
-}
-
-/// A channel a run sends on: whether the config sets it, and how its
-/// sending has gone (the record beside the inbox; `None` before it sent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sending {
-    pub configured: bool,
-    pub record: Option<Delivery>,
-}
+use harness_records::{Unfinished, unfinished_since};
+use harness_state::{Channel, Deliveries, Holder, LastRun, LockState, RunLock, Slots, SpendToday};
 
 /// The setup as it is at `now`.
 pub fn overview(cfg: &Config, now: DateTime<Utc>) -> Overview {
