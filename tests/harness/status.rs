@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 use crate::common::*;
-use agent_harness::drain::Overview;
+use agent_harness::outputs::status::Overview;
 
 /// A model at a closed port: `status` never asks it.
 const URL: &str = "http://127.0.0.1:9/v1";

@@ -471,15 +471,9 @@ pub(super) fn task_text(prompt: &str) -> Result<String, String> {
         return Err("`exec -` reads the task from stdin, which is a terminal: pipe the task in, or give it as the argument".into());
     }
     let cap = harness_inbox::MAX_TASK_BYTES;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(std::io::stdin().lock(), cap + 1),
-        &mut bytes,
-    )
-    .map_err(|e| format!("reading the task from stdin: {e}"))?;
-    if bytes.len() as u64 > cap {
-        return Err(format!("the task on stdin is over {cap} bytes"));
-    }
+    let bytes = stdin_task()
+        .map_err(|e| format!("reading the task from stdin: {e}"))?
+        .ok_or_else(|| format!("the task on stdin is over {cap} bytes"))?;
     String::from_utf8(bytes).map_err(|_| "the task on stdin is not valid UTF-8".to_string())
 }
 
@@ -529,4 +523,15 @@ pub(super) async fn exec_command(cfg: &Config, opts: &ExecOptions, progress: Pro
             exit::run_error(&e)
         }
     }
+}
+
+/// Stdin, when it holds at most a task file's size (`None`: more).
+pub(super) fn stdin_task() -> std::io::Result<Option<Vec<u8>>> {
+    let cap = harness_inbox::MAX_TASK_BYTES;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), cap + 1),
+        &mut bytes,
+    )?;
+    Ok((bytes.len() as u64 <= cap).then_some(bytes))
 }

@@ -18,7 +18,7 @@ use harness_config::Config;
 use harness_display::Progress;
 use harness_drain::{Again, again};
 use harness_outputs::show::{self, Found};
-use harness_records::{self as records, ListedRun, Status};
+use harness_records::{self as records, ListedRun, Listing, Status};
 
 /// Lines of `run.log` a failed run shows.
 const LOG_LINES: usize = 10;
@@ -32,46 +32,10 @@ pub(super) fn show_command(
     zone: &Zone,
     progress: &Progress,
 ) -> u8 {
-    let listing = match listing(cfg, "show", progress, None) {
-        Ok(listing) => listing,
-        Err(code) => return code,
-    };
-    let runs = matching(&listing.runs, which);
-    let run = match runs.as_slice() {
-        // Folders it could not read may hold it: the permission problem
-        // said above is the answer, not "no run".
-        [] if !listing.unreadable.is_empty() => return exit::FAILED,
-        [] => {
-            progress.eprintln(&format!(
-                "agent-harness: {} in {}",
-                match which {
-                    None => "no run is recorded".to_string(),
-                    Some(w) if !w.contains('/') && records::run_time(w).is_none() => {
-                        progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, w)));
-                        return exit::USAGE;
-                    }
-                    Some(w) => format!("no run matches {:?}", printable(w)),
-                },
-                cfg.paths.logs.display()
-            ));
-            return exit::USAGE;
-        }
-        [run] => *run,
-        [run, others @ ..] if which.is_some_and(|w| records::run_time(w).is_some()) => {
-            let tasks: Vec<String> = others
-                .iter()
-                .map(|r| printable(&r.summary.task).into_owned())
-                .collect();
-            progress.eprintln(&format!(
-                "agent-harness: run {} is a run of {} tasks; showing {} (the others: {}; name one as TASK/RUN_ID)",
-                printable(&run.summary.run_id),
-                others.len() + 1,
-                printable(&run.summary.task),
-                tasks.join(", ")
-            ));
-            run
-        }
-        [run, ..] => run,
+    let listing = listing(cfg, "show", progress, None);
+    let run = match listing.as_ref().map(|l| chosen(cfg, l, which, progress)) {
+        Ok(Ok(run)) => run,
+        Ok(Err(code)) | Err(&code) => return code,
     };
     let mut out = progress.stdout();
     if json {
@@ -114,6 +78,53 @@ pub(super) fn show_command(
     };
     let _ = out.write_all(text.as_bytes());
     exit::OK
+}
+
+/// The newest run that `which` names, or the exit code when none does
+/// (said on stderr).
+fn chosen<'a>(
+    cfg: &Config,
+    listing: &'a Listing,
+    which: Option<&str>,
+    progress: &Progress,
+) -> Result<&'a ListedRun, u8> {
+    let runs = matching(&listing.runs, which);
+    match runs.as_slice() {
+        // Folders it could not read may hold it: the permission problem
+        // said above is the answer, not "no run".
+        [] if !listing.unreadable.is_empty() => Err(exit::FAILED),
+        [] => {
+            progress.eprintln(&format!(
+                "agent-harness: {} in {}",
+                match which {
+                    None => "no run is recorded".to_string(),
+                    Some(w) if !w.contains('/') && records::run_time(w).is_none() => {
+                        progress.eprintln(&format!("agent-harness: {}", no_run_of(cfg, w)));
+                        return Err(exit::USAGE);
+                    }
+                    Some(w) => format!("no run matches {:?}", printable(w)),
+                },
+                cfg.paths.logs.display()
+            ));
+            Err(exit::USAGE)
+        }
+        [run] => Ok(run),
+        [run, others @ ..] if which.is_some_and(|w| records::run_time(w).is_some()) => {
+            let tasks: Vec<String> = others
+                .iter()
+                .map(|r| printable(&r.summary.task).into_owned())
+                .collect();
+            progress.eprintln(&format!(
+                "agent-harness: run {} is a run of {} tasks; showing {} (the others: {}; name one as TASK/RUN_ID)",
+                printable(&run.summary.run_id),
+                others.len() + 1,
+                printable(&run.summary.task),
+                tasks.join(", ")
+            ));
+            Ok(run)
+        }
+        [run, ..] => Ok(run),
+    }
 }
 
 /// The listed runs (newest first) that `which` names: a task's runs, a

@@ -167,16 +167,9 @@ fn stdin_bytes() -> Result<Vec<u8>, String> {
         );
     }
     let cap = harness_inbox::MAX_TASK_BYTES;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(std::io::stdin().lock(), cap + 1),
-        &mut bytes,
-    )
-    .map_err(|e| format!("-: reading the task from stdin: {e}"))?;
-    if bytes.len() as u64 > cap {
-        return Err(format!(
-            "-: the task on stdin is over {cap} bytes; the limit is {cap} (1 MiB)"
-        ));
-    }
-    Ok(bytes)
+    super::run::stdin_task()
+        .map_err(|e| format!("-: reading the task from stdin: {e}"))?
+        .ok_or_else(|| {
+            format!("-: the task on stdin is over {cap} bytes; the limit is {cap} (1 MiB)")
+        })
 }

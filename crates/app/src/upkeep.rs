@@ -96,7 +96,7 @@ fn told(
                 progress.eprintln(&format!(
                     "agent-harness: {}.md is already in the inbox; task {task:?} stays in {}",
                     harness_base::text::printable(task),
-                    source.dir(cfg).display()
+                    source.dir(&cfg.paths).display()
                 ));
             }
             if refused.is_empty() && shortened.is_empty() && unnamed.is_empty() && error.is_none() {

@@ -12,50 +12,32 @@ use super::profiles::RawAgent;
 use super::secrets::setting_value;
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub(super) struct RawConfig {
-    #[serde(default)]
     pub(super) endpoint: RawEndpoint,
-    #[serde(default)]
     pub(super) runpod: RawRunpod,
-    #[serde(default)]
     pub(super) openai: RawOpenai,
-    #[serde(default)]
     pub(super) paths: RawPaths,
-    #[serde(default)]
     pub(super) limits: Limits,
-    #[serde(default)]
     pub(super) model: RawModel,
-    #[serde(default)]
     pub(super) tools: RawTools,
-    #[serde(default)]
     pub(super) prompt: RawPrompt,
-    #[serde(default)]
     pub(super) metrics: RawMetrics,
-    #[serde(default)]
     pub(super) retention: Retention,
-    #[serde(default)]
     pub(super) budget: SpendLimits,
-    #[serde(default)]
     pub(super) schedule: RawSchedule,
-    #[serde(default)]
     pub(super) agents: std::collections::BTreeMap<String, RawAgent>,
-    #[serde(default)]
     pub(super) mcp: super::mcp::RawMcp,
-    #[serde(default)]
     pub(super) notify: RawNotify,
-    #[serde(default)]
     pub(super) traces: super::traces::RawTraces,
     /// `[mail]`: absent when the file has no such section.
-    #[serde(default)]
     pub(super) mail: Option<super::mail::RawMail>,
-    #[serde(default)]
     pub(super) tls: super::tls::RawTls,
 }
 
 /// `[notify]`: who is told how each run ended (docs/operating.md, "Notify").
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub(super) struct RawNotify {
     /// A healthchecks.io-style ping URL: `/start` when a run starts, the
     /// URL itself on exit 0, `/<exit code>` otherwise.
@@ -69,15 +51,12 @@ pub(super) struct RawNotify {
     /// `on_failure_url` instead (a Slack webhook's token).
     pub(super) on_failure_url_env: Option<String>,
     /// How `on_failure_url`'s body is written.
-    #[serde(default)]
     pub(super) on_failure_format: FailureFormat,
     /// Who gets the digest by mail (through `[mail]`).
-    #[serde(default)]
     pub(super) digest_to: Vec<String>,
     /// When the digest goes out each day, `HH:MM` in `[schedule] timezone`.
     pub(super) digest_at: Option<String>,
     /// A failed run's result is mailed to `digest_to` too.
-    #[serde(default)]
     pub(super) on_failure_mail: bool,
 }
 
@@ -104,10 +83,9 @@ pub(super) struct RawMetrics {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub(super) struct RawEndpoint {
     /// `runpod` (default) or `openai`.
-    #[serde(default)]
     pub(super) kind: EndpointKind,
 }
 
@@ -228,11 +206,9 @@ pub enum ReplayThinking {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub(super) struct RawTools {
-    #[serde(default)]
     pub(super) webfetch: RawWebfetch,
-    #[serde(default)]
     pub(super) noteworx: RawNoteworx,
 }
 

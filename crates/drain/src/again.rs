@@ -87,7 +87,7 @@ impl<'p> Look<'p> {
             return Again::Gone;
         }
         for source in [Source::Failed, Source::Done] {
-            if let Some(file) = inbox::filed_as(source.dir_in(paths), run_id, task) {
+            if let Some(file) = inbox::filed_as(source.dir(paths), run_id, task) {
                 return self.back(source, file);
             }
         }

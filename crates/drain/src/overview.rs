@@ -19,7 +19,7 @@ use harness_inbox as inbox;
 use harness_outputs::status::{
     FailedTasks, NextRun, OldestTask, Overview, Running, RunningTask, Sending, Waiting,
 };
-use harness_records::{Unfinished, unfinished_since};
+use harness_records::unfinished_since;
 use harness_state::{Channel, Deliveries, Holder, LastRun, LockState, RunLock, Slots, SpendToday};
 
 /// The setup as it is at `now`.
@@ -77,14 +77,10 @@ fn running(cfg: &Config, pid: u32, holder: Option<Holder>, now: DateTime<Utc>) -
     let tasks = match &holder {
         Some(h) if h.runs_tasks() => unfinished_since(&cfg.paths.logs, h.since, now)
             .into_iter()
-            .map(
-                |Unfinished {
-                     task_dir, run_dir, ..
-                 }| RunningTask {
-                    task: task_dir,
-                    run_id: run_dir,
-                },
-            )
+            .map(|u| RunningTask {
+                task: u.task_dir,
+                run_id: u.run_dir,
+            })
             .collect(),
         _ => Vec::new(),
     };
@@ -172,25 +168,18 @@ fn next_runs(cfg: &Config, now: DateTime<Utc>) -> Vec<NextRun> {
     let state = Slots::load(&cfg.paths.state_dir());
     recurring::next_slots(cfg, &tasks, now, &state)
         .into_iter()
-        .map(|u| match u.next {
-            Ok(NextSlot::DueNow(at)) => NextRun {
+        .map(|u| {
+            let (due_now, at, problem) = match u.next {
+                Ok(NextSlot::DueNow(at)) => (true, Some(at), None),
+                Ok(NextSlot::At(at)) => (false, Some(at), None),
+                Err(why) => (false, None, Some(why)),
+            };
+            NextRun {
                 task: u.task,
-                due_now: true,
-                at: Some(at),
-                problem: None,
-            },
-            Ok(NextSlot::At(at)) => NextRun {
-                task: u.task,
-                due_now: false,
-                at: Some(at),
-                problem: None,
-            },
-            Err(why) => NextRun {
-                task: u.task,
-                due_now: false,
-                at: None,
-                problem: Some(why),
-            },
+                due_now,
+                at,
+                problem,
+            }
         })
         .collect()
 }

@@ -35,13 +35,8 @@ impl Source {
         }
     }
 
-    /// Its folder in `cfg`.
-    pub fn dir(self, cfg: &Config) -> &Path {
-        self.dir_in(&cfg.paths)
-    }
-
     /// Its folder among `paths`.
-    pub fn dir_in(self, paths: &Paths) -> &Path {
+    pub fn dir(self, paths: &Paths) -> &Path {
         match self {
             Source::Failed => &paths.failed,
             Source::Done => &paths.done,
@@ -155,7 +150,7 @@ fn back_to_inbox(
     });
     let (chosen, unnamed) = chosen(cfg, source, target)?;
     let mut attempts = Attempts::load(&state_dir);
-    let from_dir = source.dir(cfg);
+    let from_dir = source.dir(&cfg.paths);
     let (from, inbox) = (
         task_folder(&cfg.paths, from_dir)
             .with_context(|| format!("opening {}", from_dir.display()))?,
@@ -228,7 +223,7 @@ fn chosen(
     if chosen.is_empty() && unnamed.is_empty() {
         return Err(UsageError(format!(
             "nothing in {} matches {}",
-            source.dir(cfg).display(),
+            source.dir(&cfg.paths).display(),
             match target {
                 Target::Name(n) => format!("task {n:?}"),
                 Target::RunId(r) => format!("run id {r}"),
@@ -246,41 +241,22 @@ fn not_there(cfg: &Config, source: Source, name: &str) -> UsageError {
     let wants = format!(
         "{} takes tasks from {}/",
         source.command(),
-        source.dir(cfg).display()
+        source.dir(&cfg.paths).display()
     );
     UsageError(inbox::whereabouts(&cfg.paths, name).say(&cfg.paths, source.place(), &wants))
-}
-
-/// A filed task's file in `failed/` or `done/`, its name read as
-/// `requeue` and `rerun` read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FiledTask {
-    pub run_id: String,
-    pub task: String,
-    pub path: PathBuf,
 }
 
 /// The files of the folder `source` that are filed tasks, read as
 /// `requeue` and `rerun` read them (`status` counts them so); the others
 /// are left out.
-pub fn filed_tasks(paths: &Paths, source: Source) -> anyhow::Result<Vec<FiledTask>> {
-    let (filed, _) = filed_files(paths, source)?;
-    Ok(filed
-        .into_iter()
-        .map(|f| FiledTask {
-            run_id: f.run_id,
-            task: f.task,
-            path: f.path,
-        })
-        .collect())
+pub(crate) fn filed_tasks(paths: &Paths, source: Source) -> anyhow::Result<Vec<Filed>> {
+    Ok(filed_files(paths, source)?.0)
 }
 
 /// The files of `failed/` or `done/` as one listing read them (none when
 /// the folder could not be listed), for many asks of [`word_among`].
 pub(crate) fn listed(paths: &Paths, source: Source) -> Vec<Filed> {
-    filed_files(paths, source)
-        .map(|(filed, _)| filed)
-        .unwrap_or_default()
+    filed_tasks(paths, source).unwrap_or_default()
 }
 
 /// What `requeue WORD` (`rerun WORD` for `done/`) takes to move the filed
@@ -327,7 +303,7 @@ pub(crate) fn word_among(filed: &[Filed], file: &Path) -> Option<(String, Vec<St
 /// (of two readings, the one whose run folder exists), and the other files
 /// there, which name no task. Nothing is followed.
 fn filed_files(paths: &Paths, source: Source) -> anyhow::Result<(Vec<Filed>, Vec<PathBuf>)> {
-    let dir = source.dir_in(paths);
+    let dir = source.dir(paths);
     let folder = match task_folder(paths, dir) {
         Ok(folder) => folder,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),

@@ -154,6 +154,11 @@ impl Notifier {
         lock(&self.0.last_error).clone()
     }
 
+    /// `<ping_url>/<segment>`, when a ping URL is set.
+    fn ping_at(&self, segment: &str) -> Option<String> {
+        with_segment(self.0.cfg.notify.ping_url.as_deref()?, segment)
+    }
+
     /// `n` requests failed for good, the last for `why`.
     fn failed(&self, n: u64, why: String) {
         self.0.failures.fetch_add(n, Ordering::Relaxed);
@@ -163,14 +168,7 @@ impl Notifier {
     /// `GET <ping_url>/start`, in the background: the run holds its lock
     /// and its first task goes on meanwhile.
     pub fn start(&self) {
-        let Some(url) = self
-            .0
-            .cfg
-            .notify
-            .ping_url
-            .as_deref()
-            .and_then(|u| with_segment(u, "start"))
-        else {
+        let Some(url) = self.ping_at("start") else {
             return;
         };
         let me = self.clone();
@@ -186,14 +184,7 @@ impl Notifier {
     /// lock will leave it — so a run that hangs with the lock held is
     /// still noticed.
     pub async fn log(&self, end: &RunEnd, cancel: &CancellationToken) {
-        let Some(url) = self
-            .0
-            .cfg
-            .notify
-            .ping_url
-            .as_deref()
-            .and_then(|u| with_segment(u, "log"))
-        else {
+        let Some(url) = self.ping_at("log") else {
             return;
         };
         let ping = self.post(url, self.ping_body(end), PLAIN_TEXT);

@@ -163,29 +163,13 @@ struct Walk {
 /// The walk every listing is, as `how` says.
 fn walk(root: &Folder, logs: &Path, how: Walk) -> Listing {
     let mut out = Listing::default();
-    let listed = match root.folders_and_links() {
-        Ok(listed) => listed,
-        Err(e) => {
-            if let Unopened::Denied = unopened(&e) {
-                out.unreadable.push(logs.to_path_buf());
-            }
-            Vec::new()
-        }
-    };
+    let listed = out.listed(root, logs);
     for (task, real) in listed {
         let task_path = logs.join(&task);
         let Some(task_folder) = out.opened(root, &task, real, &task_path) else {
             continue;
         };
-        let runs = match task_folder.folders_and_links() {
-            Ok(runs) => runs,
-            Err(e) => {
-                if let Unopened::Denied = unopened(&e) {
-                    out.unreadable.push(task_path.clone());
-                }
-                Vec::new()
-            }
-        };
+        let runs = out.listed(&task_folder, &task_path);
         for (run, real) in runs {
             how.visit(&mut out, &task_folder, &task, &task_path, run, real);
         }
@@ -293,6 +277,17 @@ pub fn unfinished_since(logs: &Path, since: DateTime<Utc>, now: DateTime<Utc>) -
 }
 
 impl Listing {
+    /// The folders and links in `folder` (at `path`); none when it cannot
+    /// be listed, noted as unreadable when permission is what refused it.
+    fn listed(&mut self, folder: &Folder, path: &Path) -> Vec<(String, bool)> {
+        folder.folders_and_links().unwrap_or_else(|e| {
+            if let Unopened::Denied = unopened(&e) {
+                self.unreadable.push(path.to_path_buf());
+            }
+            Vec::new()
+        })
+    }
+
     /// The sub-folder `name` of `parent`, when the listing saw a real one
     /// and it opens; else why not, noted.
     fn opened(&mut self, parent: &Folder, name: &str, real: bool, path: &Path) -> Option<Folder> {

@@ -52,21 +52,13 @@ pub struct RecordedLine {
     #[serde(default)]
     pub latency_ms: u64,
     pub request: Box<RawValue>,
-    #[serde(default)]
     pub http_status: Option<u16>,
-    #[serde(default)]
     pub response: Option<Box<RawValue>>,
-    #[serde(default)]
     pub error: Option<String>,
-    #[serde(default)]
     pub error_kind: Option<String>,
-    #[serde(default)]
     pub finish_reason: Option<String>,
-    #[serde(default)]
     pub retry_after_ms: Option<u64>,
-    #[serde(default)]
     pub runpod: Option<RecordedJob>,
-    #[serde(default)]
     pub context: Option<RecordedContext>,
     /// Answered from the records of the run it resumed
     /// (docs/resume-replay-eval.md, "Resume").
@@ -86,9 +78,7 @@ impl RecordedLine {
 /// The `runpod` object of a conversation line, read back.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RecordedJob {
-    #[serde(default)]
     pub job_id: Option<String>,
-    #[serde(default)]
     pub status: Option<String>,
     #[serde(default, rename = "delayTime")]
     pub delay_time: Option<u64>,
@@ -101,7 +91,6 @@ pub struct RecordedJob {
 /// The `context` object of a conversation line, read back.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RecordedContext {
-    #[serde(default)]
     pub context_tokens: Option<u32>,
     #[serde(default)]
     pub elided_call_ids: Vec<String>,
@@ -124,16 +113,13 @@ pub struct ReplyView {
 pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
     #[derive(Deserialize, Default)]
     struct Chat {
-        #[serde(default, deserialize_with = "first_item")]
-        choices: Option<Choice>,
         #[serde(default)]
+        choices: FirstOf<Choice>,
         usage: Option<UsageView>,
-        #[serde(default)]
         output: Option<Box<RawValue>>,
     }
     #[derive(Deserialize, Default)]
     struct Choice {
-        #[serde(default)]
         message: Option<MessageView>,
     }
     #[derive(Deserialize, Default)]
@@ -165,7 +151,7 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
         return ReplyView::default();
     };
     let mut chat = read(raw);
-    if chat.choices.is_none()
+    if chat.choices.0.is_none()
         && let Some(output) = chat.output.take()
     {
         let inner = read(&output);
@@ -174,7 +160,7 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
             ..inner
         };
     }
-    let message = chat.choices.and_then(|c| c.message).unwrap_or_default();
+    let message = chat.choices.0.and_then(|c| c.message).unwrap_or_default();
     let usage = chat.usage.unwrap_or_default();
     ReplyView {
         content: message.content,
@@ -189,7 +175,6 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
 pub fn request_texts(request: &RawValue, n: usize) -> Vec<Option<String>> {
     #[derive(Deserialize, Default)]
     struct Request {
-        #[serde(default)]
         input: Option<Box<RawValue>>,
         #[serde(default, deserialize_with = "first_two")]
         messages: Vec<MessageText>,
@@ -212,6 +197,7 @@ pub fn request_texts(request: &RawValue, n: usize) -> Vec<Option<String>> {
 }
 
 /// A list's first item, the rest parsed past.
+#[derive(Default)]
 struct FirstOf<T>(Option<T>);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for FirstOf<T> {
@@ -220,14 +206,6 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for FirstOf<T> {
             harness_base::lenient::first(d, 1)?.items.into_iter().next(),
         ))
     }
-}
-
-fn first_item<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Ok(FirstOf::<T>::deserialize(d)?.0)
 }
 
 /// Reads a run folder given by its path (`replay RUN_DIR`): the folder

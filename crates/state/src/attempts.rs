@@ -88,7 +88,6 @@ enum OnDisk {
         attempts: u32,
         #[serde(default)]
         runs: Vec<RunRef>,
-        #[serde(default)]
         file: Option<FileRef>,
     },
 }
