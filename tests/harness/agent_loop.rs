@@ -195,19 +195,25 @@ async fn a_list_read_final_task_produces_the_spec_records_and_moves() {
 
 use crate::common::fake_noteworx;
 
-#[tokio::test]
-async fn thinking_is_logged_but_never_replayed() {
+/// Task `t` whose model thinks (in `reasoning_content` and inline)
+/// before it reads note `a`, then answers after a `<think>` block.
+async fn thought_through() -> Scene {
     let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let mut first = tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "a"}))]);
     first["choices"][0]["message"]["reasoning_content"] = json!("I should read note a.");
     first["choices"][0]["message"]["content"] =
         json!("<|channel>thought\ninline plan<channel|>Reading it.");
-    let scene = scenario()
+    scenario()
         .replies(vec![first, final_answer("<think>hidden</think>All done.")])
         .task("t", "Read note a.")
         .notes(&notes)
         .ran()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn thinking_is_never_replayed() {
+    let scene = thought_through().await;
 
     let requests = scene.requests().await;
     let replayed = &messages(&requests[1])[2];
@@ -217,6 +223,11 @@ async fn thinking_is_logged_but_never_replayed() {
     assert!(raw.get("reasoning_content").is_none(), "{raw}");
     assert!(!requests[1].to_string().contains("inline plan"));
     assert!(!requests[1].to_string().contains("I should read note a."));
+}
+
+#[tokio::test]
+async fn thinking_is_logged_and_kept_in_the_raw_responses() {
+    let scene = thought_through().await;
 
     let s = scene.summary("t");
     assert_eq!(s.final_answer.as_deref(), Some("All done."));
@@ -269,10 +280,8 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
         ])
         .task("t", "Read both.")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let msgs = messages(&scene.requests().await[1]);
     let tool_msgs: Vec<(&str, &str)> = msgs
@@ -283,12 +292,9 @@ async fn parallel_calls_are_answered_in_call_order_with_their_ids() {
     assert_eq!(tool_msgs.len(), 3);
     assert_eq!(tool_msgs[0], ("id_b", "Note b | B\n\nbeta"));
     assert_eq!(tool_msgs[1], ("id_a", "Note a | A\n\nalpha"));
-    assert_eq!(tool_msgs[2].0, "id_x");
-    assert!(
-        tool_msgs[2].1.starts_with("No note with slug \"missing\""),
-        "{}",
-        tool_msgs[2].1
-    );
+    let (id, told) = tool_msgs[2];
+    assert_eq!(id, "id_x");
+    assert!(told.starts_with("No note with slug \"missing\""), "{told}");
     let s = scene.summary("t");
     assert_eq!((s.tool_calls, s.tool_errors), (3, 1));
 }
@@ -299,40 +305,26 @@ async fn long_results_are_cut_with_a_note_on_how_to_read_on() {
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
     let notes = FakeNoteworx::start(vec![note("long", "Long", &[], &long)]).await;
-    let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "long"}))]),
-            tool_calls(&[(
-                "c2",
-                "noteworx_read_note",
-                json!({"slug": "long", "offset": 1858}),
-            )]),
-            final_answer("read"),
-        ])
-        .task("t", "Read it.")
+    let page_two = json!({"slug": "long", "offset": 1858});
+    let read = ("noteworx_read_note", json!({"slug": "long"}));
+    let s = notes_task(&notes)
+        .calls(vec![read, ("noteworx_read_note", page_two)], "read")
         .config("[limits]\nmax_tool_result_chars = 2000")
-        .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let msgs = messages(&s.requests().await[2]);
     let first = msgs[3].content.as_str();
-    assert!(
-        first.chars().count() <= 2000,
-        "{} chars",
-        first.chars().count()
-    );
+    let shown = first.chars().count();
+    assert!(shown <= 2000, "{shown} chars");
     assert!(first.ends_with(r#"[cut: characters 0..1858 of 5000 shown, 3142 more. To read on, call noteworx_read_note with slug="long" and offset=1858]"#), "{first}");
     let second = msgs[5].content.as_str();
     assert!(
         second.contains(&long[1858..1916]),
         "the second page starts where the first ended"
     );
-    assert!(second.contains("offset=3716"), "{second}");
-    let lines = s.tool_lines("t");
-    assert_eq!(lines[0].returned_chars, first.chars().count());
+    assert_contains(second, "offset=3716");
+    assert_eq!(s.tool_lines("t")[0].returned_chars, shown);
 }
 
 #[tokio::test]

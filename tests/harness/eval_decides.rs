@@ -127,7 +127,7 @@ async fn an_arm_that_always_passes_is_called_better_with_its_exact_p_value() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
+async fn identical_arms_find_no_difference() {
     let s = project().await;
     let out = eval(
         &s,
@@ -142,8 +142,12 @@ async fn identical_arms_find_no_difference_and_a_flaky_one_is_not_reliable() {
     let c = report_of(&out).comparison.expect("a comparison");
     assert_eq!((c.difference, c.p_value), (0.0, 1.0));
     assert_eq!(c.verdict, "no difference found at 95 %");
+}
 
-    // Half the runs pass: no task passes all its runs, pass^k is 0.
+/// Half the runs pass: no task passes all its runs, pass^k is 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flaky_arm_is_not_reliable() {
+    let s = project().await;
     let out = eval(
         &s,
         &["--repeat", "2", "--set", "model.temperature=0.5", "--json"],

@@ -2,7 +2,6 @@
 //! death unnoticed during a task, one of four concurrent tasks' server dying,
 //! one HTTP 500 — a task that may use a dead server never passes as done.
 
-use std::path::Path;
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
@@ -25,9 +24,8 @@ async fn a_server_that_dies_unnoticed_during_a_task() {
         .config(&mcp_server("r", "raw_server.py", &["die_after=1"], ""))
         .env(mcp_env)
         .task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.")
-        .build()
+        .ran()
         .await;
-    scene.run().await;
     let s = scene.summary("x");
     assert_eq!(
         s.stop_reason,
@@ -43,57 +41,38 @@ async fn a_server_that_dies_unnoticed_during_a_task() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn concurrency_four_one_server_dies() {
-    let scene = scenario()
+    let step = Duration::from_millis(500);
+    let mut tasks = scenario()
         .by_progress(vec![
-            ok(tool_calls(&[("c1", "h__echo", json!({"text": "x"}))]))
-                .set_delay(Duration::from_millis(500)),
-            ok(final_answer("done")).set_delay(Duration::from_millis(500)),
+            ok(call("h__echo", json!({"text": "x"}))).set_delay(step),
+            ok(final_answer("done")).set_delay(step),
         ])
         .env(mcp_env)
-        .task("a", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
-        .task("b", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
-        .task("c", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
-        .task("d", "+++\ntools = [\"h__echo\"]\n+++\nGo.")
-        .task("e", "+++\ntools = []\n+++\nNo tools.")
-        .build()
-        .await;
-    let pid = scene.root().join("srv.pid");
-    let hostile = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/hostile_server.py")
-        .display()
-        .to_string();
-    let command = vec![
-        mcp_python(),
-        hostile,
-        "exitcall".into(),
-        format!("pid={}", pid.display()),
-    ];
-    let extra = format!(
-        "[mcp.servers.h]\ncommand = {}\n",
-        serde_json::to_string(&command).unwrap()
-    );
-    scene.rewrite_config(&extra);
+        .task("e", "+++\ntools = []\n+++\nNo tools.");
+    for n in ["a", "b", "c", "d"] {
+        tasks = tasks.task(n, "+++\ntools = [\"h__echo\"]\n+++\nGo.");
+    }
+    let scene = tasks.build().await;
+    // The server's pid file is in the project, known once it is built.
+    let pid = format!("pid={}", scene.root().join("srv.pid").display());
+    let server = mcp_server("h", "hostile_server.py", &["exitcall", &pid], "");
+    scene.rewrite_config(&server);
     let outcome = scene.run_with(run_options(4, false)).await;
     for n in ["a", "b", "c", "d"] {
         let s = scene.summary(n);
         assert_eq!(
-            s.stop_reason,
-            StopReason::ToolServerUnavailable,
+            (s.stop_reason, s.retryable),
+            (StopReason::ToolServerUnavailable, true),
             "{n}: {outcome:?}"
         );
-        assert!(s.retryable, "{n}");
     }
     assert_eq!(scene.summary("e").status, Status::Succeeded);
     assert_eq!(scene.inbox(), ["a.md", "b.md", "c.md", "d.md"]);
 }
 
-/// One HTTP 500 to one tools/call (a flaky handler or proxy) fails that
-/// call only: the server is not down for the run.
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn one_http_500_does_not_take_the_server_down_for_the_run() {
-    let port = closed_port();
-    let mut child = std::process::Command::new(mcp_python())
+/// The MCP test server `http_server.py` on `port`, once it listens.
+fn http_server_on(port: u16) -> std::process::Child {
+    let child = std::process::Command::new(mcp_python())
         .arg(mcp_script("http_server.py"))
         .arg(port.to_string())
         .spawn()
@@ -103,20 +82,27 @@ async fn one_http_500_does_not_take_the_server_down_for_the_run() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     assert!(up);
+    child
+}
+
+/// One HTTP 500 to one tools/call (a flaky handler or proxy) fails that
+/// call only: the server is not down for the run.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn one_http_500_does_not_take_the_server_down_for_the_run() {
+    let port = closed_port();
+    let mut child = http_server_on(port);
+    let config = format!("[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"");
     let scene = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "h__flaky", json!({}))]),
-            tool_calls(&[("c2", "h__echo", json!({}))]),
-            final_answer("done"),
-        ])
-        .config(&format!(
-            "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\""
-        ))
+        .calls(
+            vec![("h__flaky", json!({})), ("h__echo", json!({}))],
+            "done",
+        )
+        .config(&config)
         .env(mcp_env)
         .task("w", "Go.")
-        .build()
+        .ran()
         .await;
-    scene.run().await;
     let _ = child.kill();
     let _ = child.wait();
     let lines = scene.tool_lines("w");

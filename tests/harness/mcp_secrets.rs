@@ -7,25 +7,35 @@ use agent_harness::agent::StopReason;
 use crate::common::mcp::*;
 use crate::common::*;
 
+/// Task `x` using `r__<tool>` of `raw_server.py <args>`, which is passed
+/// the secret `MCP_TOKEN` (and `more` of its section).
+fn raw_server_task(args: &[&str], tool: &str, more: &str) -> Scenario {
+    let extra = format!("env_pass = [\"MCP_TOKEN\"]{more}");
+    scenario()
+        .by_progress(vec![ok(final_answer("done"))])
+        .config(&mcp_server("r", "raw_server.py", args, &extra))
+        .env(mcp_env)
+        .task("x", &format!("+++\ntools = [\"r__{tool}\"]\n+++\nGo."))
+}
+
+/// Task `u` using `web__x` of the servers `config` says, answered "done".
+fn web_x_task(config: &str) -> Scenario {
+    scenario()
+        .answers(&["done"])
+        .config(config)
+        .env(mcp_env)
+        .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
+}
+
 /// A passed secret in a name the server lists is redacted before the name
 /// is cut (80 characters) for a message: no part of it reaches
 /// summary.json, run.log or test-runpod's output.
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn no_part_of_a_secret_in_a_listed_name_is_recorded() {
-    let scene = scenario()
-        .by_progress(vec![ok(final_answer("done"))])
-        .config(&mcp_server(
-            "r",
-            "raw_server.py",
-            &["longname"],
-            "env_pass = [\"MCP_TOKEN\"]\ntools = [\"ecko\"]",
-        ))
-        .env(mcp_env)
-        .task("x", "+++\ntools = [\"r__ecko\"]\n+++\nGo.")
-        .build()
+    let scene = raw_server_task(&["longname"], "ecko", "\ntools = [\"ecko\"]")
+        .ran()
         .await;
-    scene.run().await;
     let s = scene.summary("x");
     let error = s.error.unwrap_or_default();
     let head = &PASSED[..10];
@@ -46,19 +56,7 @@ async fn an_initialize_error_is_redacted_before_its_cut() {
     let mut seen = Vec::new();
     for pad in [230, 240, 250, 260, 270, 280] {
         let pad = format!("pad={pad}");
-        let scene = scenario()
-            .by_progress(vec![ok(final_answer("done"))])
-            .config(&mcp_server(
-                "r",
-                "raw_server.py",
-                &["initerr", &pad],
-                "env_pass = [\"MCP_TOKEN\"]",
-            ))
-            .env(mcp_env)
-            .task("x", "+++\ntools = [\"r__echo\"]\n+++\nGo.")
-            .build()
-            .await;
-        scene.run().await;
+        let scene = raw_server_task(&["initerr", &pad], "echo", "").ran().await;
         let s = scene.summary("x");
         let error = s.error.unwrap_or_default();
         assert!(!error.contains('\u{1b}'), "{error:?}");
@@ -74,30 +72,15 @@ async fn an_initialize_error_is_redacted_before_its_cut() {
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn url_keys_encoded_or_in_the_user_are_redacted() {
-    for (url, key) in [
-        (
-            "http://127.0.0.1:9/mcp?api_key=sk%2Blive%2BURLKEY1234",
-            "URLKEY1234",
-        ),
-        (
-            "http://ghp_USERTOKEN98765@127.0.0.1:9/mcp",
-            "USERTOKEN98765",
-        ),
-        (
-            "http://user:pa%24%24URLPASS4321@127.0.0.1:9/mcp",
-            "URLPASS4321",
-        ),
-    ] {
-        let s = scenario()
-            .replies(vec![final_answer("done")])
-            .config(&format!(
-                "[mcp.servers.web]\nurl = \"{url}\"\nstartup_timeout_secs = 5"
-            ))
-            .env(mcp_env)
-            .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
-            .build()
-            .await;
-        s.run().await;
+    let urls = [
+        "http://127.0.0.1:9/mcp?api_key=sk%2Blive%2BURLKEY1234",
+        "http://ghp_USERTOKEN98765@127.0.0.1:9/mcp",
+        "http://user:pa%24%24URLPASS4321@127.0.0.1:9/mcp",
+    ];
+    let keys = ["URLKEY1234", "USERTOKEN98765", "URLPASS4321"];
+    for (url, key) in urls.into_iter().zip(keys) {
+        let config = format!("[mcp.servers.web]\nurl = \"{url}\"\nstartup_timeout_secs = 5");
+        let s = web_x_task(&config).ran().await;
         let error = s.summary("u").error.unwrap();
         eprintln!("{url}: {error}");
         assert!(!error.contains(key), "{url}: {error}");
@@ -129,13 +112,7 @@ async fn a_plain_query_value_is_not_a_secret() {
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 async fn an_http_start_error_keeps_its_cause_and_no_part_of_a_key() {
     let extra = "[mcp.servers.web]\nurl = \"http://[::1]:9/?api_key=sk-live-URLKEY1234\"\nstartup_timeout_secs = 5";
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .config(extra)
-        .env(mcp_env)
-        .task("u", "+++\ntools = [\"web__x\"]\n+++\nGo.")
-        .ran()
-        .await;
+    let s = web_x_task(extra).ran().await;
     let error = s.summary("u").error.unwrap();
     assert!(!error.contains("sk-l"), "{error}");
     assert_contains(

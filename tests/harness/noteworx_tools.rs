@@ -15,20 +15,23 @@ async fn script(
     calls: Vec<(&str, Value)>,
     extra: &str,
 ) -> Scene {
-    let mut replies: Vec<Value> = calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, args))| tool_calls(&[(&format!("c{}", i + 1), name, args)]))
-        .collect();
-    replies.push(final_answer("done"));
-
     scenario()
-        .replies(replies)
+        .calls(calls, "done")
         .task(task_name, "Work with my notes.")
         .config(extra)
         .notes(notes)
         .ran()
         .await
+}
+
+/// Runs task `t`, whose model makes the given calls, then answers "done".
+async fn calling(notes: &FakeNoteworx, calls: Vec<(&str, Value)>) -> Scene {
+    script(notes, "t", calls, "").await
+}
+
+/// The call reading note `slug`.
+fn read(slug: &str) -> (&'static str, Value) {
+    ("noteworx_read_note", json!({"slug": slug}))
 }
 
 #[tokio::test]
@@ -205,40 +208,27 @@ async fn errors_tell_the_model_what_to_do_next() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;
     notes.add_attachment("n", "img.png", "image/png", "");
     notes.fail_next(&[]);
-    let scene = script(
+    let missing = json!({"slug": "n", "attachment_id": "99"});
+    let image = json!({"slug": "n", "attachment_id": "1"});
+    let big = json!({"slug": "n", "filename": "big.md", "content": "x".repeat(300 * 1024)});
+    let scene = calling(
         &notes,
-        "t",
         vec![
-            ("noteworx_read_note", json!({"slug": "nope"})),
-            (
-                "noteworx_read_attachment",
-                json!({"slug": "n", "attachment_id": "99"}),
-            ),
-            (
-                "noteworx_read_attachment",
-                json!({"slug": "n", "attachment_id": "1"}),
-            ),
-            (
-                "noteworx_create_attachment",
-                json!({"slug": "n", "filename": "big.md", "content": "x".repeat(300 * 1024)}),
-            ),
+            read("nope"),
+            ("noteworx_read_attachment", missing),
+            ("noteworx_read_attachment", image),
+            ("noteworx_create_attachment", big),
         ],
-        "",
     )
     .await;
     let lines = scene.tool_lines("t");
-    assert_eq!(
-        lines[0].result,
-        "No note with slug \"nope\". Search or list notes first and use a slug from the results."
-    );
-    assert_eq!(
-        lines[1].result,
-        "No attachment with id \"99\" on note \"n\". List the note's attachments to get a valid id."
-    );
-    assert_eq!(
-        lines[2].result,
-        "Attachment 1 on note n is image/png, not text; it cannot be read."
-    );
+    let results: Vec<&str> = lines.iter().map(|l| l.result.as_str()).collect();
+    let told = [
+        "No note with slug \"nope\". Search or list notes first and use a slug from the results.",
+        "No attachment with id \"99\" on note \"n\". List the note's attachments to get a valid id.",
+        "Attachment 1 on note n is image/png, not text; it cannot be read.",
+    ];
+    assert_eq!(results[..3], told);
     assert_contains(&lines[3].result, "the limit is 262144 (256 KiB)");
     assert!(lines.iter().all(|l| l.is_error));
 }
@@ -247,13 +237,7 @@ async fn errors_tell_the_model_what_to_do_next() {
 async fn server_errors_are_retried_once_then_reported_as_unavailable() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[503]);
-    let scene = script(
-        &notes,
-        "t",
-        vec![("noteworx_read_note", json!({"slug": "n"}))],
-        "",
-    )
-    .await;
+    let scene = calling(&notes, vec![read("n")]).await;
     assert_eq!(
         scene.tool_lines("t")[0].result,
         "Note n | N\n\ntext",
@@ -262,13 +246,7 @@ async fn server_errors_are_retried_once_then_reported_as_unavailable() {
 
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[502, 502]);
-    let scene = script(
-        &notes,
-        "t",
-        vec![("noteworx_read_note", json!({"slug": "n"}))],
-        "",
-    )
-    .await;
+    let scene = calling(&notes, vec![read("n")]).await;
     let line = &scene.tool_lines("t")[0];
     assert!(line.is_error);
     assert_eq!(
@@ -277,49 +255,48 @@ async fn server_errors_are_retried_once_then_reported_as_unavailable() {
     );
 }
 
-#[tokio::test]
-async fn a_refused_token_stops_the_run_naming_the_variable_and_never_the_token() {
+/// Task `t` listing the notes of a noteworx that refuses the token.
+async fn listing_with_a_refused_token() -> Scene {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
     notes.fail_next(&[401]);
-    let scene = script(&notes, "t", vec![("noteworx_list_notes", json!({}))], "").await;
+    calling(&notes, vec![("noteworx_list_notes", json!({}))]).await
+}
+
+#[tokio::test]
+async fn a_refused_token_stops_the_run_naming_the_variable() {
+    let scene = listing_with_a_refused_token().await;
+
+    let s = scene.summary("t");
+    assert_eq!(
+        (s.status, s.stop_reason, s.tool_errors),
+        (Status::Interrupted, StopReason::SetupFault, 1)
+    );
+    assert_contains(
+        s.error.as_deref().unwrap(),
+        "check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)",
+    );
+    assert_eq!(scene.inbox(), ["t.md"], "the task stays in the inbox");
+    let asked = scene.requests().await.len();
+    assert_eq!(asked, 1, "the model is not asked again");
+}
+
+#[tokio::test]
+async fn a_refused_token_is_a_tool_error_that_never_shows_the_token() {
+    let scene = listing_with_a_refused_token().await;
+
     let line = &scene.tool_lines("t")[0];
     assert!(line.is_error);
     assert_eq!(
         line.result,
         "noteworx refused the token (401); the run stops so the operator can fix it."
     );
-    let s = scene.summary("t");
-    assert_eq!(
-        (s.status, s.stop_reason, s.tool_errors),
-        (Status::Interrupted, StopReason::SetupFault, 1)
-    );
-    assert!(
-        s.error
-            .as_deref()
-            .unwrap()
-            .contains("check NOTEWORX_TOKEN (the variable named by [tools.noteworx] token_env)"),
-        "{:?}",
-        s.error
-    );
-    assert_eq!(scene.inbox(), ["t.md"], "the task stays in the inbox");
-    assert_eq!(
-        scene.requests().await.len(),
-        1,
-        "the model is not asked again"
-    );
-    assert!(!scene.all_records().contains(fake_noteworx::TOKEN));
+    assert_lacks(scene.all_records(), fake_noteworx::TOKEN);
 }
 
 #[tokio::test]
 async fn slugs_cannot_climb_out_of_their_route() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "text")]).await;
-    script(
-        &notes,
-        "t",
-        vec![("noteworx_read_note", json!({"slug": "../../admin?x=1#y"}))],
-        "",
-    )
-    .await;
+    calling(&notes, vec![read("../../admin?x=1#y")]).await;
     let calls = notes.calls().await;
     assert_eq!(
         calls,
@@ -332,31 +309,15 @@ async fn slugs_cannot_climb_out_of_their_route() {
 
 #[tokio::test]
 async fn a_notes_title_used_as_its_slug_is_answered_with_the_slug() {
+    let serving = "Serving small models locally";
     let notes = FakeNoteworx::start(vec![
-        note(
-            "local-llm-serving",
-            "Serving small models locally",
-            &[],
-            "text",
-        ),
+        note("local-llm-serving", serving, &[], "text"),
         note("twin-a", "Twins", &[], "a"),
         note("twin-b", "Twins", &[], "b"),
     ])
     .await;
-    let read = |slug: &str| tool_calls(&[("c1", "noteworx_read_note", json!({"slug": slug}))]);
-    let scene = scenario()
-        .replies(vec![
-            read("serving small models LOCALLY"),
-            read("Twins"),
-            read("Nothing titled so"),
-            final_answer("done"),
-        ])
-        .task("t", "Read the note.")
-        .notes(&notes)
-        .build()
-        .await;
-
-    scene.run().await;
+    let asked = ["serving small models LOCALLY", "Twins", "Nothing titled so"];
+    let scene = calling(&notes, asked.map(read).to_vec()).await;
 
     let lines = scene.tool_lines("t");
     assert_eq!(
@@ -364,12 +325,8 @@ async fn a_notes_title_used_as_its_slug_is_answered_with_the_slug() {
         "No note with slug \"serving small models LOCALLY\": that is the title of the note with slug \"local-llm-serving\". Use that slug."
     );
     // Two notes of that title, or none: the 404's own words.
+    let not_found = ". Search or list notes first and use a slug from the results.";
     for line in &lines[1..] {
-        assert!(
-            line.result
-                .ends_with(". Search or list notes first and use a slug from the results."),
-            "{}",
-            line.result
-        );
+        assert!(line.result.ends_with(not_found), "{}", line.result);
     }
 }

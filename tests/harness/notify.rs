@@ -5,6 +5,8 @@
 //! `on_failure_format` says; neither ever changes the exit code, a dry run
 //! notifies nothing, and the URLs' keys are redacted everywhere.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -70,16 +72,50 @@ fn notify(server: &MockServer) -> String {
     )
 }
 
+/// Task `t`, notifying as `toml` says.
+fn task_t(toml: &str) -> Scenario {
+    scenario().task("t", "Answer.").config(toml)
+}
+
+/// Task `t`, which the model answers at once, notifying as `toml` says.
+fn answered(toml: &str) -> Scenario {
+    task_t(toml).answers(&["done"])
+}
+
+/// Task `broken`, whose request the endpoint refuses (HTTP 400),
+/// notifying as `toml` says.
+fn refused(toml: &str) -> Scenario {
+    scenario()
+        .script(vec![
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
+        ])
+        .task("broken", "Answer.")
+        .config(toml)
+}
+
+/// The metrics the runs wrote (`logs/agent-harness.prom`).
+fn metrics(project: &Project) -> String {
+    std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap()
+}
+
+/// The path of each request the service got, in order.
+async fn paths(server: &MockServer) -> Vec<String> {
+    received(server).await.into_iter().map(|r| r.1).collect()
+}
+
+/// The bodies of the `/<exit>` ping and of the failure report the
+/// service got.
+async fn ping_and_report(server: &MockServer, exit: u8) -> (String, String) {
+    let got = received(server).await;
+    let ping = got.iter().find(|g| g.1.ends_with(&format!("/{exit}")));
+    let report = got.iter().find(|g| g.1.starts_with("/hook"));
+    (ping.unwrap().2.clone(), report.unwrap().2.clone())
+}
+
 #[tokio::test]
 async fn a_good_run_pings_start_then_success_and_sends_no_failure_report() {
     let hc = pings().await;
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
-    let outcome = s.run().await;
+    let outcome = answered(&notify(&hc)).build().await.run().await;
 
     assert_eq!(outcome.exit_code(), 0);
     let got = received(&hc).await;
@@ -98,37 +134,23 @@ async fn a_good_run_pings_start_then_success_and_sends_no_failure_report() {
 #[tokio::test]
 async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
     let hc = pings().await;
-    let s = scenario()
-        .script(vec![
-            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-        ])
-        .task("broken", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
-    let outcome = s.run().await;
+    let outcome = refused(&notify(&hc)).build().await.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let got = received(&hc).await;
-    let paths: Vec<&str> = got.iter().map(|g| g.1.as_str()).collect();
+    let ping = format!("/ping/{CHECK}");
+    let hook = format!("/hook/{CHECK}");
     assert_eq!(
-        paths,
-        [
-            format!("/ping/{CHECK}/start"),
-            format!("/ping/{CHECK}/1"),
-            format!("/hook/{CHECK}")
-        ]
+        paths(&hc).await,
+        [format!("{ping}/start"), format!("{ping}/1"), hook]
     );
-    assert!(
-        got[1].2.contains("1 failed") && got[1].2.contains("broken: failed (endpoint_error)"),
-        "{}",
-        got[1].2
-    );
+    let got = received(&hc).await;
+    assert_contains(&got[1].2, "1 failed");
+    assert_contains(&got[1].2, "broken: failed (endpoint_error)");
     let report: FailureReport = serde_json::from_str(&got[2].2).unwrap();
     assert_eq!((report.exit_code, report.failed), (1, 1));
     let task = &report.failed_tasks[0];
     assert_eq!(
-        (task.task.as_str(), task.stop_reason.as_str()),
+        (&*task.task, &*task.stop_reason),
         ("broken", "endpoint_error")
     );
     assert!(task.error.as_deref().unwrap().contains("HTTP 400"));
@@ -137,12 +159,7 @@ async fn a_failed_run_pings_its_exit_code_and_posts_its_result() {
 #[tokio::test]
 async fn a_dry_run_notifies_nothing() {
     let hc = pings().await;
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let s = answered(&notify(&hc)).build().await;
     s.run_with(run_options(1, true)).await;
     assert!(received(&hc).await.is_empty());
 }
@@ -150,31 +167,24 @@ async fn a_dry_run_notifies_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_never_shows() {
     let down = format!("http://127.0.0.1:{}", closed_port());
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&format!("[notify]\nping_url = \"{down}/ping/{CHECK}\"\n"))
-        .build()
-        .await;
+    let ping = format!("[notify]\nping_url = \"{down}/ping/{CHECK}\"\n");
+    let s = answered(&ping).build().await;
 
     let out = run_bin(&s, &["run"]).await;
 
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("a notification failed ([notify])"), "{err}");
-    assert!(!err.contains(CHECK), "the check's key is in the log: {err}");
-    assert!(!s.all_records().contains(CHECK));
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_notify_failures_total 2\n"),
-        "the start and the end: {metrics}"
-    );
-    assert!(metrics.contains("agent_harness_last_run_exit_code 0\n"));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_contains(&err, "a notification failed ([notify])");
+    // The check's key is in no log.
+    assert_lacks(&err, CHECK);
+    assert_lacks(s.all_records(), CHECK);
+    // The start and the end.
+    assert_contains(metrics(&s), "agent_harness_notify_failures_total 2\n");
+    assert_contains(metrics(&s), "agent_harness_last_run_exit_code 0\n");
     // The counter goes on from the previous run's.
     s.task("u", "Answer.");
     run_bin(&s, &["run"]).await;
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert_contains(&metrics, "agent_harness_notify_failures_total 4\n");
+    assert_contains(metrics(&s), "agent_harness_notify_failures_total 4\n");
 }
 
 /// A run that finds the lock taken did nothing of its own: it logs to the
@@ -183,12 +193,7 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
 #[tokio::test]
 async fn a_run_that_finds_the_lock_taken_logs_and_never_pings_start() {
     let hc = pings().await;
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let s = answered(&notify(&hc)).build().await;
     let held = agent_harness::state::RunLock::try_acquire(&s.cfg().paths.state_dir())
         .unwrap()
         .unwrap();
@@ -219,40 +224,29 @@ async fn redirecting_to(target: &str) -> MockServer {
 async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
     let target = pings().await;
     let hc = redirecting_to(&format!("{}/internal-admin?x=1", target.uri())).await;
-    let s = scenario()
-        .script(vec![
-            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-        ])
-        .task("broken", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let s = refused(&notify(&hc)).build().await;
 
     let out = run_bin(&s, &["run"]).await;
 
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let followed = received(&target).await;
     assert!(
-        received(&target).await.is_empty(),
-        "the redirect was followed: {:?}",
-        received(&target).await
+        followed.is_empty(),
+        "the redirect was followed: {followed:?}"
     );
     // Each notification asked once: a redirect is not retried either.
-    let paths: Vec<String> = received(&hc).await.into_iter().map(|r| r.1).collect();
-    assert_eq!(paths.len(), 3, "{paths:?}");
-    let err = stderr(&out);
+    let asked = paths(&hc).await;
+    assert_eq!(asked.len(), 3, "{asked:?}");
     assert_contains(&err, "HTTP 307, a redirect to 127.0.0.1 (not followed)");
-    assert!(!err.contains("internal-admin"), "{err}");
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert_contains(&metrics, "agent_harness_notify_failures_total 3\n");
+    assert_lacks(&err, "internal-admin");
+    assert_contains(metrics(&s), "agent_harness_notify_failures_total 3\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
     let port = closed_port();
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&format!(
+    let s = answered(&format!(
             "[notify]\nping_url = \"http://ghp_TOKENUSERNAME42:x-oauth-basic@127.0.0.1:{port}/p/short?sig=SIGVALUE9876&code=AZCODE5555\"\non_failure_url = \"http://hookuser:pw@127.0.0.1:{port}/hook/abc\"\n"
         ))
         .build()
@@ -269,7 +263,7 @@ async fn logs_show_a_notification_url_as_scheme_host_and_port_only() {
         "AZCODE5555",
         "/p/short",
     ] {
-        assert!(!err.contains(secret), "{secret} in the log: {err}");
+        assert_lacks(&err, secret);
     }
 }
 
@@ -288,28 +282,38 @@ async fn silent() -> MockServer {
 #[tokio::test(flavor = "multi_thread")]
 async fn start_goes_out_beside_the_first_task_and_never_holds_it_back() {
     let hc = silent().await;
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let s = answered(&notify(&hc)).build().await;
 
     let out = run_bin(&s, &["run"]).await;
 
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
     let chat = s.requests().await;
     assert_eq!(chat.len(), 1);
     // Had the task waited for `/start`, its three tries (5 s each) would
     // all have come before the task's request.
-    let starts = received(&hc)
+    let starts = paths(&hc)
         .await
-        .into_iter()
-        .filter(|r| r.1.ends_with("/start"))
+        .iter()
+        .filter(|p| p.ends_with("/start"))
         .count();
     assert_eq!(starts, 1, "one try of /start, given up at the end");
-    let err = stderr(&out);
     assert_contains(&err, "/start had no answer when the run ended");
+}
+
+/// Task `long`, which would go on for a long time: a slow tool call each
+/// turn, for 30 turns.
+fn a_long_task(toml: &str) -> Scenario {
+    let turns: Vec<ResponseTemplate> = (0..30)
+        .map(|i| {
+            let call = tool_calls(&[(&format!("c{i}"), "no_such_tool", json!({"n": i}))]);
+            ok(call).set_delay(Duration::from_millis(300))
+        })
+        .collect();
+    scenario()
+        .by_progress(turns)
+        .task("long", "Loop.")
+        .config(&format!("{toml}[limits]\nmax_turns = 30\n"))
 }
 
 /// The metrics are written before the end's notifications, so a receiver
@@ -318,32 +322,16 @@ async fn start_goes_out_beside_the_first_task_and_never_holds_it_back() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
     let hc = silent().await;
-    // A task that would go on for a long time: a slow tool call each turn.
-    let turns: Vec<ResponseTemplate> = (0..30)
-        .map(|i| {
-            ok(tool_calls(&[(
-                &format!("c{i}"),
-                "no_such_tool",
-                json!({"n": i}),
-            )]))
-            .set_delay(std::time::Duration::from_millis(300))
-        })
-        .collect();
-    let s = scenario()
-        .by_progress(turns)
-        .task("long", "Loop.")
-        .config(&format!("{}[limits]\nmax_turns = 30\n", notify(&hc)))
-        .build()
-        .await;
+    let s = a_long_task(&notify(&hc)).build().await;
     let child = spawn_run(&s, std::process::Stdio::piped());
     while s.requests().await.len() < 2 {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     // Before: 3 tries × 5 s for the ping and again for the report, 33 s,
     // past what `systemctl stop` waits.
-    let status = tokio::time::timeout(
+    let out = tokio::time::timeout(
         crate::signals::STOP_TIMEOUT,
         tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()),
     )
@@ -351,17 +339,14 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
     .expect("the run was still going when systemctl stop would kill it")
     .unwrap();
 
-    assert_eq!(status.status.code(), Some(75), "{}", stderr(&status));
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_last_run_exit_code 75\n")
-            && metrics.contains("agent_harness_notify_failures_total 3\n"),
-        "{metrics}"
-    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert_contains(metrics(&s), "agent_harness_last_run_exit_code 75\n");
+    assert_contains(metrics(&s), "agent_harness_notify_failures_total 3\n");
     // The end's notifications were cut by the signal's second, not by the
     // 10 s of a normal end nor left to their retries.
     assert_contains(
-        stderr(&status),
+        &err,
         "notifications cut after 1 s ([notify]), a signal came",
     );
     assert_eq!(s.inbox(), ["long.md"]);
@@ -370,14 +355,7 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
     let hc = silent().await;
-    let s = scenario()
-        .script(vec![
-            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad request"}})),
-        ])
-        .task("broken", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let s = refused(&notify(&hc)).build().await;
     let prom = s.root().join("logs/agent-harness.prom");
     let mut child = spawn_run(&s, std::process::Stdio::null());
     while !prom.exists() {
@@ -397,9 +375,9 @@ async fn the_metrics_are_on_disk_while_the_end_notifications_still_wait() {
     assert_contains(&metrics, "agent_harness_last_run_exit_code 1\n");
 }
 
-/// Sixty failing tasks, one of whose errors quotes what the model wrote.
-#[tokio::test]
-async fn bodies_carry_the_harness_words_within_their_caps() {
+/// The ping's and the failure report's bodies of a run of sixty-one
+/// failing tasks, one of whose errors quotes what the model wrote.
+async fn sixty_one_failures() -> (String, String) {
     let hc = pings().await;
     let bait = "@channel URGENT: payroll moved, re-enter creds at http://evil.example/login";
     let mut scene = scenario()
@@ -420,31 +398,36 @@ async fn bodies_carry_the_harness_words_within_their_caps() {
         r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
     )
     .unwrap();
-
     let outcome = s.run().await;
-
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
-    let got = received(&hc).await;
-    let ping = &got.iter().find(|g| g.1.ends_with("/1")).unwrap().2;
-    let report = &got.iter().find(|g| g.1.starts_with("/hook")).unwrap().2;
-    for body in [ping, report] {
-        assert!(!body.contains("evil.example"), "{body}");
-        assert!(!body.contains("@channel"), "{body}");
+    ping_and_report(&hc, 1).await
+}
+
+#[tokio::test]
+async fn bodies_carry_the_harness_words_never_the_models() {
+    let (ping, report) = sixty_one_failures().await;
+
+    for body in [&ping, &report] {
+        assert_lacks(body, "evil.example");
+        assert_lacks(body, "@channel");
     }
-    assert!(
-        ping.contains(
-            "aa-schema: failed (invalid_answer): the answer did not match the output schema"
-        ) && ping.contains("\nand 11 more"),
-        "{ping}"
+    assert_contains(
+        &ping,
+        "aa-schema: failed (invalid_answer): the answer did not match the output schema",
     );
-    let report: FailureReport = serde_json::from_str(report).unwrap();
+}
+
+#[tokio::test]
+async fn bodies_keep_within_their_caps() {
+    let (ping, report) = sixty_one_failures().await;
+
+    assert_contains(&ping, "\nand 11 more");
+    let report: FailureReport = serde_json::from_str(&report).unwrap();
     assert_eq!(report.failed_tasks.len(), 50);
     assert_eq!((report.more_failed_tasks, report.failed), (11, 61));
     for task in &report.failed_tasks {
-        assert!(
-            task.error.as_deref().unwrap().chars().count() <= 300,
-            "{task:?}"
-        );
+        let error = task.error.as_deref().unwrap();
+        assert!(error.chars().count() <= 300, "{task:?}");
     }
 }
 
@@ -539,43 +522,24 @@ async fn a_setup_faults_bodies_say_the_harness_words_not_the_servers() {
     let hc = pings().await;
     let quoted =
         "invalid key for the request {\"messages\": [{\"content\": \"wire the money now\"}]}";
-    let s = scenario()
-        .script(vec![
-            ResponseTemplate::new(401).set_body_json(json!({"error": {"message": quoted}})),
-        ])
-        .task("t", "Answer.")
-        .config(&notify(&hc))
-        .build()
-        .await;
+    let refusal = ResponseTemplate::new(401).set_body_json(json!({"error": {"message": quoted}}));
+    let s = task_t(&notify(&hc)).script(vec![refusal]).build().await;
 
     let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
-    let got = received(&hc).await;
-    let ping = &got.iter().find(|g| g.1.ends_with("/2")).unwrap().2;
-    let report = &got.iter().find(|g| g.1.starts_with("/hook")).unwrap().2;
-    for body in [ping, report] {
-        assert!(!body.contains("wire the money"), "{body}");
-        assert!(!body.contains("The server said"), "{body}");
+    let (ping, report) = ping_and_report(&hc, 2).await;
+    for body in [&ping, &report] {
+        assert_lacks(body, "wire the money");
+        assert_lacks(body, "The server said");
     }
-    assert_contains(
-        ping,
-        "setup fault, the run stopped and nothing was filed for it: the endpoint refused the API key (HTTP 401); check ",
-    );
-    let report: FailureReport = serde_json::from_str(report).unwrap();
-    assert!(
-        report
-            .setup_fault
-            .as_deref()
-            .unwrap()
-            .starts_with("the endpoint refused the API key (HTTP 401); check "),
-        "{report:?}"
-    );
+    let diagnosis = "the endpoint refused the API key (HTTP 401); check ";
+    let stopped = "setup fault, the run stopped and nothing was filed for it";
+    assert_contains(&ping, &format!("{stopped}: {diagnosis}"));
+    let report: FailureReport = serde_json::from_str(&report).unwrap();
+    let fault = report.setup_fault.as_deref().unwrap();
+    assert!(fault.starts_with(diagnosis), "{report:?}");
     // The records keep the server's words, for the operator.
-    assert!(
-        s.summary("t")
-            .error
-            .unwrap()
-            .ends_with(&format!(". The server said: {quoted}"))
-    );
+    let error = s.summary("t").error.unwrap();
+    assert!(error.ends_with(&format!(". The server said: {quoted}")));
 }

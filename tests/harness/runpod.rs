@@ -9,9 +9,17 @@ use wiremock::ResponseTemplate;
 use crate::common::fake_runpod::{self, FakeRunpod, completed, job};
 use crate::common::*;
 
-#[tokio::test]
-async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls() {
-    let rp = FakeRunpod::start(
+/// Task `t` saying `text`, on the RunPod endpoint `rp`.
+fn task_on(rp: &FakeRunpod, text: &str) -> Scenario {
+    scenario()
+        .task("t", text)
+        .config_file(&rp.config_sections())
+}
+
+/// A RunPod whose job `job-1` sits in the queue for two polls, is in
+/// progress at the third and then answers "from runpod".
+async fn queued_for_several_polls() -> FakeRunpod {
+    FakeRunpod::start(
         vec![ok(job("job-1", "IN_QUEUE"))],
         vec![
             ok(job("job-1", "IN_QUEUE")),
@@ -20,12 +28,23 @@ async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls()
         ],
         false,
     )
-    .await;
-    let s = scenario()
-        .task("t", "Hello.")
-        .config_file(&rp.config_sections())
-        .build()
-        .await;
+    .await
+}
+
+/// The `authorization` header of each `/runsync` request.
+async fn runsync_authorizations(rp: &FakeRunpod) -> Vec<String> {
+    let requests = rp.server.received_requests().await.unwrap();
+    requests
+        .iter()
+        .filter(|r| r.url.path().ends_with("/runsync"))
+        .map(|r| r.headers["authorization"].to_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls() {
+    let rp = queued_for_several_polls().await;
+    let s = task_on(&rp, "Hello.").build().await;
 
     let outcome = s.run().await;
 
@@ -39,47 +58,26 @@ async fn a_task_succeeds_through_a_job_that_sat_in_the_queue_for_several_polls()
         (t.runpod_delay_ms, t.runpod_exec_ms),
         (Some(2100), Some(3800))
     );
-    let calls = rp.calls().await;
-    let paths: Vec<&str> = calls.iter().map(|(_, p)| p.as_str()).collect();
-    assert_eq!(
-        paths[1..],
-        [
-            "/v2/ep123/runsync",
-            "/v2/ep123/status/job-1",
-            "/v2/ep123/status/job-1",
-            "/v2/ep123/status/job-1"
-        ]
-    );
+    let paths: Vec<String> = rp.calls().await.into_iter().map(|(_, p)| p).collect();
+    let poll = "/v2/ep123/status/job-1";
+    assert_eq!(paths[1..], ["/v2/ep123/runsync", poll, poll, poll]);
     assert_eq!(paths[0], "/v2/ep123/health", "the reachability check");
+    let job = json!({"job_id": "job-1", "status": "COMPLETED", "delayTime": 2100, "executionTime": 3800, "polls": 3});
+    assert_eq!(s.conversation("t")[0].runpod, Some(job));
+}
+
+#[tokio::test]
+async fn the_job_carries_the_chat_request_and_the_key_only_in_its_header() {
+    let rp = queued_for_several_polls().await;
+    let s = task_on(&rp, "Hello.").ran().await;
+
     let body = &rp.runsync_bodies().await[0];
     let asked = sent(&body["input"]);
     assert_eq!(asked.messages[1].content, "Hello.");
     assert_eq!(asked.stream, Some(false));
-    let auth: Vec<String> = rp
-        .server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .filter(|r| r.url.path().ends_with("/runsync"))
-        .map(|r| {
-            r.headers
-                .get("authorization")
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(auth, [format!("Bearer {}", fake_runpod::KEY)]);
-    let line = &s.conversation("t")[0];
-    assert_eq!(
-        line.runpod,
-        Some(
-            json!({"job_id": "job-1", "status": "COMPLETED", "delayTime": 2100, "executionTime": 3800, "polls": 3})
-        )
-    );
-    assert!(!s.all_records().contains(fake_runpod::KEY));
+    let bearer = format!("Bearer {}", fake_runpod::KEY);
+    assert_eq!(runsync_authorizations(&rp).await, [bearer]);
+    assert_lacks(s.all_records(), fake_runpod::KEY);
 }
 
 #[tokio::test]
@@ -90,11 +88,7 @@ async fn status_polls_fall_back_to_post_on_405() {
         true,
     )
     .await;
-    let s = scenario()
-        .task("t", "Hi.")
-        .config_file(&rp.config_sections())
-        .ran()
-        .await;
+    let s = task_on(&rp, "Hi.").ran().await;
 
     assert_eq!(s.summary("t").status, Status::Succeeded);
     let calls = rp.calls().await;
@@ -105,20 +99,9 @@ async fn status_polls_fall_back_to_post_on_405() {
 #[tokio::test]
 async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
     let failed = json!({"id": "j1", "status": "FAILED", "error": "{\"error_type\": \"HTTPError\", \"error_message\": \"503 Server Error: loading\", \"error_traceback\": \"Traceback...\"}"});
-    let rp = FakeRunpod::start(
-        vec![
-            ok(failed),
-            ok(completed("j2", final_answer("second time"), 5, 6)),
-        ],
-        vec![],
-        false,
-    )
-    .await;
-    let s = scenario()
-        .task("t", "Hi.")
-        .config_file(&rp.config_sections())
-        .ran()
-        .await;
+    let second = ok(completed("j2", final_answer("second time"), 5, 6));
+    let rp = FakeRunpod::start(vec![ok(failed), second], vec![], false).await;
+    let s = task_on(&rp, "Hi.").ran().await;
 
     let t = s.summary("t");
     assert_eq!(t.final_answer.as_deref(), Some("second time"));
@@ -134,11 +117,7 @@ async fn a_failed_job_is_retried_and_its_json_error_is_decoded() {
 async fn cancelled_and_timed_out_jobs_end_the_task_as_retryable_without_in_task_retries() {
     for status in ["CANCELLED", "TIMED_OUT"] {
         let rp = FakeRunpod::start(vec![ok(job("j", status))], vec![], false).await;
-        let s = scenario()
-            .task("t", "Hi.")
-            .config_file(&rp.config_sections())
-            .build()
-            .await;
+        let s = task_on(&rp, "Hi.").build().await;
 
         let outcome = s.run().await;
 
@@ -169,11 +148,7 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
         false,
     )
     .await;
-    let s = scenario()
-        .task("t", "Hi.")
-        .config_file(&rp.config_sections())
-        .build()
-        .await;
+    let s = task_on(&rp, "Hi.").build().await;
 
     let started = std::time::Instant::now();
     s.run().await;
@@ -194,11 +169,7 @@ async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_
         false,
     )
     .await;
-    let s = scenario()
-        .task("t", "+++\nmax_wall_secs = 1\n+++\nHi.")
-        .config_file(&rp.config_sections())
-        .ran()
-        .await;
+    let s = task_on(&rp, "+++\nmax_wall_secs = 1\n+++\nHi.").ran().await;
 
     let t = s.summary("t");
     assert_eq!(
@@ -215,24 +186,13 @@ async fn a_job_still_pending_at_the_deadline_is_cancelled_and_the_task_stops_on_
 
 #[tokio::test]
 async fn endpoint_url_replaces_base_url_and_id() {
-    let rp = FakeRunpod::start(
-        vec![ok(
-            json!({"id": "test-1", "status": "COMPLETED", "output": final_answer("local")}),
-        )],
-        vec![],
-        false,
-    )
-    .await;
-    let s = scenario()
-        .task("t", "Hi.")
-        .config_file(&format!(
-            "[runpod]\nendpoint_url = \"{}/\"\napi_key_env = \"\"\n",
-            rp.server.uri()
-        ))
-        .build()
-        .await;
-
-    s.run().await;
+    let local = json!({"id": "test-1", "status": "COMPLETED", "output": final_answer("local")});
+    let rp = FakeRunpod::start(vec![ok(local)], vec![], false).await;
+    let config = format!(
+        "[runpod]\nendpoint_url = \"{}/\"\napi_key_env = \"\"\n",
+        rp.server.uri()
+    );
+    let s = scenario().task("t", "Hi.").config_file(&config).ran().await;
 
     let t = s.summary("t");
     assert_eq!(t.final_answer.as_deref(), Some("local"));
@@ -241,9 +201,6 @@ async fn endpoint_url_replaces_base_url_and_id() {
         (Some(0), Some(0)),
         "the local server sends no timings"
     );
-    assert!(
-        rp.calls()
-            .await
-            .contains(&("POST".into(), "/runsync".into()))
-    );
+    let calls = rp.calls().await;
+    assert!(calls.contains(&("POST".into(), "/runsync".into())));
 }

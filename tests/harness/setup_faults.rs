@@ -17,9 +17,15 @@ fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
 }
 
-#[tokio::test]
-async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everything() {
-    let s = scenario()
+/// The metrics the runs wrote (`logs/agent-harness.prom`).
+fn metrics(project: &Project) -> String {
+    std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap()
+}
+
+/// Tasks `a`, `b` and `c`, and a key the server refuses once: it is
+/// rotated (fixed) after that, and the model answers each task.
+fn three_tasks_and_a_rotated_key() -> Scenario {
+    scenario()
         .script(vec![
             refused(),
             ok(final_answer("a done")),
@@ -31,41 +37,50 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
         .task("c", "Task c.")
         // A key is configured; the server refuses it.
         .config("api_key_env = \"RUNPOD_API_KEY\"\n")
-        .build()
-        .await;
+}
+
+#[tokio::test]
+async fn a_rotated_key_stops_the_run_and_files_nothing() {
+    let s = three_tasks_and_a_rotated_key().build().await;
 
     let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 2);
     assert_eq!(s.inbox(), ["a.md", "b.md", "c.md"], "every task stays");
     assert!(s.failed().is_empty() && s.done().is_empty());
-    let a = s.summary("a");
-    assert_eq!(
-        (a.status, a.stop_reason, a.retryable),
-        (Status::Interrupted, StopReason::SetupFault, true)
-    );
-    assert_eq!(
-        a.error.as_deref(),
-        Some(
-            "the endpoint refused the API key (HTTP 401); \
-             check RUNPOD_API_KEY (the variable named by [openai] api_key_env). \
-             The server said: Invalid API Key"
-        )
-    );
     assert!(
         !s.root().join("logs/b").exists() && !s.root().join("logs/c").exists(),
         "no further task started"
     );
     assert_eq!(attempt_counts(&s), json!({}), "no attempt was counted");
     assert_eq!(s.requests().await.len(), 1, "a 401 is asked once");
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
+    let metrics = metrics(&s);
     assert_contains(&metrics, "agent_harness_last_run_exit_code 2\n");
     assert_contains(
         &metrics,
         "agent_harness_last_run_tasks{status=\"interrupted\",stop_reason=\"setup_fault\"} 1",
     );
+}
 
-    // The key is fixed: the next run does every task, each on its first attempt.
+#[tokio::test]
+async fn a_rotated_key_interrupts_its_task_naming_the_keys_variable() {
+    let s = three_tasks_and_a_rotated_key().ran().await;
+
+    let a = s.summary("a");
+    assert_eq!(
+        (a.status, a.stop_reason, a.retryable),
+        (Status::Interrupted, StopReason::SetupFault, true)
+    );
+    let error = "the endpoint refused the API key (HTTP 401); \
+                 check RUNPOD_API_KEY (the variable named by [openai] api_key_env). \
+                 The server said: Invalid API Key";
+    assert_eq!(a.error.as_deref(), Some(error));
+}
+
+#[tokio::test]
+async fn once_the_key_is_fixed_the_next_run_does_every_task_on_its_first_attempt() {
+    let s = three_tasks_and_a_rotated_key().ran().await;
+
     let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0);
@@ -76,19 +91,14 @@ async fn a_rotated_key_stops_the_run_files_nothing_and_the_next_run_does_everyth
     for t in ["b", "c"] {
         assert_eq!(s.summary(t).attempt, 1, "{t}");
     }
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert_contains(&metrics, "agent_harness_last_success_timestamp_seconds ");
+    assert_contains(metrics(&s), "agent_harness_last_success_timestamp_seconds ");
 }
 
 #[tokio::test]
 async fn a_wrong_route_or_method_is_a_setup_fault_naming_base_url() {
-    for (status, words) in [
-        (404, "no chat route or no such model there (HTTP 404); "),
-        (
-            405,
-            "the endpoint does not take a chat request there (HTTP 405); ",
-        ),
-    ] {
+    let not_found = "no chat route or no such model there (HTTP 404); ";
+    let not_allowed = "the endpoint does not take a chat request there (HTTP 405); ";
+    for (status, words) in [(404, not_found), (405, not_allowed)] {
         let s = scenario()
             .script(vec![ResponseTemplate::new(status)])
             .task("t", "hi")
@@ -107,33 +117,39 @@ async fn a_wrong_route_or_method_is_a_setup_fault_naming_base_url() {
     }
 }
 
+/// Task `t` on the RunPod endpoint `rp`.
+async fn on_runpod(rp: &FakeRunpod) -> Scene {
+    let config = rp.config_sections();
+    scenario()
+        .task("t", "hi")
+        .config_file(&config)
+        .build()
+        .await
+}
+
 #[tokio::test]
-async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_not() {
+async fn an_unknown_runpod_endpoint_id_is_a_setup_fault() {
     let rp = FakeRunpod::start(
         vec![ResponseTemplate::new(404).set_body_string("Not Found")],
         vec![],
         false,
     )
     .await;
-    let s = scenario()
-        .task("t", "hi")
-        .config_file(&rp.config_sections())
-        .build()
-        .await;
+    let s = on_runpod(&rp).await;
 
     assert_eq!(s.run().await.exit_code(), 2);
 
     let t = s.summary("t");
     assert_eq!(t.stop_reason, StopReason::SetupFault);
-    assert!(
-        t.error.as_deref().unwrap().contains(
-            "no such endpoint (HTTP 404); check [runpod] endpoint_id or endpoint_url. The server said: Not Found"
-        ),
-        "{:?}",
-        t.error
+    assert_contains(
+        t.error.as_deref().unwrap(),
+        "no such endpoint (HTTP 404); check [runpod] endpoint_id or endpoint_url. The server said: Not Found",
     );
+}
 
-    // A 404 on a status poll is an expired job: retried, not a setup fault.
+/// A 404 on a status poll is an expired job: retried, not a setup fault.
+#[tokio::test]
+async fn an_expired_runpod_job_is_retried_not_a_setup_fault() {
     let rp = FakeRunpod::start(
         vec![
             ok(json!({"id": "job1", "status": "IN_QUEUE"})),
@@ -143,11 +159,7 @@ async fn an_unknown_runpod_endpoint_id_is_a_setup_fault_but_an_expired_job_is_no
         false,
     )
     .await;
-    let s = scenario()
-        .task("t", "hi")
-        .config_file(&rp.config_sections())
-        .build()
-        .await;
+    let s = on_runpod(&rp).await;
 
     assert_eq!(s.run().await.exit_code(), 0);
     assert_eq!(s.summary("t").stop_reason, StopReason::FinalAnswer);
@@ -169,38 +181,37 @@ impl Respond for RefuseAllButSlow {
     }
 }
 
-#[tokio::test]
-async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
+/// A model that answers as [`RefuseAllButSlow`].
+async fn refusing_all_but_slow() -> FakeLlm {
     let server = wiremock::MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::method("POST"))
         .respond_with(RefuseAllButSlow)
         .mount(&server)
         .await;
     list_models(&server).await;
+    FakeLlm { server }
+}
+
+#[tokio::test]
+async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
     let s = scenario()
-        .llm(FakeLlm { server })
+        .llm(refusing_all_but_slow().await)
         .task("a-slow", "A slow one.")
         .task("b-refused", "Refused.")
         .task("c-later", "Never started.")
         .build()
         .await;
 
-    let outcome = s.run_with(run_options(2, false)).await;
+    assert_eq!(s.run_with(run_options(2, false)).await.exit_code(), 2);
 
-    assert_eq!(outcome.exit_code(), 2);
     let slow = s.summary("a-slow");
     assert_eq!(
         (slow.status, slow.stop_reason),
         (Status::Interrupted, StopReason::SetupFault)
     );
-    assert!(
-        slow.error
-            .as_deref()
-            .unwrap()
-            .starts_with("stopped by another task's setup fault: the endpoint refused the API key"),
-        "{:?}",
-        slow.error
-    );
+    let error = slow.error.unwrap();
+    let cause = "stopped by another task's setup fault: the endpoint refused the API key";
+    assert!(error.starts_with(cause), "{error}");
     assert_eq!(s.summary("b-refused").stop_reason, StopReason::SetupFault);
     assert!(!s.root().join("logs/c-later").exists());
     assert_eq!(s.inbox(), ["a-slow.md", "b-refused.md", "c-later.md"]);
@@ -212,12 +223,11 @@ async fn tasks_in_flight_end_as_setup_faults_and_the_rest_never_start() {
 /// task fails for good and the run goes on, so it can never block the inbox.
 #[tokio::test]
 async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
+    let blocked = "blocked by web application firewall";
     let s = scenario()
         .script(vec![
-            ok(tool_calls(&[("c1", "no_such_tool", json!({}))])),
-            ResponseTemplate::new(403).set_body_json(
-                json!({"error": {"message": "blocked by web application firewall"}}),
-            ),
+            ok(call("no_such_tool", json!({}))),
+            ResponseTemplate::new(403).set_body_json(json!({"error": {"message": blocked}})),
             ok(final_answer("b done")),
         ])
         .task("a", "Read the page.")
@@ -225,26 +235,21 @@ async fn a_refusal_after_a_success_is_the_tasks_not_the_setups() {
         .build()
         .await;
 
-    let outcome = s.run().await;
+    assert_eq!(s.run().await.exit_code(), 1);
 
-    assert_eq!(outcome.exit_code(), 1);
     let a = s.summary("a");
+    let rejected = format!("the endpoint rejected the request (HTTP 403): {blocked}");
     assert_eq!(
         (a.status, a.stop_reason, a.retryable),
         (Status::Failed, StopReason::EndpointError, false)
     );
-    assert_eq!(
-        a.error.as_deref(),
-        Some("the endpoint rejected the request (HTTP 403): blocked by web application firewall")
-    );
+    assert_eq!(a.error, Some(rejected));
     assert_eq!(s.summary("b").status, Status::Succeeded, "the run went on");
     assert!(s.inbox().is_empty());
 }
 
-/// The same for noteworx: once a call in the run was answered, a 403 is
-/// about one note, a tool error the model can work around.
-#[tokio::test]
-async fn a_notes_refusal_after_a_success_is_a_tool_error() {
+/// A noteworx that lists note `n` but refuses to read it (403).
+async fn notes_listing_n_but_refusing_it() -> wiremock::MockServer {
     use wiremock::matchers::{method, path};
     let notes = wiremock::MockServer::start().await;
     wiremock::Mock::given(method("GET"))
@@ -259,17 +264,21 @@ async fn a_notes_refusal_after_a_success_is_a_tool_error() {
         )
         .mount(&notes)
         .await;
+    notes
+}
+
+/// The same for noteworx: once a call in the run was answered, a 403 is
+/// about one note, a tool error the model can work around.
+#[tokio::test]
+async fn a_notes_refusal_after_a_success_is_a_tool_error() {
+    let notes = notes_listing_n_but_refusing_it().await;
+    let section = format!("[tools.noteworx]\nbase_url = \"{}\"\n", notes.uri());
+    let list = ("noteworx_list_notes", json!({}));
+    let read = ("noteworx_read_note", json!({"slug": "n"}));
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_list_notes", json!({}))]),
-            tool_calls(&[("c2", "noteworx_read_note", json!({"slug": "n"}))]),
-            final_answer("done"),
-        ])
+        .calls(vec![list, read], "done")
         .task("t", "Read my notes.")
-        .config(&format!(
-            "[tools.noteworx]\nbase_url = \"{}\"\n",
-            notes.uri()
-        ))
+        .config(&section)
         .build()
         .await;
 
@@ -390,9 +399,9 @@ async fn run_over_https(status: Option<&'static str>) -> (Scene, u16, std::proce
     (s, port, out)
 }
 
+/// Plain http there: the scheme is the setup's fault; every task stays.
 #[tokio::test]
-async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silent_one_a_timeout() {
-    // Plain http there: the scheme is the setup's fault; every task stays.
+async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault() {
     let (s, port, out) = run_over_https(Some("200 OK")).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -404,16 +413,14 @@ async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silen
     );
     assert_eq!(s.inbox(), ["t.md"]);
     let out = s.binary_async(&["test-runpod"]).await;
-    assert!(
-        stdout(&out).contains("FAIL reachable: 127.0.0.1:")
-            && stdout(&out).contains("use http:// in the URL"),
-        "{}",
-        stdout(&out)
-    );
+    assert_contains(stdout(&out), "FAIL reachable: 127.0.0.1:");
+    assert_contains(stdout(&out), "use http:// in the URL");
+}
 
-    // A TLS server that hangs stays a timeout, and so does one that says
-    // 400 to plain HTTP on its port (nginx, Go's): the run waits for a
-    // later one.
+/// A TLS server that hangs stays a timeout, and so does one that says 400
+/// to plain HTTP on its port (nginx, Go's): the run waits for a later one.
+#[tokio::test]
+async fn https_to_a_silent_server_is_a_timeout() {
     for status in [None, Some("400 Bad Request")] {
         let (s, _, out) = run_over_https(status).await;
         let err = stderr(&out);
@@ -425,23 +432,11 @@ async fn https_to_a_server_that_waits_in_plain_http_is_a_setup_fault_and_a_silen
 
 #[tokio::test]
 async fn requeue_rerun_and_prune_need_no_secret_and_run_and_check_still_do() {
-    let s = scenario()
-        .config("api_key_env = \"AGENT_HARNESS_TEST_UNSET_KEY\"\n")
-        .build()
-        .await;
-    for folder in ["tasks/failed", "tasks/done"] {
-        std::fs::create_dir_all(s.root().join(folder)).unwrap();
-    }
-    std::fs::write(
-        s.root().join("tasks/failed/20261128T010000Z-broke.md"),
-        "Try again.",
-    )
-    .unwrap();
-    std::fs::write(
-        s.root().join("tasks/done/20261128T010000Z-fine.md"),
-        "Once more.",
-    )
-    .unwrap();
+    let key = "AGENT_HARNESS_TEST_UNSET_KEY";
+    let config = format!("api_key_env = \"{key}\"\n");
+    let s = scenario().config(&config).build().await;
+    filed(&s, "tasks/failed/20261128T010000Z-broke.md", "Try again.");
+    filed(&s, "tasks/done/20261128T010000Z-fine.md", "Once more.");
 
     // The movers work from a shell where the key is not set.
     for args in [&["requeue", "broke"][..], &["rerun", "fine"], &["prune"]] {
@@ -455,15 +450,18 @@ async fn requeue_rerun_and_prune_need_no_secret_and_run_and_check_still_do() {
     for args in [&["run"][..], &["check"]] {
         let out = run_bin(&s, args).await;
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(
-            stderr(&out).contains("AGENT_HARNESS_TEST_UNSET_KEY")
-                || stdout(&out).contains("AGENT_HARNESS_TEST_UNSET_KEY"),
-            "{args:?}: {}{}",
-            stdout(&out),
-            stderr(&out)
-        );
+        // In either stream: the newline keeps a match from spanning both.
+        let said = format!("{}\n{}", stdout(&out), stderr(&out));
+        assert!(said.contains(key), "{args:?}: {said}");
     }
     assert_eq!(s.inbox(), ["broke.md", "fine.md"], "nothing ran");
+}
+
+/// Writes `text` to `path` in the project, making its folder.
+fn filed(project: &Project, path: &str, text: &str) {
+    let path = project.root().join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
 }
 
 /// Panics unless the test runs as root: only root can give a file to

@@ -4,9 +4,50 @@
 //! retention and `prune` remove old runs by age, keep the newest of each task
 //! and all of `failed/`, and trust no clock behind the records.
 
+use agent_harness::state::RunLock;
 use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
 
 use crate::common::*;
+
+/// The attempts counted beside the inbox.
+const ATTEMPTS: &str = "tasks/.agent-harness-attempts.json";
+
+/// A project whose endpoint nobody answers: for the commands that never
+/// call it.
+fn unanswered() -> Scenario {
+    scenario().endpoint_at("http://127.0.0.1:9/v1")
+}
+
+/// The run lock, held as a running run holds it.
+fn hold_the_lock(project: &Project) -> RunLock {
+    RunLock::try_acquire(&project.root().join("tasks"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Writes `text` to `path` in the project, making its folder.
+fn put(project: &Project, path: &str, text: &str) {
+    let path = project.root().join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The text of `tasks/inbox/<file>`.
+fn in_inbox(project: &Project, file: &str) -> String {
+    std::fs::read_to_string(project.root().join("tasks/inbox").join(file)).unwrap()
+}
+
+/// Runs the inbox again, and its one task succeeds on its first attempt.
+async fn runs_again_on_its_first_attempt(project: &Project) {
+    let again = run_bin(project, &["run", "--json"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
+    assert_eq!(
+        (summary["status"].as_str(), summary["attempt"].as_u64()),
+        (Some("succeeded"), Some(1))
+    );
+}
 
 /// Puts `files` in `tasks/failed/` as a run would have left them.
 fn failed(project: &Project, files: &[&str]) {
@@ -17,12 +58,12 @@ fn failed(project: &Project, files: &[&str]) {
     }
 }
 
-#[tokio::test]
-async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attempt() {
+/// Task `flaky`, run once by the binary: the endpoint refused it and it
+/// is in `failed/`; the endpoint answers the next request.
+async fn flaky_failed() -> Scene {
     let s = scenario()
         .script(vec![
-            wiremock::ResponseTemplate::new(400)
-                .set_body_json(json!({"error": {"message": "bad"}})),
+            ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "bad"}})),
             ok(final_answer("done now")),
         ])
         .task("flaky", "Answer.")
@@ -31,12 +72,14 @@ async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attem
     let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
     assert_eq!(s.failed().len(), 1);
+    s
+}
+
+#[tokio::test]
+async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attempt() {
+    let s = flaky_failed().await;
     // A count left behind (by hand, or an older version) is reset too.
-    std::fs::write(
-        s.root().join("tasks/.agent-harness-attempts.json"),
-        r#"{"flaky": 7}"#,
-    )
-    .unwrap();
+    std::fs::write(s.root().join(ATTEMPTS), r#"{"flaky": 7}"#).unwrap();
 
     let out = run_bin(&s, &["requeue", "flaky"]).await;
 
@@ -44,121 +87,87 @@ async fn a_failed_task_is_one_requeue_away_from_running_again_on_its_first_attem
     assert_eq!(s.inbox(), ["flaky.md"]);
     assert!(s.failed().is_empty());
     let printed = stdout(&out);
-    assert!(
-        printed.contains("tasks/failed/") && printed.ends_with("tasks/inbox/flaky.md\n"),
-        "{printed}"
-    );
-    assert!(!s.root().join("tasks/.agent-harness-attempts.json").exists());
-    let again = run_bin(&s, &["run", "--json"]).await;
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
-    assert_eq!(
-        (summary["status"].as_str(), summary["attempt"].as_u64()),
-        (Some("succeeded"), Some(1))
-    );
+    assert_contains(&printed, "tasks/failed/");
+    assert!(printed.ends_with("tasks/inbox/flaky.md\n"), "{printed}");
+    assert!(!s.root().join(ATTEMPTS).exists());
+    runs_again_on_its_first_attempt(&s).await;
 }
 
-#[tokio::test]
-async fn a_task_that_succeeded_is_one_rerun_away_from_running_again_on_its_first_attempt() {
+/// Task `weekly`, run once by the binary: it succeeded and is in `done/`.
+async fn weekly_done() -> Scene {
     let s = scenario()
-        .replies(vec![final_answer("done"), final_answer("done again")])
+        .answers(&["done", "done again"])
         .task("weekly", "Answer.")
         .build()
         .await;
     let first = run_bin(&s, &["run"]).await;
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     assert_eq!(s.done().len(), 1);
+    s
+}
 
-    // Not in done/: where it is, and what rerun takes.
+/// Not in done/: where it is, and what rerun takes.
+#[tokio::test]
+async fn rerun_of_a_misspelt_name_suggests_the_task_in_done() {
+    let s = weekly_done().await;
+
     let out = run_bin(&s, &["rerun", "wekly"]).await;
+
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_contains(stderr(&out), "did you mean wekly → weekly?");
+}
+
+#[tokio::test]
+async fn a_task_that_succeeded_is_one_rerun_away_from_running_again_on_its_first_attempt() {
+    let s = weekly_done().await;
 
     let out = run_bin(&s, &["rerun", "weekly.md"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.inbox(), ["weekly.md"]);
     assert!(s.done().is_empty());
-    assert!(
-        stdout(&out).contains("tasks/done/") && stdout(&out).ends_with("tasks/inbox/weekly.md\n"),
-        "{}",
-        stdout(&out)
-    );
+    let printed = stdout(&out);
+    assert_contains(&printed, "tasks/done/");
+    assert!(printed.ends_with("tasks/inbox/weekly.md\n"), "{printed}");
     let out = run_bin(&s, &["rerun", "weekly"]).await;
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("weekly is in the inbox")
-            && stderr(&out).contains("rerun takes tasks from ")
-            && stderr(&out).trim_end().ends_with("tasks/done/"),
-        "{}",
-        stderr(&out)
-    );
-    let again = run_bin(&s, &["run", "--json"]).await;
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    let summary: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
-    assert_eq!(
-        (summary["status"].as_str(), summary["attempt"].as_u64()),
-        (Some("succeeded"), Some(1))
-    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_contains(&err, "weekly is in the inbox");
+    assert_contains(&err, "rerun takes tasks from ");
+    assert!(err.trim_end().ends_with("tasks/done/"), "{err}");
+    runs_again_on_its_first_attempt(&s).await;
 }
 
 #[tokio::test]
 async fn rerun_takes_a_run_id_and_never_overwrites_the_inbox() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
-    let done = s.root().join("tasks/done");
-    std::fs::create_dir_all(&done).unwrap();
-    std::fs::write(done.join("20260408T060000Z-scan.md"), "older").unwrap();
-    std::fs::write(done.join("20260409T061500Z-scan.md"), "newer").unwrap();
-    std::fs::write(done.join("20260409T061500Z-other.md"), "other").unwrap();
+    let s = unanswered().build().await;
+    put(&s, "tasks/done/20260408T060000Z-scan.md", "older");
+    put(&s, "tasks/done/20260409T061500Z-scan.md", "newer");
+    put(&s, "tasks/done/20260409T061500Z-other.md", "other");
     s.task("other", "in the inbox already");
 
-    let out = bin(&s)
-        .args(["rerun", "20260409T061500Z"])
-        .output()
-        .unwrap();
+    let out = run_bin(&s, &["rerun", "20260409T061500Z"]).await;
 
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
-        "newer"
-    );
-    assert!(
-        stderr(&out).contains("other.md is already in the inbox")
-            && stderr(&out).contains("tasks/done"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        std::fs::read_to_string(s.root().join("tasks/inbox/other.md")).unwrap(),
-        "in the inbox already",
-        "never overwritten"
-    );
-    assert_eq!(
-        s.done(),
-        ["20260408T060000Z-scan.md", "20260409T061500Z-other.md"]
-    );
-    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
-        .unwrap()
-        .unwrap();
-    let out = bin(&s)
-        .args(["rerun", "20260408T060000Z"])
-        .output()
-        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(in_inbox(&s, "scan.md"), "newer");
+    assert_contains(&err, "other.md is already in the inbox");
+    assert_contains(&err, "tasks/done");
+    let other = in_inbox(&s, "other.md");
+    assert_eq!(other, "in the inbox already", "never overwritten");
+    let left = ["20260408T060000Z-scan.md", "20260409T061500Z-other.md"];
+    assert_eq!(s.done(), left);
+    let lock = hold_the_lock(&s);
+    let out = run_bin(&s, &["rerun", "20260408T060000Z"]).await;
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     drop(lock);
 }
 
-#[tokio::test]
-async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+/// Failed runs of `scan` (the newest, `…Z-2-scan`, run `…Z-2` of a day
+/// with two), and of `2026-report` and `other` in one run.
+fn three_scans_a_report_and_another_failed(project: &Project) {
     failed(
-        &s,
+        project,
         &[
             "20260401T060000Z-scan.md",
             "20260408T060000Z-scan.md",
@@ -168,59 +177,46 @@ async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox(
         ],
     );
     // `…Z-2-scan` is run `…Z-2` of `scan`: its run folder says so.
-    std::fs::create_dir_all(s.root().join("logs/scan/20260408T060000Z-2")).unwrap();
+    std::fs::create_dir_all(project.root().join("logs/scan/20260408T060000Z-2")).unwrap();
+}
 
-    let out = bin(&s).args(["requeue", "scan"]).output().unwrap();
+#[tokio::test]
+async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
+    let s = unanswered().build().await;
+    three_scans_a_report_and_another_failed(&s);
+    let newest = "task from 20260408T060000Z-2-scan.md";
+
+    let out = run_bin(&s, &["requeue", "scan"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
-        "task from 20260408T060000Z-2-scan.md"
-    );
+    assert_eq!(in_inbox(&s, "scan.md"), newest);
 
     // The inbox holds scan.md now: the next one is refused, and stays.
-    let out = bin(&s).args(["requeue", "scan"]).output().unwrap();
+    let out = run_bin(&s, &["requeue", "scan"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_contains(stderr(&out), "scan.md is already in the inbox");
     assert_eq!(s.failed().len(), 4);
-    assert_eq!(
-        std::fs::read_to_string(s.root().join("tasks/inbox/scan.md")).unwrap(),
-        "task from 20260408T060000Z-2-scan.md",
-        "never overwritten"
-    );
+    assert_eq!(in_inbox(&s, "scan.md"), newest, "never overwritten");
 
     // A run id names every task of that run; a date-like name stays whole.
-    let out = bin(&s)
-        .args(["requeue", "20260409T061500Z"])
-        .output()
-        .unwrap();
+    let out = run_bin(&s, &["requeue", "20260409T061500Z"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.inbox(), ["2026-report.md", "other.md", "scan.md"]);
 
-    let out = bin(&s)
-        .args(["requeue", "nothing-like-it"])
-        .output()
-        .unwrap();
+    let out = run_bin(&s, &["requeue", "nothing-like-it"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_contains(stderr(&out), "no task \"nothing-like-it\" in the inbox");
 }
 
 #[tokio::test]
 async fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
-    failed(
-        &s,
-        &[
-            "20260401T060000Z-a.md",
-            "20260402T060000Z-a.md",
-            "20260403T060000Z-b.md",
-        ],
-    );
-    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
-        .unwrap()
-        .unwrap();
+    let s = unanswered().build().await;
+    let files = [
+        "20260401T060000Z-a.md",
+        "20260402T060000Z-a.md",
+        "20260403T060000Z-b.md",
+    ];
+    failed(&s, &files);
+    let lock = hold_the_lock(&s);
     let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert_contains(stderr(&out), "another run holds the lock");
@@ -230,10 +226,7 @@ async fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run
     let out = bin(&s).args(["requeue", "--all-failed"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.inbox(), ["a.md", "b.md"]);
-    assert_eq!(
-        std::fs::read_to_string(s.root().join("tasks/inbox/a.md")).unwrap(),
-        "task from 20260402T060000Z-a.md"
-    );
+    assert_eq!(in_inbox(&s, "a.md"), "task from 20260402T060000Z-a.md");
     assert_eq!(s.failed(), ["20260401T060000Z-a.md"]);
 
     let out = bin(&s).args(["requeue"]).output().unwrap();
@@ -342,39 +335,43 @@ async fn keep_days_0_keeps_everything_and_a_dry_run_prunes_nothing() {
     assert_eq!(runs_of(&s, "scan").len(), 15, "a dry run deletes nothing");
 }
 
-#[tokio::test]
-async fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .config("[retention]\nkeep_days = 30\nkeep_runs = 5")
-        .build()
-        .await;
-    // A year of hourly runs, up to now.
+/// A project keeping 30 days of runs, and at least 5 of each task.
+fn keeping_30_days_and_5_runs() -> Scenario {
+    unanswered().config("[retention]\nkeep_days = 30\nkeep_runs = 5")
+}
+
+/// The run id of the time `t`.
+fn run_id_at(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// A year of hourly runs of `hourly`, up to now.
+fn a_year_of_hourly_runs(project: &Project) {
     let now = chrono::Utc::now();
     let ids: Vec<String> = (0..24 * 365)
-        .map(|h| {
-            (now - chrono::Duration::hours(h))
-                .format("%Y%m%dT%H%M%SZ")
-                .to_string()
-        })
+        .map(|h| run_id_at(now - chrono::Duration::hours(h)))
         .collect();
-    make_runs(&s, "hourly", &ids);
+    make_runs(project, "hourly", &ids);
+}
+
+/// How many lines of `text` start with `prefix`.
+fn lines_starting(text: &str, prefix: &str) -> usize {
+    text.lines().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[tokio::test]
+async fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs() {
+    let s = keeping_30_days_and_5_runs().build().await;
+    a_year_of_hourly_runs(&s);
 
     let out = bin(&s).args(["prune", "--dry-run"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let listed = stdout(&out);
-    let would = listed
-        .lines()
-        .filter(|l| l.starts_with("would remove "))
-        .count();
+    let would = lines_starting(&stdout(&out), "would remove ");
     assert_eq!(runs_of(&s, "hourly").len(), 24 * 365, "nothing removed yet");
 
     let out = bin(&s).arg("prune").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let removed = stdout(&out)
-        .lines()
-        .filter(|l| l.starts_with("removed "))
-        .count();
+    let removed = lines_starting(&stdout(&out), "removed ");
     assert_eq!(removed, would, "prune removes what --dry-run listed");
     let left = runs_of(&s, "hourly").len();
     assert!(
@@ -382,13 +379,18 @@ async fn prune_dry_run_lists_what_prune_removes_and_bounds_a_year_of_hourly_runs
         "30 days of hourly runs are left, not a year: {left}"
     );
     assert_eq!(left + removed, 24 * 365);
+}
 
-    let lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
-        .unwrap()
-        .unwrap();
+#[tokio::test]
+async fn prune_waits_for_a_running_run() {
+    let s = keeping_30_days_and_5_runs().build().await;
+    a_year_of_hourly_runs(&s);
+
+    let lock = hold_the_lock(&s);
     let out = bin(&s).arg("prune").output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     drop(lock);
+    assert_eq!(runs_of(&s, "hourly").len(), 24 * 365, "nothing removed");
 }
 
 #[tokio::test]
@@ -399,12 +401,8 @@ async fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
         .build()
         .await;
     let now = chrono::Utc::now();
-    let old = (now - chrono::Duration::days(30))
-        .format("%Y%m%dT%H%M%SZ")
-        .to_string();
-    let ahead = (now + chrono::Duration::days(2))
-        .format("%Y%m%dT%H%M%SZ")
-        .to_string();
+    let old = run_id_at(now - chrono::Duration::days(30));
+    let ahead = run_id_at(now + chrono::Duration::days(2));
     make_runs(&s, "t", &[old.clone(), ahead.clone()]);
 
     let out = bin(&s).arg("prune").output().unwrap();
