@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
-use crate::common::smtp::{FROM, Smtp, TO, digest_at};
+use crate::common::smtp::{FROM, Mail, Smtp, TO, digest_at};
 use crate::common::*;
 
 /// A model that refuses the first request (HTTP 400) and answers the rest.
@@ -19,33 +19,68 @@ fn refuses_then_answers(answer: &str) -> Vec<ResponseTemplate> {
     ]
 }
 
+/// `[mail]` at `smtp`, the digest mailed from `at` (HH:MM) on.
+fn mail_config(smtp: &Smtp, at: &str) -> String {
+    format!("{}{}", smtp.mail_section(""), digest_at(at, ""))
+}
+
+/// A scenario whose runs mail the digest through `smtp` from `at` (HH:MM) on.
+fn mailing(smtp: &Smtp, at: &str) -> Scenario {
+    scenario().config(&mail_config(smtp, at))
+}
+
+/// The one mail `smtp` took.
+#[track_caller]
+fn the_one_mail(smtp: &Smtp) -> Mail {
+    let mut mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    mails.remove(0)
+}
+
+/// The command that runs task `broken` of the scene again.
+fn run_again(s: &Scene) -> String {
+    let config = s.config_path();
+    format!("agent-harness --config {} requeue broken", config.display())
+}
+
 #[tokio::test]
 #[ignore = "needs scripts/test: aiosmtpd"]
 async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at() {
     let smtp = Smtp::start();
     // The tests' clock says 06:15 UTC.
-    let s = scenario()
-        .replies(vec![final_answer("Early answer.")])
+    let s = mailing(&smtp, "07:00")
+        .answers(&["Early answer."])
         .task("early", "Answer.")
-        .config(&smtp.mail_section(""))
-        .config(&digest_at("07:00", ""))
         .ran()
         .await;
     assert!(smtp.mails().is_empty(), "mailed before 07:00");
 
-    s.rewrite_config(&format!(
-        "{}{}",
-        smtp.mail_section(""),
-        digest_at("06:00", "")
-    ));
+    s.rewrite_config(&mail_config(&smtp, "06:00"));
     s.task("late", "Answer.");
     s.run().await;
     s.task("later", "Answer.");
     s.run().await;
 
-    let mails = smtp.mails();
-    assert_eq!(mails.len(), 1, "{mails:#?}");
-    let mail = &mails[0];
+    let mail = the_one_mail(&smtp);
+    // The run that sent it is in it, and the one before.
+    assert_contains(
+        &mail.body,
+        "Answers (2):\n- early: Early answer.\n- late: Early answer.\n",
+    );
+    assert_eq!(mail.subject, "agent-harness digest: 2 answered");
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn the_mailed_digest_is_plain_utf8_text_with_its_own_id_and_how_its_run_ended() {
+    let smtp = Smtp::start();
+    mailing(&smtp, "06:00")
+        .answers(&["Fine."])
+        .task("t", "Answer.")
+        .ran()
+        .await;
+
+    let mail = the_one_mail(&smtp);
     assert_eq!(mail.rcpt_tos, [TO]);
     assert_eq!(mail.from, FROM);
     assert_eq!(mail.content_type, "text/plain");
@@ -56,91 +91,80 @@ async fn the_digest_is_mailed_once_a_day_by_the_first_run_at_or_after_digest_at(
         id.starts_with('<') && id.ends_with('>') && id.contains('@'),
         "{mail:#?}"
     );
-    // The run that sent it is in it, and the one before.
-    let body = &mail.body;
     assert_contains(
-        body,
-        "Answers (2):\n- early: Early answer.\n- late: Early answer.\n",
-    );
-    assert_contains(
-        body,
+        &mail.body,
         "\nThis run, which sends the digest, exited 0:\n  1 succeeded in ",
     );
-    assert_eq!(mail.subject, "agent-harness digest: 2 answered");
+}
+
+/// A run that touched no task (the endpoint unreachable: 75), mailing the
+/// digest, with a task folder planted as a link: never followed, so not read.
+async fn a_night_that_touched_no_task(smtp: &Smtp) -> Scene {
+    let s = mailing(smtp, "06:00")
+        .endpoint_at(&format!("http://127.0.0.1:{}/v1", closed_port()))
+        .task("waiting", "Answer.")
+        .build()
+        .await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(s.root().join("logs")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), s.root().join("logs/linked")).unwrap();
+    assert_eq!(s.run().await.exit_code(), 75);
+    s
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: aiosmtpd"]
 async fn a_night_that_touched_no_task_is_never_nothing_happened() {
     let smtp = Smtp::start();
-    let s = scenario()
-        .endpoint_at(&format!("http://127.0.0.1:{}/v1", closed_port()))
-        .task("waiting", "Answer.")
-        .config(&smtp.mail_section(""))
-        .config(&digest_at("06:00", ""))
-        .build()
-        .await;
-    // A task folder planted as a link: never followed, so not read.
-    let elsewhere = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(s.root().join("logs")).unwrap();
-    std::os::unix::fs::symlink(elsewhere.path(), s.root().join("logs/linked")).unwrap();
+    let _s = a_night_that_touched_no_task(&smtp).await;
 
-    let outcome = s.run().await;
-
-    assert_eq!(outcome.exit_code(), 75);
-    let mails = smtp.mails();
-    assert_eq!(mails.len(), 1, "{mails:#?}");
+    let mail = the_one_mail(&smtp);
     assert_eq!(
-        mails[0].subject,
+        mail.subject,
         "agent-harness digest: this run exited 75, 1 folder(s) not read"
     );
-    let body = &mails[0].body;
-    assert!(!body.contains("nothing happened"), "{body}");
+    assert_lacks(&mail.body, "nothing happened");
     assert_contains(
-        body,
+        &mail.body,
         "\nThis run, which sends the digest, exited 75:\n  the endpoint is unreachable, no task was touched (1 left in the inbox): ",
     );
-    assert!(
-        body.contains("\nNot read (1), so their runs are missing here:\n- ")
-            && body.contains("logs/linked: a symbolic link, not followed\n"),
-        "{body}"
-    );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: aiosmtpd"]
+async fn the_mailed_digest_names_the_folders_it_could_not_read() {
+    let smtp = Smtp::start();
+    let _s = a_night_that_touched_no_task(&smtp).await;
+
+    let body = the_one_mail(&smtp).body;
+    assert_contains(&body, "\nNot read (1), so their runs are missing here:\n- ");
+    assert_contains(&body, "logs/linked: a symbolic link, not followed\n");
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: aiosmtpd"]
 async fn the_mailed_digest_puts_failures_first_with_the_command_that_runs_each_again() {
     let smtp = Smtp::start();
-    let s = scenario()
+    let s = mailing(&smtp, "06:00")
         .script(refuses_then_answers("Grüße: all good.\nSecond line."))
         .task("broken", "Answer.")
         .task("good", "Answer.")
-        .config(&smtp.mail_section(""))
-        .config(&digest_at("06:00", ""))
         .build()
         .await;
 
     let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 1);
-    let mails = smtp.mails();
-    assert_eq!(mails.len(), 1, "{mails:#?}");
-    let body = &mails[0].body;
-    let failed = body.find("Failed (1):").expect(body);
-    let answers = body.find("Answers (1):").expect(body);
+    let body = the_one_mail(&smtp).body;
+    let failed = body.find("Failed (1):").expect(&body);
+    let answers = body.find("Answers (1):").expect(&body);
     assert!(failed < answers, "{body}");
-    assert!(
-        body.contains("- broken: failed (endpoint_error), run ")
-            && body.contains(&format!(
-                "  run it again: agent-harness --config {} requeue broken\n",
-                s.config_path().display()
-            )),
-        "{body}"
-    );
+    assert_contains(&body, "- broken: failed (endpoint_error), run ");
+    assert_contains(&body, &format!("  run it again: {}\n", run_again(&s)));
     // UTF-8 whole, the answer's first line only.
-    assert!(body.contains("- good: Grüße: all good.\n"), "{body}");
-    assert!(!body.contains("Second line."), "{body}");
-    assert!(body.contains("\nSpent in this period: "), "{body}");
+    assert_contains(&body, "- good: Grüße: all good.\n");
+    assert_lacks(&body, "Second line.");
+    assert_contains(&body, "\nSpent in this period: ");
 }
 
 /// The tests' environment with an SMTP login.
@@ -196,8 +220,8 @@ async fn the_mail_logs_in_from_the_environment_and_never_carries_a_secret() {
     assert!(!body.contains("SECRET42"), "{body}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn digest_prints_failures_first_and_moves_no_mark() {
+/// Tasks `broken` (refused) and `good` run by the binary (exit 1).
+async fn broken_and_good_ran() -> Scene {
     let s = scenario()
         .script(refuses_then_answers("All good."))
         .task("broken", "Answer.")
@@ -206,6 +230,12 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
         .await;
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    s
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn digest_prints_failures_first_and_moves_no_mark() {
+    let s = broken_and_good_ran().await;
 
     let out = run_bin(&s, &["digest"]).await;
 
@@ -217,13 +247,7 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
         .expect(&text);
     let answers = text.find("Answers (1):\n- good: All good.\n").expect(&text);
     assert!(failed < answers, "{text}");
-    assert_contains(
-        &text,
-        &format!(
-            "  run it again: agent-harness --config {} requeue broken\n",
-            s.config_path().display()
-        ),
-    );
+    assert_contains(&text, &format!("  run it again: {}\n", run_again(&s)));
     // Printed, not mailed: the next digest still covers the same runs
     // (its header says the time, to the minute: not compared).
     let after_header = |text: &str| text.split_once('\n').map(|(_, rest)| rest.to_string());
@@ -231,19 +255,19 @@ async fn digest_prints_failures_first_and_moves_no_mark() {
         after_header(&stdout(&run_bin(&s, &["digest"]).await)),
         after_header(&text)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn digest_json_says_each_failure_with_the_command_that_runs_it_again() {
+    let s = broken_and_good_ran().await;
 
     let out = run_bin(&s, &["digest", "--json"]).await;
+
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let digest: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(digest["failures"][0]["task"], "broken");
     assert_eq!(digest["failures"][0]["stop_reason"], "endpoint_error");
-    assert_eq!(
-        digest["failures"][0]["run_again"],
-        format!(
-            "agent-harness --config {} requeue broken",
-            s.config_path().display()
-        )
-    );
+    assert_eq!(digest["failures"][0]["run_again"], run_again(&s));
     assert_eq!(digest["answers"][0]["first_line"], "All good.");
     // The period's runs, whatever day it is now.
     assert_eq!(digest["spend"]["tokens"], 160);

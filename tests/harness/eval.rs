@@ -5,6 +5,7 @@
 use std::process::Output;
 
 use agent_harness::agent::StopReason;
+use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::{Value, json};
 
@@ -15,26 +16,49 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `args` run by the binary in the project with the notes service's token.
+fn with_token(s: &Scene, args: &[&str]) -> Output {
+    bin(s)
+        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 const SUITE_READ: &str = "+++\ntools = [\"noteworx_read_note\", \"noteworx_create_attachment\"]\n\
     [expect]\ntools_called = [\"noteworx_read_note\"]\nanswer_matches = \"(?i)forty-two\"\nattachments = 1\nmax_turns_used = 3\n+++\n\
     Read note n, attach a summary, and say the number.";
 const SUITE_PLAIN: &str =
     "+++\ntools = []\n[expect]\nanswer_matches = \"never said\"\n+++\nSay hello.";
 
-#[tokio::test]
-async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
+/// The model's call reading note `n`.
+fn read_n() -> (&'static str, Value) {
+    ("noteworx_read_note", json!({"slug": "n"}))
+}
+
+/// The model's call attaching a summary to note `n`.
+fn attach_to_n() -> (&'static str, Value) {
+    let args = json!({"slug": "n", "filename": "s.md", "content": "42."});
+    ("noteworx_create_attachment", args)
+}
+
+/// Task `t` of [`SUITE_READ`] run: the model reads note `n` and answers
+/// the number, attaching nothing.
+async fn read_and_answered_unattached() -> (Scene, RunOutcome) {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
-            final_answer("It is forty-two."),
-        ])
+        .calls(vec![read_n()], "It is forty-two.")
         .task("t", SUITE_READ)
         .notes(&notes)
         .build()
         .await;
-
     let outcome = s.run().await;
+    (s, outcome)
+}
+
+#[tokio::test]
+async fn a_final_answer_that_misses_an_expectation_fails_for_good() {
+    let (s, outcome) = read_and_answered_unattached().await;
 
     assert_eq!(outcome.exit_code(), 1);
     let t = s.summary("t");
@@ -46,7 +70,14 @@ async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
         t.error.as_deref(),
         Some("missed expectations: attachments (0 created, expected 1)")
     );
-    let v = serde_json::to_value(t.expectations.unwrap()).unwrap();
+    assert_eq!(s.failed().len(), 1);
+}
+
+#[tokio::test]
+async fn a_missed_expectation_is_told_with_every_verdict() {
+    let (s, _) = read_and_answered_unattached().await;
+
+    let v = serde_json::to_value(s.summary("t").expectations.unwrap()).unwrap();
     assert_eq!(
         v,
         json!([
@@ -56,28 +87,17 @@ async fn a_final_answer_that_misses_an_expectation_fails_with_every_verdict() {
             {"check": "max_turns_used", "ok": true, "detail": "2 turn(s) used, at most 3 expected"}
         ])
     );
-    assert_eq!(s.failed().len(), 1);
 }
 
 #[tokio::test]
 async fn a_task_that_meets_every_expectation_succeeds() {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "42")]).await;
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_read_note", json!({"slug": "n"}))]),
-            tool_calls(&[(
-                "c2",
-                "noteworx_create_attachment",
-                json!({"slug": "n", "filename": "s.md", "content": "42."}),
-            )]),
-            final_answer("Forty-two."),
-        ])
+        .calls(vec![read_n(), attach_to_n()], "Forty-two.")
         .task("t", SUITE_READ)
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let t = s.summary("t");
     assert_eq!(t.stop_reason, StopReason::FinalAnswer);
@@ -111,11 +131,7 @@ async fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_c
         )
         .build()
         .await;
-    let out = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args(["check"])
-        .output()
-        .unwrap();
+    let out = with_token(&s, &["check"]);
     assert_eq!(out.status.code(), Some(1));
     let o = text(&out.stdout);
     assert_contains(
@@ -165,11 +181,7 @@ fn eval_json(out: &Output) -> Value {
 async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alone() {
     let (s, notes) = suite().await;
 
-    let out = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args(["eval", "suite", "--repeat", "2", "--json"])
-        .output()
-        .unwrap();
+    let out = with_token(&s, &["eval", "suite", "--repeat", "2", "--json"]);
 
     let report = eval_json(&out);
     assert_eq!(report["repeat"], 2);
@@ -208,11 +220,7 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
     let runs = std::fs::read_dir(eval_dir.join("v1/read")).unwrap().count();
     assert_eq!(runs, 2, "one run folder per repeat");
     assert_eq!(s.requests().await.len(), 2 * 3 + 2 * 3);
-    let listed = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args(["runs"])
-        .output()
-        .unwrap();
+    let listed = with_token(&s, &["runs"]);
     assert!(
         !text(&listed.stderr).contains("without a readable summary"),
         "eval folders are not runs: {}",
@@ -224,9 +232,9 @@ async fn eval_reports_pass_rates_per_task_and_leaves_the_suite_and_the_notes_alo
 async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_side() {
     let (s, _notes) = suite().await;
 
-    let out = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args([
+    let out = with_token(
+        &s,
+        &[
             "eval",
             "suite",
             "--repeat",
@@ -235,9 +243,8 @@ async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_
             "limits.max_turns=5",
             "--matrix",
             "model.temperature=0.1,0.9",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
 
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let o = text(&out.stdout);
@@ -275,22 +282,32 @@ async fn a_matrix_runs_the_suite_once_per_value_and_prints_the_variants_side_by_
     assert_eq!(temps.iter().filter(|t| **t == 0.9).count(), 6);
 }
 
-#[tokio::test]
-async fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() {
+/// A project whose endpoint is unreachable, with a one-task suite in `suite/`.
+async fn unreachable_with_a_suite() -> Scene {
     let s = scenario()
         .endpoint_at(&format!("http://127.0.0.1:{}/v1", closed_port()))
         .build()
         .await;
     std::fs::create_dir_all(s.root().join("suite")).unwrap();
     std::fs::write(s.root().join("suite/plain.md"), SUITE_PLAIN).unwrap();
-    let out = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args(["eval", "suite"])
-        .output()
-        .unwrap();
+    s
+}
+
+#[tokio::test]
+async fn eval_exits_75_when_the_endpoint_is_unreachable() {
+    let s = unreachable_with_a_suite().await;
+
+    let out = with_token(&s, &["eval", "suite"]);
+
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("unreachable"));
     assert!(!s.root().join("logs/eval").exists(), "nothing was run");
+}
+
+#[tokio::test]
+async fn eval_exits_2_on_usage_errors() {
+    let s = unreachable_with_a_suite().await;
+    std::fs::create_dir_all(s.root().join("logs")).unwrap();
 
     for (args, says) in [
         (vec!["eval", "missing"], "missing"),
@@ -308,18 +325,9 @@ async fn eval_exits_75_when_the_endpoint_is_unreachable_and_2_on_usage_errors() 
             "0 is not in 1..=1000",
         ),
     ] {
-        std::fs::create_dir_all(s.root().join("logs")).unwrap();
-        let out = bin(&s)
-            .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = with_token(&s, &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(
-            text(&out.stderr).contains(says),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
+        assert_contains(text(&out.stderr), says);
     }
 }
 
@@ -334,11 +342,7 @@ async fn the_shipped_suite_is_valid_and_covers_every_tool() {
         ))
         .build()
         .await;
-    let out = bin(&s)
-        .env("NOTEWORX_TOKEN", fake_noteworx::TOKEN)
-        .args(["check"])
-        .output()
-        .unwrap();
+    let out = with_token(&s, &["check"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let mut files = 0;
     let mut tools = std::collections::BTreeSet::new();

@@ -5,61 +5,93 @@
 
 use crate::common::*;
 
+/// Inbox entries that never run: a wrong extension, a wrong case, a
+/// folder, and names no task may have.
+const STRAYS: [&str; 5] = [
+    "color.txt",
+    "Color.MD",
+    "folder.md",
+    "compare v1..v2.md",
+    "bell\u{7}\u{1b}]0;pwned.md",
+];
+
+/// Puts the [`STRAYS`] in the inbox (`folder.md` a folder).
+fn place_strays(s: &Scene) {
+    let inbox = s.root().join("tasks/inbox");
+    for name in STRAYS {
+        if name == "folder.md" {
+            std::fs::create_dir(inbox.join(name)).unwrap();
+        } else {
+            std::fs::write(inbox.join(name), "What colour?").unwrap();
+        }
+    }
+}
+
+/// The metrics file the last run wrote.
+fn metrics(s: &Scene) -> String {
+    std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap()
+}
+
+/// The lines of `text` that contain `part`.
+fn lines_with<'a>(text: &'a str, part: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.contains(part)).collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn entries_that_never_run_are_named_counted_and_exit_1() {
-    let s = scenario().replies(vec![final_answer("done")]).build().await;
-    let inbox = s.root().join("tasks/inbox");
-    std::fs::write(inbox.join("color.txt"), "What colour?").unwrap();
-    std::fs::write(inbox.join("Color.MD"), "What colour?").unwrap();
-    std::fs::create_dir(inbox.join("folder.md")).unwrap();
-    // Names no task may have: never run, said the same way.
-    std::fs::write(inbox.join("compare v1..v2.md"), "x").unwrap();
-    std::fs::write(inbox.join("bell\u{7}\u{1b}]0;pwned.md"), "x").unwrap();
+    let s = scenario().answers(&["done"]).build().await;
+    place_strays(&s);
 
     let out = run_bin(&s, &["run"]).await;
 
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(!err.contains("the inbox is empty"), "{err}");
-    assert!(
-        err.contains("5 inbox entries will never run")
-            && err.contains("color.txt")
-            && err.contains("Color.MD")
-            && err.contains("folder.md")
-            && err.contains("compare v1..v2.md"),
-        "{err}"
-    );
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_lacks(&err, "the inbox is empty");
+    assert_contains(&err, "5 inbox entries will never run");
+    for named in &STRAYS[..4] {
+        assert_contains(&err, named);
+    }
     assert!(
         !err.contains('\u{1b}'),
         "a name's escapes are shown escaped: {err}"
     );
-    assert!(!err.contains("cannot create the task's records"), "{err}");
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_inbox_ignored_files 5\n")
-            && metrics.contains("agent_harness_last_run_exit_code 1\n"),
-        "{metrics}"
-    );
+    assert_lacks(&err, "cannot create the task's records");
+    let metrics = metrics(&s);
+    assert_contains(&metrics, "agent_harness_inbox_ignored_files 5\n");
+    assert_contains(&metrics, "agent_harness_last_run_exit_code 1\n");
+}
 
-    // With a real task beside them the task runs, and the run still says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_task_beside_entries_that_never_run_runs_and_the_run_still_exits_1() {
+    let s = scenario().answers(&["done"]).build().await;
+    place_strays(&s);
     s.task("real", "Answer.");
+
     let out = run_bin(&s, &["run"]).await;
+
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(s.done().len(), 1);
-    // Taken away, the inbox is truly empty: exit 0, the gauge 0.
-    for name in [
-        "color.txt",
-        "Color.MD",
-        "compare v1..v2.md",
-        "bell\u{7}\u{1b}]0;pwned.md",
-    ] {
-        std::fs::remove_file(inbox.join(name)).unwrap();
-    }
-    std::fs::remove_dir(inbox.join("folder.md")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_that_never_run_taken_away_leave_an_empty_inbox_exit_0_and_the_gauge_0() {
+    let s = scenario().answers(&["done"]).build().await;
+    place_strays(&s);
     let out = run_bin(&s, &["run"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let inbox = s.root().join("tasks/inbox");
+    for name in STRAYS {
+        if name == "folder.md" {
+            std::fs::remove_dir(inbox.join(name)).unwrap();
+        } else {
+            std::fs::remove_file(inbox.join(name)).unwrap();
+        }
+    }
+
+    let out = run_bin(&s, &["run"]).await;
+
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert_contains(&metrics, "agent_harness_inbox_ignored_files 0\n");
+    assert_contains(metrics(&s), "agent_harness_inbox_ignored_files 0\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -72,26 +104,18 @@ async fn past_twenty_entries_that_never_run_are_counted_not_named() {
 
     let out = run_bin(&s, &["run"]).await;
 
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
-    let named: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("an inbox entry that will never run"))
-        .collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let named = lines_with(&err, "an inbox entry that will never run");
     assert_eq!(named.len(), 20, "{err}");
-    assert!(
-        named[0].contains("stray00.txt") && named[19].contains("stray19.txt"),
-        "the first 20, in order: {err}"
-    );
-    assert!(!err.contains("stray24.txt"), "{err}");
-    let counted: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("more inbox entries that will never run"))
-        .collect();
+    // The first 20, in order.
+    assert_contains(named[0], "stray00.txt");
+    assert_contains(named[19], "stray19.txt");
+    assert_lacks(&err, "stray24.txt");
+    let counted = lines_with(&err, "more inbox entries that will never run");
     assert_eq!(counted.len(), 1, "{err}");
-    assert!(counted[0].contains("and 5 more"), "{err}");
+    assert_contains(counted[0], "and 5 more");
     // The summary and the metrics count every one.
-    assert!(err.contains("25 inbox entries will never run"), "{err}");
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert_contains(&metrics, "agent_harness_inbox_ignored_files 25\n");
+    assert_contains(&err, "25 inbox entries will never run");
+    assert_contains(metrics(&s), "agent_harness_inbox_ignored_files 25\n");
 }

@@ -3,8 +3,6 @@
 //! one huge page, or lacks a name the config allows — what is offered never
 //! depends on it.
 
-use std::path::Path;
-
 use agent_harness::agent::StopReason;
 use agent_harness::drain::RunOutcome;
 use serde_json::json;
@@ -102,32 +100,16 @@ async fn a_listing_lacking_a_configured_name_fails_that_task_and_leaves_no_serve
         .build()
         .await;
     let pid = s.root().join("srv.pid");
-    let hostile = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/hostile_server.py")
-        .display()
-        .to_string();
-    let command = vec![
-        mcp_python(),
-        hostile,
-        "ignoreeof".into(),
-        format!("pid={}", pid.display()),
-    ];
-    let extra = format!(
-        "[mcp.servers.h]\ncommand = {}\ntools = [\"ecko\"]\n",
-        serde_json::to_string(&command).unwrap()
-    );
-    s.rewrite_config(&extra);
-    let cfg = s.cfg();
-    let h = s.deps();
-    let out = agent_harness::app::run_inbox(&cfg, &h, &run_options(1, false))
-        .await
-        .unwrap();
+    let pid_arg = format!("pid={}", pid.display());
+    let args = ["ignoreeof", pid_arg.as_str()];
+    let hostile = mcp_server("h", "hostile_server.py", &args, "tools = [\"ecko\"]");
+    s.rewrite_config(&hostile);
+    let out = s.run().await;
     assert!(
         matches!(out, RunOutcome::Finished(ref t) if t.setup_fault.is_none() && t.failed == 1),
         "{out:?}"
     );
     assert_eq!(s.summary("x").stop_reason, StopReason::InvalidTask);
-    h.shutdown().await;
     assert!(pid_file_gone(&pid), "the server outlived the run");
     assert_eq!(s.failed().len(), 1);
 }

@@ -4,6 +4,7 @@
 //! never answer — each bounded, none a crash or a hang.
 
 use agent_harness::agent::StopReason;
+use agent_harness::drain::RunOutcome;
 use agent_harness::records::Status;
 use serde_json::json;
 use wiremock::matchers::method;
@@ -14,14 +15,14 @@ use crate::common::*;
 
 // -- 2. Numbers ----------------------------------------------------------------
 
+/// A task file whose `max_wall_secs` is `i64::MAX`.
+const ABSURD: &str = "+++\nmax_wall_secs = 9223372036854775807\n+++\nGo.";
+
 #[test]
 fn an_absurd_number_in_a_task_file_is_an_invalid_task_not_a_crash() {
     let s = scenario()
         .endpoint_at("http://127.0.0.1:9/v1")
-        .task(
-            "a-absurd",
-            "+++\nmax_wall_secs = 9223372036854775807\n+++\nGo.",
-        )
+        .task("a-absurd", ABSURD)
         .task("b-nan", "+++\ntemperature = nan\n+++\nGo.")
         .build_blocking();
 
@@ -42,23 +43,15 @@ fn an_absurd_number_in_a_task_file_is_an_invalid_task_not_a_crash() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_absurd_task_file_is_filed_and_the_rest_of_the_inbox_runs() {
     let s = scenario()
-        .replies(vec![final_answer("fine")])
-        .task(
-            "a-absurd",
-            "+++\nmax_wall_secs = 9223372036854775807\n+++\nGo.",
-        )
+        .answers(&["fine"])
+        .task("a-absurd", ABSURD)
         .task("b-fine", "Say hi.")
         .build()
         .await;
 
     let out = s.binary(&["run"]);
 
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let failed = s.failed();
     let done = s.done();
     assert!(
@@ -93,11 +86,9 @@ fn a_config_number_past_its_ceiling_exits_2_naming_the_key() {
 
 #[tokio::test]
 async fn a_retry_after_of_two_to_the_64_ends_the_task_at_once_retryable() {
+    let wait_2_64 = ResponseTemplate::new(503).insert_header("Retry-After", "18446744073709551615");
     let scene = scenario()
-        .script(vec![
-            ResponseTemplate::new(503).insert_header("Retry-After", "18446744073709551615"),
-            ok(final_answer("the next task is fine")),
-        ])
+        .script(vec![wait_2_64, ok(final_answer("the next task is fine"))])
         .task("a-told-to-wait", "First.")
         .task("b-fine", "Second.")
         .build()
@@ -111,20 +102,11 @@ async fn a_retry_after_of_two_to_the_64_ends_the_task_at_once_retryable() {
         (s.stop_reason, s.retryable, s.status),
         (StopReason::EndpointError, true, Status::Failed)
     );
-    assert!(
-        s.error
-            .as_deref()
-            .unwrap()
-            .contains("after the task's wall clock"),
-        "{s:?}"
-    );
+    assert_contains(s.error.as_deref().unwrap(), "after the task's wall clock");
     assert_eq!(scene.inbox(), ["a-told-to-wait.md"]);
     assert_eq!(scene.done(), [format!("{RUN_ID}-b-fine.md")]);
-    assert_eq!(
-        scene.requests().await.len(),
-        2,
-        "no retry was waited for: one call per task"
-    );
+    // No retry was waited for: one call per task.
+    assert_eq!(scene.requests().await.len(), 2);
 }
 
 #[tokio::test]
@@ -151,8 +133,8 @@ async fn a_usage_count_near_two_to_the_64_stops_the_task_as_max_total_tokens() {
 }
 // -- 3. Sizes ------------------------------------------------------------------
 
-#[tokio::test]
-async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
+/// Task `t` run against a model whose reply is 40 MiB of JSON.
+async fn flooded_by_a_reply() -> (Scene, RunOutcome) {
     let body = format!(
         "{{\"choices\":[{{\"message\":{{\"content\":\"{}\"}}}}]}}",
         "a".repeat(40 * 1024 * 1024)
@@ -164,8 +146,13 @@ async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
         .task("t", "Flood me.")
         .build()
         .await;
-
     let outcome = scene.run().await;
+    (scene, outcome)
+}
+
+#[tokio::test]
+async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
+    let (scene, outcome) = flooded_by_a_reply().await;
 
     assert_eq!(outcome.exit_code(), 1);
     let s = scene.summary("t");
@@ -173,12 +160,16 @@ async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
         (s.stop_reason, s.retryable),
         (StopReason::EndpointError, false)
     );
-    assert!(s.error.unwrap().contains("over 32 MiB"));
-    assert_eq!(
-        scene.requests().await.len(),
-        1,
-        "not retried: the server would send it again"
-    );
+    assert_contains(s.error.unwrap(), "over 32 MiB");
+    // Not retried: the server would send it again.
+    assert_eq!(scene.requests().await.len(), 1);
+    assert_eq!(scene.failed(), [format!("{RUN_ID}-t.md")]);
+}
+
+#[tokio::test]
+async fn a_reply_over_32_mib_is_recorded_by_its_first_64_kib() {
+    let (scene, _) = flooded_by_a_reply().await;
+
     let lines = scene.conversation("t");
     assert_eq!(lines.len(), 1);
     let kept = lines[0].response.as_str().unwrap();
@@ -187,7 +178,6 @@ async fn a_reply_over_32_mib_is_not_read_on_and_fails_the_task_for_good() {
         .unwrap()
         .len();
     assert!(size < 200 * 1024, "{size} bytes of records");
-    assert_eq!(scene.failed(), [format!("{RUN_ID}-t.md")]);
 }
 
 /// A notes listing whose note text is `per_note` bytes each.
@@ -199,31 +189,32 @@ async fn flooded_notes(count: usize, per_note: usize) -> FakeNoteworx {
     FakeNoteworx::start(notes).await
 }
 
-#[tokio::test]
-async fn a_listing_drops_note_text_while_parsing_and_one_over_32_mib_is_a_tool_error() {
-    // 30 MiB of note text: read, the text never kept.
-    let notes = flooded_notes(30, 1024 * 1024).await;
-    let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_list_notes", json!({"limit": 500}))]),
-            final_answer("done"),
-        ])
+/// Task `t` run: the model lists the notes, asking for `limit` of them,
+/// then answers.
+async fn listed(notes: &FakeNoteworx, limit: u32) -> Scene {
+    scenario()
+        .calls(
+            vec![("noteworx_list_notes", json!({"limit": limit}))],
+            "done",
+        )
         .task("t", "Work with my notes.")
         .config(&notes.config_section_waiting(60))
-        .build()
-        .await;
-    s.run().await;
+        .ran()
+        .await
+}
+
+#[tokio::test]
+async fn a_listing_drops_note_text_while_parsing() {
+    // 30 MiB of note text: read, the text never kept.
+    let notes = flooded_notes(30, 1024 * 1024).await;
+
+    let s = listed(&notes, 500).await;
+
     let lines = s.tool_lines("t");
-    assert!(!lines[0].is_error, "{}", lines[0].result);
-    assert!(
-        lines[0].result.starts_with("30 notes:"),
-        "{}",
-        lines[0].result
-    );
-    assert!(
-        !lines[0].result.contains("nnnn"),
-        "no note text in a listing"
-    );
+    let result = &lines[0].result;
+    assert!(!lines[0].is_error, "{result}");
+    assert!(result.starts_with("30 notes:"), "{result}");
+    assert!(!result.contains("nnnn"), "no note text in a listing");
     let asked = notes.calls().await;
     assert_eq!(
         asked,
@@ -236,19 +227,15 @@ async fn a_listing_drops_note_text_while_parsing_and_one_over_32_mib_is_a_tool_e
         "{:?}",
         s.requests().await.len()
     );
+}
 
+#[tokio::test]
+async fn a_listing_over_32_mib_is_a_tool_error() {
     // 40 MiB: not read past 32 MiB.
     let notes = flooded_notes(40, 1024 * 1024).await;
-    let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "noteworx_list_notes", json!({"limit": 100}))]),
-            final_answer("done"),
-        ])
-        .task("t", "Work with my notes.")
-        .config(&notes.config_section_waiting(60))
-        .build()
-        .await;
-    s.run().await;
+
+    let s = listed(&notes, 100).await;
+
     let lines = s.tool_lines("t");
     assert!(lines[0].is_error);
     assert_contains(&lines[0].result, "over 32 MiB");
@@ -256,42 +243,59 @@ async fn a_listing_drops_note_text_while_parsing_and_one_over_32_mib_is_a_tool_e
 
 // -- 4. Time -------------------------------------------------------------------
 
-#[tokio::test]
-async fn replies_built_to_overflow_the_stack_or_loop_are_read_as_plain_text() {
-    let deep = format!("<|tool_call>call:webfetch{{url:{}", "[".repeat(300_000));
-    let openers = "<|tool_call>".repeat(200_000);
-    for (name, content) in [("deep", &deep), ("openers", &openers)] {
-        let scene = scenario()
-            .replies(vec![json!({
-                "choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
-            })])
-            .task(name, "Answer.")
-            .build()
-            .await;
+/// Task `name` run against a model whose one reply's content is `content`.
+async fn answered_with(name: &str, content: &str) -> (Scene, RunOutcome) {
+    let scene = scenario()
+        .replies(vec![json!({
+            "choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+        })])
+        .task(name, "Answer.")
+        .build()
+        .await;
+    let outcome = scene.run().await;
+    (scene, outcome)
+}
 
-        let outcome = scene.run().await;
-
-        let s = scene.summary(name);
-        assert_eq!(s.tool_calls, 0, "{name}: nothing was recovered as a call");
-        if name == "deep" {
-            assert_eq!(outcome.exit_code(), 0, "{name}");
-            assert_eq!(s.stop_reason, StopReason::FinalAnswer, "{name}");
-            // Its one control string is defanged: a word joiner after `<`.
-            assert_eq!(
-                s.final_answer.as_deref().map(str::len),
-                Some(content.len() + '\u{2060}'.len_utf8())
-            );
-        } else {
-            // Nothing but control strings: debris, no answer (docs/tasks.md,
-            // "The loop").
-            assert_eq!(s.stop_reason, StopReason::EmptyResponse, "{name}");
-        }
-    }
+/// A tool call whose arguments open 300,000 arrays: deep enough to
+/// overflow the stack of a parser that recurses.
+fn nested_too_deep() -> String {
+    format!("<|tool_call>call:webfetch{{url:{}", "[".repeat(300_000))
 }
 
 #[tokio::test]
-async fn a_page_nested_too_deep_to_lay_out_comes_back_as_its_text() {
+async fn a_reply_built_to_overflow_the_stack_is_read_as_plain_text() {
+    let deep = nested_too_deep();
+
+    let (scene, outcome) = answered_with("deep", &deep).await;
+
+    let s = scene.summary("deep");
+    assert_eq!(s.tool_calls, 0, "nothing was recovered as a call");
+    assert_eq!(outcome.exit_code(), 0);
+    assert_eq!(s.stop_reason, StopReason::FinalAnswer);
+    // Its one control string is defanged: a word joiner after `<`.
+    assert_eq!(
+        s.final_answer.as_deref().map(str::len),
+        Some(deep.len() + '\u{2060}'.len_utf8())
+    );
+}
+
+#[tokio::test]
+async fn a_reply_built_to_loop_is_read_as_plain_text() {
+    let openers = "<|tool_call>".repeat(200_000);
+
+    let (scene, _) = answered_with("openers", &openers).await;
+
+    let s = scene.summary("openers");
+    assert_eq!(s.tool_calls, 0, "nothing was recovered as a call");
+    // Nothing but control strings: debris, no answer (docs/tasks.md,
+    // "The loop").
+    assert_eq!(s.stop_reason, StopReason::EmptyResponse);
+}
+
+/// A server whose every page nests 150,000 lists around "the words":
+/// too deep to lay out.
+async fn pages_nested_too_deep() -> MockServer {
     let page = MockServer::start().await;
     let html = format!(
         "<html><body>{}the words{}</body></html>",
@@ -304,28 +308,24 @@ async fn a_page_nested_too_deep_to_lay_out_comes_back_as_its_text() {
         )
         .mount(&page)
         .await;
+    page
+}
+
+#[tokio::test]
+async fn a_page_nested_too_deep_to_lay_out_comes_back_as_its_text() {
+    let page = pages_nested_too_deep().await;
+    let url = format!("{}/deep", page.uri());
+
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[(
-                "c1",
-                "webfetch",
-                json!({"url": format!("{}/deep", page.uri())}),
-            )]),
-            final_answer("read it"),
-        ])
+        .calls(vec![("webfetch", json!({"url": url}))], "read it")
         .task("t", "Read the page.")
         .config("[tools.webfetch]\nallow_private = true\nmax_bytes = 4000000")
-        .build()
+        .ran()
         .await;
 
-    s.run().await;
-
     let lines = s.tool_lines("t");
-    assert!(!lines[0].is_error, "{}", lines[0].result);
-    assert!(
-        lines[0].result.ends_with("the words"),
-        "{}",
-        lines[0].result
-    );
+    let result = &lines[0].result;
+    assert!(!lines[0].is_error, "{result}");
+    assert!(result.ends_with("the words"), "{result}");
     assert_eq!(s.summary("t").stop_reason, StopReason::FinalAnswer);
 }

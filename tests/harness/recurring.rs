@@ -74,6 +74,21 @@ fn summaries(cfg: &agent_harness::config::Config) -> Vec<Summary> {
     all
 }
 
+/// A recurring task's text: `body` on the schedule `cron`.
+fn scheduled(cron: &str, body: &str) -> String {
+    format!("+++\nschedule = \"{cron}\"\n+++\n{body}")
+}
+
+/// Writes the recurring state file.
+fn write_state(project: &Project, state: &Value) {
+    std::fs::write(state_file(project), state.to_string()).unwrap();
+}
+
+/// A task's state: seen since 08:00 on the tests' day, its 09:00 slot done.
+fn done_at_nine() -> Value {
+    json!({"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"})
+}
+
 fn ran(outcome: &RunOutcome) -> usize {
     match outcome {
         RunOutcome::Finished(t) => t.succeeded + t.failed + t.retry_later + t.interrupted,
@@ -449,29 +464,21 @@ async fn a_slot_whose_task_killed_the_process_max_attempts_times_is_given_up_and
 
 #[tokio::test]
 async fn the_attempt_is_counted_before_the_task_starts_and_given_back_when_it_is_not_its_fault() {
+    let bad_key = wiremock::ResponseTemplate::new(401)
+        .set_body_json(json!({"error": {"message": "bad key"}}));
     let s = scenario()
-        .script(vec![
-            wiremock::ResponseTemplate::new(401)
-                .set_body_json(json!({"error": {"message": "bad key"}})),
-        ])
+        .script(vec![bad_key])
         .recurring("t", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
         .build()
         .await;
     first_seen_when_run(&s, "t");
-    std::fs::write(
-        state_file(&s),
-        json!({"t": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}}).to_string(),
-    )
-    .unwrap();
+    write_state(&s, &json!({"t": done_at_nine()}));
     let clock = Clock::at(utc(2026, 4, 9, 10, 30, 0));
 
     let (outcome, runs) = run_at(&s, &clock).await;
 
-    assert_eq!(
-        outcome.exit_code(),
-        2,
-        "a refused key is a setup fault: {outcome:?}"
-    );
+    // A refused key is a setup fault.
+    assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
     assert_eq!(runs[0].stop_reason, StopReason::SetupFault);
     let state = read_state(&s);
     assert_eq!(
@@ -497,89 +504,84 @@ async fn a_file_put_there_before_a_slot_runs_for_it_at_the_next_run() {
     assert_eq!(runs[0].slot.as_deref(), Some("2026-04-09T06:00:00+00:00"));
 }
 
-#[tokio::test]
-async fn the_state_is_no_reason_to_stop_the_inbox_and_an_unlisted_folder_forgets_nothing() {
+/// An hourly recurring task `r`, first seen by the first run, and a
+/// model that answers "inbox ran".
+async fn hourly_r() -> Scene {
     let s = scenario()
-        .replies(vec![final_answer("inbox ran")])
+        .answers(&["inbox ran"])
         .recurring("r", "+++\nschedule = \"@hourly\"\n+++\nDo it.")
         .build()
         .await;
     first_seen_when_run(&s, "r");
-    let seen = json!({"r": {"since": "2026-04-09T08:00:00Z", "done": "2026-04-09T09:00:00Z"}});
-    std::fs::write(state_file(&s), seen.to_string()).unwrap();
+    s
+}
+
+#[tokio::test]
+async fn an_unlisted_recurring_folder_forgets_nothing() {
+    let s = hourly_r().await;
+    let seen = json!({"r": done_at_nine()});
+    write_state(&s, &seen);
     // The folder is gone for a run (an unmounted disk): no slot is forgotten.
     let away = s.root().join("tasks/recurring-away");
     std::fs::rename(s.root().join("tasks/recurring"), &away).unwrap();
     let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
-    run_at(&s, &clock).await;
-    assert_eq!(read_state(&s), seen);
-    std::fs::rename(&away, s.root().join("tasks/recurring")).unwrap();
 
+    run_at(&s, &clock).await;
+
+    assert_eq!(read_state(&s), seen);
+}
+
+#[tokio::test]
+async fn the_state_is_no_reason_to_stop_the_inbox() {
+    let s = hourly_r().await;
     // A state file that cannot be written keeps no inbox task from running,
     // and it is no silent success: no recurring task can run until it is.
-    std::fs::remove_file(state_file(&s)).unwrap();
     std::fs::create_dir(state_file(&s)).unwrap();
     s.task("t", "Answer.");
+    let clock = Clock::at(utc(2026, 4, 9, 9, 30, 0));
+
     let (outcome, runs) = run_at(&s, &clock).await;
+
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     assert_eq!(runs[0].task, "t");
     let RunOutcome::Finished(tally) = outcome else {
         panic!()
     };
-    assert!(
-        tally.problems[0].contains("the recurring state cannot be saved"),
-        "{:?}",
-        tally.problems
-    );
+    assert_contains(&tally.problems[0], "the recurring state cannot be saved");
 }
+
+/// A task body naming its date and its last success.
+const DATED: &str = "For {{date}}, since {{last_success}}.";
 
 #[tokio::test]
 async fn a_clock_that_went_back_counts_from_now_and_a_recurring_run_replays() {
     let s = scenario()
-        .replies(vec![final_answer("ran")])
-        .recurring(
-            "r",
-            "+++\nschedule = \"@daily\"\n+++\nFor {{date}}, since {{last_success}}.",
-        )
+        .answers(&["ran"])
+        .recurring("r", &scheduled("@daily", DATED))
         .build()
         .await;
     first_seen_when_run(&s, "r");
-    std::fs::write(
-        state_file(&s),
-        json!({"r": {"since": "2026-01-01T00:00:00Z", "done": "2027-04-10T00:00:00Z",
-                     "last_success": "2027-04-10"}})
-        .to_string(),
-    )
-    .unwrap();
+    let a_year_ahead = json!({"r": {"since": "2026-01-01T00:00:00Z", "done": "2027-04-10T00:00:00Z",
+                     "last_success": "2027-04-10"}});
+    write_state(&s, &a_year_ahead);
     let clock = Clock::at(utc(2026, 4, 9, 12, 0, 0));
     assert_eq!(ran(&run_at(&s, &clock).await.0), 0, "counted from now");
     clock.set(utc(2026, 4, 10, 1, 0, 0));
     let (_, runs) = run_at(&s, &clock).await;
-    assert_eq!(
-        runs.len(),
-        1,
-        "the next slot after now runs, not a year later"
-    );
+    // The next slot after now runs, not a year later.
+    assert_eq!(runs.len(), 1);
     let dir = s.root().join("logs/r").join(&runs[0].run_id);
 
     let out = run_bin(&s, &["replay", dir.to_str().unwrap()]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    let printed = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{printed}");
 }
 
 #[tokio::test]
 async fn the_hour_that_comes_twice_in_autumn_runs_its_slot_once() {
     let s = scenario()
-        .replies(vec![final_answer("once"), final_answer("twice?")])
-        .recurring(
-            "night",
-            "+++\nschedule = \"30 2,14 * * *\"\n+++\nNight shift.",
-        )
+        .answers(&["once", "twice?"])
+        .recurring("night", &scheduled("30 2,14 * * *", "Night shift."))
         .config("[schedule]\ntimezone = \"Europe/Berlin\"")
         .build()
         .await;

@@ -71,6 +71,14 @@ impl Drop for HttpServer {
     }
 }
 
+/// Every task of `inbox` still there as it was: none filed, no attempt counted.
+#[track_caller]
+fn assert_untouched(s: &Scene, inbox: &[&str]) {
+    assert_eq!(s.inbox(), inbox, "every task as it was");
+    assert!(s.failed().is_empty(), "none filed");
+    assert_eq!(attempt_counts(s), json!({}), "no attempt counted");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_base_url() {
     let other = HttpServer::start();
@@ -85,18 +93,16 @@ async fn pythons_http_server_on_the_port_stops_the_run_as_a_setup_fault_naming_b
 
     // `test-runpod`'s reachability verdict, before any task: no task
     // started, none filed, no attempt counted.
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains("setup fault")
-            && err.contains("/v1/models answered HTTP 404 without a model list")
-            && err.contains("not an OpenAI-compatible server; check [openai] base_url"),
-        "{err}"
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_contains(&err, "setup fault");
+    assert_contains(&err, "/v1/models answered HTTP 404 without a model list");
+    assert_contains(
+        &err,
+        "not an OpenAI-compatible server; check [openai] base_url",
     );
     assert!(!s.root().join("logs/a").exists(), "no task started");
-    assert_eq!(s.inbox(), ["a.md", "b.md"], "every task as it was");
-    assert!(s.failed().is_empty());
-    assert_eq!(attempt_counts(&s), json!({}), "no attempt counted");
+    assert_untouched(&s, &["a.md", "b.md"]);
 }
 
 /// A FastAPI service (Arize Phoenix's port): JSON everywhere, `422
@@ -119,6 +125,15 @@ async fn fastapi(models: bool) -> MockServer {
     server
 }
 
+/// How many chat requests `server` received.
+async fn chats(server: &MockServer) -> usize {
+    let received = server.received_requests().await.unwrap_or_default();
+    received
+        .iter()
+        .filter(|r| r.url.path() == "/v1/chat/completions")
+        .count()
+}
+
 #[tokio::test]
 async fn another_json_service_on_the_port_leaves_every_task_in_the_inbox_with_exit_2() {
     for models in [false, true] {
@@ -126,36 +141,20 @@ async fn another_json_service_on_the_port_leaves_every_task_in_the_inbox_with_ex
         // with one (a proxy that lists models), the first chat request's
         // 422, which is no OpenAI error, does.
         let server = fastapi(models).await;
-        let s = scenario()
-            .endpoint_at(&format!("{}/v1", server.uri()))
-            .task("a", "Answer.")
-            .task("b", "Answer.")
-            .task("c", "Answer.")
-            .build()
-            .await;
-
-        let out = run_bin(&s, &["run"]).await;
+        let (s, out) = run_tasks(&server, &["a", "b", "c"]).await;
 
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "models={models}: {err}");
-        assert!(err.contains("check [openai] base_url"), "{err}");
-        assert_eq!(s.inbox(), ["a.md", "b.md", "c.md"], "models={models}");
-        assert!(s.failed().is_empty(), "models={models}");
-        assert_eq!(attempt_counts(&s), json!({}));
-        let chats = server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .iter()
-            .filter(|r| r.url.path() == "/v1/chat/completions")
-            .count();
+        assert_contains(&err, "check [openai] base_url");
+        assert_untouched(&s, &["a.md", "b.md", "c.md"]);
+        let asked = chats(&server).await;
         assert_eq!(
-            chats,
+            asked,
             usize::from(models),
             "asked once at most, never retried"
         );
         if models {
-            assert!(err.contains("HTTP 422"), "{err}");
+            assert_contains(&err, "HTTP 422");
         }
     }
 }
@@ -203,13 +202,9 @@ async fn a_llama_server_without_jinja_is_a_setup_fault_naming_the_flag() {
 
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("start it with --jinja") && err.contains("tools param requires --jinja flag"),
-        "{err}"
-    );
-    assert_eq!(s.inbox(), ["a.md", "b.md"]);
-    assert!(s.failed().is_empty());
-    assert_eq!(attempt_counts(&s), json!({}));
+    assert_contains(&err, "start it with --jinja");
+    assert_contains(&err, "tools param requires --jinja flag");
+    assert_untouched(&s, &["a.md", "b.md"]);
     assert_eq!(s.requests().await.len(), 1, "not retried, b never asked");
 }
 
@@ -231,22 +226,18 @@ async fn test_runpod_fails_reachability_for_a_service_that_is_no_openai_server()
     assert!(!printed.contains("ok   reachable"), "{printed}");
 }
 
-/// A page for every request, status 200: HTML where a chat answer belongs.
+/// A login page, status 200: HTML where a chat answer belongs.
+fn login_page() -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "text/html")
+        .set_body_string("<!DOCTYPE html><html><body>Login</body></html>")
+}
+
 #[tokio::test]
-async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_answered() {
-    let html = || {
-        ResponseTemplate::new(200)
-            .insert_header("content-type", "text/html")
-            .set_body_string("<!DOCTYPE html><html><body>Login</body></html>")
-    };
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(html())
-        .mount(&server)
-        .await;
+async fn an_html_page_for_a_chat_request_is_a_setup_fault_before_the_endpoint_answered() {
     // A proxy that lists models in front of a login page.
-    list_models(&server).await;
+    let models = json!({"object": "list", "data": [{"id": "fake-gemma", "object": "model"}]});
+    let server = answering(ok(models), login_page()).await;
     let s = scenario()
         .llm(FakeLlm { server })
         .task("t", "Answer.")
@@ -258,33 +249,28 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
     assert_eq!(outcome.exit_code(), 2, "{outcome:?}");
     let t = s.summary("t");
     assert_eq!(t.stop_reason, StopReason::SetupFault);
-    assert!(
-        t.error.as_deref().unwrap().contains("not JSON")
-            && t.error
-                .as_deref()
-                .unwrap()
-                .contains("check [openai] base_url"),
-        "{:?}",
-        t.error
-    );
+    let error = t.error.unwrap();
+    assert_contains(&error, "not JSON");
+    assert_contains(&error, "check [openai] base_url");
     assert_eq!(s.inbox(), ["t.md"]);
+}
 
+#[tokio::test]
+async fn an_html_page_once_the_endpoint_answered_is_retried_and_the_task_goes_on() {
     // Once the endpoint answered in this run, the same page is a passing
-    // fault of something between: retried, and the task goes on.
+    // fault of something between.
     let s = scenario()
         .script(vec![
-            ok(tool_calls(&[(
-                "c1",
-                "webfetch",
-                json!({"url": "http://127.0.0.1:9/"}),
-            )])),
-            html(),
+            ok(call("webfetch", json!({"url": "http://127.0.0.1:9/"}))),
+            login_page(),
             ok(final_answer("done")),
         ])
         .task("t", "Answer.")
         .build()
         .await;
+
     let outcome = s.run().await;
+
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
     assert_eq!(s.summary("t").final_answer.as_deref(), Some("done"));
     let kinds: Vec<_> = s
@@ -295,15 +281,20 @@ async fn an_html_page_for_a_chat_request_is_a_setup_fault_until_the_endpoint_ans
     assert_eq!(kinds, ["-", "not_json", "-"]);
 }
 
-/// `run` of one task against `server`.
-async fn run_one_task(server: &MockServer) -> (Scene, std::process::Output) {
-    let s = scenario()
-        .endpoint_at(&format!("{}/v1", server.uri()))
-        .task("a", "Answer.")
-        .build()
-        .await;
+/// `run` of the tasks `names` against `server`.
+async fn run_tasks(server: &MockServer, names: &[&str]) -> (Scene, std::process::Output) {
+    let mut arranged = scenario().endpoint_at(&format!("{}/v1", server.uri()));
+    for name in names {
+        arranged = arranged.task(name, "Answer.");
+    }
+    let s = arranged.build().await;
     let out = run_bin(&s, &["run"]).await;
     (s, out)
+}
+
+/// `run` of one task, `a`, against `server`.
+async fn run_one_task(server: &MockServer) -> (Scene, std::process::Output) {
+    run_tasks(server, &["a"]).await
 }
 
 /// A server that answers `GET /v1/models` with `models` and every chat
@@ -324,7 +315,7 @@ async fn answering(models: ResponseTemplate, chat: ResponseTemplate) -> MockServ
 }
 
 #[tokio::test]
-async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_a_later_run() {
+async fn a_refused_key_at_the_model_list_is_the_keys_fault() {
     let refused = || {
         ResponseTemplate::new(401).set_body_json(
             json!({"error": {"message": "Invalid API key", "type": "invalid_request_error"}}),
@@ -335,11 +326,13 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
     let (s, out) = run_one_task(&server).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("the endpoint refused the API key"), "{err}");
-    assert!(!err.contains("not an OpenAI-compatible server"), "{err}");
+    assert_contains(&err, "the endpoint refused the API key");
+    assert_lacks(&err, "not an OpenAI-compatible server");
     assert_eq!(s.inbox(), ["a.md"]);
+}
 
-    // A key that may chat but not list models runs.
+#[tokio::test]
+async fn a_key_that_may_chat_but_not_list_models_runs() {
     let server = answering(
         ResponseTemplate::new(403)
             .set_body_json(json!({"error": {"message": "Missing scopes: api.model.read"}})),
@@ -349,8 +342,11 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
     let (s, out) = run_one_task(&server).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.done().len(), 1);
+}
 
-    // Loading, or a gateway's 502: nothing touched, a later run (75).
+#[tokio::test]
+async fn a_loading_server_or_a_gateways_502_is_a_later_run() {
+    // Nothing touched, a later run (75).
     for status in [502, 503] {
         let server = answering(
             ResponseTemplate::new(status).set_body_string("<html>Bad Gateway</html>"),
@@ -360,7 +356,7 @@ async fn a_refused_key_at_the_model_list_is_the_keys_fault_and_a_loading_server_
         let (s, out) = run_one_task(&server).await;
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(75), "{status}: {err}");
-        assert!(err.contains("not ready"), "{err}");
+        assert_contains(&err, "not ready");
         assert_eq!(s.inbox(), ["a.md"]);
         assert!(!s.root().join("logs/a").exists());
     }
@@ -378,11 +374,14 @@ async fn a_catch_all_json_service_files_nothing() {
 
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("without a model list"), "{err}");
+    assert_contains(&err, "without a model list");
     assert_eq!(s.inbox(), ["a.md"]);
+}
 
-    // Past the model list, its chat answer is no chat completion: a setup
-    // fault at the first request, never six retries and a filed task.
+#[tokio::test]
+async fn a_chat_answer_that_is_no_chat_completion_is_a_setup_fault_at_the_first_request() {
+    // Past the model list, `{"status": "ok"}` for a chat: a setup fault at
+    // the first request, never six retries and a filed task.
     let server = answering(
         ok(json!({"object": "list", "data": []})),
         ResponseTemplate::new(200).set_body_json(json!({"status": "ok"})),
@@ -391,7 +390,7 @@ async fn a_catch_all_json_service_files_nothing() {
     let (s, out) = run_one_task(&server).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("no chat completion"), "{err}");
+    assert_contains(&err, "no chat completion");
     assert_eq!(s.inbox(), ["a.md"]);
     assert_eq!(attempt_counts(&s), json!({}));
 }
