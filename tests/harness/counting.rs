@@ -61,6 +61,14 @@ async fn read_four(llm: FakeLlm, notes: &FakeNoteworx) -> Scene {
     scene
 }
 
+/// The model's server answers `body` at `route`.
+async fn answer_at(llm: &FakeLlm, route: &str, body: Value) {
+    wiremock::Mock::given(wiremock::matchers::path(route))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body))
+        .mount(&llm.server)
+        .await;
+}
+
 fn elided(lines: &[ConversationRecord]) -> usize {
     lines
         .iter()
@@ -138,16 +146,8 @@ async fn a_count_too_small_for_the_prompt_is_not_believed() {
     // any prompt through as a small one.
     let notes = four_long_notes().await;
     let llm = FakeLlm::reporting(reads(&["n1", "n2", "n3", "n4"]), WINDOW).await;
-    wiremock::Mock::given(wiremock::matchers::path("/apply-template"))
-        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({"prompt": "x"})))
-        .mount(&llm.server)
-        .await;
-    wiremock::Mock::given(wiremock::matchers::path("/tokenize"))
-        .respond_with(
-            wiremock::ResponseTemplate::new(200).set_body_json(json!({"tokens": [1, 2, 3]})),
-        )
-        .mount(&llm.server)
-        .await;
+    answer_at(&llm, "/apply-template", json!({"prompt": "x"})).await;
+    answer_at(&llm, "/tokenize", json!({"tokens": [1, 2, 3]})).await;
 
     let scene = read_four(llm, &notes).await;
 
@@ -159,45 +159,33 @@ async fn a_count_too_small_for_the_prompt_is_not_believed() {
         assert_eq!(l.context().counted, "estimated", "{:?}", l.context);
         assert!(l.context().prompt_tokens > 3);
     }
-    assert_eq!(
-        scene.llm().requests_to("/tokenize").await,
-        lines.len(),
-        "each request is counted, and each count disbelieved on its own"
-    );
+    // Each request is counted, and each count disbelieved on its own.
+    let counted = scene.llm().requests_to("/tokenize").await;
+    assert_eq!(counted, lines.len());
     assert!(elided(&lines) >= 1, "the estimate still elides");
 }
 
 #[tokio::test]
 async fn a_model_that_reads_an_elided_note_again_is_not_told_it_has_it() {
-    let notes = FakeNoteworx::start(vec![note(
-        "big",
-        "Big",
-        &[],
-        &"a long note body ".repeat(150),
-    )])
-    .await;
+    let body = "a long note body ".repeat(150);
+    let notes = FakeNoteworx::start(vec![note("big", "Big", &[], &body)]).await;
     let scene = scenario()
-        .llm(FakeLlm::counting(reads(&["big", "big", "big", "big"]), 1400).await)
+        .llm(FakeLlm::counting(reads(&["big"; 4]), 1400).await)
         .task(
             "again",
             "+++\ntools = [\"noteworx_read_note\"]\n+++\nRead big.",
         )
         .config("[model]\nmax_tokens = 200\n[limits]\ncontext_tokens = 1400")
         .notes(&notes)
-        .build()
+        .ran()
         .await;
-
-    scene.run().await;
 
     let s = scene.summary("again");
     assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
+    // Each earlier result had left the context, so no read was a repeat.
     let tools = scene.tool_lines("again");
-    assert_eq!(tools.len(), 4);
-    assert!(
-        tools.iter().all(|t| t.executed && !t.is_error),
-        "each earlier result had left the context, so no read was a repeat: {:?}",
-        tools.iter().map(|t| &t.result).collect::<Vec<_>>()
-    );
+    let ran: Vec<_> = tools.iter().map(|t| (t.executed, t.is_error)).collect();
+    assert_eq!(ran, [(true, false); 4]);
     assert!(elided(&scene.conversation("again")) >= 3);
 }
 

@@ -50,16 +50,12 @@ async fn a_failed_run_mails_its_result_when_on_failure_mail_is_set() {
     assert_eq!(mails[0].rcpt_tos, [TO]);
     assert_eq!(mails[0].subject, "agent-harness: a run failed (exit 1)");
     let body = &mails[0].body;
-    assert!(
-        body.starts_with("agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox"),
-        "{body}"
+    let head = "agent-harness run exited 1: 0 succeeded, 1 failed, 0 left in the inbox";
+    assert!(body.starts_with(head), "{body}");
+    let task = format!(
+        "- broken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;"
     );
-    assert_contains(
-        body,
-        &format!(
-            "- broken (run {RUN_ID}): failed (endpoint_error): the endpoint's answer ended the task (HTTP 400;"
-        ),
-    );
+    assert_contains(body, &task);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -82,21 +78,14 @@ async fn starttls_is_required_unless_turned_off() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(smtp.mails().is_empty(), "sent in clear: {:?}", smtp.mails());
     let err = stderr(&out);
-    assert!(
-        err.contains("a mail failed ([mail])")
-            && err.contains(&format!("server=smtp://127.0.0.1:{}", smtp.port))
-            && err.contains("the server does not offer STARTTLS"),
-        "{err}"
-    );
+    assert_contains(&err, "a mail failed ([mail])");
+    assert_contains(&err, &format!("server=smtp://127.0.0.1:{}", smtp.port));
+    assert_contains(&err, "the server does not offer STARTTLS");
     assert_eq!(notify_failures(&s), "agent_harness_notify_failures_total 1");
 
     // Turned off, the same server takes it; the digest refused before
     // goes out with the next run.
-    s.rewrite_config(&format!(
-        "{}{}",
-        smtp.mail_section(""),
-        digest_at("00:00", "")
-    ));
+    s.rewrite_config(&(smtp.mail_section("") + &digest_at("00:00", "")));
     let out = run_bin(&s, &["run"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(smtp.mails().len(), 1);
@@ -272,6 +261,9 @@ async fn check_warns_of_a_mail_section_nothing_is_sent_through() {
     );
 }
 
+/// `[mail]`'s login read from `SMTP_USERNAME` and `SMTP_PASSWORD`.
+const LOGIN_FROM_ENV: &str = "username_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\"";
+
 /// A server whose refusal quotes the AUTH exchange: the base64 of the
 /// user and password never reaches the journal, the deliveries file or
 /// `status`; the refusal is said by its code.
@@ -282,10 +274,7 @@ async fn a_refused_login_is_said_by_its_code_never_by_the_servers_quote() {
     let s = scenario()
         .replies(vec![final_answer("done")])
         .task("t", "Answer.")
-        .config(
-            &smtp
-                .mail_section("username_env = \"SMTP_USERNAME\"\npassword_env = \"SMTP_PASSWORD\""),
-        )
+        .config(&smtp.mail_section(LOGIN_FROM_ENV))
         .config(&digest_at("00:00", ""))
         .build()
         .await;
@@ -311,10 +300,8 @@ async fn a_refused_login_is_said_by_its_code_never_by_the_servers_quote() {
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect::<String>();
     for text in [&err, &status, &kept] {
-        assert!(
-            !text.contains(quoted) && !text.contains("SECRET77"),
-            "{text}"
-        );
+        assert_lacks(text, quoted);
+        assert_lacks(text, "SECRET77");
     }
     assert!(smtp.mails().is_empty());
 }

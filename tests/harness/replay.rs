@@ -194,12 +194,9 @@ async fn a_run_that_elided_its_context_replays_the_same_requests() {
 
 #[tokio::test]
 async fn a_runpod_run_replays_from_its_job_records() {
-    let rp = FakeRunpod::start(
-        vec![ok(job("job-1", "IN_QUEUE"))],
-        vec![ok(completed("job-1", final_answer("from runpod"), 10, 20))],
-        false,
-    )
-    .await;
+    let queued = vec![ok(job("job-1", "IN_QUEUE"))];
+    let done = vec![ok(completed("job-1", final_answer("from runpod"), 10, 20))];
+    let rp = FakeRunpod::start(queued, done, false).await;
     let s = scenario()
         .task("t", "Hello.")
         .config_file(&rp.config_sections())
@@ -223,15 +220,9 @@ async fn a_runpod_run_replays_from_its_job_records() {
 async fn from_turn_forks_live_with_writes_dry_run() {
     let (s, notes) = recorded_note_task().await;
     // Turn 2 goes to a new endpoint, which now asks for an attachment.
-    let live = FakeLlm::replies(vec![
-        tool_calls(&[(
-            "c9",
-            "noteworx_create_attachment",
-            json!({"slug": "n", "filename": "x.md", "content": "An idea."}),
-        )]),
-        final_answer("attached"),
-    ])
-    .await;
+    let attach = json!({"slug": "n", "filename": "x.md", "content": "An idea."});
+    let ask = tool_calls(&[("c9", "noteworx_create_attachment", attach)]);
+    let live = FakeLlm::replies(vec![ask, final_answer("attached")]).await;
     s.write_config(&live.base_url(), &notes.config_section());
 
     let (code, out) = replay_of(&s.cfg(), &s.run_dir("t"), Some(2)).await;
@@ -240,14 +231,10 @@ async fn from_turn_forks_live_with_writes_dry_run() {
     assert!(out.contains("replayed final_answer"), "{out}");
     let sent = live.requests().await;
     assert_eq!(sent.len(), 2, "turns 2 and 3 went live");
-    let tool_messages: Vec<Message> = messages(&sent[0])
-        .into_iter()
-        .filter(|m| m.role == Role::Tool)
-        .collect();
-    assert!(
-        tool_messages[0].content.contains("The answer is 42."),
-        "turn 1's recorded result was replayed into the live request"
-    );
+    let first = messages(&sent[0]);
+    let result = first.iter().find(|m| m.role == Role::Tool).unwrap();
+    // Turn 1's recorded result was replayed into the live request.
+    assert_contains(&result.content, "The answer is 42.");
     assert!(notes.attachments("n").is_empty(), "writes are dry-run");
     let replayed = replayed_summary(&s, "t");
     assert!(replayed.dry_run);

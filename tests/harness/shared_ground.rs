@@ -7,6 +7,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use agent_harness::app::exit::Exit;
 use agent_harness::base::folder::Folder;
@@ -37,6 +38,50 @@ impl Victim {
             "nothing was written through a planted link"
         );
     }
+
+    /// A link at `at` to the victim.
+    fn link_at(&self, at: impl AsRef<Path>) {
+        symlink(&self.path, at).unwrap();
+    }
+}
+
+/// Where the attempt counts are kept, in the project.
+const ATTEMPT_STATE: &str = "tasks/.agent-harness-attempts.json";
+
+/// Task `t`, "Answer.", that the model answers "done".
+fn answered_task() -> Scenario {
+    scenario().answers(&["done"]).task("t", "Answer.")
+}
+
+/// A project whose model is a closed port: for what asks no model.
+fn no_model() -> Scenario {
+    scenario().endpoint_at("http://127.0.0.1:9/v1")
+}
+
+/// The error that stops a run of the inbox before any task, with its causes.
+async fn refusal(s: &Scene) -> String {
+    let e = agent_harness::app::run_inbox(&s.cfg(), &s.deps(), &Default::default())
+        .await
+        .unwrap_err();
+    format!("{e:#}")
+}
+
+/// A folder `name` on /dev/shm, a file system other than the project's
+/// (and the temporary folder holding it).
+fn folder_on_another_file_system(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let shm = Path::new("/dev/shm");
+    assert!(
+        shm.is_dir(),
+        "this test needs /dev/shm (tmpfs) as a second file system"
+    );
+    let other = tempfile::tempdir_in(shm).unwrap();
+    let folder = other.path().join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    (other, folder)
+}
+
+fn read(path: impl AsRef<Path>) -> String {
+    std::fs::read_to_string(path).unwrap()
 }
 
 fn mkfifo(path: &Path) {
@@ -52,19 +97,11 @@ fn mkfifo(path: &Path) {
 
 #[tokio::test]
 async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never_written_through() {
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .build()
-        .await;
+    let s = answered_task().build().await;
     let victim = Victim::new();
-    let state = s.root().join("tasks/.agent-harness-attempts.json");
-    symlink(&victim.path, &state).unwrap();
-    symlink(
-        &victim.path,
-        s.root().join("tasks/.agent-harness-attempts.json.tmp"),
-    )
-    .unwrap();
+    let state = s.root().join(ATTEMPT_STATE);
+    victim.link_at(&state);
+    victim.link_at(s.root().join("tasks/.agent-harness-attempts.json.tmp"));
 
     let outcome = s.run().await;
 
@@ -80,28 +117,20 @@ async fn links_planted_at_the_attempt_state_and_its_old_temporary_name_are_never
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_on_it() {
     for plant in ["fifo", "dev-zero"] {
-        let s = scenario()
-            .replies(vec![final_answer("done")])
-            .task("t", "Answer.")
-            .build()
-            .await;
-        let state = s.root().join("tasks/.agent-harness-attempts.json");
+        let s = answered_task().build().await;
         match plant {
-            "fifo" => mkfifo(&state),
-            _ => symlink("/dev/zero", &state).unwrap(),
+            "fifo" => mkfifo(&s.root().join(ATTEMPT_STATE)),
+            _ => symlink("/dev/zero", s.root().join(ATTEMPT_STATE)).unwrap(),
         }
 
         let out = run_bin(&s, &["run"]).await;
 
         // Nothing waited on it: it was refused by its type, unread (and a
         // run that blocked on it is killed by `bin`'s 120 s limit, no code).
-        assert_eq!(out.status.code(), Some(0), "{plant}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("attempt counts unreadable")
-                && stderr(&out).contains("not a regular file"),
-            "{plant}: {}",
-            stderr(&out)
-        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{plant}: {err}");
+        assert!(err.contains("attempt counts unreadable"), "{plant}: {err}");
+        assert!(err.contains("not a regular file"), "{plant}: {err}");
         assert_eq!(s.done().len(), 1, "{plant}");
         // The next run is not told "another run holds the lock".
         s.task("u", "Answer.");
@@ -113,11 +142,7 @@ async fn a_fifo_or_a_device_at_the_attempt_state_is_a_warning_and_nothing_waits_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_link_planted_at_the_lock_creates_nothing_and_stops_the_run_naming_it() {
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .build()
-        .await;
+    let s = answered_task().build().await;
     let elsewhere = tempfile::tempdir().unwrap();
     let target = elsewhere.path().join("made-through-the-link");
     symlink(&target, s.root().join("tasks/.agent-harness.lock")).unwrap();
@@ -137,56 +162,32 @@ async fn a_link_planted_at_the_lock_creates_nothing_and_stops_the_run_naming_it(
 
 #[tokio::test]
 async fn a_move_to_another_file_system_writes_through_no_planted_link() {
-    let shm = Path::new("/dev/shm");
-    if !shm.is_dir() {
-        panic!("this test needs /dev/shm (tmpfs) as a second file system");
-    }
-    let other = tempfile::tempdir_in(shm).unwrap();
-    let done = other.path().join("done");
-    std::fs::create_dir_all(&done).unwrap();
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
+    let (_other, done) = folder_on_another_file_system("done");
+    let s = answered_task()
         .config(&format!("[paths]\ndone = \"{}\"", done.display()))
         .build()
         .await;
     let victim = Victim::new();
     // Where the move's temporary file used to be: a name anyone could guess.
-    for name in [
-        format!(".agent-harness-move-{RUN_ID}.tmp"),
-        ".agent-harness-move.tmp".to_string(),
-    ] {
-        symlink(&victim.path, done.join(name)).unwrap();
-    }
+    victim.link_at(done.join(format!(".agent-harness-move-{RUN_ID}.tmp")));
+    victim.link_at(done.join(".agent-harness-move.tmp"));
 
     let outcome = s.run().await;
 
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    assert_eq!(
-        std::fs::read_to_string(done.join(format!("{RUN_ID}-t.md"))).unwrap(),
-        "Answer."
-    );
+    assert_eq!(read(done.join(format!("{RUN_ID}-t.md"))), "Answer.");
     assert!(s.inbox().is_empty());
     victim.untouched();
 }
 
 #[tokio::test]
 async fn a_linked_done_folder_beside_the_inbox_is_refused_naming_its_key() {
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .build()
-        .await;
+    let s = answered_task().build().await;
     let elsewhere = tempfile::tempdir().unwrap();
     symlink(elsewhere.path(), s.root().join("tasks/done")).unwrap();
-    let cfg = s.cfg();
 
-    let h = s.deps();
-    let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
-        .await
-        .unwrap_err();
+    let e = refusal(&s).await;
 
-    let e = format!("{e:#}");
     assert!(
         e.contains("[paths] done") && e.contains("symbolic link"),
         "{e}"
@@ -195,22 +196,25 @@ async fn a_linked_done_folder_beside_the_inbox_is_refused_naming_its_key() {
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
 
+/// A tree 100,000 folders deep in `dir` (made here, and dropped from the
+/// harness's folder handles).
+fn plant_a_tree_too_deep(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut at = Folder::open(dir).unwrap();
+    for _ in 0..100_000 {
+        at = at.create_sub("d", 0o700).unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metrics() {
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
+    let s = answered_task()
         .config("[retention]\nkeep_days = 1\nkeep_runs = 0")
         .build()
         .await;
     // An old run folder holding a tree 100,000 folders deep.
     let logs = s.root().join("logs/old-task");
-    std::fs::create_dir_all(logs.join("20200101T000000Z")).unwrap();
-    let mut at = Folder::open(&logs.join("20200101T000000Z")).unwrap();
-    for _ in 0..100_000 {
-        at = at.create_sub("d", 0o700).unwrap();
-    }
-    drop(at);
+    plant_a_tree_too_deep(&logs.join("20200101T000000Z"));
 
     let out = run_bin(&s, &["run"]).await;
 
@@ -222,13 +226,9 @@ async fn a_tree_too_deep_to_remove_is_reported_and_the_run_still_writes_its_metr
     // `prune` says the same and exits 1; nothing crashed either time.
     let out = run_bin(&s, &["prune"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("more than 64 folders deep"));
-    let rm = std::process::Command::new("rm")
-        .arg("-rf")
-        .arg(&logs)
-        .status()
-        .unwrap();
-    assert!(rm.success());
+    assert_contains(stderr(&out), "more than 64 folders deep");
+    let rm = Command::new("rm").arg("-rf").arg(&logs).status();
+    assert!(rm.unwrap().success());
 }
 
 /// A run folder as a killed run leaves it: `start.json` and the first
@@ -317,10 +317,7 @@ async fn a_linked_folder_holding_the_inbox_keeps_its_recurring_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = no_model().build().await;
     let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&failed).unwrap();
     let latin1 = std::ffi::OsStr::from_bytes(b"20260409T061500Z-caf\xe9.md");
@@ -332,33 +329,20 @@ async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let inbox = s.root().join("tasks/inbox");
-    assert_eq!(
-        std::fs::read_to_string(inbox.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"))).unwrap(),
-        "not UTF-8"
-    );
-    assert_eq!(
-        std::fs::read_to_string(inbox.join("a\x07b.md")).unwrap(),
-        "a bell"
-    );
+    let cafe = inbox.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md"));
+    assert_eq!(read(cafe), "not UTF-8");
+    assert_eq!(read(inbox.join("a\x07b.md")), "a bell");
     assert_contains(stderr(&out), "notes.txt: not named like a filed task");
     assert!(failed.join("notes.txt").exists());
-    assert!(
-        !stdout(&out).contains('\x07'),
-        "a control character is shown escaped: {}",
-        stdout(&out)
-    );
+    // A control character is shown escaped.
+    assert_lacks(stdout(&out), "\x07");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requeue_moves_a_task_back_across_file_systems() {
-    let shm = Path::new("/dev/shm");
-    assert!(shm.is_dir(), "this test needs /dev/shm (tmpfs)");
-    let other = tempfile::tempdir_in(shm).unwrap();
-    let failed = other.path().join("failed");
-    std::fs::create_dir_all(&failed).unwrap();
+    let (_other, failed) = folder_on_another_file_system("failed");
     std::fs::write(failed.join(format!("{RUN_ID}-t.md")), "Again.").unwrap();
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = no_model()
         .config(&format!("[paths]\nfailed = \"{}\"", failed.display()))
         .build()
         .await;
@@ -477,21 +461,12 @@ async fn a_task_file_put_back_before_the_next_run_starts_fresh_with_its_count() 
 /// refused, naming it; one of this user's is taken.
 #[tokio::test]
 async fn a_lock_file_of_another_user_is_refused_and_one_of_this_users_taken() {
-    let s = scenario()
-        .replies(vec![final_answer("done")])
-        .task("t", "Answer.")
-        .build()
-        .await;
+    let s = answered_task().build().await;
     let lock = s.root().join("tasks/.agent-harness.lock");
     std::fs::write(&lock, "").unwrap();
     if rustix::process::geteuid().is_root() {
         std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
-        let cfg = s.cfg();
-        let h = s.deps();
-        let e = agent_harness::app::run_inbox(&cfg, &h, &Default::default())
-            .await
-            .unwrap_err();
-        let e = format!("{e:#}");
+        let e = refusal(&s).await;
         assert!(
             e.contains(".agent-harness.lock") && e.contains("belongs to user 65534"),
             "{e}"

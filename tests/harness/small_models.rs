@@ -22,99 +22,111 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-#[tokio::test]
-async fn a_repeated_call_is_refused_on_the_third_ask_and_stops_the_task_by_the_fifth() {
-    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let same =
+/// `n` replies each reading note `a` once more (`c1`, `c2`, …).
+fn reading_a(n: usize) -> Vec<Value> {
+    let read =
         |i: usize| tool_calls(&[(&format!("c{i}"), "noteworx_read_note", json!({"slug": "a"}))]);
+    (1..=n).map(read).collect()
+}
+
+/// Task `t`, up to 8 turns, reading note `a` as `replies` say: the notes
+/// service and the scene after one run.
+async fn read_a(replies: Vec<Value>) -> (FakeNoteworx, Scene) {
+    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
     let scene = scenario()
-        .replies((1..=8).map(same).collect())
+        .replies(replies)
         .task("t", "+++\nmax_turns = 8\n+++\nRead a.")
         .notes(&notes)
         .ran()
         .await;
+    (notes, scene)
+}
 
-    let s = scene.summary("t");
-    assert_eq!(
-        (s.status, s.stop_reason),
-        (Status::Failed, StopReason::LoopDetected)
-    );
-    assert_eq!(s.turns, 5);
-    let lines = scene.tool_lines("t");
-    assert_eq!(
-        lines
-            .iter()
-            .map(|l| (l.repeat, l.executed))
-            .collect::<Vec<_>>(),
-        [(1, true), (2, true), (3, false), (4, false), (5, false)]
-    );
+/// Fails, showing all of `text`, unless it starts with `prefix`.
+#[track_caller]
+fn assert_starts(text: &str, prefix: &str) {
     assert!(
-        lines[4]
-            .result
-            .starts_with("Not run: this exact call was asked for the 5th time"),
-        "the stopping call is recorded too: {}",
-        lines[4].result
-    );
-    assert_eq!(s.tool_calls, 5);
-    assert!(
-        lines[2]
-            .result
-            .starts_with("You already made this exact call 2 times (first as call c1)"),
-        "{}",
-        lines[2].result
-    );
-    assert_eq!(
-        notes.calls().await.len(),
-        2,
-        "only the first two reached noteworx"
-    );
-    assert!(
-        s.error
-            .unwrap()
-            .contains("noteworx_read_note {\"slug\":\"a\"}")
+        text.starts_with(prefix),
+        "does not start with {prefix:?}:\n{text}"
     );
 }
 
+/// An assistant message saying `content`, ended by the model (`stop`).
+fn says(content: &str) -> Value {
+    reply(json!({"role": "assistant", "content": content}), "stop")
+}
+
 #[tokio::test]
-async fn a_gemma_text_form_call_is_recovered_executed_and_replayed_as_a_real_call() {
-    let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "held-out sets")]).await;
-    let text_call = reply(
-        json!({"role": "assistant", "content": "I'll read it.<|tool_call>call:noteworx_read_note{slug:<|\"|>eval<|\"|>,offset:0}<tool_call|>"}),
-        "stop",
+async fn a_repeated_call_is_refused_on_the_third_ask() {
+    let (notes, scene) = read_a(reading_a(8)).await;
+
+    let lines = scene.tool_lines("t");
+    let repeats: Vec<_> = lines.iter().map(|l| (l.repeat, l.executed)).collect();
+    assert_eq!(
+        repeats,
+        [(1, true), (2, true), (3, false), (4, false), (5, false)]
     );
-    let scene = scenario()
+    assert_starts(
+        &lines[2].result,
+        "You already made this exact call 2 times (first as call c1)",
+    );
+    // Only the first two reached noteworx.
+    assert_eq!(notes.calls().await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_repeated_call_stops_the_task_on_the_fifth_ask() {
+    let (_notes, scene) = read_a(reading_a(8)).await;
+
+    let s = scene.summary("t");
+    assert_eq!((s.status, s.turns, s.tool_calls), (Status::Failed, 5, 5));
+    assert_eq!(s.stop_reason, StopReason::LoopDetected);
+    // The stopping call is recorded too.
+    assert_starts(
+        &scene.tool_lines("t")[4].result,
+        "Not run: this exact call was asked for the 5th time",
+    );
+    assert_contains(s.error.unwrap(), "noteworx_read_note {\"slug\":\"a\"}");
+}
+
+/// A Gemma text-form call to read note `eval`, then an answer: the scene
+/// after one run.
+async fn ran_a_gemma_text_form_call() -> Scene {
+    let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "held-out sets")]).await;
+    let text_call = says(
+        "I'll read it.<|tool_call>call:noteworx_read_note{slug:<|\"|>eval<|\"|>,offset:0}<tool_call|>",
+    );
+    notes_task(&notes)
         .replies(vec![text_call, final_answer("It says held-out sets.")])
-        .task("t", "Read eval.")
-        .notes(&notes)
         .ran()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn a_gemma_text_form_call_is_recovered_and_executed() {
+    let scene = ran_a_gemma_text_form_call().await;
 
     let s = scene.summary("t");
     assert_eq!((s.status, s.tool_calls), (Status::Succeeded, 1));
     let line = &scene.tool_lines("t")[0];
     assert!(line.recovered && line.executed);
-    assert_eq!(
-        (line.call_id.as_str(), line.result.as_str()),
-        ("recovered-1-1", "Note eval | Eval\n\nheld-out sets")
-    );
+    assert_eq!(line.call_id, "recovered-1-1");
+    assert_eq!(line.result, "Note eval | Eval\n\nheld-out sets");
+    assert_contains(scene.run_log("t"), "tool calls recovered from text");
+}
+
+#[tokio::test]
+async fn a_recovered_gemma_call_is_replayed_as_a_real_call() {
+    let scene = ran_a_gemma_text_form_call().await;
+
     let requests = scene.requests().await;
-    let replayed = &messages(&requests[1])[2];
-    assert_eq!(replayed.content, "I'll read it.");
+    let replayed = messages(&requests[1]);
+    assert_eq!(replayed[2].content, "I'll read it.");
     assert_eq!(
         requests[1]["messages"][2]["tool_calls"],
         json!([{"id": "recovered-1-1", "type": "function", "function": {"name": "noteworx_read_note", "arguments": "{\"offset\":0,\"slug\":\"eval\"}"}}])
     );
-    assert_eq!(
-        messages(&scene.requests().await[1])[3]
-            .tool_call_id
-            .as_deref(),
-        Some("recovered-1-1")
-    );
-    assert!(
-        scene
-            .run_log("t")
-            .contains("tool calls recovered from text")
-    );
+    assert_eq!(replayed[3].tool_call_id.as_deref(), Some("recovered-1-1"));
 }
 
 #[tokio::test]
@@ -124,34 +136,22 @@ async fn a_call_cut_off_at_max_tokens_is_answered_as_an_error_and_never_run() {
     cut["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] =
         json!("{\"query\": \"evaluation\"}");
     let notes = FakeNoteworx::start(vec![note("eval", "Eval", &[], "x")]).await;
-    let s = scenario()
-        .replies(vec![cut.clone(), final_answer("ok")])
-        .task("t", "Find evaluation notes.")
-        .notes(&notes)
+    let s = notes_task(&notes)
+        .replies(vec![cut, final_answer("ok")])
         .ran()
         .await;
 
     let lines = s.tool_lines("t");
-    assert_eq!(lines.len(), 2);
-    assert!(
-        lines[0].executed && !lines[0].is_error,
-        "the complete first call runs"
-    );
-    assert!(!lines[1].executed && lines[1].is_error);
-    assert!(
-        lines[1]
-            .result
-            .starts_with("This call was cut off by the output token limit"),
-        "{}",
-        lines[1].result
-    );
+    // The complete first call runs; the cut one is an error, never run.
+    let ran: Vec<_> = lines.iter().map(|l| (l.executed, l.is_error)).collect();
+    assert_eq!(ran, [(true, false), (false, true)]);
+    let refused = &lines[1].result;
+    assert_starts(refused, "This call was cut off by the output token limit");
     assert_eq!(notes.calls().await.len(), 1);
     let requests = s.requests().await;
     let replayed = &messages(&requests[1])[2].tool_calls;
-    assert_eq!(
-        replayed[1].function.arguments, "{}",
-        "cut-off arguments are never replayed"
-    );
+    // Cut-off arguments are never replayed.
+    assert_eq!(replayed[1].function.arguments, "{}");
 }
 
 #[tokio::test]
@@ -176,35 +176,39 @@ async fn the_real_truncated_reply_fixture_is_survived() {
     );
 }
 
-#[tokio::test]
-async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
-    let thinking_only = reply(
-        json!({"role": "assistant", "content": "", "reasoning_content": "Let me think about this at great length..."}),
-        "length",
-    );
-    let scene = scenario()
-        .replies(vec![thinking_only, final_answer("Short answer.")])
+/// A reply of thoughts alone cut at `max_tokens`, then a short answer:
+/// the scene after one run.
+async fn ran_thinking_that_eats_max_tokens() -> Scene {
+    let thoughts = "Let me think about this at great length...";
+    let thinking_only = json!({"role": "assistant", "content": "", "reasoning_content": thoughts});
+    scenario()
+        .replies(vec![
+            reply(thinking_only, "length"),
+            final_answer("Short answer."),
+        ])
         .task("t", "Answer briefly.")
         .ran()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
+    let scene = ran_thinking_that_eats_max_tokens().await;
 
     let s = scene.summary("t");
-    assert_eq!(
-        (s.status, s.turns, s.final_answer.as_deref()),
-        (Status::Succeeded, 2, Some("Short answer."))
-    );
+    assert_eq!((s.status, s.turns), (Status::Succeeded, 2));
+    assert_eq!(s.final_answer.as_deref(), Some("Short answer."));
     let requests = scene.requests().await;
-    assert_eq!(
-        (sent(&requests[0]).thinking(), sent(&requests[1]).thinking()),
-        (Some(true), Some(false))
-    );
-    let asked = messages(&requests[1]);
-    assert_eq!(
-        asked.len(),
-        3,
-        "the empty reply is not replayed; a note says what was wrong"
-    );
-    assert_eq!(asked[2].role, Role::User);
+    let thinking: Vec<_> = requests.iter().map(|r| sent(r).thinking()).collect();
+    assert_eq!(thinking, [Some(true), Some(false)]);
+}
+
+#[tokio::test]
+async fn a_reply_of_thoughts_alone_is_not_replayed_and_a_note_says_what_was_wrong() {
+    let scene = ran_thinking_that_eats_max_tokens().await;
+
+    let asked = messages(&scene.requests().await[1]);
+    assert_eq!((asked.len(), asked[2].role), (3, Role::User));
     assert_eq!(
         asked[2].content,
         "Your reply was empty. Go on with the task: call the next tool you need, or give your final answer."
@@ -213,7 +217,7 @@ async fn thinking_that_eats_max_tokens_is_asked_again_with_thinking_off() {
 
 #[tokio::test]
 async fn two_empty_replies_stop_the_task_as_empty_response() {
-    let empty = reply(json!({"role": "assistant", "content": "  "}), "stop");
+    let empty = says("  ");
     let scene = scenario()
         .replies(vec![empty.clone(), empty])
         .task("t", "Say something.")
@@ -231,15 +235,9 @@ async fn two_empty_replies_stop_the_task_as_empty_response() {
 /// `empty_response`.
 #[tokio::test]
 async fn an_answer_of_template_debris_alone_is_empty_and_asked_once_more() {
-    let debris = reply(
-        json!({"role": "assistant", "content": "<|think|>\n<turn|> "}),
-        "stop",
-    );
+    let debris = says("<|think|>\n<turn|> ");
     // Gemma 3's markers, a turn opened with its role: debris too.
-    let turn = reply(
-        json!({"role": "assistant", "content": "<end_of_turn>\n<start_of_turn>model\n"}),
-        "stop",
-    );
+    let turn = says("<end_of_turn>\n<start_of_turn>model\n");
     let scene = scenario()
         .replies(vec![debris, turn])
         .task("t", "Say something.")
@@ -281,13 +279,10 @@ async fn control_strings_in_an_answer_are_defanged_in_every_copy() {
 /// and the error names the sampler settings that help instead of `max_tokens`.
 #[tokio::test]
 async fn a_reply_cut_while_it_repeats_one_block_ends_the_task_as_repetition() {
-    let looped = format!(
-        "A batch job runs once. {}",
-        "The timer starts it again and again. ".repeat(60)
-    );
-    let cut = reply(json!({"role": "assistant", "content": looped}), "length");
+    let block = "The timer starts it again and again. ";
+    let looped = cut(&format!("A batch job runs once. {}", block.repeat(60)));
     let scene = scenario()
-        .replies(vec![cut, final_answer("never asked")])
+        .replies(vec![looped, final_answer("never asked")])
         .task("t", "Explain.")
         .build()
         .await;
@@ -296,23 +291,15 @@ async fn a_reply_cut_while_it_repeats_one_block_ends_the_task_as_repetition() {
 
     assert_eq!(outcome.exit_code(), 1, "{outcome:?}");
     let s = scene.summary("t");
-    assert_eq!(
-        (s.status, s.stop_reason),
-        (Status::Failed, StopReason::Repetition)
-    );
+    assert_eq!(s.status, Status::Failed);
+    assert_eq!(s.stop_reason, StopReason::Repetition);
     let error = s.error.unwrap();
-    assert!(
-        error.contains("repeated one block over and over")
-            && error.contains("dry_multiplier")
-            && error.contains("repeat_penalty")
-            && !error.contains("raise max_tokens"),
-        "{error}"
-    );
-    assert_eq!(
-        scene.requests().await.len(),
-        1,
-        "no ask-once-more for a loop"
-    );
+    assert_contains(&error, "repeated one block over and over");
+    assert_contains(&error, "dry_multiplier");
+    assert_contains(&error, "repeat_penalty");
+    assert_lacks(&error, "raise max_tokens");
+    let requests = scene.requests().await;
+    assert_eq!(requests.len(), 1, "no ask-once-more for a loop");
     assert_eq!(scene.failed().len(), 1);
 }
 
@@ -448,40 +435,22 @@ async fn a_context_that_cannot_fit_stops_as_context_exhausted_before_sending() {
 #[tokio::test]
 async fn the_servers_context_error_shrinks_and_retries_once() {
     let notes = FakeNoteworx::start(vec![note("big", "Big", &[], &"long text ".repeat(500))]).await;
-    let exceeded = ResponseTemplate::new(400)
-        .set_body_json(fixture("context_exceeded.json")["response"].clone());
-    let scene = scenario()
-        .script(vec![
-            ok(tool_calls(&[(
-                "c1",
-                "noteworx_read_note",
-                json!({"slug": "big"}),
-            )])),
-            exceeded,
-            ok(final_answer("fits now")),
-        ])
-        .task("t", "Read big.")
+    let read = ok(call("noteworx_read_note", json!({"slug": "big"})));
+    let refusal = fixture("context_exceeded.json")["response"].clone();
+    let exceeded = ResponseTemplate::new(400).set_body_json(refusal);
+    let scene = notes_task(&notes)
+        .script(vec![read, exceeded, ok(final_answer("fits now"))])
         .config("[limits]\ncontext_tokens = 8192\n[model]\nmax_tokens = 256")
-        .notes(&notes)
-        .build()
+        .ran()
         .await;
 
-    scene.run().await;
-
     let s = scene.summary("t");
-    assert_eq!(
-        (s.status, s.final_answer.as_deref()),
-        (Status::Succeeded, Some("fits now")),
-        "{:?}",
-        s.error
-    );
+    assert_eq!(s.status, Status::Succeeded, "{:?}", s.error);
+    assert_eq!(s.final_answer.as_deref(), Some("fits now"));
     let requests = scene.requests().await;
     assert_eq!(requests.len(), 3);
-    assert!(
-        messages(&requests[2])[3]
-            .content
-            .starts_with("[Removed to fit the context window")
-    );
+    let resent = messages(&requests[2]);
+    assert_starts(&resent[3].content, "[Removed to fit the context window");
     let lines = scene.attempts("t");
     assert_eq!(lines[1].http_status, Some(400));
     assert_eq!(lines[2].context.as_ref().unwrap().elided_call_ids, ["c1"]);
@@ -490,7 +459,7 @@ async fn the_servers_context_error_shrinks_and_retries_once() {
 #[tokio::test]
 async fn context_tokens_zero_asks_llama_servers_props_for_the_window() {
     let scene = scenario()
-        .replies(vec![final_answer("never")])
+        .answers(&["never"])
         .task("t", &"word ".repeat(1500))
         .config("[limits]\ncontext_tokens = 0\n[model]\nmax_tokens = 256")
         .build()
@@ -505,37 +474,22 @@ async fn context_tokens_zero_asks_llama_servers_props_for_the_window() {
 
     scene.run().await;
 
+    // A 1024-token window from /props cannot hold the task.
     let s = scene.summary("t");
-    assert_eq!(
-        s.stop_reason,
-        StopReason::ContextExhausted,
-        "a 1024-token window from /props cannot hold the task"
-    );
-    assert!(s.error.unwrap().contains("only 768 fit"));
+    assert_eq!(s.stop_reason, StopReason::ContextExhausted);
+    assert_contains(s.error.unwrap(), "only 768 fit");
     assert!(scene.requests().await.is_empty());
 }
 
 #[tokio::test]
 async fn when_a_loop_stops_the_task_every_call_of_that_turn_is_recorded_as_not_run() {
-    let notes = FakeNoteworx::start(vec![note("a", "A", &[], "text")]).await;
-    let read_a = |id: &str| (id.to_string(), "noteworx_read_note", json!({"slug": "a"}));
-    let mut script: Vec<Value> = (1..=4)
-        .map(|i| {
-            let (id, name, args) = read_a(&format!("c{i}"));
-            tool_calls(&[(&id, name, args)])
-        })
-        .collect();
+    let mut script = reading_a(4);
     script.push(tool_calls(&[
         ("x1", "noteworx_list_notes", json!({})),
         ("x2", "noteworx_read_note", json!({"slug": "a"})),
         ("x3", "noteworx_search_notes", json!({"query": "a"})),
     ]));
-    let scene = scenario()
-        .replies(script)
-        .task("t", "+++\nmax_turns = 8\n+++\nRead a.")
-        .notes(&notes)
-        .ran()
-        .await;
+    let (notes, scene) = read_a(script).await;
 
     let s = scene.summary("t");
     assert_eq!(s.stop_reason, StopReason::LoopDetected);
@@ -546,7 +500,7 @@ async fn when_a_loop_stops_the_task_every_call_of_that_turn_is_recorded_as_not_r
         .collect();
     assert_eq!(last, [("x1", false, 5), ("x2", false, 5), ("x3", false, 5)]);
     assert_contains(&lines[4].result, "another call of this turn");
-    assert!(lines[5].result.contains("5th time"), "{}", lines[5].result);
+    assert_contains(&lines[5].result, "5th time");
     assert_eq!(s.tool_calls, 7);
     assert_eq!(notes.calls().await.len(), 2, "nothing of the last turn ran");
 }

@@ -118,22 +118,20 @@ async fn without_ca_file_that_endpoint_is_refused_saying_what_to_set() {
 
     // A setup fault: no later run fixes it. Nothing is touched, the run
     // says what to set, and the unit shows failed.
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains(&format!("cannot connect to 127.0.0.1:{}", front.port))
-            && err.contains("invalid peer certificate: UnknownIssuer")
-            && err.contains("a private CA? set [tls] ca_file to its PEM certificate")
-            && err.contains("setup fault"),
-        "{err}"
-    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_contains(&err, &format!("cannot connect to 127.0.0.1:{}", front.port));
+    assert_contains(&err, "invalid peer certificate: UnknownIssuer");
+    let what_to_set = "a private CA? set [tls] ca_file to its PEM certificate";
+    assert_contains(&err, what_to_set);
+    assert_contains(&err, "setup fault");
     assert_eq!(s.inbox(), ["t.md"]);
     assert!(llm.requests().await.is_empty());
 
     let out = s.binary_async(&["test-endpoint"]).await;
     assert_ne!(out.status.code(), Some(0));
     let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(said.contains("set [tls] ca_file"), "{said}");
+    assert_contains(&said, "set [tls] ca_file");
 }
 
 /// A self-signed certificate made as `openssl req -x509` makes one by

@@ -304,10 +304,8 @@ async fn a_failing_task_exits_as_it_would_without_traces() {
         codes.push((out.status.code(), s.failed().len(), s.done().len()));
     }
     assert_eq!(codes[0], (Some(1), 1, 0), "without traces");
-    assert_eq!(
-        codes[1], codes[0],
-        "a collector that is down changes neither the code nor the files"
-    );
+    // A collector that is down changes neither the code nor the files.
+    assert_eq!(codes[1], codes[0]);
 }
 
 #[tokio::test]

@@ -9,20 +9,28 @@ use std::time::Duration;
 
 use agent_harness::base::http::Trust;
 use agent_harness::config::{Redactor, WebfetchConfig};
+use agent_harness::tools::ToolOutput;
 use agent_harness::tools::webfetch::Webfetch;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+use crate::common::{assert_contains, final_answer, scenario, tool_calls};
+
+/// `[tools.webfetch]` with no host lists, not using `ca_file`.
+fn config(allow_private: bool, max_bytes: u64, timeout_secs: u64) -> WebfetchConfig {
+    WebfetchConfig {
+        timeout_secs,
+        max_bytes,
+        allow_private,
+        allow_hosts: vec![],
+        deny_hosts: vec![],
+        use_ca_file: false,
+    }
+}
+
 fn fetcher(allow_private: bool, max_bytes: u64, timeout_secs: u64) -> Webfetch {
     Webfetch::new(
-        &WebfetchConfig {
-            timeout_secs,
-            max_bytes,
-            allow_private,
-            allow_hosts: vec![],
-            deny_hosts: vec![],
-            use_ca_file: false,
-        },
+        &config(allow_private, max_bytes, timeout_secs),
         &Trust::bundled(),
     )
     .unwrap()
@@ -38,22 +46,41 @@ async fn serve(route: &str, response: ResponseTemplate) -> MockServer {
     server
 }
 
+/// `server` answers `response` at `route`, whatever the method.
+async fn mount(server: &MockServer, route: &str, response: ResponseTemplate) {
+    Mock::given(path(route))
+        .respond_with(response)
+        .mount(server)
+        .await;
+}
+
+/// A 200 of `content_type` with `body`.
+fn page(body: impl Into<Vec<u8>>, content_type: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(body, content_type)
+}
+
+/// A redirect (`status`) to `to`.
+fn moved(status: u16, to: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).insert_header("location", to)
+}
+
+/// What `f` brings back from `url`, from its start, up to 6000 characters.
+async fn fetch(f: &Webfetch, url: &str) -> ToolOutput {
+    f.fetch(url, 0, 6000, &Redactor::default()).await
+}
+
+/// `route` on `server` fetched by a fetcher that allows private addresses
+/// and reads whole pages.
+async fn fetch_at(server: &MockServer, route: &str) -> ToolOutput {
+    let url = format!("{}{route}", server.uri());
+    fetch(&fetcher(true, 2_000_000, 5), &url).await
+}
+
 #[tokio::test]
 async fn a_page_comes_back_as_clean_text_with_a_header() {
     let html = "<html><head><script>var x=1;</script></head><body><nav>Menu</nav><h1>Title</h1><p>Body text.</p></body></html>";
-    let server = serve(
-        "/page",
-        ResponseTemplate::new(200).set_body_raw(html, "text/html; charset=utf-8"),
-    )
-    .await;
-    let out = fetcher(true, 2_000_000, 5)
-        .fetch(
-            &format!("{}/page", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
+    let server = serve("/page", page(html, "text/html; charset=utf-8")).await;
+    let out = fetch_at(&server, "/page").await;
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(
         out.text,
@@ -89,59 +116,21 @@ async fn a_missing_page_says_its_status_in_words() {
 
 #[tokio::test]
 async fn the_declared_charset_is_honoured_and_json_passes_through() {
-    let server = serve(
-        "/latin",
-        ResponseTemplate::new(200)
-            .set_body_raw(b"caf\xe9".to_vec(), "text/plain; charset=iso-8859-1"),
-    )
-    .await;
-    let out = fetcher(true, 1000, 5)
-        .fetch(
-            &format!("{}/latin", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
+    let latin = page(b"caf\xe9".to_vec(), "text/plain; charset=iso-8859-1");
+    let server = serve("/latin", latin).await;
+    let out = fetch_at(&server, "/latin").await;
     assert!(out.text.ends_with("\n\ncafé"), "{}", out.text);
-    let server = serve(
-        "/j",
-        ResponseTemplate::new(200).set_body_raw(r#"{"a": 1}"#, "application/json"),
-    )
-    .await;
-    let out = fetcher(true, 1000, 5)
-        .fetch(
-            &format!("{}/j", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
+    let server = serve("/j", page(r#"{"a": 1}"#, "application/json")).await;
+    let out = fetch_at(&server, "/j").await;
     assert!(out.text.ends_with("\n\n{\"a\": 1}"), "{}", out.text);
 }
 
 #[tokio::test]
 async fn binary_types_are_refused_with_their_type() {
-    let server = serve(
-        "/img",
-        ResponseTemplate::new(200).set_body_raw(vec![0x89, b'P', b'N', b'G'], "image/png"),
-    )
-    .await;
-    let out = fetcher(true, 1000, 5)
-        .fetch(
-            &format!("{}/img", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
+    let server = serve("/img", page(vec![0x89, b'P', b'N', b'G'], "image/png")).await;
+    let out = fetch_at(&server, "/img").await;
     assert!(out.is_error);
-    assert!(
-        out.text
-            .contains("is image/png, which cannot be read as text"),
-        "{}",
-        out.text
-    );
+    assert_contains(&out.text, "is image/png, which cannot be read as text");
 }
 
 #[tokio::test]
@@ -149,56 +138,21 @@ async fn redirects_are_followed_up_to_five() {
     let server = MockServer::start().await;
     for i in 0..7 {
         let to = format!("{}/r{}", server.uri(), i + 1);
-        Mock::given(path(format!("/r{i}")))
-            .respond_with(ResponseTemplate::new(302).insert_header("location", to.as_str()))
-            .mount(&server)
-            .await;
+        mount(&server, &format!("/r{i}"), moved(302, &to)).await;
     }
-    Mock::given(path("/r3x"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw("arrived", "text/plain"))
-        .mount(&server)
-        .await;
-    Mock::given(path("/hop"))
-        .respond_with(ResponseTemplate::new(301).insert_header("location", "/r3x"))
-        .mount(&server)
-        .await;
-    let f = fetcher(true, 1000, 5);
-    let out = f
-        .fetch(
-            &format!("{}/hop", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
-    assert!(
-        out.text
-            .starts_with(&format!("URL: {}/r3x\n", server.uri())),
-        "{}",
-        out.text
-    );
-    let out = f
-        .fetch(
-            &format!("{}/r0", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
-    assert!(
-        out.is_error && out.text.contains("more than 5 redirects"),
-        "{}",
-        out.text
-    );
+    mount(&server, "/r3x", page("arrived", "text/plain")).await;
+    mount(&server, "/hop", moved(301, "/r3x")).await;
+    let out = fetch_at(&server, "/hop").await;
+    let arrived = format!("URL: {}/r3x\n", server.uri());
+    assert!(out.text.starts_with(&arrived), "{}", out.text);
+    let out = fetch_at(&server, "/r0").await;
+    assert!(out.is_error, "{}", out.text);
+    assert_contains(&out.text, "more than 5 redirects");
 }
 
 #[tokio::test]
 async fn with_the_guard_on_a_loopback_server_receives_no_request() {
-    let server = serve(
-        "/secret",
-        ResponseTemplate::new(200).set_body_raw("secret", "text/plain"),
-    )
-    .await;
+    let server = serve("/secret", page("secret", "text/plain")).await;
     let port = server.address().port();
     let f = fetcher(false, 1000, 5);
     for url in [
@@ -207,7 +161,7 @@ async fn with_the_guard_on_a_loopback_server_receives_no_request() {
         format!("http://2130706433:{port}/secret"),
         format!("http://[::ffff:127.0.0.1]:{port}/secret"),
     ] {
-        let out = f.fetch(&url, 0, 6000, &Redactor::default()).await;
+        let out = fetch(&f, &url).await;
         assert!(
             out.is_error && out.text.starts_with("Refused to fetch"),
             "{url}: {}",
@@ -221,11 +175,7 @@ async fn with_the_guard_on_a_loopback_server_receives_no_request() {
 async fn a_denied_address_in_its_ipv6_spelling_is_refused_to_the_model() {
     // Loopback is allowed here: only the deny list stands between the
     // model and the server, and it names the address in its IPv4 spelling.
-    let server = serve(
-        "/secret",
-        ResponseTemplate::new(200).set_body_raw("secret", "text/plain"),
-    )
-    .await;
+    let server = serve("/secret", page("secret", "text/plain")).await;
     let port = server.address().port();
     let urls = [
         format!("http://[::ffff:127.0.0.1]:{port}/secret"),
@@ -233,36 +183,25 @@ async fn a_denied_address_in_its_ipv6_spelling_is_refused_to_the_model() {
         format!("http://[64:ff9b::7f00:1]:{port}/secret"),
         format!("http://[::127.0.0.1]:{port}/secret"),
     ];
-    let ids: Vec<String> = (0..urls.len()).map(|i| format!("c{i}")).collect();
-    let calls: Vec<(&str, &str, serde_json::Value)> = ids
-        .iter()
+    let calls: Vec<_> = ["c0", "c1", "c2", "c3"]
+        .into_iter()
         .zip(&urls)
-        .map(|(id, url)| (id.as_str(), "webfetch", serde_json::json!({ "url": url })))
+        .map(|(id, url)| (id, "webfetch", serde_json::json!({ "url": url })))
         .collect();
-    let s = crate::common::scenario()
-        .replies(vec![
-            crate::common::tool_calls(&calls),
-            crate::common::final_answer("done"),
-        ])
+    let s = scenario()
+        .replies(vec![tool_calls(&calls), final_answer("done")])
         .task("t", "Fetch the page.")
         .config("[tools.webfetch]\nallow_private = true\ndeny_hosts = [\"127.0.0.1\"]")
-        .build()
+        .ran()
         .await;
-
-    s.run().await;
 
     let lines = s.tool_lines("t");
     assert_eq!(lines.len(), urls.len());
     for (line, url) in lines.iter().zip(&urls) {
-        assert!(
-            line.is_error
-                && line
-                    .result
-                    .starts_with(&format!("Refused to fetch {url}: "))
-                && line.result.contains("is on the deny list"),
-            "{url}: {}",
-            line.result
-        );
+        assert!(line.is_error, "{url}: {}", line.result);
+        let refused = format!("Refused to fetch {url}: ");
+        assert!(line.result.starts_with(&refused), "{}", line.result);
+        assert_contains(&line.result, "is on the deny list");
     }
     assert!(server.received_requests().await.unwrap().is_empty());
 }
@@ -273,54 +212,28 @@ async fn a_redirect_outside_the_allow_list_is_refused() {
     // allow_private; what refuses the redirect here is the allow list. (The
     // address rule on redirects is tested where it can be alone: in
     // `tools::webfetch`'s unit tests.)
-    let target = serve(
-        "/x",
-        ResponseTemplate::new(200).set_body_raw("inner", "text/plain"),
-    )
-    .await;
+    let target = serve("/x", page("inner", "text/plain")).await;
     let start = MockServer::start().await;
     let to = format!(
         "http://169.254.169.254/latest/meta-data/?via={}",
         target.uri()
     );
-    Mock::given(path("/go"))
-        .respond_with(ResponseTemplate::new(302).insert_header("location", to.as_str()))
-        .mount(&start)
-        .await;
-    let f = Webfetch::new(
-        &WebfetchConfig {
-            timeout_secs: 5,
-            max_bytes: 1000,
-            allow_private: true,
-            allow_hosts: vec!["127.0.0.1".into()],
-            deny_hosts: vec![],
-            use_ca_file: false,
-        },
-        &Trust::bundled(),
-    )
-    .unwrap();
-    let out = f
-        .fetch(
-            &format!("{}/go", start.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
-    assert!(
-        out.is_error && out.text.contains("a redirect was refused"),
-        "{}",
-        out.text
-    );
+    mount(&start, "/go", moved(302, &to)).await;
+    let mut allowing_loopback = config(true, 1000, 5);
+    allowing_loopback.allow_hosts = vec!["127.0.0.1".into()];
+    let f = Webfetch::new(&allowing_loopback, &Trust::bundled()).unwrap();
+    let out = fetch(&f, &format!("{}/go", start.uri())).await;
+    assert!(out.is_error, "{}", out.text);
+    assert_contains(&out.text, "a redirect was refused");
 }
 
-#[tokio::test]
-async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
+/// A server on a loopback port sending a `total`-byte body as fast as it
+/// is read: its port, and how many bytes it has written so far.
+fn serve_a_body_of(total: usize) -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let written = Arc::new(AtomicUsize::new(0));
     let counter = written.clone();
-    let total = 64 * 1024 * 1024;
     std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut buf = [0u8; 4096];
@@ -337,13 +250,16 @@ async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
             };
         }
     });
+    (port, written)
+}
+
+#[tokio::test]
+async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
+    let total = 64 * 1024 * 1024;
+    let (port, written) = serve_a_body_of(total);
+    let url = format!("http://127.0.0.1:{port}/big");
     let out = fetcher(true, 100_000, 10)
-        .fetch(
-            &format!("http://127.0.0.1:{port}/big"),
-            0,
-            2000,
-            &Redactor::default(),
-        )
+        .fetch(&url, 0, 2000, &Redactor::default())
         .await;
     assert!(
         out.text
@@ -352,11 +268,8 @@ async fn a_multi_megabyte_body_is_not_read_past_max_bytes() {
         &out.text[..200]
     );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        written.load(Ordering::SeqCst) < total / 2,
-        "the server sent {} bytes",
-        written.load(Ordering::SeqCst)
-    );
+    let sent = written.load(Ordering::SeqCst);
+    assert!(sent < total / 2, "the server sent {sent} bytes");
 }
 
 #[tokio::test]
@@ -383,23 +296,13 @@ async fn a_server_that_never_answers_times_out() {
 
 #[tokio::test]
 async fn the_shipped_example_page_comes_back_as_clean_compact_text() {
-    let page = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pages/llama-server.html"),
-    )
-    .unwrap();
-    let server = serve(
-        "/llama-server.html",
-        ResponseTemplate::new(200).set_body_raw(page.clone(), "text/html; charset=utf-8"),
-    )
-    .await;
-    let out = fetcher(true, 2_000_000, 5)
-        .fetch(
-            &format!("{}/llama-server.html", server.uri()),
-            0,
-            6000,
-            &Redactor::default(),
-        )
-        .await;
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/pages/llama-server.html"
+    );
+    let html = page(std::fs::read(file).unwrap(), "text/html; charset=utf-8");
+    let server = serve("/llama-server.html", html).await;
+    let out = fetch_at(&server, "/llama-server.html").await;
     assert!(!out.is_error, "{}", out.text);
     let text = out.text.split_once("\n\n").unwrap().1;
     // Script, style, header, navigation and footer gone; headings, the list
@@ -416,10 +319,6 @@ async fn the_shipped_example_page_comes_back_as_clean_compact_text() {
          Wait for `GET /health` to answer 200 before sending work. The [server README][1] lists every route.\n\n\
          [1]: https://github.com/ggml-org/llama.cpp/tree/master/tools/server"
     );
-    assert!(
-        out.text
-            .contains(&format!("Length: {} characters", text.chars().count())),
-        "{}",
-        out.text
-    );
+    let length = format!("Length: {} characters", text.chars().count());
+    assert_contains(&out.text, &length);
 }
