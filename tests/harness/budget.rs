@@ -369,8 +369,7 @@ async fn runpod_execution_time_is_what_the_gpu_limit_counts() {
 
 #[tokio::test]
 async fn check_prints_todays_spend_against_each_limit() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config(
             "[budget]\ntokens_per_day = 100000\ngpu_seconds_per_day = 3600\ntokens_per_run = 5000",
         )
@@ -702,8 +701,7 @@ async fn a_ledger_dated_in_the_future_is_replaced_and_the_limit_holds_across_run
 
 #[tokio::test]
 async fn a_run_that_spends_nothing_still_replaces_a_ledger_it_does_not_trust() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[budget]\ntokens_per_day = 200")
         .build()
         .await;

@@ -4,11 +4,6 @@
 
 use crate::common::*;
 
-/// A scenario whose endpoint nobody answers: `check` never asks it.
-fn offline() -> Scenario {
-    scenario().endpoint_at("http://127.0.0.1:9/v1")
-}
-
 /// `check` of the scene's project.
 fn check(s: &Scene) -> std::process::Output {
     bin(s).arg("check").output().unwrap()
@@ -42,8 +37,7 @@ async fn check_refuses_an_mcp_command_that_does_not_exist_naming_its_key() {
 
 #[tokio::test]
 async fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host_meant() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .task("t", "Answer.")
         .config("[tools.webfetch]\ndeny_hosts = [\"https://evil.example/\"]\n")
         .build()
@@ -64,11 +58,7 @@ async fn a_deny_list_of_urls_is_a_config_error_for_every_command_naming_the_host
 
 #[tokio::test]
 async fn check_warns_about_inbox_entries_that_will_never_run() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .task("good", "Do it.")
-        .build()
-        .await;
+    let s = offline().task("good", "Do it.").build().await;
     let inbox = s.root().join("tasks/inbox");
     std::fs::write(inbox.join("notes.txt"), "x").unwrap();
     std::fs::write(inbox.join("TASK.MD"), "x").unwrap();
@@ -189,11 +179,7 @@ async fn an_allow_list_settles_the_warning_about_carrying_note_text_out() {
 
 #[tokio::test]
 async fn check_says_which_recurring_folder_was_meant_and_nothing_when_there_is_none() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .task("t", "Answer.")
-        .build()
-        .await;
+    let s = offline().task("t", "Answer.").build().await;
     let out = bin(&s).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(!stdout(&out).contains("recurring"), "{}", stdout(&out));
@@ -211,8 +197,7 @@ async fn check_says_which_recurring_folder_was_meant_and_nothing_when_there_is_n
 
 #[tokio::test]
 async fn check_lists_the_extra_keys_sent_untouched_and_warns_of_a_misspelt_one() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[model.extra]\nrepeat_penaltly = 1.1\ndry_multiplier = 0.8\nmy_own = 1\n")
         .build()
         .await;
@@ -326,8 +311,7 @@ async fn a_task_named_eval_is_refused_by_run_task_and_exec() {
 
 #[tokio::test]
 async fn a_recurring_task_named_eval_is_said_by_every_run_never_skipped_silently() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .recurring("eval", "+++\nschedule = \"@daily\"\n+++\nCheck the evals.")
         .build()
         .await;

@@ -9,12 +9,9 @@ use wiremock::ResponseTemplate;
 use crate::common::*;
 
 /// A model at a closed port.
-const URL: &str = "http://127.0.0.1:9/v1";
-
 #[tokio::test]
 async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .task("good", "+++\nmax_turns = 2\n+++\nDo it.")
         .build()
         .await;
@@ -35,11 +32,7 @@ async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
 
 #[tokio::test]
 async fn a_bad_config_exits_2_naming_the_key_and_the_file() {
-    let s = scenario()
-        .endpoint_at(URL)
-        .config("[limits]\nmax_turnz = 3\n")
-        .build()
-        .await;
+    let s = offline().config("[limits]\nmax_turnz = 3\n").build().await;
     for cmd in ["check", "run"] {
         let out = bin(&s).arg(cmd).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{cmd}");
@@ -53,7 +46,7 @@ async fn a_bad_config_exits_2_naming_the_key_and_the_file() {
 
 #[tokio::test]
 async fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     let good = s.config_path();
     let missing = s.root().join("nope.toml");
     let out = bin(&s)
@@ -75,7 +68,7 @@ async fn the_config_comes_from_the_flag_or_the_environment_and_the_flag_wins() {
 
 #[tokio::test]
 async fn run_task_refuses_paths_and_unknown_names_with_exit_2() {
-    let s = scenario().endpoint_at(URL).task("real", "x").build().await;
+    let s = offline().task("real", "x").build().await;
     for name in ["../real", "a/b", "..", "absent"] {
         let out = bin(&s).args(["run-task", name]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{name}: {}", stderr(&out));
@@ -107,7 +100,7 @@ async fn an_unreachable_endpoint_exits_75_and_an_empty_inbox_exits_0() {
 
 #[tokio::test]
 async fn a_second_run_prints_one_line_and_exits_0_while_the_lock_is_held() {
-    let s = scenario().endpoint_at(URL).task("t", "x").build().await;
+    let s = offline().task("t", "x").build().await;
     let _lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
@@ -334,8 +327,7 @@ async fn off_a_terminal_the_log_is_plain_lines() {
 
 #[tokio::test]
 async fn runs_needs_no_secrets() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -360,8 +352,7 @@ async fn the_shipped_example_inbox_passes_check() {
     let example = include_str!("../../config/agent.toml.example");
     let profiles = &example[example.find("[agents.").unwrap()..];
     // `check` starts no server, but its program must be there: any will do.
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config(&format!(
             "[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n{profiles}\
              [mcp.servers.time]\ncommand = [\"sh\"]\ntools = [\"get_current_time\"]\n"

@@ -121,8 +121,7 @@ async fn a_task_that_meets_every_expectation_succeeds() {
 
 #[tokio::test]
 async fn check_refuses_a_bad_pattern_an_unknown_key_and_a_tool_the_task_cannot_call() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .task("a", "+++\n[expect]\nanswer_matches = \"((\"\n+++\nGo.")
         .task("b", "+++\n[expect]\nanswers = 1\n+++\nGo.")
         .task(
@@ -334,8 +333,7 @@ async fn eval_exits_2_on_usage_errors() {
 #[tokio::test]
 async fn the_shipped_suite_is_valid_and_covers_every_tool() {
     let evals = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("evals");
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config(&format!(
             "[paths]\ninbox = \"{}\"\n[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n",
             evals.display()

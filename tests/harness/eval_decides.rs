@@ -301,10 +301,7 @@ async fn the_report_shows_the_eval_its_runs_and_why_runs_failed() {
 
 #[tokio::test]
 async fn planted_evals_are_shown_as_unreadable_never_followed_or_crashed_on() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = offline().build().await;
     let evals = s.root().join("logs/eval");
     for (id, body) in [
         ("20261101T000000Z", "[".repeat(300_000)),

@@ -180,10 +180,7 @@ async fn exec_output_of_a_run_with_no_answer_leaves_the_file_as_it_was_and_fails
 #[tokio::test]
 async fn exec_output_of_a_run_that_never_got_to_an_end_leaves_the_file() {
     // The endpoint down: 75.
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = offline().build().await;
     let kept = yesterdays_answer(&s);
 
     let out = run_bin(&s, &["exec", "-q", "-o", "answer.txt", "Hi."]).await;

@@ -10,8 +10,6 @@ use std::process::Output;
 use crate::common::*;
 
 /// A model at a closed port: init and check never call it.
-const URL: &str = "http://127.0.0.1:9/v1";
-
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
@@ -23,7 +21,7 @@ fn init(s: &Scene, args: &[&str]) -> Output {
 
 /// `agent-harness init <folder> --openai` at a closed port.
 fn init_openai(s: &Scene, folder: &str) -> Output {
-    init(s, &[folder, "--openai", URL])
+    init(s, &[folder, "--openai", CLOSED_URL])
 }
 
 /// The folder `name` of the scene with a link at `link` inside to `to`.
@@ -91,7 +89,7 @@ async fn init_makes_its_folders_no_wider_than_they_need_and_places_the_example()
 #[tokio::test]
 async fn init_here_prints_the_commands_without_config_and_never_writes_over_one() {
     let s = scenario().no_config_file().build().await;
-    let out = init(&s, &["--openai", URL]);
+    let out = init(&s, &["--openai", CLOSED_URL]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_contains(stdout(&out), "agent-harness check");
     assert_lacks(stdout(&out), "--config");
@@ -280,7 +278,7 @@ async fn without_a_config_here_the_users_is_read_from_xdg_then_home() {
     assert_checked(&out, &found);
 
     // One here comes first.
-    s.write_config(URL, "");
+    s.write_config(CLOSED_URL, "");
     assert_checked(&check_from_home(&s, &home), &s.config_path());
 }
 
@@ -352,7 +350,7 @@ async fn every_config_snippet_of_the_readme_checks_clean() {
         "the README shows the small-model settings"
     );
     for snippet in snippets {
-        let s = scenario().endpoint_at(URL).config(&snippet).build().await;
+        let s = offline().config(&snippet).build().await;
         let out = bin(&s).arg("check").output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{snippet}\n{}", stdout(&out));
         assert!(

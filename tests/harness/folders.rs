@@ -8,12 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use crate::common::*;
 
 /// A model at a closed port: no test here gets as far as asking it.
-const URL: &str = "http://127.0.0.1:9/v1";
-
 #[tokio::test]
 async fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[paths]\ninbox = \"tasks/inbx\"")
         .build()
         .await;
@@ -36,8 +33,7 @@ async fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
 
 #[tokio::test]
 async fn a_folder_that_cannot_be_created_names_its_key_and_touches_no_task() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[paths]\ndone = \"blocker/done\"")
         .task("t", "x")
         .build()
@@ -52,7 +48,7 @@ async fn a_folder_that_cannot_be_created_names_its_key_and_touches_no_task() {
 
 #[tokio::test]
 async fn run_task_exits_75_while_another_run_holds_the_lock() {
-    let s = scenario().endpoint_at(URL).task("t", "x").build().await;
+    let s = offline().task("t", "x").build().await;
     let _lock = agent_harness::state::RunLock::try_acquire(&s.root().join("tasks"))
         .unwrap()
         .unwrap();
@@ -66,8 +62,7 @@ async fn run_task_exits_75_while_another_run_holds_the_lock() {
 /// `check` names a file in the way of a folder (`failed/`).
 #[tokio::test]
 async fn check_names_a_file_in_the_way_of_a_folder() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[paths]\nfailed = \"blocker/failed\"")
         .task("t", "x")
         .build()
@@ -83,7 +78,7 @@ async fn check_names_a_file_in_the_way_of_a_folder() {
 /// existing `done/` it cannot write.
 #[tokio::test]
 async fn run_refuses_folders_it_cannot_use_before_any_task_starts() {
-    let s = scenario().endpoint_at(URL).task("t", "x").build().await;
+    let s = offline().task("t", "x").build().await;
     if unsafe { libc::geteuid() } != 0 {
         let done = s.root().join("tasks/done");
         std::fs::create_dir_all(&done).unwrap();

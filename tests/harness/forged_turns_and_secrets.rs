@@ -188,8 +188,7 @@ async fn an_endpoint_echoing_the_api_key_never_gets_it_or_a_piece_into_a_log_lin
 
 #[test]
 fn a_wrong_type_in_the_config_names_the_file_the_line_and_the_key() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[limits]\nmax_turns = \"eight\"")
         .build_blocking();
     let out = s.binary(&["check"]);

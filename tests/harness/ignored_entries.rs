@@ -27,11 +27,6 @@ fn place_strays(s: &Scene) {
     }
 }
 
-/// The metrics file the last run wrote.
-fn metrics(s: &Scene) -> String {
-    std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap()
-}
-
 /// The lines of `text` that contain `part`.
 fn lines_with<'a>(text: &'a str, part: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.contains(part)).collect()
@@ -56,7 +51,7 @@ async fn entries_that_never_run_are_named_counted_and_exit_1() {
         "a name's escapes are shown escaped: {err}"
     );
     assert_lacks(&err, "cannot create the task's records");
-    let metrics = metrics(&s);
+    let metrics = s.metrics();
     assert_contains(&metrics, "agent_harness_inbox_ignored_files 5\n");
     assert_contains(&metrics, "agent_harness_last_run_exit_code 1\n");
 }
@@ -91,7 +86,7 @@ async fn entries_that_never_run_taken_away_leave_an_empty_inbox_exit_0_and_the_g
     let out = run_bin(&s, &["run"]).await;
 
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_contains(metrics(&s), "agent_harness_inbox_ignored_files 0\n");
+    assert_contains(s.metrics(), "agent_harness_inbox_ignored_files 0\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -117,5 +112,5 @@ async fn past_twenty_entries_that_never_run_are_counted_not_named() {
     assert_contains(counted[0], "and 5 more");
     // The summary and the metrics count every one.
     assert_contains(&err, "25 inbox entries will never run");
-    assert_contains(metrics(&s), "agent_harness_inbox_ignored_files 25\n");
+    assert_contains(s.metrics(), "agent_harness_inbox_ignored_files 25\n");
 }

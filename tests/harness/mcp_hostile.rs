@@ -283,9 +283,7 @@ async fn a_malformed_result_is_an_error_for_that_call_only() {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn test_runpod_stopped_by_sigterm_leaves_no_server() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build_blocking();
+    let s = offline().build_blocking();
     let pid = s.root().join("srv.pid");
     s.rewrite_config(&server(
         "h",

@@ -93,11 +93,6 @@ fn refused(toml: &str) -> Scenario {
         .config(toml)
 }
 
-/// The metrics the runs wrote (`logs/agent-harness.prom`).
-fn metrics(project: &Project) -> String {
-    std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap()
-}
-
 /// The path of each request the service got, in order.
 async fn paths(server: &MockServer) -> Vec<String> {
     received(server).await.into_iter().map(|r| r.1).collect()
@@ -179,12 +174,12 @@ async fn a_service_that_is_down_changes_no_exit_code_is_counted_and_its_key_neve
     assert_lacks(&err, CHECK);
     assert_lacks(s.all_records(), CHECK);
     // The start and the end.
-    assert_contains(metrics(&s), "agent_harness_notify_failures_total 2\n");
-    assert_contains(metrics(&s), "agent_harness_last_run_exit_code 0\n");
+    assert_contains(s.metrics(), "agent_harness_notify_failures_total 2\n");
+    assert_contains(s.metrics(), "agent_harness_last_run_exit_code 0\n");
     // The counter goes on from the previous run's.
     s.task("u", "Answer.");
     run_bin(&s, &["run"]).await;
-    assert_contains(metrics(&s), "agent_harness_notify_failures_total 4\n");
+    assert_contains(s.metrics(), "agent_harness_notify_failures_total 4\n");
 }
 
 /// A run that finds the lock taken did nothing of its own: it logs to the
@@ -240,7 +235,7 @@ async fn a_redirect_is_a_failed_notification_and_its_target_receives_nothing() {
     assert_eq!(asked.len(), 3, "{asked:?}");
     assert_contains(&err, "HTTP 307, a redirect to 127.0.0.1 (not followed)");
     assert_lacks(&err, "internal-admin");
-    assert_contains(metrics(&s), "agent_harness_notify_failures_total 3\n");
+    assert_contains(s.metrics(), "agent_harness_notify_failures_total 3\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -341,8 +336,8 @@ async fn sigterm_with_a_silent_receiver_ends_soon_with_the_metrics_written() {
 
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(75), "{err}");
-    assert_contains(metrics(&s), "agent_harness_last_run_exit_code 75\n");
-    assert_contains(metrics(&s), "agent_harness_notify_failures_total 3\n");
+    assert_contains(s.metrics(), "agent_harness_last_run_exit_code 75\n");
+    assert_contains(s.metrics(), "agent_harness_notify_failures_total 3\n");
     // The end's notifications were cut by the signal's second, not by the
     // 10 s of a normal end nor left to their retries.
     assert_contains(

@@ -20,8 +20,7 @@ const ABSURD: &str = "+++\nmax_wall_secs = 9223372036854775807\n+++\nGo.";
 
 #[test]
 fn an_absurd_number_in_a_task_file_is_an_invalid_task_not_a_crash() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .task("a-absurd", ABSURD)
         .task("b-nan", "+++\ntemperature = nan\n+++\nGo.")
         .build_blocking();
@@ -67,8 +66,7 @@ async fn an_absurd_task_file_is_filed_and_the_rest_of_the_inbox_runs() {
 
 #[test]
 fn a_config_number_past_its_ceiling_exits_2_naming_the_key() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[limits]\nmax_wall_secs = 9223372036854775807")
         .task("t", "Go.")
         .build_blocking();

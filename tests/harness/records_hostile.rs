@@ -248,7 +248,7 @@ async fn dev_zero_and_fifo_records_neither_flood_nor_hang_any_reader() {
         .unwrap()
         .set_len(agent_harness::records::MAX_CONVERSATION_BYTES + 1)
         .unwrap();
-    s.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config(CLOSED_URL, "");
 
     let runs = bin(&s).args(["runs", "--json"]).output().unwrap();
     assert_eq!(runs.status.code(), Some(0));
@@ -384,7 +384,7 @@ async fn runs_and_replay_print_no_terminal_control_characters_from_records() {
         s["task"] = json!(evil);
         s["run_id"] = json!(evil);
     });
-    s.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config(CLOSED_URL, "");
 
     let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0));
@@ -625,7 +625,7 @@ async fn long_fields_neither_panic_runs_nor_collide_report_pages() {
     });
     plant(&s, "a--b", "c", |_| {});
     plant(&s, "a", "b--c", |_| {});
-    s.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config(CLOSED_URL, "");
 
     let runs = bin(&s).arg("runs").output().unwrap();
     assert_eq!(runs.status.code(), Some(0), "{}", stderr(&runs));
@@ -677,7 +677,7 @@ async fn a_run_folder_dated_ahead_of_the_clock_is_named_as_no_run_never_the_newe
         s["task"] = json!("u");
     });
     std::fs::remove_file(by_summary.join("answer.md")).ok();
-    s.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config(CLOSED_URL, "");
     let named = |err: &str| {
         for dir in ["t/29991231T000000Z", "u/20260409T061501Z"] {
             assert!(
@@ -729,7 +729,7 @@ async fn one_line_fields_are_escaped_piped_or_not_and_forge_no_line() {
         s["final_answer"] = json!("Shown\u{9b}2J as \u{202e}given.");
     });
     std::fs::remove_file(dir.join("answer.md")).ok();
-    s.write_config("http://127.0.0.1:9/v1", "");
+    s.write_config(CLOSED_URL, "");
 
     // Piped, as a test's stdout is.
     let out = bin(&s)

@@ -298,8 +298,7 @@ async fn schedule_belongs_to_recurring_tasks_only() {
 
 #[tokio::test]
 async fn check_prints_when_each_recurring_task_is_due_and_names_a_bad_schedule() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[schedule]\ntimezone = \"Europe/Berlin\"")
         .recurring("weekly", "+++\nschedule = \"0 6 * * MON\"\n+++\nScan.")
         .recurring("broken", "+++\nschedule = \"61 * * * *\"\n+++\nScan.")

@@ -13,7 +13,7 @@ use crate::common::*;
 
 /// The config of `s` rewritten to point at closed ports: a replay that
 /// tried the network would fail.
-fn offline(s: &Scene, extra: &str) -> Config {
+fn offline_config(s: &Scene, extra: &str) -> Config {
     let port = closed_port();
     s.write_config(
         &format!("http://127.0.0.1:{port}/v1"),
@@ -47,7 +47,7 @@ async fn recorded_note_task() -> (Scene, FakeNoteworx) {
 #[tokio::test]
 async fn a_recorded_run_replays_with_no_network_and_every_request_matching() {
     let (s, notes) = recorded_note_task().await;
-    let cfg = offline(&s, "");
+    let cfg = offline_config(&s, "");
 
     let (code, out) = replay_of(&cfg, &s.run_dir("t"), None).await;
 
@@ -69,7 +69,7 @@ async fn a_recorded_run_replays_with_no_network_and_every_request_matching() {
 #[tokio::test]
 async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
     let (s, _notes) = recorded_note_task().await;
-    let cfg = offline(&s, "[prompt]\nsystem = \"You are terse.\"\n");
+    let cfg = offline_config(&s, "[prompt]\nsystem = \"You are terse.\"\n");
 
     let (code, out) = replay_of(&cfg, &s.run_dir("t"), None).await;
 
@@ -92,7 +92,7 @@ async fn a_changed_system_prompt_makes_the_replay_differ_at_turn_1() {
 #[tokio::test]
 async fn a_folder_that_is_not_a_run_exits_2() {
     let s = scenario().no_config_file().build().await;
-    let cfg = offline(&s, "");
+    let cfg = offline_config(&s, "");
     let (code, out) = replay_of(&cfg, &s.root().join("logs/nothing/here"), None).await;
     assert_eq!(code, 2);
     assert!(out.contains("not a readable run"), "{out}");
@@ -243,10 +243,7 @@ async fn from_turn_forks_live_with_writes_dry_run() {
 
 #[tokio::test]
 async fn the_command_exits_2_on_an_unreadable_run_and_1_on_a_difference() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = offline().build().await;
     let out = assert_cmd::Command::cargo_bin("agent-harness")
         .unwrap()
         .args(["replay", "logs/none/20260101T000000Z"])

@@ -17,11 +17,6 @@ fn refused() -> ResponseTemplate {
     ResponseTemplate::new(401).set_body_json(json!({"error": {"message": "Invalid API Key"}}))
 }
 
-/// The metrics the runs wrote (`logs/agent-harness.prom`).
-fn metrics(project: &Project) -> String {
-    std::fs::read_to_string(project.root().join("logs/agent-harness.prom")).unwrap()
-}
-
 /// Tasks `a`, `b` and `c`, and a key the server refuses once: it is
 /// rotated (fixed) after that, and the model answers each task.
 fn three_tasks_and_a_rotated_key() -> Scenario {
@@ -54,7 +49,7 @@ async fn a_rotated_key_stops_the_run_and_files_nothing() {
     );
     assert_eq!(attempt_counts(&s), json!({}), "no attempt was counted");
     assert_eq!(s.requests().await.len(), 1, "a 401 is asked once");
-    let metrics = metrics(&s);
+    let metrics = s.metrics();
     assert_contains(&metrics, "agent_harness_last_run_exit_code 2\n");
     assert_contains(
         &metrics,
@@ -91,7 +86,7 @@ async fn once_the_key_is_fixed_the_next_run_does_every_task_on_its_first_attempt
     for t in ["b", "c"] {
         assert_eq!(s.summary(t).attempt, 1, "{t}");
     }
-    assert_contains(metrics(&s), "agent_harness_last_success_timestamp_seconds ");
+    assert_contains(s.metrics(), "agent_harness_last_success_timestamp_seconds ");
 }
 
 #[tokio::test]

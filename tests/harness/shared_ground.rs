@@ -53,11 +53,6 @@ fn answered_task() -> Scenario {
     scenario().answers(&["done"]).task("t", "Answer.")
 }
 
-/// A project whose model is a closed port: for what asks no model.
-fn no_model() -> Scenario {
-    scenario().endpoint_at("http://127.0.0.1:9/v1")
-}
-
 /// The error that stops a run of the inbox before any task, with its causes.
 async fn refusal(s: &Scene) -> String {
     let e = agent_harness::app::run_inbox(&s.cfg(), &s.deps(), &Default::default())
@@ -317,7 +312,7 @@ async fn a_linked_folder_holding_the_inbox_keeps_its_recurring_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
-    let s = no_model().build().await;
+    let s = offline().build().await;
     let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&failed).unwrap();
     let latin1 = std::ffi::OsStr::from_bytes(b"20260409T061500Z-caf\xe9.md");
@@ -342,7 +337,7 @@ async fn requeue_keeps_a_name_byte_for_byte_and_says_which_files_it_leaves() {
 async fn requeue_moves_a_task_back_across_file_systems() {
     let (_other, failed) = folder_on_another_file_system("failed");
     std::fs::write(failed.join(format!("{RUN_ID}-t.md")), "Again.").unwrap();
-    let s = no_model()
+    let s = offline()
         .config(&format!("[paths]\nfailed = \"{}\"", failed.display()))
         .build()
         .await;

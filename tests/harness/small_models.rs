@@ -42,15 +42,6 @@ async fn read_a(replies: Vec<Value>) -> (FakeNoteworx, Scene) {
     (notes, scene)
 }
 
-/// Fails, showing all of `text`, unless it starts with `prefix`.
-#[track_caller]
-fn assert_starts(text: &str, prefix: &str) {
-    assert!(
-        text.starts_with(prefix),
-        "does not start with {prefix:?}:\n{text}"
-    );
-}
-
 /// An assistant message saying `content`, ended by the model (`stop`).
 fn says(content: &str) -> Value {
     reply(json!({"role": "assistant", "content": content}), "stop")

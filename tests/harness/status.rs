@@ -14,8 +14,6 @@ use crate::common::*;
 use agent_harness::outputs::status::Overview;
 
 /// A model at a closed port: `status` never asks it.
-const URL: &str = "http://127.0.0.1:9/v1";
-
 /// What `status` prints.
 fn status_text(s: &Scene) -> String {
     stdout(&bin(s).arg("status").output().unwrap())
@@ -32,8 +30,7 @@ fn status_json(s: &Scene) -> (Overview, std::process::Output) {
 
 #[tokio::test]
 async fn status_of_a_new_project_says_nothing_ran_and_needs_no_secret() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -238,7 +235,7 @@ async fn status_and_runs_name_the_run_going_now_and_its_task() {
 /// one shell word.
 #[tokio::test]
 async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     let failed = s.root().join("tasks/failed");
     std::fs::create_dir_all(&failed).unwrap();
     std::fs::write(failed.join("20260409T061400Z-older.md"), "x").unwrap();
@@ -266,8 +263,7 @@ async fn status_names_the_newest_failed_task_as_requeue_reads_it() {
 /// the last run `status` shows, not the last one that got going.
 #[tokio::test]
 async fn a_run_stopped_by_its_config_is_the_last_run() {
-    let s = scenario()
-        .endpoint_at(URL)
+    let s = offline()
         .config("[tools.noteworx]\nbase_url = \"http://127.0.0.1:9\"\n")
         .build()
         .await;
@@ -329,7 +325,7 @@ fn set_mtime(path: &std::path::Path, at: &str) {
 
 #[tokio::test]
 async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     let _held = agent_harness::state::RunLock::try_acquire(&s.cfg().paths.state_dir())
         .unwrap()
         .unwrap();
@@ -349,7 +345,7 @@ async fn a_lock_held_without_a_note_is_said_as_held_by_someone() {
 /// says that run did not end, where it would otherwise say nothing runs.
 #[tokio::test]
 async fn a_run_that_never_let_go_of_the_lock_is_said_not_to_have_ended() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     // What a killed `run` leaves: its note, no process, no lock.
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     gone.wait().unwrap();
@@ -400,7 +396,7 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
     assert!(last_error.contains("127.0.0.1"), "{last_error}");
     assert!(
         !last_error.contains("check"),
-        "a URL's path is never kept: {last_error}"
+        "a CLOSED_URL's path is never kept: {last_error}"
     );
     assert_eq!(seen.traces.record.map(|r| r.failures), Some(1));
     let text = status_text(&s);
@@ -438,7 +434,7 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
 
 #[tokio::test]
 async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     std::fs::remove_dir_all(s.root().join("tasks/inbox")).unwrap();
 
     let out = bin(&s).arg("status").output().unwrap();
@@ -453,7 +449,7 @@ async fn status_of_an_inbox_it_cannot_read_never_says_empty() {
 
 #[tokio::test]
 async fn status_of_a_failed_folder_it_cannot_read_says_so_to_a_monitor() {
-    let s = scenario().endpoint_at(URL).build().await;
+    let s = offline().build().await;
     std::fs::remove_dir_all(s.root().join("tasks/inbox")).unwrap();
     // Nor failed/: a monitor reading the JSON sees it was not read.
     let failed = s.root().join("tasks/failed");

@@ -12,10 +12,7 @@ const WEEKLY: &str = "+++\nmax_turns = 3\n+++\nSummarise the week.";
 
 /// A project whose endpoint nobody answers: `submit` never asks it.
 async fn project() -> Scene {
-    scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await
+    offline().build().await
 }
 
 /// The project's `drafts` folder, holding `files` (name, text).

@@ -291,8 +291,7 @@ async fn webfetch_trusts_the_ca_file_only_with_use_ca_file() {
 
 #[tokio::test]
 async fn check_refuses_a_ca_file_that_is_no_certificate_naming_the_key_and_the_path() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[tls]\nca_file = \"certs/ca.pem\"\n")
         .build()
         .await;

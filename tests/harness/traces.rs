@@ -532,7 +532,7 @@ async fn check_refuses_an_endpoint_that_is_not_otlp_http_and_never_shows_the_key
         ("grpc://127.0.0.1:4317", "its scheme is grpc"),
         ("http://127.0.0.1:4318", "has no path"),
     ] {
-        s.write_config("http://127.0.0.1:9/v1", &traces_config(endpoint, 5));
+        s.write_config(CLOSED_URL, &traces_config(endpoint, 5));
         let out = bin(&s)
             .arg("check")
             .env("OTLP_HEADERS", format!("authorization={SECRET}"))

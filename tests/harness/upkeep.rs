@@ -13,12 +13,6 @@ use crate::common::*;
 /// The attempts counted beside the inbox.
 const ATTEMPTS: &str = "tasks/.agent-harness-attempts.json";
 
-/// A project whose endpoint nobody answers: for the commands that never
-/// call it.
-fn unanswered() -> Scenario {
-    scenario().endpoint_at("http://127.0.0.1:9/v1")
-}
-
 /// The run lock, held as a running run holds it.
 fn hold_the_lock(project: &Project) -> RunLock {
     RunLock::try_acquire(&project.root().join("tasks"))
@@ -140,7 +134,7 @@ async fn a_task_that_succeeded_is_one_rerun_away_from_running_again_on_its_first
 
 #[tokio::test]
 async fn rerun_takes_a_run_id_and_never_overwrites_the_inbox() {
-    let s = unanswered().build().await;
+    let s = offline().build().await;
     put(&s, "tasks/done/20260408T060000Z-scan.md", "older");
     put(&s, "tasks/done/20260409T061500Z-scan.md", "newer");
     put(&s, "tasks/done/20260409T061500Z-other.md", "other");
@@ -182,7 +176,7 @@ fn three_scans_a_report_and_another_failed(project: &Project) {
 
 #[tokio::test]
 async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox() {
-    let s = unanswered().build().await;
+    let s = offline().build().await;
     three_scans_a_report_and_another_failed(&s);
     let newest = "task from 20260408T060000Z-2-scan.md";
 
@@ -209,7 +203,7 @@ async fn requeue_takes_the_newest_file_of_a_name_and_never_overwrites_the_inbox(
 
 #[tokio::test]
 async fn requeue_all_failed_moves_the_newest_of_each_and_waits_for_a_running_run() {
-    let s = unanswered().build().await;
+    let s = offline().build().await;
     let files = [
         "20260401T060000Z-a.md",
         "20260402T060000Z-a.md",
@@ -337,7 +331,7 @@ async fn keep_days_0_keeps_everything_and_a_dry_run_prunes_nothing() {
 
 /// A project keeping 30 days of runs, and at least 5 of each task.
 fn keeping_30_days_and_5_runs() -> Scenario {
-    unanswered().config("[retention]\nkeep_days = 30\nkeep_runs = 5")
+    offline().config("[retention]\nkeep_days = 30\nkeep_runs = 5")
 }
 
 /// The run id of the time `t`.
@@ -395,8 +389,7 @@ async fn prune_waits_for_a_running_run() {
 
 #[tokio::test]
 async fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
+    let s = offline()
         .config("[retention]\nkeep_days = 1\nkeep_runs = 0")
         .build()
         .await;
@@ -417,10 +410,7 @@ async fn a_clock_behind_the_records_prunes_nothing_and_says_why() {
 
 #[tokio::test]
 async fn a_file_name_shortened_to_fit_is_not_requeued_under_a_guessed_name() {
-    let s = scenario()
-        .endpoint_at("http://127.0.0.1:9/v1")
-        .build()
-        .await;
+    let s = offline().build().await;
     let long = "a".repeat(300);
     let file = agent_harness::inbox::fit_file_name("20260409T061500Z-", &long, ".md");
     assert!(file.len() <= 255 && file.contains('~'));

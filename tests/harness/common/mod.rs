@@ -388,6 +388,11 @@ impl Project {
         names(&self.root().join("tasks/failed"))
     }
 
+    /// The metrics the runs wrote (`logs/agent-harness.prom`).
+    pub fn metrics(&self) -> String {
+        std::fs::read_to_string(self.root().join("logs/agent-harness.prom")).unwrap()
+    }
+
     pub fn run_dir(&self, task: &str) -> PathBuf {
         self.root().join("logs").join(task).join(RUN_ID)
     }
@@ -771,6 +776,15 @@ pub fn call(name: &str, args: Value) -> Value {
 pub fn assert_contains(text: impl AsRef<str>, part: &str) {
     let text = text.as_ref();
     assert!(text.contains(part), "{part:?} is not in:\n{text}");
+}
+
+/// Fails, showing all of `text`, unless it starts with `prefix`.
+#[track_caller]
+pub fn assert_starts(text: &str, prefix: &str) {
+    assert!(
+        text.starts_with(prefix),
+        "does not start with {prefix:?}:\n{text}"
+    );
 }
 
 /// Fails, showing all of `text`, if `part` is in it.

@@ -65,6 +65,15 @@ pub struct Scenario {
     env: fn(&str) -> Option<String>,
 }
 
+/// A closed port's endpoint: the model of a project whose test asks none.
+pub const CLOSED_URL: &str = "http://127.0.0.1:9/v1";
+
+/// A project whose model answers nothing (a closed port): for what asks
+/// no model, or a run that must stop before it does.
+pub fn offline() -> Scenario {
+    scenario().endpoint_at(CLOSED_URL)
+}
+
 /// The common notes task: `t`, "Work with my notes.", against `notes`.
 pub fn notes_task(notes: &FakeNoteworx) -> Scenario {
     scenario().task("t", "Work with my notes.").notes(notes)
