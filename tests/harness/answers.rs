@@ -205,7 +205,8 @@ async fn run_json_of_three() -> (Scene, Vec<Value>, std::process::Output) {
     let lines = stdout(&out)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .collect::<Vec<Value>>();
+    assert_eq!(lines.len(), 3, "one line a task: {}", stdout(&out));
     (scene, lines, out)
 }
 

@@ -8,7 +8,6 @@ use wiremock::ResponseTemplate;
 
 use crate::common::*;
 
-/// A model at a closed port.
 #[tokio::test]
 async fn check_passes_a_clean_inbox_and_names_file_and_line_of_each_problem() {
     let s = offline()

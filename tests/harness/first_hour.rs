@@ -9,7 +9,6 @@ use std::process::Output;
 
 use crate::common::*;
 
-/// A model at a closed port: init and check never call it.
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }

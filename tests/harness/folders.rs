@@ -7,7 +7,6 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::common::*;
 
-/// A model at a closed port: no test here gets as far as asking it.
 #[tokio::test]
 async fn a_missing_inbox_is_a_configuration_error_for_run_run_task_and_check() {
     let s = offline()

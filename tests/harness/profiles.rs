@@ -333,7 +333,8 @@ async fn a_fenced_answer_that_matches_the_schema_is_the_result() {
     assert_contains(&system, "\"papers\"");
 }
 
-/// Task `t` with `schemas/scan.json` as its output schema (no profile),
+/// Task `t` with `schemas/scan.json` as its output schema (it names no
+/// profile; the config has `[agents.counter]`),
 /// answered in prose, then in JSON: the scene after one run.
 async fn ran_a_wrong_then_right_answer() -> Scene {
     let notes = FakeNoteworx::start(vec![note("n", "N", &[], "x")]).await;

@@ -13,7 +13,6 @@ use wiremock::ResponseTemplate;
 use crate::common::*;
 use agent_harness::outputs::status::Overview;
 
-/// A model at a closed port: `status` never asks it.
 /// What `status` prints.
 fn status_text(s: &Scene) -> String {
     stdout(&bin(s).arg("status").output().unwrap())
@@ -396,7 +395,7 @@ async fn status_counts_notification_and_trace_failures_since_the_last_success() 
     assert!(last_error.contains("127.0.0.1"), "{last_error}");
     assert!(
         !last_error.contains("check"),
-        "a CLOSED_URL's path is never kept: {last_error}"
+        "a URL's path is never kept: {last_error}"
     );
     assert_eq!(seen.traces.record.map(|r| r.failures), Some(1));
     let text = status_text(&s);

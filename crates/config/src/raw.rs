@@ -37,7 +37,7 @@ pub(super) struct RawConfig {
 
 /// `[notify]`: who is told how each run ended (docs/operating.md, "Notify").
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub(super) struct RawNotify {
     /// A healthchecks.io-style ping URL: `/start` when a run starts, the
     /// URL itself on exit 0, `/<exit code>` otherwise.
@@ -51,12 +51,15 @@ pub(super) struct RawNotify {
     /// `on_failure_url` instead (a Slack webhook's token).
     pub(super) on_failure_url_env: Option<String>,
     /// How `on_failure_url`'s body is written.
+    #[serde(default)]
     pub(super) on_failure_format: FailureFormat,
     /// Who gets the digest by mail (through `[mail]`).
+    #[serde(default)]
     pub(super) digest_to: Vec<String>,
     /// When the digest goes out each day, `HH:MM` in `[schedule] timezone`.
     pub(super) digest_at: Option<String>,
     /// A failed run's result is mailed to `digest_to` too.
+    #[serde(default)]
     pub(super) on_failure_mail: bool,
 }
 

@@ -11,16 +11,21 @@ use harness_base::http::{Body, RawBody};
 use harness_base::redact::Redactor;
 use harness_base::text::clip;
 use harness_wire::chat::ChatResponse;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// RunPod job facts of one attempt.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// RunPod job facts of one attempt; the `runpod` object of a
+/// conversation line, in RunPod's own names (docs/operating.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct JobInfo {
     pub job_id: Option<String>,
     pub status: Option<String>,
+    #[serde(rename = "delayTime")]
     pub delay_time: Option<u64>,
+    #[serde(rename = "executionTime")]
     pub execution_time: Option<u64>,
     /// Status polls made after `/runsync` returned a pending job.
     pub polls: u32,

@@ -33,7 +33,9 @@ struct Job {
     id: Option<String>,
     #[serde(default, deserialize_with = "lenient::text")]
     status: Option<String>,
+    #[serde(default)]
     output: Option<Box<RawValue>>,
+    #[serde(default)]
     error: Option<Box<RawValue>>,
     #[serde(default, rename = "delayTime", deserialize_with = "lenient::count")]
     delay_time: Option<u64>,

@@ -22,7 +22,6 @@ use harness_agent::deps::TaskDeps;
 use harness_base::http::{RawBody, parse_tree};
 use harness_base::sync::lock;
 use harness_base::text::{clip, printable};
-use harness_endpoint::JobInfo;
 use harness_endpoint::recorded::{Mismatch, RecordedAttempt, Recording};
 use harness_tools::{RecordedResults, ToolOutput};
 
@@ -268,13 +267,7 @@ fn recorded_attempt(l: &RecordedLine) -> RecordedAttempt {
         error: l.error.clone(),
         failure: l.failure(),
         retry_after: l.retry_after_ms.map(Duration::from_millis),
-        job: l.runpod.as_ref().map(|j| JobInfo {
-            job_id: j.job_id.clone(),
-            status: j.status.clone(),
-            delay_time: j.delay_time,
-            execution_time: j.execution_time,
-            polls: j.polls,
-        }),
+        job: l.runpod.clone(),
     }
 }
 

@@ -26,18 +26,15 @@ pub use evals::{
     Comparison, ListedEval, MAX_EVAL_BYTES, Report, TaskRow, Totals, VariantReport, list_evals,
     read_eval,
 };
-pub use lines::{
-    ContextLine, ConversationLine, IntentLine, JobLine, StartLine, ToolLine, counted_name,
-};
+pub use lines::{ContextLine, ConversationLine, IntentLine, StartLine, ToolLine, counted_name};
 pub use listing::{
     ListedRun, Listing, Unfinished, Unreadable, read_summaries, read_summaries_in,
     read_summaries_since, started_since, unfinished_since,
 };
 pub use partial::{PartialRun, parse_whole_lines, read_partial, read_partial_lines};
 pub use read::{
-    FailureDetail, MAX_LOG_TAIL_BYTES, RecordedContext, RecordedJob, RecordedLine, RecordedRun,
-    ReplyView, ToolError, answer_of, failure_detail, read_listed, read_run, reply_view,
-    request_texts,
+    FailureDetail, MAX_LOG_TAIL_BYTES, RecordedContext, RecordedLine, RecordedRun, ReplyView,
+    ToolError, answer_of, failure_detail, read_listed, read_run, reply_view, request_texts,
 };
 pub use record::{RunRecord, create_private_dir, replace_private};
 pub use run_id::{ahead_of_clock, run_id_for, run_order, run_time};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use harness_agent::{Answer, Counted, ModelAttempt};
-use harness_endpoint::Failure;
+use harness_endpoint::{Failure, JobInfo};
 use harness_tools::ReadOn;
 
 /// One line of `conversation.jsonl`: one HTTP attempt of a model call.
@@ -35,26 +35,13 @@ pub struct ConversationLine<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub runpod: Option<JobLine<'a>>,
+    pub runpod: Option<&'a JobInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextLine<'a>>,
     /// Answered from the records of the run this one resumed
     /// (docs/resume-replay-eval.md, "Resume").
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resumed: bool,
-}
-
-/// The `runpod` object of a conversation line.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobLine<'a> {
-    pub job_id: Option<&'a str>,
-    pub status: Option<&'a str>,
-    #[serde(rename = "delayTime")]
-    pub delay_time: Option<u64>,
-    #[serde(rename = "executionTime")]
-    pub execution_time: Option<u64>,
-    /// Status polls made after `/runsync` returned a pending job.
-    pub polls: u32,
 }
 
 /// The `context` object of a conversation line.
@@ -113,13 +100,7 @@ impl<'a> ConversationLine<'a> {
             finish_reason: a.finish_reason.as_deref(),
             error_kind: a.failure.map(failure_name),
             retry_after_ms: a.retry_after.map(harness_base::time::millis),
-            runpod: a.runpod.as_ref().map(|j| JobLine {
-                job_id: j.job_id.as_deref(),
-                status: j.status.as_deref(),
-                delay_time: j.delay_time,
-                execution_time: j.execution_time,
-                polls: j.polls,
-            }),
+            runpod: a.runpod.as_ref(),
             context: m.context.map(|c| ContextLine {
                 context_tokens: c.window,
                 prompt_tokens: c.prompt_tokens,

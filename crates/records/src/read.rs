@@ -26,7 +26,7 @@ use super::listing::ListedRun;
 use super::{Summary, ToolLine};
 use harness_base::file::FileError;
 use harness_base::folder::{Folder, Tail};
-use harness_endpoint::Failure;
+use harness_endpoint::{Failure, JobInfo};
 
 /// A run folder read back: everything the report and a replay need.
 #[derive(Debug, Clone)]
@@ -52,13 +52,21 @@ pub struct RecordedLine {
     #[serde(default)]
     pub latency_ms: u64,
     pub request: Box<RawValue>,
+    #[serde(default)]
     pub http_status: Option<u16>,
+    #[serde(default)]
     pub response: Option<Box<RawValue>>,
+    #[serde(default)]
     pub error: Option<String>,
+    #[serde(default)]
     pub error_kind: Option<String>,
+    #[serde(default)]
     pub finish_reason: Option<String>,
+    #[serde(default)]
     pub retry_after_ms: Option<u64>,
-    pub runpod: Option<RecordedJob>,
+    #[serde(default)]
+    pub runpod: Option<JobInfo>,
+    #[serde(default)]
     pub context: Option<RecordedContext>,
     /// Answered from the records of the run it resumed
     /// (docs/resume-replay-eval.md, "Resume").
@@ -75,22 +83,10 @@ impl RecordedLine {
     }
 }
 
-/// The `runpod` object of a conversation line, read back.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RecordedJob {
-    pub job_id: Option<String>,
-    pub status: Option<String>,
-    #[serde(default, rename = "delayTime")]
-    pub delay_time: Option<u64>,
-    #[serde(default, rename = "executionTime")]
-    pub execution_time: Option<u64>,
-    #[serde(default)]
-    pub polls: u32,
-}
-
 /// The `context` object of a conversation line, read back.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RecordedContext {
+    #[serde(default)]
     pub context_tokens: Option<u32>,
     #[serde(default)]
     pub elided_call_ids: Vec<String>,
@@ -115,11 +111,14 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
     struct Chat {
         #[serde(default)]
         choices: FirstOf<Choice>,
+        #[serde(default)]
         usage: Option<UsageView>,
+        #[serde(default)]
         output: Option<Box<RawValue>>,
     }
     #[derive(Deserialize, Default)]
     struct Choice {
+        #[serde(default)]
         message: Option<MessageView>,
     }
     #[derive(Deserialize, Default)]
@@ -175,6 +174,7 @@ pub fn reply_view(response: Option<&RawValue>) -> ReplyView {
 pub fn request_texts(request: &RawValue, n: usize) -> Vec<Option<String>> {
     #[derive(Deserialize, Default)]
     struct Request {
+        #[serde(default)]
         input: Option<Box<RawValue>>,
         #[serde(default, deserialize_with = "first_two")]
         messages: Vec<MessageText>,

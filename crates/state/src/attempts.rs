@@ -88,6 +88,7 @@ enum OnDisk {
         attempts: u32,
         #[serde(default)]
         runs: Vec<RunRef>,
+        #[serde(default)]
         file: Option<FileRef>,
     },
 }

@@ -116,7 +116,9 @@ pub struct ChatResponse {
     /// The first choice only: the loop never asks for more.
     #[serde(default, deserialize_with = "first_choice")]
     pub choices: Vec<Choice>,
+    #[serde(default)]
     pub usage: Option<Usage>,
+    #[serde(default)]
     pub model: Option<String>,
 }
 
@@ -146,6 +148,7 @@ impl FinishReason {
 pub struct Choice {
     #[serde(default)]
     pub message: ResponseMessage,
+    #[serde(default)]
     pub finish_reason: Option<String>,
 }
 
@@ -167,7 +170,9 @@ pub struct ResponseMessage {
 /// The assistant message as it comes over the wire.
 #[derive(Deserialize)]
 struct WireMessage {
+    #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
     reasoning_content: Option<String>,
     #[serde(default, deserialize_with = "at_most_calls")]
     tool_calls: Option<FirstOf<ToolCall>>,
