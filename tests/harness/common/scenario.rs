@@ -3,16 +3,18 @@
 //! types. In the spirit of codex's `test_codex()`:
 //!
 //! ```ignore
-//! let s = scenario()
-//!     .replies(vec![tool_calls(&[("c1", "list_notes", json!({}))]), final_answer("done")])
-//!     .task("t", "List my notes.")
-//!     .notes(&notes)
+//! let s = notes_task(&notes)
+//!     .calls(vec![("noteworx_list_notes", json!({}))], "done")
 //!     .config("[limits]\nmax_turns = 3")
-//!     .build()
+//!     .ran()
 //!     .await;
-//! s.run().await;
-//! assert_eq!(s.summary("t").status, Status::Success);
+//! assert_eq!(s.summary("t").status, Status::Succeeded);
 //! ```
+//!
+//! The presets say the common arrangements: [`offline`] (a model at a
+//! closed port), [`notes_task`], [`Scenario::answers`],
+//! [`Scenario::calls`]; `.build()` instead of `.ran()` when the test runs
+//! the scene itself (with options, the binary, twice).
 //!
 //! A [`Scene`] is its [`Project`] (`Deref`), so every reader of the
 //! records (`summary`, `tool_lines`, `attempts`, `done()`, …) is there.
