@@ -3,7 +3,8 @@
 //! `tests/mcp/test_server.py` on the official Python SDK (PyPI `mcp`, installed
 //! by `scripts/stack install`), started by the harness as a run would start it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use agent_harness::agent::StopReason;
@@ -19,37 +20,72 @@ fn server(name: &str, args: &[&str], extra: &str) -> String {
     mcp_server(name, "test_server.py", args, extra)
 }
 
+/// `[mcp.servers.t]` running the test server with `args`, writing its
+/// process id to `pid`, plus `extra` keys.
+fn pid_server(pid: &Path, args: &[&str], extra: &str) -> String {
+    let mut args = args.to_vec();
+    let pid = pid.display().to_string();
+    args.extend(["--pid-file", &pid]);
+    server("t", &args, extra)
+}
+
 fn pid_file(project: &Project, name: &str) -> PathBuf {
     project.root().join(format!("{name}.pid"))
 }
 
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged() {
+/// A task whose frontmatter names `tools`, then `body`.
+fn with_tools(tools: &[&str], body: &str) -> String {
+    format!("+++\ntools = {tools:?}\n+++\n{body}")
+}
+
+/// A new folder `markers` in the project, where the test server's
+/// `--marker-dir` marks each item it deletes.
+fn marker_dir(project: &Project) -> PathBuf {
+    let markers = project.root().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    markers
+}
+
+/// The marks in the folder `markers` (`deleted-NAME`), sorted.
+fn marks(markers: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(markers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Whether `ready` holds after one of `times` waits of `every`.
+fn polled(times: u32, every: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    (0..times).any(|_| {
+        std::thread::sleep(every);
+        ready()
+    })
+}
+
+/// Task `look` asking for `t__lookup` of alpha on the test server `t`,
+/// which writes its process id to `t.pid`: the scene and that file.
+async fn looking_up_alpha() -> (Scene, PathBuf) {
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
-            final_answer("alpha is 42"),
-        ])
-        .task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.")
+        .calls(vec![("t__lookup", json!({"key": "alpha"}))], "alpha is 42")
+        .task("look", &with_tools(&["t__lookup"], "Look up alpha."))
         .env(mcp_env)
         .build()
         .await;
     let pid = pid_file(&s, "t");
-    s.rewrite_config(&server(
-        "t",
-        &["--pid-file", &pid.display().to_string()],
-        "",
-    ));
-    let outcome = s.run().await;
-    assert!(
-        matches!(outcome, RunOutcome::Finished(ref t) if t.succeeded == 1),
-        "{outcome:?}\n{}",
-        s.run_log("look")
-    );
+    s.rewrite_config(&pid_server(&pid, &[], ""));
+    (s, pid)
+}
 
-    let requests = s.requests().await;
-    let offered = sent(&requests[0]).tools;
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_servers_tool_is_offered_with_its_schema() {
+    let (s, _pid) = looking_up_alpha().await;
+
+    s.run().await;
+
+    let offered = sent(&s.requests().await[0]).tools;
     assert_eq!(offered.len(), 1, "{offered:?}");
     let f = &offered[0].function;
     assert_eq!(f.name, "t__lookup");
@@ -57,74 +93,103 @@ async fn a_servers_tool_is_offered_with_its_schema_called_and_its_stderr_logged(
     assert_eq!(f.parameters["type"], "object");
     assert_eq!(f.parameters["properties"]["key"]["type"], "string");
     assert_eq!(f.parameters["required"], json!(["key"]));
+}
 
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_servers_tool_is_called_and_its_result_recorded() {
+    let (s, _pid) = looking_up_alpha().await;
+
+    let outcome = s.run().await;
+
+    assert!(
+        matches!(outcome, RunOutcome::Finished(ref t) if t.succeeded == 1),
+        "{outcome:?}\n{}",
+        s.run_log("look")
+    );
     let lines = s.tool_lines("look");
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].name, "t__lookup");
     assert!(!lines[0].is_error);
     assert_eq!(lines[0].result, "the value of alpha is 42");
-    let log = s.run_log("look");
-    assert!(log.contains("MCP server t started in"), "{log}");
-    assert_contains(
-        &log,
-        "tools: t__big, t__delete_item, t__die, t__env, t__fail, t__huge, t__lookup, t__nested, t__slow",
-    );
-    assert!(log.contains("MCP server t stderr: lookup alpha"), "{log}");
-    assert!(pid_file_gone(&pid), "the server outlived the run");
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
-    let extra = format!(
-        "{}{}",
-        server("t", &[], "tools = [\"lookup\", \"fail\"]"),
-        server("u", &[], "")
+async fn a_servers_start_tools_and_stderr_are_logged_and_it_ends_with_the_run() {
+    let (s, pid) = looking_up_alpha().await;
+
+    s.run().await;
+
+    let log = s.run_log("look");
+    assert_contains(&log, "MCP server t started in");
+    assert_contains(
+        &log,
+        "tools: t__big, t__delete_item, t__die, t__env, t__fail, t__huge, t__lookup, t__nested, t__slow",
     );
-    let scene = scenario()
-        .replies(vec![final_answer("done")])
-        .config(&extra)
+    assert_contains(&log, "MCP server t stderr: lookup alpha");
+    assert!(pid_file_gone(&pid), "the server outlived the run");
+}
+
+/// Server `t` offering only `lookup` and `fail`, server `u` all its
+/// tools, and four tasks: `a-all` naming none, `b-off-list` a tool of t
+/// off its list, `c-unlisted` one u does not list, `d-no-server` one of a
+/// server not configured.
+async fn allowlisted() -> Scene {
+    let t = server("t", &[], "tools = [\"lookup\", \"fail\"]");
+    let u = server("u", &[], "");
+    scenario()
+        .answers(&["done"])
+        .config(&format!("{t}{u}"))
         .env(mcp_env)
         .task("a-all", "Use what you have.")
-        .task("b-off-list", "+++\ntools = [\"t__big\"]\n+++\nGo.")
-        .task("c-unlisted", "+++\ntools = [\"u__nosuch\"]\n+++\nGo.")
-        .task("d-no-server", "+++\ntools = [\"v__lookup\"]\n+++\nGo.")
+        .task("b-off-list", &with_tools(&["t__big"], "Go."))
+        .task("c-unlisted", &with_tools(&["u__nosuch"], "Go."))
+        .task("d-no-server", &with_tools(&["v__lookup"], "Go."))
         .build()
-        .await;
+        .await
+}
+
+/// `check` starts nothing: it judges names by the configuration alone.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn check_judges_named_mcp_tools_by_the_configuration_alone() {
+    let scene = allowlisted().await;
     let cfg = scene.cfg();
 
-    // `check` starts nothing: it judges names by the configuration alone.
-    let report = agent_harness::drain::check_inbox(
-        &cfg,
-        &agent_harness::tools::Toolbox::offered_by(&cfg),
-        fixed_clock()(),
-    )
-    .unwrap();
+    let offered = agent_harness::tools::Toolbox::offered_by(&cfg);
+    let report = agent_harness::drain::check_inbox(&cfg, &offered, fixed_clock()()).unwrap();
+
     let problems = report.problems.join("\n");
-    assert!(
-        problems.contains("b-off-list.md")
-            && problems.contains("not on the tools allowlist of [mcp.servers.t]"),
-        "{problems}"
-    );
-    assert!(
-        problems.contains("d-no-server.md")
-            && problems.contains("MCP server \"v\", which is not configured"),
-        "{problems}"
-    );
-    assert!(
-        !problems.contains("a-all") && !problems.contains("c-unlisted"),
-        "{problems}"
-    );
+    assert_contains(&problems, "b-off-list.md");
+    assert_contains(&problems, "not on the tools allowlist of [mcp.servers.t]");
+    assert_contains(&problems, "d-no-server.md");
+    assert_contains(&problems, "MCP server \"v\", which is not configured");
+    assert_lacks(&problems, "a-all");
+    assert_lacks(&problems, "c-unlisted");
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn the_allowlist_narrows_what_is_offered() {
+    let scene = allowlisted().await;
 
     scene.run().await;
+
     let offered = offered_names(&scene.requests().await[0]);
     let mcp: Vec<&String> = offered.iter().filter(|n| n.contains("__")).collect();
     assert_eq!(mcp[..2], ["t__fail", "t__lookup"], "{offered:?}");
-    assert_eq!(
-        mcp.len(),
-        2 + 9,
-        "t's allowlist, then every tool of u: {offered:?}"
-    );
+    // Server t's allowlist, then every tool of u.
+    assert_eq!(mcp.len(), 2 + 9, "{offered:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_task_naming_a_tool_off_the_list_or_of_no_server_is_invalid() {
+    let scene = allowlisted().await;
+
+    scene.run().await;
+
     assert_eq!(scene.summary("a-all").status, Status::Succeeded);
     for (task, why) in [
         ("b-off-list", "not on the tools allowlist"),
@@ -136,22 +201,21 @@ async fn the_allowlist_narrows_what_is_offered_and_named_tools_are_checked() {
     ] {
         let s = scene.summary(task);
         assert_eq!(s.stop_reason, StopReason::InvalidTask, "{task}");
-        assert!(
-            s.error.as_deref().unwrap().contains(why),
-            "{task}: {:?}",
-            s.error
-        );
+        let error = s.error.unwrap();
+        assert!(error.contains(why), "{task}: {error}");
     }
 }
 
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_is_passed() {
+/// Task `hostile` calling at once `t__big` (over 200 000 characters,
+/// control tokens among them) and `t__env` for a passed secret and for a
+/// variable not passed; results cut at 3000 characters: the scene after
+/// its run.
+async fn ran_hostile_calls() -> Scene {
     let extra = format!(
         "[limits]\nmax_tool_result_chars = 3000\n{}",
         server("t", &[], "env_pass = [\"MCP_TEST_TOKEN\"]")
     );
-    let s = scenario()
+    scenario()
         .replies(vec![
             tool_calls(&[
                 ("c1", "t__big", json!({})),
@@ -162,38 +226,51 @@ async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_
         ])
         .config(&extra)
         .env(mcp_env)
-        .task("hostile", "+++\ntools = [\"t__big\", \"t__env\"]\n+++\nGo.")
-        .build()
-        .await;
-    s.run().await;
+        .task("hostile", &with_tools(&["t__big", "t__env"], "Go."))
+        .ran()
+        .await
+}
 
-    let lines = s.tool_lines("hostile");
-    let big = &lines[0];
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_big_result_is_cut_and_its_control_tokens_defanged() {
+    let s = ran_hostile_calls().await;
+
+    let big = &s.tool_lines("hostile")[0];
     assert!(big.original_chars > 200_000, "{}", big.original_chars);
     assert!(big.returned_chars <= 3000, "{}", big.returned_chars);
-    assert!(big.result.contains("[cut: "), "{}", big.result);
-    assert!(!big.result.contains("<|turn>"));
-    assert!(big.result.contains("<\u{2060}|turn>"));
+    assert_contains(&big.result, "[cut: ");
+    assert_lacks(&big.result, "<|turn>");
+    assert_contains(&big.result, "<\u{2060}|turn>");
     let sent = s.requests().await[1].to_string();
-    assert!(
-        !sent.contains("<|turn>system"),
-        "a control token reached the model"
-    );
+    // A control token never reaches the model.
+    assert_lacks(&sent, "<|turn>system");
+}
 
-    assert!(
-        lines[1].result.starts_with("MCP_TEST_TOKEN=***"),
-        "{}",
-        lines[1].result
-    );
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_passed_secret_is_redacted_from_results_records_and_requests() {
+    let s = ran_hostile_calls().await;
+
+    assert_starts(&s.tool_lines("hostile")[1].result, "MCP_TEST_TOKEN=***");
     assert!(
         !s.all_records().contains(PASSED),
         "the passed secret is in the records"
     );
+    let sent = s.requests().await[1].to_string();
     assert!(
         !sent.contains(PASSED),
         "the passed secret reached the model"
     );
-    // Nothing of the harness's environment but PATH, HOME and env_pass.
+}
+
+/// Nothing of the harness's environment but PATH, HOME and `env_pass`.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_has_only_the_environment_it_is_passed() {
+    let s = ran_hostile_calls().await;
+
+    let lines = s.tool_lines("hostile");
     let (value, names) = lines[2].result.split_once("; set: ").unwrap();
     assert_eq!(value, "CARGO_MANIFEST_DIR=(unset)");
     // Python itself adds LC_CTYPE under a C locale (PEP 538).
@@ -205,9 +282,10 @@ async fn results_are_cut_defanged_and_redacted_and_the_environment_is_only_what_
     }
 }
 
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_up() {
+/// Task `errors` calling at once `t__fail`, `t__slow` for an hour and
+/// `t__lookup` with a number for a key, then `t__lookup` again, on a
+/// server that gives a call 1 s: the scene after its run.
+async fn ran_failing_calls() -> Scene {
     let s = scenario()
         .replies(vec![
             tool_calls(&[
@@ -222,143 +300,176 @@ async fn a_failing_tool_is_an_error_result_and_a_call_past_its_timeout_is_given_
         .env(mcp_env)
         .task(
             "errors",
-            "+++\ntools = [\"t__fail\", \"t__slow\", \"t__lookup\"]\n+++\nGo.",
+            &with_tools(&["t__fail", "t__slow", "t__lookup"], "Go."),
         )
         .build()
         .await;
     // The slow call would answer in an hour: a run that waited for it fails.
     before_hang_limit("the slow call was waited for", s.run()).await;
+    s
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_failing_tool_is_an_error_result() {
+    let s = ran_failing_calls().await;
 
     let lines = s.tool_lines("errors");
     assert!(lines[0].is_error, "{:?}", lines[0]);
     assert_contains(&lines[0].result, "Error executing tool fail");
-    assert!(lines[1].is_error);
-    assert!(
-        lines[1]
-            .result
-            .contains("did not answer within 1 s (call_timeout_secs)"),
-        "{}",
-        lines[1].result
-    );
     // Arguments go as the model wrote them; the server judges them.
     assert!(lines[2].is_error, "{:?}", lines[2]);
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_call_past_its_timeout_is_given_up_and_the_server_still_answers() {
+    let s = ran_failing_calls().await;
+
+    let lines = s.tool_lines("errors");
+    assert!(lines[1].is_error);
+    let timed_out = &lines[1].result;
+    assert_contains(timed_out, "did not answer within 1 s (call_timeout_secs)");
     // The server is still up after a timed-out call.
     assert_eq!(lines[3].result, "the value of after is 42");
     assert_eq!(s.summary("errors").status, Status::Succeeded);
 }
 
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
-    let task = "+++\ntools = [\"t__delete_item\", \"t__lookup\"]\n+++\nDelete.";
-    let script = || {
-        vec![
+/// Task `delete` deleting items `one` and `two`, then looking one up, on
+/// a server that marks each deletion in a folder; one write allowed: the
+/// scene and the folder.
+async fn deleting_two_with_one_write_allowed() -> (Scene, PathBuf) {
+    let s = scenario()
+        .replies(vec![
             tool_calls(&[
                 ("c1", "t__delete_item", json!({"name": "one"})),
                 ("c2", "t__delete_item", json!({"name": "two"})),
                 ("c3", "t__lookup", json!({"key": "k"})),
             ]),
             final_answer("done"),
-        ]
-    };
-    let s = scenario()
-        .replies(script())
+        ])
         .env(mcp_env)
-        .task("dry", task)
+        .task(
+            "delete",
+            &with_tools(&["t__delete_item", "t__lookup"], "Delete."),
+        )
         .build()
         .await;
-    let markers = s.root().join("markers");
-    std::fs::create_dir(&markers).unwrap();
-    let marker_dir = markers.display().to_string();
-    let extra = format!(
-        "[limits]\nmax_writes = 1\n{}",
-        server("t", &["--marker-dir", &marker_dir], "")
-    );
-    s.rewrite_config(&extra);
-
-    s.run_with(run_options(1, true)).await;
-    assert_eq!(
-        std::fs::read_dir(&markers).unwrap().count(),
-        0,
-        "a dry run called a write tool"
-    );
-    let lines = s.tool_lines("dry");
-    assert!(
-        lines[0]
-            .result
-            .starts_with("Dry run: t__delete_item counts as called (nothing was changed)"),
-        "{}",
-        lines[0].result
-    );
-    let detail: Value = serde_json::from_str(lines[0].detail.as_ref().unwrap().get()).unwrap();
-    assert_eq!(detail["intent"]["arguments"]["name"], "one");
-    assert_contains(&lines[1].result, "write budget (1) is spent");
-    assert!(
-        !lines[2].is_error,
-        "a read-only tool is no write: {}",
-        lines[2].result
-    );
-
-    std::fs::remove_dir_all(s.root().join("logs")).unwrap();
-    // A model of its own for the second run, the same script again.
-    let llm = FakeLlm::replies(script()).await;
-    s.write_config(&llm.base_url(), &extra);
-    s.run().await;
-    let deleted: Vec<String> = std::fs::read_dir(&markers)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(deleted, ["deleted-one"]);
-    let intents = std::fs::read_to_string(s.run_dir("dry").join("intents.jsonl")).unwrap();
-    assert!(intents.contains("t__delete_item"), "{intents}");
+    let markers = marker_dir(&s);
+    let marking = server("t", &["--marker-dir", &markers.display().to_string()], "");
+    s.rewrite_config(&format!("[limits]\nmax_writes = 1\n{marking}"));
+    (s, markers)
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_others_run() {
+async fn write_tools_are_intents_in_a_dry_run_and_count_against_max_writes() {
+    let (s, markers) = deleting_two_with_one_write_allowed().await;
+
+    s.run_with(run_options(1, true)).await;
+
+    assert!(marks(&markers).is_empty(), "a dry run called a write tool");
+    let lines = s.tool_lines("delete");
+    assert_starts(
+        &lines[0].result,
+        "Dry run: t__delete_item counts as called (nothing was changed)",
+    );
+    let detail: Value = serde_json::from_str(lines[0].detail.as_ref().unwrap().get()).unwrap();
+    assert_eq!(detail["intent"]["arguments"]["name"], "one");
+    assert_contains(&lines[1].result, "write budget (1) is spent");
+    let read = &lines[2];
+    assert!(
+        !read.is_error,
+        "a read-only tool is no write: {}",
+        read.result
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_live_run_makes_the_writes_max_writes_allows_and_records_the_intents() {
+    let (s, markers) = deleting_two_with_one_write_allowed().await;
+
+    s.run().await;
+
+    assert_eq!(marks(&markers), ["deleted-one"]);
+    let intents = std::fs::read_to_string(s.run_dir("delete").join("intents.jsonl")).unwrap();
+    assert_contains(&intents, "t__delete_item");
+}
+
+/// A server that says it is starting, then never serves, writing its
+/// process id to `pid`: `sh` says it within milliseconds however loaded
+/// the machine (a Python child importing an SDK may not within the 2 s
+/// start-up timeout).
+fn never_serving(pid: &Path) -> String {
+    let script = format!(
+        "echo $$ > '{}'; echo 'test server starting (delay 3600.0 s)' >&2; exec sleep 3600",
+        pid.display()
+    );
+    serde_json::to_string(&["sh", "-c", &script]).unwrap()
+}
+
+/// Servers `gone` (no such program) and `slow` (never serving, given
+/// 2 s), tasks naming a tool of each (`a-gone`; `b-slow`, `c-slow-again`)
+/// and one naming none (`d-plain`): the scene after its run, slow's pid
+/// file and the run's outcome.
+async fn ran_with_a_missing_and_a_slow_server() -> (Scene, PathBuf, RunOutcome) {
     let s = scenario()
-        .replies(vec![final_answer("done")])
+        .answers(&["done"])
         .env(mcp_env)
-        .task("a-gone", "+++\ntools = [\"gone__x\"]\n+++\nGo.")
-        .task("b-slow", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.")
-        .task("c-slow-again", "+++\ntools = [\"slow__lookup\"]\n+++\nGo.")
-        .task("d-plain", "+++\ntools = []\n+++\nGo.")
+        .task("a-gone", &with_tools(&["gone__x"], "Go."))
+        .task("b-slow", &with_tools(&["slow__lookup"], "Go."))
+        .task("c-slow-again", &with_tools(&["slow__lookup"], "Go."))
+        .task("d-plain", &with_tools(&[], "Go."))
         .build()
         .await;
     let slow_pid = pid_file(&s, "slow");
-    // A server that says it is starting, then never serves: `sh` says it
-    // within milliseconds however loaded the machine (a Python child
-    // importing an SDK may not within the 2 s start-up timeout).
-    let script = format!(
-        "echo $$ > '{}'; echo 'test server starting (delay 3600.0 s)' >&2; exec sleep 3600",
-        slow_pid.display()
-    );
     let extra = format!(
         "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n\
          [mcp.servers.slow]\ncommand = {}\nstartup_timeout_secs = 2\n",
-        serde_json::to_string(&["sh", "-c", &script]).unwrap()
+        never_serving(&slow_pid)
     );
     s.rewrite_config(&extra);
     // The slow server would list its tools in an hour: a run that waited
     // for it fails.
     let outcome = before_hang_limit("the slow server was waited for", s.run()).await;
+    (s, slow_pid, outcome)
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_others_run() {
+    let (s, _slow_pid, outcome) = ran_with_a_missing_and_a_slow_server().await;
+
     let RunOutcome::Finished(tally) = outcome else {
         panic!("{outcome:?}")
     };
-    assert_eq!(
-        (tally.succeeded, tally.retry_later, tally.failed),
-        (1, 3, 0)
-    );
+    let counts = (tally.succeeded, tally.retry_later, tally.failed);
+    assert_eq!(counts, (1, 3, 0));
     assert_eq!(s.inbox(), ["a-gone.md", "b-slow.md", "c-slow-again.md"]);
+    // Only the plain task asked the model.
+    assert_eq!(s.requests().await.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_that_cannot_run_makes_its_task_wait_for_it() {
+    let (s, _slow_pid, _) = ran_with_a_missing_and_a_slow_server().await;
 
     let gone = s.summary("a-gone");
     assert_eq!(gone.stop_reason, StopReason::ToolServerUnavailable);
     assert!(gone.retryable);
-    let error = gone.error.unwrap();
     assert_contains(
-        &error,
+        gone.error.unwrap(),
         "MCP server gone did not start: cannot run /nonexistent/mcp-server",
     );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_slow_to_start_is_given_up_at_its_timeout_and_killed() {
+    let (s, slow_pid, _) = ran_with_a_missing_and_a_slow_server().await;
+
     let slow = s.summary("b-slow").error.unwrap();
     assert_contains(
         &slow,
@@ -368,56 +479,48 @@ async fn a_server_that_is_missing_or_slow_keeps_its_tasks_in_the_inbox_and_the_o
         &slow,
         "its stderr ends: test server starting (delay 3600.0 s)",
     );
+    assert_contains(s.summary("c-slow-again").error.unwrap(), "within 2 s");
+    let log = s.run_log("b-slow");
     assert!(
-        s.summary("c-slow-again")
-            .error
-            .unwrap()
-            .contains("within 2 s")
+        log.contains("tool_server_unavailable") || log.contains("stays in the inbox"),
+        "{log}"
     );
-    assert!(
-        s.run_log("b-slow").contains("tool_server_unavailable")
-            || s.run_log("b-slow").contains("stays in the inbox")
-    );
-    assert!(
-        pid_file_gone(&slow_pid),
-        "the slow server outlived its start-up timeout"
-    );
-    assert_eq!(
-        s.requests().await.len(),
-        1,
-        "only the plain task asked the model"
-    );
+    // It did not outlive its start-up timeout.
+    assert!(pid_file_gone(&slow_pid), "the slow server lived on");
 }
 
-/// A down server spares the tasks that do not name its tools (docs/tools.md,
-/// "Tools from MCP servers"): a task without a `tools` list runs with the
-/// built-in tools and the servers that are up, and its records say which server
-/// was left out and why; the metrics say which servers were up.
-#[tokio::test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() {
+/// Servers `gone` (no such program) and `t`; task `a-any` names no tools
+/// and looks up alpha, `b-named` names a tool of gone: the scene after its
+/// run and the run's outcome.
+async fn ran_with_a_down_server() -> (Scene, RunOutcome) {
     let extra = format!(
         "[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n{}",
         server("t", &[], "")
     );
     let s = scenario()
         .by_progress(vec![
-            ok(tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))])),
+            ok(call("t__lookup", json!({"key": "alpha"}))),
             ok(final_answer("done")),
         ])
         .config(&extra)
         .env(mcp_env)
         .task("a-any", "Look up alpha.")
-        .task("b-named", "+++\ntools = [\"gone__x\"]\n+++\nGo.")
+        .task("b-named", &with_tools(&["gone__x"], "Go."))
         .build()
         .await;
-
     let outcome = s.run().await;
+    (s, outcome)
+}
 
-    let RunOutcome::Finished(tally) = outcome else {
-        panic!("{outcome:?}")
-    };
-    assert_eq!((tally.succeeded, tally.retry_later), (1, 1), "{tally:?}");
+/// A down server spares the tasks that do not name its tools (docs/tools.md,
+/// "Tools from MCP servers"): a task without a `tools` list runs with the
+/// built-in tools and the servers that are up, and its records say which server
+/// was left out and why.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_down_server_spares_tasks_that_name_no_tools() {
+    let (s, _) = ran_with_a_down_server().await;
+
     let any = s.summary("a-any");
     assert_eq!(any.status, Status::Succeeded);
     assert_eq!(any.tool_servers_down, ["gone"]);
@@ -428,113 +531,166 @@ async fn a_down_server_spares_tasks_that_name_no_tools_and_the_metrics_say_so() 
     let offered = offered_names(&s.requests().await[0]);
     assert!(offered.contains(&"t__lookup".to_string()), "{offered:?}");
     assert!(!offered.iter().any(|n| n.starts_with("gone__")));
-    assert_eq!(
-        s.summary("b-named").stop_reason,
-        StopReason::ToolServerUnavailable,
-        "a task that names the down server's tool still waits for it"
-    );
-    let metrics = std::fs::read_to_string(s.root().join("logs/agent-harness.prom")).unwrap();
-    assert!(
-        metrics.contains("agent_harness_tool_server_up{server=\"gone\"} 0\n")
-            && metrics.contains("agent_harness_tool_server_up{server=\"t\"} 1\n"),
-        "{metrics}"
-    );
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_server_that_dies_mid_task_fails_the_call_and_every_task_that_may_use_it() {
-    let s = scenario()
+async fn a_task_that_names_a_down_servers_tool_still_waits_for_it() {
+    let (s, outcome) = ran_with_a_down_server().await;
+
+    let RunOutcome::Finished(tally) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!((tally.succeeded, tally.retry_later), (1, 1), "{tally:?}");
+    let named = s.summary("b-named");
+    assert_eq!(named.stop_reason, StopReason::ToolServerUnavailable);
+}
+
+/// The metrics say which servers were up.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn the_metrics_say_which_mcp_servers_were_up() {
+    let (s, _) = ran_with_a_down_server().await;
+
+    let metrics = s.metrics();
+    assert_contains(
+        &metrics,
+        "agent_harness_tool_server_up{server=\"gone\"} 0\n",
+    );
+    assert_contains(&metrics, "agent_harness_tool_server_up{server=\"t\"} 1\n");
+}
+
+/// Task `a-dies` calling `t__die`, then answering, and `b-after` naming
+/// a tool of the same server: the scene after its run.
+async fn ran_with_a_server_that_dies() -> Scene {
+    scenario()
         .by_progress(vec![
-            ok(tool_calls(&[("c1", "t__die", json!({}))])),
+            ok(call("t__die", json!({}))),
             ok(final_answer("it died")),
         ])
         .config(&server("t", &[], ""))
         .env(mcp_env)
-        .task("a-dies", "+++\ntools = [\"t__die\"]\n+++\nGo.")
-        .task("b-after", "+++\ntools = [\"t__lookup\"]\n+++\nGo.")
-        .build()
-        .await;
-    s.run().await;
+        .task("a-dies", &with_tools(&["t__die"], "Go."))
+        .task("b-after", &with_tools(&["t__lookup"], "Go."))
+        .ran()
+        .await
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_server_that_dies_mid_task_fails_the_call_and_the_task_is_tried_again() {
+    let s = ran_with_a_server_that_dies().await;
+
     let lines = s.tool_lines("a-dies");
     assert!(lines[0].is_error);
     assert_contains(&lines[0].result, "MCP server t stopped answering");
-    let after = s.summary("b-after");
-    assert_eq!(after.stop_reason, StopReason::ToolServerUnavailable);
-    assert!(
-        after
-            .error
-            .unwrap()
-            .contains("MCP server t stopped answering")
-    );
     // The model answered after the failed call; the task still does not
     // pass as done: it is tried again when the server can be started.
     let dies = s.summary("a-dies");
     assert_eq!(dies.stop_reason, StopReason::ToolServerUnavailable);
     assert!(dies.retryable && dies.final_answer.is_none());
-    assert!(dies.error.unwrap().contains("while the task ran"));
+    assert_contains(dies.error.unwrap(), "while the task ran");
     assert_eq!(s.inbox(), ["a-dies.md", "b-after.md"]);
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn the_streamable_http_transport_calls_a_tool() {
-    let port = closed_port();
-    let mut child = std::process::Command::new(mcp_python())
-        .arg(mcp_script("test_server.py"))
-        .args(["--http", &port.to_string()])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let up = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
+async fn a_server_that_died_fails_every_task_that_may_use_it() {
+    let s = ran_with_a_server_that_dies().await;
+
+    let after = s.summary("b-after");
+    assert_eq!(after.stop_reason, StopReason::ToolServerUnavailable);
+    assert_contains(after.error.unwrap(), "MCP server t stopped answering");
+    assert_eq!(s.inbox(), ["a-dies.md", "b-after.md"]);
+}
+
+/// The test server serving streamable HTTP on a port of its own, stopped
+/// when dropped.
+struct HttpServer {
+    port: u16,
+    child: Child,
+}
+
+impl HttpServer {
+    fn start() -> HttpServer {
+        let port = closed_port();
+        let child = std::process::Command::new(mcp_python())
+            .arg(mcp_script("test_server.py"))
+            .args(["--http", &port.to_string()])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = HttpServer { port, child };
+        let up = polled(100, Duration::from_millis(100), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "the HTTP test server did not listen");
+        server
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Task `web` calling `h__huge` for 3000 KiB, then `h__lookup`, on the
+/// HTTP test server `h`: the scene after its run and the server.
+async fn ran_over_http() -> (Scene, HttpServer) {
+    let http = HttpServer::start();
+    let config = format!(
+        "[mcp.servers.h]\nurl = \"http://127.0.0.1:{}/mcp\"\ntools = [\"lookup\", \"huge\"]",
+        http.port
+    );
+    let calls = vec![
+        ("h__huge", json!({"kib": 3000})),
+        ("h__lookup", json!({"key": "web"})),
+    ];
     let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "h__huge", json!({"kib": 3000}))]),
-            tool_calls(&[("c2", "h__lookup", json!({"key": "web"}))]),
-            final_answer("done"),
-        ])
-        .config(&format!(
-            "[mcp.servers.h]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = [\"lookup\", \"huge\"]"
-        ))
+        .calls(calls, "done")
+        .config(&config)
         .env(mcp_env)
         .task("web", "Look it up.")
-        .build()
+        .ran()
         .await;
-    s.run().await;
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(up, "the HTTP test server did not listen");
-    let lines = s.tool_lines("web");
-    // A 6 MiB answer (3 MiB of text, twice) is read and cut.
-    assert!(!lines[0].is_error, "{:?}", lines[0]);
-    assert!(
-        lines[0].original_chars > 3_000_000,
-        "{}",
-        lines[0].original_chars
-    );
-    assert!(lines[0].result.contains("[cut: "));
-    assert_eq!(
-        lines[1].result,
-        "the value of web is 42",
-        "{}",
-        s.run_log("web")
-    );
-    assert_eq!(s.summary("web").status, Status::Succeeded);
+    (s, http)
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
-    let extra = format!(
-        "{}[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n",
-        server(
-            "t",
-            &["--delay", "0.1"],
-            "tools = [\"lookup\", \"delete_item\"]"
-        )
+async fn the_streamable_http_transport_calls_a_tool() {
+    let (s, _http) = ran_over_http().await;
+
+    let log = s.run_log("web");
+    assert_eq!(
+        s.tool_lines("web")[1].result,
+        "the value of web is 42",
+        "{log}"
+    );
+    assert_eq!(s.summary("web").status, Status::Succeeded);
+}
+
+/// A 6 MiB answer (3 MiB of text, twice) is read and cut.
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_huge_answer_over_streamable_http_is_read_and_cut() {
+    let (s, _http) = ran_over_http().await;
+
+    let huge = &s.tool_lines("web")[0];
+    assert!(!huge.is_error, "{huge:?}");
+    assert!(huge.original_chars > 3_000_000, "{}", huge.original_chars);
+    assert_contains(&huge.result, "[cut: ");
+}
+
+/// What `test` says of server `t` (two tools of its list, slow to start)
+/// and of `gone` (no such program): whether it passed, and its report.
+async fn smoke_test_of_t_and_gone() -> (bool, String) {
+    let t = server(
+        "t",
+        &["--delay", "0.1"],
+        "tools = [\"lookup\", \"delete_item\"]",
     );
     let s = scenario()
         .replies(vec![
@@ -542,7 +698,9 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
             tool_calls(&[("call_1", "get_current_time", json!({"city": "Paris"}))]),
             final_answer("It is noon in Paris."),
         ])
-        .config(&extra)
+        .config(&format!(
+            "{t}[mcp.servers.gone]\ncommand = [\"/nonexistent/mcp-server\"]\n"
+        ))
         .env(mcp_env)
         .build()
         .await;
@@ -550,9 +708,14 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
     let ep = agent_harness::endpoint::Endpoint::new(&cfg.endpoint, &cfg.tls.trust).unwrap();
     let mut out = Vec::new();
     let passed = agent_harness::app::smoke::test_endpoint(&cfg, &ep, &mut out).await;
-    let out = String::from_utf8(out).unwrap();
-    assert!(!passed, "{out}");
-    assert_eq!(agent_harness::app::smoke_exit(passed), 1);
+    (passed, String::from_utf8(out).unwrap())
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
+    let (_, out) = smoke_test_of_t_and_gone().await;
+
     let ok = out
         .lines()
         .find(|l| l.starts_with("ok   mcp t: started in"))
@@ -565,6 +728,15 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
         &out,
         "MCP server t stderr: test server starting (delay 0.1 s)",
     );
+}
+
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn test_runpod_fails_on_a_server_that_cannot_start() {
+    let (passed, out) = smoke_test_of_t_and_gone().await;
+
+    assert!(!passed, "{out}");
+    assert_eq!(agent_harness::app::smoke_exit(passed), 1);
     let fail = out
         .lines()
         .find(|l| l.starts_with("FAIL mcp gone:"))
@@ -572,61 +744,59 @@ async fn test_runpod_starts_each_server_once_and_lists_its_tools() {
     assert_contains(fail, "cannot run /nonexistent/mcp-server");
 }
 
-/// The binary: no server process is left after SIGTERM, nor after a
-/// task's wall clock runs out in the middle of a call.
+/// Task `task` calling `t__slow` for a minute, given `wall` seconds, on a
+/// test server writing its process id: the scene and that pid file.
+fn calling_slowly(task: &str, wall: u64) -> (Scene, PathBuf) {
+    let s = scenario()
+        .by_progress(vec![
+            ok(call("t__slow", json!({"seconds": 60}))),
+            ok(final_answer("done")),
+        ])
+        .task(task, &with_tools(&["t__slow"], "Wait."))
+        .build_blocking();
+    let pid = pid_file(&s, "t");
+    let server = pid_server(&pid, &[], "");
+    s.rewrite_config(&format!("[limits]\nmax_wall_secs = {wall}\n{server}"));
+    (s, pid)
+}
+
+/// The binary: no server process is left after a task's wall clock runs
+/// out in the middle of a call.
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-fn no_server_process_outlives_the_binary() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let s = rt.block_on(
-        scenario()
-            .by_progress(vec![
-                ok(tool_calls(&[("c1", "t__slow", json!({"seconds": 60}))])),
-                ok(final_answer("done")),
-            ])
-            .task("wall", "+++\ntools = [\"t__slow\"]\n+++\nWait.")
-            .build(),
-    );
-    let pid = pid_file(&s, "t");
-    let extra = format!(
-        "[limits]\nmax_wall_secs = 3\n{}",
-        server("t", &["--pid-file", &pid.display().to_string()], "")
-    );
-    s.rewrite_config(&extra);
+fn no_server_process_outlives_a_task_whose_wall_clock_ran_out() {
+    let (s, pid) = calling_slowly("wall", 3);
+
     let out = bin(&s).arg("run").output().unwrap();
+
     let wall = s.summary_in(&the_run_dir(&s, "wall"));
     assert_eq!(
         wall.stop_reason,
         StopReason::MaxWallSecs,
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr(&out)
     );
-    assert!(
-        pid_file_gone(&pid),
-        "the server outlived the run after the wall clock ran out"
-    );
+    assert!(pid_file_gone(&pid), "the server outlived the wall clock");
+}
 
-    std::fs::remove_file(&pid).unwrap();
-    let extra = format!(
-        "[limits]\nmax_wall_secs = 120\n{}",
-        server("t", &["--pid-file", &pid.display().to_string()], "")
-    );
-    s.rewrite_config(&extra);
-    s.task("term", "+++\ntools = [\"t__slow\"]\n+++\nWait.");
-    let mut child = spawn_run(&s, std::process::Stdio::null());
+/// The binary: no server process is left after SIGTERM.
+#[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+fn no_server_process_outlives_the_binary() {
+    let (s, pid) = calling_slowly("term", 120);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut child = spawn_run(&s, Stdio::null());
+
     // Wait until the slow call is under way.
-    let calling = (0..300).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        rt.block_on(s.requests()).len() >= 2 && pid.exists()
+    let calling = polled(300, Duration::from_millis(100), || {
+        !rt.block_on(s.requests()).is_empty() && pid.exists()
     });
     assert!(calling, "the task never called the slow tool");
     std::thread::sleep(Duration::from_millis(500));
     signal(&child, rustix::process::Signal::TERM);
     // The slow call takes a minute: a run that waited for it fails here.
-    assert_eq!(
-        wait_at_most(&mut child, crate::signals::STOP_TIMEOUT),
-        Some(75)
-    );
+    let code = wait_at_most(&mut child, crate::signals::STOP_TIMEOUT);
+    assert_eq!(code, Some(75));
     assert!(pid_file_gone(&pid), "the server outlived SIGTERM");
 }
 
@@ -648,111 +818,127 @@ fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<i32>
     None
 }
 
-#[test]
-#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-fn a_signal_while_a_server_starts_interrupts_its_task_and_kills_the_server() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let scene = rt.block_on(
-        scenario()
-            .replies(vec![final_answer("done")])
-            .task("waits", "+++\ntools = [\"t__lookup\"]\n+++\nGo.")
-            .build(),
-    );
+/// Task `waits` on a server that takes a minute to start, the binary's
+/// run signalled (SIGTERM) while the server starts: the scene, the
+/// server's pid file and the run's exit code.
+fn signalled_while_a_server_starts() -> (Scene, PathBuf, Option<i32>) {
+    let scene = scenario()
+        .answers(&["done"])
+        .task("waits", &with_tools(&["t__lookup"], "Go."))
+        .build_blocking();
     let pid = pid_file(&scene, "t");
-    let args = ["--delay", "60", "--pid-file", &pid.display().to_string()];
-    scene.rewrite_config(&server("t", &args, "startup_timeout_secs = 120"));
-    let mut child = spawn_run(&scene, std::process::Stdio::null());
-    let started = (0..200).any(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        pid.exists()
-    });
+    let slow_start = pid_server(&pid, &["--delay", "60"], "startup_timeout_secs = 120");
+    scene.rewrite_config(&slow_start);
+    let mut child = spawn_run(&scene, Stdio::null());
+    let started = polled(200, Duration::from_millis(50), || pid.exists());
     assert!(started, "the server was never started");
     std::thread::sleep(Duration::from_millis(300));
     signal(&child, rustix::process::Signal::TERM);
     // The start takes a minute: a run that waited for it fails here.
     let code = wait_at_most(&mut child, crate::signals::STOP_TIMEOUT);
+    (scene, pid, code)
+}
+
+#[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+fn a_signal_while_a_server_starts_interrupts_its_task() {
+    let (scene, _pid, code) = signalled_while_a_server_starts();
+
     assert_eq!(code, Some(75), "the run waited for the slow start");
     assert_eq!(scene.inbox(), ["waits.md"]);
     let s = scene.summary_in(&the_run_dir(&scene, "waits"));
     assert_eq!(s.stop_reason, StopReason::Interrupted);
-    assert!(
-        pid_file_gone(&pid),
-        "the half-started server outlived the run"
-    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
     assert!(rt.block_on(scene.requests()).is_empty());
 }
 
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-fn exec_takes_mcp_tool_names_the_configuration_allows() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let s = rt.block_on(
-        scenario()
-            .replies(vec![
-                tool_calls(&[("c1", "t__lookup", json!({"key": "exec"}))]),
-                final_answer("exec is 42"),
-            ])
-            .config(&server("t", &[], "tools = [\"lookup\"]"))
-            .build(),
-    );
-    let out = bin(&s)
-        .args(["exec", "--tools", "t__big", "Go."])
-        .output()
-        .unwrap();
+fn a_signal_while_a_server_starts_kills_the_server() {
+    let (_scene, pid, _) = signalled_while_a_server_starts();
+
+    assert!(pid_file_gone(&pid), "the half-started server lived on");
+}
+
+/// Server `t` allowing only `lookup`, and a model that looks up `exec`.
+fn allowing_only_lookup() -> Scene {
+    scenario()
+        .calls(vec![("t__lookup", json!({"key": "exec"}))], "exec is 42")
+        .config(&server("t", &[], "tools = [\"lookup\"]"))
+        .build_blocking()
+}
+
+/// `agent-harness exec` with `args` in the project.
+fn exec(project: &Project, args: &[&str]) -> std::process::Output {
+    bin(project).arg("exec").args(args).output().unwrap()
+}
+
+#[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+fn exec_refuses_mcp_tool_names_the_configuration_does_not_allow() {
+    let s = allowing_only_lookup();
+
+    let out = exec(&s, &["--tools", "t__big", "Go."]);
+
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
     assert_contains(
-        &err,
+        stderr(&out),
         "--tools: \"t__big\": \"big\" is not on the tools allowlist of [mcp.servers.t] (lookup)",
     );
-    let out = bin(&s)
-        .args(["exec", "--tools", "t__lookup", "Look up exec."])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exec is 42");
+}
+
+#[test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+fn exec_takes_mcp_tool_names_the_configuration_allows() {
+    let s = allowing_only_lookup();
+
+    let out = exec(&s, &["--tools", "t__lookup", "Look up exec."]);
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "exec is 42");
+}
+
+/// Task `del` deleting item `once` on a server that marks each deletion
+/// in a folder: the scene after its run and the folder.
+async fn ran_deleting_once() -> (Scene, PathBuf) {
+    let s = scenario()
+        .calls(vec![("t__delete_item", json!({"name": "once"}))], "deleted")
+        .env(mcp_env)
+        .task("del", &with_tools(&["t__delete_item"], "Delete once."))
+        .build()
+        .await;
+    let markers = marker_dir(&s);
+    let args = ["--marker-dir", &markers.display().to_string()];
+    s.rewrite_config(&server("t", &args, ""));
+    s.run().await;
+    (s, markers)
 }
 
 #[tokio::test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
-async fn a_replay_lists_the_servers_tools_again_and_answers_calls_from_the_records() {
-    let s = scenario()
-        .replies(vec![
-            tool_calls(&[("c1", "t__delete_item", json!({"name": "once"}))]),
-            final_answer("deleted"),
-        ])
-        .env(mcp_env)
-        .task(
-            "del",
-            "+++\ntools = [\"t__delete_item\"]\n+++\nDelete once.",
-        )
-        .build()
-        .await;
-    let markers = s.root().join("markers");
-    std::fs::create_dir(&markers).unwrap();
-    let args = ["--marker-dir", &markers.display().to_string()];
-    s.rewrite_config(&server("t", &args, ""));
-    s.run().await;
-    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 1);
+async fn a_replay_answers_calls_from_the_records() {
+    let (s, markers) = ran_deleting_once().await;
+    assert_eq!(marks(&markers), ["deleted-once"]);
     std::fs::remove_file(markers.join("deleted-once")).unwrap();
 
     let (code, out) = replay_of(&s.cfg(), &s.run_dir("del"), None).await;
+
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("every request matched the recording"), "{out}");
-    assert_eq!(
-        std::fs::read_dir(&markers).unwrap().count(),
-        0,
+    assert_contains(&out, "every request matched the recording");
+    assert!(
+        marks(&markers).is_empty(),
         "a replay called the write tool again"
     );
+}
 
-    let broken = "[mcp.servers.t]\ncommand = [\"/nonexistent/mcp-server\"]\n";
-    s.rewrite_config(broken);
+#[tokio::test]
+#[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
+async fn a_replay_lists_the_servers_tools_again_and_sends_nothing_without_them() {
+    let (s, _markers) = ran_deleting_once().await;
+    s.rewrite_config("[mcp.servers.t]\ncommand = [\"/nonexistent/mcp-server\"]\n");
+
     let (code, out) = replay_of(&s.cfg(), &s.run_dir("del"), None).await;
+
     assert_eq!(code, 1, "{out}");
     assert_contains(&out, "no request was sent: MCP server t did not start");
 }
@@ -765,29 +951,20 @@ async fn an_answer_claiming_an_mcp_tool_by_its_servers_name_is_asked_again() {
     let s = scenario()
         .replies(vec![
             final_answer(claim),
-            tool_calls(&[("c1", "t__lookup", json!({"key": "alpha"}))]),
+            call("t__lookup", json!({"key": "alpha"})),
             final_answer("alpha is 42"),
         ])
-        .task("look", "+++\ntools = [\"t__lookup\"]\n+++\nLook up alpha.")
+        .task("look", &with_tools(&["t__lookup"], "Look up alpha."))
+        .config(&server("t", &[], ""))
         .env(mcp_env)
-        .build()
+        .ran()
         .await;
-    s.rewrite_config(&server("t", &[], ""));
-    s.run().await;
 
     let summary = s.summary("look");
-    assert_eq!(
-        (
-            summary.status,
-            summary.tool_calls,
-            summary.final_answer.as_deref()
-        ),
-        (Status::Succeeded, 1, Some("alpha is 42"))
-    );
-    assert!(
-        s.run_log("look")
-            .contains("the answer says it used t__lookup, but no tool has run in this task"),
-        "{}",
-        s.run_log("look")
+    assert_eq!((summary.status, summary.tool_calls), (Status::Succeeded, 1));
+    assert_eq!(summary.final_answer.as_deref(), Some("alpha is 42"));
+    assert_contains(
+        s.run_log("look"),
+        "the answer says it used t__lookup, but no tool has run in this task",
     );
 }
