@@ -335,7 +335,7 @@ async fn a_call_past_its_timeout_is_given_up_and_the_server_still_answers() {
     assert_eq!(s.summary("errors").status, Status::Succeeded);
 }
 
-/// Task `delete` deleting items `one` and `two`, then looking one up, on
+/// Task `delete` deleting items `one` and `two`, then looking up `k`, on
 /// a server that marks each deletion in a folder; one write allowed: the
 /// scene and the folder.
 async fn deleting_two_with_one_write_allowed() -> (Scene, PathBuf) {
@@ -855,8 +855,9 @@ fn a_signal_while_a_server_starts_interrupts_its_task() {
 #[test]
 #[ignore = "needs scripts/test: the MCP SDK and servers from scripts/stack install"]
 fn a_signal_while_a_server_starts_kills_the_server() {
-    let (_scene, pid, _) = signalled_while_a_server_starts();
+    let (_scene, pid, code) = signalled_while_a_server_starts();
 
+    assert_eq!(code, Some(75), "the run waited for the slow start");
     assert!(pid_file_gone(&pid), "the half-started server lived on");
 }
 
