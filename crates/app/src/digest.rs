@@ -10,7 +10,7 @@ use std::io::Write;
 
 use super::exit;
 use harness_agent::deps::system_clock;
-use harness_base::text::printable_json;
+use harness_base::text::{printable, printable_json};
 use harness_config::Config;
 use harness_display::Progress;
 use harness_drain::{again_in, program};
@@ -45,9 +45,19 @@ pub(super) fn digest_command(
         until: now,
         zone: cfg.timezone.clone(),
     };
-    // Without a daily limit the ledger holds nothing to say: not read.
-    let ledger = (cfg.budget.daily())
-        .then(|| SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone).0);
+    // Without a daily limit the ledger holds nothing to say: not read. One
+    // that cannot be read or trusted counts nothing, as a run counts it,
+    // and is said: its "0 tokens" is not the day's.
+    let ledger = cfg.budget.daily().then(|| {
+        let (spent, why) = SpendToday::in_ledger(&state_dir, cfg.budget, now, &cfg.timezone);
+        if let Some(why) = why {
+            progress.eprintln(&format!(
+                "agent-harness: digest: the budget ledger: {}",
+                printable(&why)
+            ));
+        }
+        spent
+    });
     let digest = Digest::of(
         listing,
         &period,

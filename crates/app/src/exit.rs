@@ -11,6 +11,17 @@ pub const FAILED: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
 pub(crate) const TEMPFAIL: u8 = 75;
 
+/// How the process exiting with `code` is told: success only for 0, a
+/// failure to report for a failed task or a wrong setup (1, 2), not for
+/// what a later run retries by itself (75).
+pub(crate) fn ending(code: u8) -> harness_notify::Ending {
+    harness_notify::Ending {
+        code,
+        ok: code == OK,
+        failed: matches!(code, FAILED | USAGE),
+    }
+}
+
 /// The exit code of a reader that printed what a listing held: 1 when a
 /// folder of it could not be read (not `read_all`) (what was printed may miss runs) or the
 /// printing failed; a reader whose pipe closed early (`| head`) is done.

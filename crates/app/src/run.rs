@@ -22,7 +22,7 @@ use harness_state::{Channel, RunLock};
 use harness_traces::Traces;
 
 use super::remember;
-use harness_notify::{Ending, Notifier};
+use harness_notify::Notifier;
 
 /// `run`, `run-task` or `exec`, as the command line says.
 pub(super) async fn command(cfg: &Config, command: &Command, progress: Progress) -> u8 {
@@ -257,9 +257,8 @@ pub async fn run_inbox(
     if let Some(n) = &notifier {
         match code {
             Some(code) => {
-                let (ok, failed) = (code == exit::OK, matches!(code, exit::FAILED | exit::USAGE));
-                let ending = Ending { code, ok, failed };
-                n.end(ending, &end, (deps.clock)(), &deps.cancel).await
+                n.end(exit::ending(code), &end, (deps.clock)(), &deps.cancel)
+                    .await
             }
             None => n.log(&end, &deps.cancel).await,
         }

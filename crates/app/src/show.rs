@@ -32,10 +32,13 @@ pub(super) fn show_command(
     zone: &Zone,
     progress: &Progress,
 ) -> u8 {
-    let listing = listing(cfg, "show", progress, None);
-    let run = match listing.as_ref().map(|l| chosen(cfg, l, which, progress)) {
-        Ok(Ok(run)) => run,
-        Ok(Err(code)) | Err(&code) => return code,
+    let listing = match listing(cfg, "show", progress, None) {
+        Ok(listing) => listing,
+        Err(code) => return code,
+    };
+    let run = match chosen(cfg, &listing, which, progress) {
+        Ok(run) => run,
+        Err(code) => return code,
     };
     let mut out = progress.stdout();
     if json {

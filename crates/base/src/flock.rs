@@ -16,19 +16,20 @@ const PAGE_READ: usize = 64 << 10;
 /// An exclusive `flock` granted (not one waited for), as `/proc/locks`
 /// lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flock {
+struct Flock {
     /// The process that took it, as this process's pid namespace numbers
     /// it (a lock whose holder it cannot see is not listed at all).
-    pub pid: u32,
-    pub major: u32,
-    pub minor: u32,
-    pub inode: u64,
+    pid: u32,
+    major: u32,
+    minor: u32,
+    inode: u64,
 }
 
 /// Looks at `/proc/locks` a holder is sought in at most. A table longer
 /// than what the kernel gives in one read (a page of lines) is read in
 /// pieces, and a line can slip between two of them as other locks come and
-/// go: a lock held all along shows in one of three looks.
+/// go: three looks make missing a lock held all along unlikely, not
+/// impossible. A table read in one read is one look, and enough.
 const LOOKS: usize = 3;
 
 /// The process holding the exclusive `flock` on the file `dev`/`inode`
@@ -36,16 +37,19 @@ const LOOKS: usize = 3;
 /// it cannot be read.
 pub fn holder_now(dev: u64, inode: u64, noted: Option<u32>) -> io::Result<Option<u32>> {
     for _ in 1..LOOKS {
-        if let Some(pid) = holder(&exclusive_flocks()?, dev, inode, noted) {
-            return Ok(Some(pid));
+        let (flocks, whole) = exclusive_flocks()?;
+        let found = holder(&flocks, dev, inode, noted);
+        if found.is_some() || whole {
+            return Ok(found);
         }
     }
-    Ok(holder(&exclusive_flocks()?, dev, inode, noted))
+    Ok(holder(&exclusive_flocks()?.0, dev, inode, noted))
 }
 
-/// The exclusive `flock`s granted now, from `/proc/locks`; `Err` when it
-/// cannot be read (not Linux, no `/proc`).
-pub fn exclusive_flocks() -> io::Result<Vec<Flock>> {
+/// The exclusive `flock`s granted now, from `/proc/locks`, and whether
+/// the table was read in one read (one look at it); `Err` when it cannot
+/// be read (not Linux, no `/proc`).
+fn exclusive_flocks() -> io::Result<(Vec<Flock>, bool)> {
     let mut file = std::fs::File::open("/proc/locks")?;
     // One read is one look at the kernel's table: it holds the table still
     // while it fills a page of lines. A second read starts over at a line
@@ -55,15 +59,15 @@ pub fn exclusive_flocks() -> io::Result<Vec<Flock>> {
     let mut bytes = vec![0; PAGE_READ];
     let n = file.read(&mut bytes)?;
     bytes.truncate(n);
-    file.take(MAX_LOCKS_BYTES).read_to_end(&mut bytes)?;
-    Ok(parse(&String::from_utf8_lossy(&bytes)))
+    let more = file.take(MAX_LOCKS_BYTES).read_to_end(&mut bytes)?;
+    Ok((parse(&String::from_utf8_lossy(&bytes)), more == 0))
 }
 
 /// The exclusive `flock`s of `/proc/locks`' text: lines such as
 /// `3: FLOCK  ADVISORY  WRITE 4242 00:1a:1234 0 EOF` (the device's major
 /// and minor numbers in hex); a waiter's line (`3: -> FLOCK …`), a shared
 /// lock, a POSIX or OFD lock, a lease and anything unreadable are left out.
-pub fn parse(text: &str) -> Vec<Flock> {
+fn parse(text: &str) -> Vec<Flock> {
     text.lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -87,7 +91,7 @@ pub fn parse(text: &str) -> Vec<Flock> {
 /// overlay) number a file's device in `stat` otherwise than in
 /// `/proc/locks`: a lock on the same inode taken by `noted` (the process
 /// the file's holder note names) is taken as it then.
-pub fn holder(flocks: &[Flock], dev: u64, inode: u64, noted: Option<u32>) -> Option<u32> {
+fn holder(flocks: &[Flock], dev: u64, inode: u64, noted: Option<u32>) -> Option<u32> {
     let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     let exact = flocks
         .iter()
@@ -173,12 +177,12 @@ garbage";
         let path = dir.path().join("lock");
         let file = std::fs::File::create(&path).unwrap();
         let st = rustix::fs::stat(&path).unwrap();
-        let Ok(before) = exclusive_flocks() else {
+        let Ok((before, _)) = exclusive_flocks() else {
             return; // no /proc here
         };
         assert_eq!(holder(&before, st.st_dev, st.st_ino, None), None);
         file.lock().unwrap();
-        let held = exclusive_flocks().unwrap();
+        let (held, _) = exclusive_flocks().unwrap();
         assert_eq!(
             holder(&held, st.st_dev, st.st_ino, Some(std::process::id())),
             Some(std::process::id())

@@ -56,14 +56,14 @@ pub fn again(paths: &Paths, task: &str, run_id: &str, recurring: bool) -> Again 
 /// The task folders as one look sees them: `failed/` and `done/` each
 /// listed at most once however many runs are asked about (a digest asks
 /// of 50), the inbox's and the recurring folder's names looked up by name.
-pub struct Look<'p> {
+pub(crate) struct Look<'p> {
     paths: &'p Paths,
     failed: OnceCell<Vec<Filed>>,
     done: OnceCell<Vec<Filed>>,
 }
 
 impl<'p> Look<'p> {
-    pub fn new(paths: &'p Paths) -> Look<'p> {
+    pub(crate) fn new(paths: &'p Paths) -> Look<'p> {
         Look {
             paths,
             failed: OnceCell::new(),
@@ -81,7 +81,7 @@ impl<'p> Look<'p> {
     }
 
     /// [`again`], answered from this look.
-    pub fn again(&self, task: &str, run_id: &str, recurring: bool) -> Again {
+    pub(crate) fn again(&self, task: &str, run_id: &str, recurring: bool) -> Again {
         let paths = self.paths;
         if inbox::check_task_name(task).is_err() {
             return Again::Gone;

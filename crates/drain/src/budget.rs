@@ -4,9 +4,7 @@
 //! and the ledger kept for the length of a run. Once a limit is reached
 //! nothing more starts: what is left stays in the inbox, a recurring slot
 //! stays due. Outside the endpoint, only this file asks the budget
-//! (`clippy.toml`).
-
-#![allow(clippy::disallowed_methods, reason = "a seam of spend")]
+//! (`clippy.toml`), each function that does allowing it alone.
 
 use std::future::Future;
 
@@ -19,6 +17,7 @@ use harness_state::Budget;
 /// (read once; one not trusted is replaced even by a run that spends
 /// nothing), and what is still pending added at its end. A `run` is
 /// metered as a whole; `exec`, `eval` and `replay` batch by batch.
+#[allow(clippy::disallowed_methods, reason = "a seam of spend")]
 pub(super) async fn spending<T>(cfg: &Config, deps: &TaskDeps, run: impl Future<Output = T>) -> T {
     if deps.budget.keep_ledger(&cfg.paths.state_dir()) {
         // The ledger lost the day's spend: the run records still hold it,
@@ -39,18 +38,21 @@ pub(super) async fn spending<T>(cfg: &Config, deps: &TaskDeps, run: impl Future<
 /// Whether the next task of a batch may start: not once the run is
 /// stopping, nor once a `[budget]` limit is reached. A replay spends only
 /// when it goes live, and the endpoint asks the budget then.
+#[allow(clippy::disallowed_methods, reason = "a seam of spend")]
 pub(super) fn may_start(deps: &TaskDeps, mode: &Mode) -> bool {
     !deps.cancel.is_cancelled() && (mode.replay_of.is_some() || deps.budget.check().is_ok())
 }
 
 /// Whether a batch may start at all: `Err` names the `[budget]` limit
 /// reached, and when it resets.
+#[allow(clippy::disallowed_methods, reason = "a seam of spend")]
 pub(super) fn may_begin(deps: &TaskDeps) -> Result<(), String> {
     deps.budget.check()
 }
 
 /// The `[budget]` limit that leaves a batch's tasks unstarted, if one is
 /// reached (what `eval` says of the variants it did not run).
+#[allow(clippy::disallowed_methods, reason = "a seam of spend")]
 pub fn paused(budget: &Budget) -> Option<String> {
     budget.refused()
 }

@@ -39,7 +39,7 @@ mod slips;
 mod tally;
 mod tool_servers;
 
-pub use again::{Again, Back, Look, again, again_in, program};
+pub use again::{Again, Back, again, again_in, program};
 pub use budget::paused;
 pub use check::{CheckReport, check_inbox, check_task};
 pub use options::{BatchOptions, EndFn, Mode, OnEnd, OnLocked, RunOptions, Slot};

@@ -154,18 +154,16 @@ impl BatchOptions {
         }
     }
 
-    /// One variant of an eval, recorded under `logs` (`<eval>/<variant>`,
-    /// which its traces are labelled with); write tools stay intents
-    /// unless `live_writes`.
-    pub fn eval(&self, cfg: &Config, logs: &std::path::Path, live_writes: bool) -> Mode {
-        let name = |p: Option<&std::path::Path>| {
-            let name = p.and_then(std::path::Path::file_name).unwrap_or_default();
-            name.to_string_lossy().into_owned()
-        };
-        let labels = vec![
-            ("agent_harness.eval_id", name(logs.parent())),
-            ("agent_harness.eval_variant", name(Some(logs))),
-        ];
+    /// One variant of an eval, recorded under `logs`, its traces
+    /// labelled with `labels`; write tools stay intents unless
+    /// `live_writes`.
+    pub fn eval(
+        &self,
+        cfg: &Config,
+        logs: &std::path::Path,
+        labels: Vec<(&'static str, String)>,
+        live_writes: bool,
+    ) -> Mode {
         Mode {
             dry_run: self.dry_run || !live_writes,
             logs: logs.to_path_buf(),

@@ -30,9 +30,9 @@ pub(super) type Ended = (RunOutcome, Vec<Summary>);
 /// One run: what it was asked, and what it found on the way that the
 /// run's end reports.
 pub(super) struct Run<'a> {
-    pub(super) cfg: &'a Config,
-    pub(super) deps: &'a TaskDeps,
-    pub(super) opts: &'a RunOptions,
+    cfg: &'a Config,
+    deps: &'a TaskDeps,
+    opts: &'a RunOptions,
     /// Inbox entries that will never run, once the inbox is listed.
     pub(super) ignored: Option<usize>,
     /// What the operator must fix that no task's record says (README, Exit codes).

@@ -256,6 +256,19 @@ pub fn comparison(opts: &EvalOptions, variants: &[VariantReport]) -> Option<Comp
     ))
 }
 
+/// The labels of a variant's traces: its eval and its own name, the
+/// folders of `logs` (`<eval>/<variant>`).
+fn variant_labels(logs: &Path) -> Vec<(&'static str, String)> {
+    let name = |p: Option<&Path>| {
+        let name = p.and_then(Path::file_name).unwrap_or_default();
+        name.to_string_lossy().into_owned()
+    };
+    vec![
+        ("agent_harness.eval_id", name(logs.parent())),
+        ("agent_harness.eval_variant", name(Some(logs))),
+    ]
+}
+
 /// Runs the suite once for one variant; its records go under `logs`.
 pub async fn run_variant(
     cfg: &Config,
@@ -268,7 +281,9 @@ pub async fn run_variant(
     let runs: Vec<inbox::InboxEntry> = (0..opts.repeat.max(1))
         .flat_map(|_| entries.iter().cloned())
         .collect();
-    let mode = opts.batch.eval(cfg, logs, opts.live_writes);
+    let mode = opts
+        .batch
+        .eval(cfg, logs, variant_labels(logs), opts.live_writes);
     let ends = run_tasks(cfg, deps, runs, &mode, opts.batch.concurrency).await;
     let mut summaries = Vec::new();
     let mut broken: BTreeMap<String, u32> = BTreeMap::new();

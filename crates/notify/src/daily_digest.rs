@@ -126,7 +126,7 @@ impl Notifier {
             until: turn.at,
             zone: cfg.timezone.clone(),
         };
-        let ledger = end.budget.filter(harness_state::SpendToday::daily);
+        let ledger = end.budget;
         let paths = cfg.paths.clone();
         let program = program(cfg);
         let redactor = self.0.redactor.clone();

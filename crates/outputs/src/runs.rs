@@ -10,7 +10,7 @@ use harness_records::{self as records, Summary, Unfinished};
 
 /// A time as the readers print it: RFC 3339, to the second, in `zone`
 /// (`Z` for UTC).
-pub fn when(t: DateTime<Utc>, zone: &Zone) -> String {
+pub(crate) fn when(t: DateTime<Utc>, zone: &Zone) -> String {
     t.with_timezone(zone)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -37,7 +37,7 @@ pub fn json(running: &[Unfinished], summaries: &[Summary]) -> Vec<serde_json::Va
 const ANSWER_CHARS: usize = 40;
 
 /// An answer's first line, clipped and escaped, for a table cell.
-pub fn answer_cell(answer: Option<&str>) -> String {
+pub(crate) fn answer_cell(answer: Option<&str>) -> String {
     let first = answer
         .and_then(|a| a.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("-");
