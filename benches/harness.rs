@@ -250,8 +250,8 @@ fn morning(sizes: &Sizes) {
         &["runs", "--status", "failed"],
     ] {
         // `status` ends within a millisecond or two: between two polls
-        // of its VmHWM, so its peak is read by GNU time.
-        let cost = measure_peak(harness_in(root, args));
+        // of its VmHWM, so its peak is read by GNU time (its wall alone).
+        let cost = timed_and_peaked(|| harness_in(root, args));
         assert_eq!(cost.code, 0, "{args:?} failed");
         println!(
             "  {:<28} {:8.1} ms wall, {:6.1} MiB peak RSS",

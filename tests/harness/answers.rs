@@ -48,7 +48,7 @@ async fn a_cut_answer_asked_for_again_is_recorded_as_cut() {
     let scene = a_cut_then_a_whole_answer().await;
 
     let finishes: Vec<Option<String>> = scene
-        .attempts("t")
+        .conversation("t")
         .into_iter()
         .map(|l| l.finish_reason)
         .collect();

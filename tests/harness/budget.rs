@@ -405,6 +405,20 @@ async fn check_prints_todays_spend_against_each_limit() {
 }
 
 #[tokio::test]
+async fn digest_says_when_the_ledger_its_spend_comes_from_cannot_be_read() {
+    let s = offline()
+        .config("[budget]\ntokens_per_day = 100000")
+        .build()
+        .await;
+    std::fs::write(s.root().join(LEDGER), "nonsense").unwrap();
+
+    let out = run_bin(&s, &["digest"]).await;
+
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_contains(stderr(&out), "agent-harness: digest: the budget ledger: ");
+}
+
+#[tokio::test]
 async fn eval_spends_from_the_day_and_replay_never_does() {
     let s = scenario()
         .by_progress(vec![ok(final_answer("hello"))])

@@ -169,11 +169,20 @@ async fn calls_with_huge_arguments_are_replayed_within_64_kib_a_reply() {
             "request {}: {size} bytes",
             turn + 1
         );
-        for m in messages(request)
+        let sent = request["messages"].as_array().unwrap();
+        for (m, raw) in messages(request)
             .iter()
-            .filter(|m| m.role == Role::Assistant)
+            .zip(sent)
+            .filter(|(m, _)| m.role == Role::Assistant)
         {
             let calls = &m.tool_calls;
+            // On the wire each call's arguments are a JSON string.
+            let raw_calls = raw["tool_calls"].as_array().unwrap();
+            assert!(
+                raw_calls
+                    .iter()
+                    .all(|c| c["function"]["arguments"].is_string())
+            );
             assert_eq!(
                 calls.len(),
                 30,

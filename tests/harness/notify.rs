@@ -402,6 +402,7 @@ async fn sixty_one_failures() -> (String, String) {
 async fn bodies_carry_the_harness_words_never_the_models() {
     let (ping, report) = sixty_one_failures().await;
 
+    assert_contains(&report, "aa-schema");
     for body in [&ping, &report] {
         assert_lacks(body, "evil.example");
         assert_lacks(body, "@channel");

@@ -101,7 +101,7 @@ async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
         (Status::Interrupted, StopReason::Interrupted)
     );
     assert!(s.retryable, "an interrupted task is run again next time");
-    let conversation = scene.attempts_in(&dir);
+    let conversation = conversation_in(&dir);
     // The call in flight was cancelled, not waited for: its one attempt
     // ended interrupted, with no reply.
     assert_eq!(conversation.len(), 1, "{conversation:#?}");
@@ -111,7 +111,7 @@ async fn sigterm_mid_call_leaves_the_task_in_the_inbox_and_exits_75_in_time() {
         "{:?}",
         conversation[0]
     );
-    assert!(conversation[0].response.is_none(), "{:?}", conversation[0]);
+    assert!(conversation[0].response.is_null(), "{:?}", conversation[0]);
     assert!(
         !scene.root().join("logs/b-not-started").exists(),
         "the task that had not started has no run"

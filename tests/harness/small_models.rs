@@ -140,9 +140,8 @@ async fn a_call_cut_off_at_max_tokens_is_answered_as_an_error_and_never_run() {
     assert_starts(refused, "This call was cut off by the output token limit");
     assert_eq!(notes.calls().await.len(), 1);
     let requests = s.requests().await;
-    let replayed = &messages(&requests[1])[2].tool_calls;
     // Cut-off arguments are never replayed.
-    assert_eq!(replayed[1].function.arguments, "{}");
+    assert_eq!(sent_arguments(&requests[1], 2, 1), "{}");
 }
 
 #[tokio::test]
@@ -160,7 +159,7 @@ async fn the_real_truncated_reply_fixture_is_survived() {
     let line = &s.tool_lines("t")[0];
     assert!(!line.executed && line.result.contains("cut off"));
     let second = &s.requests().await[1];
-    assert_eq!(messages(second)[2].tool_calls[0].function.arguments, "{}");
+    assert_eq!(sent_arguments(second, 2, 0), "{}");
     assert_eq!(
         messages(second)[3].tool_call_id.as_deref(),
         Some("INjB0MGwr2O4HFPrtxI3vGXBEDddI1JT")
@@ -442,9 +441,9 @@ async fn the_servers_context_error_shrinks_and_retries_once() {
     assert_eq!(requests.len(), 3);
     let resent = messages(&requests[2]);
     assert_starts(&resent[3].content, "[Removed to fit the context window");
-    let lines = scene.attempts("t");
+    let lines = scene.conversation("t");
     assert_eq!(lines[1].http_status, Some(400));
-    assert_eq!(lines[2].context.as_ref().unwrap().elided_call_ids, ["c1"]);
+    assert_eq!(lines[2].context().elided_call_ids, ["c1"]);
 }
 
 #[tokio::test]

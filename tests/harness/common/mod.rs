@@ -614,8 +614,8 @@ pub fn sent(body: &Value) -> Sent {
 }
 
 /// A `conversation.jsonl` line as docs/operating.md says it, read typed: a
-/// field renamed or gone fails the read instead of comparing against
-/// `null`. The bodies stay JSON (`response` is a string when it was not).
+/// required field renamed or gone fails the read instead of comparing
+/// against `null` (an `Option` reads a missing key as `None`). The bodies stay JSON (`response` is a string when it was not).
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct ConversationRecord {
     pub turn: usize,
@@ -680,6 +680,15 @@ pub fn sent_chat(line: &ConversationRecord) -> &Value {
 /// field renamed fails to compile, not compares against `null`.
 pub fn messages(body: &Value) -> Vec<Message> {
     serde_json::from_value(body["messages"].clone()).expect("a request's messages")
+}
+
+/// The `arguments` of tool call `call` of message `message` in a request
+/// as sent: a JSON string on the wire (the typed [`messages`] would take
+/// an object too).
+pub fn sent_arguments(body: &Value, message: usize, call: usize) -> &str {
+    body["messages"][message]["tool_calls"][call]["function"]["arguments"]
+        .as_str()
+        .expect("arguments sent as a string")
 }
 
 /// The cached parts, as `scripts/stack paths` reports them.

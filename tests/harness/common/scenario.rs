@@ -17,7 +17,7 @@
 //! the scene itself (with options, the binary, twice).
 //!
 //! A [`Scene`] is its [`Project`] (`Deref`), so every reader of the
-//! records (`summary`, `tool_lines`, `attempts`, `done()`, …) is there.
+//! records (`summary`, `tool_lines`, `conversation`, `done()`, …) is there.
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use agent_harness::agent::deps::TaskDeps;
 use agent_harness::config::Config;
 use agent_harness::drain::{RunOptions, RunOutcome};
-use agent_harness::records::RecordedLine;
 use serde_json::Value;
 use wiremock::ResponseTemplate;
 
@@ -369,20 +368,6 @@ impl Project {
         let p = dir.join(format!("{name}.md"));
         std::fs::write(&p, text).unwrap();
         p
-    }
-
-    /// The model attempts of `task`'s run, typed as the program reads them back.
-    pub fn attempts(&self, task: &str) -> Vec<RecordedLine> {
-        self.attempts_in(&self.run_dir(task))
-    }
-
-    /// The model attempts recorded in the run folder `dir`.
-    pub fn attempts_in(&self, dir: &Path) -> Vec<RecordedLine> {
-        std::fs::read_to_string(dir.join("conversation.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
     }
 
     /// The run folders of `task`, oldest first.
