@@ -22,9 +22,10 @@ pub(crate) fn ending(code: u8) -> harness_notify::Ending {
     }
 }
 
-/// The exit code of a reader that printed what a listing held: 1 when a
-/// folder of it could not be read (not `read_all`) (what was printed may miss runs) or the
-/// printing failed; a reader whose pipe closed early (`| head`) is done.
+/// The exit code of a reader that printed what it read (a listing, the
+/// overview, a page): 1 when something of it could not be read (not
+/// `read_all`: what was printed may miss runs) or the printing failed; a
+/// reader whose pipe closed early (`| head`) is done.
 pub(crate) fn of_listing(written: std::io::Result<()>, read_all: bool, progress: &Progress) -> u8 {
     match written {
         Ok(()) if read_all => OK,

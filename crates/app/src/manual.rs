@@ -17,17 +17,12 @@ pub(super) fn print(command: &Command, progress: &Progress) -> u8 {
     let written = match command {
         Command::Completions { shell } => {
             let name = cli.get_name().to_string();
-            match shell {
-                Shell::Bash => {
-                    clap_complete::generate(clap_complete::Shell::Bash, &mut cli, name, &mut text)
-                }
-                Shell::Zsh => {
-                    clap_complete::generate(clap_complete::Shell::Zsh, &mut cli, name, &mut text)
-                }
-                Shell::Fish => {
-                    clap_complete::generate(clap_complete::Shell::Fish, &mut cli, name, &mut text)
-                }
-            }
+            let shell = match shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            clap_complete::generate(shell, &mut cli, name, &mut text);
             Ok(())
         }
         _ => clap_mangen::Man::new(cli)
@@ -35,17 +30,10 @@ pub(super) fn print(command: &Command, progress: &Progress) -> u8 {
             .map(|()| text = title_first(&text)),
     };
     let mut out = progress.stdout();
-    match written
+    let written = written
         .and_then(|()| out.write_all(&text))
-        .and_then(|()| out.flush())
-    {
-        Ok(()) => exit::OK,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
-        Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e}"));
-            exit::FAILED
-        }
-    }
+        .and_then(|()| out.flush());
+    exit::of_listing(written, true, progress)
 }
 
 /// The page with its `.TH` line first (clap_mangen puts the definitions

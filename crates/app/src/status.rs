@@ -35,13 +35,8 @@ pub(super) fn status_command(cfg: &Config, json: bool, utc: bool, progress: &Pro
             printable(problem)
         ));
     }
-    match written {
-        Ok(()) | Err(_) if !seen.problems.is_empty() => exit::FAILED,
-        Ok(()) => exit::OK,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => exit::OK,
-        Err(e) => {
-            progress.eprintln(&format!("agent-harness: {e}"));
-            exit::FAILED
-        }
+    match seen.problems.is_empty() {
+        true => exit::of_listing(written, true, progress),
+        false => exit::FAILED,
     }
 }
